@@ -1,0 +1,64 @@
+"""The `kestrel` command: the composition root.
+
+Each command lives in its own module under `kestrel.cli` exposing
+`register(subparsers) -> None`; the module adds one or more subcommands whose
+parsers set `func=handler` where `handler(args) -> int` returns the exit code.
+The CLI only parses flags and calls the library. Exit codes: 0 success, 1 the
+command ran and found a problem (an invalid document, a failed check), 2 a
+usage error (bad flags, unreadable input).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from kestrel import __version__
+
+# One entry per command module, in help order.
+COMMAND_MODULES: tuple[str, ...] = ()
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with usage errors on exit code 2 and a hint to `--help`."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {message}\n(run `{self.prog} --help` for usage)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="kestrel",
+        description=(
+            "Kestrel: agents author bounded trading plans in a typed, token-efficient "
+            "language; the runtime fires them at the tick."
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"kestrel {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in COMMAND_MODULES:
+        module = importlib.import_module(name)
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help()
+        return 2
+    try:
+        code: int = func(args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

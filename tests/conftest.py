@@ -1,0 +1,23 @@
+"""Shared test configuration: every async test runs on asyncio AND trio."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    """The real market data folder; skips the test cleanly when it is absent."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"shared market data not present at {SHARED_DATA}")
+    return SHARED_DATA
