@@ -1,0 +1,447 @@
+"""The bounded authoring loop, sans-IO (h11-style): replies in, requests or a terminal turn out.
+
+One loop runs per authoring ordinal under ONE dual budget, `view_request_cap` non-terminal
+iterations and `authoring_token_budget` tokens (spend = input + output + thinking):
+
+- a terminal reply (PLAN / STANDDOWN / PASS) ends the loop: it is the only thing that leaves it;
+- a view request is resolved against the catalog; if valid the agent is re-asked with that view
+  materialized under the SAME frozen snapshot; if invalid it becomes a repair carrying the
+  resolution error and the view falls back to the default;
+- an invalid reply is a repair: the error is surfaced, the last materialized view stays;
+- after each non-terminal step `exhausted = iteration + 1 > cap or spent >= budget`; an exhausted
+  loop ends in a fail-closed stand-down whose reason names the budget, never a forced plan;
+- an agent exception or timeout (`receive_failure`) is a fail-closed stand-down too;
+- every non-terminal step, escalation and failure is an `Evidence` record (never replayed).
+
+With a profile policy the loop also observes its escalation triggers (repair streak, uncertain
+completions, a failing self-correction pass, plan risk at or over a threshold) and escalates at
+most once, restoring only the displaced cap, token budget and effort. With `self_correct` a
+valid plan is dry-run against the snapshot once; findings earn the agent one correction re-ask.
+A single-shot loop (`iterative=False`) accepts only a terminal first reply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import msgspec
+
+from kestrel.lang import ast
+from kestrel.session.profiles import (
+    DEFAULT_AUTHORING_TOKEN_BUDGET,
+    DEFAULT_VIEW_REQUEST_CAP,
+    Policy,
+)
+from kestrel.session.protocol import (
+    AgentReply,
+    AgentTurn,
+    AuthorRequest,
+    AuthorStep,
+    Invalid,
+    Reply,
+    RequestView,
+    StandDownTurn,
+    Supersede,
+    TurnReply,
+    Usage,
+)
+from kestrel.session.risk import RiskAssessment
+
+
+class Evidence(msgspec.Struct, frozen=True, omit_defaults=True):
+    """One authoring-loop evidence record (above the determinism line; never replayed)."""
+
+    ordinal: str
+    iteration: int
+    kind: str
+    model: str
+    usage: Usage
+    budget_exhausted: bool
+    latency_ms: float | None = None
+    panes: tuple[str, ...] = ()
+    view: str | None = None
+    view_budget: int | None = None
+    reason: str | None = None
+    error: str | None = None
+    profile: str | None = None
+
+
+class Kernel(msgspec.Struct, frozen=True):
+    """What the runtime always renders into a briefing itself (the kernel panes' inputs)."""
+
+    ordinal: str
+    iteration: int
+    iterations_left: int
+    tokens_left: int
+
+
+class LoopSettings(msgspec.Struct, frozen=True):
+    view_request_cap: int = DEFAULT_VIEW_REQUEST_CAP
+    authoring_token_budget: int = DEFAULT_AUTHORING_TOKEN_BUDGET
+    effort: str | None = None
+    self_correct: bool = False
+
+
+class Done(msgspec.Struct, frozen=True):
+    """The loop's end: the terminal turn (the only thing for the bus and the capture)."""
+
+    turn: AgentTurn
+    iterations: int
+    tokens_spent: int
+
+
+@dataclass(frozen=True, slots=True)
+class LoopPorts:
+    """What the loop needs from the language and the frame, injected.
+
+    - `interpret(text)`: the agent's raw text as a `Reply` (see `protocol.interpret_reply`);
+    - `resolve_view(view)`: validate a VIEW against the catalog, returning an opaque resolved
+      view, or raise with the error text;
+    - `briefing(resolved_or_None, kernel)`: the kernel panes plus the materialized view (None =
+      the default view), all rendered from the one frozen snapshot;
+    - `dry_run(plan)`: the self-correction findings (empty = passes);
+    - `classify(plan)`: the plan risk assessment for the risk trigger.
+    """
+
+    interpret: Callable[[str], Reply]
+    resolve_view: Callable[[ast.View], object]
+    briefing: Callable[[object | None, Kernel], str]
+    dry_run: Callable[[ast.Plan], Sequence[str]] | None = None
+    classify: Callable[[ast.Plan], RiskAssessment] | None = None
+
+
+Outcome = AuthorRequest | Done
+
+
+class LoopError(RuntimeError):
+    """The caller drove the loop out of order (a programming error, not agent input)."""
+
+
+class AuthoringLoop:
+    """The state machine for one ordinal. Drive it: `next_request()`, then `receive(...)` with
+    each agent answer until it returns `Done`; `evidence` holds the records so far."""
+
+    def __init__(
+        self,
+        *,
+        ordinal: str,
+        ports: LoopPorts,
+        settings: LoopSettings = LoopSettings(),
+        policy: Policy | None = None,
+        model: str = "",
+        profile: str | None = None,
+        iterative: bool = True,
+    ) -> None:
+        self.ordinal = ordinal
+        self._ports = ports
+        self._policy = policy
+        self._model = model
+        self._profile = profile
+        self._iterative = iterative
+        self._cap = settings.view_request_cap
+        self._budget = settings.authoring_token_budget
+        self._effort = settings.effort
+        self._self_correct = settings.self_correct
+        self._iteration = 0
+        self._spent = 0
+        self._view: object | None = None
+        self._view_name: str | None = None
+        self._repair_error: str | None = None
+        self._repair_streak = 0
+        self._uncertain = 0
+        self._escalated = False
+        self._corrected = False
+        self._pending: AuthorRequest | None = None
+        self._escalation_record: Evidence | None = None
+        self.evidence: list[Evidence] = []
+        self.escalations = 0
+        self.done: Done | None = None
+
+    # -- driving ------------------------------------------------------------------------------
+
+    @property
+    def iteration(self) -> int:
+        return self._iteration
+
+    @property
+    def tokens_spent(self) -> int:
+        return self._spent
+
+    def next_request(self) -> AuthorRequest:
+        """What to ask the agent now (stable until the next `receive`)."""
+        if self.done is not None:
+            raise LoopError("the authoring loop is done; it asks nothing more")
+        if self._pending is None:
+            kernel = Kernel(
+                ordinal=self.ordinal,
+                iteration=self._iteration,
+                iterations_left=max(self._cap - self._iteration, 0),
+                tokens_left=max(self._budget - self._spent, 0),
+            )
+            self._pending = AuthorRequest(
+                ordinal=self.ordinal,
+                iteration=self._iteration,
+                briefing=self._ports.briefing(self._view, kernel),
+                repair_error=self._repair_error,
+                view_name=self._view_name,
+                effort=self._effort,
+            )
+        return self._pending
+
+    def receive_reply(self, reply: AgentReply) -> Outcome:
+        """Interpret the agent's raw text with the runtime's language, then `receive` it."""
+        step = AuthorStep(
+            reply=self._ports.interpret(reply.text),
+            usage=reply.usage,
+            latency_ms=reply.latency_ms,
+            uncertain=reply.uncertain,
+        )
+        return self.receive(step)
+
+    def receive(self, step: AuthorStep) -> Outcome:
+        """Feed one interpreted answer; returns the next request or `Done`."""
+        if self.done is not None:
+            raise LoopError("the authoring loop is done; it receives nothing more")
+        self._pending = None
+        self._spent += step.usage.spend
+        reply = step.reply
+        trigger: str | None = None
+        if step.uncertain:
+            self._uncertain += 1
+            if self._policy and self._policy.uncertain_completions and (
+                self._uncertain == self._policy.uncertain_completions
+            ):
+                trigger = f"uncertain completion #{self._uncertain}"
+        if isinstance(reply, Invalid):
+            self._repair_streak += 1
+            p = self._policy
+            if p and p.repair_streak and self._repair_streak == p.repair_streak and trigger is None:
+                trigger = f"repair streak ({self._repair_streak} consecutive invalid replies)"
+        else:
+            self._repair_streak = 0
+
+        if isinstance(reply, TurnReply):
+            return self._terminal_or_review(step, reply.turn, trigger)
+        if not self._iterative:
+            return self._single_shot_refusal(step, reply)
+        if isinstance(reply, RequestView):
+            return self._view_request(step, reply, trigger)
+        return self._repair(step, reply, trigger)
+
+    def receive_failure(self, error: str) -> Done:
+        """The agent raised or timed out: stand down fail-closed with the error as reason."""
+        if self.done is not None:
+            raise LoopError("the authoring loop is done; it receives nothing more")
+        self._pending = None
+        self.evidence.append(
+            self._record(
+                kind="agent-error", usage=Usage(), latency_ms=None, exhausted=False, error=error
+            )
+        )
+        return self._finish(StandDownTurn(f"agent failed: {error} (fail-closed stand-down)"))
+
+    # -- steps --------------------------------------------------------------------------------
+
+    def _terminal_or_review(self, step: AuthorStep, turn: AgentTurn, trigger: str | None) -> Outcome:
+        if not self._iterative or not isinstance(turn, Supersede):
+            if trigger is not None:
+                self._escalate(trigger)
+                self._flush_escalation()
+            return self._finish(turn)
+        plan = turn.plan
+        findings: Sequence[str] = ()
+        if self._self_correct and not self._corrected and self._ports.dry_run is not None:
+            findings = self._ports.dry_run(plan)
+        if findings:
+            self._corrected = True
+            if trigger is None and self._policy and self._policy.on_self_correct_failure:
+                trigger = "self-correction pass failed"
+            error = "self-correction: " + "; ".join(findings) + (
+                ". Correct the plan, or reply STANDDOWN or PASS."
+            )
+            return self._non_terminal(step, "self-correction", trigger, error=error)
+        p = self._policy
+        if (
+            p is not None
+            and p.risk_threshold is not None
+            and not self._escalated
+            and self._ports.classify is not None
+        ):
+            assessment = self._ports.classify(plan)
+            if assessment.level >= p.risk_threshold:
+                why = "; ".join(assessment.reasons)
+                trigger = trigger or f"plan risk {assessment.level.name}"
+                error = (
+                    f"risk review: the plan is classified {assessment.level.name} ({why}). "
+                    "Revise it, or reply STANDDOWN or PASS."
+                )
+                return self._non_terminal(step, "risk-review", trigger, error=error)
+        if trigger is not None:
+            self._escalate(trigger)
+            self._flush_escalation()
+        return self._finish(turn)
+
+    def _view_request(self, step: AuthorStep, reply: RequestView, trigger: str | None) -> Outcome:
+        resolved: object | None = None
+        error: str | None = None
+        try:
+            resolved = self._ports.resolve_view(reply.view)
+        except Exception as exc:  # the catalog's error text is the repair guidance
+            error = str(exc).strip() or type(exc).__name__
+        exhausted = self._apply_trigger(trigger)
+        ok = error is None
+        self.evidence.append(
+            self._record(
+                kind="view-request",
+                usage=step.usage,
+                latency_ms=step.latency_ms,
+                exhausted=exhausted,
+                panes=tuple(p.name for p in reply.view.panes) if ok else (),
+                view=reply.view_text,
+                view_budget=reply.view.budget if ok else None,
+                reason=reply.reason,
+                error=error,
+            )
+        )
+        self._flush_escalation()
+        if exhausted:
+            return self._finish(StandDownTurn(self._exhausted_reason("a view request")))
+        if ok:
+            self._view, self._view_name, self._repair_error = resolved, reply.view.name, None
+        else:
+            self._view, self._view_name, self._repair_error = None, None, error
+        self._iteration += 1
+        return self.next_request()
+
+    def _repair(self, step: AuthorStep, reply: Invalid, trigger: str | None) -> Outcome:
+        return self._non_terminal(step, "repair", trigger, error=reply.error)
+
+    def _non_terminal(
+        self, step: AuthorStep, kind: str, trigger: str | None, *, error: str
+    ) -> Outcome:
+        """A repair-like step: surface `error`, keep the last view, count against the budget."""
+        exhausted = self._apply_trigger(trigger)
+        self.evidence.append(
+            self._record(
+                kind=kind,
+                usage=step.usage,
+                latency_ms=step.latency_ms,
+                exhausted=exhausted,
+                error=error,
+            )
+        )
+        self._flush_escalation()
+        if exhausted:
+            return self._finish(StandDownTurn(self._exhausted_reason(f"a {kind}")))
+        self._repair_error = error
+        self._iteration += 1
+        return self.next_request()
+
+    def _single_shot_refusal(self, step: AuthorStep, reply: RequestView | Invalid) -> Done:
+        what = "a view request" if isinstance(reply, RequestView) else "an invalid reply"
+        detail = reply.error if isinstance(reply, Invalid) else reply.view_text
+        self.evidence.append(
+            self._record(
+                kind="single-shot-refusal",
+                usage=step.usage,
+                latency_ms=step.latency_ms,
+                exhausted=True,
+                error=detail,
+            )
+        )
+        return self._finish(
+            StandDownTurn(
+                f"single-shot agent sent {what}; only PLAN, STANDDOWN or PASS are accepted "
+                "(fail-closed stand-down)"
+            )
+        )
+
+    # -- budget and escalation ----------------------------------------------------------------
+
+    def _apply_trigger(self, trigger: str | None) -> bool:
+        if trigger is not None:
+            self._escalate(trigger)
+        return self._iteration + 1 > self._cap or self._spent >= self._budget
+
+    def _escalate(self, trigger: str) -> None:
+        """Restore the displaced posture, at most once per loop."""
+        p = self._policy
+        if p is None or self._escalated:
+            return
+        self._escalated = True
+        self.escalations += 1
+        restored: list[str] = []
+        if p.restore_cap is not None:
+            self._cap = p.restore_cap
+            restored.append(f"view_request_cap {p.restore_cap}")
+        if p.restore_token_budget is not None:
+            self._budget = p.restore_token_budget
+            restored.append(f"authoring_token_budget {p.restore_token_budget}")
+        if p.restore_default_effort:
+            self._effort = None
+            restored.append("effort default")
+        reason = f"{trigger}: restored " + (", ".join(restored) if restored else "nothing")
+        self._escalation_record = self._record(
+            kind="escalation", usage=Usage(), latency_ms=None, exhausted=False, reason=reason
+        )
+
+    def _flush_escalation(self) -> None:
+        if self._escalation_record is not None:
+            self.evidence.append(self._escalation_record)
+            self._escalation_record = None
+
+    def _exhausted_reason(self, during: str) -> str:
+        if self._iteration + 1 > self._cap:
+            bound = f"view_request_cap {self._cap} reached"
+        else:
+            bound = f"authoring_token_budget {self._budget} spent ({self._spent} tokens)"
+        return (
+            f"authoring budget exhausted after {during}: {bound} "
+            "(bounded authoring loop, fail-closed stand-down)"
+        )
+
+    def _record(
+        self,
+        *,
+        kind: str,
+        usage: Usage,
+        latency_ms: float | None,
+        exhausted: bool,
+        panes: tuple[str, ...] = (),
+        view: str | None = None,
+        view_budget: int | None = None,
+        reason: str | None = None,
+        error: str | None = None,
+    ) -> Evidence:
+        return Evidence(
+            ordinal=self.ordinal,
+            iteration=self._iteration,
+            kind=kind,
+            model=self._model,
+            usage=usage,
+            budget_exhausted=exhausted,
+            latency_ms=latency_ms,
+            panes=panes,
+            view=view,
+            view_budget=view_budget,
+            reason=reason,
+            error=error,
+            profile=self._profile,
+        )
+
+    def _finish(self, turn: AgentTurn) -> Done:
+        self.done = Done(turn=turn, iterations=self._iteration, tokens_spent=self._spent)
+        return self.done
+
+
+__all__ = [
+    "AuthoringLoop",
+    "Done",
+    "Evidence",
+    "Kernel",
+    "LoopError",
+    "LoopPorts",
+    "LoopSettings",
+    "Outcome",
+]

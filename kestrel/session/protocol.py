@@ -1,0 +1,217 @@
+"""The agent protocol: what an agent is asked, what it answers, and how the runtime reads it.
+
+Invariants:
+- an agent returns raw text (`AgentReply`); the runtime, never the agent, turns that text into
+  a `Reply` with the language (`interpret_reply`), so every agent gets the same validation;
+- `Usage.input` INCLUDES cache reads and writes, `Usage.output` EXCLUDES thinking, and the
+  authoring budget spends `input + output + thinking` (adapters normalize to this);
+- the terminal `AgentTurn` is the only thing that leaves an authoring loop (to the bus and the
+  capture); everything else is evidence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import ClassVar, Protocol, TypeAlias, runtime_checkable
+
+import msgspec
+
+from kestrel.lang import ast
+
+
+class Usage(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Token usage of one agent call, normalized (see the module invariants)."""
+
+    input: int = 0
+    output: int = 0
+    thinking: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+
+    @property
+    def spend(self) -> int:
+        """What the authoring token budget counts: input + output + thinking."""
+        return self.input + self.output + self.thinking
+
+
+# ------------------------------------------------------------------------------------------
+# Terminal turns
+
+
+class Supersede(msgspec.Struct, frozen=True, tag="supersede", tag_field="kind"):
+    """Arm `plan`, replacing the incumbent plan."""
+
+    plan: ast.Plan
+
+
+class StandDownTurn(msgspec.Struct, frozen=True, tag="stand_down", tag_field="kind"):
+    """Disarm entries and cancel working entry orders; protective exits stay live."""
+
+    reason: str
+
+
+class PassTurn(msgspec.Struct, frozen=True, tag="pass", tag_field="kind"):
+    """Keep the incumbent plan as it is."""
+
+
+AgentTurn: TypeAlias = Supersede | StandDownTurn | PassTurn
+
+
+# ------------------------------------------------------------------------------------------
+# Replies (what one agent answer means)
+
+
+class TurnReply(msgspec.Struct, frozen=True, tag="turn", tag_field="kind"):
+    """A terminal reply: it ends the authoring loop."""
+
+    turn: AgentTurn
+
+
+class RequestView(msgspec.Struct, frozen=True, tag="request_view", tag_field="kind"):
+    """A syntactically valid VIEW document; the loop resolves it against the catalog."""
+
+    view_text: str
+    reason: str
+    view: ast.View
+
+
+class Invalid(msgspec.Struct, frozen=True, tag="invalid", tag_field="kind"):
+    """The reply could not be parsed or checked; `error` is the repair-guiding text."""
+
+    error: str
+
+
+Reply: TypeAlias = TurnReply | RequestView | Invalid
+
+
+class AuthorStep(msgspec.Struct, frozen=True):
+    """One interpreted agent answer. `uncertain` marks a completion the adapter could not vouch
+    for (e.g. a reply truncated at the output limit)."""
+
+    reply: Reply
+    usage: Usage = Usage()
+    latency_ms: float | None = None
+    uncertain: bool = False
+
+
+class AgentReply(msgspec.Struct, frozen=True):
+    """What an agent returns: its raw text plus usage, before the runtime interprets it."""
+
+    text: str
+    usage: Usage = Usage()
+    latency_ms: float | None = None
+    uncertain: bool = False
+
+
+class AuthorRequest(msgspec.Struct, frozen=True):
+    """What the runtime asks the agent: the briefing (kernel panes + the current view), the
+    repair error to fix if any, and the posture knobs the agent may honour."""
+
+    ordinal: str
+    iteration: int
+    briefing: str
+    repair_error: str | None = None
+    view_name: str | None = None
+    effort: str | None = None
+
+
+@runtime_checkable
+class Agent(Protocol):
+    """An author. `iterative` False means single-shot: the agent never enters the authoring
+    loop (its one reply must be terminal, else the ordinal stands down fail-closed)."""
+
+    iterative: ClassVar[bool]
+
+    @property
+    def agent_id(self) -> str:
+        """A stable id recorded in captures (e.g. `baseline`, `fixed:orb`)."""
+        ...
+
+    @property
+    def model(self) -> str:
+        """The model name recorded in evidence ("" for rule-based agents)."""
+        ...
+
+    def author(self, request: AuthorRequest) -> AgentReply:
+        """Answer one request; may raise (the loop then stands down fail-closed)."""
+        ...
+
+
+# ------------------------------------------------------------------------------------------
+# Interpretation
+
+
+class ReplyError(Exception):
+    """Raised by a parse/check function given to `interpret_reply`; its text is the repair
+    error shown to the agent."""
+
+
+ParseFn: TypeAlias = Callable[[str], object]
+CheckFn: TypeAlias = Callable[[ast.Plan], object]
+
+
+def interpret_reply(text: str, *, parse: ParseFn, check: CheckFn | None = None) -> Reply:
+    """Turn raw agent text into a `Reply`.
+
+    - one PLAN that parses and checks → `TurnReply(Supersede)`;
+    - `STANDDOWN ["reason"]` → `TurnReply(StandDownTurn)`; `PASS` → `TurnReply(PassTurn)`;
+    - one VIEW that parses → `RequestView` (resolution against the catalog is the loop's job);
+    - anything else (empty text, several statements, a parse or type error) → `Invalid` with the
+      language's error text.
+    `parse` raises on a syntax error; `check` raises on a type error (any exception's text is
+    surfaced verbatim).
+    """
+    body = text.strip()
+    if not body:
+        return Invalid("empty reply: answer with exactly one PLAN, VIEW, STANDDOWN or PASS")
+    try:
+        node = parse(body)
+    except Exception as exc:  # the language's error carries position, caret and hint
+        return Invalid(_message(exc))
+    if isinstance(node, ast.Module):
+        if len(node.statements) != 1:
+            return Invalid(
+                f"a reply is one statement, got {len(node.statements)}: answer with exactly one "
+                "PLAN, VIEW, STANDDOWN or PASS"
+            )
+        node = node.statements[0]
+    if isinstance(node, ast.Plan):
+        if check is not None:
+            try:
+                check(node)
+            except Exception as exc:
+                return Invalid(_message(exc))
+        return TurnReply(Supersede(node))
+    if isinstance(node, ast.StandDown):
+        return TurnReply(StandDownTurn(node.reason or "stand down requested by the agent"))
+    if isinstance(node, ast.Pass):
+        return TurnReply(PassTurn())
+    if isinstance(node, ast.View):
+        return RequestView(view_text=body, reason=node.name, view=node)
+    return Invalid(f"unexpected reply of kind {type(node).__name__}: answer with one statement")
+
+
+def _message(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text or type(exc).__name__
+
+
+__all__ = [
+    "Agent",
+    "AgentReply",
+    "AgentTurn",
+    "AuthorRequest",
+    "AuthorStep",
+    "CheckFn",
+    "Invalid",
+    "ParseFn",
+    "PassTurn",
+    "Reply",
+    "ReplyError",
+    "RequestView",
+    "StandDownTurn",
+    "Supersede",
+    "TurnReply",
+    "Usage",
+    "interpret_reply",
+]

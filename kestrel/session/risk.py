@@ -1,0 +1,154 @@
+"""Plan risk classes and the self-correction dry-run.
+
+Invariants:
+- every plan that can place an order (an `Order` or a `FLAT`) is at least HIGH;
+- CRITICAL marks the genuinely dangerous: an entry without a protective stop (STOP or TRAIL),
+  a size over `maxpos`, or a worst-case loss (size x stop distance) over `maxloss`;
+- a plan that places nothing (only CANCEL, or no rules) is LOW;
+- both functions are pure: the same plan and context give the same answer.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+
+import msgspec
+
+from kestrel.lang import ast
+
+
+class RiskLevel(enum.IntEnum):
+    LOW = 0
+    MEDIUM = 1
+    HIGH = 2
+    CRITICAL = 3
+
+
+class RiskBounds(msgspec.Struct, frozen=True):
+    """The configured default bounds a plan's own RISK clause may tighten or loosen."""
+
+    maxpos: int = 1000
+    maxloss: float = 1000.0
+
+
+class RiskAssessment(msgspec.Struct, frozen=True):
+    level: RiskLevel
+    reasons: tuple[str, ...] = ()
+
+
+def _orders(plan: ast.Plan) -> list[ast.Order]:
+    return [a for rule in plan.rules for a in rule.actions if isinstance(a, ast.Order)]
+
+
+def stop_distance(order: ast.Order, reference: float | None) -> float | None:
+    """Distance from the entry to the protective stop, per unit, or None when unknown."""
+    off = order.stop if order.stop is not None else order.trail
+    if off is None:
+        return None
+    if off.mode == "abs":
+        return abs(off.value)
+    if reference is None:
+        return None
+    if off.mode == "pct":
+        return reference * abs(off.value) / 100.0
+    return abs(reference - off.value)
+
+
+def classify(plan: ast.Plan, *, reference: float | None, bounds: RiskBounds) -> RiskAssessment:
+    """Classify `plan`; `reference` is the price entries are assumed to fill near (the last
+    price at the cutoff), used for pct/absolute stop distances."""
+    orders = _orders(plan)
+    flats = any(isinstance(a, ast.Flat) for rule in plan.rules for a in rule.actions)
+    if not orders and not flats:
+        return RiskAssessment(RiskLevel.LOW)
+    maxpos = plan.risk.maxpos if plan.risk.maxpos is not None else bounds.maxpos
+    maxloss = plan.risk.maxloss if plan.risk.maxloss is not None else bounds.maxloss
+    reasons: list[str] = []
+    for i, order in enumerate(orders, 1):
+        label = f"order {i} ({order.side.upper()} {order.qty})"
+        if order.stop is None and order.trail is None:
+            reasons.append(f"{label} has no protective STOP or TRAIL")
+        if order.qty > maxpos:
+            reasons.append(f"{label} size exceeds maxpos {maxpos}")
+        dist = stop_distance(order, reference)
+        if dist is not None and dist * order.qty > maxloss:
+            reasons.append(
+                f"{label} worst-case loss {dist * order.qty:.2f} exceeds maxloss {maxloss:g}"
+            )
+    if reasons:
+        return RiskAssessment(RiskLevel.CRITICAL, tuple(reasons))
+    return RiskAssessment(RiskLevel.HIGH, ("places orders",))
+
+
+ConditionProbe = Callable[[ast.Expr], bool | None]
+"""Evaluates a rule condition at the cutoff: True/False, or None when it cannot be known."""
+
+
+def dry_run(
+    plan: ast.Plan,
+    *,
+    reference: float | None,
+    bounds: RiskBounds,
+    probe: ConditionProbe | None = None,
+) -> tuple[str, ...]:
+    """The self-correction pass: what is wrong with a valid plan against the frozen snapshot.
+
+    Checks brackets on the right side of the entry, entries not already triggered at the
+    cutoff, worst-case loss within `maxloss` and sizes within bounds. Empty = passes.
+    """
+    maxpos = plan.risk.maxpos if plan.risk.maxpos is not None else bounds.maxpos
+    maxloss = plan.risk.maxloss if plan.risk.maxloss is not None else bounds.maxloss
+    findings: list[str] = []
+    for r, rule in enumerate(plan.rules, 1):
+        orders = [a for a in rule.actions if isinstance(a, ast.Order)]
+        if orders and probe is not None and probe(rule.cond) is True:
+            findings.append(
+                f"rule {r}: its condition already holds at the cutoff, so it would fire on "
+                "the first tick (wait for a fresh signal instead)"
+            )
+        for order in orders:
+            label = f"rule {r} ({order.side.upper()} {order.qty})"
+            for name, off, below in (
+                ("STOP", order.stop, order.side == "buy"),
+                ("TARGET", order.target, order.side == "sell"),
+            ):
+                if off is None:
+                    continue
+                side = _bracket_side(off, reference)
+                if side is None:
+                    continue
+                if below and side >= 0 or not below and side <= 0:
+                    where = "below" if below else "above"
+                    findings.append(
+                        f"{label}: {name} must be {where} the entry for a {order.side.upper()}"
+                    )
+            if order.qty <= 0 or order.qty > maxpos:
+                findings.append(f"{label}: size must be between 1 and maxpos {maxpos}")
+            dist = stop_distance(order, reference)
+            if dist is not None and dist * order.qty > maxloss:
+                findings.append(
+                    f"{label}: worst-case loss {dist * order.qty:.2f} exceeds maxloss "
+                    f"{maxloss:g} (tighten the stop or trade smaller)"
+                )
+    return tuple(findings)
+
+
+def _bracket_side(off: ast.Offset, reference: float | None) -> float | None:
+    """Sign of the bracket relative to the entry: negative below, positive above."""
+    if off.mode in ("pct", "abs"):
+        return off.value
+    if reference is None:
+        return None
+    return off.value - reference
+
+
+__all__ = [
+    "ConditionProbe",
+    "RiskAssessment",
+    "RiskBounds",
+    "RiskLevel",
+    "classify",
+    "dry_run",
+    "stop_distance",
+]
