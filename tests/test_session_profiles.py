@@ -1,0 +1,299 @@
+"""Execution profiles: lookup, precedence, escalation triggers, self-correction, risk classes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from kestrel.agents.scripted import ScriptedAgent
+from kestrel.lang import ast
+from kestrel.session import profiles
+from kestrel.session.drive import author_turn
+from kestrel.session.loop import AuthoringLoop, Done, Evidence, Kernel, LoopPorts, LoopSettings
+from kestrel.session.profiles import (
+    FAST,
+    THOROUGH,
+    Flags,
+    Mode,
+    Policy,
+    ProfileError,
+    Resolved,
+    Settings,
+    load_modes,
+    lookup,
+    lookup_mode,
+    names,
+    resolve,
+)
+from kestrel.session.protocol import AgentReply, StandDownTurn, Supersede, Usage, interpret_reply
+from kestrel.session.risk import RiskAssessment, RiskBounds, RiskLevel, classify, dry_run
+
+
+def _plan(name: str, *orders: ast.Order, risk: ast.Risk = ast.Risk()) -> ast.Plan:
+    cond = ast.Compare(">", ast.Series("last"), ast.Number(100.0))
+    return ast.Plan(name=name, rules=tuple(ast.Rule(cond, (o,)) for o in orders), risk=risk)
+
+
+GOOD = _plan("good", ast.Order("buy", 10, "mkt", stop=ast.Offset("abs", -1.0)))
+BAD = _plan("bad", ast.Order("buy", 10, "mkt", stop=ast.Offset("abs", 1.0)))
+RISKY = _plan("risky", ast.Order("buy", 10, "mkt"))
+VIEW = ast.View("scout", (ast.PaneRef("quote"),))
+TEXTS: dict[str, object] = {"PLAN good": GOOD, "PLAN bad": BAD, "PLAN risky": RISKY,
+                            "VIEW scout": VIEW, "PASS": ast.Pass()}
+U = Usage(input=10, output=10)
+
+
+def _parse(text: str) -> object:
+    if text in TEXTS:
+        return TEXTS[text]
+    raise ValueError(f"cannot parse {text!r}")
+
+
+def _briefing(view: object | None, k: Kernel) -> str:
+    return f"left={k.iterations_left} tokens={k.tokens_left}"
+
+
+PORTS = LoopPorts(
+    interpret=lambda t: interpret_reply(t, parse=_parse),
+    resolve_view=lambda v: v,
+    briefing=_briefing,
+    dry_run=lambda p: ("STOP must be below the entry for a BUY",) if p.name == "bad" else (),
+    classify=lambda p: RiskAssessment(RiskLevel.CRITICAL, ("no stop",))
+    if p.name == "risky"
+    else RiskAssessment(RiskLevel.HIGH, ("places orders",)),
+)
+
+
+def drive(resolved: Resolved, script: Sequence[AgentReply | str]) -> tuple[Done, AuthoringLoop, ScriptedAgent]:
+    s = resolved.settings
+    loop = AuthoringLoop(
+        ordinal="OPEN",
+        ports=PORTS,
+        settings=LoopSettings(s.view_request_cap, s.authoring_token_budget, s.effort, s.self_correct),
+        policy=resolved.policy,
+        model="m",
+        profile=resolved.profile,
+    )
+    agent = ScriptedAgent(list(script), usage=U)
+    done = author_turn(loop, agent)
+    agent.assert_finished()
+    return done, loop, agent
+
+
+def esc(iteration: int, reason: str) -> Evidence:
+    return Evidence(ordinal="OPEN", iteration=iteration, kind="escalation", model="m",
+                    usage=Usage(), budget_exhausted=False, reason=reason, profile="fast")
+
+
+RESTORED_ALL = "restored view_request_cap 3, authoring_token_budget 8000, effort default"
+
+# -- lookup ---------------------------------------------------------------------------------
+
+
+def test_lookup_is_case_insensitive_and_trims() -> None:
+    assert lookup("  FaSt \n") is FAST
+    assert lookup("thorough") is THOROUGH
+    assert lookup("Balanced").name == "balanced"
+    with pytest.raises(ProfileError, match="unknown profile 'turbo': choose one of balanced, fast, thorough"):
+        lookup(" turbo ")
+
+
+def test_names_sorted() -> None:
+    assert names() == ("balanced", "fast", "thorough")
+
+
+def test_modes_come_from_the_packaged_config() -> None:
+    modes = load_modes()
+    assert modes["scout"] == Mode(name="scout", agent="baseline", panes=("quote", "bars", "levels", "stats"))
+    assert lookup_mode(" Scout ").name == "scout"
+    with pytest.raises(ProfileError, match="unknown mode"):
+        lookup_mode("nope")
+    with pytest.raises(ProfileError, match="mode 'x'"):
+        load_modes("[modes.x]\ncolour = 1\n")
+    with pytest.raises(ProfileError, match="not valid TOML"):
+        load_modes("[modes")
+
+
+# -- precedence -----------------------------------------------------------------------------
+
+
+def test_unflagged_defaults() -> None:
+    assert resolve(Flags()) == Resolved(Settings(3, 8000, None, False), None, None)
+
+
+def test_balanced_is_identical_to_no_profile_but_for_the_name() -> None:
+    flags = Flags(effort="medium")
+    mode = Mode(name="m", model="x", view_request_cap=4)
+    plain, bal = resolve(flags, mode), resolve(flags, mode, lookup("balanced"))
+    assert bal.settings == plain.settings and bal.policy is None and bal.profile == "balanced"
+
+
+def test_fast_replaces_the_cap_and_fills_budget_and_effort() -> None:
+    r = resolve(Flags(), None, FAST)
+    assert r.settings == Settings(1, 4000, "low", False)
+    assert r.policy == Policy("fast", 2, 2, True, RiskLevel.CRITICAL, 3, 8000, True)
+
+
+def test_profile_cap_replaces_a_mode_cap_and_remembers_it() -> None:
+    r = resolve(Flags(), Mode(name="m", view_request_cap=5, effort="medium"), FAST)
+    assert r.settings.view_request_cap == 1 and r.settings.effort == "medium"
+    assert r.policy is not None
+    assert (r.policy.restore_cap, r.policy.restore_default_effort) == (5, False)
+
+
+def test_pinned_cap_is_not_replaced_and_flags_win() -> None:
+    r = resolve(Flags(view_request_cap=2, authoring_token_budget=6000, effort="high"), None, FAST)
+    assert r.settings == Settings(2, 6000, "high", False)
+    assert r.policy == Policy("fast", 2, 2, True, RiskLevel.CRITICAL, None, None, False)
+
+
+def test_flag_over_mode_over_profile() -> None:
+    mode = Mode(name="m", agent="baseline", model="mm", effort="medium", authoring_token_budget=5000)
+    r = resolve(Flags(model="flagged"), mode, THOROUGH)
+    assert r.settings == Settings(6, 5000, "medium", True, "baseline", "flagged", None)
+    assert r.policy is None  # thorough arms no trigger
+
+
+# -- fast: each trigger escalates exactly once, restoring only displaced values -------------
+
+
+def test_repair_streak_escalates_once() -> None:
+    done, loop, agent = drive(resolve(Flags(), None, FAST), ["x", "x", "PLAN good"])
+    assert done.turn == Supersede(GOOD)
+    assert [e.kind for e in loop.evidence] == ["repair", "repair", "escalation"]
+    assert loop.evidence[2] == esc(1, "repair streak (2 consecutive invalid replies): " + RESTORED_ALL)
+    assert [r.effort for r in agent.requests] == ["low", "low", None]
+    assert agent.requests[2].briefing == "left=1 tokens=7960"
+    assert loop.escalations == 1
+
+
+def test_repair_streak_escalation_happens_only_once_then_the_cap_binds() -> None:
+    done, loop, _ = drive(resolve(Flags(), None, FAST), ["x", "x", "x", "x"])
+    assert isinstance(done.turn, StandDownTurn) and "view_request_cap 3 reached" in done.turn.reason
+    assert [e.kind for e in loop.evidence] == ["repair", "repair", "escalation", "repair", "repair"]
+    assert loop.escalations == 1
+
+
+def test_without_escalation_fast_would_stand_down_at_its_small_cap() -> None:
+    # a view then a repair: no trigger, so fast's cap of 1 binds on the second step
+    done, loop, _ = drive(resolve(Flags(), None, FAST), ["VIEW scout", "x"])
+    assert isinstance(done.turn, StandDownTurn) and "view_request_cap 1 reached" in done.turn.reason
+    assert loop.escalations == 0
+
+
+def test_second_uncertain_completion_escalates() -> None:
+    unsure = AgentReply("VIEW scout", U, uncertain=True)
+    done, loop, _ = drive(resolve(Flags(), None, FAST), [unsure, unsure, "PLAN good"])
+    assert done.turn == Supersede(GOOD)
+    assert [e.kind for e in loop.evidence] == ["view-request", "view-request", "escalation"]
+    assert loop.evidence[2] == esc(1, "uncertain completion #2: " + RESTORED_ALL)
+
+
+def test_self_correction_failure_escalates() -> None:
+    done, loop, agent = drive(resolve(Flags(self_correct=True), None, FAST), ["PLAN bad", "PLAN good"])
+    assert done.turn == Supersede(GOOD)
+    assert [e.kind for e in loop.evidence] == ["self-correction", "escalation"]
+    assert loop.evidence[1] == esc(0, "self-correction pass failed: " + RESTORED_ALL)
+    assert agent.requests[1].repair_error == (
+        "self-correction: STOP must be below the entry for a BUY. "
+        "Correct the plan, or reply STANDDOWN or PASS."
+    )
+
+
+def test_critical_risk_escalates_and_asks_once_for_review() -> None:
+    done, loop, agent = drive(resolve(Flags(), None, FAST), ["PLAN risky", "PLAN risky"])
+    assert done.turn == Supersede(RISKY)  # reviewed once; the engine still enforces the bounds
+    assert [e.kind for e in loop.evidence] == ["risk-review", "escalation"]
+    assert loop.evidence[1] == esc(0, "plan risk CRITICAL: " + RESTORED_ALL)
+    assert agent.requests[1].repair_error == (
+        "risk review: the plan is classified CRITICAL (no stop). Revise it, or reply STANDDOWN or PASS."
+    )
+
+
+def test_high_risk_plan_does_not_trigger() -> None:
+    done, loop, _ = drive(resolve(Flags(), None, FAST), ["PLAN good"])
+    assert done.turn == Supersede(GOOD) and loop.evidence == [] and loop.escalations == 0
+
+
+def test_escalation_restores_only_displaced_values_when_the_cap_is_pinned() -> None:
+    done, loop, agent = drive(resolve(Flags(view_request_cap=2), None, FAST), ["x", "x", "PASS"])
+    assert loop.evidence[2] == esc(
+        1, "repair streak (2 consecutive invalid replies): restored authoring_token_budget 8000, effort default"
+    )
+    assert agent.requests[2].briefing == "left=0 tokens=7960"  # cap still 2
+
+
+def test_balanced_and_thorough_never_escalate() -> None:
+    for name in ("balanced", "thorough"):
+        done, loop, _ = drive(resolve(Flags(), None, lookup(name)), ["x", "x", "PLAN risky"])
+        assert done.turn == Supersede(RISKY) and loop.escalations == 0
+        assert "escalation" not in [e.kind for e in loop.evidence]
+
+
+# -- thorough: self-correction ------------------------------------------------------------------
+
+
+def test_thorough_self_correction_gives_one_correction_re_ask() -> None:
+    done, loop, agent = drive(resolve(Flags(), None, THOROUGH), ["PLAN bad", "PLAN bad"])
+    assert done.turn == Supersede(BAD)  # one chance only: the second plan is taken as is
+    assert [e.kind for e in loop.evidence] == ["self-correction"]
+    assert agent.requests[0].effort == "high"
+
+
+def test_thorough_passes_a_clean_plan_straight_through() -> None:
+    done, loop, _ = drive(resolve(Flags(), None, THOROUGH), ["PLAN good"])
+    assert done.turn == Supersede(GOOD) and loop.evidence == []
+
+
+# -- risk classes and dry-run (hand-computed) ----------------------------------------------------
+
+
+BOUNDS = RiskBounds(maxpos=100, maxloss=50.0)
+
+
+def test_classify() -> None:
+    assert classify(_plan("p"), reference=100.0, bounds=BOUNDS).level == RiskLevel.LOW
+    flat = ast.Plan("f", (ast.Rule(ast.Compare(">", ast.Series("pnl"), ast.Number(1.0)), (ast.Flat(),)),))
+    assert classify(flat, reference=100.0, bounds=BOUNDS).level == RiskLevel.HIGH
+    ok = _plan("p", ast.Order("buy", 10, "mkt", stop=ast.Offset("pct", -1.0)))  # 10 x 1.00 = 10
+    assert classify(ok, reference=100.0, bounds=BOUNDS) == RiskAssessment(RiskLevel.HIGH, ("places orders",))
+    trail = _plan("p", ast.Order("sell", 10, "mkt", trail=ast.Offset("abs", 2.0)))
+    assert classify(trail, reference=100.0, bounds=BOUNDS).level == RiskLevel.HIGH
+    no_stop = _plan("p", ast.Order("buy", 10, "mkt"))
+    assert classify(no_stop, reference=100.0, bounds=BOUNDS) == RiskAssessment(
+        RiskLevel.CRITICAL, ("order 1 (BUY 10) has no protective STOP or TRAIL",)
+    )
+    big = _plan("p", ast.Order("buy", 101, "mkt", stop=ast.Offset("abs", -0.1)))
+    assert classify(big, reference=100.0, bounds=BOUNDS).reasons == ("order 1 (BUY 101) size exceeds maxpos 100",)
+    # worst case 60 x |100 - 99| = 60 > 50
+    lossy = _plan("p", ast.Order("buy", 60, "mkt", stop=ast.Offset("at", 99.0)))
+    assert classify(lossy, reference=100.0, bounds=BOUNDS).reasons == (
+        "order 1 (BUY 60) worst-case loss 60.00 exceeds maxloss 50",
+    )
+    # the plan's own RISK clause overrides the defaults
+    allowed = _plan("p", ast.Order("buy", 60, "mkt", stop=ast.Offset("at", 99.0)), risk=ast.Risk(maxloss=80.0))
+    assert classify(allowed, reference=100.0, bounds=BOUNDS).level == RiskLevel.HIGH
+
+
+def test_dry_run_findings() -> None:
+    wrong = _plan("p", ast.Order("sell", 10, "mkt", stop=ast.Offset("pct", -0.5), target=ast.Offset("at", 101.0)))
+    assert dry_run(wrong, reference=100.0, bounds=BOUNDS) == (
+        "rule 1 (SELL 10): STOP must be above the entry for a SELL",
+        "rule 1 (SELL 10): TARGET must be below the entry for a SELL",
+    )
+    triggered = _plan("p", ast.Order("buy", 10, "mkt", stop=ast.Offset("abs", -1.0)))
+    assert dry_run(triggered, reference=100.0, bounds=BOUNDS, probe=lambda c: True) == (
+        "rule 1: its condition already holds at the cutoff, so it would fire on the first tick "
+        "(wait for a fresh signal instead)",
+    )
+    assert dry_run(triggered, reference=100.0, bounds=BOUNDS, probe=lambda c: False) == ()
+    over = _plan("p", ast.Order("buy", 200, "mkt", stop=ast.Offset("abs", -1.0)))
+    assert dry_run(over, reference=100.0, bounds=BOUNDS) == (
+        "rule 1 (BUY 200): size must be between 1 and maxpos 100",
+        "rule 1 (BUY 200): worst-case loss 200.00 exceeds maxloss 50 (tighten the stop or trade smaller)",
+    )
+
+
+def test_module_exports() -> None:
+    assert profiles.DEFAULT_VIEW_REQUEST_CAP == 3 and profiles.DEFAULT_AUTHORING_TOKEN_BUDGET == 8000
