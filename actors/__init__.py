@@ -1,0 +1,52 @@
+"""Kestrel's actor runtime, on anyio (runs unchanged on asyncio and trio).
+
+Actors own their state and handle one message at a time; others hold an `ActorRef` and
+`tell` or `ask`. An `ActorSystem` runs every actor as a task of one task group and applies
+supervision policies (`Restart`, `Stop`, `Escalate`). The system's `Bus` fans messages out
+by topic with a per-subscription `SlowPolicy`. `Codec` encodes msgspec Struct messages as
+tagged unions in JSON or MessagePack. See docs/actors.md.
+"""
+
+from actors.actor import Actor, ActorContext
+from actors.bus import Bus, SlowPolicy, StreamSubscription, Subscription
+from actors.codec import Codec, CodecError, Format
+from actors.errors import (
+    ActorError,
+    ActorStopped,
+    AskFailed,
+    AskTimeout,
+    ChildFailed,
+    EscalationError,
+    MailboxFull,
+    UnexpectedReply,
+)
+from actors.ref import DEFAULT_ASK_TIMEOUT, ActorRef
+from actors.supervision import Escalate, Restart, Stop, SupervisionPolicy
+from actors.system import ActorSystem
+
+__all__ = [
+    "DEFAULT_ASK_TIMEOUT",
+    "Actor",
+    "ActorContext",
+    "ActorError",
+    "ActorRef",
+    "ActorStopped",
+    "ActorSystem",
+    "AskFailed",
+    "AskTimeout",
+    "Bus",
+    "ChildFailed",
+    "Codec",
+    "CodecError",
+    "Escalate",
+    "EscalationError",
+    "Format",
+    "MailboxFull",
+    "Restart",
+    "SlowPolicy",
+    "Stop",
+    "StreamSubscription",
+    "Subscription",
+    "SupervisionPolicy",
+    "UnexpectedReply",
+]

@@ -1,0 +1,259 @@
+"""`Bus`: topic publish/subscribe with a declared policy for slow subscribers.
+
+A subscriber is an actor (its messages arrive through its mailbox) or a stream (an async
+iterator the subscriber reads). Each subscription declares what happens when it is slow:
+
+- `SlowPolicy.BLOCK`: backpressure. The publisher waits until the subscriber has room, so
+  nothing is lost and a slow subscriber slows the publisher down.
+- `SlowPolicy.DROP_OLDEST`: the subscription keeps at most `capacity` undelivered messages;
+  when full, the oldest is discarded to make room and counted in `Subscription.drops`.
+
+Memory is bounded whatever a subscriber does: a `BLOCK` subscription holds at most its
+buffer (the actor's mailbox, or `capacity` for a stream) and a `DROP_OLDEST` one at most
+`capacity` messages (plus the actor's mailbox, for an actor).
+
+Fan-out happens on the publisher's side, without an extra hop: `publish` offers the message
+to each subscription of the topic in subscription order with `send_nowait`, and only awaits
+for a full `BLOCK` subscription. So each subscriber sees one publisher's messages in publish
+order. The one extra hop is for an actor with `DROP_OLDEST`: its bounded buffer is forwarded
+into the mailbox by a small task, so that dropping never touches the actor's other messages.
+Subscriptions of a stopped actor or a closed stream are removed on the next publish.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import AsyncIterator, Awaitable, Callable
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from anyio import BrokenResourceError, ClosedResourceError, EndOfStream, WouldBlock
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from actors.errors import ActorStopped
+
+if TYPE_CHECKING:
+    from actors.ref import ActorRef
+    from actors.system import ActorSystem
+
+DEFAULT_CAPACITY = 1024
+
+
+class SlowPolicy(enum.StrEnum):
+    """What a subscription does when its subscriber cannot keep up."""
+
+    BLOCK = "block"
+    DROP_OLDEST = "drop_oldest"
+
+
+class Subscription:
+    """One subscriber's interest in one topic."""
+
+    __slots__ = ("topic", "policy", "capacity", "drops", "active", "_offer", "_send", "_close")
+
+    def __init__(
+        self,
+        topic: str,
+        policy: SlowPolicy,
+        capacity: int,
+        offer: Callable[[object], None],
+        send: Callable[[object], Awaitable[None]],
+        close: Callable[[], None],
+    ) -> None:
+        self.topic = topic
+        self.policy = policy
+        self.capacity = capacity
+        self.drops = 0
+        """Messages discarded by `DROP_OLDEST` because the subscriber was behind."""
+        self.active = True
+        self._offer = offer
+        self._send = send
+        self._close = close
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(topic={self.topic!r}, policy={self.policy.value}, "
+            f"capacity={self.capacity}, drops={self.drops})"
+        )
+
+
+class StreamSubscription(Subscription):
+    """A subscription read as an async iterator; `async with` unsubscribes on exit."""
+
+    __slots__ = ("_recv", "_bus", "_sender")
+
+    def __init__(
+        self,
+        bus: Bus,
+        topic: str,
+        policy: SlowPolicy,
+        capacity: int,
+        send: MemoryObjectSendStream[Any],
+        recv: MemoryObjectReceiveStream[Any],
+    ) -> None:
+        offer = send.send_nowait if policy is SlowPolicy.BLOCK else self._offer_dropping
+        super().__init__(topic, policy, capacity, offer, send.send, send.close)
+        self._recv = recv
+        self._bus = bus
+        self._sender = send
+
+    def _offer_dropping(self, message: object) -> None:
+        try:
+            self._sender.send_nowait(message)
+        except WouldBlock:
+            self._recv.receive_nowait()
+            self.drops += 1
+            self._sender.send_nowait(message)
+
+    @property
+    def pending(self) -> int:
+        """Messages buffered for this subscriber, never more than `capacity`."""
+        return self._recv.statistics().current_buffer_used
+
+    async def receive(self) -> Any:
+        """The next message; raises `anyio.EndOfStream` once unsubscribed and drained."""
+        return await self._recv.receive()
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[Any]:
+        while True:
+            try:
+                yield await self._recv.receive()
+            except (EndOfStream, ClosedResourceError):
+                return
+
+    async def __aenter__(self) -> StreamSubscription:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._bus.unsubscribe(self)
+        self._recv.close()
+
+
+class Bus:
+    """Topic fan-out for one `ActorSystem` (`system.bus`)."""
+
+    def __init__(self, system: ActorSystem) -> None:
+        self._system = system
+        self._topics: dict[str, tuple[Subscription, ...]] = {}
+        self._closed = False
+
+    def topics(self) -> tuple[str, ...]:
+        """Topics with at least one subscription, sorted."""
+        return tuple(sorted(self._topics))
+
+    def subscriptions(self, topic: str) -> tuple[Subscription, ...]:
+        return self._topics.get(topic, ())
+
+    def subscribe(
+        self,
+        topic: str,
+        ref: ActorRef[Any],
+        *,
+        policy: SlowPolicy = SlowPolicy.BLOCK,
+        capacity: int = DEFAULT_CAPACITY,
+    ) -> Subscription:
+        """Deliver `topic` to the actor `ref`. With `BLOCK` its mailbox is the buffer (and
+        `capacity` is unused); with `DROP_OLDEST` up to `capacity` messages wait for it."""
+        self._check(topic, capacity)
+        if policy is SlowPolicy.BLOCK:
+            sub = Subscription(topic, policy, ref.capacity, ref._send_nowait, ref._send, _nothing)
+        else:
+            send, recv = anyio.create_memory_object_stream[Any](capacity)
+            stream = StreamSubscription(self, topic, policy, capacity, send, recv)
+            sub = stream
+            self._system.start_task(
+                lambda: self._forward(stream, ref), name=f"bus-forward:{topic}->{ref.name}"
+            )
+        self._add(sub)
+        return sub
+
+    def subscribe_stream(
+        self,
+        topic: str,
+        *,
+        policy: SlowPolicy = SlowPolicy.BLOCK,
+        capacity: int = DEFAULT_CAPACITY,
+    ) -> StreamSubscription:
+        """A stream of `topic`'s messages holding at most `capacity` of them."""
+        self._check(topic, capacity)
+        send, recv = anyio.create_memory_object_stream[Any](capacity)
+        sub = StreamSubscription(self, topic, policy, capacity, send, recv)
+        self._add(sub)
+        return sub
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        """Stop delivering to `sub` (idempotent); a stream ends after what it already holds."""
+        if not sub.active:
+            return
+        sub.active = False
+        subs = self._topics.get(sub.topic, ())
+        rest = tuple(s for s in subs if s is not sub)
+        if rest:
+            self._topics[sub.topic] = rest
+        else:
+            self._topics.pop(sub.topic, None)
+        sub._close()
+
+    async def publish(self, topic: str, message: object) -> int:
+        """Offer `message` to every subscription of `topic`; returns how many took it.
+
+        Waits only for a full `BLOCK` subscription (backpressure).
+        """
+        if self._closed:
+            raise ActorStopped("bus", "the actor system is shutting down")
+        count = 0
+        for sub in self._topics.get(topic, ()):
+            try:
+                sub._offer(message)
+            except WouldBlock:
+                try:
+                    await sub._send(message)
+                except (ClosedResourceError, BrokenResourceError):
+                    self.unsubscribe(sub)
+                    continue
+            except (ClosedResourceError, BrokenResourceError):
+                self.unsubscribe(sub)
+                continue
+            count += 1
+        return count
+
+    def close(self) -> None:
+        """Unsubscribe everything (streams end once drained); later publishes raise."""
+        self._closed = True
+        for subs in list(self._topics.values()):
+            for sub in subs:
+                self.unsubscribe(sub)
+
+    def _check(self, topic: str, capacity: int) -> None:
+        if self._closed:
+            raise ActorStopped("bus", "the actor system is shutting down")
+        if not topic:
+            raise ValueError("topic must be a non-empty string")
+        if capacity < 1:
+            raise ValueError(f"subscription capacity must be >= 1, got {capacity}")
+
+    def _add(self, sub: Subscription) -> None:
+        self._topics[sub.topic] = self._topics.get(sub.topic, ()) + (sub,)
+
+    async def _forward(self, stream: StreamSubscription, ref: ActorRef[Any]) -> None:
+        try:
+            async for message in stream:
+                await ref.tell(message)
+        except ActorStopped:
+            pass
+        finally:
+            self.unsubscribe(stream)
+            stream._recv.close()
+
+
+def _nothing() -> None:
+    return None

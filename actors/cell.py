@@ -1,0 +1,270 @@
+"""The runtime side of one actor: its mailbox, its task, its supervision.
+
+Mailbox: a bounded anyio memory object stream shared by every `ActorRef` of the actor.
+
+Fairness rule: the actor's task drains its mailbox with `receive_nowait()` and handles up to
+`batch` messages back to back; after a full batch it yields with a checkpoint even if more
+messages are waiting, and whenever the mailbox is empty it awaits the next message. So a
+busy actor never holds the event loop for more than `batch` handler calls, and a quiet one
+costs nothing.
+
+Stop rule (graceful): the mailbox closes to new messages (senders get `ActorStopped`,
+including those blocked on a full mailbox), the messages already accepted are handled, then
+the actor's children are stopped newest first (each by this same rule), then `on_stop` runs
+and the task ends. A supervision `Stop`/`Escalate`, or an abort (the shutdown grace period
+expired, or the system failed), instead rejects what is left: each pending `ask` gets
+`ActorStopped` and each pending `tell` is counted in `rejected`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import anyio
+import structlog
+from anyio import CancelScope, EndOfStream, WouldBlock
+from anyio.lowlevel import checkpoint
+
+from actors.actor import Actor, ActorContext
+from actors.errors import ActorStopped, ChildFailed
+from actors.ref import ActorRef, AskEnvelope
+from actors.supervision import Escalate, Restart, RestartWindow, Stop, SupervisionPolicy
+
+if TYPE_CHECKING:
+    from actors.system import ActorSystem
+
+M = TypeVar("M")
+
+log = structlog.get_logger("actors")
+
+
+class HandlerFailed(Exception):
+    """Internal: carries a handler's exception out of the serve loop."""
+
+    def __init__(self, error: Exception, envelope: AskEnvelope | None) -> None:
+        super().__init__(error)
+        self.error = error
+        self.envelope = envelope
+
+
+class Cell(Generic[M]):
+    """One actor's mailbox, task and supervision state."""
+
+    def __init__(
+        self,
+        system: ActorSystem,
+        name: str,
+        factory: Callable[[], Actor[M]],
+        policy: SupervisionPolicy,
+        capacity: int,
+        batch: int,
+        parent: Cell[Any] | None,
+    ) -> None:
+        self.system = system
+        self.name = name
+        self.factory = factory
+        self.policy = policy
+        self.capacity = capacity
+        self.batch = batch
+        self.parent = parent
+        self.children: list[Cell[Any]] = []
+        self.rejected = 0
+        self.restarts = 0
+        self.accepting = True
+        self.done = anyio.Event()
+        self.actor: Actor[M] | None = None
+        self._send, self._recv = anyio.create_memory_object_stream[Any](capacity)
+        self.ref: ActorRef[M] = ActorRef(self, self._send)
+        self.ctx: ActorContext[M] = ActorContext(self)
+        self._window = RestartWindow(policy) if isinstance(policy, Restart) else None
+        self._work: CancelScope | None = None
+        self._life = CancelScope()
+        self._escalated: ChildFailed | None = None
+        self._aborted = False
+
+    @property
+    def pending(self) -> int:
+        return self._recv.statistics().current_buffer_used
+
+    # -- control, callable from any task ------------------------------------------------
+
+    def request_stop(self) -> None:
+        """Close the mailbox to new messages; the task drains it and ends."""
+        if self.accepting:
+            self.accepting = False
+            self._send.close()
+
+    async def stop(self) -> None:
+        self.request_stop()
+        await self.done.wait()
+
+    def abort(self) -> None:
+        """Stop now: cancel the task; whatever is pending is rejected."""
+        self._aborted = True
+        self.request_stop()
+        self._life.cancel()
+
+    def child_escalated(self, failure: ChildFailed) -> None:
+        """A child escalated: fail this actor with `failure`, handled by its own policy."""
+        if not self.accepting or self._aborted:
+            log.error("actor.escalation_ignored", actor=self.name, reason="stopping",
+                      error=str(failure))
+            return
+        self._escalated = failure
+        if self._work is not None:
+            self._work.cancel()
+
+    # -- the task -----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        try:
+            with self._life:
+                await self._run()
+        finally:
+            self.request_stop()
+            self._reject_pending()
+            self._recv.close()
+            self.done.set()
+            self.system._forget(self)
+
+    async def _run(self) -> None:
+        while True:
+            failure: Exception | None = None
+            envelope: AskEnvelope | None = None
+            with CancelScope() as work:
+                self._work = work
+                try:
+                    if self.actor is None:
+                        await self._start()
+                    await self._serve()
+                except HandlerFailed as failed:
+                    failure, envelope = failed.error, failed.envelope
+                except Exception as exc:  # factory or on_start failed
+                    failure = exc
+            self._work = None
+            if failure is None and self._escalated is not None:
+                failure, self._escalated = self._escalated, None
+            if failure is None:
+                # The mailbox closed and is drained: the graceful stop.
+                for child in reversed(list(self.children)):
+                    await child.stop()
+                await self._stop_instance()
+                return
+            if envelope is not None:
+                envelope.fail(failure)
+            if not await self._supervise(failure):
+                return
+
+    async def _start(self) -> None:
+        actor = self.factory()
+        actor.ctx = self.ctx
+        self.actor = actor
+        await actor.on_start()
+
+    async def _serve(self) -> None:
+        actor = self.actor
+        assert actor is not None
+        handle = actor.receive
+        receive_nowait = self._recv.receive_nowait
+        receive = self._recv.receive
+        batch = self.batch
+        count = 0
+        try:
+            while True:
+                try:
+                    item = receive_nowait()
+                except WouldBlock:
+                    count = 0
+                    item = await receive()
+                if type(item) is AskEnvelope:
+                    try:
+                        item.resolve(await handle(item.message))  # type: ignore[arg-type]
+                    except Exception as exc:
+                        raise HandlerFailed(exc, item) from exc
+                    except BaseException:
+                        failure = self._escalated
+                        if failure is not None:
+                            item.fail(failure)
+                        else:
+                            item.reject(ActorStopped(self.name, "it stopped while handling this message"))
+                        raise
+                else:
+                    try:
+                        await handle(item)
+                    except Exception as exc:
+                        raise HandlerFailed(exc, None) from exc
+                count += 1
+                if count >= batch:
+                    count = 0
+                    await checkpoint()
+        except EndOfStream:
+            return
+
+    # -- supervision --------------------------------------------------------------------
+
+    async def _supervise(self, failure: Exception) -> bool:
+        """Apply the policy to `failure`; True to keep serving (restarted), False to end."""
+        policy = self.policy
+        if isinstance(policy, Restart):
+            assert self._window is not None
+            if self._window.allow(anyio.current_time()):
+                self.restarts += 1
+                log.warning("actor.restart", actor=self.name, restart=self._window.count,
+                            max_restarts=policy.max_restarts, error=_describe(failure))
+                await self._stop_instance()
+                return True
+            log.error("actor.restart_limit", actor=self.name, max_restarts=policy.max_restarts,
+                      within=policy.within, error=_describe(failure))
+            await self._fail_stop()
+            self._escalate(failure)
+            return False
+        if isinstance(policy, Stop):
+            log.error("actor.stop", actor=self.name, error=_describe(failure))
+            await self._fail_stop()
+            return False
+        assert isinstance(policy, Escalate)
+        log.error("actor.escalate", actor=self.name, error=_describe(failure))
+        await self._fail_stop()
+        self._escalate(failure)
+        return False
+
+    async def _fail_stop(self) -> None:
+        self.request_stop()
+        self._reject_pending()
+        for child in reversed(list(self.children)):
+            child.abort()
+        for child in reversed(list(self.children)):
+            await child.done.wait()
+        await self._stop_instance()
+
+    def _escalate(self, failure: Exception) -> None:
+        if self.parent is not None:
+            self.parent.child_escalated(ChildFailed(self.name, failure))
+        else:
+            self.system._fail(self.name, failure)
+
+    async def _stop_instance(self) -> None:
+        actor, self.actor = self.actor, None
+        if actor is None:
+            return
+        try:
+            await actor.on_stop()
+        except Exception as exc:
+            log.error("actor.on_stop_failed", actor=self.name, error=_describe(exc))
+
+    def _reject_pending(self) -> None:
+        while True:
+            try:
+                item = self._recv.receive_nowait()
+            except (WouldBlock, EndOfStream, anyio.ClosedResourceError):
+                return
+            if type(item) is AskEnvelope:
+                item.reject(ActorStopped(self.name, "it stopped before handling this message"))
+            else:
+                self.rejected += 1
+                self.system.rejected += 1
+
+
+def _describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"
