@@ -1,0 +1,72 @@
+"""Multi-session market data for one instrument: ticks plus the sessions they belong to.
+
+Invariants:
+- `sessions` are ordered by open and do not overlap; `session_open_ns`/`session_close_ns`
+  mirror them as int64 arrays (UTC ns) for vectorized lookups;
+- `tick_size` > 0; prices render with `price_decimals` decimals (the tick's precision);
+- slicing (`until`, `between`) never copies tick arrays: results are views.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kestrel.frame.session import SessionSpec
+from kestrel.frame.ticks import I64, Ticks
+
+
+def decimals_for(tick_size: float) -> int:
+    """Number of decimals needed to print multiples of `tick_size` exactly (0.01 → 2,
+    0.25 → 2, 0.00001 → 5, 1 → 0)."""
+    if not (tick_size > 0 and math.isfinite(tick_size)):
+        raise ValueError(f"tick size must be a positive number, got {tick_size!r}")
+    for d in range(0, 12):
+        scaled = tick_size * 10**d
+        if abs(scaled - round(scaled)) < 1e-9 * max(1.0, scaled):
+            return d
+    return 12
+
+
+@dataclass(frozen=True, slots=True)
+class MarketData:
+    """One instrument's ticks over one or more sessions."""
+
+    symbol: str
+    tick_size: float
+    ticks: Ticks
+    sessions: tuple[SessionSpec, ...]
+    price_decimals: int = field(init=False)
+    session_open_ns: I64 = field(init=False, repr=False)
+    session_close_ns: I64 = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "price_decimals", decimals_for(self.tick_size))
+        opens = np.array([s.open_ns for s in self.sessions], dtype=np.int64)
+        closes = np.array([s.close_ns for s in self.sessions], dtype=np.int64)
+        if opens.size > 1 and np.any(opens[1:] < closes[:-1]):
+            raise ValueError("sessions must be ordered by open and must not overlap")
+        object.__setattr__(self, "session_open_ns", opens)
+        object.__setattr__(self, "session_close_ns", closes)
+
+    def format_price(self, price: float) -> str:
+        """`price` at the instrument's tick precision."""
+        if not math.isfinite(price):
+            return "n/a"
+        return f"{price:.{self.price_decimals}f}"
+
+    def session_index_at(self, t_ns: int) -> int:
+        """Index of the latest session whose open is at or before `t_ns`; -1 if none."""
+        return int(np.searchsorted(self.session_open_ns, t_ns, side="right")) - 1
+
+    def until(self, t_ns: int) -> MarketData:
+        """Ticks with ts <= t_ns and sessions opened at or before t_ns (views, no copy)."""
+        k = self.session_index_at(t_ns) + 1
+        return MarketData(self.symbol, self.tick_size, self.ticks.until(t_ns), self.sessions[:k])
+
+    def between(self, start_ns: int, end_ns: int) -> MarketData:
+        """Ticks with start_ns <= ts < end_ns and the sessions overlapping that span."""
+        keep = tuple(s for s in self.sessions if s.close_ns > start_ns and s.open_ns < end_ns)
+        return MarketData(self.symbol, self.tick_size, self.ticks.between(start_ns, end_ns), keep)

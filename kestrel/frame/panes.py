@@ -1,0 +1,272 @@
+"""Pane builders: pure functions `(snapshot, args) -> text`.
+
+Each builder reads only the frozen snapshot (ticks at or before the cutoff, the session
+schedule, the account, the plan) and its resolved arguments, and returns compact fixed-width
+text: an upper-case header line, short labels, prices at the instrument's tick precision.
+Exact formats are documented in docs/panes.md and pinned by tests.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+
+from kestrel.frame.bars import DAY_S, Bars, session_bars, time_bars
+from kestrel.frame.snapshot import FrozenSnapshot
+from kestrel.frame.text import fmt_duration, fmt_money, fmt_qty, table
+from kestrel.frame.ticks import NS_PER_S, Ticks
+from kestrel.lang.ast import Plan
+
+Args = Mapping[str, int | str]
+TRADING_DAYS_PER_YEAR = 252
+AVG_VOLUME_SESSIONS = 20
+
+
+def _int(args: Args, name: str) -> int:
+    v = args[name]
+    assert isinstance(v, int)
+    return v
+
+
+def session_vwap(t: Ticks) -> float:
+    """Volume-weighted mean of `last`; the plain mean when the volume is 0."""
+    vol = float(np.sum(t.size))
+    if vol > 0:
+        return float(np.sum(t.last * t.size)) / vol
+    return float(np.mean(t.last))
+
+
+def recent_bars(snap: FrozenSnapshot, tf_s: int, n: int) -> Bars:
+    """The last `n` non-empty bars of `tf_s` up to the cutoff (the last may be forming)."""
+    t = snap.ticks
+    if tf_s >= DAY_S:
+        opens = snap.data.session_open_ns
+        if len(t) == 0 or len(opens) == 0:
+            return time_bars(t.slice(0, 0), DAY_S)
+        k = max(0, len(opens) - n)
+        sub = t.slice(t.index_at(int(opens[k]), side="left"), len(t))
+        return session_bars(sub, opens).tail(n)
+    off = snap.utc_offset_ns
+    tf_ns = tf_s * NS_PER_S
+    span = n
+    while True:
+        start_key = (snap.cutoff_ns + off) // tf_ns - span + 1
+        i = t.index_at(start_key * tf_ns - off, side="left")
+        bars = time_bars(t.slice(i, len(t)), tf_s, off)
+        if len(bars) >= n or i == 0:
+            return bars.tail(n)
+        span *= 4
+
+
+def completed(bars: Bars, cutoff_ns: int) -> Bars:
+    """Bars whose whole interval lies at or before the cutoff."""
+    done = bars.start_ns + bars.tf_s * NS_PER_S <= cutoff_ns + 1
+    k = int(np.count_nonzero(done))
+    return bars.slice(0, k)
+
+
+def _label(snap: FrozenSnapshot, start_ns: int, with_date: bool, daily: bool) -> str:
+    local = start_ns + snap.utc_offset_ns
+    day = np.datetime64(local // NS_PER_S, "s").astype("datetime64[D]").item()
+    sod = (local // NS_PER_S) % 86_400
+    hm = f"{sod // 3600:02d}:{sod // 60 % 60:02d}"
+    md = f"{day.month:02d}-{day.day:02d}"
+    if daily:
+        return md
+    return f"{md} {hm}" if with_date else hm
+
+
+def pane_quote(snap: FrozenSnapshot, args: Args) -> str:
+    t = snap.ticks
+    if len(t) == 0:
+        return f"QUOTE {snap.symbol} no ticks yet"
+    i = len(t) - 1
+    fp = snap.format_price
+    bid, ask, last = float(t.bid[i]), float(t.ask[i]), float(t.last[i])
+    lines = [
+        f"QUOTE {snap.symbol} {snap.clock(int(t.ts[i]))}",
+        f"bid {fp(bid)} ask {fp(ask)} spr {fp(ask - bid)} last {fp(last)} sz {fmt_qty(float(t.size[i]))}",
+    ]
+    st = snap.session_ticks()
+    if len(st):
+        day = (
+            f"open {fp(float(st.last[0]))} vwap {fp(session_vwap(st))} "
+            f"vol {fmt_qty(float(np.sum(st.size)))}"
+        )
+    else:
+        day = "session not open"
+    pt = snap.session_ticks(snap.session_index - 1) if snap.session_index > 0 else t.slice(0, 0)
+    if len(pt):
+        pc = float(pt.last[-1])
+        d = last - pc
+        day += f" chg {'+' if d >= 0 else '-'}{fp(abs(d))} {100.0 * d / pc:+.2f}% vs pC {fp(pc)}"
+    lines.append(day)
+    return "\n".join(lines)
+
+
+def pane_bars(snap: FrozenSnapshot, args: Args) -> str:
+    tf_s, n = _int(args, "tf"), _int(args, "n")
+    bars = recent_bars(snap, tf_s, n)
+    head = f"BARS {fmt_duration(tf_s)} last {len(bars)}"
+    if len(bars) == 0:
+        return f"{head} (no ticks)"
+    fp = snap.format_price
+    daily = tf_s >= DAY_S
+    cur = snap.session
+    with_date = False
+    if not daily and cur is not None:
+        first_day = _label(snap, int(bars.start_ns[0]), True, False)[:5]
+        with_date = first_day != f"{cur.date.month:02d}-{cur.date.day:02d}"
+    forming = int(bars.start_ns[-1]) + tf_s * NS_PER_S > snap.cutoff_ns + 1
+    rows = []
+    for j in range(len(bars)):
+        lab = _label(snap, int(bars.start_ns[j]), with_date, daily)
+        if forming and j == len(bars) - 1:
+            lab += "*"
+        rows.append([
+            lab, fp(float(bars.open[j])), fp(float(bars.high[j])), fp(float(bars.low[j])),
+            fp(float(bars.close[j])), fmt_qty(float(bars.volume[j])), fp(float(bars.vwap[j])),
+        ])
+    if forming:
+        head += " (*forming)"
+    return "\n".join([head] + table(["time", "open", "high", "low", "close", "vol", "vwap"], rows))
+
+
+def pane_levels(snap: FrozenSnapshot, args: Args) -> str:
+    or_s = _int(args, "or")
+    fp = snap.format_price
+    lines = ["LEVELS"]
+    i = snap.session_index
+    prior = snap.session_ticks(i - 1) if i > 0 else snap.ticks.slice(0, 0)
+    if len(prior):
+        lines.append(
+            f"prior H {fp(float(np.max(prior.last)))} L {fp(float(np.min(prior.last)))} "
+            f"C {fp(float(prior.last[-1]))}"
+        )
+    else:
+        lines.append("prior none")
+    if i > 0:
+        on = snap.ticks.between(int(snap.data.session_close_ns[i - 1]), int(snap.data.session_open_ns[i]))
+        if len(on):
+            lines.append(f"onight H {fp(float(np.max(on.last)))} L {fp(float(np.min(on.last)))}")
+    today = snap.session_ticks()
+    if len(today) == 0:
+        lines.append("today not open")
+        return "\n".join(lines)
+    lines.append(
+        f"today O {fp(float(today.last[0]))} H {fp(float(np.max(today.last)))} "
+        f"L {fp(float(np.min(today.last)))}"
+    )
+    open_ns = int(snap.data.session_open_ns[i])
+    first = today.between(open_ns, open_ns + or_s * NS_PER_S)
+    if len(first):
+        tag = " forming" if snap.cutoff_ns + 1 < open_ns + or_s * NS_PER_S else ""
+        lines.append(
+            f"or{fmt_duration(or_s)} H {fp(float(np.max(first.last)))} "
+            f"L {fp(float(np.min(first.last)))}{tag}"
+        )
+    lines.append(f"vwap {fp(session_vwap(today))}")
+    return "\n".join(lines)
+
+
+def pane_stats(snap: FrozenSnapshot, args: Args) -> str:
+    tf_s, n = _int(args, "tf"), _int(args, "n")
+    lines = [f"STATS {fmt_duration(tf_s)} n={n}"]
+    done = completed(recent_bars(snap, tf_s, n + 2), snap.cutoff_ns).tail(n + 1)
+    fp = snap.format_price
+    if len(done) >= n:
+        h, lo, c = done.high, done.low, done.close
+        tr = h - lo
+        if len(done) > 1:
+            pc = c[:-1]
+            tr[1:] = np.maximum(tr[1:], np.maximum(np.abs(h[1:] - pc), np.abs(lo[1:] - pc)))
+        atr = float(np.mean(tr[-n:]))
+        rets = np.diff(np.log(c))[-n:]
+        cur = snap.session
+        length_s = (cur.close_ns - cur.open_ns) // NS_PER_S if cur is not None else DAY_S
+        if len(rets) >= 2:
+            ann = math.sqrt(TRADING_DAYS_PER_YEAR * max(1, length_s // tf_s))
+            rv = f"{100.0 * float(np.std(rets, ddof=1)) * ann:.1f}%"
+        else:
+            rv = "n/a"
+        lines.append(f"atr {fp(atr)} rv {rv}")
+    else:
+        lines.append(f"atr n/a rv n/a (only {len(done)} bars)")
+    i = snap.session_index
+    lo_i = max(0, i - AVG_VOLUME_SESSIONS)
+    if i <= 0:
+        lines.append("avgvol n/a (no prior session)")
+        return "\n".join(lines)
+    opens, closes = snap.data.session_open_ns, snap.data.session_close_ns
+    t = snap.ticks
+    full = [float(np.sum(snap.session_ticks(k).size)) for k in range(lo_i, i)]
+    avg = sum(full) / len(full)
+    line = f"avgvol {fmt_qty(round(avg))} over {len(full)}d"
+    elapsed = snap.cutoff_ns - int(opens[i])
+    if elapsed >= 0:
+        today = float(np.sum(snap.session_ticks().size))
+        same = [
+            float(np.sum(t.between(int(opens[k]), min(int(opens[k]) + elapsed + 1, int(closes[k]))).size))
+            for k in range(lo_i, i)
+        ]
+        ref = sum(same) / len(same)
+        line += f" relvol {today / ref:.2f}" if ref > 0 else " relvol n/a"
+    lines.append(line)
+    return "\n".join(lines)
+
+
+def pane_tape(snap: FrozenSnapshot, args: Args) -> str:
+    n = _int(args, "n")
+    t = snap.ticks
+    t = t.slice(max(0, len(t) - n), len(t))
+    if len(t) == 0:
+        return "TAPE no ticks yet"
+    fp = snap.format_price
+    rows = [
+        [snap.clock(int(t.ts[j])), fp(float(t.bid[j])), fp(float(t.ask[j])), fp(float(t.last[j])),
+         fmt_qty(float(t.size[j]))]
+        for j in range(len(t))
+    ]
+    return "\n".join([f"TAPE last {len(t)}"] + table(["time", "bid", "ask", "last", "sz"], rows))
+
+
+def pane_position(snap: FrozenSnapshot, args: Args) -> str:
+    a = snap.account
+    fp = snap.format_price
+    if a.position == 0:
+        head = "POSITION flat"
+    else:
+        side = "long" if a.position > 0 else "short"
+        entry = f" @ {fp(a.avg_entry)}" if a.avg_entry is not None else ""
+        head = f"POSITION {side} {abs(a.position)}{entry} upnl {fmt_money(a.upnl)}"
+    head += f" rpnl {fmt_money(a.rpnl)} fees {a.fees:.2f}"
+    if not a.orders:
+        return f"{head}\norders none"
+    rows = [
+        [o.id, o.side, str(o.qty), o.type, fp(o.price) if o.price is not None else "-"]
+        for o in a.orders
+    ]
+    return "\n".join([head, f"orders {len(a.orders)}"] + table(["id", "side", "qty", "type", "price"], rows))
+
+
+def pane_plan(snap: FrozenSnapshot, args: Args) -> str:
+    if snap.plan is None:
+        return "PLAN none"
+    return "INCUMBENT\n" + format_plan(snap.plan)
+
+
+def format_plan(plan: Plan) -> str:
+    """The plan in canonical Kestrel form, via the language's formatter (imported lazily:
+    the frame does not depend on the language package at import time)."""
+    import importlib
+
+    lang = importlib.import_module("kestrel.lang")
+    fmt = getattr(lang, "format", None)
+    if fmt is not None and not callable(fmt):
+        fmt = getattr(fmt, "format", None)
+    if fmt is None:
+        fmt = getattr(importlib.import_module("kestrel.lang.format"), "format")
+    text: str = fmt(plan)
+    return text.rstrip("\n")

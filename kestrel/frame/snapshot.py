@@ -1,0 +1,110 @@
+"""Frozen snapshots: the market as of a cutoff, with no way to reach later data.
+
+Invariants:
+- `data` holds only ticks with ts <= cutoff_ns; its sessions are the schedule up to the
+  ordinal time `time_ns` (sessions opened at or before it: a schedule is public, not data), so
+  at the OPEN ordinal the current session is today's, still without ticks;
+- its arrays are read-only views on the source arrays (no copy; freezing is O(sessions));
+- the snapshot is immutable; everything a pane renders is a pure function of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kestrel.frame.account import FLAT, AccountState
+from kestrel.frame.market import MarketData
+from kestrel.frame.session import SessionSpec
+from kestrel.frame.ticks import F64, I64, NS_PER_S, Ticks
+from kestrel.lang.ast import Plan
+
+DEFAULT_GUARD_NS = 5 * 60 * NS_PER_S
+
+
+@dataclass(frozen=True, slots=True)
+class FrozenSnapshot:
+    """The market at `cutoff_ns` (inclusive), plus the account and the incumbent plan."""
+
+    data: MarketData
+    cutoff_ns: int
+    time_ns: int
+    account: AccountState = FLAT
+    plan: Plan | None = None
+
+    @property
+    def symbol(self) -> str:
+        return self.data.symbol
+
+    @property
+    def ticks(self) -> Ticks:
+        return self.data.ticks
+
+    @property
+    def session_index(self) -> int:
+        """Index of the current session (the latest opened at or before the ordinal time);
+        -1 if none."""
+        return len(self.data.sessions) - 1
+
+    @property
+    def session(self) -> SessionSpec | None:
+        return self.data.sessions[-1] if self.data.sessions else None
+
+    @property
+    def prior_session(self) -> SessionSpec | None:
+        return self.data.sessions[-2] if len(self.data.sessions) > 1 else None
+
+    @property
+    def utc_offset_ns(self) -> int:
+        s = self.session
+        return s.utc_offset_ns if s is not None else 0
+
+    def session_ticks(self, index: int | None = None) -> Ticks:
+        """Ticks inside session `index` (default: the current one) up to the cutoff
+        (empty when the session had not opened by the cutoff)."""
+        i = self.session_index if index is None else index
+        if i < 0:
+            return self.data.ticks.slice(0, 0)
+        return self.data.ticks.between(
+            int(self.data.session_open_ns[i]), int(self.data.session_close_ns[i])
+        )
+
+    def format_price(self, price: float) -> str:
+        return self.data.format_price(price)
+
+    def clock(self, ts_ns: int) -> str:
+        """`hh:mm:ss` on the current session's wall clock."""
+        sod = ((ts_ns + self.utc_offset_ns) // NS_PER_S) % 86_400
+        return f"{sod // 3600:02d}:{sod // 60 % 60:02d}:{sod % 60:02d}"
+
+
+def _readonly(a: F64 | I64) -> F64 | I64:
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
+def freeze(
+    data: MarketData,
+    ordinal_time_ns: int,
+    guard_ns: int | float = DEFAULT_GUARD_NS,
+    account: AccountState | None = None,
+    plan: Plan | None = None,
+) -> FrozenSnapshot:
+    """Freeze `data` at `ordinal_time_ns - guard_ns` (the T-guard cutoff, inclusive)."""
+    if guard_ns < 0:
+        raise ValueError(f"guard must be >= 0 ns, got {guard_ns}")
+    time_ns = int(ordinal_time_ns)
+    cutoff = time_ns - int(guard_ns)
+    t = data.ticks.until(cutoff)
+    sessions = data.sessions[: data.session_index_at(time_ns) + 1]
+    ro = Ticks(
+        np.asarray(_readonly(t.ts), dtype=np.int64),
+        np.asarray(_readonly(t.bid), dtype=np.float64),
+        np.asarray(_readonly(t.ask), dtype=np.float64),
+        np.asarray(_readonly(t.last), dtype=np.float64),
+        np.asarray(_readonly(t.size), dtype=np.float64),
+    )
+    frozen = MarketData(data.symbol, data.tick_size, ro, sessions)
+    return FrozenSnapshot(frozen, cutoff, time_ns, account if account is not None else FLAT, plan)

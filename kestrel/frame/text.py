@@ -1,0 +1,69 @@
+"""Compact fixed-width text helpers shared by the panes, and the token estimator.
+
+Token estimator (deterministic, documented in docs/panes.md): the text is scanned with the
+regex `[A-Za-z]+|[0-9]+|\\S` plus newlines; a run of letters counts ceil(len/6) tokens, a run
+of digits ceil(len/3), any other non-space character 1, each newline 1; other whitespace 0.
+It approximates BPE tokenizers on this kind of text and never depends on anything else.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+
+_TOKEN_RE = re.compile(r"[A-Za-z]+|[0-9]+|\n|\S")
+
+
+def estimate_tokens(text: str) -> int:
+    """Deterministic token estimate of `text` (see module docstring)."""
+    total = 0
+    for m in _TOKEN_RE.finditer(text):
+        s = m.group()
+        c = s[0]
+        if c.isalpha():
+            total += math.ceil(len(s) / 6)
+        elif c.isdigit():
+            total += math.ceil(len(s) / 3)
+        else:
+            total += 1
+    return total
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """Fixed-width columns separated by one space: the first column left-aligned, the
+    others right-aligned; trailing spaces stripped."""
+    cols = len(header)
+    widths = [len(h) for h in header]
+    for r in rows:
+        for i in range(cols):
+            widths[i] = max(widths[i], len(r[i]))
+
+    def line(cells: Sequence[str]) -> str:
+        parts = [cells[0].ljust(widths[0])]
+        parts += [cells[i].rjust(widths[i]) for i in range(1, cols)]
+        return " ".join(parts).rstrip()
+
+    return [line(header)] + [line(r) for r in rows]
+
+
+def fmt_qty(x: float) -> str:
+    """A quantity: whole numbers without decimals, otherwise up to 4 decimals."""
+    if not math.isfinite(x):
+        return "n/a"
+    if abs(x - round(x)) < 1e-9:
+        return str(int(round(x)))
+    return f"{x:.4f}".rstrip("0").rstrip(".")
+
+
+def fmt_money(x: float) -> str:
+    """Signed money with 2 decimals (`+12.50`, `-3.00`)."""
+    return f"{x:+.2f}"
+
+
+def fmt_duration(seconds: int) -> str:
+    """`5m`, `1h`, `1d`, `90s`: the largest unit that divides exactly."""
+    for unit, size in (("d", 86_400), ("h", 3600), ("m", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"

@@ -1,0 +1,335 @@
+"""Views: resolving a VIEW against the catalog, materializing it within a token budget, and
+the briefing (kernel panes + view) the agent reads at an ordinal.
+
+Invariants:
+- `resolve_view` fails closed: every problem (unknown pane, reserved kernel id, unknown,
+  repeated, ill-typed or out-of-range argument, duplicate pane, budget out of range) raises a
+  `ViewError` listing all problems with a fix for each; nothing is silently dropped;
+- `materialize` is a pure function of (resolved view, snapshot): byte-identical output for
+  the same inputs; its estimated tokens never exceed the view's budget; when panes do not fit,
+  the cut is announced by an explicit `[budget ...]` marker line;
+- the frame works from AST values (`kestrel.lang.ast.View`), never from text.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+
+import msgspec
+
+from kestrel.frame.catalog import DEFAULT_CATALOG, ArgSpec, ArgValue, PaneCatalog, PaneSpec
+from kestrel.frame.ordinal import Ordinal
+from kestrel.frame.snapshot import FrozenSnapshot
+from kestrel.frame.text import estimate_tokens, fmt_duration
+from kestrel.lang.ast import Duration, Ident, Number, PaneArg, PaneArgValue, PaneRef, Percent, View
+
+
+class ViewError(ValueError):
+    """An invalid view; `problems` holds one repair hint per problem."""
+
+    def __init__(self, view_name: str, problems: list[str]) -> None:
+        self.view_name = view_name
+        self.problems = tuple(problems)
+        n = len(problems)
+        head = f"invalid VIEW {view_name}: {n} problem{'s' if n != 1 else ''}"
+        super().__init__("\n".join([head] + [f"- {p}" for p in problems]))
+
+
+class ViewSelection(msgspec.Struct, frozen=True):
+    """A view built in code rather than parsed: panes by bare name or as `PaneRef`s."""
+
+    panes: tuple[str | PaneRef, ...]
+    name: str = "custom"
+    budget: int | None = None
+
+
+class ResolvedPane(msgspec.Struct, frozen=True):
+    """A validated pane request with every argument filled in (defaults included)."""
+
+    name: str
+    args: tuple[tuple[str, ArgValue], ...] = ()
+
+    def call(self, catalog: PaneCatalog = DEFAULT_CATALOG) -> str:
+        """`bars(tf=5m, n=12)`."""
+        if not self.args:
+            return self.name
+        spec = catalog.get(self.name)
+        shown = []
+        for k, v in self.args:
+            a = spec.arg(k) if spec is not None else None
+            shown.append(f"{k}={a.show(v) if a is not None else v}")
+        return f"{self.name}({', '.join(shown)})"
+
+
+class ResolvedView(msgspec.Struct, frozen=True):
+    """A validated view: panes in request order and a token budget."""
+
+    name: str
+    panes: tuple[ResolvedPane, ...]
+    budget: int
+
+
+# ------------------------------------------------------------------------------------------
+# resolution
+
+
+def _show_value(v: PaneArgValue) -> str:
+    if isinstance(v, Number):
+        return f"{v.value:g}"
+    if isinstance(v, Percent):
+        return f"{v.value:g}%"
+    if isinstance(v, Duration):
+        return f"{v.value}{v.unit}"
+    if isinstance(v, Ident):
+        return v.name
+    return f"{v.hour:02d}:{v.minute:02d}"
+
+
+def _coerce(pane: str, spec: ArgSpec, v: PaneArgValue) -> ArgValue | str:
+    """The argument's value, or an error string (prefixed with '!')."""
+    where = f"{pane}: argument {spec.name}"
+    got = _show_value(v)
+    if spec.type == "duration":
+        if not isinstance(v, Duration):
+            return f"!{where} expects a duration like {spec.show(spec.default)}, got {got}"
+        value = v.seconds
+        if v.unit == "d" and v.value != 1:
+            return f"!{where}: only 1d is allowed for days, got {got}"
+    elif spec.type == "count":
+        if not isinstance(v, Number) or v.value != int(v.value):
+            return f"!{where} expects a whole number like {spec.default}, got {got}"
+        value = int(v.value)
+    else:
+        if not isinstance(v, Ident):
+            return f"!{where} expects a word ({spec.range_text()}), got {got}"
+        if spec.choices and v.name not in spec.choices:
+            return f"!{where} must be {spec.range_text()}, got {got}"
+        return v.name
+    lo, hi = spec.min, spec.max
+    if (lo is not None and value < lo) or (hi is not None and value > hi) or (
+        spec.step and value % spec.step
+    ):
+        return f"!{where} out of range: got {got}, allowed {spec.range_text()}"
+    return value
+
+
+def _did_you_mean(name: str, options: tuple[str, ...]) -> str:
+    close = difflib.get_close_matches(name, options, n=1, cutoff=0.5)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _resolve_pane(ref: PaneRef, spec: PaneSpec, problems: list[str]) -> ResolvedPane:
+    values: dict[str, ArgValue] = {}
+    seen_named = False
+    names = tuple(a.name for a in spec.args)
+    for pos, arg in enumerate(ref.args):
+        if arg.name is None:
+            if seen_named:
+                problems.append(f"{ref.name}: positional argument {_show_value(arg.value)} after a named one; "
+                                f"write positional arguments first: {spec.signature()}")
+                continue
+            if pos >= len(spec.args):
+                problems.append(f"{ref.name}: too many arguments ({len(ref.args)}), it takes "
+                                f"{len(spec.args)}: {spec.signature()}")
+                continue
+            a = spec.args[pos]
+        else:
+            seen_named = True
+            found = spec.arg(arg.name)
+            if found is None:
+                takes = ", ".join(names) if names else "no arguments"
+                problems.append(f"{ref.name}: unknown argument {arg.name!r}{_did_you_mean(arg.name, names)}; "
+                                f"it takes {takes}: {spec.signature()}")
+                continue
+            a = found
+        if a.name in values:
+            problems.append(f"{ref.name}: argument {a.name} given twice")
+            continue
+        got = _coerce(ref.name, a, arg.value)
+        if isinstance(got, str) and got.startswith("!"):
+            problems.append(got[1:])
+            continue
+        values[a.name] = got
+    return ResolvedPane(ref.name, tuple((a.name, values.get(a.name, a.default)) for a in spec.args))
+
+
+def resolve_view(
+    view: View | ViewSelection,
+    ordinal: Ordinal | None = None,
+    catalog: PaneCatalog = DEFAULT_CATALOG,
+) -> ResolvedView:
+    """Validate `view` against `catalog`; raise `ViewError` listing every problem."""
+    problems: list[str] = []
+    refs = [PaneRef(p) if isinstance(p, str) else p for p in view.panes]
+    if not refs:
+        problems.append(f"no panes requested; choose from: {', '.join(catalog.names())}")
+    resolved: list[ResolvedPane] = []
+    seen: set[str] = set()
+    for ref in refs:
+        if ref.name in catalog.kernel_ids:
+            problems.append(f"{ref.name!r} is a reserved kernel pane, already in every briefing; "
+                            f"remove it from the VIEW")
+            continue
+        spec = catalog.get(ref.name)
+        if spec is None:
+            problems.append(f"unknown pane {ref.name!r}{_did_you_mean(ref.name, catalog.names())}; "
+                            f"panes: {', '.join(s.signature() for s in catalog)}")
+            continue
+        if ref.name in seen:
+            problems.append(f"duplicate pane {ref.name!r}: request each pane once")
+            continue
+        seen.add(ref.name)
+        resolved.append(_resolve_pane(ref, spec, problems))
+    budget = catalog.default_budget if view.budget is None else view.budget
+    if not catalog.min_budget <= budget <= catalog.max_budget:
+        problems.append(f"BUDGET {budget} out of range: use {catalog.min_budget}..{catalog.max_budget} "
+                        f"tokens (default {catalog.default_budget})")
+    if problems:
+        raise ViewError(view.name, problems)
+    return ResolvedView(view.name, tuple(resolved), budget)
+
+
+def default_view(ordinal: Ordinal | None = None, catalog: PaneCatalog = DEFAULT_CATALOG) -> ResolvedView:
+    """The view shown when the agent asks for none. At OPEN (index 0) the bars are the prior
+    session's 30m shape; later ordinals show the last hour of 5m bars."""
+    at_open = ordinal is not None and ordinal.index == 0
+    bars = PaneRef("bars", (PaneArg(Duration(30, "m")), PaneArg(Number(13)))) if at_open else PaneRef(
+        "bars", (PaneArg(Duration(5, "m")), PaneArg(Number(12)))
+    )
+    sel = ViewSelection(
+        ("quote", "levels", bars, "stats", PaneRef("tape", (PaneArg(Number(5)),)), "position", "plan"),
+        name="default",
+    )
+    return resolve_view(sel, ordinal, catalog)
+
+
+# ------------------------------------------------------------------------------------------
+# materialization
+
+
+def _render(pane: ResolvedPane, snapshot: FrozenSnapshot, catalog: PaneCatalog) -> str:
+    spec = catalog.get(pane.name)
+    if spec is None:
+        raise ViewError("?", [f"pane {pane.name!r} is not in this catalog"])
+    return spec.builder(snapshot, dict(pane.args))
+
+
+def _marker(budget: int, cut: str | None, kept: int, total: int, omitted: list[str]) -> str:
+    parts = []
+    if cut is not None:
+        parts.append(f"{cut} cut to {kept}/{total} lines")
+    if omitted:
+        parts.append("omitted " + ", ".join(omitted))
+    return f"[budget {budget} reached: {'; '.join(parts)}]"
+
+
+def materialize(
+    resolved: ResolvedView, snapshot: FrozenSnapshot, catalog: PaneCatalog = DEFAULT_CATALOG
+) -> str:
+    """Render the panes in order, separated by blank lines, within `resolved.budget` tokens
+    (estimated with `estimate_tokens`). If they do not all fit, the pane that overflows keeps
+    as many whole lines as fit and a final marker names it and every omitted pane."""
+    budget = resolved.budget
+    texts = [_render(p, snapshot, catalog) for p in resolved.panes]
+    whole = "\n\n".join(texts)
+    if estimate_tokens(whole) <= budget:
+        return whole
+    names = [p.name for p in resolved.panes]
+    longest = max(names, key=len)
+    reserve = estimate_tokens("\n" + _marker(budget, longest, 999, 999, names))
+    room = budget - reserve
+    out: list[str] = []
+    used = 0
+    for i, text in enumerate(texts):
+        sep = 2 if out else 0
+        cost = estimate_tokens(text) + sep
+        if used + cost <= room:
+            out.append(text)
+            used += cost
+            continue
+        lines = text.split("\n")
+        kept: list[str] = []
+        spent = used + sep
+        for line in lines:
+            c = estimate_tokens(line) + (1 if kept else 0)
+            if spent + c > room:
+                break
+            kept.append(line)
+            spent += c
+        if kept:
+            out.append("\n".join(kept))
+            marker = _marker(budget, names[i], len(kept), len(lines), names[i + 1 :])
+        else:
+            marker = _marker(budget, None, 0, 0, names[i:])
+        return "\n\n".join(out) + ("\n" if out else "") + marker
+    return "\n\n".join(out)
+
+
+# ------------------------------------------------------------------------------------------
+# briefing
+
+
+def _clock_line(snapshot: FrozenSnapshot, ordinal: Ordinal) -> str:
+    s = snapshot.session
+    sess = (
+        f" session {s.date.isoformat()} {s.open.strftime('%H:%M')}-{s.close.strftime('%H:%M')} {s.tz}"
+        if s is not None
+        else " session none"
+    )
+    return (
+        f"CLOCK {snapshot.symbol} #{ordinal.index} {ordinal.label} "
+        f"cutoff {snapshot.clock(snapshot.cutoff_ns)}{sess}"
+    )
+
+
+def _grammar_summary() -> str | None:
+    import importlib
+
+    lang = importlib.import_module("kestrel.lang")
+    summary = getattr(lang, "GRAMMAR_SUMMARY", None)
+    return summary if isinstance(summary, str) else None
+
+
+def briefing(
+    snapshot: FrozenSnapshot,
+    ordinal: Ordinal,
+    view: ResolvedView | View | ViewSelection | None = None,
+    extra_kernel: Mapping[str, str] | None = None,
+    catalog: PaneCatalog = DEFAULT_CATALOG,
+) -> str:
+    """Kernel panes (CLOCK; BUDGET and any other kernel text the runtime passes in
+    `extra_kernel`, keyed by kernel id; REPLY grammar summary) then the view."""
+    extra = dict(extra_kernel or {})
+    unknown = sorted(k for k in extra if k not in catalog.kernel_ids)
+    if unknown:
+        raise ValueError(f"extra_kernel keys must be kernel ids {catalog.kernel_ids}, got {unknown}")
+    lines = [extra.pop("clock", None) or _clock_line(snapshot, ordinal)]
+    for k in catalog.kernel_ids:
+        if k in extra and k != "grammar":
+            lines.append(f"{k.upper()} {extra[k]}")
+    grammar = extra.get("grammar") or _grammar_summary()
+    if grammar:
+        lines.append(f"REPLY {grammar.strip()}")
+    if view is None:
+        resolved = default_view(ordinal, catalog)
+    elif isinstance(view, ResolvedView):
+        resolved = view
+    else:
+        resolved = resolve_view(view, ordinal, catalog)
+    head = f"VIEW {resolved.name} budget {resolved.budget}"
+    return "\n".join(lines) + "\n\n" + head + "\n" + materialize(resolved, snapshot, catalog) + "\n"
+
+
+__all__ = [
+    "ResolvedPane",
+    "ResolvedView",
+    "ViewError",
+    "ViewSelection",
+    "briefing",
+    "default_view",
+    "estimate_tokens",
+    "fmt_duration",
+    "materialize",
+    "resolve_view",
+]
