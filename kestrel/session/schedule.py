@@ -1,0 +1,64 @@
+"""The simulate schedule: the authoring ordinals of one session.
+
+Invariants:
+- ordinal 0 is OPEN at the session open; optional checkpoints follow in time order, each
+  strictly after the open and before the close, labelled by their wall-clock time ("10:30");
+- an ordinal's snapshot is frozen at `time_ns - guard` (its cutoff); its terminal turn is armed
+  at that cutoff and governs the ticks after it up to the next ordinal's cutoff (or the close).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kestrel.frame.ordinal import Ordinal
+from kestrel.frame.session import NS_PER_S, SessionSpec
+
+DEFAULT_GUARD_S = 300
+
+
+class ScheduleError(ValueError):
+    """A checkpoint that is not a valid time inside the session."""
+
+
+def parse_checkpoint(text: str) -> tuple[int, int]:
+    """`"10:30"` → (10, 30), with a clear error otherwise."""
+    parts = text.strip().split(":")
+    try:
+        if len(parts) != 2:
+            raise ValueError
+        hour, minute = int(parts[0]), int(parts[1])
+    except ValueError:
+        raise ScheduleError(f"checkpoint {text.strip()!r} is not a time: write it as HH:MM") from None
+    if not (0 <= hour < 24 and 0 <= minute < 60):
+        raise ScheduleError(f"checkpoint {text.strip()!r} is out of range: HH 00-23, MM 00-59")
+    return hour, minute
+
+
+def ordinals(session: SessionSpec, checkpoints: Sequence[str] = ()) -> tuple[Ordinal, ...]:
+    """OPEN plus the checkpoints, in time order."""
+    out = [Ordinal(index=0, label="OPEN", time_ns=session.open_ns)]
+    times: list[tuple[int, str]] = []
+    for text in checkpoints:
+        hour, minute = parse_checkpoint(text)
+        t = session.wall_clock_ns(hour, minute)
+        label = f"{hour:02d}:{minute:02d}"
+        if not session.open_ns < t < session.close_ns:
+            raise ScheduleError(
+                f"checkpoint {label} is outside the session "
+                f"({session.open:%H:%M}-{session.close:%H:%M} {session.tz}): pick a time after "
+                "the open and before the close"
+            )
+        if any(label == seen for _, seen in times):
+            raise ScheduleError(f"checkpoint {label} is listed twice")
+        times.append((t, label))
+    for i, (t, label) in enumerate(sorted(times), 1):
+        out.append(Ordinal(index=i, label=label, time_ns=t))
+    return tuple(out)
+
+
+def cutoff_ns(ordinal: Ordinal, guard_s: int = DEFAULT_GUARD_S) -> int:
+    return ordinal.time_ns - guard_s * NS_PER_S
+
+
+__all__ = ["DEFAULT_GUARD_S", "ScheduleError", "cutoff_ns", "ordinals", "parse_checkpoint"]
