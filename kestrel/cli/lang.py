@@ -1,0 +1,119 @@
+"""`kestrel check` and `kestrel fmt`: validate and canonicalise Kestrel documents.
+
+Exit codes: 0 all valid (and canonical, with `fmt --check`), 1 a document is invalid or not
+canonical, 2 a usage error (unreadable file, bad flags). `-` reads standard input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from kestrel.lang import Diagnostic, LangError, format_ast, parse
+
+
+class _Unreadable(Exception):
+    pass
+
+
+def _read(name: str) -> str:
+    try:
+        data = sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
+    except OSError as err:
+        raise _Unreadable(f"{name}: cannot read: {err.strerror or err}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise _Unreadable(f"{name}: not UTF-8 text (byte {err.start})") from None
+
+
+def _label(name: str) -> str:
+    return "<stdin>" if name == "-" else name
+
+
+def _line(name: str, d: Diagnostic) -> str:
+    where = f"{d.line}:{d.column}" if d.line is not None else "1:1"
+    hint = f" (hint: {d.hint})" if d.hint else ""
+    expected = f" (expected: {', '.join(d.expected)})" if d.expected else ""
+    return f"{_label(name)}:{where}: {d.message}{expected}{hint}"
+
+
+def _check(args: argparse.Namespace) -> int:
+    status = 0
+    report: list[dict[str, Any]] = []
+    for name in args.files:
+        try:
+            text = _read(name)
+        except _Unreadable as err:
+            print(err, file=sys.stderr)
+            return 2
+        try:
+            parse(text)
+            report.append({"file": _label(name), "ok": True, "diagnostics": []})
+        except LangError as err:
+            status = 1
+            report.append(
+                {
+                    "file": _label(name),
+                    "ok": False,
+                    "diagnostics": [msgspec.to_builtins(d) for d in err.diagnostics],
+                }
+            )
+            for d in err.diagnostics:
+                print(_line(name, d), file=sys.stderr)
+    if args.json:
+        sys.stdout.write(msgspec.json.encode(report).decode() + "\n")
+    return status
+
+
+def _fmt(args: argparse.Namespace) -> int:
+    if args.write and "-" in args.files:
+        print("kestrel fmt: --write cannot rewrite standard input", file=sys.stderr)
+        return 2
+    status = 0
+    for name in args.files:
+        try:
+            text = _read(name)
+        except _Unreadable as err:
+            print(err, file=sys.stderr)
+            return 2
+        try:
+            canonical = format_ast(parse(text))
+        except LangError as err:
+            status = 1
+            for d in err.diagnostics:
+                print(_line(name, d), file=sys.stderr)
+            continue
+        if args.check:
+            if canonical != text:
+                print(f"{_label(name)}: not in canonical form (run kestrel fmt --write)",
+                      file=sys.stderr)
+                status = 1
+        elif args.write:
+            if canonical != text:
+                Path(name).write_text(canonical, encoding="utf-8")
+        else:
+            sys.stdout.write(canonical)
+    return status
+
+
+def register(subparsers: Any) -> None:
+    check = subparsers.add_parser(
+        "check", help="validate Kestrel documents (exit 1 if any is invalid)"
+    )
+    check.add_argument("files", nargs="+", metavar="FILE", help="a .kes file, or - for stdin")
+    check.add_argument("--json", action="store_true", help="print diagnostics as JSON on stdout")
+    check.set_defaults(func=_check)
+    fmt = subparsers.add_parser("fmt", help="print Kestrel documents in canonical form")
+    fmt.add_argument("files", nargs="+", metavar="FILE", help="a .kes file, or - for stdin")
+    mode = fmt.add_mutually_exclusive_group()
+    mode.add_argument("--check", action="store_true", help="exit 1 if a file is not canonical")
+    mode.add_argument("--write", action="store_true", help="rewrite files in canonical form")
+    fmt.set_defaults(func=_fmt)
+
+
+__all__ = ["register"]

@@ -1,0 +1,630 @@
+"""The type checker: one walk over the AST, reporting every independent problem.
+
+Types (see `registry.ValueType`): Price, Qty, Money, Pct, Duration, TimeOfDay, Count, Bool and
+Number (a unit-less literal or ratio, which takes the numeric type its context asks for).
+A sub-expression that already failed has type None and produces no further errors, so one
+mistake gives one diagnostic. Recursion is bounded by `Limits.max_expr_depth`.
+
+Diagnostics are located by source position when the AST came from `parse` (a `locate`
+callback), else by a path such as `statement 2, rule 1, action 1`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from collections.abc import Callable, Iterable
+from typing import NamedTuple
+
+from kestrel.lang.ast import (
+    And,
+    Arith,
+    Call,
+    Cancel,
+    Compare,
+    Crosses,
+    Duration,
+    Expr,
+    Flat,
+    For,
+    Ident,
+    Module,
+    Neg,
+    Not,
+    Number,
+    Offset,
+    Or,
+    Order,
+    PaneArg,
+    Pass,
+    Percent,
+    Plan,
+    Rule,
+    Series,
+    StandDown,
+    Statement,
+    TimeOfDay,
+    Until,
+    View,
+)
+from kestrel.lang.errors import Diagnostic
+from kestrel.lang.limits import DEFAULT_LIMITS, Limits
+from kestrel.lang.registry import FUNCTIONS, PRICE_SERIES, SERIES, Param, ValueType
+
+
+class Loc(NamedTuple):
+    """A source position: 1-based line and column, and the width to underline."""
+
+    line: int
+    column: int
+    width: int = 1
+
+
+Locate = Callable[[object, "str | None"], "Loc | None"]
+
+NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+SYMBOL_RE = re.compile(r"[A-Z][A-Z0-9._/-]*\Z")
+_NUMERIC: frozenset[str] = frozenset({"Price", "Qty", "Money", "Pct", "Number"})
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_MAX_TIMEFRAME = 86_400
+
+
+def _no_loc(node: object, field: str | None = None) -> Loc | None:
+    return None
+
+
+class _Checker:
+    def __init__(self, limits: Limits, locate: Locate, text: str | None) -> None:
+        self.lim = limits
+        self.locate = locate
+        self.lines = text.splitlines() if text is not None else None
+        self.diags: list[Diagnostic] = []
+        self.path: list[str] = []
+
+    # ---- reporting
+    def err(
+        self,
+        node: object,
+        code: str,
+        message: str,
+        hint: str | None = None,
+        field: str | None = None,
+    ) -> None:
+        loc = self.locate(node, field) if self.lines is not None else None
+        if loc is not None and self.lines is not None:
+            excerpt = self.lines[loc.line - 1] if 0 < loc.line <= len(self.lines) else ""
+            self.diags.append(
+                Diagnostic(code, message, loc.line, loc.column, loc.width, excerpt, hint=hint)
+            )
+        else:
+            path = ", ".join(self.path) if self.path else "document"
+            self.diags.append(Diagnostic(code, message, hint=hint, path=path))
+
+    # ---- document
+    def document(self, root: Module | Statement) -> None:
+        if isinstance(root, Module):
+            stmts = root.statements
+            if not stmts:
+                self.err(root, "empty", "the module holds no statement")
+            if len(stmts) > self.lim.max_statements:
+                self.err(
+                    stmts[self.lim.max_statements],
+                    "too-many",
+                    f"{len(stmts)} statements; the limit is {self.lim.max_statements}",
+                )
+            seen: dict[str, int] = {}
+            for i, s in enumerate(stmts[: self.lim.max_statements], 1):
+                self.path = [f"statement {i}"]
+                self.statement(s)
+                if isinstance(s, Plan):
+                    if s.name in seen:
+                        self.err(
+                            s,
+                            "duplicate-plan",
+                            f"plan name `{s.name}` is already used by statement {seen[s.name]}",
+                            hint="give every plan in a module its own name",
+                            field="name",
+                        )
+                    else:
+                        seen[s.name] = i
+        else:
+            self.statement(root)
+
+    def statement(self, s: Statement) -> None:
+        if isinstance(s, Plan):
+            self.plan(s)
+        elif isinstance(s, View):
+            self.view(s)
+        elif isinstance(s, StandDown):
+            self.standdown(s)
+        elif not isinstance(s, Pass):
+            self.err(s, "not-statement", f"not a statement: {type(s).__name__}")
+
+    def name(self, node: object, name: str, what: str, field: str | None = "name") -> None:
+        if not isinstance(name, str) or not NAME_RE.match(name):
+            self.err(node, "bad-name", f"{what} `{name}` is not a name", field=field,
+                     hint="names are letters, digits and _, starting with a letter")
+        elif len(name) > self.lim.max_identifier_chars:
+            self.err(
+                node,
+                "too-long",
+                f"{what} is {len(name)} characters; the limit is {self.lim.max_identifier_chars}",
+                field=field,
+            )
+
+    def number(self, node: object, value: float, what: str, field: str | None = None) -> bool:
+        if not math.isfinite(value) or abs(value) > self.lim.max_number:
+            self.err(
+                node,
+                "out-of-range",
+                f"{what} is out of range (the limit is ±{self.lim.max_number:g})",
+                field=field,
+            )
+            return False
+        return True
+
+    # ---- plan
+    def plan(self, p: Plan) -> None:
+        base = list(self.path)
+        self.name(p, p.name, "plan name")
+        if p.instrument is not None and (
+            not SYMBOL_RE.match(p.instrument) or len(p.instrument) > self.lim.max_identifier_chars
+        ):
+            self.err(p, "bad-symbol", f"`{p.instrument}` is not an instrument symbol",
+                     hint="symbols are upper case, e.g. ON AAPL", field="instrument")
+        if isinstance(p.expiry, Until):
+            self.time_of_day(p.expiry.at, p.expiry)
+        elif isinstance(p.expiry, For):
+            self.window(p.expiry.span, "FOR", p.expiry)
+        r = p.risk
+        for key, value, whole in (
+            ("maxpos", r.maxpos, True),
+            ("maxloss", r.maxloss, False),
+            ("maxorders", r.maxorders, True),
+        ):
+            if value is None:
+                continue
+            if not self.number(r, value, key, field=key):
+                continue
+            if value <= 0:
+                self.err(r, "bad-risk", f"{key} must be positive, got {_num(value)}", field=key,
+                         hint=f"write {key} {_num(abs(value)) if value else 1}")
+            elif whole and value != int(value):
+                self.err(r, "bad-risk", f"{key} must be a whole number", field=key)
+        if not p.rules:
+            self.err(p, "no-rules", "a plan needs at least one rule",
+                     hint="add a rule: WHEN cond: action")
+        if len(p.rules) > self.lim.max_rules:
+            self.err(p.rules[self.lim.max_rules], "too-many",
+                     f"{len(p.rules)} rules; the limit is {self.lim.max_rules}",
+                     hint="keep the plan to its best rules")
+        for i, rule in enumerate(p.rules[: self.lim.max_rules], 1):
+            self.path = base + [f"rule {i}"]
+            self.rule(rule, p)
+        self.path = base
+
+    def rule(self, rule: Rule, plan: Plan) -> None:
+        base = list(self.path)
+        t = self.expr(rule.cond, 1)
+        if t is not None and t != "Bool":
+            self.err(rule.cond, "type", f"a WHEN condition must be true or false, not {t}",
+                     hint="compare it: e.g. last > vwap")
+        if not rule.actions:
+            self.err(rule, "no-actions", "a rule needs at least one action",
+                     hint="BUY, SELL, FLAT or CANCEL after the `:`")
+        if len(rule.actions) > self.lim.max_actions:
+            self.err(rule.actions[self.lim.max_actions], "too-many",
+                     f"{len(rule.actions)} actions in one rule; the limit is {self.lim.max_actions}")
+        if not isinstance(rule.repeat, int) or not 1 <= rule.repeat <= self.lim.max_repeat:
+            self.err(rule, "bad-repeat",
+                     f"repeat must be between x1 and x{self.lim.max_repeat}, got x{rule.repeat}",
+                     field="repeat")
+        for i, action in enumerate(rule.actions[: self.lim.max_actions], 1):
+            self.path = base + [f"action {i}"]
+            if isinstance(action, Order):
+                self.order(action, plan)
+            elif not isinstance(action, (Flat, Cancel)):
+                self.err(action, "not-action", f"not an action: {type(action).__name__}")
+        self.path = base
+
+    def order(self, o: Order, plan: Plan) -> None:
+        side = o.side.upper()
+        if o.qty < 1:
+            self.err(o, "bad-qty",
+                     f"quantity must be a positive whole number, got {o.qty}",
+                     hint=f"the side says the direction: write {'SELL' if o.side == 'buy' else 'BUY'} "
+                          f"{abs(o.qty)}" if o.qty < 0 else "write at least 1",
+                     field="qty")
+        elif o.qty > self.lim.max_number:
+            self.number(o, o.qty, "quantity", field="qty")
+        elif plan.risk.maxpos is not None and 0 < plan.risk.maxpos < o.qty:
+            self.err(o, "over-risk",
+                     f"quantity {o.qty} exceeds the plan's maxpos {plan.risk.maxpos}",
+                     hint=f"use at most {plan.risk.maxpos}, or raise maxpos", field="qty")
+        entry: float | None = None
+        if o.order_type == "mkt":
+            if o.price is not None:
+                self.err(o.price, "mkt-price", "a MKT order takes no price",
+                         hint="use LMT price for a limit order")
+        elif o.price is None:
+            self.err(o, "no-price", f"a {o.order_type.upper()} order needs a price",
+                     hint=f"write {o.order_type.upper()} 182.40 or {o.order_type.upper()} ask+0.02")
+        else:
+            t = self.expr(o.price, 1)
+            if t is not None and t not in ("Price", "Number"):
+                self.err(o.price, "type", f"an order price must be a Price, not {t}")
+            if isinstance(o.price, Number):
+                entry = o.price.value
+                if entry <= 0:
+                    self.err(o.price, "bad-price", "an order price must be positive")
+        below, above = ("STOP", "TARGET") if o.side == "buy" else ("TARGET", "STOP")
+        for kw, off in (("STOP", o.stop), ("TARGET", o.target)):
+            if off is None:
+                continue
+            want_below = kw == below
+            word = "below" if want_below else "above"
+            if not self.number(off, off.value, f"{kw} offset"):
+                continue
+            if off.mode == "at":
+                if off.value <= 0:
+                    self.err(off, "bad-offset", f"{kw} @price must be a positive price")
+                elif entry is not None and (off.value >= entry if want_below else off.value <= entry):
+                    self.err(off, "wrong-side",
+                             f"{kw} must be {word} the entry for a {side}: @{_num(off.value)} "
+                             f"is not {word} {_num(entry)}",
+                             hint=f"{kw} {word} the entry price {_num(entry)}")
+                continue
+            if off.value == 0:
+                self.err(off, "bad-offset", f"{kw} offset must not be zero")
+            elif (off.value > 0) == want_below:
+                unit = "%" if off.mode == "pct" else ""
+                good = f"{'-' if want_below else '+'}{_num(abs(off.value))}{unit}"
+                self.err(off, "wrong-side",
+                         f"{kw} must be {word} the entry for a {side}",
+                         hint=f"write {kw} {good}")
+            elif off.mode == "pct" and abs(off.value) >= 100:
+                self.err(off, "bad-offset", f"{kw} offset must be within ±100%")
+        if (o.stop is not None and o.target is not None and o.stop.mode == "at"
+                and o.target.mode == "at"):
+            lo, hi = (o.stop, o.target) if o.side == "buy" else (o.target, o.stop)
+            if lo.value >= hi.value:
+                self.err(o.target, "wrong-side",
+                         f"for a {side} the {below} (@{_num(lo.value)}) must be below the "
+                         f"{above} (@{_num(hi.value)})")
+        if o.trail is not None:
+            tr = o.trail
+            if tr.mode == "at":
+                self.err(tr, "bad-trail", "TRAIL takes a distance, not an @price",
+                         hint="write TRAIL 0.5% or TRAIL 0.30")
+            elif self.number(tr, tr.value, "TRAIL distance") and tr.value <= 0:
+                self.err(tr, "bad-trail", "TRAIL distance must be positive",
+                         hint="write TRAIL 0.5% or TRAIL 0.30")
+            elif tr.mode == "pct" and tr.value >= 100:
+                self.err(tr, "bad-trail", "TRAIL distance must be under 100%")
+        if o.ttl is not None:
+            self.window(o.ttl, "TTL", o.ttl)
+
+    def window(self, d: Duration, what: str, node: object) -> bool:
+        if d.unit not in _UNITS:
+            self.err(node, "bad-duration", f"unknown duration unit `{d.unit}`",
+                     hint="units are s, m, h and d")
+            return False
+        if d.value <= 0:
+            self.err(node, "zero-window", f"{what} must be longer than zero, got {d.value}{d.unit}",
+                     hint=f"write e.g. 1{d.unit}")
+            return False
+        if d.value * _UNITS[d.unit] > self.lim.max_window_seconds:
+            self.err(node, "window-too-long",
+                     f"{what} of {d.value}{d.unit} is longer than the data available "
+                     f"({_dur(self.lim.max_window_seconds)})",
+                     hint=f"use at most {_dur(self.lim.max_window_seconds)}")
+            return False
+        return True
+
+    def time_of_day(self, t: TimeOfDay, node: object) -> None:
+        if not (0 <= t.hour < 24 and 0 <= t.minute < 60 and 0 <= t.second < 60):
+            self.err(node, "bad-time",
+                     f"{t.hour}:{t.minute:02d} is not a time of day",
+                     hint="write hh:mm between 00:00 and 23:59")
+
+    # ---- expressions
+    def expr(self, e: Expr, depth: int) -> ValueType | None:
+        if depth > self.lim.max_expr_depth:
+            self.err(e, "too-deep",
+                     f"expression nested deeper than {self.lim.max_expr_depth} levels",
+                     hint="simplify the condition")
+            return None
+        if isinstance(e, Compare):
+            return self.compare(e, depth)
+        if isinstance(e, Series):
+            return self.series(e)
+        if isinstance(e, Number):
+            return "Number" if self.number(e, e.value, "number") else None
+        if isinstance(e, Call):
+            return self.call(e, depth)
+        if isinstance(e, (And, Or)):
+            word = "AND" if isinstance(e, And) else "OR"
+            if len(e.operands) < 2:
+                self.err(e, "arity", f"{word} needs at least two operands")
+            ok = True
+            for op in e.operands:
+                t = self.expr(op, depth + 1)
+                if t is not None and t != "Bool":
+                    self.err(op, "type", f"{word} combines conditions; this is a {t}",
+                             hint="compare it: e.g. last > vwap")
+                ok = ok and t is not None
+            return "Bool" if ok else None
+        if isinstance(e, Arith):
+            return self.arith(e, depth)
+        if isinstance(e, Crosses):
+            return self.crosses(e, depth)
+        if isinstance(e, Not):
+            t = self.expr(e.operand, depth + 1)
+            if t is not None and t != "Bool":
+                self.err(e.operand, "type", f"NOT negates a condition; this is a {t}")
+                return None
+            return t
+        if isinstance(e, Neg):
+            t = self.expr(e.operand, depth + 1)
+            if t is not None and t not in _NUMERIC:
+                self.err(e, "type", f"cannot negate a {t}")
+                return None
+            return t
+        if isinstance(e, Percent):
+            return "Pct" if self.number(e, e.value, "percentage") else None
+        if isinstance(e, Duration):
+            return "Duration"
+        if isinstance(e, TimeOfDay):
+            self.time_of_day(e, e)
+            return "TimeOfDay"
+        self.err(e, "not-expression", f"not an expression: {type(e).__name__}")
+        return None
+
+    def series(self, e: Series) -> ValueType | None:
+        spec = SERIES.get(e.name)
+        if spec is not None:
+            return spec.type
+        if e.name in FUNCTIONS:
+            fn = FUNCTIONS[e.name]
+            self.err(e, "not-series", f"`{e.name}` is a function, not a series",
+                     hint=f"call it: {fn.signature}")
+        else:
+            self.err(e, "unknown-name", f"unknown series `{e.name}`",
+                     hint=_did_you_mean(e.name, SERIES) or "series are " + " ".join(SERIES))
+        return None
+
+    def call(self, e: Call, depth: int) -> ValueType | None:
+        fn = FUNCTIONS.get(e.name)
+        if fn is None:
+            if e.name in SERIES:
+                self.err(e, "not-function", f"`{e.name}` is a series, not a function",
+                         hint=f"write {e.name} without parentheses", field="name")
+            else:
+                self.err(e, "unknown-name", f"unknown function `{e.name}`", field="name",
+                         hint=_did_you_mean(e.name, FUNCTIONS) or "functions are "
+                         + " ".join(FUNCTIONS))
+            for a in e.args:
+                self.expr(a, depth + 1)
+            return None
+        n = len(e.args)
+        if not fn.min_args <= n <= fn.max_args:
+            want = (str(fn.min_args) if fn.min_args == fn.max_args
+                    else f"{fn.min_args} or {fn.max_args}")
+            self.err(e, "arity", f"{e.name} takes {want} argument{'s' if fn.max_args > 1 else ''}, "
+                     f"got {n}", hint=f"signature: {fn.signature}")
+            return None
+        ok = True
+        count: int | None = None
+        for param, arg in zip(fn.params, e.args):
+            ok = self.argument(fn.name, param, arg, depth) and ok
+            if param.type == "Count" and isinstance(arg, Number):
+                count = int(arg.value)
+            if (ok and param.type == "Timeframe" and count is not None
+                    and isinstance(arg, Duration)
+                    and count * arg.seconds > self.lim.max_window_seconds):
+                self.err(e, "window-too-long",
+                         f"{e.name} over {count} bars of {arg.value}{arg.unit} needs more data "
+                         f"than is available ({_dur(self.lim.max_window_seconds)})",
+                         hint="use fewer bars or a shorter timeframe")
+                ok = False
+        return fn.returns if ok else None
+
+    def argument(self, fname: str, param: Param, arg: Expr, depth: int) -> bool:
+        what = f"{fname}'s {param.name}"
+        if param.type == "PriceSeries":
+            if isinstance(arg, Series) and arg.name in PRICE_SERIES:
+                return True
+            if isinstance(arg, Series) and arg.name not in SERIES:
+                return self.series(arg) is not None
+            self.err(arg, "type", f"{what} must be a Price series",
+                     hint=f"one of {' '.join(sorted(PRICE_SERIES))}, e.g. {fname}(last, 20)")
+            return False
+        if param.type == "Count":
+            if isinstance(arg, Number):
+                v = arg.value
+                if not math.isfinite(v) or v != int(v) or v < 1:
+                    self.err(arg, "zero-window" if v == 0 else "type",
+                             f"{what} must be a whole number of at least 1, got {_num(v)}",
+                             hint=f"e.g. {fname}(..., 20)")
+                    return False
+                if v > self.lim.max_count:
+                    self.err(arg, "window-too-long",
+                             f"{what} of {_num(v)} is over the limit of {self.lim.max_count}")
+                    return False
+                return True
+            t = self.expr(arg, depth + 1)
+            if t is not None:
+                self.err(arg, "type", f"{what} must be a count like 20, not {t}",
+                         hint=f"signature: {FUNCTIONS[fname].signature}")
+            return False
+        # Duration or Timeframe
+        if isinstance(arg, Duration):
+            if param.type == "Timeframe":
+                if not self.window(arg, what, arg):
+                    return False
+                if arg.seconds > _MAX_TIMEFRAME:
+                    self.err(arg, "bad-timeframe", f"{what} bars longer than 1d are not supported")
+                    return False
+                return True
+            return self.window(arg, what, arg)
+        t = self.expr(arg, depth + 1)
+        if t is not None:
+            hint = (f"a window is a duration: {fname}(30m)" if t == "Number"
+                    else f"signature: {FUNCTIONS[fname].signature}")
+            self.err(arg, "type", f"{what} must be a duration like 30m, not {t}", hint=hint)
+        return False
+
+    def compare(self, e: Compare | Crosses, depth: int) -> ValueType | None:
+        lt = self.expr(e.left, depth + 1)
+        rt = self.expr(e.right, depth + 1)
+        if lt is None or rt is None:
+            return None
+        op = e.op if isinstance(e, Compare) else f"CROSSES {e.direction.upper()}"
+        if lt == "TimeOfDay" and rt == "TimeOfDay" and isinstance(e, Compare):
+            return "Bool"
+        if lt in _NUMERIC and rt in _NUMERIC and (lt == rt or "Number" in (lt, rt)):
+            return "Bool"
+        hint = None
+        if "Duration" in (lt, rt):
+            hint = "a duration like 30m is only a window argument, e.g. last > high(30m)"
+        elif "TimeOfDay" in (lt, rt):
+            hint = "compare the clock with a time: time >= 15:30"
+        elif "Pct" in (lt, rt) and "Price" in (lt, rt):
+            hint = "compare prices with prices (last > vwap * 1.005) or Pct with Pct (chg(5m) > 0.5%)"
+        self.err(e, "type", f"cannot compare {lt} with {rt} ({op})", hint=hint, field="op")
+        return None
+
+    def crosses(self, e: Crosses, depth: int) -> ValueType | None:
+        return self.compare(e, depth)
+
+    def arith(self, e: Arith, depth: int) -> ValueType | None:
+        lt = self.expr(e.left, depth + 1)
+        rt = self.expr(e.right, depth + 1)
+        if lt is None or rt is None:
+            return None
+        op = e.op
+        result: ValueType | None = None
+        if lt in _NUMERIC and rt in _NUMERIC:
+            if op in "+-":
+                if lt == rt or rt == "Number":
+                    result = lt
+                elif lt == "Number":
+                    result = rt
+            elif op == "*":
+                if rt == "Number":
+                    result = lt
+                elif lt == "Number":
+                    result = rt
+                elif {lt, rt} == {"Price", "Qty"}:
+                    result = "Money"
+            else:
+                if rt == "Number":
+                    result = lt
+                elif lt == rt:
+                    result = "Number"
+        if result is None:
+            hint = None
+            if "Pct" in (lt, rt) and "Price" in (lt, rt):
+                hint = "to move a price by 0.5% multiply it: vwap * 1.005"
+            elif "Duration" in (lt, rt) or "TimeOfDay" in (lt, rt):
+                hint = "durations and times take no arithmetic"
+            self.err(e, "type", f"cannot apply `{op}` to {lt} and {rt}", hint=hint, field="op")
+            return None
+        if op == "/" and isinstance(e.right, Number) and e.right.value == 0:
+            self.err(e.right, "div-zero", "division by zero")
+            return None
+        return result
+
+    # ---- view, standdown
+    def view(self, v: View) -> None:
+        self.name(v, v.name, "view name")
+        if not v.panes:
+            self.err(v, "no-panes", "a VIEW needs at least one pane", hint="e.g. VIEW v: quote")
+        if len(v.panes) > self.lim.max_panes:
+            self.err(v, "too-many", f"{len(v.panes)} panes; the limit is {self.lim.max_panes}")
+        for pane in v.panes[: self.lim.max_panes]:
+            self.name(pane, pane.name, "pane name", field=None)
+            if len(pane.args) > self.lim.max_pane_args:
+                self.err(pane, "too-many",
+                         f"{len(pane.args)} arguments; the limit is {self.lim.max_pane_args}")
+            named: set[str] = set()
+            for arg in pane.args[: self.lim.max_pane_args]:
+                self.pane_arg(arg, named)
+        if v.budget is not None and not 1 <= v.budget <= self.lim.max_budget:
+            self.err(v, "bad-budget",
+                     f"BUDGET must be between 1 and {self.lim.max_budget} tokens, got {v.budget}",
+                     field="budget")
+
+    def pane_arg(self, arg: PaneArg, named: set[str]) -> None:
+        if arg.name is not None:
+            self.name(arg, arg.name, "argument name", field=None)
+            if arg.name in named:
+                self.err(arg, "duplicate", f"argument `{arg.name}` given twice")
+            named.add(arg.name)
+        elif named:
+            self.err(arg, "arg-order", "a positional argument cannot follow a named one")
+        val = arg.value
+        if isinstance(val, (Number, Percent)):
+            self.number(val, val.value, "argument")
+        elif isinstance(val, Ident):
+            self.name(val, val.name, "argument", field=None)
+        elif isinstance(val, TimeOfDay):
+            self.time_of_day(val, val)
+        elif isinstance(val, Duration):
+            if val.unit not in _UNITS or val.value < 0:
+                self.err(val, "bad-duration", "a duration must be a whole number >= 0 of s, m, h or d")
+
+    def standdown(self, s: StandDown) -> None:
+        r = s.reason
+        if r is None:
+            return
+        if len(r) > self.lim.max_string_chars:
+            self.err(s, "too-long",
+                     f"reason is {len(r)} characters; the limit is {self.lim.max_string_chars}",
+                     field="reason")
+        elif not r.isprintable():
+            self.err(s, "bad-string", "a reason is one line of printable text", field="reason")
+
+
+def _did_you_mean(name: str, names: Iterable[str]) -> str | None:
+    pool = list(names)
+    close = difflib.get_close_matches(name, pool, n=1, cutoff=0.6)
+    if not close:
+        close = [n for n in pool if n == name.lower()]
+    return f"did you mean `{close[0]}`?" if close else None
+
+
+def _num(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() and abs(v) < 1e15 else repr(float(v))
+
+
+def _dur(seconds: int) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def check_located(
+    root: Module | Statement, limits: Limits, locate: Locate, text: str
+) -> list[Diagnostic]:
+    """Check a parsed document; diagnostics carry source positions."""
+    checker = _Checker(limits, locate, text)
+    checker.document(root)
+    return checker.diags
+
+
+def check(root: Module | Statement, limits: Limits | None = None) -> list[Diagnostic]:
+    """Check an AST built in code. Returns every diagnostic (empty when valid), each located
+    by a path such as `statement 2, rule 1, action 1`. Never raises for a well-typed AST
+    value; an AST nested deeper than the limits is reported, not recursed into."""
+    checker = _Checker(limits if limits is not None else DEFAULT_LIMITS, _no_loc, None)
+    try:
+        checker.document(root)
+    except RecursionError:
+        checker.diags.append(Diagnostic("too-deep", "AST nested too deeply to check"))
+    return checker.diags
+
+
+__all__ = ["Loc", "check", "check_located"]

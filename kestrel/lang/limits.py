@@ -1,0 +1,34 @@
+"""Bounds on what a Kestrel document may contain.
+
+Every bound is checked before the work it protects: the document size before lexing, the
+expression depth before any recursive walk, the others before the plan is accepted. With the
+defaults a document parses and checks in bounded time and memory whatever its content.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class Limits(msgspec.Struct, frozen=True):
+    """Configurable bounds (all inclusive maxima). The defaults are safe for agent replies."""
+
+    max_document_chars: int = 20_000
+    max_statements: int = 16
+    max_rules: int = 32
+    max_actions: int = 4
+    max_expr_depth: int = 24
+    max_identifier_chars: int = 32
+    max_string_chars: int = 200
+    max_number: float = 1e9
+    max_window_seconds: int = 5 * 86_400
+    max_count: int = 10_000
+    max_repeat: int = 100
+    max_panes: int = 16
+    max_pane_args: int = 8
+    max_budget: int = 20_000
+
+
+DEFAULT_LIMITS = Limits()
+
+__all__ = ["DEFAULT_LIMITS", "Limits"]

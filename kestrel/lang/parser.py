@@ -1,0 +1,680 @@
+"""Text to AST: the LALR parse builds the AST directly (lark `transformer=`), recording
+source positions on the side; then the checker runs over the AST once.
+
+`parse` never raises anything but `LangError`: lark's exceptions, recursion, decoding and
+number overflow are all mapped to diagnostics.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import threading
+from importlib import resources
+from typing import Any
+
+from lark import Lark, Token, Transformer
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+
+from kestrel.lang.ast import (
+    And,
+    Arith,
+    Call,
+    Cancel,
+    Compare,
+    Crosses,
+    Duration,
+    Expr,
+    Flat,
+    For,
+    Ident,
+    Module,
+    Neg,
+    Not,
+    Number,
+    Offset,
+    Or,
+    Order,
+    PaneArg,
+    PaneRef,
+    Pass,
+    Percent,
+    Plan,
+    Risk,
+    Rule,
+    Series,
+    StandDown,
+    Statement,
+    TimeOfDay,
+    Until,
+    View,
+)
+from kestrel.lang.checker import Loc, check_located
+from kestrel.lang.errors import Diagnostic, LangError
+from kestrel.lang.limits import DEFAULT_LIMITS, Limits
+
+# A whole-number literal longer than this is clamped (and then rejected by the range check)
+# instead of being converted, so no input can make int() do quadratic work or fail.
+_MAX_DIGITS = 18
+_BIG = 10**_MAX_DIGITS
+
+
+def _int(text: str) -> int:
+    return _BIG if len(text) > _MAX_DIGITS else int(text)
+
+
+def _float(text: str) -> float:
+    return float(_BIG) if len(text) > 2 * _MAX_DIGITS else float(text)
+
+
+_ESCAPE = re.compile(r'\\(["\\])')
+
+
+class _Builder(Transformer[Token, Any]):
+    """Builds AST nodes during the LALR parse; positions go to `self.pos` keyed by
+    `id(node)` or `(id(node), field)`; the node is kept alive alongside so ids stay unique."""
+
+    def __init__(self) -> None:
+        super().__init__(visit_tokens=False)
+        self.reset()
+
+    def reset(self) -> None:
+        self.pos: dict[Any, tuple[object, Loc]] = {}
+        self.parens: set[int] = set()
+        self.diags: list[Diagnostic] = []
+
+    # ---- positions
+    def _at(self, node: Any, tok: Token, end: Token | None = None, field: str | None = None) -> Any:
+        last = end if end is not None else tok
+        width = (last.end_column - tok.column) if last.end_line == tok.line else 1  # type: ignore[operator]
+        key = id(node) if field is None else (id(node), field)
+        self.pos[key] = (node, Loc(tok.line, tok.column, max(1, width)))  # type: ignore[arg-type]
+        return node
+
+    def _span(self, node: Any, first: Any, last: Any) -> Any:
+        a = self.pos.get(id(first))
+        b = self.pos.get(id(last))
+        if a is not None:
+            la, lb = a[1], (b[1] if b is not None else a[1])
+            width = (lb.column + lb.width - la.column) if lb.line == la.line else la.width
+            self.pos[id(node)] = (node, Loc(la.line, la.column, max(1, width)))
+        return node
+
+    def _loc(self, key: Any) -> Loc | None:
+        hit = self.pos.get(key)
+        return hit[1] if hit is not None else None
+
+    def _diag(self, code: str, message: str, tok: Token, hint: str | None = None) -> None:
+        self.diags.append(
+            Diagnostic(code, message, tok.line, tok.column, max(1, len(tok)), hint=hint)
+        )
+
+    # ---- literals
+    def number(self, c: list[Token]) -> Number:
+        return self._at(Number(_float(c[0])), c[0])  # type: ignore[no-any-return]
+
+    def neg_number(self, c: list[Token]) -> Number:
+        return self._at(Number(-_float(c[1])), c[0], c[1])  # type: ignore[no-any-return]
+
+    def percent(self, c: list[Token]) -> Percent:
+        return self._at(Percent(_float(c[0][:-1])), c[0])  # type: ignore[no-any-return]
+
+    def duration(self, c: list[Token]) -> Duration:
+        t = c[0]
+        return self._at(Duration(_int(t[:-1]), t[-1]), t)  # type: ignore[arg-type, no-any-return]
+
+    def tod(self, c: list[Token]) -> TimeOfDay:
+        parts = [int(p) for p in c[0].split(":")]
+        return self._at(TimeOfDay(*parts), c[0])  # type: ignore[no-any-return]
+
+    def ident(self, c: list[Token]) -> Ident:
+        return self._at(Ident(str(c[0])), c[0])  # type: ignore[no-any-return]
+
+    # ---- expressions
+    def series(self, c: list[Token]) -> Series:
+        return self._at(Series(str(c[0])), c[0])  # type: ignore[no-any-return]
+
+    def call(self, c: list[Any]) -> Call:
+        name: Token = c[0]
+        args = tuple(a for a in c[1:] if a is not None)
+        node = Call(str(name), args)
+        self._at(node, name)
+        self._at(node, name, field="name")
+        return node
+
+    def paren(self, c: list[Any]) -> Expr:
+        inner: Expr = c[1]
+        self.parens.add(id(inner))
+        return inner
+
+    def neg(self, c: list[Any]) -> Expr:
+        minus: Token = c[0]
+        operand = c[1]
+        loc = self._loc(id(operand))
+        if isinstance(operand, (Number, Percent)) and id(operand) not in self.parens:
+            node: Expr = type(operand)(-operand.value)
+        else:
+            node = Neg(operand)
+        width = 1 if loc is None or loc.line != minus.line else loc.column + loc.width - minus.column  # type: ignore[operator]
+        self.pos[id(node)] = (node, Loc(minus.line, minus.column, max(1, width)))  # type: ignore[arg-type]
+        return node
+
+    def arith(self, c: list[Any]) -> Arith:
+        node = Arith(str(c[1]), c[0], c[2])  # type: ignore[arg-type]
+        self._at(node, c[1], field="op")
+        return self._span(node, c[0], c[2])  # type: ignore[no-any-return]
+
+    def compare(self, c: list[Any]) -> Compare:
+        node = Compare(str(c[1]), c[0], c[2])  # type: ignore[arg-type]
+        self._at(node, c[1], field="op")
+        return self._span(node, c[0], c[2])  # type: ignore[no-any-return]
+
+    def crosses(self, c: list[Any]) -> Crosses:
+        node = Crosses(c[1].lower(), c[0], c[2])
+        self._at(node, c[1], field="op")
+        return self._span(node, c[0], c[2])  # type: ignore[no-any-return]
+
+    def not_(self, c: list[Any]) -> Not:
+        node = Not(c[1])
+        self._at(node, c[0])
+        return node
+
+    def and_(self, c: list[Any]) -> And:
+        return self._span(And(tuple(c)), c[0], c[-1])  # type: ignore[no-any-return]
+
+    def or_(self, c: list[Any]) -> Or:
+        return self._span(Or(tuple(c)), c[0], c[-1])  # type: ignore[no-any-return]
+
+    # ---- actions
+    def offset(self, c: list[Token]) -> Offset:
+        first, last = c[0], c[-1]
+        if first.type == "AT":
+            return self._at(Offset("at", _float(last)), first, last)  # type: ignore[no-any-return]
+        sign = -1.0 if first.type == "MINUS" else 1.0
+        if last.type == "PERCENT":
+            return self._at(Offset("pct", sign * _float(last[:-1])), first, last)  # type: ignore[no-any-return]
+        return self._at(Offset("abs", sign * _float(last)), first, last)  # type: ignore[no-any-return]
+
+    def stop(self, c: list[Any]) -> tuple[str, Any, Token]:
+        return ("stop", c[1], c[0])
+
+    def target(self, c: list[Any]) -> tuple[str, Any, Token]:
+        return ("target", c[1], c[0])
+
+    def trail(self, c: list[Any]) -> tuple[str, Any, Token]:
+        off: Offset = c[1]
+        if off.mode != "at" and off.value < 0:
+            loc = self._loc(id(off))
+            off = Offset(off.mode, -off.value)
+            if loc is not None:
+                self.pos[id(off)] = (off, loc)
+        return ("trail", off, c[0])
+
+    def ttl(self, c: list[Token]) -> tuple[str, Any, Token]:
+        return ("ttl", self.duration([c[1]]), c[0])
+
+    def order(self, c: list[Any]) -> Order:
+        side_tok: Token = c[0]
+        i = 1
+        negative = False
+        if isinstance(c[i], Token) and c[i].type == "MINUS":
+            negative, i = True, i + 1
+        qty_tok: Token = c[i]
+        i += 1
+        if "." in qty_tok and float(qty_tok) != int(float(qty_tok)):
+            self._diag(
+                "bad-qty",
+                f"quantity must be a whole number of shares, got {qty_tok}",
+                qty_tok,
+                hint=f"write {int(float(qty_tok))} or {int(float(qty_tok)) + 1}",
+            )
+        qty = _int(qty_tok.split(".")[0])
+        qty = -qty if negative else qty
+        order_type = "mkt"
+        price: Expr | None = None
+        fields: dict[str, Any] = {}
+        while i < len(c):
+            item = c[i]
+            if isinstance(item, Token):
+                order_type = item.type.lower()
+                if order_type in ("lmt", "stp"):
+                    price = c[i + 1]
+                    i += 1
+            else:
+                key, value, kw = item
+                if key in fields:
+                    self._diag(
+                        "duplicate",
+                        f"{kw.upper()} given twice in one order",
+                        kw,
+                        hint=f"keep a single {kw.upper()}",
+                    )
+                fields[key] = value
+            i += 1
+        node = Order(
+            side_tok.lower(),  # type: ignore[arg-type]
+            qty,
+            order_type,  # type: ignore[arg-type]
+            price,
+            fields.get("stop"),
+            fields.get("target"),
+            fields.get("trail"),
+            fields.get("ttl"),
+        )
+        self._at(node, side_tok)
+        self._at(node, c[1], qty_tok, field="qty")
+        return node
+
+    def flat(self, c: list[Token]) -> Flat:
+        return self._at(Flat(), c[0])  # type: ignore[no-any-return]
+
+    def cancel(self, c: list[Token]) -> Cancel:
+        return self._at(Cancel(), c[0])  # type: ignore[no-any-return]
+
+    def rule(self, c: list[Any]) -> Rule:
+        when: Token = c[0]
+        repeat = 1
+        rest = c[2:]
+        rep_tok: Token | None = None
+        if rest and isinstance(rest[-1], Token):
+            rep_tok = rest.pop()
+            repeat = _int(rep_tok[1:])
+        node = Rule(c[1], tuple(rest), repeat)
+        self._at(node, when)
+        if rep_tok is not None:
+            self._at(node, rep_tok, field="repeat")
+        return node
+
+    # ---- statements
+    def on(self, c: list[Token]) -> tuple[str, Any, Token]:
+        return ("instrument", str(c[0]), c[0])
+
+    def until(self, c: list[Any]) -> tuple[str, Any, Token]:
+        tod = self.tod(c)
+        node = Until(tod)
+        self._at(node, c[0])
+        return ("expiry", node, c[0])
+
+    def for_(self, c: list[Token]) -> tuple[str, Any, Token]:
+        node = For(self.duration(c))
+        self._at(node, c[0])
+        return ("expiry", node, c[0])
+
+    def risk_item(self, c: list[Token]) -> tuple[str, float, Token, Token]:
+        negative = len(c) == 3
+        value = _float(c[-1])
+        return (c[0].lower(), -value if negative else value, c[0], c[-1])
+
+    def risk(self, c: list[Any]) -> tuple[str, Any, Token]:
+        values: dict[str, float] = {}
+        toks: dict[str, tuple[Token, Token]] = {}
+        for key, value, kt, vt in c:
+            if key in values:
+                self._diag("duplicate", f"{key} given twice", kt, hint=f"keep a single {key}")
+            if key != "maxloss" and value != int(value):
+                self._diag(
+                    "bad-risk", f"{key} must be a whole number, got {vt}", vt
+                )
+            values[key] = value
+            toks[key] = (kt, vt)
+
+        def whole(key: str) -> int | None:
+            v = values.get(key)
+            return None if v is None else int(v)
+
+        ml = values.get("maxloss")
+        node = Risk(whole("maxpos"), ml, whole("maxorders"))
+        for key, (kt, vt) in toks.items():
+            self._at(node, kt, vt, field=key)
+        return ("risk", node, c[0][2])
+
+    def plan(self, c: list[Any]) -> Plan:
+        plan_tok: Token = c[0]
+        name_tok: Token = c[1]
+        header: dict[str, Any] = {}
+        rules: list[Rule] = []
+        for item in c[2:]:
+            if isinstance(item, Rule):
+                rules.append(item)
+                continue
+            key, value, tok = item
+            if key in header:
+                what = {"instrument": "ON", "expiry": "an expiry (UNTIL or FOR)", "risk": "RISK"}
+                self._diag(
+                    "duplicate",
+                    f"the plan header gives {what[key]} twice",
+                    tok,
+                    hint="give each header part once: PLAN name [ON SYM] [UNTIL hh:mm | FOR dur] [RISK ...]",
+                )
+            header[key] = (value, tok)
+        inst = header.get("instrument")
+        expiry = header.get("expiry")
+        risk = header.get("risk")
+        node = Plan(
+            str(name_tok),
+            tuple(rules),
+            inst[0] if inst else None,
+            expiry[0] if expiry else None,
+            risk[0] if risk else Risk(),
+        )
+        self._at(node, plan_tok)
+        self._at(node, name_tok, field="name")
+        if inst:
+            self._at(node, inst[1], field="instrument")
+        return node
+
+    def named_arg(self, c: list[Any]) -> PaneArg:
+        node = PaneArg(c[1], str(c[0]))
+        self._at(node, c[0])
+        return node
+
+    def pos_arg(self, c: list[Any]) -> PaneArg:
+        node = PaneArg(c[0])
+        loc = self._loc(id(c[0]))
+        if loc is not None:
+            self.pos[id(node)] = (node, loc)
+        return node
+
+    def pane(self, c: list[Any]) -> PaneRef:
+        node = PaneRef(str(c[0]), tuple(a for a in c[1:] if a is not None))
+        self._at(node, c[0])
+        return node
+
+    def budget(self, c: list[Token]) -> tuple[str, float, Token]:
+        value = _float(c[-1])
+        return ("budget", -value if len(c) == 2 else value, c[0])
+
+    def view(self, c: list[Any]) -> View:
+        budget: int | None = None
+        panes = list(c[2:])
+        if panes and isinstance(panes[-1], tuple):
+            _, value, tok = panes.pop()
+            if value != int(value):
+                self._diag("bad-budget", "BUDGET must be a whole number of tokens", tok)
+            budget = int(value)
+        node = View(str(c[1]), tuple(panes), budget)
+        self._at(node, c[0])
+        self._at(node, c[1], field="name")
+        if budget is not None:
+            self._at(node, c[-1][2], field="budget")
+        return node
+
+    def standdown(self, c: list[Token]) -> StandDown:
+        reason = _ESCAPE.sub(r"\1", c[1][1:-1]) if len(c) > 1 else None
+        node = StandDown(reason)
+        self._at(node, c[0])
+        if len(c) > 1:
+            self._at(node, c[1], field="reason")
+        return node
+
+    def pass_(self, c: list[Token]) -> Pass:
+        return self._at(Pass(), c[0])  # type: ignore[no-any-return]
+
+    def start(self, c: list[Any]) -> list[Statement]:
+        return c
+
+
+# --------------------------------------------------------------------------------------------
+# Syntax errors in words
+
+_WORDS: dict[str, str] = {
+    "_COLON": "`:`",
+    "_RPAR": "`)`",
+    "_COMMA": "`,`",
+    "_SEMI": "`;`",
+    "CMP": "a comparison (< <= > >= == !=)",
+    "_AND": "AND",
+    "_OR": "OR",
+    "_CROSSES": "CROSSES",
+    "DIRECTION": "ABOVE or BELOW",
+    "PLUS": "`+`",
+    "MINUS": "`-`",
+    "STAR": "`*`",
+    "SLASH": "`/`",
+    "NAME": "a name",
+    "NUMBER": "a number",
+    "PERCENT": "a percentage like 0.6%",
+    "DURATION": "a duration like 30m",
+    "TIME": "a time like 15:45",
+    "LPAR": "`(`",
+    "_LPAR": "`(`",
+    "NOT": "NOT",
+    "AT": "`@`",
+    "SYMBOL": "an upper-case symbol like AAPL",
+    "STRING": 'a "quoted reason"',
+    "_EQ": "`=`",
+    "SIDE": "BUY or SELL",
+    "FLAT": "FLAT",
+    "CANCEL": "CANCEL",
+    "MKT": "MKT",
+    "LMT": "LMT",
+    "STP": "STP",
+    "STOP": "STOP",
+    "TARGET": "TARGET",
+    "TRAIL": "TRAIL",
+    "TTL": "TTL",
+    "REPEAT": "a repeat like x3",
+    "WHEN": "WHEN",
+    "_ON": "ON",
+    "_UNTIL": "UNTIL",
+    "_FOR": "FOR",
+    "_RISK": "RISK",
+    "RISK_KEY": "maxpos, maxloss or maxorders",
+    "_BUDGET": "BUDGET",
+    "PLAN": "PLAN",
+    "VIEW": "VIEW",
+    "STANDDOWN": "STANDDOWN",
+    "PASS": "PASS",
+    "$END": "the end of the document",
+}
+_MAX_EXPECTED = 8
+_ORDER = {name: i for i, name in enumerate(_WORDS)}
+_KEYWORDS = [w for w in _WORDS.values() if w.isupper() and w.isalpha()] + [
+    "maxpos",
+    "maxloss",
+    "maxorders",
+    "BUY",
+    "SELL",
+    "ABOVE",
+    "BELOW",
+]
+
+_CHAR_HINTS: dict[str, str] = {
+    "&": "write AND, not &&",
+    "|": "write OR, not ||",
+    "!": "write NOT x, or != to compare",
+    "=": "compare with ==; a single = only names a pane argument (n=24)",
+    "'": 'quote a reason with double quotes: STANDDOWN "reason"',
+    "≥": "write >=",
+    "≤": "write <=",
+    "$": "prices are plain numbers: write 182.40, not $182.40",
+    "{": "Kestrel is not JSON: write statements like PLAN name WHEN cond: action",
+    "[": "Kestrel has no lists: separate panes with commas and actions with `;`",
+}
+
+
+def _expected(names: set[str] | frozenset[str] | None) -> tuple[str, ...]:
+    if not names:
+        return ()
+    words: list[str] = []
+    for name in sorted(names, key=lambda n: (_ORDER.get(n, 999), n)):
+        w = _WORDS.get(name, name)
+        if w not in words:
+            words.append(w)
+    if len(words) > _MAX_EXPECTED:
+        words = words[: _MAX_EXPECTED - 1] + ["…"]
+    return tuple(words)
+
+
+def _line_of(text: str, line: int) -> str:
+    lines = text.splitlines()
+    return lines[line - 1] if 0 < line <= len(lines) else ""
+
+
+def _syntax_hint(text: str, err: UnexpectedInput, got: str, expected: set[str]) -> str | None:
+    if isinstance(err, UnexpectedCharacters):
+        line = _line_of(text, err.line)
+        if got in _CHAR_HINTS:
+            return _CHAR_HINTS[got]
+        if got == "." and re.search(r"[0-9]+\.[0-9]+[smhd]", line[max(0, err.column - 8) :]):
+            return "durations are whole numbers of s, m, h or d: write 90m, not 1.5h"
+        if got == "." and "NUMBER" in expected:
+            return "write numbers with a leading digit: 0.5, not .5"
+        if got.isalpha() and "SYMBOL" in expected:
+            return "instrument symbols are upper case: ON AAPL"
+        if got == '"':
+            return 'a reason is one line of text in double quotes; escape " as \\"'
+    word = got.strip()
+    if "SYMBOL" in expected and word[:1].isalpha():
+        return f"instrument symbols are upper case: ON {word.upper()}"
+    if expected & {"_COLON"} and not expected & {"NAME", "NUMBER"}:
+        if word.upper() in {"BUY", "SELL", "FLAT", "CANCEL"}:
+            return "end the condition with `:` before the actions: WHEN cond: action"
+    if "MKT" in expected and word[:1].isdigit():
+        return "write the order type after the quantity: MKT, LMT price or STP price"
+    if word and expected & {"STOP", "TARGET", "TRAIL", "TTL"} and word[:1] in "0123456789@+-":
+        return "MKT takes no price; write LMT price for a limit order"
+    if word and word[0].isalpha():
+        words = [w for w in _KEYWORDS]
+        close = difflib.get_close_matches(word.upper(), [w.upper() for w in words], n=1, cutoff=0.7)
+        if close:
+            match = next(w for w in words if w.upper() == close[0])
+            if match.upper() != word.upper():
+                return f"did you mean `{match}`?"
+    if got == "" and expected & {"WHEN"} and "PLAN" not in expected:
+        return "a PLAN needs at least one rule: WHEN cond: action"
+    if got == "" and expected & {"SIDE", "FLAT"}:
+        return "a rule needs an action after `:` (BUY, SELL, FLAT or CANCEL)"
+    return None
+
+
+def _syntax_diag(text: str, err: UnexpectedInput) -> Diagnostic:
+    expected: set[str] = set()
+    if isinstance(err, UnexpectedToken):
+        expected = set(err.accepts or err.expected)
+        tok = err.token
+        got = "" if tok.type == "$END" else str(tok)
+        line, col = tok.line, tok.column
+        if tok.type == "$END" or not isinstance(line, int) or not isinstance(col, int):
+            lines = text.splitlines() or [""]
+            line, col = len(lines), len(lines[-1]) + 1
+        what = "end of the document" if got == "" else f"`{_clip(got)}`"
+        width = max(1, len(got.splitlines()[0]) if got else 1)
+    elif isinstance(err, UnexpectedCharacters):
+        expected = set(err.allowed or ())
+        line, col = err.line, err.column
+        at = err.pos_in_stream or 0
+        got = text[at] if at < len(text) else ""
+        if not got:
+            what = "end of the document"
+        else:
+            what = f"character `{got}`" if got.isprintable() else f"character U+{ord(got):04X}"
+        width = 1
+    else:
+        assert isinstance(err, UnexpectedEOF)
+        expected = set(err.expected)
+        lines = text.splitlines() or [""]
+        line, col, got, what, width = len(lines), len(lines[-1]) + 1, "", "end of the document", 1
+    return Diagnostic(
+        "syntax",
+        f"unexpected {what}",
+        line,
+        col,
+        width,
+        excerpt=_line_of(text, line),
+        expected=_expected(expected),
+        hint=_syntax_hint(text, err, got, expected),
+    )
+
+
+def _clip(s: str, n: int = 24) -> str:
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+# --------------------------------------------------------------------------------------------
+# The parser
+
+
+class _State(threading.local):
+    lark: Lark | None = None
+    builder: _Builder | None = None
+
+
+_STATE = _State()
+GRAMMAR: str = resources.files("kestrel.lang").joinpath("kestrel.lark").read_text("utf-8")
+
+
+def _parser() -> tuple[Lark, _Builder]:
+    if _STATE.lark is None or _STATE.builder is None:
+        builder = _Builder()
+        _STATE.builder = builder
+        _STATE.lark = Lark(
+            GRAMMAR, parser="lalr", lexer="contextual", transformer=builder, maybe_placeholders=True
+        )
+    return _STATE.lark, _STATE.builder
+
+
+def _fail(code: str, message: str, hint: str | None = None) -> LangError:
+    return LangError([Diagnostic(code, message, hint=hint)])
+
+
+def parse(text: str, limits: Limits | None = None) -> Module | Statement:
+    """Parse and type-check `text`. One statement returns that Statement; several return a
+    Module. Raises `LangError` (and nothing else) listing every independent problem."""
+    lim = limits if limits is not None else DEFAULT_LIMITS
+    if not isinstance(text, str):
+        raise _fail("not-text", f"expected Kestrel text (str), got {type(text).__name__}")
+    if len(text) > lim.max_document_chars:
+        raise _fail(
+            "too-large",
+            f"document is {len(text)} characters; the limit is {lim.max_document_chars}",
+            hint="split it, or keep one statement per reply",
+        )
+    lark, builder = _parser()
+    builder.reset()
+    try:
+        statements: list[Statement] = lark.parse(text)  # type: ignore[assignment]
+    except UnexpectedInput as err:
+        raise LangError([_syntax_diag(text, err)]) from None
+    except LangError:
+        raise
+    except RecursionError:
+        raise _fail("too-deep", "document nested too deeply to parse") from None
+    except Exception as err:  # lark wraps transformer errors; map any survivor closed
+        raise _fail("invalid", f"document could not be parsed: {type(err).__name__}") from None
+    finally:
+        pos = builder.pos
+        diags = builder.diags
+        builder.reset()
+    if not statements:
+        raise _fail(
+            "empty",
+            "the document holds no statement",
+            hint="reply with one statement: PLAN, VIEW, STANDDOWN or PASS",
+        )
+    root: Module | Statement = statements[0] if len(statements) == 1 else Module(tuple(statements))
+
+    def locate(node: object, field: str | None = None) -> Loc | None:
+        key = id(node) if field is None else (id(node), field)
+        hit = pos.get(key)
+        if hit is None and field is not None:
+            hit = pos.get(id(node))
+        return hit[1] if hit is not None else None
+
+    try:
+        diags.extend(check_located(root, lim, locate, text))
+    except RecursionError:
+        diags.append(Diagnostic("too-deep", "document nested too deeply to check"))
+    if diags:
+        diags = [
+            d if d.excerpt is not None or d.line is None
+            else Diagnostic(d.code, d.message, d.line, d.column, d.width,
+                            _line_of(text, d.line), d.expected, d.hint, d.path)
+            for d in diags
+        ]
+        diags.sort(key=lambda d: (d.line or 0, d.column or 0))
+        raise LangError(diags)
+    return root
+
+
+__all__ = ["GRAMMAR", "parse"]
