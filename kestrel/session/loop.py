@@ -431,6 +431,9 @@ class AuthoringLoop:
         )
 
     def _finish(self, turn: AgentTurn) -> Done:
+        if isinstance(turn, StandDownTurn):
+            # one line, so the reason survives the capture → replay round trip unchanged
+            turn = StandDownTurn(" ".join(turn.reason.split()))
         self.done = Done(turn=turn, iterations=self._iteration, tokens_spent=self._spent)
         return self.done
 
