@@ -1,0 +1,193 @@
+"""Built-in agents against the real language and frame: baseline, fixed, recorded, and the
+runtime's interpretation of raw text."""
+
+from __future__ import annotations
+
+import pytest
+
+from kestrel import lang
+from kestrel.agents.baseline import BaselineAgent
+from kestrel.agents.fixed import FixedAgent
+from kestrel.agents.recorded import RecordedAgent, ReplayError, turn_text
+from kestrel.data.sample import load_sample
+from kestrel.frame import Ordinal, freeze
+from kestrel.lang import ast
+from kestrel.session.capture import (
+    CaptureError,
+    CaptureHeader,
+    CapturedTurn,
+    decode_capture,
+    encode_capture,
+)
+from kestrel.session.loop import AuthoringLoop, Kernel, LoopSettings
+from kestrel.session.ports import interpret, probe, snapshot_ports
+from kestrel.session.protocol import (
+    AuthorRequest,
+    Invalid,
+    PassTurn,
+    RequestView,
+    StandDownTurn,
+    Supersede,
+    TurnReply,
+)
+from kestrel.session.drive import author_turn
+from kestrel.agents.scripted import ScriptedAgent
+
+ORB = "PLAN orb UNTIL 15:45 RISK maxpos 100\nWHEN last > high(30m): BUY 100 MKT STOP -0.5 TARGET +1\n"
+
+
+def test_interpret_with_the_real_language() -> None:
+    reply = interpret(ORB)
+    assert isinstance(reply, TurnReply) and isinstance(reply.turn, Supersede)
+    assert reply.turn.plan.name == "orb"
+    assert interpret("PASS") == TurnReply(PassTurn())
+    assert interpret('STANDDOWN "wide"') == TurnReply(StandDownTurn("wide"))
+    view = interpret("VIEW scout: quote, bars(5m, 24) BUDGET 600")
+    assert isinstance(view, RequestView) and view.reason == "scout" and view.view.budget == 600
+    bad = interpret("PLAN x\nWHEN last > 30m: BUY 1 MKT")
+    assert isinstance(bad, Invalid) and "line 2" in bad.error
+    two = interpret("PASS\nPASS")
+    assert isinstance(two, Invalid) and "one statement, got 2" in two.error
+
+
+def _request(briefing: str, ordinal: str = "OPEN") -> AuthorRequest:
+    return AuthorRequest(ordinal=ordinal, iteration=0, briefing=briefing)
+
+
+def _briefing(index: int, label: str, hour: int, minute: int) -> str:
+    md = load_sample()
+    s = md.sessions[-1]
+    o = Ordinal(index, label, s.wall_clock_ns(hour, minute))
+    snap = freeze(md, o.time_ns)
+    return snapshot_ports(snap, o).briefing(None, _kernel())
+
+
+def _kernel() -> Kernel:
+    return Kernel("OPEN", 0, 3, 8000)
+
+
+def test_baseline_writes_a_checked_orb_plan_at_open() -> None:
+    text = BaselineAgent().write(_briefing(0, "OPEN", 9, 30))
+    node = lang.parse(text)
+    assert isinstance(node, ast.Plan) and node.name == "orb" and len(node.rules) == 2
+    buy = node.rules[0].actions[0]
+    sell = node.rules[1].actions[0]
+    assert isinstance(buy, ast.Order) and isinstance(sell, ast.Order)
+    assert (buy.side, sell.side) == ("buy", "sell")
+    # brackets on the right sides; size risks at most 200 at the stop
+    assert buy.stop is not None and buy.stop.value < 0 and buy.target is not None and buy.target.value > 0
+    assert sell.stop is not None and sell.stop.value > 0
+    assert buy.qty * abs(buy.stop.value) <= 200.0
+    assert node.risk.maxpos == buy.qty
+
+
+def test_baseline_is_deterministic_and_passes_later() -> None:
+    b = _briefing(0, "OPEN", 9, 30)
+    assert BaselineAgent().write(b) == BaselineAgent().write(b)
+    assert BaselineAgent().write(_briefing(1, "11:00", 11, 0)) == "PASS"
+
+
+def test_baseline_stands_down_out_of_range() -> None:
+    wide = "CLOCK X #0 OPEN\nbid 100.00 ask 101.00 spr 1.00 last 100.50 sz 1\natr 0.40 rv 10.0%\n"
+    assert BaselineAgent().write(wide).startswith('STANDDOWN "spread')
+    wild = "CLOCK X #0 OPEN\nbid 100.00 ask 100.01 spr 0.01 last 100.00 sz 1\natr 5.00 rv 10.0%\n"
+    assert BaselineAgent().write(wild).startswith('STANDDOWN "volatility')
+    assert BaselineAgent().write("nothing").startswith("STANDDOWN")
+    noatr = "CLOCK X #0 OPEN\nbid 100.00 ask 100.01 spr 0.01 last 100.00 sz 1\natr n/a rv n/a\n"
+    assert BaselineAgent().write(noatr).startswith("STANDDOWN")
+
+
+def test_fixed_agent_arms_then_passes(tmp_path: object) -> None:
+    agent = FixedAgent(ORB, name="orb")
+    assert agent.agent_id == "fixed:orb" and agent.iterative is False
+    assert agent.author(_request("")).text == ORB
+    assert agent.author(_request("", "11:00")).text == "PASS"
+    with pytest.raises(ValueError, match="cannot read plan file"):
+        FixedAgent.from_file("/nonexistent/plan.kes")
+
+
+def test_fixed_agent_with_an_invalid_plan_stands_down() -> None:
+    md = load_sample()
+    o = Ordinal(0, "OPEN", md.sessions[-1].open_ns)
+    loop = AuthoringLoop(ordinal="OPEN", ports=snapshot_ports(freeze(md, o.time_ns), o), iterative=False)
+    done = author_turn(loop, FixedAgent("PLAN x\nWHEN last > 30m: BUY 1 MKT"))
+    assert isinstance(done.turn, StandDownTurn)
+    assert done.turn.reason.startswith("single-shot agent sent an invalid reply")
+
+
+def test_turn_text_round_trips_through_the_language() -> None:
+    plan = lang.parse(ORB)
+    assert isinstance(plan, ast.Plan)
+    for turn in (Supersede(plan), StandDownTurn('said "no" \\ twice'), PassTurn()):
+        assert interpret(turn_text(turn)) == TurnReply(turn)
+
+
+def test_recorded_agent_replays_in_order_and_fails_closed() -> None:
+    plan = lang.parse(ORB)
+    assert isinstance(plan, ast.Plan)
+    turns = [
+        CapturedTurn("2024-04-15", "OPEN", Supersede(plan), "baseline"),
+        CapturedTurn("2024-04-15", "11:00", PassTurn(), "baseline"),
+    ]
+    agent = RecordedAgent(turns, agent_id="baseline")
+    assert interpret(agent.author(_request("", "OPEN")).text) == TurnReply(Supersede(plan))
+    with pytest.raises(ReplayError, match="next turn is for ordinal 11:00"):
+        agent.author(_request("", "12:00"))
+    with pytest.raises(ReplayError, match="1 captured turns were not replayed"):
+        agent.assert_finished()
+    assert agent.author(_request("", "11:00")).text.strip() == "PASS"
+    with pytest.raises(ReplayError, match="past its end"):
+        agent.author(_request("", "12:00"))
+
+
+def test_capture_round_trip_and_errors() -> None:
+    header = CaptureHeader("sample", "SAMPLE", ("2024-04-15",), ("OPEN",), 300, "baseline")
+    turns = [CapturedTurn("2024-04-15", "OPEN", StandDownTurn("wide"), "baseline")]
+    data = encode_capture(header, turns)
+    assert data.splitlines()[0] == (
+        b'{"record":"header","data":"sample","symbol":"SAMPLE","dates":["2024-04-15"],'
+        b'"schedule":["OPEN"],"guard_s":300,"agent":"baseline","format":"kestrel-capture/1"}'
+    )
+    assert decode_capture(data) == (header, turns)
+    with pytest.raises(CaptureError, match="starts with its header"):
+        decode_capture(data.splitlines()[1])
+    with pytest.raises(CaptureError, match="capture:1: not a capture record"):
+        decode_capture(b"{oops}\n")
+    with pytest.raises(CaptureError, match="empty capture"):
+        decode_capture(b"")
+
+
+def test_probe_judges_simple_conditions_at_the_cutoff() -> None:
+    md = load_sample()
+    s = md.sessions[-1]
+    snap = freeze(md, s.wall_clock_ns(11, 0))
+    last = float(snap.ticks.last[-1])
+    above = ast.Compare(">", ast.Series("last"), ast.Number(last - 1.0))
+    below = ast.Compare(">", ast.Series("last"), ast.Number(last + 1.0))
+    assert probe(snap, above) is True and probe(snap, below) is False
+    assert probe(snap, ast.And((above, below))) is False
+    unknown = ast.Compare(">", ast.Series("vwap"), ast.Number(1.0))
+    assert probe(snap, ast.And((above, unknown))) is None
+    assert probe(snap, ast.Or((above, unknown))) is True
+
+
+def test_a_real_view_request_re_asks_under_the_same_snapshot() -> None:
+    md = load_sample()
+    s = md.sessions[-1]
+    o = Ordinal(1, "11:00", s.wall_clock_ns(11, 0))
+    snap = freeze(md, o.time_ns)
+    loop = AuthoringLoop(ordinal="11:00", ports=snapshot_ports(snap, o), settings=LoopSettings())
+    agent = ScriptedAgent(["VIEW scout: quote, tape(3) BUDGET 200", "VIEW x: orderbook", "PASS"])
+    done = author_turn(loop, agent)
+    agent.assert_finished()
+    assert done.turn == PassTurn()
+    second, third = agent.requests[1].briefing, agent.requests[2].briefing
+    assert "VIEW scout budget 200" in second and "TAPE last 3" in second
+    assert "BUDGET 2 view requests or repairs left" in second
+    assert "VIEW default" in third and agent.requests[2].repair_error is not None
+    assert "unknown pane 'orderbook'" in agent.requests[2].repair_error
+    assert loop.evidence[0].panes == ("quote", "tape") and loop.evidence[0].view_budget == 200
+    # same snapshot: the quote pane reads identically in the first and second briefings
+    q1 = agent.requests[0].briefing.split("QUOTE", 1)[1].split("\n\n", 1)[0]
+    q2 = second.split("QUOTE", 1)[1].split("\n\n", 1)[0]
+    assert q1 == q2
