@@ -1,0 +1,432 @@
+"""Loading market-data files (CSV, Parquet) into `MarketData`.
+
+Parsing is vectorized (numpy for CSV, pyarrow for Parquet); Python loops run only on the
+error path, to name the first bad row. Checks, each a `DataError` naming file, line/row and
+column: empty file, missing column, wrong field count, unparsable or non-finite number,
+unparsable timestamp, timestamps going backwards, inconsistent bar (high/low), crossed quote.
+
+Crossed quotes (ask < bid) follow `crossed`: "error" (default: names the first bad row and
+the count), "drop" (rows removed, count reported) or "keep" (rows kept as they are, count
+reported; the Ticks then break the bid <= ask invariant on those rows, by the user's choice).
+
+Bars become ticks: each bar yields 4 synthetic trade ticks at offsets 0, 1/4, 1/2 and 3/4 of
+the bar: open, then low then high when close >= open (else high then low), then close; each
+carries a quarter of the bar's volume; bid = ask = last.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+
+from kestrel.data.errors import DataError
+from kestrel.data.spec import PRESETS, CrossedPolicy, LoadSpec, SessionKind, preset
+from kestrel.data.timestamps import BadValue, parse_timestamps
+from kestrel.frame.market import MarketData
+from kestrel.frame.session import SessionSpec
+from kestrel.frame.ticks import F64, I64, NS_PER_S, Ticks
+
+_HISTDATA_LINE = re.compile(r"^\d{8} \d{9},")
+
+
+class LoadReport(msgspec.Struct, frozen=True):
+    """What a load did: rows read, ticks produced, crossed quotes found and what was done."""
+
+    path: str
+    preset: str | None
+    kind: str
+    rows: int
+    ticks: int
+    sessions: int
+    tick_size: float
+    tick_size_inferred: bool
+    crossed: int = 0
+    crossed_policy: str = "error"
+    dropped: int = 0
+
+    def notes(self) -> list[str]:
+        out = [f"{self.rows} rows → {self.ticks} ticks in {self.sessions} session{'s' if self.sessions != 1 else ''}"
+               + (f" (tick size {self.tick_size:g} inferred)" if self.tick_size_inferred else "")]
+        if self.crossed:
+            did = f"dropped {self.dropped}" if self.crossed_policy == "drop" else "kept as is"
+            out.append(f"{self.crossed} crossed quotes (ask < bid): {did}")
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    data: MarketData
+    report: LoadReport
+
+
+@dataclass(frozen=True, slots=True)
+class _Table:
+    """Parsed columns by role; `where(i)` names data row i for error messages."""
+
+    path: Path
+    ts: I64
+    values: dict[str, F64]
+    columns: dict[str, str]
+    first_line: int | None  # CSV: file line of data row 0; None for Parquet
+
+    def where(self, i: int) -> dict[str, int]:
+        if self.first_line is not None:
+            return {"line": self.first_line + i}
+        return {"row": i + 1}
+
+
+# ------------------------------------------------------------------------------------------
+# CSV
+
+
+def _resolve(path: Path, header: list[str], name: str, role: str, how: str) -> int:
+    for alt in name.split("|"):
+        if alt in header:
+            return header.index(alt)
+    raise DataError(
+        path,
+        f"missing column {name!r} needed for {role}; the file has {', '.join(header) or 'no columns'}"
+        f" ({how})",
+        column=name,
+    )
+
+
+def _numbers(path: Path, col: npt.NDArray[np.str_], name: str, first_line: int | None) -> F64:
+    def where(i: int) -> dict[str, int]:
+        return {"line": first_line + i} if first_line is not None else {"row": i + 1}
+
+    try:
+        out = np.char.strip(col).astype(np.float64)
+    except ValueError:
+        for i, s in enumerate(col.tolist()):
+            try:
+                float(s)
+            except ValueError:
+                raise DataError(path, f"unparsable number {s!r}", column=name, **where(i)) from None
+        raise
+    bad = np.flatnonzero(~np.isfinite(out))
+    if bad.size:
+        i = int(bad[0])
+        raise DataError(path, f"not a finite number: {col[i]!r}", column=name, **where(i))
+    return out
+
+
+def _read_csv(path: Path, spec: LoadSpec) -> _Table:
+    raw = path.read_bytes()
+    if not raw.strip():
+        raise DataError(path, "file is empty: expected a header line and data rows")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise DataError(path, f"not UTF-8 text ({e.reason} at byte {e.start})") from None
+    lines = text.replace("\r\n", "\n").rstrip("\n").split("\n")
+    d = spec.delimiter
+    how = "map it in the LoadSpec or choose another preset"
+    if spec.header:
+        header = [h.strip() for h in lines[0].split(d)]
+        body = lines[1:]
+        first = 2
+    else:
+        if not spec.names:
+            raise DataError(path, "a headerless CSV needs column names (LoadSpec.names)")
+        header = list(spec.names)
+        body = lines
+        first = 1
+    if not body:
+        raise DataError(path, "no data rows after the header")
+    ncols = len(header)
+    fields = d.join(body).split(d)
+    if len(fields) != len(body) * ncols:
+        for i, line in enumerate(body):
+            k = line.count(d) + 1
+            if k != ncols:
+                raise DataError(path, f"expected {ncols} fields ({d.join(header)}), found {k}", line=first + i)
+    grid = np.array(fields, dtype=str).reshape(len(body), ncols)
+    ts_i = _resolve(path, header, spec.ts, "timestamps", how)
+    try:
+        ts = parse_timestamps(grid[:, ts_i], spec.ts_format, spec.tz)
+    except BadValue as e:
+        raise DataError(path, f"{e.reason}: {e.text!r}", line=first + e.index, column=header[ts_i]) from None
+    except ValueError as e:
+        raise DataError(path, str(e), column=header[ts_i]) from None
+    values: dict[str, F64] = {}
+    columns: dict[str, str] = {}
+    for role, name in spec.value_columns().items():
+        j = _resolve(path, header, name, role, how)
+        values[role] = _numbers(path, grid[:, j], header[j], first)
+        columns[role] = header[j]
+    columns["ts"] = header[ts_i]
+    return _Table(path, ts, values, columns, first)
+
+
+# ------------------------------------------------------------------------------------------
+# Parquet
+
+
+def _pyarrow() -> tuple[Any, Any, Any]:
+    try:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise DataError(
+            "<parquet>",
+            "reading Parquet needs pyarrow, an optional extra: pip install 'kestrel[parquet]'",
+        ) from None
+    return pa, pc, pq
+
+
+def _read_parquet(path: Path, spec: LoadSpec) -> _Table:
+    pa, pc, pq = _pyarrow()
+    try:
+        names = list(pq.read_schema(path).names)
+    except Exception as e:  # pyarrow raises several types for a bad file
+        raise DataError(path, f"not a readable Parquet file: {e}") from None
+    how = "map it in the LoadSpec or choose another preset"
+    ts_name = names[_resolve(path, names, spec.ts, "timestamps", how)]
+    roles = {role: names[_resolve(path, names, n, role, how)] for role, n in spec.value_columns().items()}
+    table = pq.read_table(path, columns=[ts_name, *dict.fromkeys(roles.values())])
+    if table.num_rows == 0:
+        raise DataError(path, "no data rows")
+
+    def check_nulls(col: Any, name: str) -> None:
+        if col.null_count:
+            i = int(np.flatnonzero(np.asarray(col.is_null().to_numpy(zero_copy_only=False)))[0])
+            raise DataError(path, "missing value (null)", row=i + 1, column=name)
+
+    tcol = table.column(ts_name).combine_chunks()
+    check_nulls(tcol, ts_name)
+    if pa.types.is_timestamp(tcol.type):
+        ts = np.asarray(pc.cast(tcol, pa.timestamp("ns", tz=tcol.type.tz)).cast(pa.int64()).to_numpy(), dtype=np.int64)
+        if tcol.type.tz is None and spec.tz not in ("UTC", "Etc/UTC"):
+            from kestrel.data.timestamps import localize
+
+            ts = localize(ts, spec.tz)
+    else:
+        strings = np.asarray(tcol.cast(pa.string()).to_numpy(zero_copy_only=False)).astype(str)
+        try:
+            ts = parse_timestamps(strings, spec.ts_format, spec.tz)
+        except BadValue as e:
+            raise DataError(path, f"{e.reason}: {e.text!r}", row=e.index + 1, column=ts_name) from None
+    values: dict[str, F64] = {}
+    for role, name in roles.items():
+        col = table.column(name).combine_chunks()
+        check_nulls(col, name)
+        try:
+            arr = np.asarray(col.cast(pa.float64()).to_numpy(), dtype=np.float64)
+        except Exception:
+            strings = np.asarray(col.cast(pa.string()).to_numpy(zero_copy_only=False)).astype(str)
+            arr = _numbers(path, strings, name, None)
+        bad = np.flatnonzero(~np.isfinite(arr))
+        if bad.size:
+            i = int(bad[0])
+            raise DataError(path, f"not a finite number: {float(arr[i])}", row=i + 1, column=name)
+        values[role] = arr
+    roles["ts"] = ts_name
+    return _Table(path, ts, values, roles, None)
+
+
+# ------------------------------------------------------------------------------------------
+# assembling ticks
+
+
+def infer_tick_size(prices: F64) -> float:
+    """The coarsest power-of-ten step all prices are multiples of (1 down to 1e-8)."""
+    p = prices[: 20_000]
+    for d in range(0, 9):
+        scaled = p * 10.0**d
+        if np.all(np.abs(scaled - np.round(scaled)) <= 1e-6 + 1e-12 * np.abs(scaled)):
+            return float(f"1e-{d}")
+    return 1e-8
+
+
+def build_sessions(ts: I64, kind: SessionKind) -> tuple[SessionSpec, ...]:
+    """Sessions of `kind` that contain at least one tick, in order."""
+    if len(ts) == 0:
+        return ()
+
+    def make(d: dt.date) -> SessionSpec:
+        if kind == "fx":
+            return SessionSpec(d, dt.time(17, 0), dt.time(17, 0), "America/New_York")
+        if kind == "us_equity":
+            return SessionSpec.us_equity(d)
+        if kind == "cme":
+            return SessionSpec(d, dt.time(17, 0), dt.time(16, 0), "America/Chicago")
+        return SessionSpec.around_the_clock(d, "UTC")
+
+    first = dt.date(1970, 1, 1) + dt.timedelta(days=int(ts[0] // (86_400 * NS_PER_S)) - 2)
+    last = dt.date(1970, 1, 1) + dt.timedelta(days=int(ts[-1] // (86_400 * NS_PER_S)) + 1)
+    out: list[SessionSpec] = []
+    d = first
+    while d <= last:
+        s = make(d)
+        lo = int(np.searchsorted(ts, s.open_ns, side="left"))
+        hi = int(np.searchsorted(ts, s.close_ns, side="left"))
+        if hi > lo:
+            out.append(s)
+        d += dt.timedelta(days=1)
+    return tuple(out)
+
+
+def _check_monotonic(t: _Table) -> None:
+    back = np.flatnonzero(t.ts[1:] < t.ts[:-1])
+    if back.size:
+        i = int(back[0]) + 1
+        a = np.datetime_as_string(t.ts[i - 1 : i + 1].astype("datetime64[ns]"), unit="ms")
+        raise DataError(
+            t.path,
+            f"timestamp goes backwards: {a[1]}Z is before the previous row's {a[0]}Z "
+            f"({back.size} such rows); sort the file by time",
+            column=t.columns["ts"],
+            **t.where(i),
+        )
+
+
+def _bars_to_ticks(t: _Table, spec: LoadSpec) -> tuple[I64, F64, F64]:
+    o, h, lo, c = (t.values[k] for k in ("open", "high", "low", "close"))
+    v = t.values.get("volume", np.zeros_like(o))
+    bad_h = np.flatnonzero(h < np.maximum(np.maximum(o, c), lo))
+    if bad_h.size:
+        i = int(bad_h[0])
+        raise DataError(t.path, f"inconsistent bar: high {float(h[i])} below open/close/low", column=t.columns["high"], **t.where(i))
+    bad_l = np.flatnonzero(lo > np.minimum(o, c))
+    if bad_l.size:
+        i = int(bad_l[0])
+        raise DataError(t.path, f"inconsistent bar: low {float(lo[i])} above open/close", column=t.columns["low"], **t.where(i))
+    tf = spec.bar_seconds * NS_PER_S
+    close_gap = np.flatnonzero(np.diff(t.ts) < tf)
+    if close_gap.size:
+        i = int(close_gap[0]) + 1
+        raise DataError(t.path, f"bar starts less than bar_seconds={spec.bar_seconds} after the previous one",
+                        column=t.columns["ts"], **t.where(i))
+    bull = c >= o
+    px = np.stack([o, np.where(bull, lo, h), np.where(bull, h, lo), c], axis=1).reshape(-1)
+    offs = np.array([0, tf // 4, tf // 2, 3 * tf // 4], dtype=np.int64)
+    ts = (t.ts[:, None] + offs[None, :]).reshape(-1)
+    return ts, px, np.repeat(v / 4.0, 4)
+
+
+def _assemble(t: _Table, spec: LoadSpec, crossed: CrossedPolicy, preset_name: str | None,
+              symbol: str | None, tick_size: float | None) -> Loaded:
+    rows = len(t.ts)
+    _check_monotonic(t)
+    n_crossed = dropped = 0
+    if spec.kind == "quotes":
+        bid, ask = t.values["bid"], t.values["ask"]
+        ts = t.ts
+        bad = np.flatnonzero(ask < bid)
+        n_crossed = int(bad.size)
+        if n_crossed:
+            if crossed == "error":
+                i = int(bad[0])
+                raise DataError(
+                    t.path,
+                    f"crossed quote: ask {float(ask[i])} < bid {float(bid[i])}; {n_crossed} of {rows} rows are crossed "
+                    f"({100.0 * n_crossed / rows:.1f}%); pass crossed='drop' or 'keep' (CLI --crossed drop|keep)",
+                    column=t.columns["ask"],
+                    **t.where(i),
+                )
+            if crossed == "drop":
+                keep = ask >= bid
+                ts, bid, ask = ts[keep], bid[keep], ask[keep]
+                dropped = n_crossed
+        last = (bid + ask) / 2.0
+        size = np.zeros_like(bid)
+        prices = np.concatenate((bid[:1000], ask[:1000]))
+    elif spec.kind == "trades":
+        ts, last = t.ts, t.values["price"]
+        bid = ask = last
+        size = t.values.get("size", np.zeros_like(last))
+        prices = last
+    else:
+        ts, last, size = _bars_to_ticks(t, spec)
+        bid = ask = last
+        prices = np.concatenate([t.values[k][:5000] for k in ("open", "high", "low", "close")])
+    inferred = tick_size is None and spec.tick_size is None
+    tick = tick_size if tick_size is not None else spec.tick_size
+    if tick is None:
+        tick = infer_tick_size(prices)
+    ticks = Ticks(ts, bid, ask, last, np.ascontiguousarray(size, dtype=np.float64))
+    sessions = build_sessions(ts, spec.session)
+    data = MarketData(symbol or spec.symbol, float(tick), ticks, sessions)
+    report = LoadReport(
+        path=str(t.path), preset=preset_name, kind=spec.kind, rows=rows, ticks=len(ticks),
+        sessions=len(sessions), tick_size=float(tick), tick_size_inferred=inferred,
+        crossed=n_crossed, crossed_policy=crossed, dropped=dropped,
+    )
+    return Loaded(data, report)
+
+
+# ------------------------------------------------------------------------------------------
+# public API
+
+
+def _first_line(path: Path) -> str:
+    with path.open("rb") as f:
+        return f.readline(4096).decode("utf-8-sig", errors="replace").strip()
+
+
+def detect_preset(path: str | Path) -> str:
+    """Guess the preset from the file's columns (Parquet schema or CSV header)."""
+    p = Path(path)
+    if p.suffix.lower() == ".parquet":
+        _, _, pq = _pyarrow()
+        try:
+            header = list(pq.read_schema(p).names)
+        except Exception as e:
+            raise DataError(p, f"not a readable Parquet file: {e}") from None
+    else:
+        line = _first_line(p)
+        if _HISTDATA_LINE.match(line):
+            return "histdata"
+        header = [h.strip() for h in line.split(",")]
+    for name, spec in PRESETS.items():
+        if not spec.header:
+            continue
+        need = [spec.ts, *spec.value_columns().values()]
+        if all(any(a in header for a in n.split("|")) for n in need):
+            return name
+    raise DataError(
+        p, f"no preset matches columns {', '.join(header)}; pass a preset ({', '.join(sorted(PRESETS))}) "
+        "or a LoadSpec with a column mapping"
+    )
+
+
+def load(
+    path: str | Path,
+    preset_name: str | None = None,
+    *,
+    spec: LoadSpec | None = None,
+    crossed: CrossedPolicy = "error",
+    symbol: str | None = None,
+    tick_size: float | None = None,
+) -> Loaded:
+    """Load a CSV or Parquet file (by extension) with a preset, an explicit spec, or a preset
+    detected from its columns. Raises `DataError` on bad input."""
+    p = Path(path)
+    if not p.is_file():
+        raise DataError(p, "no such file")
+    if crossed not in ("error", "drop", "keep"):
+        raise ValueError(f"crossed policy must be error, drop or keep, got {crossed!r}")
+    if spec is None:
+        try:
+            preset_name = preset_name or detect_preset(p)
+            spec = preset(preset_name)
+        except ValueError as e:
+            if isinstance(e, DataError):
+                raise
+            raise DataError(p, str(e)) from None
+    table = _read_parquet(p, spec) if p.suffix.lower() == ".parquet" else _read_csv(p, spec)
+    return _assemble(table, spec, crossed, preset_name, symbol, tick_size)
+
+
+def load_market_data(path: str | Path, preset_name: str | None = None, **options: Any) -> MarketData:
+    """`load(...)` returning only the data."""
+    return load(path, preset_name, **options).data

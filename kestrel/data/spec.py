@@ -1,0 +1,124 @@
+"""How to read a market-data file: `LoadSpec` (column mapping, timestamp format, policies)
+and the named presets that load every file of the shared data folder."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+Kind = Literal["quotes", "trades", "bars"]
+TsFormat = Literal["iso", "unix_s", "unix_ms", "unix_us", "unix_ns", "histdata"]
+SessionKind = Literal["utc", "fx", "us_equity", "cme"]
+CrossedPolicy = Literal["error", "drop", "keep"]
+
+
+class LoadSpec(msgspec.Struct, frozen=True):
+    """A column mapping and parsing options.
+
+    - `kind`: quotes (ts, bid, ask), trades (ts, price[, size]) or bars (ts = bar open, open,
+      high, low, close[, volume]);
+    - column fields name the file's columns; `ts` may list alternatives as "a|b" (the first
+      present is used); for a headerless CSV give `names` and refer to those names;
+    - `ts_format`: `iso` (ISO-8601, `T` or space, optional fraction, optional `Z`/`±hh:mm`),
+      `unix_s|ms|us|ns` (integer or decimal epoch), `histdata` (`YYYYMMDD HHMMSSfff`);
+    - `tz`: zone of naive timestamps (e.g. "Etc/GMT+5" for fixed EST); ignored when the
+      text carries an offset;
+    - `session`: how the ticks are grouped into sessions (utc days, FX 17:00 New York,
+      US equity regular hours, CME 17:00–16:00 Chicago);
+    - `tick_size`: None infers the finest decimal step the prices use (up to 1e-8);
+    - `bar_seconds`: bar length for `bars` (each bar becomes 4 synthetic ticks).
+    """
+
+    kind: Kind
+    ts: str
+    ts_format: TsFormat = "iso"
+    tz: str = "UTC"
+    bid: str | None = None
+    ask: str | None = None
+    price: str | None = None
+    size: str | None = None
+    open: str | None = None
+    high: str | None = None
+    low: str | None = None
+    close: str | None = None
+    volume: str | None = None
+    header: bool = True
+    names: tuple[str, ...] = ()
+    delimiter: str = ","
+    session: SessionKind = "utc"
+    symbol: str = "UNKNOWN"
+    tick_size: float | None = None
+    bar_seconds: int = 60
+    description: str = ""
+
+    def value_columns(self) -> dict[str, str]:
+        """Role → file column for the value columns this kind needs (size optional)."""
+        roles: dict[Kind, tuple[str, ...]] = {
+            "quotes": ("bid", "ask"),
+            "trades": ("price", "size"),
+            "bars": ("open", "high", "low", "close", "volume"),
+        }
+        out: dict[str, str] = {}
+        for role in roles[self.kind]:
+            col = getattr(self, role)
+            if col is not None:
+                out[role] = col
+        return out
+
+
+
+def _lean(description: str) -> LoadSpec:
+    return LoadSpec(
+        kind="quotes", ts="ts_event|ts_utc", bid="bid", ask="ask", session="fx", symbol="EURUSD",
+        description=description,
+    )
+
+
+PRESETS: dict[str, LoadSpec] = {
+    "oanda": _lean("QuantConnect Lean OANDA EUR/USD quotes (CSV ts_utc or Parquet ts_event)"),
+    "fxcm": _lean("Lean FXCM EUR/USD quotes (Parquet); ~10% crossed quotes: use crossed=drop|keep"),
+    "histdata": LoadSpec(
+        kind="quotes", ts="ts", ts_format="histdata", tz="Etc/GMT+5", bid="bid", ask="ask",
+        header=False, names=("ts", "bid", "ask", "volume"), session="fx", symbol="EURUSD",
+        description="HistData ASCII ticks, headerless, EST (UTC-5 all year)",
+    ),
+    "truefx": LoadSpec(
+        kind="quotes", ts="timestamp", bid="bid", ask="ask", session="fx", symbol="USDJPY",
+        description="TrueFX quotes: timestamp (ISO with offset), bid, ask",
+    ),
+    "binance_bookticker": LoadSpec(
+        kind="quotes", ts="local_ts_ns", ts_format="unix_ns", bid="bid_px", ask="ask_px",
+        symbol="BTCUSDT", description="Binance book ticker (hftbacktest): local_ts_ns, bid_px, ask_px",
+    ),
+    "binance_trades": LoadSpec(
+        kind="trades", ts="local_ts_ns", ts_format="unix_ns", price="price", size="qty",
+        symbol="BTCUSDT", description="Binance trades (hftbacktest): local_ts_ns, price, qty",
+    ),
+    "cme_bars": LoadSpec(
+        kind="bars", ts="timestamp_utc", open="open", high="high", low="low", close="close",
+        volume="volume", session="cme", symbol="6EH4",
+        description="CME 1-minute bars (Nautilus): timestamp_utc = bar open",
+    ),
+    "btc_bars": LoadSpec(
+        kind="bars", ts="timestamp", open="open", high="high", low="low", close="close",
+        volume="volume", symbol="BTCPERP",
+        description="BTC perpetual 1-minute bars (Nautilus): timestamp = bar open, UTC",
+    ),
+    "freqtrade_trades": LoadSpec(
+        kind="trades", ts="timestamp_ms", ts_format="unix_ms", price="price", size="amount",
+        symbol="XRPETH", description="freqtrade trades: timestamp_ms, price, amount",
+    ),
+    "pyalgotrade_trades": LoadSpec(
+        kind="trades", ts="unix_s", ts_format="unix_s", price="price", size="amount",
+        symbol="BTCUSD", description="pyalgotrade Bitstamp trades: unix_s, price, amount",
+    ),
+}
+
+
+def preset(name: str) -> LoadSpec:
+    """The named preset; KeyError-free: raises ValueError listing the presets."""
+    key = name.strip().lower()
+    if key not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; presets: {', '.join(sorted(PRESETS))}")
+    return PRESETS[key]
