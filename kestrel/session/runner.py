@@ -1,0 +1,305 @@
+"""`run_session`: one simulated session, synchronously, for embedding in other drivers.
+
+Per session (trading day) and per ordinal of its schedule, in order:
+1. the engine takes every tick up to the ordinal's cutoff (`time - guard`);
+2. the snapshot is frozen at the cutoff with the engine's account and the incumbent plan;
+3. the bounded authoring loop runs against the agent (single-shot agents answer once);
+4. the terminal turn is armed at the cutoff (supersede / stand down / pass), captured, and
+   the evidence goes to the sink;
+then the engine runs the rest of the session and applies its end-of-day policy.
+
+The actor shell (`actors.driver`) runs exactly these steps through messages, using the same
+helpers (`SessionDay`, `open_loop`, `apply_turn`), so both give the same ledger and capture.
+Deterministic: nothing here reads the wall clock; the same inputs give byte-identical ledgers,
+captures and evidence.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import msgspec
+
+from kestrel.engine.config import EngineConfig
+from kestrel.engine.engine import Engine
+from kestrel.engine.ledger import Ledger, LedgerSummary
+from kestrel.frame import DEFAULT_CATALOG, MarketData, Ordinal, PaneCatalog, SessionSpec, freeze
+from kestrel.frame.account import AccountState
+from kestrel.frame.ticks import NS_PER_S, Ticks
+from kestrel.lang import ast
+from kestrel.session.capture import CaptureHeader, CapturedTurn, encode_capture
+from kestrel.session.drive import author_turn
+from kestrel.session.loop import AuthoringLoop, Done, Evidence, LoopSettings
+from kestrel.session.ports import snapshot_ports
+from kestrel.session.profiles import Policy
+from kestrel.session.protocol import Agent, AgentTurn, StandDownTurn, Supersede
+from kestrel.session.risk import RiskBounds
+from kestrel.session.schedule import DEFAULT_GUARD_S, ordinals
+
+EvidenceSink = Callable[[Evidence], None]
+
+
+class SessionError(ValueError):
+    """Bad session inputs (an unknown date, no session in the data, ...)."""
+
+
+@dataclass(frozen=True)
+class SessionOptions:
+    """How a session runs. `profile` is recorded in evidence only, never in ledger/capture."""
+
+    checkpoints: tuple[str, ...] = ()
+    guard_s: int = DEFAULT_GUARD_S
+    settings: LoopSettings = LoopSettings()
+    policy: Policy | None = None
+    profile: str | None = None
+    allowed_panes: tuple[str, ...] | None = None
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    catalog: PaneCatalog = DEFAULT_CATALOG
+    data_name: str = "sample"
+
+
+class OrdinalOutcome(msgspec.Struct, frozen=True):
+    """What happened at one ordinal (for reports): the terminal turn and the loop's cost."""
+
+    date: str
+    ordinal: str
+    turn: AgentTurn
+    iterations: int
+    tokens_spent: int
+    evidence: int
+    escalations: int
+    armed: str
+
+
+class DayResult(msgspec.Struct):
+    date: str
+    ledger: Ledger
+    outcomes: list[OrdinalOutcome]
+    turns: list[CapturedTurn]
+    evidence: list[Evidence]
+
+    @property
+    def summary(self) -> LedgerSummary:
+        return self.ledger.summary()
+
+
+class SessionResult(msgspec.Struct):
+    header: CaptureHeader
+    days: list[DayResult]
+
+    def ledger_jsonl(self) -> bytes:
+        return b"".join(d.ledger.to_jsonl() for d in self.days)
+
+    def capture_jsonl(self) -> bytes:
+        return encode_capture(self.header, [t for d in self.days for t in d.turns])
+
+    @property
+    def evidence(self) -> list[Evidence]:
+        return [e for d in self.days for e in d.evidence]
+
+
+# ------------------------------------------------------------------------------------------
+# building blocks shared with the actor driver
+
+
+def pick_sessions(data: MarketData, date: dt.date | None = None, days: int = 1) -> list[SessionSpec]:
+    """The `days` sessions ending at `date` (default: the data's last session)."""
+    if not data.sessions:
+        raise SessionError("the data holds no session: load data with a session schedule")
+    if days < 1:
+        raise SessionError(f"--days must be >= 1, got {days}")
+    if date is None:
+        end = len(data.sessions) - 1
+    else:
+        found = [i for i, s in enumerate(data.sessions) if s.date == date]
+        if not found:
+            have = ", ".join(s.date.isoformat() for s in data.sessions)
+            raise SessionError(f"no session on {date.isoformat()} in the data; sessions: {have}")
+        end = found[0]
+    start = end - days + 1
+    if start < 0:
+        raise SessionError(
+            f"asked for {days} days ending {data.sessions[end].date.isoformat()}, but the data "
+            f"holds only {end + 1} sessions up to it"
+        )
+    return list(data.sessions[start : end + 1])
+
+
+@dataclass
+class SessionDay:
+    """One session's schedule and ticks: ordinals, their cutoffs, and the tick ranges the
+    engine takes before each ordinal (`segment(i)`) and after the last one (`tail()`)."""
+
+    data: MarketData
+    session: SessionSpec
+    ordinals: tuple[Ordinal, ...]
+    guard_s: int
+    ticks: Ticks = field(init=False)
+    bounds: list[int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        t = self.data.ticks
+        lo = t.index_at(self.session.open_ns, side="left")
+        hi = t.index_at(self.session.close_ns, side="right")
+        self.ticks = t.slice(lo, hi)
+        self.bounds = [0] + [self.ticks.index_at(self.cutoff(o)) for o in self.ordinals]
+        self.bounds = [max(self.bounds[: i + 1]) for i in range(len(self.bounds))]
+
+    @classmethod
+    def of(cls, data: MarketData, session: SessionSpec, checkpoints: Sequence[str], guard_s: int) -> SessionDay:
+        return cls(data, session, ordinals(session, checkpoints), guard_s)
+
+    @property
+    def date(self) -> str:
+        return self.session.date.isoformat()
+
+    def cutoff(self, o: Ordinal) -> int:
+        return o.time_ns - self.guard_s * NS_PER_S
+
+    def segment(self, i: int) -> Ticks:
+        """Ticks the engine takes before ordinal `i` is armed (after ordinal i-1's cutoff)."""
+        return self.ticks.slice(self.bounds[i], self.bounds[i + 1])
+
+    def tail(self) -> Ticks:
+        """Ticks after the last ordinal's cutoff, to the close."""
+        return self.ticks.slice(self.bounds[-1], len(self.ticks))
+
+
+def open_loop(
+    day: SessionDay,
+    i: int,
+    agent: Agent,
+    options: SessionOptions,
+    account: AccountState,
+    incumbent: ast.Plan | None,
+) -> AuthoringLoop:
+    """The authoring loop of ordinal `i`, over the snapshot frozen at its cutoff."""
+    o = day.ordinals[i]
+    snap = freeze(day.data, o.time_ns, day.guard_s * NS_PER_S, account, incumbent)
+    bounds = RiskBounds(maxpos=options.engine.maxpos, maxloss=options.engine.maxloss)
+    ports = snapshot_ports(
+        snap, o, catalog=options.catalog, allowed_panes=options.allowed_panes, bounds=bounds
+    )
+    return AuthoringLoop(
+        ordinal=o.label,
+        ports=ports,
+        settings=options.settings,
+        policy=options.policy if agent.iterative else None,
+        model=agent.model,
+        profile=options.profile,
+        iterative=agent.iterative,
+    )
+
+
+def apply_turn(engine: Engine, turn: AgentTurn, incumbent: ast.Plan | None) -> tuple[ast.Plan | None, str]:
+    """Arm the terminal turn; returns the new incumbent plan and what was done. A plan the
+    engine refuses stands the session down (fail closed) with the engine's reason."""
+    if isinstance(turn, Supersede):
+        try:
+            engine.arm(turn.plan)
+        except ValueError as exc:
+            reason = " ".join(f"plan {turn.plan.name} refused by the engine: {exc}".split())
+            engine.stand_down(reason)
+            return None, f"refused: {reason}"
+        return turn.plan, f"armed {turn.plan.name}"
+    if isinstance(turn, StandDownTurn):
+        engine.stand_down(turn.reason)
+        return None, f"stood down: {turn.reason}"
+    return incumbent, "passed" if incumbent is None else f"kept {incumbent.name}"
+
+
+def outcome(day: SessionDay, i: int, loop: AuthoringLoop, done: Done, armed: str) -> OrdinalOutcome:
+    return OrdinalOutcome(
+        date=day.date,
+        ordinal=day.ordinals[i].label,
+        turn=done.turn,
+        iterations=done.iterations,
+        tokens_spent=done.tokens_spent,
+        evidence=len(loop.evidence),
+        escalations=loop.escalations,
+        armed=armed,
+    )
+
+
+def capture_header(data: MarketData, days: Sequence[SessionDay], agent: Agent, options: SessionOptions) -> CaptureHeader:
+    return CaptureHeader(
+        data=options.data_name,
+        symbol=data.symbol,
+        dates=tuple(d.date for d in days),
+        schedule=tuple(o.label for o in days[0].ordinals) if days else (),
+        guard_s=options.guard_s,
+        agent=agent.agent_id,
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# the synchronous embedding
+
+
+def run_day(
+    day: SessionDay,
+    agent: Agent,
+    options: SessionOptions = SessionOptions(),
+    sink: EvidenceSink | None = None,
+) -> DayResult:
+    """One session, synchronously (see the module docstring for the steps)."""
+    engine = Engine(options.engine, day.session, day.data.symbol, day.data.tick_size)
+    incumbent: ast.Plan | None = None
+    outcomes: list[OrdinalOutcome] = []
+    turns: list[CapturedTurn] = []
+    evidence: list[Evidence] = []
+    for i, o in enumerate(day.ordinals):
+        engine.on_ticks(day.segment(i))
+        loop = open_loop(day, i, agent, options, engine.account(), incumbent)
+        done = author_turn(loop, agent)
+        for record in loop.evidence:
+            evidence.append(record)
+            if sink is not None:
+                sink(record)
+        incumbent, armed = apply_turn(engine, done.turn, incumbent)
+        turns.append(CapturedTurn(day.date, o.label, done.turn, agent.agent_id))
+        outcomes.append(outcome(day, i, loop, done, armed))
+    engine.on_ticks(day.tail())
+    engine.finish()
+    return DayResult(day.date, engine.ledger, outcomes, turns, evidence)
+
+
+def run_session(
+    data: MarketData,
+    agent: Agent,
+    options: SessionOptions = SessionOptions(),
+    *,
+    date: dt.date | None = None,
+    days: int = 1,
+    sink: EvidenceSink | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> SessionResult:
+    """Run `days` sessions ending at `date` (default: the data's last), one engine per day."""
+    sessions = pick_sessions(data, date, days)
+    plan = [SessionDay.of(data, s, options.checkpoints, options.guard_s) for s in sessions]
+    results: list[DayResult] = []
+    for k, day in enumerate(plan):
+        results.append(run_day(day, agent, options, sink))
+        if progress is not None:
+            progress(k + 1, len(plan))
+    return SessionResult(capture_header(data, plan, agent, options), results)
+
+
+__all__ = [
+    "DayResult",
+    "EvidenceSink",
+    "OrdinalOutcome",
+    "SessionDay",
+    "SessionError",
+    "SessionOptions",
+    "SessionResult",
+    "apply_turn",
+    "capture_header",
+    "open_loop",
+    "outcome",
+    "pick_sessions",
+    "run_day",
+    "run_session",
+]
