@@ -93,7 +93,13 @@ class ActorSystem:
             else:
                 self._abort_all()
         finally:
-            handled = await tg.__aexit__(exc_type, exc, tb)
+            try:
+                handled = await tg.__aexit__(exc_type, exc, tb)
+            except BaseExceptionGroup as group:
+                # The body's own exception comes back wrapped by the task group: unwrap it.
+                if exc is not None and len(group.exceptions) == 1 and group.exceptions[0] is exc:
+                    return False
+                raise
         if self._failure is not None:
             raise self._failure
         return handled

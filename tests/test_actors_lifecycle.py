@@ -1,0 +1,144 @@
+"""Lifecycle: graceful shutdown drains, grace expiry rejects, no task outlives the system."""
+
+from __future__ import annotations
+
+import anyio
+import msgspec
+import pytest
+
+from actors import Actor, ActorStopped, ActorSystem, SlowPolicy
+
+pytestmark = pytest.mark.anyio
+
+
+class Item(msgspec.Struct, frozen=True, tag="item"):
+    n: int
+
+
+class Hang(msgspec.Struct, frozen=True, tag="hang"):
+    pass
+
+
+class Sink(Actor[Item | Hang]):
+    def __init__(self, name: str, log: list[str]) -> None:
+        self.name = name
+        self.log = log
+
+    async def on_stop(self) -> None:
+        self.log.append(f"{self.name}:stopped")
+
+    async def receive(self, message: Item | Hang) -> object:
+        if isinstance(message, Hang):
+            await anyio.sleep_forever()
+        self.log.append(f"{self.name}:{message.n}")  # type: ignore[union-attr]
+        return None
+
+
+def task_ids() -> set[int]:
+    return {task.id for task in anyio.get_running_tasks()}
+
+
+async def test_shutdown_leaves_no_task_behind() -> None:
+    before = task_ids()
+    log: list[str] = []
+    async with ActorSystem() as system:
+        a = system.spawn(lambda: Sink("a", log), name="a")
+        system.spawn(lambda: Sink("b", log), name="b")
+        system.bus.subscribe("t", a)
+        system.bus.subscribe("t", a, policy=SlowPolicy.DROP_OLDEST, capacity=4)
+        stream = system.bus.subscribe_stream("t", capacity=4, policy=SlowPolicy.DROP_OLDEST)
+        for n in range(10):
+            await system.bus.publish("t", Item(n=n))
+        assert len(task_ids() - before) >= 3  # two actors and one bus forwarder
+    assert task_ids() == before
+    assert stream.pending == 4 and stream.drops == 6
+
+
+async def test_graceful_shutdown_drains_accepted_messages_newest_actor_first() -> None:
+    log: list[str] = []
+    async with ActorSystem() as system:
+        first = system.spawn(lambda: Sink("first", log), name="first")
+        second = system.spawn(lambda: Sink("second", log), name="second")
+        for n in range(3):
+            first.tell_nowait(Item(n=n))
+            second.tell_nowait(Item(n=n))
+    # Every accepted message is handled (actors run concurrently, each in order), and the
+    # newest actor completes its stop (drain, then on_stop) before the older one stops.
+    assert [e for e in log if e.startswith("first")] == [
+        "first:0", "first:1", "first:2", "first:stopped",
+    ]
+    assert [e for e in log if e.startswith("second")] == [
+        "second:0", "second:1", "second:2", "second:stopped",
+    ]
+    assert log.index("second:stopped") < log.index("first:stopped")
+
+
+async def test_stopping_a_parent_drains_it_then_stops_its_children() -> None:
+    log: list[str] = []
+
+    class Parent(Sink):
+        async def on_start(self) -> None:
+            self.child = self.ctx.spawn(lambda: Sink("child", self.log), name="child")
+
+        async def receive(self, message: Item | Hang) -> object:
+            await super().receive(message)
+            if isinstance(message, Item):
+                await self.child.tell(Item(n=message.n * 10))  # the child outlives our drain
+            return None
+
+    async with ActorSystem() as system:
+        parent = system.spawn(lambda: Parent("parent", log), name="parent")
+        await anyio.wait_all_tasks_blocked()
+        child = system.lookup("parent/child")
+        assert child is not None
+        child.tell_nowait(Item(n=1))
+        parent.tell_nowait(Item(n=2))
+        await parent.stop()
+        assert not child.alive
+        assert system.actors == ()
+    assert sorted(log[:3]) == ["child:1", "child:20", "parent:2"]
+    assert log.index("parent:2") < log.index("child:20")
+    assert log[3:] == ["child:stopped", "parent:stopped"]
+
+
+async def test_grace_expiry_rejects_pending_asks_and_ends_every_task() -> None:
+    before = task_ids()
+    log: list[str] = []
+    outcomes: list[str] = []
+    async with anyio.create_task_group() as outer:
+        async with ActorSystem(grace=0.1) as system:
+            stuck = system.spawn(lambda: Sink("stuck", log), name="stuck")
+            await stuck.tell(Hang())  # its handler never returns
+
+            async def ask_later() -> None:
+                try:
+                    await stuck.ask(Item(n=1), timeout=30)
+                    outcomes.append("answered")
+                except ActorStopped as exc:
+                    outcomes.append(str(exc))
+
+            outer.start_soon(ask_later)
+            stuck.tell_nowait(Item(n=2))
+            await anyio.wait_all_tasks_blocked()
+        assert system.rejected == 1  # the pending tell
+    assert outcomes == ["actor 'stuck' is stopped: it stopped before handling this message"]
+    assert log == []  # aborted: no message handled, on_stop cancelled
+    assert task_ids() == before
+
+
+async def test_an_exception_in_the_body_aborts_and_propagates() -> None:
+    before = task_ids()
+    with pytest.raises(KeyError):
+        async with ActorSystem() as system:
+            system.spawn(lambda: Sink("x", []), name="x")
+            raise KeyError("boom")
+    assert task_ids() == before
+
+
+async def test_spawn_during_shutdown_is_refused() -> None:
+    async with ActorSystem() as system:
+        system.spawn(lambda: Sink("x", []), name="x")
+        await system.shutdown()
+        assert system.actors == ()
+        with pytest.raises(ActorStopped, match="shutting down"):
+            system.spawn(lambda: Sink("y", []), name="y")
