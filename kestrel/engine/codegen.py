@@ -1,0 +1,350 @@
+"""Compile a plan into specialised Python source for the per-tick reference loop.
+
+The plan is walked once: each indicator (see `indicators`) becomes a few lines of
+incremental update code on local variables (running sums, monotonic deques, bar
+recurrences), each condition a Python expression over those locals. The source is
+exec'd once; the per-tick loop then never touches the AST. Undefined values are NaN, so a
+comparison using one is false (`!=` is guarded explicitly).
+
+Two functions are generated from the same update code:
+- `warm(tsl, bl, al, ll, sl, S)` feeds history to the indicators only;
+- `live(E, tsl, bl, al, ll, sl, g0, S, R)` also calls the broker (`E._step`) on ticks where
+  the broker's envelope `E.env` is breached and evaluates the armed rules (`R` holds each
+  rule's state: 0 spent, 1 armed, 2 waiting for a false evaluation before re-arming),
+  calling `E._fire` when one fires. Crosses start fresh in `live` after arming.
+`S` is the list of persisted state variables (loaded into locals, stored back at the end).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kestrel.engine.indicators import IndicatorSpec, PlanError, is_dynamic, resolve
+from kestrel.frame.session import SessionSpec
+from kestrel.lang import ast
+
+NAN = float("nan")
+NS_PER_DAY = 86_400 * 1_000_000_000
+SENTINEL = -(2**62)
+
+SERIES_SRC = {
+    "last": "l",
+    "bid": "b",
+    "ask": "a",
+    "mid": "m",
+    "spread": "(a - b)",
+    "size": "s",
+    "vol": "cv",
+    "vwap": "vw",
+    "open": "op",
+    "time": "tod",
+    "pos": "E.pos",
+    "rpnl": "E.rpnl",
+    "upnl": "E._upnl(b, a)",
+    "pnl": "(E.rpnl + E._upnl(b, a))",
+}
+
+
+def _div(x: float, y: float) -> float:
+    return x / y if y else NAN
+
+
+def _ne(x: float, y: float) -> bool:
+    return x == x and y == y and x != y
+
+
+@dataclass
+class CompiledPlan:
+    """A plan compiled for the reference path."""
+
+    plan: ast.Plan
+    source: str
+    warm: Callable[..., None]
+    live: Callable[..., None]
+    init_state: Callable[[], list[Any]]
+    dynamic: bool
+    specs: list[IndicatorSpec] = field(default_factory=list)
+
+
+class _Gen:
+    def __init__(self, session: SessionSpec) -> None:
+        self.session = session
+        self.state: list[tuple[str, str]] = []  # (name, initial value source)
+        self.base: set[str] = set()
+        self.spec_var: dict[IndicatorSpec, str] = {}
+        self.windows: list[tuple[str, IndicatorSpec]] = []
+        self.chgs: list[tuple[str, IndicatorSpec]] = []
+        self.ticks: list[tuple[str, IndicatorSpec]] = []
+        self.bars: dict[int, list[tuple[str, IndicatorSpec]]] = {}
+        self.crosses: list[tuple[str, str, str, str]] = []
+        self.cross_var: dict[ast.Crosses, str] = {}
+        self.dynamic = False
+
+    def var(self, name: str, init: str) -> str:
+        self.state.append((name, init))
+        return name
+
+    def series(self, name: str) -> str:
+        if name not in SERIES_SRC:
+            raise PlanError(f"unknown series {name!r}")
+        if name in ("mid", "vol", "vwap", "open", "time"):
+            self.base.add(name)
+        if name in ("pos", "rpnl", "upnl", "pnl"):
+            self.dynamic = True
+        return SERIES_SRC[name]
+
+    def indicator(self, spec: IndicatorSpec) -> str:
+        if spec in self.spec_var:
+            return self.spec_var[spec]
+        k = len(self.spec_var)
+        v = self.var(f"v{k}", "nan")
+        self.spec_var[spec] = v
+        if spec.kind == "sma" or spec.kind == "ema":
+            self.series(spec.x)
+        if spec.kind in ("high", "low"):
+            self.var(f"dq{k}", "deque()")
+            self.windows.append((v, spec))
+        elif spec.kind == "chg":
+            self.var(f"dq{k}", "deque()")
+            self.chgs.append((v, spec))
+        elif spec.tf_ns == 0:
+            if spec.kind == "sma":
+                self.var(f"cs{k}", "0.0")
+                self.var(f"dq{k}", f"deque([0.0], maxlen={spec.n + 1})")
+            self.ticks.append((v, spec))
+        else:
+            if spec.kind in ("sma", "atr"):
+                self.var(f"cs{k}", "0.0")
+                self.var(f"dq{k}", f"deque([0.0], maxlen={spec.n + 1})")
+            if spec.kind == "atr":
+                self.var(f"pc{k}", "nan")
+            self.bars.setdefault(spec.tf_ns, []).append((v, spec))
+        return v
+
+    def expr(self, e: ast.Expr) -> str:
+        if isinstance(e, ast.Number | ast.Percent):
+            return repr(float(e.value))
+        if isinstance(e, ast.TimeOfDay):
+            return str(e.seconds)
+        if isinstance(e, ast.Series):
+            return self.series(e.name)
+        if isinstance(e, ast.Call):
+            specs = resolve(e)
+            vs = [self.indicator(s) for s in specs]
+            return f"({vs[0]} - {vs[1]})" if e.name == "range" else vs[0]
+        if isinstance(e, ast.Neg):
+            return f"(-{self.expr(e.operand)})"
+        if isinstance(e, ast.Arith):
+            x, y = self.expr(e.left), self.expr(e.right)
+            return f"_div({x}, {y})" if e.op == "/" else f"({x} {e.op} {y})"
+        if isinstance(e, ast.Compare):
+            x, y = self.expr(e.left), self.expr(e.right)
+            return f"_ne({x}, {y})" if e.op == "!=" else f"({x} {e.op} {y})"
+        if isinstance(e, ast.Crosses):
+            if e in self.cross_var:
+                return self.cross_var[e]
+            x, y = self.expr(e.left), self.expr(e.right)
+            k = len(self.crosses)
+            name = f"x{k}"
+            self.crosses.append((name, x, y, e.direction))
+            self.cross_var[e] = name
+            return name
+        if isinstance(e, ast.And):
+            return "(" + " and ".join(self.expr(o) for o in e.operands) + ")"
+        if isinstance(e, ast.Or):
+            return "(" + " or ".join(self.expr(o) for o in e.operands) + ")"
+        if isinstance(e, ast.Not):
+            return f"(not {self.expr(e.operand)})"
+        raise PlanError(f"{type(e).__name__} is not a value here")
+
+    # ----------------------------------------------------------------------------------
+    def updates(self) -> list[str]:
+        """Per-tick indicator update lines (indented for the loop body)."""
+        L: list[str] = []
+        if "mid" in self.base:
+            L.append("m = (b + a) / 2.0")
+        if "time" in self.base:
+            L.append(f"tod = ((t + {self.session.utc_offset_ns}) % {NS_PER_DAY}) // 1000000000")
+        if self.base & {"vol", "vwap"}:
+            L.append("cv += s")
+            if "vwap" in self.base:
+                L += ["cpv += l * s", "cl += l", "cn += 1", "vw = cpv / cv if cv > 0.0 else cl / cn"]
+        if self.windows:
+            L.append("if t != pt:")
+            L.append("    for x_ in pend:")
+            for v, spec in self.windows:
+                k = v[1:]
+                op = "<=" if spec.kind == "high" else ">="
+                L.append(f"        while dq{k} and dq{k}[-1][1] {op} x_: dq{k}.pop()")
+                L.append(f"        dq{k}.append((pt, x_))")
+            L.append("    pend.clear()")
+            L.append("    pt = t")
+            for v, spec in self.windows:
+                k = v[1:]
+                L.append(f"lo_ = t - {spec.window_ns}")
+                L.append(f"while dq{k} and dq{k}[0][0] < lo_: dq{k}.popleft()")
+                L.append(f"{v} = dq{k}[0][1] if dq{k} and lo_ >= t0 else nan")
+            L.append("pend.append(l)")
+        for v, spec in self.chgs:
+            k = v[1:]
+            L.append(f"lo_ = t - {spec.window_ns}")
+            L.append(f"while len(dq{k}) > 1 and dq{k}[1][0] <= lo_: dq{k}.popleft()")
+            L.append(f"ref_ = dq{k}[0][1] if dq{k} and dq{k}[0][0] <= lo_ else nan")
+            L.append(f"{v} = 100.0 * (l / ref_ - 1.0) if ref_ else nan")
+            L.append(f"dq{k}.append((t, l))")
+        for v, spec in self.ticks:
+            k = v[1:]
+            x = SERIES_SRC[spec.x]
+            if spec.kind == "sma":
+                L.append(f"cs{k} += {x}")
+                L.append(f"dq{k}.append(cs{k})")
+                L.append(f"{v} = (cs{k} - dq{k}[0]) / {float(spec.n)!r} if len(dq{k}) > {spec.n} else nan")
+            else:
+                alpha = 2.0 / (spec.n + 1)
+                L.append(f"{v} = {x} if {v} != {v} else {v} + {alpha!r} * ({x} - {v})")
+        for g, (tf, items) in enumerate(sorted(self.bars.items())):
+            L.append(f"k_ = (t - {self.session.open_ns}) // {tf}")
+            L.append(f"if k_ != bk{g}:")
+            L.append(f"    if bk{g} != {SENTINEL}:")
+            for v, spec in items:
+                k = v[1:]
+                if spec.kind == "atr":
+                    L.append(f"        tr_ = bh{g} - bw{g} if pc{k} != pc{k} else max(bh{g}, pc{k}) - min(bw{g}, pc{k})")
+                    L.append(f"        pc{k} = bc{g}")
+                    L.append(f"        cs{k} += tr_")
+                    L.append(f"        dq{k}.append(cs{k})")
+                    L.append(f"        {v} = (cs{k} - dq{k}[0]) / {float(spec.n)!r} if len(dq{k}) > {spec.n} else nan")
+                elif spec.kind == "sma":
+                    L.append(f"        cs{k} += bx{g}_{spec.x}")
+                    L.append(f"        dq{k}.append(cs{k})")
+                    L.append(f"        {v} = (cs{k} - dq{k}[0]) / {float(spec.n)!r} if len(dq{k}) > {spec.n} else nan")
+                else:
+                    alpha = 2.0 / (spec.n + 1)
+                    c = f"bx{g}_{spec.x}"
+                    L.append(f"        {v} = {c} if {v} != {v} else {v} + {alpha!r} * ({c} - {v})")
+            L.append(f"    bk{g} = k_")
+            L.append(f"    bh{g} = l")
+            L.append(f"    bw{g} = l")
+            L.append("else:")
+            L.append(f"    if l > bh{g}: bh{g} = l")
+            L.append(f"    if l < bw{g}: bw{g} = l")
+            L.append(f"bc{g} = l")
+            for x in sorted({s.x for _, s in items if s.kind != "atr"}):
+                L.append(f"bx{g}_{x} = {SERIES_SRC[x]}")
+        return L
+
+    def bar_state(self) -> None:
+        for g, (_tf, items) in enumerate(sorted(self.bars.items())):
+            self.var(f"bk{g}", str(SENTINEL))
+            for name in (f"bh{g}", f"bw{g}", f"bc{g}"):
+                self.var(name, "nan")
+            for x in sorted({s.x for _, s in items if s.kind != "atr"}):
+                self.var(f"bx{g}_{x}", "nan")
+
+
+def compile_plan(plan: ast.Plan, session: SessionSpec) -> CompiledPlan:
+    """Generate, exec and return the reference-path functions for `plan`."""
+    g = _Gen(session)
+    conds: list[str] = []
+    prices: list[str] = []
+    for rule in plan.rules:
+        conds.append(g.expr(rule.cond))
+        ps = [
+            g.expr(act.price) if isinstance(act, ast.Order) and act.price is not None else "None"
+            for act in rule.actions
+        ]
+        prices.append("(" + "".join(p + ", " for p in ps) + ")")
+    # base state (declared after walking so that only what is used exists)
+    base_vars: list[tuple[str, str]] = [("t0", "-1"), ("op", "nan")]
+    if g.base & {"vol", "vwap"}:
+        base_vars += [("cv", "0.0"), ("cpv", "0.0"), ("cl", "0.0"), ("cn", "0")]
+    if g.windows:
+        base_vars += [("pt", str(SENTINEL)), ("pend", "[]")]
+    g.state = base_vars + g.state
+    g.bar_state()
+    for name, _x, _y, _d in g.crosses:
+        g.var(f"p{name}l", "nan")
+        g.var(f"p{name}r", "nan")
+    names = [n for n, _ in g.state]
+    upd = g.updates()
+    n_rules = len(plan.rules)
+    rvars = [f"r{j}" for j in range(n_rules)]
+
+    def unpack(ind: str) -> list[str]:
+        if not names:
+            return []
+        return [f"{ind}{', '.join(names)}, = S"]
+
+    def pack(ind: str) -> list[str]:
+        if not names:
+            return []
+        return [f"{ind}S[:] = [{', '.join(names)}]"]
+
+    head = [
+        "    if tsl:",
+        "        if t0 < 0: t0 = tsl[0]",
+        "        if op != op: op = ll[0]",
+    ]
+    src: list[str] = ["def warm(tsl, bl, al, ll, sl, S):", "    nan = _NAN"]
+    src += unpack("    ") + head
+    src.append("    for t, b, a, l, s in zip(tsl, bl, al, ll, sl):")
+    src += ["        " + u for u in upd] or ["        pass"]
+    src += pack("    ")
+    src.append("")
+
+    reload_env = "lo_b, hi_b, lo_a, hi_a, t_next, i_next = E.env"
+    reload_r = (", ".join(rvars) + ", = R") if rvars else "pass"
+    src += ["def live(E, tsl, bl, al, ll, sl, g0, S, R):", "    nan = _NAN"]
+    src += unpack("    ") + head
+    src += ["    " + reload_env, "    " + reload_r, "    i = g0 - 1"]
+    src.append("    for t, b, a, l, s in zip(tsl, bl, al, ll, sl):")
+    body = [
+        "i += 1",
+        "if b <= lo_b or b >= hi_b or a <= lo_a or a >= hi_a or t >= t_next or i >= i_next:",
+        "    E._step(i, t, b, a)",
+        "    " + reload_env,
+        "    " + reload_r,
+    ]
+    body += upd
+    for name, x, y, d in g.crosses:
+        body.append(f"cl_ = {x}")
+        body.append(f"cr_ = {y}")
+        if d == "above":
+            body.append(f"{name} = p{name}l <= p{name}r and cl_ > cr_")
+        else:
+            body.append(f"{name} = p{name}l >= p{name}r and cl_ < cr_")
+        body.append(f"p{name}l = cl_")
+        body.append(f"p{name}r = cr_")
+    for j, (cond, price) in enumerate(zip(conds, prices)):
+        body += [
+            f"if r{j}:",
+            f"    c_ = {cond}",
+            f"    if r{j} == 1:",
+            "        if c_:",
+            f"            E._fire({j}, i, t, b, a, {price})",
+            "            " + reload_env,
+            "            " + reload_r,
+            f"    elif not c_:",
+            f"        r{j} = R[{j}] = 1",
+        ]
+    src += ["        " + line for line in body]
+    src += pack("    ")
+    src.append("")
+    inits = ", ".join(init for _, init in g.state)
+    src.append(f"def init_state():\n    nan = _NAN\n    return [{inits}]\n")
+    source = "\n".join(src)
+    namespace: dict[str, Any] = {"_NAN": NAN, "deque": deque, "_div": _div, "_ne": _ne, "math": math}
+    exec(compile(source, f"<kestrel plan {plan.name}>", "exec"), namespace)
+    return CompiledPlan(
+        plan=plan,
+        source=source,
+        warm=namespace["warm"],
+        live=namespace["live"],
+        init_state=namespace["init_state"],
+        dynamic=g.dynamic or is_dynamic(plan),
+        specs=list(g.spec_var),
+    )

@@ -1,0 +1,53 @@
+"""Engine configuration: default risk bounds, fees, slippage, latency, end-of-day policy.
+
+Invariants: every field is validated by `EngineConfig.validated()` (non-negative costs,
+positive bounds); the engine never reads wall-clock time, so a config fully determines
+the execution model together with the ticks and the plans.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+
+class EngineConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """Execution model and default risk bounds.
+
+    - `slippage_ticks`: adverse slippage, in ticks of the instrument's tick size, added to
+      every market-style fill (MKT, triggered STP, trailing stop, flatten);
+    - `latency_ticks` / `latency_ns`: an order created at tick i is eligible from tick
+      i + 1 + latency_ticks, and not before ts_i + latency_ns;
+    - `fee_per_unit`: per share/contract filled; `fee_per_order`: once per order, on its
+      first fill; `multiplier`: money per price point per unit (1 for equities);
+    - `end_of_day`: `flatten` closes everything at the session close, `carry` keeps the
+      position and its protective orders;
+    - `partial_fills`: when True and the tick has a positive size, a fill takes at most
+      that size.
+    """
+
+    maxpos: int = 1000
+    maxloss: float = 1000.0
+    maxorders: int = 50
+    fee_per_unit: float = 0.0
+    fee_per_order: float = 0.0
+    multiplier: float = 1.0
+    slippage_ticks: float = 0.0
+    latency_ticks: int = 0
+    latency_ns: int = 0
+    end_of_day: Literal["flatten", "carry"] = "flatten"
+    partial_fills: bool = False
+
+    def validated(self) -> EngineConfig:
+        """Return self, or raise ValueError naming the bad field and the fix."""
+        if self.maxpos <= 0 or self.maxorders <= 0 or self.maxloss <= 0:
+            raise ValueError("EngineConfig: maxpos, maxloss and maxorders must be > 0")
+        for name in ("fee_per_unit", "fee_per_order", "slippage_ticks"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"EngineConfig: {name} must be >= 0, got {getattr(self, name)}")
+        if self.latency_ticks < 0 or self.latency_ns < 0:
+            raise ValueError("EngineConfig: latency_ticks and latency_ns must be >= 0")
+        if self.multiplier <= 0:
+            raise ValueError("EngineConfig: multiplier must be > 0")
+        return self

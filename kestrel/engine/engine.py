@@ -1,0 +1,588 @@
+"""The engine: arms compiled plans, runs them tick by tick against a simulated broker.
+
+Per tick i (ts t, touch b/a), in this order (see docs/engine.md):
+1. session close: the first tick with t >= close applies the end-of-day policy, and the
+   engine ignores later ticks for trading;
+2. broker: each eligible working order (created at a tick < i, past its latency) is
+   checked in id order: TTL expiry cancels an entry, otherwise it may fill (see `orders`);
+   fills update the position, create bracket children (OCO) and emit ledger events;
+3. risk: pnl = rpnl - fees + upnl (marked at the touch) against the plan's baseline; a
+   loss >= maxloss disarms the plan, cancels every working order and flattens at market;
+4. plan expiry (UNTIL/FOR) disarms the plan's entries;
+5. indicators take tick i; armed rules are evaluated in order; a firing rule's orders
+   are checked against maxorders and maxpos (a breach disarms) and become eligible at i+1.
+Steps 1-4 run only on ticks where the broker's envelope `env` says something may happen
+(a price crosses a working order's trigger, a deadline passes); elsewhere they are no-ops.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from kestrel.engine.codegen import CompiledPlan, compile_plan
+from kestrel.engine.config import EngineConfig
+from kestrel.engine.indicators import PlanError
+from kestrel.engine.ledger import (
+    Armed,
+    Cancelled,
+    Disarmed,
+    Filled,
+    Fired,
+    Ledger,
+    LedgerEvent,
+    Mark,
+    OrderPlaced,
+    OrderRejected,
+    PositionChanged,
+)
+from kestrel.engine.orders import OrderType, WorkingOrder, bracket_price
+from kestrel.frame.account import AccountState
+from kestrel.frame.account import WorkingOrder as AccountOrder
+from kestrel.frame.session import SessionSpec
+from kestrel.frame.ticks import Ticks
+from kestrel.lang import ast
+
+INF = math.inf
+NAN = float("nan")
+NEVER = 2**62
+_IDLE_ENV = (-INF, INF, -INF, INF, NEVER, NEVER)
+_SIDE = {"buy": 1, "sell": -1}
+
+
+class Engine:
+    """A sans-IO tick engine for one instrument over one session.
+
+    `arm(plan)` supersedes the incumbent plan; `stand_down(reason)` disarms it;
+    `on_ticks(batch)` advances the clock and returns the new ledger events; `run(ticks)`
+    simulates a whole batch choosing the fast path when it applies (`last_path` says which
+    ran). The engine never reads the wall clock: its time is the ticks' time.
+    """
+
+    def __init__(
+        self,
+        config: EngineConfig,
+        session: SessionSpec,
+        instrument: str,
+        tick_size: float,
+    ) -> None:
+        if tick_size <= 0:
+            raise ValueError(f"tick_size must be > 0, got {tick_size}")
+        self.config = config.validated()
+        self.session = session
+        self.instrument = instrument
+        self.tick_size = tick_size
+        self.slip = config.slippage_ticks * tick_size
+        self.close_ns = session.close_ns
+        self.ledger = Ledger()
+        self.last_path = "none"
+        # clock
+        self.seen = 0
+        self.t = session.open_ns
+        self.b = NAN
+        self.a = NAN
+        self.closed = False
+        self._history: list[Ticks] = []
+        # account
+        self.pos = 0
+        self.avg = 0.0
+        self.rpnl = 0.0
+        self.fees = 0.0
+        self.orders: dict[int, WorkingOrder] = {}
+        self._next_id = 1
+        self._next_oco = 1
+        # plan
+        self.compiled: CompiledPlan | None = None
+        self.plan_name = ""
+        self.armed = False
+        self.arm_tick = 0
+        self.R: list[int] = []
+        self.remaining: list[int] = []
+        self.S: list[object] = []
+        self.expiry_ns = NEVER
+        self.maxpos = config.maxpos
+        self.maxloss = config.maxloss
+        self.maxorders = config.maxorders
+        self.placed = 0
+        self.baseline = 0.0
+        self.loss_breached = False
+        self._stale = False
+        self._sizes: Sequence[float] | np.ndarray | None = None
+        self._sizes_base = 0
+        self.env: tuple[float, float, float, float, int, int] = _IDLE_ENV
+        self._envelope(-1)
+
+    # ------------------------------------------------------------------ public API
+    def arm(self, plan: ast.Plan) -> list[LedgerEvent]:
+        """Arm `plan`, superseding the incumbent: its entries are disarmed and its working
+        entry orders cancelled; the position and its protective orders carry over."""
+        if plan.instrument is not None and plan.instrument != self.instrument:
+            raise PlanError(
+                f"plan {plan.name!r} trades {plan.instrument} but this engine runs "
+                f"{self.instrument}; arm it on an engine for that instrument"
+            )
+        if not plan.rules:
+            raise PlanError(f"plan {plan.name!r} has no rules")
+        mark = len(self.ledger)
+        compiled = compile_plan(plan, self.session)
+        if self.armed:
+            self._disarm(f"superseded by {plan.name}")
+        self.compiled = compiled
+        self.plan_name = plan.name
+        self.S = compiled.init_state()
+        self._rewarm()
+        self.armed = not self.closed
+        self.arm_tick = self.seen
+        n = len(plan.rules)
+        self.R = [1 if self.armed else 0] * n
+        self.remaining = [max(1, r.repeat) for r in plan.rules]
+        risk = plan.risk
+        cfg = self.config
+        self.maxpos = cfg.maxpos if risk.maxpos is None else risk.maxpos
+        self.maxloss = cfg.maxloss if risk.maxloss is None else risk.maxloss
+        self.maxorders = cfg.maxorders if risk.maxorders is None else risk.maxorders
+        self.placed = 0
+        self.loss_breached = False
+        self.baseline = self._pnl(self.b, self.a)
+        exp = plan.expiry
+        if isinstance(exp, ast.Until):
+            self.expiry_ns = self.session.wall_clock_ns(exp.at.hour, exp.at.minute, exp.at.second)
+        elif isinstance(exp, ast.For):
+            self.expiry_ns = self.t + exp.span.seconds * 1_000_000_000
+        else:
+            self.expiry_ns = self.close_ns
+        self._emit(Armed(self.seen, self.t, plan.name, n, self.expiry_ns))
+        if not self.armed:
+            self._emit(Disarmed(self.seen, self.t, plan.name, "session closed"))
+        self._envelope(self.seen - 1)
+        return self.ledger.events[mark:]
+
+    def stand_down(self, reason: str = "stand down") -> list[LedgerEvent]:
+        """Disarm entries and cancel working entry orders; protective exits stay live."""
+        mark = len(self.ledger)
+        if self.armed:
+            self._disarm(reason)
+            self._envelope(self.seen - 1)
+        return self.ledger.events[mark:]
+
+    def on_ticks(self, batch: Ticks) -> list[LedgerEvent]:
+        """Advance over `batch` on the reference path; return the events it produced."""
+        mark = len(self.ledger)
+        n = len(batch)
+        if n == 0:
+            return []
+        if self._stale:
+            self._rewarm()
+        g0 = self.seen
+        self._history.append(batch)
+        lists = (batch.ts.tolist(), batch.bid.tolist(), batch.ask.tolist(),
+                 batch.last.tolist(), batch.size.tolist())
+        self._sizes, self._sizes_base = lists[4], g0
+        if self.compiled is not None:
+            self.compiled.live(self, *lists, g0, self.S, self.R)
+        else:
+            self._live_bare(*lists, g0)
+        self._advance(g0 + n, lists[0][-1], lists[1][-1], lists[2][-1])
+        self.last_path = "reference"
+        return self.ledger.events[mark:]
+
+    def finish(self) -> list[LedgerEvent]:
+        """End of data: apply the end-of-day policy at the last tick if the session close
+        was not reached, and emit a final mark."""
+        mark = len(self.ledger)
+        if not self.closed and self.seen:
+            self._session_close(self.seen - 1, self.t, self.b, self.a, "end of data")
+        return self.ledger.events[mark:]
+
+    def run(self, ticks: Ticks, *, path: str = "auto", final: bool = True) -> Ledger:
+        """Simulate `ticks`: `path` is auto | reference | fast. The fast path applies when
+        the armed plan reads no account state and was armed at the current tick."""
+        from kestrel.engine.fast import run_fast
+
+        use_fast = path == "fast" or (path == "auto" and self.fast_applies())
+        if path == "fast" and not self.fast_applies():
+            raise PlanError("the fast path does not apply: " + self._fast_blocker())
+        if use_fast:
+            run_fast(self, ticks)
+            self.last_path = "fast"
+        else:
+            self.on_ticks(ticks)
+        if final:
+            self.finish()
+        return self.ledger
+
+    def fast_applies(self) -> bool:
+        return self._fast_blocker() == ""
+
+    def account(self) -> AccountState:
+        """Position, average entry, PnL and working orders as of the last tick."""
+        orders = tuple(
+            AccountOrder(
+                id=str(o.id),
+                side="buy" if o.side > 0 else "sell",
+                qty=o.remaining,
+                type="stp" if o.type == "trail" else o.type,
+                price=o.trail_level() if o.type == "trail" else o.price,
+            )
+            for o in self.orders.values()
+        )
+        return AccountState(
+            position=self.pos,
+            avg_entry=self.avg if self.pos else None,
+            upnl=self._upnl(self.b, self.a) if self.pos else 0.0,
+            rpnl=self.rpnl,
+            fees=self.fees,
+            orders=orders,
+        )
+
+    # ------------------------------------------------------------------ internals
+    def _fast_blocker(self) -> str:
+        if self.compiled is None or not self.armed:
+            return "no armed plan"
+        if self.compiled.dynamic:
+            return "the plan reads account state (pos, upnl, rpnl or pnl)"
+        if self.arm_tick != self.seen:
+            return "the plan was armed before ticks already processed"
+        return ""
+
+    def _rewarm(self) -> None:
+        assert self.compiled is not None
+        self.S = self.compiled.init_state()
+        for h in self._history:
+            self.compiled.warm(h.ts.tolist(), h.bid.tolist(), h.ask.tolist(),
+                               h.last.tolist(), h.size.tolist(), self.S)
+        self._stale = False
+
+    def _advance(self, seen: int, t: int, b: float, a: float) -> None:
+        self.seen = seen
+        self.t = int(t)
+        self.b = float(b)
+        self.a = float(a)
+
+    def _live_bare(self, tsl: Sequence[int], bl: Sequence[float], al: Sequence[float],
+                   ll: Sequence[float], sl: Sequence[float], g0: int) -> None:
+        """The loop without a plan: only the broker (carried positions, protective orders)."""
+        i = g0 - 1
+        lo_b, hi_b, lo_a, hi_a, t_next, i_next = self.env
+        for t, b, a in zip(tsl, bl, al):
+            i += 1
+            if b <= lo_b or b >= hi_b or a <= lo_a or a >= hi_a or t >= t_next or i >= i_next:
+                self._step(i, t, b, a)
+                lo_b, hi_b, lo_a, hi_a, t_next, i_next = self.env
+
+    def _emit(self, e: LedgerEvent) -> None:
+        self.ledger.events.append(e)
+
+    def _upnl(self, b: float, a: float) -> float:
+        if self.pos > 0:
+            return self.pos * (b - self.avg) * self.config.multiplier
+        if self.pos < 0:
+            return self.pos * (a - self.avg) * self.config.multiplier
+        return 0.0
+
+    def _pnl(self, b: float, a: float) -> float:
+        if self.pos == 0:
+            return self.rpnl - self.fees
+        return self.rpnl - self.fees + self._upnl(b, a)
+
+    def _mark(self, i: int, t: int, b: float, a: float) -> None:
+        u = self._upnl(b, a)
+        self._emit(Mark(i, t, self.pos, self.rpnl, u, self.fees, self.rpnl + u - self.fees))
+
+    # broker step ---------------------------------------------------------------
+    def _step(self, i: int, t: int, b: float, a: float) -> None:
+        """Process tick i for the broker, risk and deadlines (called only when `env` is
+        breached; a no-op otherwise)."""
+        if self.closed:
+            return
+        self.t, self.b, self.a = t, b, a
+        if t >= self.close_ns:
+            self._session_close(i, t, b, a, "session close")
+            return
+        for o in list(self.orders.values()):
+            if o.id not in self.orders or i < o.el_idx or t < o.el_ts:
+                continue
+            if o.expire_ts is not None and t >= o.expire_ts:
+                self._cancel(o, i, t, "ttl")
+                continue
+            price = self._fill_price(o, b, a)
+            if price is not None:
+                self._fill(o, price, i, t, b, a, self._fill_qty(o, i))
+        if not self.loss_breached and self._pnl(b, a) - self.baseline <= -self.maxloss:
+            self._breach_loss(i, t, b, a)
+        if self.armed and t >= self.expiry_ns:
+            self._disarm("expired", i, t)
+        self._envelope(i)
+
+    def _fill_qty(self, o: WorkingOrder, i: int) -> int:
+        """The whole remainder, or with partial fills on at most the tick's size (whole
+        units, at least 1) when the data carries sizes."""
+        if self.config.partial_fills and self._sizes is not None:
+            s = float(self._sizes[i - self._sizes_base])
+            if s >= 1.0:
+                return min(o.remaining, int(s))
+        return o.remaining
+
+    def _fill_price(self, o: WorkingOrder, b: float, a: float) -> float | None:
+        ty = o.type
+        if ty == "mkt":
+            return a + self.slip if o.side > 0 else b - self.slip
+        p = o.price
+        assert p is not None or ty == "trail"
+        if ty == "lmt":
+            assert p is not None
+            if o.side > 0:
+                return (p if p < a else a) if a <= p else None
+            return (p if p > b else b) if b >= p else None
+        if ty == "stp":
+            assert p is not None
+            if o.side > 0:
+                return a + self.slip if a >= p else None
+            return b - self.slip if b <= p else None
+        # trail: check the level, then ratchet
+        lvl = o.trail_level()
+        if o.side < 0:
+            if b <= lvl:
+                return b - self.slip
+            if b > o.best:
+                o.best = b
+        else:
+            if a >= lvl:
+                return a + self.slip
+            if a < o.best:
+                o.best = a
+        return None
+
+    def _fill(self, o: WorkingOrder, price: float, i: int, t: int, b: float, a: float,
+              qty: int) -> None:
+        cfg = self.config
+        fee = cfg.fee_per_unit * qty + (cfg.fee_per_order if o.filled == 0 else 0.0)
+        o.filled += qty
+        if o.filled >= o.qty:
+            del self.orders[o.id]
+        self._emit(Filled(i, t, o.id, "buy" if o.side > 0 else "sell", qty, price, fee))
+        self.fees += fee
+        q = o.side * qty
+        pos = self.pos
+        if pos == 0 or (pos > 0) == (q > 0):
+            self.avg = (self.avg * abs(pos) + price * qty) / (abs(pos) + qty)
+            self.pos = pos + q
+        else:
+            closed = min(qty, abs(pos))
+            self.rpnl += closed * (price - self.avg) * (1 if pos > 0 else -1) * cfg.multiplier
+            self.pos = pos + q
+            if self.pos == 0:
+                self.avg = 0.0
+            elif (self.pos > 0) != (pos > 0):
+                self.avg = price
+        self._emit(PositionChanged(i, t, self.pos, self.avg if self.pos else None, self.rpnl))
+        if o.role == "entry" and o.bracket is not None:
+            self._bracket(o, price, qty, i, t)
+        elif o.oco is not None:
+            for sib in list(self.orders.values()):
+                if sib.oco == o.oco and sib.id != o.id:
+                    if sib.remaining <= qty:
+                        self._cancel(sib, i, t, "oco")
+                    else:
+                        sib.qty -= qty
+        if self.pos == 0:
+            for other in list(self.orders.values()):
+                if other.role in ("stop", "target", "trail", "flat", "exit"):
+                    self._cancel(other, i, t, "flat")
+        self._mark(i, t, b, a)
+
+    def _bracket(self, entry: WorkingOrder, price: float, qty: int, i: int, t: int) -> None:
+        spec = entry.bracket
+        assert spec is not None
+        oco = self._next_oco
+        self._next_oco += 1
+        side = -entry.side
+        if spec.stop is not None:
+            self._place(entry.plan, entry.rule, "stop", side, qty, "stp",
+                        bracket_price(price, spec.stop), i, t, parent=entry.id, oco=oco)
+        if spec.target is not None:
+            self._place(entry.plan, entry.rule, "target", side, qty, "lmt",
+                        bracket_price(price, spec.target), i, t, parent=entry.id, oco=oco)
+        if spec.trail is not None:
+            o = self._place(entry.plan, entry.rule, "trail", side, qty, "trail", None, i, t,
+                            parent=entry.id, oco=oco, trail=spec.trail, best=price)
+            assert o is not None
+
+    def _place(self, plan: str, rule: int, role: str, side: int, qty: int, ty: OrderType,
+               price: float | None, i: int, t: int, *, parent: int | None = None,
+               oco: int | None = None, ttl_ns: int | None = None,
+               trail: ast.Offset | None = None, best: float = 0.0,
+               bracket: ast.Order | None = None) -> WorkingOrder:
+        cfg = self.config
+        o = WorkingOrder(
+            self._next_id, plan, rule, role, side, qty, ty, price, parent,
+            i + 1 + cfg.latency_ticks, t + cfg.latency_ns,
+            None if ttl_ns is None else t + ttl_ns, trail, best, bracket, oco,
+        )
+        self._next_id += 1
+        self.orders[o.id] = o
+        shown = o.trail_level() if ty == "trail" else price
+        self._emit(OrderPlaced(i, t, o.id, plan, role, "buy" if side > 0 else "sell",  # type: ignore[arg-type]
+                               qty, ty, shown, parent))
+        return o
+
+    def _cancel(self, o: WorkingOrder, i: int, t: int, reason: str) -> None:
+        if self.orders.pop(o.id, None) is not None:
+            self._emit(Cancelled(i, t, o.id, reason))
+
+    def _disarm(self, reason: str, i: int | None = None, t: int | None = None) -> None:
+        i = self.seen if i is None else i
+        t = self.t if t is None else t
+        self.armed = False
+        for j in range(len(self.R)):
+            self.R[j] = 0
+        for o in list(self.orders.values()):
+            if o.role == "entry":
+                self._cancel(o, i, t, reason)
+        self._emit(Disarmed(i, t, self.plan_name, reason))
+
+    def _breach_loss(self, i: int, t: int, b: float, a: float) -> None:
+        self.loss_breached = True
+        reason = f"maxloss {self.maxloss:g} breached"
+        if self.armed:
+            self._disarm(reason, i, t)
+        else:
+            self._emit(Disarmed(i, t, self.plan_name, reason))
+        for o in list(self.orders.values()):
+            self._cancel(o, i, t, "maxloss")
+        if self.pos:
+            self._place(self.plan_name, -1, "exit", -1 if self.pos > 0 else 1, abs(self.pos),
+                        "mkt", None, i, t)
+
+    def _session_close(self, i: int, t: int, b: float, a: float, why: str) -> None:
+        self.closed = True
+        if self.armed:
+            self._disarm(why, i, t)
+        if self.config.end_of_day == "flatten":
+            for o in list(self.orders.values()):
+                self._cancel(o, i, t, why)
+            if self.pos:
+                side = -1 if self.pos > 0 else 1
+                o = self._place(self.plan_name, -1, "exit", side, abs(self.pos), "mkt", None, i, t)
+                price = a + self.slip if side > 0 else b - self.slip
+                self._fill(o, price, i, t, b, a, o.qty)
+        self._mark(i, t, b, a)
+        self.env = _IDLE_ENV
+
+    # rules ---------------------------------------------------------------------
+    def _fire(self, j: int, i: int, t: int, b: float, a: float,
+              prices: tuple[float | None, ...]) -> None:
+        """Rule j fired at tick i: run its actions (orders eligible from tick i+1)."""
+        assert self.compiled is not None
+        self.t, self.b, self.a = t, b, a
+        rule = self.compiled.plan.rules[j]
+        self.remaining[j] -= 1
+        self.R[j] = 2 if self.remaining[j] > 0 else 0
+        self._emit(Fired(i, t, self.plan_name, j))
+        for act, price in zip(rule.actions, prices):
+            if not self.armed:
+                break
+            if isinstance(act, ast.Order):
+                self._entry(j, act, price, i, t)
+            elif isinstance(act, ast.Flat):
+                if self.pos and self._count_order(j, i, t):
+                    self._place(self.plan_name, j, "flat", -1 if self.pos > 0 else 1,
+                                abs(self.pos), "mkt", None, i, t)
+            else:
+                for o in list(self.orders.values()):
+                    if o.role == "entry" and o.plan == self.plan_name:
+                        self._cancel(o, i, t, f"rule {j} cancel")
+        self._envelope(i)
+
+    def _count_order(self, j: int, i: int, t: int) -> bool:
+        if self.placed >= self.maxorders:
+            self._disarm(f"maxorders {self.maxorders} reached", i, t)
+            return False
+        self.placed += 1
+        return True
+
+    def _entry(self, j: int, act: ast.Order, price: float | None, i: int, t: int) -> None:
+        side = _SIDE[act.side]
+        if act.order_type != "mkt" and (price is None or price != price):
+            self._emit(OrderRejected(i, t, self.plan_name, j, "price undefined at this tick"))
+            return
+        working = sum(o.side * o.remaining for o in self.orders.values()
+                      if o.role in ("entry", "flat"))
+        projected = self.pos + working + side * act.qty
+        if abs(projected) > self.maxpos:
+            self._emit(OrderRejected(i, t, self.plan_name, j,
+                                     f"position would reach {projected}, over maxpos {self.maxpos}"))
+            self._disarm(f"maxpos {self.maxpos} breached", i, t)
+            return
+        if not self._count_order(j, i, t):
+            return
+        bracket = act if (act.stop or act.target or act.trail) else None
+        ttl = None if act.ttl is None else act.ttl.seconds * 1_000_000_000
+        self._place(self.plan_name, j, "entry", side, act.qty, act.order_type,
+                    None if act.order_type == "mkt" else price, i, t, ttl_ns=ttl, bracket=bracket)
+
+    # envelope ------------------------------------------------------------------
+    def _envelope(self, i: int) -> None:
+        """Recompute `env` after tick i: the broker must see tick k when bid <= lo_b or
+        bid >= hi_b or ask <= lo_a or ask >= hi_a or ts >= t_next or k >= i_next."""
+        if self.closed:
+            self.env = _IDLE_ENV
+            return
+        lo_b, hi_b, lo_a, hi_a = -INF, INF, -INF, INF
+        t_next = self.close_ns
+        i_next = NEVER
+        if self.armed and self.expiry_ns < t_next:
+            t_next = self.expiry_ns
+        now = self.t
+        for o in self.orders.values():
+            if i + 1 < o.el_idx or now < o.el_ts:
+                if i + 1 < o.el_idx:
+                    i_next = min(i_next, o.el_idx)
+                if now < o.el_ts:
+                    t_next = min(t_next, o.el_ts)
+                continue
+            if o.expire_ts is not None:
+                t_next = min(t_next, o.expire_ts)
+            ty = o.type
+            if ty == "mkt":
+                i_next = min(i_next, i + 1)
+            elif ty == "lmt":
+                assert o.price is not None
+                if o.side > 0:
+                    lo_a = max(lo_a, o.price)
+                else:
+                    hi_b = min(hi_b, o.price)
+            elif ty == "stp":
+                assert o.price is not None
+                if o.side > 0:
+                    hi_a = min(hi_a, o.price)
+                else:
+                    lo_b = max(lo_b, o.price)
+            else:
+                lvl = o.trail_level()
+                if o.side < 0:
+                    lo_b = max(lo_b, lvl)
+                    hi_b = min(hi_b, o.best)
+                else:
+                    hi_a = min(hi_a, lvl)
+                    lo_a = max(lo_a, o.best)
+        if self.pos and not self.loss_breached:
+            mult = self.config.multiplier
+            room = self.baseline - self.maxloss - self.rpnl + self.fees
+            thr = self.avg + room / (self.pos * mult)
+            margin = 1e-6 * (1.0 + abs(thr))
+            if self.pos > 0:
+                lo_b = max(lo_b, thr + margin)
+            else:
+                hi_a = min(hi_a, thr - margin)
+        self.env = (lo_b, hi_b, lo_a, hi_a, t_next, i_next)
+
+
+def ticks_of(rows: Sequence[tuple[int, float, float]] | Sequence[tuple[int, float, float, float, float]]) -> Ticks:
+    """Build `Ticks` from rows (ts, bid, ask[, last, size]) — a helper for tests and tools."""
+    arr = list(zip(*rows))
+    ts = np.asarray(arr[0], dtype=np.int64)
+    if len(arr) >= 5:
+        return Ticks.from_arrays(ts, arr[1], arr[2], arr[3], arr[4])
+    return Ticks.from_arrays(ts, arr[1], arr[2])

@@ -1,0 +1,217 @@
+"""The ledger: every order, fill, cancel, position change, arm/disarm and PnL mark.
+
+Events are msgspec Structs in one tagged union (`event` field). Each carries `tick` (the
+engine's global tick index since the session started) and `ts` (ns UTC). The canonical
+serialization is JSON lines, one event per line in emission order, fields in declaration
+order, floats in shortest round-trip form: two runs are compared by bytes.
+
+The PnL series is the `Mark` events, emitted after every fill and at the session close
+(or end of data); drawdown is measured on that series.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypeAlias
+
+import msgspec
+
+Side: TypeAlias = Literal["buy", "sell"]
+Role: TypeAlias = Literal["entry", "stop", "target", "trail", "flat", "exit"]
+
+
+class Armed(msgspec.Struct, frozen=True, tag="armed", tag_field="event"):
+    tick: int
+    ts: int
+    plan: str
+    rules: int
+    expiry_ts: int
+
+
+class Disarmed(msgspec.Struct, frozen=True, tag="disarmed", tag_field="event"):
+    tick: int
+    ts: int
+    plan: str
+    reason: str
+
+
+class Fired(msgspec.Struct, frozen=True, tag="fired", tag_field="event"):
+    tick: int
+    ts: int
+    plan: str
+    rule: int
+
+
+class OrderPlaced(msgspec.Struct, frozen=True, tag="order", tag_field="event"):
+    tick: int
+    ts: int
+    id: int
+    plan: str
+    role: Role
+    side: Side
+    qty: int
+    type: Literal["mkt", "lmt", "stp", "trail"]
+    price: float | None
+    parent: int | None
+
+
+class OrderRejected(msgspec.Struct, frozen=True, tag="reject", tag_field="event"):
+    tick: int
+    ts: int
+    plan: str
+    rule: int
+    reason: str
+
+
+class Filled(msgspec.Struct, frozen=True, tag="fill", tag_field="event"):
+    tick: int
+    ts: int
+    id: int
+    side: Side
+    qty: int
+    price: float
+    fee: float
+
+
+class Cancelled(msgspec.Struct, frozen=True, tag="cancel", tag_field="event"):
+    tick: int
+    ts: int
+    id: int
+    reason: str
+
+
+class PositionChanged(msgspec.Struct, frozen=True, tag="position", tag_field="event"):
+    tick: int
+    ts: int
+    pos: int
+    avg_price: float | None
+    rpnl: float
+
+
+class Mark(msgspec.Struct, frozen=True, tag="mark", tag_field="event"):
+    """Equity = rpnl + upnl - fees, upnl marked at the touch (bid for longs, ask for shorts)."""
+
+    tick: int
+    ts: int
+    pos: int
+    rpnl: float
+    upnl: float
+    fees: float
+    equity: float
+
+
+LedgerEvent: TypeAlias = (
+    Armed | Disarmed | Fired | OrderPlaced | OrderRejected | Filled | Cancelled
+    | PositionChanged | Mark
+)
+
+_ENCODER = msgspec.json.Encoder()
+_DECODER = msgspec.json.Decoder(LedgerEvent)
+
+
+class LedgerSummary(msgspec.Struct, frozen=True):
+    """Figures over a ledger. A trade is a round trip from flat back to flat; it wins when
+    its realized PnL net of the fees paid during it is > 0. `max_drawdown` is the largest
+    peak-to-trough fall of `Mark.equity`; `exposure_ns` the time spent with a position."""
+
+    trades: int
+    wins: int
+    win_rate: float
+    realized_pnl: float
+    fees: float
+    net_pnl: float
+    max_drawdown: float
+    exposure_ns: int
+    orders: int
+    fills: int
+
+
+class Ledger:
+    """An append-only list of ledger events with canonical serialization."""
+
+    __slots__ = ("events",)
+
+    def __init__(self, events: list[LedgerEvent] | None = None) -> None:
+        self.events: list[LedgerEvent] = [] if events is None else events
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    def to_jsonl(self) -> bytes:
+        """Canonical JSON lines (byte-comparable between runs)."""
+        return b"".join(_ENCODER.encode(e) + b"\n" for e in self.events)
+
+    @classmethod
+    def from_jsonl(cls, data: bytes) -> Ledger:
+        return cls([_DECODER.decode(line) for line in data.splitlines() if line.strip()])
+
+    def summary(self) -> LedgerSummary:
+        trades = wins = orders = fills = 0
+        rpnl = fees = 0.0
+        trade_start_rpnl = trade_start_fees = 0.0
+        pos = 0
+        open_since: int | None = None
+        exposure = 0
+        last_ts = 0
+        peak: float | None = None
+        max_dd = 0.0
+        last_fee = 0.0
+        for e in self.events:
+            last_ts = max(last_ts, e.ts)
+            if isinstance(e, OrderPlaced):
+                orders += 1
+            elif isinstance(e, Filled):
+                fills += 1
+                fees += e.fee
+                last_fee = e.fee
+            elif isinstance(e, PositionChanged):
+                if pos == 0 and e.pos != 0:
+                    open_since = e.ts
+                    trade_start_rpnl, trade_start_fees = rpnl, fees - last_fee
+                rpnl = e.rpnl
+                if pos != 0 and e.pos == 0:
+                    trades += 1
+                    if (rpnl - trade_start_rpnl) - (fees - trade_start_fees) > 0:
+                        wins += 1
+                    if open_since is not None:
+                        exposure += e.ts - open_since
+                    open_since = None
+                elif pos != 0 and e.pos != 0 and (pos > 0) != (e.pos > 0):
+                    # a reversal closes one trade and opens the next
+                    trades += 1
+                    if (rpnl - trade_start_rpnl) - (fees - trade_start_fees) > 0:
+                        wins += 1
+                    trade_start_rpnl, trade_start_fees = rpnl, fees
+                pos = e.pos
+            elif isinstance(e, Mark):
+                peak = e.equity if peak is None else max(peak, e.equity)
+                max_dd = max(max_dd, peak - e.equity)
+        if open_since is not None:
+            exposure += last_ts - open_since
+        return LedgerSummary(
+            trades=trades,
+            wins=wins,
+            win_rate=(wins / trades) if trades else 0.0,
+            realized_pnl=rpnl,
+            fees=fees,
+            net_pnl=rpnl - fees,
+            max_drawdown=max_dd,
+            exposure_ns=exposure,
+            orders=orders,
+            fills=fills,
+        )
+
+
+__all__ = [
+    "Armed",
+    "Cancelled",
+    "Disarmed",
+    "Filled",
+    "Fired",
+    "Ledger",
+    "LedgerEvent",
+    "LedgerSummary",
+    "Mark",
+    "OrderPlaced",
+    "OrderRejected",
+    "PositionChanged",
+]

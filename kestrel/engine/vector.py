@@ -1,0 +1,267 @@
+"""Whole-array evaluation of a plan's expressions for the fast path.
+
+Each function computes, over a session's ticks (index 0 = the session's first tick seen),
+exactly the values the generated reference code computes tick by tick: the same
+floating-point operations in the same order (running sums via `np.cumsum`, which
+accumulates sequentially; windowed max/min are exact; ema and bar recurrences use the same
+scalar Python loop). Undefined values are NaN; comparisons follow Python's NaN rules.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from kestrel.engine.codegen import NS_PER_DAY
+from kestrel.engine.indicators import IndicatorSpec, PlanError, resolve
+from kestrel.frame.session import SessionSpec
+from kestrel.frame.ticks import Ticks
+from kestrel.lang import ast
+
+F64 = npt.NDArray[np.float64]
+Arr = npt.NDArray[Any]
+NAN = float("nan")
+
+
+class Columns:
+    """Lazily computed arrays for one session's ticks; `arm` is the index where the plan was
+    armed (crosses start fresh there)."""
+
+    def __init__(self, ticks: Ticks, session: SessionSpec, arm: int) -> None:
+        self.t = ticks
+        self.session = session
+        self.arm = arm
+        self.n = len(ticks)
+        self._cache: dict[object, Arr] = {}
+        self._cross: dict[ast.Crosses, Arr] = {}
+
+    # series ------------------------------------------------------------------------
+    def series(self, name: str) -> Arr:
+        key = ("series", name)
+        if key in self._cache:
+            return self._cache[key]
+        t = self.t
+        out: Arr
+        if name == "last":
+            out = t.last
+        elif name == "bid":
+            out = t.bid
+        elif name == "ask":
+            out = t.ask
+        elif name == "mid":
+            out = (t.bid + t.ask) / 2.0
+        elif name == "spread":
+            out = t.ask - t.bid
+        elif name == "size":
+            out = t.size
+        elif name == "vol":
+            out = np.cumsum(t.size)
+        elif name == "vwap":
+            cv = np.cumsum(t.size)
+            cpv = np.cumsum(t.last * t.size)
+            cl = np.cumsum(t.last)
+            cn = np.arange(1, self.n + 1, dtype=np.float64)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                out = np.where(cv > 0.0, cpv / cv, cl / cn)
+        elif name == "open":
+            out = np.full(self.n, t.last[0] if self.n else NAN)
+        elif name == "time":
+            out = ((t.ts + self.session.utc_offset_ns) % NS_PER_DAY) // 1_000_000_000
+        else:
+            raise PlanError(f"series {name!r} is not available on the fast path")
+        self._cache[key] = out
+        return out
+
+    # indicators --------------------------------------------------------------------
+    def indicator(self, spec: IndicatorSpec) -> F64:
+        if spec in self._cache:
+            return self._cache[spec]
+        if spec.kind in ("high", "low"):
+            out = self._window(spec)
+        elif spec.kind == "chg":
+            out = self._chg(spec)
+        elif spec.tf_ns == 0:
+            out = self._sma(self.series(spec.x), spec.n) if spec.kind == "sma" else self._ema(
+                self.series(spec.x), spec.n)
+        else:
+            out = self._bars(spec)
+        self._cache[spec] = out
+        return out
+
+    def _window(self, spec: IndicatorSpec) -> F64:
+        ts, x, n = self.t.ts, self.t.last, self.n
+        out = np.full(n, NAN)
+        if n == 0:
+            return out
+        lo = np.searchsorted(ts, ts - spec.window_ns, side="left")
+        hi = np.searchsorted(ts, ts, side="left")
+        length = hi - lo
+        valid = (length > 0) & (ts - spec.window_ns >= ts[0])
+        if not valid.any():
+            return out
+        lv = np.zeros(n, dtype=np.int64)
+        lv[valid] = np.floor(np.log2(length[valid])).astype(np.int64)
+        red = np.maximum if spec.kind == "high" else np.minimum
+        table = x.copy()
+        level = 0
+        top = int(lv[valid].max())
+        while True:
+            sel = np.flatnonzero(valid & (lv == level))
+            if sel.size:
+                w = 1 << level
+                out[sel] = red(table[lo[sel]], table[hi[sel] - w])
+            if level >= top:
+                break
+            w = 1 << level
+            table = red(table[:-w], table[w:])
+            level += 1
+        return out
+
+    def _chg(self, spec: IndicatorSpec) -> F64:
+        ts, last = self.t.ts, self.t.last
+        j = np.searchsorted(ts, ts - spec.window_ns, side="right") - 1
+        ref = np.where(j >= 0, last[np.maximum(j, 0)], NAN)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = 100.0 * (last / ref - 1.0)
+        out[ref == 0.0] = NAN
+        return out
+
+    @staticmethod
+    def _sma(x: Arr, n: int) -> F64:
+        cs = np.concatenate(([0.0], np.cumsum(x)))
+        out = np.full(x.shape[0], NAN)
+        if x.shape[0] >= n:
+            out[n - 1:] = (cs[n:] - cs[:-n]) / float(n)
+        return out
+
+    @staticmethod
+    def _ema_list(xs: list[float], n: int) -> list[float]:
+        alpha = 2.0 / (n + 1)
+        out: list[float] = []
+        v = NAN
+        for x in xs:
+            v = x if v != v else v + alpha * (x - v)
+            out.append(v)
+        return out
+
+    def _ema(self, x: Arr, n: int) -> F64:
+        return np.asarray(self._ema_list(x.tolist(), n), dtype=np.float64)
+
+    def _bars(self, spec: IndicatorSpec) -> F64:
+        ts, last, n = self.t.ts, self.t.last, self.n
+        out = np.full(n, NAN)
+        if n == 0:
+            return out
+        kid = (ts - self.session.open_ns) // spec.tf_ns
+        starts = np.concatenate(([0], np.flatnonzero(kid[1:] != kid[:-1]) + 1))
+        ends = np.concatenate((starts[1:], [n]))
+        marks = np.zeros(n, dtype=np.int64)
+        marks[starts] = 1
+        pos = np.cumsum(marks) - 1  # bar ordinal of each tick
+        # completed bars: all but the last (a bar completes when a later bar starts)
+        done = len(starts) - 1
+        vals: list[float] = []
+        if spec.kind == "atr":
+            hs = np.maximum.reduceat(last, starts).tolist()
+            ls = np.minimum.reduceat(last, starts).tolist()
+            cs_ = last[ends - 1].tolist()
+            pc, acc = NAN, 0.0
+            hist = [0.0]
+            for k in range(done):
+                bh, bw = hs[k], ls[k]
+                tr = bh - bw if pc != pc else max(bh, pc) - min(bw, pc)
+                pc = cs_[k]
+                acc += tr
+                hist.append(acc)
+                vals.append((acc - hist[-1 - spec.n]) / float(spec.n) if len(hist) > spec.n else NAN)
+        else:
+            closes = self.series(spec.x)[ends - 1].tolist()[:done]
+            if spec.kind == "sma":
+                acc = 0.0
+                hist = [0.0]
+                for c in closes:
+                    acc += c
+                    hist.append(acc)
+                    vals.append((acc - hist[-1 - spec.n]) / float(spec.n) if len(hist) > spec.n else NAN)
+            else:
+                vals = self._ema_list(closes, spec.n)
+        barv = np.asarray([NAN] + vals, dtype=np.float64)  # index = completed bars count
+        out[:] = barv[pos]
+        return out
+
+    # expressions -------------------------------------------------------------------
+    def expr(self, e: ast.Expr) -> Arr:
+        n = self.n
+        if isinstance(e, ast.Number | ast.Percent):
+            return np.full(n, float(e.value))
+        if isinstance(e, ast.TimeOfDay):
+            return np.full(n, e.seconds, dtype=np.int64)
+        if isinstance(e, ast.Series):
+            return self.series(e.name)
+        if isinstance(e, ast.Call):
+            specs = resolve(e)
+            vs = [self.indicator(s) for s in specs]
+            return vs[0] - vs[1] if e.name == "range" else vs[0]
+        if isinstance(e, ast.Neg):
+            return -self.expr(e.operand)
+        if isinstance(e, ast.Arith):
+            x, y = self.expr(e.left), self.expr(e.right)
+            if e.op == "+":
+                return x + y
+            if e.op == "-":
+                return x - y
+            if e.op == "*":
+                return x * y
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return np.where(y != 0, x / np.where(y != 0, y, 1.0), NAN)
+        if isinstance(e, ast.Compare):
+            x, y = self.expr(e.left), self.expr(e.right)
+            op = e.op
+            if op == "<":
+                return x < y
+            if op == "<=":
+                return x <= y
+            if op == ">":
+                return x > y
+            if op == ">=":
+                return x >= y
+            if op == "==":
+                return np.asarray(x == y)
+            return np.asarray((x == x) & (y == y) & (x != y))
+        if isinstance(e, ast.Crosses):
+            if e not in self._cross:
+                x, y = self.expr(e.left), self.expr(e.right)
+                out = np.zeros(n, dtype=bool)
+                a = self.arm
+                if n - a > 1:
+                    px, py = x[a:-1], y[a:-1]
+                    cx, cy = x[a + 1:], y[a + 1:]
+                    if e.direction == "above":
+                        out[a + 1:] = (px <= py) & (cx > cy)
+                    else:
+                        out[a + 1:] = (px >= py) & (cx < cy)
+                self._cross[e] = out
+            return self._cross[e]
+        if isinstance(e, ast.And):
+            acc = self.truth(e.operands[0])
+            for o in e.operands[1:]:
+                acc = acc & self.truth(o)
+            return acc
+        if isinstance(e, ast.Or):
+            acc = self.truth(e.operands[0])
+            for o in e.operands[1:]:
+                acc = acc | self.truth(o)
+            return acc
+        if isinstance(e, ast.Not):
+            return ~self.truth(e.operand)
+        raise PlanError(f"{type(e).__name__} is not a value here")
+
+    def truth(self, e: ast.Expr) -> npt.NDArray[np.bool_]:
+        """Python truthiness of an expression's value, elementwise."""
+        v = self.expr(e)
+        if v.dtype == np.bool_:
+            return v
+        return np.asarray(v != 0)  # NaN is truthy in Python, and NaN != 0 is True
+
