@@ -83,10 +83,17 @@ class Codec:
                 f"(registered: {', '.join(self.tags)})"
             )
         if format == "json":
-            return self._json_enc.encode(message)
-        if format == "msgpack":
-            return self._mp_enc.encode(message)
-        raise CodecError(f"unknown format {format!r}; use 'json' or 'msgpack'")
+            encoder: msgspec.json.Encoder | msgspec.msgpack.Encoder = self._json_enc
+        elif format == "msgpack":
+            encoder = self._mp_enc
+        else:
+            raise CodecError(f"unknown format {format!r}; use 'json' or 'msgpack'")
+        try:
+            return encoder.encode(message)
+        except (msgspec.EncodeError, OverflowError, TypeError, ValueError) as exc:
+            raise CodecError(
+                f"cannot encode {type(message).__name__} as {format}: {exc}"
+            ) from exc
 
     def decode(self, data: bytes | bytearray | memoryview, format: Format = "json") -> msgspec.Struct:
         """The message encoded in `data`; `CodecError` if it is not a valid registered message."""
@@ -105,16 +112,14 @@ class Codec:
         return message
 
     def _explain(self, detail: str, data: bytes | bytearray | memoryview, format: Format) -> str:
-        field = f"`$.{self.tag_field}`"
-        if field in detail:
-            if detail.startswith("Object missing required field") or "missing required field" in detail:
-                return (
-                    f"invalid {format} message: no {self.tag_field!r} field saying its kind "
-                    f"(one of: {', '.join(self.tags)})"
-                )
-            if detail.startswith("Invalid value"):
-                tag = detail.split("'", 2)[1] if "'" in detail else detail
-                return f"invalid {format} message: {self._unknown(tag)}"
+        if detail == f"Object missing required field `{self.tag_field}`":
+            return (
+                f"invalid {format} message: no {self.tag_field!r} field saying its kind "
+                f"(one of: {', '.join(self.tags)})"
+            )
+        if detail.startswith("Invalid value ") and detail.endswith(f"at `$.{self.tag_field}`"):
+            tag = detail[len("Invalid value ") :].rsplit(" - at ", 1)[0]
+            return f"invalid {format} message: {self._unknown(tag.strip(chr(39)))}"
         return f"invalid {format} message: {detail}"
 
     def _unknown(self, tag: str) -> str:

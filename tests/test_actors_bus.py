@@ -1,0 +1,142 @@
+"""Bus: fan-out to several subscribers, slow-subscriber policies, bounded memory."""
+
+from __future__ import annotations
+
+import anyio
+import msgspec
+import pytest
+
+from actors import Actor, ActorStopped, ActorSystem, SlowPolicy
+
+pytestmark = pytest.mark.anyio
+
+
+class Fill(msgspec.Struct, frozen=True, tag="fill"):
+    seq: int
+
+
+class Collector(Actor[Fill]):
+    def __init__(self, seen: list[int], gate: anyio.Event | None = None) -> None:
+        self.seen = seen
+        self.gate = gate
+
+    async def receive(self, message: Fill) -> object:
+        if self.gate is not None:
+            await self.gate.wait()
+        self.seen.append(message.seq)
+        return len(self.seen)
+
+
+async def test_fan_out_reaches_every_subscriber_in_publish_order() -> None:
+    a: list[int] = []
+    b: list[int] = []
+    async with ActorSystem() as system:
+        bus = system.bus
+        ra = system.spawn(lambda: Collector(a), name="a")
+        rb = system.spawn(lambda: Collector(b), name="b")
+        bus.subscribe("fills", ra)
+        bus.subscribe("fills", rb)
+        stream = bus.subscribe_stream("fills")
+        other = bus.subscribe_stream("orders")
+        for seq in range(50):
+            assert await bus.publish("fills", Fill(seq=seq)) == 3
+        assert await bus.publish("nobody", Fill(seq=0)) == 0
+        received = [(await stream.receive()).seq for _ in range(50)]
+        assert bus.topics() == ("fills", "orders")
+    assert a == list(range(50))
+    assert b == list(range(50))
+    assert received == list(range(50))
+    assert other.pending == 0
+
+
+async def test_unsubscribe_stops_delivery_and_the_stream_ends_after_its_backlog() -> None:
+    async with ActorSystem() as system:
+        bus = system.bus
+        stream = bus.subscribe_stream("t")
+        await bus.publish("t", Fill(seq=1))
+        await bus.publish("t", Fill(seq=2))
+        bus.unsubscribe(stream)
+        bus.unsubscribe(stream)  # idempotent
+        assert await bus.publish("t", Fill(seq=3)) == 0
+        got = [m.seq async for m in stream]
+        assert got == [1, 2]
+        assert bus.topics() == ()
+
+
+async def test_block_policy_applies_backpressure_to_the_publisher() -> None:
+    async with ActorSystem() as system:
+        bus = system.bus
+        stream = bus.subscribe_stream("t", policy=SlowPolicy.BLOCK, capacity=3)
+        for seq in range(3):
+            await bus.publish("t", Fill(seq=seq))
+        published = anyio.Event()
+
+        async def publish_fourth() -> None:
+            await bus.publish("t", Fill(seq=3))
+            published.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(publish_fourth)
+            await anyio.wait_all_tasks_blocked()
+            assert not published.is_set()  # the publisher waits for the slow subscriber
+            assert stream.pending == 3
+            assert (await stream.receive()).seq == 0  # room for one: the publisher proceeds
+        assert published.is_set()
+        assert [(await stream.receive()).seq for _ in range(3)] == [1, 2, 3]
+        assert stream.drops == 0
+
+
+async def test_drop_oldest_keeps_the_newest_and_counts_drops_with_bounded_memory() -> None:
+    async with ActorSystem() as system:
+        bus = system.bus
+        slow = bus.subscribe_stream("t", policy=SlowPolicy.DROP_OLDEST, capacity=5)
+        fast = bus.subscribe_stream("t", policy=SlowPolicy.BLOCK, capacity=10_000)
+        for seq in range(1000):
+            await bus.publish("t", Fill(seq=seq))  # never waits on `slow`
+            assert slow.pending <= 5
+        assert slow.drops == 995
+        assert [(await slow.receive()).seq for _ in range(5)] == [995, 996, 997, 998, 999]
+        assert fast.pending == 1000 and fast.drops == 0
+
+
+async def test_drop_oldest_for_a_stalled_actor_is_bounded_and_counted() -> None:
+    gate = anyio.Event()
+    seen: list[int] = []
+    async with ActorSystem() as system:
+        bus = system.bus
+        ref = system.spawn(lambda: Collector(seen, gate), name="stalled", mailbox=2)
+        sub = bus.subscribe("t", ref, policy=SlowPolicy.DROP_OLDEST, capacity=3)
+        with anyio.fail_after(5):
+            for seq in range(100):
+                await bus.publish("t", Fill(seq=seq))
+                await anyio.wait_all_tasks_blocked()
+        # The actor holds 1 in its handler + 2 in its mailbox, the forwarder 1, the buffer 3.
+        assert ref.pending == 2
+        assert sub.drops == 100 - (1 + 2 + 1 + 3)
+        gate.set()
+        with anyio.fail_after(5):
+            while len(seen) < 7:
+                await anyio.sleep(0.01)
+    assert seen[:4] == [0, 1, 2, 3]  # taken before the actor stalled
+    assert seen[4:] == [97, 98, 99]  # the newest survive, the rest were dropped
+
+
+async def test_subscriptions_of_a_stopped_actor_are_removed() -> None:
+    async with ActorSystem() as system:
+        bus = system.bus
+        ref = system.spawn(lambda: Collector([]), name="gone")
+        bus.subscribe("t", ref)
+        await ref.stop()
+        assert await bus.publish("t", Fill(seq=1)) == 0
+        assert bus.subscriptions("t") == ()
+
+
+async def test_subscribe_validates_its_arguments() -> None:
+    async with ActorSystem() as system:
+        with pytest.raises(ValueError, match="capacity must be >= 1"):
+            system.bus.subscribe_stream("t", capacity=0)
+        with pytest.raises(ValueError, match="non-empty"):
+            system.bus.subscribe_stream("")
+        bus = system.bus
+    with pytest.raises(ActorStopped, match="shutting down"):
+        await bus.publish("t", Fill(seq=1))
