@@ -1,0 +1,187 @@
+"""Each pane rendered on a tiny hand-written two-session fixture; expected text by hand."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from kestrel.frame import (
+    AccountState,
+    MarketData,
+    ResolvedPane,
+    SessionSpec,
+    Ticks,
+    WorkingOrder,
+    freeze,
+)
+from kestrel.frame.catalog import DEFAULT_CATALOG
+from kestrel.frame.snapshot import FrozenSnapshot
+from kestrel.frame.ticks import NS_PER_S
+from kestrel.lang.ast import Compare, Duration, Offset, Order, Plan, Rule, Series, Call, TimeOfDay, Until
+
+D1 = SessionSpec(dt.date(2024, 1, 1), tz="UTC")
+D2 = SessionSpec(dt.date(2024, 1, 2), tz="UTC")
+
+
+def _at(s: SessionSpec, h: int, m: int) -> int:
+    return s.wall_clock_ns(h, m)
+
+
+# (session, hh, mm, bid, ask, last, size)
+ROWS = [
+    (D1, 9, 30, 9.99, 10.01, 10.00, 100),
+    (D1, 10, 0, 10.19, 10.21, 10.20, 200),
+    (D1, 15, 59, 10.09, 10.11, 10.10, 100),
+    (D2, 9, 30, 10.29, 10.31, 10.30, 100),
+    (D2, 9, 31, 10.39, 10.41, 10.40, 100),
+    (D2, 9, 44, 10.19, 10.21, 10.20, 100),
+    (D2, 10, 1, 10.49, 10.51, 10.50, 100),
+]
+
+
+def fixture_data() -> MarketData:
+    cols = list(zip(*[(_at(s, h, m), b, a, last, z) for s, h, m, b, a, last, z in ROWS]))
+    return MarketData("T", 0.01, Ticks.from_arrays(*cols), (D1, D2))
+
+
+def snap(account: AccountState | None = None, plan: Plan | None = None) -> FrozenSnapshot:
+    # ordinal 10:06:30, guard 5m → cutoff 10:01:30: every day-2 tick is visible
+    return freeze(fixture_data(), _at(D2, 10, 6) + 30 * NS_PER_S, account=account, plan=plan)
+
+
+def render(s: FrozenSnapshot, name: str, **args: int | str) -> str:
+    spec = DEFAULT_CATALOG.get(name)
+    assert spec is not None
+    full = {a.name: a.default for a in spec.args} | args
+    return spec.builder(s, full)
+
+
+def test_quote() -> None:
+    assert render(snap(), "quote") == (
+        "QUOTE T 10:01:00\n"
+        "bid 10.49 ask 10.51 spr 0.02 last 10.50 sz 100\n"
+        "open 10.30 vwap 10.35 vol 400 chg +0.40 +3.96% vs pC 10.10"
+    )
+
+
+def test_quote_before_any_tick() -> None:
+    s = freeze(fixture_data(), _at(D1, 9, 30))
+    assert render(s, "quote") == "QUOTE T no ticks yet"
+
+
+def test_bars_across_sessions_with_forming_bar() -> None:
+    assert render(snap(), "bars", tf=900, n=3) == (
+        "BARS 15m last 3 (*forming)\n"
+        "time          open  high   low close vol  vwap\n"
+        "01-01 15:45  10.10 10.10 10.10 10.10 100 10.10\n"
+        "01-02 09:30  10.30 10.40 10.20 10.20 300 10.30\n"
+        "01-02 10:00* 10.50 10.50 10.50 10.50 100 10.50"
+    )
+
+
+def test_bars_same_day_show_time_only() -> None:
+    assert render(snap(), "bars", tf=60, n=2) == (
+        "BARS 1m last 2 (*forming)\n"
+        "time    open  high   low close vol  vwap\n"
+        "09:44  10.20 10.20 10.20 10.20 100 10.20\n"
+        "10:01* 10.50 10.50 10.50 10.50 100 10.50"
+    )
+
+
+def test_daily_bars() -> None:
+    assert render(snap(), "bars", tf=86_400, n=5) == (
+        "BARS 1d last 2 (*forming)\n"
+        "time    open  high   low close vol  vwap\n"
+        "01-01  10.00 10.20 10.00 10.10 400 10.12\n"
+        "01-02* 10.30 10.50 10.20 10.50 400 10.35"
+    )
+
+
+def test_levels() -> None:
+    assert render(snap(), "levels") == (
+        "LEVELS\n"
+        "prior H 10.20 L 10.00 C 10.10\n"
+        "today O 10.30 H 10.50 L 10.20\n"
+        "or30m H 10.40 L 10.20\n"
+        "vwap 10.35"
+    )
+
+
+def test_levels_before_the_open_and_forming_range() -> None:
+    at_open = freeze(fixture_data(), _at(D2, 9, 30))
+    assert render(at_open, "levels") == "LEVELS\nprior H 10.20 L 10.00 C 10.10\ntoday not open"
+    early = freeze(fixture_data(), _at(D2, 9, 40))  # cutoff 09:35: the 30m range is forming
+    assert render(early, "levels", **{"or": 1800}).splitlines()[3] == "or30m H 10.40 L 10.30 forming"
+
+
+def test_stats() -> None:
+    # completed 15m bars: d1 10:00 (C 10.20), d1 15:45 (10.10), d2 09:30 (H 10.40 L 10.20 C 10.20)
+    # TR: 0.10, max(0.20, 0.30, 0.10) = 0.30 → atr 0.20
+    # rv: returns ±ln(10.2/10.1) = ±0.0098522, sd = 0.0139331, × sqrt(252 × 26) = 80.944 → 112.8%
+    # volume: prior day 400; by 10:01:30 it had 300 → relvol 400/300 = 1.33
+    assert render(snap(), "stats", tf=900, n=2) == (
+        "STATS 15m n=2\n"
+        "atr 0.20 rv 112.8%\n"
+        "avgvol 400 over 1d relvol 1.33"
+    )
+
+
+def test_stats_without_history() -> None:
+    s = freeze(fixture_data(), _at(D1, 10, 6))
+    assert render(s, "stats", tf=900, n=2) == (
+        "STATS 15m n=2\natr n/a rv n/a (only 1 bars)\navgvol n/a (no prior session)"
+    )
+
+
+def test_tape() -> None:
+    assert render(snap(), "tape", n=2) == (
+        "TAPE last 2\n"
+        "time       bid   ask  last  sz\n"
+        "09:44:00 10.19 10.21 10.20 100\n"
+        "10:01:00 10.49 10.51 10.50 100"
+    )
+
+
+def test_position_flat_and_long_with_orders() -> None:
+    assert render(snap(), "position") == "POSITION flat rpnl +0.00 fees 0.00\norders none"
+    acct = AccountState(
+        position=100, avg_entry=10.4, upnl=10.0, rpnl=-2.5, fees=1.0,
+        orders=(WorkingOrder("o1", "sell", 100, "stp", 10.1), WorkingOrder("o2", "sell", 100, "lmt", 10.9)),
+    )
+    assert render(snap(acct), "position") == (
+        "POSITION long 100 @ 10.40 upnl +10.00 rpnl -2.50 fees 1.00\n"
+        "orders 2\n"
+        "id side qty type price\n"
+        "o1 sell 100  stp 10.10\n"
+        "o2 sell 100  lmt 10.90"
+    )
+    short = AccountState(position=-5, avg_entry=10.5, upnl=-0.5,
+                         orders=(WorkingOrder("o3", "buy", 5, "mkt"),))
+    assert render(snap(short), "position").splitlines()[0] == (
+        "POSITION short 5 @ 10.50 upnl -0.50 rpnl +0.00 fees 0.00"
+    )
+    assert render(snap(short), "position").splitlines()[-1] == "o3  buy   5  mkt     -"
+
+
+def test_plan_pane() -> None:
+    assert render(snap(), "plan") == "PLAN none"
+    plan = Plan(
+        name="orb",
+        rules=(Rule(Compare(">", Series("last"), Call("high", (Duration(30, "m"),))),
+                    (Order("buy", 100, "mkt", stop=Offset("pct", -0.6)),)),),
+        instrument="T",
+        expiry=Until(TimeOfDay(15, 45)),
+    )
+    assert render(snap(plan=plan), "plan") == (
+        "INCUMBENT\n"
+        "PLAN orb ON T UNTIL 15:45\n"
+        "WHEN last > high(30m): BUY 100 MKT STOP -0.6%"
+    )
+
+
+@pytest.mark.parametrize("name", DEFAULT_CATALOG.names())
+def test_every_pane_renders_on_empty_snapshot(name: str) -> None:
+    s = freeze(fixture_data(), _at(D1, 9, 0))
+    text = render(s, name)
+    assert text and text.split()[0].isupper()
