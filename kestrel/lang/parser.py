@@ -11,10 +11,11 @@ import difflib
 import re
 import threading
 from importlib import resources
+from collections.abc import Callable
 from typing import Any
 
 from lark import Lark, Token, Transformer
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from lark.parsers.lalr_analysis import Shift
 
 from kestrel.lang.ast import (
     And,
@@ -51,6 +52,7 @@ from kestrel.lang.ast import (
 )
 from kestrel.lang.checker import Loc, check_located
 from kestrel.lang.errors import Diagnostic, LangError
+from kestrel.lang.lexer import KEYWORDS, LexError, tokens
 from kestrel.lang.limits import DEFAULT_LIMITS, Limits
 
 # A whole-number literal longer than this is clamped (and then rejected by the range check)
@@ -159,10 +161,26 @@ class _Builder(Transformer[Token, Any]):
         self.pos[id(node)] = (node, Loc(minus.line, minus.column, max(1, width)))  # type: ignore[arg-type]
         return node
 
-    def arith(self, c: list[Any]) -> Arith:
-        node = Arith(str(c[1]), c[0], c[2])  # type: ignore[arg-type]
-        self._at(node, c[1], field="op")
-        return self._span(node, c[0], c[2])  # type: ignore[no-any-return]
+    def sum(self, c: list[Any]) -> Expr:
+        """`a op b op c ...` flat: fold `*` `/` first, then `+` `-`, both left-associative."""
+        terms: list[Any] = [c[0]]
+        ops: list[Token] = []
+        for i in range(1, len(c), 2):
+            op, right = c[i], c[i + 1]
+            if op.type in ("STAR", "SLASH"):
+                terms[-1] = self._arith(terms[-1], op, right)
+            else:
+                ops.append(op)
+                terms.append(right)
+        node = terms[0]
+        for op, right in zip(ops, terms[1:]):
+            node = self._arith(node, op, right)
+        return node  # type: ignore[no-any-return]
+
+    def _arith(self, left: Expr, op: Token, right: Expr) -> Arith:
+        node = Arith(str(op), left, right)  # type: ignore[arg-type]
+        self._at(node, op, field="op")
+        return self._span(node, left, right)  # type: ignore[no-any-return]
 
     def compare(self, c: list[Any]) -> Compare:
         node = Compare(str(c[1]), c[0], c[2])  # type: ignore[arg-type]
@@ -179,11 +197,20 @@ class _Builder(Transformer[Token, Any]):
         self._at(node, c[0])
         return node
 
-    def and_(self, c: list[Any]) -> And:
-        return self._span(And(tuple(c)), c[0], c[-1])  # type: ignore[no-any-return]
-
-    def or_(self, c: list[Any]) -> Or:
-        return self._span(Or(tuple(c)), c[0], c[-1])  # type: ignore[no-any-return]
+    def bool_seq(self, c: list[Any]) -> Expr:
+        """`a AND b OR c ...` flat: AND binds tighter than OR; chains become one node."""
+        groups: list[list[Any]] = [[c[0]]]
+        for i in range(1, len(c), 2):
+            if c[i].type == "OR":
+                groups.append([c[i + 1]])
+            else:
+                groups[-1].append(c[i + 1])
+        terms = [
+            g[0] if len(g) == 1 else self._span(And(tuple(g)), g[0], g[-1]) for g in groups
+        ]
+        if len(terms) == 1:
+            return terms[0]  # type: ignore[no-any-return]
+        return self._span(Or(tuple(terms)), terms[0], terms[-1])  # type: ignore[no-any-return]
 
     # ---- actions
     def offset(self, c: list[Token]) -> Offset:
@@ -423,8 +450,8 @@ _WORDS: dict[str, str] = {
     "_COMMA": "`,`",
     "_SEMI": "`;`",
     "CMP": "a comparison (< <= > >= == !=)",
-    "_AND": "AND",
-    "_OR": "OR",
+    "AND": "AND",
+    "OR": "OR",
     "_CROSSES": "CROSSES",
     "DIRECTION": "ABOVE or BELOW",
     "PLUS": "`+`",
@@ -467,7 +494,7 @@ _WORDS: dict[str, str] = {
     "PASS": "PASS",
     "$END": "the end of the document",
 }
-_MAX_EXPECTED = 8
+_MAX_EXPECTED = 10
 _ORDER = {name: i for i, name in enumerate(_WORDS)}
 _KEYWORDS = [w for w in _WORDS.values() if w.isupper() and w.isalpha()] + [
     "maxpos",
@@ -493,7 +520,7 @@ _CHAR_HINTS: dict[str, str] = {
 }
 
 
-def _expected(names: set[str] | frozenset[str] | None) -> tuple[str, ...]:
+def _expected(names: frozenset[str]) -> tuple[str, ...]:
     if not names:
         return ()
     words: list[str] = []
@@ -511,70 +538,73 @@ def _line_of(text: str, line: int) -> str:
     return lines[line - 1] if 0 < line <= len(lines) else ""
 
 
-def _syntax_hint(text: str, err: UnexpectedInput, got: str, expected: set[str]) -> str | None:
-    if isinstance(err, UnexpectedCharacters):
-        line = _line_of(text, err.line)
+_BAD_WORD = re.compile(r"[0-9A-Za-z_.%]+(?::[0-9]+)*")
+
+
+def _syntax_hint(text: str, err: ParseFailure | LexError, got: str, expected: frozenset[str]) -> str | None:
+    if isinstance(err, LexError):
+        if re.fullmatch(r"[0-9]+(\.[0-9]+)?[A-Za-z]+", got):
+            return "a duration is a whole number and one unit of s, m, h or d: write 90m, not 1.5h or 90min"
+        if re.fullmatch(r"[0-9]+\.", got) or re.fullmatch(r"[0-9.]+\.[0-9.]*", got):
+            return "write numbers like 182.40: digits, one point, digits"
+        if got[:1] == ".":
+            return "write numbers with a leading digit: 0.5, not .5"
         if got in _CHAR_HINTS:
             return _CHAR_HINTS[got]
-        if got == "." and re.search(r"[0-9]+\.[0-9]+[smhd]", line[max(0, err.column - 8) :]):
-            return "durations are whole numbers of s, m, h or d: write 90m, not 1.5h"
-        if got == "." and "NUMBER" in expected:
-            return "write numbers with a leading digit: 0.5, not .5"
-        if got.isalpha() and "SYMBOL" in expected:
-            return "instrument symbols are upper case: ON AAPL"
-        if got == '"':
+        if got[:1] in _CHAR_HINTS:
+            return _CHAR_HINTS[got[:1]]
+        if got[:1] == '"':
             return 'a reason is one line of text in double quotes; escape " as \\"'
+        return None
     word = got.strip()
     if "SYMBOL" in expected and word[:1].isalpha():
         return f"instrument symbols are upper case: ON {word.upper()}"
-    if expected & {"_COLON"} and not expected & {"NAME", "NUMBER"}:
+    if "_COLON" in expected and not expected & {"NAME", "NUMBER"}:
         if word.upper() in {"BUY", "SELL", "FLAT", "CANCEL"}:
             return "end the condition with `:` before the actions: WHEN cond: action"
     if "MKT" in expected and word[:1].isdigit():
         return "write the order type after the quantity: MKT, LMT price or STP price"
     if word and expected & {"STOP", "TARGET", "TRAIL", "TTL"} and word[:1] in "0123456789@+-":
         return "MKT takes no price; write LMT price for a limit order"
-    if word and word[0].isalpha():
-        words = [w for w in _KEYWORDS]
-        close = difflib.get_close_matches(word.upper(), [w.upper() for w in words], n=1, cutoff=0.7)
-        if close:
-            match = next(w for w in words if w.upper() == close[0])
-            if match.upper() != word.upper():
-                return f"did you mean `{match}`?"
-    if got == "" and expected & {"WHEN"} and "PLAN" not in expected:
+    if word and (word[0].isalpha() or word[0] == "_"):
+        upper = {w.upper(): w for w in _KEYWORDS}
+        close = difflib.get_close_matches(word.upper(), list(upper), n=1, cutoff=0.7)
+        if close and close[0] != word.upper():
+            return f"did you mean `{upper[close[0]]}`?"
+        if word.lower() in KEYWORDS and "NAME" in expected:
+            return f"`{word}` is a keyword; pick another name"
+    if word == "=" :
+        return "compare with ==; a single = only names a pane argument (n=24)"
+    if got == "" and "WHEN" in expected and "PLAN" not in expected:
         return "a PLAN needs at least one rule: WHEN cond: action"
     if got == "" and expected & {"SIDE", "FLAT"}:
         return "a rule needs an action after `:` (BUY, SELL, FLAT or CANCEL)"
     return None
 
 
-def _syntax_diag(text: str, err: UnexpectedInput) -> Diagnostic:
-    expected: set[str] = set()
-    if isinstance(err, UnexpectedToken):
-        expected = set(err.accepts or err.expected)
+def _syntax_diag(text: str, err: ParseFailure | LexError) -> Diagnostic:
+    if isinstance(err, ParseFailure):
+        expected = err.expected
         tok = err.token
         got = "" if tok.type == "$END" else str(tok)
-        line, col = tok.line, tok.column
-        if tok.type == "$END" or not isinstance(line, int) or not isinstance(col, int):
+        if tok.type == "$END":
             lines = text.splitlines() or [""]
             line, col = len(lines), len(lines[-1]) + 1
-        what = "end of the document" if got == "" else f"`{_clip(got)}`"
-        width = max(1, len(got.splitlines()[0]) if got else 1)
-    elif isinstance(err, UnexpectedCharacters):
-        expected = set(err.allowed or ())
-        line, col = err.line, err.column
-        at = err.pos_in_stream or 0
-        got = text[at] if at < len(text) else ""
-        if not got:
             what = "end of the document"
         else:
-            what = f"character `{got}`" if got.isprintable() else f"character U+{ord(got):04X}"
-        width = 1
+            line, col = tok.line or 1, tok.column or 1
+            what = f"`{_clip(got)}`"
+        width = max(1, len(got))
     else:
-        assert isinstance(err, UnexpectedEOF)
-        expected = set(err.expected)
-        lines = text.splitlines() or [""]
-        line, col, got, what, width = len(lines), len(lines[-1]) + 1, "", "end of the document", 1
+        expected = err.accepts
+        line, col = err.line, err.column
+        m = _BAD_WORD.match(text, err.pos)
+        got = m.group() if m else text[err.pos]
+        if got.isprintable():
+            what = f"`{_clip(got)}`"
+        else:
+            what = f"character U+{ord(got[0]):04X}"
+        width = len(got) if m else 1
     return Diagnostic(
         "syntax",
         f"unexpected {what}",
@@ -595,23 +625,128 @@ def _clip(s: str, n: int = 24) -> str:
 # The parser
 
 
+class ParseFailure(Exception):
+    """The parser met `token` in a state that accepts only `expected` terminals."""
+
+    def __init__(self, token: Token, expected: frozenset[str]) -> None:
+        super().__init__(f"unexpected {token.type}")
+        self.token = token
+        self.expected = expected
+
+
+def _accepted(stack: list[int], table: dict[int, dict[str, tuple[bool, Any]]]) -> frozenset[str]:
+    """The terminals that really can come next: LALR rows merge lookaheads from several
+    contexts, so each candidate is replayed through its reductions until it shifts or fails
+    (error path only)."""
+    out: set[str] = set()
+    for term in table[stack[-1]]:
+        if not term.isupper():
+            continue
+        states = list(stack)
+        while True:
+            act = table[states[-1]].get(term)
+            if act is None:
+                break
+            if act[0] or term == "$END" and act[1][1] == "start" and len(states) - act[1][0] == 1:
+                out.add(term)
+                break
+            size, origin, _ = act[1]
+            if size:
+                del states[-size:]
+            states.append(table[states[-1]][origin][1])
+    return frozenset(out)
+
+
+_Reduce = tuple[int, str, Callable[[list[Any]], Any]]
+
+
+class _Machine:
+    """lark compiles the grammar into LALR tables and AST-building callbacks once; this
+    loop drives them directly (shift, or reduce by calling the rule's callback), fed by
+    `lexer.tokens`. One instance per thread: the builder holds per-parse positions."""
+
+    def __init__(self) -> None:
+        self.builder = _Builder()
+        lark = Lark(
+            GRAMMAR,
+            parser="lalr",
+            lexer="contextual",
+            transformer=self.builder,
+            maybe_placeholders=True,
+        )
+        inner = lark.parser.parser.parser
+        table = inner.parse_table
+        callbacks = inner.callbacks
+        self.start: int = table.start_states["start"]
+        self.end: int = table.end_states["start"]
+        self.table: dict[int, dict[str, tuple[bool, Any]]] = {}
+        for state, actions in table.states.items():
+            row: dict[str, tuple[bool, Any]] = {}
+            for term, (action, arg) in actions.items():
+                if action is Shift:
+                    row[str(term)] = (True, arg)
+                else:
+                    row[str(term)] = (False, (len(arg.expansion), str(arg.origin.name), callbacks[arg]))
+            self.table[state] = row
+
+    def run(self, text: str) -> Any:
+        table = self.table
+        stack = [self.start]
+        values: list[Any] = []
+        last: Token | None = None
+        for tok in tokens(text, stack, table, _accepted):
+            last = tok
+            kind = tok.type
+            while True:
+                row = table[stack[-1]]
+                act = row.get(kind)
+                if act is None:
+                    raise ParseFailure(tok, _accepted(stack, table))
+                if act[0]:
+                    stack.append(act[1])
+                    values.append(tok)
+                    break
+                size, origin, callback = act[1]
+                if size:
+                    children = values[-size:]
+                    del stack[-size:]
+                    del values[-size:]
+                else:
+                    children = []
+                values.append(callback(children))
+                stack.append(table[stack[-1]][origin][1])
+        end = (
+            Token.new_borrow_pos("$END", "", last) if last is not None else Token("$END", "", 0, 1, 1)
+        )
+        while True:
+            row = table[stack[-1]]
+            act = row.get("$END")
+            if act is None:
+                raise ParseFailure(end, _accepted(stack, table))
+            size, origin, callback = act[1]
+            children = values[-size:] if size else []
+            if size:
+                del stack[-size:]
+                del values[-size:]
+            value = callback(children)
+            if origin == "start" and len(stack) == 1:
+                return value
+            stack.append(table[stack[-1]][origin][1])
+            values.append(value)
+
+
 class _State(threading.local):
-    lark: Lark | None = None
-    builder: _Builder | None = None
+    machine: _Machine | None = None
 
 
 _STATE = _State()
 GRAMMAR: str = resources.files("kestrel.lang").joinpath("kestrel.lark").read_text("utf-8")
 
 
-def _parser() -> tuple[Lark, _Builder]:
-    if _STATE.lark is None or _STATE.builder is None:
-        builder = _Builder()
-        _STATE.builder = builder
-        _STATE.lark = Lark(
-            GRAMMAR, parser="lalr", lexer="contextual", transformer=builder, maybe_placeholders=True
-        )
-    return _STATE.lark, _STATE.builder
+def _machine() -> _Machine:
+    if _STATE.machine is None:
+        _STATE.machine = _Machine()
+    return _STATE.machine
 
 
 def _fail(code: str, message: str, hint: str | None = None) -> LangError:
@@ -630,11 +765,12 @@ def parse(text: str, limits: Limits | None = None) -> Module | Statement:
             f"document is {len(text)} characters; the limit is {lim.max_document_chars}",
             hint="split it, or keep one statement per reply",
         )
-    lark, builder = _parser()
+    machine = _machine()
+    builder = machine.builder
     builder.reset()
     try:
-        statements: list[Statement] = lark.parse(text)  # type: ignore[assignment]
-    except UnexpectedInput as err:
+        statements: list[Statement] = machine.run(text)
+    except (ParseFailure, LexError) as err:
         raise LangError([_syntax_diag(text, err)]) from None
     except LangError:
         raise
