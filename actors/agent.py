@@ -1,11 +1,15 @@
 """`AgentActor`: runs an `Agent` behind a mailbox; answers `AuthorRequest`s with `AgentReply`s.
 
-The agent's own failures surface to the asking driver as `AskFailed` (the loop then stands
-down fail-closed); a slow agent surfaces as `AskTimeout`. Model adapters that block on I/O
-plug in here (a later issue) by answering from a worker thread or natively async.
+Agents are synchronous (`Agent.author`); the actor calls them on a worker thread so that a
+slow or hung agent (a model adapter blocking on I/O) never stalls the event loop and the
+driver's ask timeout always fires. The agent's own failures surface to the asking driver as
+`AskFailed` (the loop then stands down fail-closed); a slow agent surfaces as `AskTimeout`.
+Determinism does not depend on this: the driver waits for each answer before moving on.
 """
 
 from __future__ import annotations
+
+import anyio
 
 from actors.actor import Actor
 from kestrel.session.protocol import Agent, AgentReply, AuthorRequest
@@ -16,7 +20,7 @@ class AgentActor(Actor[AuthorRequest]):
         self.agent = agent
 
     async def receive(self, message: AuthorRequest) -> AgentReply:
-        return self.agent.author(message)
+        return await anyio.to_thread.run_sync(self.agent.author, message, abandon_on_cancel=True)
 
 
 __all__ = ["AgentActor"]

@@ -170,12 +170,15 @@ class SessionDay:
 def open_loop(
     day: SessionDay,
     i: int,
-    agent: Agent,
     options: SessionOptions,
     account: AccountState,
     incumbent: ast.Plan | None,
+    *,
+    iterative: bool,
+    model: str,
 ) -> AuthoringLoop:
-    """The authoring loop of ordinal `i`, over the snapshot frozen at its cutoff."""
+    """The authoring loop of ordinal `i`, over the snapshot frozen at its cutoff. Profile
+    policies apply to iterative agents only (single-shot agents never enter the loop)."""
     o = day.ordinals[i]
     snap = freeze(day.data, o.time_ns, day.guard_s * NS_PER_S, account, incumbent)
     bounds = RiskBounds(maxpos=options.engine.maxpos, maxloss=options.engine.maxloss)
@@ -186,10 +189,10 @@ def open_loop(
         ordinal=o.label,
         ports=ports,
         settings=options.settings,
-        policy=options.policy if agent.iterative else None,
-        model=agent.model,
+        policy=options.policy if iterative else None,
+        model=model,
         profile=options.profile,
-        iterative=agent.iterative,
+        iterative=iterative,
     )
 
 
@@ -223,14 +226,16 @@ def outcome(day: SessionDay, i: int, loop: AuthoringLoop, done: Done, armed: str
     )
 
 
-def capture_header(data: MarketData, days: Sequence[SessionDay], agent: Agent, options: SessionOptions) -> CaptureHeader:
+def capture_header(
+    data: MarketData, days: Sequence[SessionDay], agent_id: str, options: SessionOptions
+) -> CaptureHeader:
     return CaptureHeader(
         data=options.data_name,
         symbol=data.symbol,
         dates=tuple(d.date for d in days),
         schedule=tuple(o.label for o in days[0].ordinals) if days else (),
         guard_s=options.guard_s,
-        agent=agent.agent_id,
+        agent=agent_id,
     )
 
 
@@ -252,7 +257,9 @@ def run_day(
     evidence: list[Evidence] = []
     for i, o in enumerate(day.ordinals):
         engine.on_ticks(day.segment(i))
-        loop = open_loop(day, i, agent, options, engine.account(), incumbent)
+        loop = open_loop(
+            day, i, options, engine.account(), incumbent, iterative=agent.iterative, model=agent.model
+        )
         done = author_turn(loop, agent)
         for record in loop.evidence:
             evidence.append(record)
@@ -284,7 +291,7 @@ def run_session(
         results.append(run_day(day, agent, options, sink))
         if progress is not None:
             progress(k + 1, len(plan))
-    return SessionResult(capture_header(data, plan, agent, options), results)
+    return SessionResult(capture_header(data, plan, agent.agent_id, options), results)
 
 
 __all__ = [

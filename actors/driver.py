@@ -1,0 +1,222 @@
+"""`DriverActor` and `simulate`: a session on actors.
+
+The driver owns the frozen snapshots and the pane catalog (through `kestrel.session.runner`'s
+helpers), runs the ordinal schedule and the bounded authoring loop against the agent actor,
+publishes ONLY the terminal turn on the bus (topic `turns`: the engine arms it, the capture
+records it), and writes the iteration evidence to the evidence sink, never to the bus.
+
+Per ordinal: release the feed up to the cutoff → read the account → author → publish the
+turn → `Sync` with the engine (the turn is armed) → only then release the next ticks. The
+same steps as `run_session`, so both give byte-identical ledgers and captures, on asyncio and
+on trio.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import msgspec
+
+from actors.actor import Actor
+from actors.agent import AgentActor
+from actors.engine import (
+    TURNS_TOPIC,
+    AccountQuery,
+    ArmReport,
+    DayLedger,
+    EngineActor,
+    FinishDay,
+    StartDay,
+    Sync,
+)
+from actors.errors import AskFailed, AskTimeout
+from actors.feed import DEFAULT_BATCH_TICKS, AdvanceTo, FeedActor, LoadDay
+from actors.ref import ActorRef
+from actors.system import ActorSystem
+from kestrel.engine.ledger import Ledger
+from kestrel.frame import MarketData
+from kestrel.frame.account import AccountState
+from kestrel.session.capture import CapturedTurn
+from kestrel.session.loop import Done, Evidence
+from kestrel.session.protocol import Agent, AgentReply
+from kestrel.session.runner import (
+    DayResult,
+    EvidenceSink,
+    OrdinalOutcome,
+    SessionDay,
+    SessionOptions,
+    SessionResult,
+    capture_header,
+    open_loop,
+    outcome,
+    pick_sessions,
+)
+
+DEFAULT_AGENT_TIMEOUT_S = 120.0
+
+
+class RunSession(msgspec.Struct, frozen=True, tag="run_session"):
+    pass
+
+
+class DriverActor(Actor[RunSession]):
+    def __init__(
+        self,
+        days: list[SessionDay],
+        *,
+        agent: ActorRef[Any],
+        agent_id: str,
+        model: str,
+        iterative: bool,
+        engine: ActorRef[Any],
+        feed: ActorRef[Any],
+        options: SessionOptions,
+        sink: EvidenceSink | None,
+        progress: Callable[[int, int], None] | None,
+        agent_timeout: float,
+    ) -> None:
+        self._days = days
+        self._agent = agent
+        self._agent_id = agent_id
+        self._model = model
+        self._iterative = iterative
+        self._engine = engine
+        self._feed = feed
+        self._options = options
+        self._sink = sink
+        self._progress = progress
+        self._timeout = agent_timeout
+
+    async def receive(self, message: RunSession) -> list[DayResult]:
+        results = []
+        for k, day in enumerate(self._days):
+            results.append(await self._run_day(k, day))
+            if self._progress is not None:
+                self._progress(k + 1, len(self._days))
+        return results
+
+    async def _author(self, day: SessionDay, i: int, account: AccountState, report: ArmReport) -> tuple[Done, Any]:
+        loop = open_loop(
+            day, i, self._options, account, report.incumbent, iterative=self._iterative, model=self._model
+        )
+        request = loop.next_request()
+        while True:
+            try:
+                reply = await self._agent.ask(request, expect=AgentReply, timeout=self._timeout)
+            except AskTimeout:
+                return loop.receive_failure(f"timed out after {self._timeout:g}s"), loop
+            except AskFailed as exc:
+                err = exc.error
+                return loop.receive_failure(f"{type(err).__name__}: {err}"), loop
+            out = loop.receive_reply(reply)
+            if isinstance(out, Done):
+                return out, loop
+            request = out
+
+    async def _run_day(self, k: int, day: SessionDay) -> DayResult:
+        bus = self.ctx.system.bus
+        await self._engine.ask(StartDay(day.session), timeout=None)
+        await self._feed.ask(LoadDay(k), timeout=None)
+        report = ArmReport("none", None)
+        outcomes: list[OrdinalOutcome] = []
+        turns: list[CapturedTurn] = []
+        evidence: list[Evidence] = []
+        for i, o in enumerate(day.ordinals):
+            await self._feed.ask(AdvanceTo(i), timeout=None)
+            account = await self._engine.ask(AccountQuery(), expect=AccountState, timeout=None)
+            done, loop = await self._author(day, i, account, report)
+            for record in loop.evidence:
+                evidence.append(record)
+                if self._sink is not None:
+                    self._sink(record)
+            turn = CapturedTurn(day.date, o.label, done.turn, self._agent_id)
+            await bus.publish(TURNS_TOPIC, turn)
+            report = await self._engine.ask(Sync(), expect=ArmReport, timeout=None)
+            turns.append(turn)
+            outcomes.append(outcome(day, i, loop, done, report.armed))
+        await self._feed.ask(AdvanceTo(len(day.ordinals)), timeout=None)
+        ledger = await self._engine.ask(FinishDay(), expect=DayLedger, timeout=None)
+        return DayResult(day.date, Ledger.from_jsonl(ledger.jsonl), outcomes, turns, evidence)
+
+
+async def simulate(
+    data: MarketData,
+    agent: Agent,
+    options: SessionOptions = SessionOptions(),
+    *,
+    date: dt.date | None = None,
+    days: int = 1,
+    sink: EvidenceSink | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    agent_timeout: float = DEFAULT_AGENT_TIMEOUT_S,
+    batch: int = DEFAULT_BATCH_TICKS,
+    turns: list[CapturedTurn] | None = None,
+) -> SessionResult:
+    """Run the session on an actor system (agent, driver, engine, feed and the bus).
+
+    `turns`, when given, receives every message published on the `turns` topic (what the bus
+    carried), for inspection."""
+    sessions = pick_sessions(data, date, days)
+    plan = [SessionDay.of(data, s, options.checkpoints, options.guard_s) for s in sessions]
+    async with ActorSystem() as system:
+        engine = system.spawn(
+            lambda: EngineActor(options.engine, data.symbol, data.tick_size), name="engine"
+        )
+        system.bus.subscribe(TURNS_TOPIC, engine)
+        tap = system.bus.subscribe_stream(TURNS_TOPIC) if turns is not None else None
+        feed = system.spawn(lambda: FeedActor(plan, engine, batch), name="feed")
+        agent_ref = system.spawn(lambda: AgentActor(agent), name="agent")
+        driver = system.spawn(
+            lambda: DriverActor(
+                plan,
+                agent=agent_ref,
+                agent_id=agent.agent_id,
+                model=agent.model,
+                iterative=agent.iterative,
+                engine=engine,
+                feed=feed,
+                options=options,
+                sink=sink,
+                progress=progress,
+                agent_timeout=agent_timeout,
+            ),
+            name="driver",
+        )
+        results: list[DayResult] = await driver.ask(RunSession(), timeout=None)
+        if tap is not None and turns is not None:
+            system.bus.unsubscribe(tap)
+            async for message in tap:
+                turns.append(message)
+    return SessionResult(capture_header(data, plan, agent.agent_id, options), results)
+
+
+def run_simulation(
+    data: MarketData,
+    agent: Agent,
+    options: SessionOptions = SessionOptions(),
+    *,
+    backend: str = "asyncio",
+    date: dt.date | None = None,
+    days: int = 1,
+    sink: EvidenceSink | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    agent_timeout: float = DEFAULT_AGENT_TIMEOUT_S,
+) -> SessionResult:
+    """`simulate` from synchronous code, on the `asyncio` or `trio` backend."""
+    if backend not in ("asyncio", "trio"):
+        raise ValueError(f"unknown backend {backend!r}: use asyncio or trio")
+
+    async def main() -> SessionResult:
+        return await simulate(
+            data, agent, options, date=date, days=days, sink=sink, progress=progress,
+            agent_timeout=agent_timeout,
+        )
+
+    result: SessionResult = anyio.run(main, backend=backend)
+    return result
+
+
+__all__ = ["DEFAULT_AGENT_TIMEOUT_S", "DriverActor", "RunSession", "run_simulation", "simulate"]
