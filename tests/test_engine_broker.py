@@ -1,0 +1,162 @@
+"""Broker rules pinned on hand-written tick sequences with hand-computed fills.
+
+Prices are multiples of 0.25 so every figure is exact in binary floating point. The
+plan fires at tick i; its order is eligible from tick i+1.
+"""
+
+from __future__ import annotations
+
+from kestrel.engine import EngineConfig
+from kestrel.engine.ledger import Mark, PositionChanged
+
+from engine_helpers import S, T0, cancels, fills, placed, quotes, run
+
+
+def test_mkt_buy_fills_at_next_ticks_ask() -> None:
+    # mid: 99.75, 100.25 (> 100: fires at tick 1), fill at tick 2's ask 101.5
+    rows = quotes((99.5, 100.0), (100.0, 100.5), (101.0, 101.5), (101.0, 101.5))
+    e = run("PLAN p\nWHEN last > 100: BUY 10 MKT", rows)
+    assert fills(e.ledger) == [(2, "buy", 10, 101.5)]
+    assert e.pos == 10 and e.avg == 101.5
+
+
+def test_mkt_sell_fills_at_bid_with_slippage() -> None:
+    rows = quotes((99.5, 100.0), (100.0, 100.5), (101.0, 101.5))
+    e = run("PLAN p\nWHEN last > 100: SELL 10 MKT", rows, EngineConfig(slippage_ticks=2))
+    # bid 101.0 minus 2 ticks of 0.25
+    assert fills(e.ledger) == [(2, "sell", 10, 100.5)]
+
+
+def test_latency_in_ticks_delays_the_fill() -> None:
+    rows = quotes((100.0, 100.5), (101.0, 101.5), (102.0, 102.5), (103.0, 103.5))
+    e = run("PLAN p\nWHEN last > 100: BUY 1 MKT", rows, EngineConfig(latency_ticks=1))
+    # fired at tick 0 -> eligible from tick 0 + 1 + 1 = 2
+    assert fills(e.ledger) == [(2, "buy", 1, 102.5)]
+
+
+def test_latency_in_ns_waits_for_the_clock() -> None:
+    rows = quotes((100.0, 100.5), (101.0, 101.5), (102.0, 102.5), (103.0, 103.5), step_s=0.5)
+    e = run("PLAN p\nWHEN last > 100: BUY 1 MKT", rows, EngineConfig(latency_ns=S))
+    # fired at t=0; the first tick with ts >= 1s is tick 2
+    assert fills(e.ledger) == [(2, "buy", 1, 102.5)]
+
+
+def test_buy_limit_fills_at_the_limit_when_the_ask_touches_it() -> None:
+    rows = quotes((100.0, 100.5), (99.75, 100.25), (99.5, 100.0), (99.0, 99.5))
+    e = run("PLAN p\nWHEN last > 100: BUY 5 LMT 100", rows)
+    # placed at tick 0 (mid 100.25); tick 1 ask 100.25 > 100; tick 2 ask 100.0 <= 100
+    assert fills(e.ledger) == [(2, "buy", 5, 100.0)]
+
+
+def test_buy_limit_fills_better_when_the_market_gaps_through() -> None:
+    rows = quotes((100.0, 100.5), (100.0, 100.5), (98.0, 98.5))
+    e = run("PLAN p\nWHEN last > 100: BUY 5 LMT 100", rows)
+    assert fills(e.ledger) == [(2, "buy", 5, 98.5)]
+
+
+def test_sell_limit_uses_the_bid() -> None:
+    rows = quotes((100.0, 100.5), (100.75, 101.25), (101.0, 101.5), (102.0, 102.5))
+    e = run("PLAN p\nWHEN last > 100: SELL 5 LMT 101", rows)
+    # tick 1 bid 100.75 < 101; tick 2 bid 101.0 >= 101 -> at 101; (tick 3 would gap)
+    assert fills(e.ledger) == [(2, "sell", 5, 101.0)]
+
+
+def test_limit_price_is_an_expression_of_the_firing_tick() -> None:
+    rows = quotes((100.0, 100.5), (100.25, 100.75), (100.25, 100.75))
+    e = run("PLAN p\nWHEN last > 100: BUY 5 LMT bid-0.25", rows)
+    # limit = 100.0 - 0.25 = 99.75; never reached
+    assert placed(e.ledger)[0].price == 99.75
+    assert fills(e.ledger) == []
+
+
+def test_buy_stop_triggers_on_the_ask_and_fills_as_market() -> None:
+    rows = quotes((100.0, 100.5), (100.5, 101.0), (101.5, 102.0), (103.0, 103.5))
+    e = run("PLAN p\nWHEN last > 100: BUY 5 STP 101.5", rows, EngineConfig(slippage_ticks=1))
+    # tick 1 ask 101.0 < 101.5; tick 2 ask 102.0 >= 101.5 -> fills at 102.0 + 0.25
+    assert fills(e.ledger) == [(2, "buy", 5, 102.25)]
+
+
+def test_ttl_cancels_an_unfilled_entry() -> None:
+    rows = quotes(*[(100.0, 100.5)] * 5)
+    e = run("PLAN p\nWHEN last > 100: BUY 5 LMT 99 TTL 2s", rows)
+    # fired at t=0 -> expires at ts >= 2s, i.e. tick 2
+    assert fills(e.ledger) == []
+    assert cancels(e.ledger) == [(2, 1, "ttl")]
+    assert e.orders == {}
+
+
+def test_bracket_children_after_entry_fill_and_oco() -> None:
+    rows = quotes((100.0, 100.0), (99.75, 100.0), (101.0, 101.25), (102.0, 102.25), (103.0, 103.0))
+    e = run("PLAN p\nWHEN last >= 100: BUY 10 MKT STOP -1% TARGET +2%", rows)
+    orders = placed(e.ledger)
+    # entry fills at tick 1 ask 100.0 -> stop 99.0, target 102.0, both sells of 10
+    assert [(o.role, o.side, o.qty, o.price, o.parent, o.tick) for o in orders] == [
+        ("entry", "buy", 10, None, None, 0),
+        ("stop", "sell", 10, 99.0, 1, 1),
+        ("target", "sell", 10, 102.0, 1, 1),
+    ]
+    # target: bid 102.0 >= 102 at tick 3 -> the stop is cancelled (OCO)
+    assert fills(e.ledger) == [(1, "buy", 10, 100.0), (3, "sell", 10, 102.0)]
+    assert cancels(e.ledger) == [(3, 2, "oco")]
+    assert e.pos == 0 and e.rpnl == 20.0
+
+
+def test_protective_stop_gaps_fill_at_the_bid() -> None:
+    rows = quotes((100.0, 100.0), (99.75, 100.0), (99.5, 99.75), (97.0, 97.25))
+    e = run("PLAN p\nWHEN last >= 100: BUY 10 MKT STOP -1%", rows)
+    # stop 99.0; tick 3 bid 97.0 <= 99 -> fills at 97.0 (the gap is the trader's)
+    assert fills(e.ledger)[-1] == (3, "sell", 10, 97.0)
+    assert e.rpnl == -30.0
+
+
+def test_trailing_stop_ratchets_with_the_best_bid() -> None:
+    rows = quotes((100.0, 100.0), (100.0, 100.25), (101.0, 101.25), (102.0, 102.25),
+                  (101.5, 101.75), (101.0, 101.25))
+    e = run("PLAN p\nWHEN last >= 100: BUY 10 MKT TRAIL 1", rows)
+    # fill at tick 1 ask 100.25 -> best 100.25, level 99.25; tick 2 best 101 (level 100);
+    # tick 3 best 102 (level 101); tick 4 bid 101.5 > 101; tick 5 bid 101.0 <= 101 -> fill
+    assert fills(e.ledger) == [(1, "buy", 10, 100.25), (5, "sell", 10, 101.0)]
+    assert e.account().position == 0
+
+
+def test_short_trailing_stop_uses_the_ask() -> None:
+    rows = quotes((100.0, 100.0), (99.75, 100.0), (98.75, 99.0), (99.5, 99.75), (99.75, 100.0))
+    e = run("PLAN p\nWHEN last >= 100: SELL 10 MKT TRAIL 1", rows)
+    # fill at tick 1 bid 99.75 -> best 99.75 (level 100.75); tick 2 best ask 99.0 (level
+    # 100.0); tick 3 ask 99.75 < 100; tick 4 ask 100.0 >= 100 -> buy at 100.0
+    assert fills(e.ledger) == [(1, "sell", 10, 99.75), (4, "buy", 10, 100.0)]
+
+
+def test_fees_per_unit_and_per_order() -> None:
+    rows = quotes((100.0, 100.0), (100.0, 100.0))
+    e = run("PLAN p\nWHEN last >= 100: BUY 10 MKT", rows,
+            EngineConfig(fee_per_unit=0.25, fee_per_order=1.0))
+    # 10 * 0.25 + 1.0
+    assert e.fees == 3.5
+    assert e.ledger.events[-1] == Mark(1, T0 + S, 10, 0.0, 0.0, 3.5, -3.5)
+
+
+def test_partial_fills_follow_tick_sizes_and_size_the_brackets() -> None:
+    rows = [(T0 + k * S, 100.0, 100.0, 100.0, sz) for k, sz in enumerate([1, 4, 4, 5])]
+    e = run("PLAN p\nWHEN last >= 100: BUY 10 MKT STOP -1%", rows,
+            EngineConfig(partial_fills=True))
+    assert [f[:3] for f in fills(e.ledger)] == [(1, "buy", 4), (2, "buy", 4), (3, "buy", 2)]
+    stops = [o for o in placed(e.ledger) if o.role == "stop"]
+    assert [s.qty for s in stops] == [4, 4, 2]
+    assert e.pos == 10
+
+
+def test_without_the_option_a_fill_is_whole() -> None:
+    rows = [(T0 + k * S, 100.0, 100.0, 100.0, 1.0) for k in range(3)]
+    e = run("PLAN p\nWHEN last >= 100: BUY 10 MKT", rows)
+    assert fills(e.ledger) == [(1, "buy", 10, 100.0)]
+
+
+def test_position_changes_track_average_and_realized_pnl() -> None:
+    rows = quotes((100.0, 100.0), (100.0, 100.0), (101.0, 101.0), (102.0, 102.0), (102.0, 102.0))
+    e = run("PLAN p RISK maxpos 100\nWHEN last >= 100: BUY 10 MKT\nWHEN last >= 101: BUY 10 MKT\n"
+            "WHEN last >= 102: SELL 5 MKT", rows)
+    changes = [(c.pos, c.avg_price, c.rpnl) for c in e.ledger.events if isinstance(c, PositionChanged)]
+    # rule 0 fires t0 -> buy 10 @100 at t1; rule 1 fires t2 -> buy 10 @102 at t3 (avg 101);
+    # rule 2 fires t3 -> sell 5 @102 at t4: realized 5 * (102 - 101)
+    assert changes == [(10, 100.0, 0.0), (20, 101.0, 0.0), (15, 101.0, 5.0)]

@@ -1,0 +1,241 @@
+"""Per-tick rule semantics, plan expiry, end of day, risk breaches, supersede, stand-down."""
+
+from __future__ import annotations
+
+from kestrel.engine import EngineConfig, ticks_of
+from kestrel.engine.ledger import Disarmed, Fired, Mark
+
+from engine_helpers import SESSION, S, T0, cancels, disarms, engine, fills, placed, plan, quotes, run
+
+
+def fired(e: object) -> list[tuple[int, int]]:
+    return [(f.rule, f.tick) for f in e.ledger.events if isinstance(f, Fired)]  # type: ignore[attr-defined]
+
+
+def test_rule_fires_once_at_the_first_true_tick() -> None:
+    rows = quotes((99.0, 99.0), (101.0, 101.0), (102.0, 102.0), (103.0, 103.0))
+    e = run("PLAN p\nWHEN last > 100: BUY 1 MKT", rows)
+    assert fired(e) == [(0, 1)]
+
+
+def test_repeat_rearms_only_after_a_false_evaluation() -> None:
+    mids = [101, 102, 99, 99, 101, 98, 101, 101]
+    rows = quotes(*[(m, m) for m in mids])
+    e = run("PLAN p\nWHEN last > 100: BUY 1 MKT x3", rows)
+    # true at 0 (fire), 1 (still true: waits), false at 2 (re-arm), fire at 4, false 5, fire 6
+    assert fired(e) == [(0, 0), (0, 4), (0, 6)]
+
+
+def test_crosses_never_fires_on_the_first_observation() -> None:
+    mids = [101, 102, 99, 101]
+    rows = quotes(*[(m, m) for m in mids])
+    e = run("PLAN p\nWHEN last CROSSES ABOVE 100: BUY 1 MKT", rows)
+    # tick 0 is above but has no previous evaluation; the cross is 99 -> 101 at tick 3
+    assert fired(e) == [(0, 3)]
+
+
+def test_crosses_below_needs_a_defined_previous_value() -> None:
+    # sma(last, 2) is undefined at tick 0; defined from tick 1
+    mids = [100, 104, 96, 90]
+    rows = quotes(*[(m, m) for m in mids])
+    e = run("PLAN p\nWHEN last CROSSES BELOW sma(last, 2): SELL 1 MKT", rows)
+    # t1: last 104 vs sma 102 (above); t2: 96 vs 100 -> crosses below
+    assert fired(e) == [(0, 2)]
+
+
+def test_high_window_excludes_the_current_tick() -> None:
+    mids = [100, 101, 100.5, 101.5, 101.25]
+    rows = quotes(*[(m, m) for m in mids])
+    e = run("PLAN p\nWHEN last > high(3s): BUY 1 MKT", rows)
+    # high(3s) is defined once t-3s >= first tick: from tick 3; window [0s,3s) -> 101;
+    # tick 3 last 101.5 > 101 fires
+    assert fired(e) == [(0, 3)]
+
+
+def test_high_window_ignores_ticks_with_the_same_timestamp() -> None:
+    rows = [(T0, 100.0, 100.0), (T0 + 2 * S, 101.0, 101.0), (T0 + 2 * S, 102.0, 102.0)]
+    e = run("PLAN p\nWHEN last > high(2s): BUY 1 MKT", rows)
+    # at ts 2s the window [0s, 2s) holds only tick 0 (100): tick 1 fires (101 > 100)
+    assert fired(e) == [(0, 1)]
+
+
+def test_vwap_is_the_mean_of_last_while_volume_is_zero() -> None:
+    rows = [(T0 + k * S, m, m, m, 0.0) for k, m in enumerate([100.0, 102.0, 101.5])]
+    # vwap: 100 (t0: not above), then (100 + 102) / 2 = 101 at t1: 102 > 101 fires
+    e = run("PLAN p\nWHEN last > vwap: BUY 1 MKT", rows)
+    assert fired(e) == [(0, 1)]
+
+
+def test_vwap_weights_by_size() -> None:
+    rows = [(T0, 100.0, 100.0, 100.0, 3.0), (T0 + S, 104.0, 104.0, 104.0, 1.0),
+            (T0 + 2 * S, 100.5, 100.5, 100.5, 0.0)]
+    # vwap after t1 = (300 + 104) / 4 = 101; at t2 still 101 (size 0): 100.5 < 101
+    e = run("PLAN p\nWHEN last < vwap: SELL 1 MKT", rows)
+    assert fired(e) == [(0, 2)]
+
+
+def test_chg_uses_the_latest_tick_at_or_before_t_minus_d() -> None:
+    mids = [100, 150, 100, 102]
+    rows = quotes(*[(m, m) for m in mids])
+    # chg(2s) at t2 = 100/100-1 = 0; at t3 = 102/150 - 1 < 0; at t1 undefined
+    e = run("PLAN p\nWHEN chg(2s) >= 0: BUY 1 MKT\nWHEN chg(2s) < -30: SELL 1 MKT", rows)
+    assert fired(e) == [(0, 2), (1, 3)]
+
+
+def test_atr_over_completed_one_minute_bars() -> None:
+    # bar 0 (0-59s): 100..102 -> TR 2; bar 1 (60-119s): 101..104 -> TR max(104,101)-min(101,101)=3
+    rows = [(T0, 100.0, 100.0), (T0 + 30 * S, 102.0, 102.0), (T0 + 59 * S, 101.0, 101.0),
+            (T0 + 60 * S, 104.0, 104.0), (T0 + 90 * S, 101.0, 101.0),
+            (T0 + 120 * S, 103.0, 103.0), (T0 + 121 * S, 103.0, 103.0)]
+    # atr(2) is defined once two bars completed: at t=120s it is (2 + 3) / 2 = 2.5
+    e = run("PLAN p\nWHEN atr(2) > 2.4: BUY 1 MKT\nWHEN atr(1) >= 2: SELL 1 MKT", rows)
+    assert fired(e) == [(1, 3), (0, 5)]
+
+
+def test_sma_over_bar_closes() -> None:
+    rows = [(T0, 100.0, 100.0), (T0 + 59 * S, 101.0, 101.0), (T0 + 60 * S, 110.0, 110.0),
+            (T0 + 61 * S, 90.0, 90.0), (T0 + 120 * S, 95.0, 95.0)]
+    # closes: bar0 101, bar1 90; sma(last, 2, 1m) defined at t=120s: 95.5
+    e = run("PLAN p\nWHEN sma(last, 2, 1m) < 96: BUY 1 MKT", rows)
+    assert fired(e) == [(0, 4)]
+
+
+def test_expiry_until_disarms_entries() -> None:
+    rows = quotes(*[(99.0, 99.0)] * 3 + [(101.0, 101.0)] * 2)
+    e = run("PLAN p UNTIL 09:30:02\nWHEN last > 100: BUY 1 MKT", rows)
+    assert fired(e) == []
+    assert disarms(e.ledger) == [(2, "expired")]
+
+
+def test_expiry_for_cancels_working_entries() -> None:
+    rows = quotes(*[(100.0, 100.0)] * 4)
+    e = run("PLAN p FOR 2s\nWHEN last >= 100: BUY 1 LMT 99", rows)
+    # armed at the open: expires at ts >= 2s (tick 2); its resting entry is cancelled
+    assert cancels(e.ledger) == [(2, 1, "expired")]
+    assert disarms(e.ledger) == [(2, "expired")]
+
+
+def test_session_close_flattens_by_default() -> None:
+    close = SESSION.close_ns
+    rows = [(T0, 100.0, 100.0), (T0 + S, 100.0, 100.5), (close - S, 99.0, 99.5),
+            (close, 98.0, 98.5), (close + S, 97.0, 97.5)]
+    e = run("PLAN p\nWHEN last >= 100: BUY 10 MKT STOP -5%", rows)
+    # entry fills at tick 1 @100.5; at the close tick the stop is cancelled and the position
+    # sold at that tick's bid 98.0; the later tick is ignored
+    assert fills(e.ledger) == [(1, "buy", 10, 100.5), (3, "sell", 10, 98.0)]
+    assert cancels(e.ledger) == [(3, 2, "session close")]
+    assert disarms(e.ledger) == [(3, "session close")]
+    assert e.rpnl == -25.0
+
+
+def test_session_close_carry_keeps_the_position_and_its_stop() -> None:
+    close = SESSION.close_ns
+    rows = [(T0, 100.0, 100.0), (T0 + S, 100.0, 100.5), (close, 98.0, 98.5)]
+    e = run("PLAN p\nWHEN last >= 100: BUY 10 MKT STOP -5%", rows, EngineConfig(end_of_day="carry"))
+    assert e.pos == 10 and len(e.orders) == 1
+    assert isinstance(e.ledger.events[-1], Mark)
+
+
+def test_end_of_data_applies_the_close_policy() -> None:
+    rows = quotes((100.0, 100.0), (100.0, 100.5), (101.0, 101.5))
+    e = run("PLAN p\nWHEN last >= 100: BUY 10 MKT", rows, final=True)
+    assert fills(e.ledger) == [(1, "buy", 10, 100.5), (2, "sell", 10, 101.0)]
+    assert disarms(e.ledger) == [(2, "end of data")]
+
+
+# --------------------------------------------------------------------------- risk
+
+
+def test_maxpos_breach_rejects_and_disarms() -> None:
+    rows = quotes(*[(m, m) for m in (100.0, 99.0, 100.0, 99.0, 100.0)])
+    e = run("PLAN p RISK maxpos 15\nWHEN last >= 100: BUY 10 MKT x3", rows)
+    # 10 ok; 20 would exceed 15 -> rejected, plan disarmed
+    assert [o.qty for o in placed(e.ledger)] == [10]
+    assert disarms(e.ledger) == [(2, "maxpos 15 breached")]
+
+
+def test_maxpos_counts_working_entries() -> None:
+    rows = quotes((100.0, 100.0), (101.0, 101.0), (100.0, 100.0))
+    e = run("PLAN p RISK maxpos 15\nWHEN last >= 100: BUY 10 LMT 90\nWHEN last > 100: BUY 10 LMT 90",
+            rows)
+    assert disarms(e.ledger) == [(1, "maxpos 15 breached")]
+    assert cancels(e.ledger) == [(1, 1, "maxpos 15 breached")]
+
+
+def test_maxorders_breach_disarms() -> None:
+    mids = [101, 99, 101, 99, 101]
+    rows = quotes(*[(m, m) for m in mids])
+    e = run("PLAN p RISK maxorders 2 maxpos 100\nWHEN last > 100: BUY 1 MKT x3", rows)
+    assert len(placed(e.ledger)) == 2
+    assert disarms(e.ledger) == [(4, "maxorders 2 reached")]
+
+
+def test_maxloss_breach_disarms_cancels_and_flattens() -> None:
+    rows = quotes((100.0, 100.0), (100.0, 100.0), (97.0, 97.0), (96.0, 96.5), (95.0, 95.5))
+    e = run("PLAN p RISK maxloss 250\nWHEN last >= 100: BUY 100 MKT TARGET +5%\n"
+            "WHEN last < 50: BUY 1 MKT", rows)
+    # long 100 @100; at tick 2 upnl = 100 * (97 - 100) = -300 <= -250: breach -> the target is
+    # cancelled, an exit is sent and fills at tick 3's bid 96.0
+    assert disarms(e.ledger) == [(2, "maxloss 250 breached")]
+    assert cancels(e.ledger) == [(2, 2, "maxloss")]
+    assert fills(e.ledger) == [(1, "buy", 100, 100.0), (3, "sell", 100, 96.0)]
+    assert e.rpnl == -400.0 and e.pos == 0
+
+
+def test_maxloss_counts_fees() -> None:
+    rows = quotes((100.0, 100.0), (100.0, 100.0), (99.0, 99.0), (99.0, 99.0))
+    e = run("PLAN p RISK maxloss 100\nWHEN last >= 100: BUY 50 MKT", rows,
+            EngineConfig(fee_per_order=60.0))
+    # tick 2: -50 upnl - 60 fees = -110 <= -100
+    assert disarms(e.ledger) == [(2, "maxloss 100 breached")]
+
+
+# ------------------------------------------------------------------ supersede / stand-down
+
+
+def test_supersede_cancels_entries_and_carries_position_and_protection() -> None:
+    e = engine()
+    e.arm(plan("PLAN a\nWHEN last >= 100: BUY 10 MKT STOP -2%\nWHEN last >= 100: BUY 5 LMT 90"))
+    e.on_ticks(ticks_of(quotes((100.0, 100.0), (100.0, 100.0))))
+    assert e.pos == 10 and {o.role for o in e.orders.values()} == {"entry", "stop"}
+    events = e.arm(plan("PLAN b\nWHEN last > 1000: SELL 1 MKT"))
+    assert [type(x).__name__ for x in events] == ["Cancelled", "Disarmed", "Armed"]
+    assert disarms(e.ledger) == [(2, "superseded by b")]
+    assert [o.role for o in e.orders.values()] == ["stop"]
+    # the carried stop (98) still protects the position
+    rows = [(T0 + 2 * S, 97.0, 97.5)]
+    e.on_ticks(ticks_of(rows))
+    assert fills(e.ledger)[-1] == (2, "sell", 10, 97.0) and e.pos == 0
+
+
+def test_stand_down_keeps_protective_exits() -> None:
+    e = engine()
+    e.arm(plan("PLAN a\nWHEN last >= 100: BUY 10 MKT TARGET +1%\nWHEN last >= 100: BUY 5 STP 110"))
+    e.on_ticks(ticks_of(quotes((100.0, 100.0), (100.0, 100.0))))
+    out = e.stand_down("spread too wide")
+    assert [type(x).__name__ for x in out] == ["Cancelled", "Disarmed"]
+    assert [o.role for o in e.orders.values()] == ["target"]
+    e.on_ticks(ticks_of([(T0 + 2 * S, 101.0, 101.5), (T0 + 3 * S, 120.0, 120.0)]))
+    assert fills(e.ledger)[-1] == (2, "sell", 10, 101.0)
+    assert e.pos == 0
+    assert not any(isinstance(x, Disarmed) and x.reason != "spread too wide" for x in e.ledger.events)
+
+
+def test_plan_for_another_instrument_fails_closed() -> None:
+    import pytest
+
+    from kestrel.engine import PlanError
+
+    e = engine()
+    with pytest.raises(PlanError, match="trades AAPL"):
+        e.arm(plan("PLAN a ON AAPL\nWHEN last > 1: BUY 1 MKT"))
+
+
+def test_account_snapshot() -> None:
+    e = engine()
+    e.arm(plan("PLAN a\nWHEN last >= 100: BUY 10 MKT STOP -2%"))
+    e.on_ticks(ticks_of(quotes((100.0, 100.0), (100.0, 100.5), (101.0, 101.5))))
+    acc = e.account()
+    assert (acc.position, acc.avg_entry, acc.upnl) == (10, 100.5, 5.0)
+    assert [(o.side, o.qty, o.type, o.price) for o in acc.orders] == [("sell", 10, "stp", 98.49)]
+
