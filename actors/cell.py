@@ -95,8 +95,14 @@ class Cell(Generic[M]):
             self.accepting = False
             self._send.close()
 
-    async def stop(self) -> None:
+    async def stop(self, grace: float | None = None) -> None:
+        """Graceful stop; after `grace` seconds (if given) abort instead. Waits for the end."""
         self.request_stop()
+        if grace is not None:
+            with anyio.move_on_after(grace):
+                await self.done.wait()
+            if not self.done.is_set():
+                self.abort()
         await self.done.wait()
 
     def abort(self) -> None:
@@ -134,6 +140,8 @@ class Cell(Generic[M]):
             envelope: AskEnvelope | None = None
             with CancelScope() as work:
                 self._work = work
+                if self._escalated is not None:
+                    work.cancel()  # a child escalated while we were between scopes
                 try:
                     if self.actor is None:
                         await self._start()

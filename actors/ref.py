@@ -166,9 +166,14 @@ class ActorRef(Generic[M]):
             raise UnexpectedReply(self.name, message_kind(message), expect, value)
         return value
 
-    async def stop(self) -> None:
-        """Stop the actor gracefully (children first, then drain its mailbox) and wait for it."""
-        await self._cell.stop()
+    async def stop(self, grace: float | None = None) -> None:
+        """Stop the actor and wait for its task to end.
+
+        Gracefully: its mailbox closes to new messages, what it already accepted is handled,
+        its children stop (newest first), `on_stop` runs. If `grace` seconds pass first, it
+        is aborted instead: its task is cancelled and what is left is rejected.
+        """
+        await self._cell.stop(grace)
 
     async def wait_stopped(self) -> None:
         """Wait until the actor's task has ended."""

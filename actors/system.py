@@ -171,9 +171,9 @@ class ActorSystem:
         tg.start_soon(cell.run, name=f"actor:{full}")
         return cell.ref
 
-    async def stop(self, ref: ActorRef[Any]) -> None:
-        """Stop one actor gracefully and wait for it."""
-        await ref.stop()
+    async def stop(self, ref: ActorRef[Any], grace: float | None = None) -> None:
+        """Stop one actor (see `ActorRef.stop`) and wait for it."""
+        await ref.stop(grace)
 
     def lookup(self, name: str) -> ActorRef[Any] | None:
         """The ref of the live actor called `name`, if any."""

@@ -142,3 +142,18 @@ async def test_spawn_during_shutdown_is_refused() -> None:
         assert system.actors == ()
         with pytest.raises(ActorStopped, match="shutting down"):
             system.spawn(lambda: Sink("y", []), name="y")
+
+
+async def test_stop_with_grace_aborts_a_stuck_actor() -> None:
+    log: list[str] = []
+    async with ActorSystem() as system:
+        stuck = system.spawn(lambda: Sink("stuck", log), name="stuck")
+        await stuck.tell(Hang())
+        stuck.tell_nowait(Item(n=1))
+        await anyio.wait_all_tasks_blocked()
+        with anyio.fail_after(5):
+            await stuck.stop(grace=0.05)
+        assert not stuck.alive
+        assert system.rejected == 1
+        assert system.actors == ()
+    assert log == []
