@@ -114,7 +114,7 @@ def _numbers(path: Path, col: npt.NDArray[np.str_], name: str, first_line: int |
     bad = np.flatnonzero(~np.isfinite(out))
     if bad.size:
         i = int(bad[0])
-        raise DataError(path, f"not a finite number: {col[i]!r}", column=name, **where(i))
+        raise DataError(path, f"not a finite number: {str(col[i])!r}", column=name, **where(i))
     return out
 
 

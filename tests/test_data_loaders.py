@@ -1,0 +1,207 @@
+"""Loaders on small good and bad files written into tmp_path; every error message checked."""
+
+from __future__ import annotations
+
+import builtins
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from kestrel.data import DataError, LoadSpec, detect_preset, load, load_market_data
+from kestrel.data.load import infer_tick_size
+
+QUOTES = LoadSpec(kind="quotes", ts="time", bid="bid", ask="ask", symbol="X")
+
+
+def _write(tmp_path: Path, text: str, name: str = "f.csv") -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def _err(path: Path, **kw: Any) -> str:
+    with pytest.raises(DataError) as info:
+        load(path, **kw)
+    return str(info.value)
+
+
+def test_quotes_csv_iso_z(tmp_path: Path) -> None:
+    p = _write(tmp_path, "time,bid,ask\n2024-01-02T14:30:00.000Z,1.5,1.52\n2024-01-02T14:30:01.250Z,1.51,1.53\n")
+    r = load(p, spec=QUOTES)
+    t = r.data.ticks
+    assert t.ts.tolist() == [1704205800_000_000_000, 1704205801_250_000_000]
+    assert t.bid.tolist() == [1.5, 1.51] and t.ask.tolist() == [1.52, 1.53]
+    assert t.last.tolist() == pytest.approx([1.51, 1.52]) and t.size.tolist() == [0.0, 0.0]
+    assert r.data.tick_size == 0.01 and r.report.tick_size_inferred
+    assert r.report.rows == 2 and r.report.ticks == 2
+    assert [s.date.isoformat() for s in r.data.sessions] == ["2024-01-02"]
+
+
+def test_iso_offsets_space_separator_and_naive_tz(tmp_path: Path) -> None:
+    p = _write(tmp_path, "time,bid,ask\n2024-01-02 09:30:00-05:00,1,2\n2024-01-02 14:30:00.5+00:00,1,2\n")
+    assert load(p, spec=QUOTES).data.ticks.ts.tolist() == [1704205800_000_000_000, 1704205800_500_000_000]
+    naive = _write(tmp_path, "time,bid,ask\n2024-07-01 09:30:00,1,2\n", "n.csv")
+    spec = LoadSpec(kind="quotes", ts="time", bid="bid", ask="ask", tz="America/New_York")
+    assert load(naive, spec=spec).data.ticks.ts.tolist() == [1719840600_000_000_000]  # 13:30Z in EDT
+
+
+def test_trades_unix_ms_and_headerless_histdata(tmp_path: Path) -> None:
+    p = _write(tmp_path, "ms,px,qty\n1570752011620,0.5,2\n1570752011620,0.6,3\n")
+    spec = LoadSpec(kind="trades", ts="ms", ts_format="unix_ms", price="px", size="qty")
+    t = load(p, spec=spec).data.ticks
+    assert t.ts.tolist() == [1570752011620_000_000] * 2
+    assert t.bid.tolist() == t.ask.tolist() == t.last.tolist() == [0.5, 0.6]
+    assert t.size.tolist() == [2.0, 3.0]
+    h = _write(tmp_path, "20200101 170000065,1.121200,1.121720,0\n", "h.csv")
+    r = load(h, "histdata")
+    assert r.data.ticks.ts.tolist() == [1577916000_065_000_000]  # 17:00:00.065 EST = 22:00:00.065Z
+    assert detect_preset(h) == "histdata"
+
+
+def test_bars_become_four_ordered_ticks(tmp_path: Path) -> None:
+    p = _write(tmp_path, "timestamp,open,high,low,close,volume\n"
+                         "2024-01-02 00:00:00,10,12,9,11,40\n2024-01-02 00:01:00,11,11.5,8,9,8\n")
+    r = load(p, "btc_bars")
+    t = r.data.ticks
+    s = 1_000_000_000
+    base = 1704153600 * s
+    assert t.ts.tolist() == [base + k * 15 * s for k in range(8)]
+    # up bar: open, low, high, close; down bar: open, high, low, close
+    assert t.last.tolist() == [10, 9, 12, 11, 11, 11.5, 8, 9]
+    assert t.size.tolist() == [10] * 4 + [2] * 4
+    assert t.bid.tolist() == t.last.tolist() == t.ask.tolist()
+    assert r.report.rows == 2 and r.report.ticks == 8
+
+
+def test_parquet_quotes(tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    p = tmp_path / "q.parquet"
+    ts = pa.array([1_000_000_000, 2_000_000_000], type=pa.timestamp("ns", tz="UTC"))
+    pq.write_table(pa.table({"ts_event": ts, "bid": [1.0, 1.1], "ask": [1.2, 1.3]}), p)
+    r = load(p, "oanda")
+    assert r.data.ticks.ts.tolist() == [1_000_000_000, 2_000_000_000]
+    assert r.data.ticks.ask.tolist() == [1.2, 1.3]
+    assert detect_preset(p) == "oanda"
+    pq.write_table(pa.table({"ts_event": ts, "bid": [1.0, None], "ask": [1.2, 1.3]}), p)
+    assert _err(p, preset_name="oanda") == f"{p}, row 2, column 'bid': missing value (null)"
+
+
+def test_missing_pyarrow_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    p = _write(tmp_path, "x", "q.parquet")
+    real = builtins.__import__
+
+    def fake(name: str, *a: Any, **k: Any) -> Any:
+        if name.startswith("pyarrow"):
+            raise ImportError("no pyarrow")
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", fake)
+    msg = _err(p, preset_name="oanda")
+    assert msg == "<parquet>: reading Parquet needs pyarrow, an optional extra: pip install 'kestrel[parquet]'"
+
+
+def test_empty_file_and_header_only(tmp_path: Path) -> None:
+    e = _write(tmp_path, "", "e.csv")
+    assert _err(e, spec=QUOTES) == f"{e}: file is empty: expected a header line and data rows"
+    h = _write(tmp_path, "time,bid,ask\n", "h.csv")
+    assert _err(h, spec=QUOTES) == f"{h}: no data rows after the header"
+
+
+def test_missing_column(tmp_path: Path) -> None:
+    p = _write(tmp_path, "time,bid,offer\n2024-01-02T00:00:00Z,1,2\n")
+    assert _err(p, spec=QUOTES) == (
+        f"{p}, column 'ask': missing column 'ask' needed for ask; the file has time, bid, offer "
+        "(map it in the LoadSpec or choose another preset)"
+    )
+
+
+def test_wrong_field_count(tmp_path: Path) -> None:
+    p = _write(tmp_path, "time,bid,ask\n2024-01-02T00:00:00Z,1,2\n2024-01-02T00:00:01Z,1\n")
+    assert _err(p, spec=QUOTES) == f"{p}, line 3: expected 3 fields (time,bid,ask), found 2"
+
+
+def test_unparsable_and_non_finite_numbers(tmp_path: Path) -> None:
+    p = _write(tmp_path, "time,bid,ask\n2024-01-02T00:00:00Z,1,2\n2024-01-02T00:00:01Z,1.o1,2\n")
+    assert _err(p, spec=QUOTES) == f"{p}, line 3, column 'bid': unparsable number '1.o1'"
+    q = _write(tmp_path, "time,bid,ask\n2024-01-02T00:00:00Z,1,nan\n", "n.csv")
+    assert _err(q, spec=QUOTES) == f"{q}, line 2, column 'ask': not a finite number: 'nan'"
+
+
+def test_unparsable_timestamp(tmp_path: Path) -> None:
+    p = _write(tmp_path, "time,bid,ask\n2024-01-02T00:00:00Z,1,2\n2024-13-02T00:00:01Z,1,2\n")
+    assert _err(p, spec=QUOTES) == (
+        f"{p}, line 3, column 'time': unparsable timestamp (expected ISO-8601 like "
+        "2024-01-02T09:30:00.123Z): '2024-13-02T00:00:01Z'"
+    )
+    u = _write(tmp_path, "ms,px\n123,1\n12x,1\n", "u.csv")
+    spec = LoadSpec(kind="trades", ts="ms", ts_format="unix_ms", price="px")
+    assert _err(u, spec=spec) == f"{u}, line 3, column 'ms': unparsable epoch timestamp (unix_ms): '12x'"
+    h = _write(tmp_path, "20200101 170000065,1,2,0\n2020-01-01 17:00,1,2,0\n", "h.csv")
+    assert _err(h, preset_name="histdata") == (
+        f"{h}, line 2, column 'ts': unparsable HistData timestamp (expected YYYYMMDD HHMMSSfff): '2020-01-01 17:00'"
+    )
+
+
+def test_non_monotonic_timestamps(tmp_path: Path) -> None:
+    p = _write(tmp_path, "time,bid,ask\n2024-01-02T00:00:02Z,1,2\n2024-01-02T00:00:03Z,1,2\n"
+                         "2024-01-02T00:00:01Z,1,2\n")
+    assert _err(p, spec=QUOTES) == (
+        f"{p}, line 4, column 'time': timestamp goes backwards: 2024-01-02T00:00:01.000Z is before "
+        "the previous row's 2024-01-02T00:00:03.000Z (1 such rows); sort the file by time"
+    )
+
+
+CROSSED = "time,bid,ask\n2024-01-02T00:00:00Z,1.0,1.1\n2024-01-02T00:00:01Z,1.2,1.1\n" \
+          "2024-01-02T00:00:02Z,1.0,1.1\n2024-01-02T00:00:03Z,1.3,1.2\n"
+
+
+def test_crossed_quotes_error_by_default(tmp_path: Path) -> None:
+    p = _write(tmp_path, CROSSED)
+    assert _err(p, spec=QUOTES) == (
+        f"{p}, line 3, column 'ask': crossed quote: ask 1.1 < bid 1.2; 2 of 4 rows are crossed (50.0%); "
+        "pass crossed='drop' or 'keep' (CLI --crossed drop|keep)"
+    )
+
+
+def test_crossed_quotes_drop_and_keep(tmp_path: Path) -> None:
+    p = _write(tmp_path, CROSSED)
+    d = load(p, spec=QUOTES, crossed="drop")
+    assert d.data.ticks.bid.tolist() == [1.0, 1.0]
+    assert (d.report.crossed, d.report.dropped, d.report.ticks) == (2, 2, 2)
+    assert d.report.notes()[1] == "2 crossed quotes (ask < bid): dropped 2"
+    k = load(p, spec=QUOTES, crossed="keep")
+    assert k.data.ticks.bid.tolist() == [1.0, 1.2, 1.0, 1.3]
+    assert (k.report.crossed, k.report.dropped, k.report.ticks) == (2, 0, 4)
+    assert k.report.notes()[1] == "2 crossed quotes (ask < bid): kept as is"
+
+
+def test_inconsistent_bar(tmp_path: Path) -> None:
+    p = _write(tmp_path, "timestamp,open,high,low,close,volume\n2024-01-02 00:00:00,10,9,8,9.5,1\n")
+    assert _err(p, preset_name="btc_bars") == (
+        f"{p}, line 2, column 'high': inconsistent bar: high 9.0 below open/close/low"
+    )
+    q = _write(tmp_path, "timestamp,open,high,low,close,volume\n2024-01-02 00:00:00,10,11,10.5,10.8,1\n", "q.csv")
+    assert _err(q, preset_name="btc_bars") == f"{q}, line 2, column 'low': inconsistent bar: low 10.5 above open/close"
+
+
+def test_unknown_preset_and_undetectable_file(tmp_path: Path) -> None:
+    p = _write(tmp_path, "a,b\n1,2\n")
+    assert _err(p, preset_name="nope").startswith(f"{p}: unknown preset 'nope'; presets: binance_bookticker, ")
+    assert _err(p) == (
+        f"{p}: no preset matches columns a, b; pass a preset (binance_bookticker, binance_trades, btc_bars, "
+        "cme_bars, freqtrade_trades, fxcm, histdata, oanda, pyalgotrade_trades, truefx) or a LoadSpec with a "
+        "column mapping"
+    )
+    assert _err(tmp_path / "absent.csv") == f"{tmp_path / 'absent.csv'}: no such file"
+
+
+def test_overrides_and_helpers(tmp_path: Path) -> None:
+    p = _write(tmp_path, "time,bid,ask\n2024-01-02T00:00:00Z,1.25,1.5\n")
+    d = load_market_data(p, spec=QUOTES, symbol="EURX", tick_size=0.25)
+    assert (d.symbol, d.tick_size, d.price_decimals) == ("EURX", 0.25, 2)
+    assert infer_tick_size(np.array([61837.63, 61837.6])) == 0.01
+    assert infer_tick_size(np.array([1.38727, 1.3873])) == 1e-05
+    assert infer_tick_size(np.array([46319.0, 46385.0])) == 1.0

@@ -1,0 +1,82 @@
+"""The seeded generator and the bundled sample: determinism and the model's stylized facts."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import time
+
+import numpy as np
+
+from kestrel.data import SAMPLE_SEED, SyntheticSpec, generate, load_sample
+from kestrel.frame.ticks import NS_PER_S
+
+
+def _digest(seed: int, spec: SyntheticSpec = SyntheticSpec(sessions=2)) -> str:
+    t = generate(spec, seed).ticks
+    h = hashlib.sha256()
+    for a in (t.ts, t.bid, t.ask, t.last, t.size):
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def test_same_seed_identical_arrays_different_seed_differs() -> None:
+    assert _digest(1) == _digest(1)
+    assert _digest(1) != _digest(2)
+
+
+def test_sample_shape() -> None:
+    d = load_sample()
+    assert d.symbol == "SAMPLE" and d.tick_size == 0.01
+    assert [s.date for s in d.sessions] == [dt.date(2024, 4, 8), dt.date(2024, 4, 9), dt.date(2024, 4, 10),
+                                            dt.date(2024, 4, 11), dt.date(2024, 4, 12), dt.date(2024, 4, 15)]
+    assert all((s.open, s.close, s.tz) == (dt.time(9, 30), dt.time(16, 0), "America/New_York") for s in d.sessions)
+    t = d.ticks
+    assert len(t) == 6 * 23_400
+    assert t.validated() is t
+    assert np.all(np.diff(t.ts) > 0)
+    gaps = np.diff(t.ts[:23_400]) / NS_PER_S
+    assert 0.0 < gaps.min() and gaps.max() < 2.0 and abs(gaps.mean() - 1.0) < 0.01
+    for i, s in enumerate(d.sessions):
+        day = t.between(s.open_ns, s.close_ns)
+        assert len(day) == 23_400
+    assert load_sample() is d  # cached
+    assert not t.bid.flags.writeable
+
+
+def test_prices_on_the_tick_grid_and_last_at_touch() -> None:
+    t = load_sample().ticks
+    for a in (t.bid, t.ask, t.last):
+        k = a * 100
+        assert np.all(np.abs(k - np.round(k)) < 1e-6)
+    assert np.all((t.last == t.bid) | (t.last == t.ask))
+    assert np.all(t.ask - t.bid >= 0.01 - 1e-9)
+    assert np.all(t.size >= 10) and np.all(t.size % 10 == 0)
+
+
+def test_spread_wider_at_open_and_volume_u_shaped() -> None:
+    d = load_sample()
+    t = d.ticks
+    n = 23_400
+    spread = (t.ask - t.bid).reshape(6, n)
+    size = t.size.reshape(6, n)
+    first5, mid = spread[:, :300].mean(), spread[:, 9000:14000].mean()
+    assert first5 > 2 * mid
+    open_vol, lunch_vol, close_vol = size[:, :1800].mean(), size[:, 10000:13000].mean(), size[:, -1800:].mean()
+    assert open_vol > 1.5 * lunch_vol and close_vol > 1.2 * lunch_vol
+
+
+def test_volatility_clusters() -> None:
+    t = load_sample().ticks
+    r = np.diff(np.log((t.bid + t.ask) / 2))
+    a = np.abs(r - r.mean())
+    lag = 60
+    corr = np.corrcoef(a[:-lag], a[lag:])[0, 1]
+    assert corr > 0.05  # absolute returns stay autocorrelated a minute later
+
+
+def test_sample_is_fast() -> None:
+    spec = SyntheticSpec()
+    t0 = time.perf_counter()
+    generate(spec, SAMPLE_SEED + 1)
+    assert time.perf_counter() - t0 < 1.0  # target < 0.5 s; slack for a loaded CI machine

@@ -1,0 +1,57 @@
+"""`kestrel panes` and `kestrel view`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kestrel.cli import main
+
+
+def test_panes_text_and_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["panes"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[1].startswith("bars(tf=5m, n=12)   the last n OHLCV")
+    assert "kernel (reserved, always in the briefing): clock, ordinal, cutoff, budget, grammar" in out
+    assert main(["panes", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [p["name"] for p in doc["panes"]] == ["quote", "bars", "levels", "stats", "tape", "position", "plan"]
+    assert doc["panes"][1]["args"][0] == {"name": "tf", "type": "duration", "default": "5m",
+                                          "range": "1m..1d, a multiple of 1m", "help": "bar timeframe, 1m..1d"}
+    assert doc["budget"] == {"default": 900, "min": 64, "max": 4000}
+
+
+def test_view_on_sample(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["view", "VIEW v: quote, tape(2) BUDGET 200", "--at", "10:30"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("CLOCK SAMPLE #1 10:30 cutoff 10:25:00 session 2024-04-15")
+    assert "\n\nVIEW v budget 200\nQUOTE SAMPLE 10:24:59\n" in out
+    assert main(["view", "VIEW v: tape(1)", "--at", "10:30", "--no-kernel", "--guard", "0m"]) == 0
+    assert capsys.readouterr().out.startswith("TAPE last 1\ntime ")
+
+
+def test_view_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["view", "VIEW v: qoute"]) == 1
+    assert "did you mean 'quote'?" in capsys.readouterr().err
+    assert main(["view", "PASS"]) == 1
+    assert "expected one VIEW statement, got Pass" in capsys.readouterr().err
+    assert main(["view", "VIEW v: quote", "--at", "25:00"]) == 2
+    assert "--at must be a time hh:mm, got '25:00'" in capsys.readouterr().err
+    assert main(["view", "VIEW v: quote", "--guard", "soon"]) == 2
+    assert "--guard must be a duration" in capsys.readouterr().err
+    bad = tmp_path / "b.csv"
+    bad.write_text("")
+    assert main(["view", "VIEW v: quote", "--data", str(bad), "--preset", "oanda"]) == 2
+    assert capsys.readouterr().err == f"kestrel view: {bad}: file is empty: expected a header line and data rows\n"
+
+
+def test_view_on_shared_file_with_crossed_policy(shared_data: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(shared_data / "fx_quote_ticks/lean_fxcm_eurusd_quote_ticks_20140501_20140515.parquet")
+    assert main(["view", "VIEW v: quote", "--data", path]) == 2
+    assert "crossed quote" in capsys.readouterr().err
+    assert main(["view", "VIEW v: quote", "--data", path, "--crossed", "drop", "--no-kernel"]) == 0
+    cap = capsys.readouterr()
+    assert cap.out.startswith("QUOTE EURUSD ")
+    assert "116871 crossed quotes (ask < bid): dropped 116871" in cap.err
