@@ -9,7 +9,7 @@ from __future__ import annotations
 from kestrel.engine import EngineConfig
 from kestrel.engine.ledger import Mark, PositionChanged
 
-from engine_helpers import S, T0, cancels, fills, placed, quotes, run
+from test_engine_helpers import S, T0, cancels, fills, placed, quotes, run
 
 
 def test_mkt_buy_fills_at_next_ticks_ask() -> None:
