@@ -48,16 +48,18 @@ def recent_bars(snap: FrozenSnapshot, tf_s: int, n: int) -> Bars:
         k = max(0, len(opens) - n)
         sub = t.slice(t.index_at(int(opens[k]), side="left"), len(t))
         return session_bars(sub, opens).tail(n)
+    if len(t) == 0:
+        return time_bars(t, tf_s)
     off = snap.utc_offset_ns
     tf_ns = tf_s * NS_PER_S
-    span = n
-    while True:
-        start_key = (snap.cutoff_ns + off) // tf_ns - span + 1
-        i = t.index_at(start_key * tf_ns - off, side="left")
-        bars = time_bars(t.slice(i, len(t)), tf_s, off)
-        if len(bars) >= n or i == 0:
-            return bars.tail(n)
-        span *= 4
+    # walk back bucket by bucket: n binary searches, then aggregate only that slice
+    j = len(t)
+    for _ in range(n):
+        if j == 0:
+            break
+        key = (int(t.ts[j - 1]) + off) // tf_ns
+        j = t.index_at(key * tf_ns - off, side="left")
+    return time_bars(t.slice(j, len(t)), tf_s, off)
 
 
 def completed(bars: Bars, cutoff_ns: int) -> Bars:

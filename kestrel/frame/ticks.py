@@ -7,7 +7,8 @@ Invariants (checked by `Ticks.validated`, assumed everywhere else):
 - five numpy columns of equal length: `ts` int64 nanoseconds since the Unix epoch (UTC),
   `bid`, `ask`, `last`, `size` float64;
 - `ts` is non-decreasing (equal timestamps keep their source order);
-- `bid <= ask` for every row where both are finite;
+- `bid <= ask` for every row where both are finite (the one exception: a loader told to keep
+  crossed quotes, `crossed="keep"`, keeps them as recorded and reports their count);
 - quote-only sources set `last` to the mid and `size` to 0; trade-only sources set
   `bid = ask = last`.
 Slicing never copies: a slice is a view on the same arrays.
