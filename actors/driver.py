@@ -139,7 +139,15 @@ class DriverActor(Actor[RunSession]):
             outcomes.append(outcome(day, i, loop, done, report.armed))
         await self._feed.ask(AdvanceTo(len(day.ordinals)), timeout=None)
         ledger = await self._engine.ask(FinishDay(), expect=DayLedger, timeout=None)
-        return DayResult(day.date, Ledger.from_jsonl(ledger.jsonl), outcomes, turns, evidence)
+        return DayResult(
+            day.date,
+            Ledger.from_jsonl(ledger.jsonl),
+            outcomes,
+            turns,
+            evidence,
+            day.session.tz,
+            day.data.price_decimals,
+        )
 
 
 async def simulate(

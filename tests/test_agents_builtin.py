@@ -191,3 +191,16 @@ def test_a_real_view_request_re_asks_under_the_same_snapshot() -> None:
     q1 = agent.requests[0].briefing.split("QUOTE", 1)[1].split("\n\n", 1)[0]
     q2 = second.split("QUOTE", 1)[1].split("\n\n", 1)[0]
     assert q1 == q2
+
+
+def test_baseline_trades_inside_the_session_it_reads() -> None:
+    fx = (
+        "CLOCK EURUSD #0 OPEN cutoff 23:55:00 session 2014-05-13 00:00-00:00 UTC\n"
+        "bid 1.39000 ask 1.39010 spr 0.00010 last 1.39005 sz 0\natr 0.00020 rv 5.0%\n"
+    )
+    node = lang.parse(BaselineAgent().write(fx))
+    assert isinstance(node, ast.Plan)
+    assert node.expiry == ast.Until(ast.TimeOfDay(23, 45))
+    cond = node.rules[0].cond
+    assert isinstance(cond, ast.And)
+    assert cond.operands[0] == ast.Compare(">=", ast.Series("time"), ast.TimeOfDay(0, 30))

@@ -23,6 +23,7 @@ from kestrel.session.protocol import AgentReply, AuthorRequest
 _QUOTE = re.compile(r"^bid (\S+) ask (\S+) spr (\S+) last (\S+)", re.MULTILINE)
 _ATR = re.compile(r"^atr (\S+) rv (\S+?)%?(?:\s|$)", re.MULTILINE)
 _CLOCK = re.compile(r"^CLOCK \S+ #(\d+) ", re.MULTILINE)
+_SESSION = re.compile(r" session \S+ (\d{2}):(\d{2})-(\d{2}):(\d{2}) ")
 
 
 class BaselineConfig(msgspec.Struct, frozen=True):
@@ -36,8 +37,8 @@ class BaselineConfig(msgspec.Struct, frozen=True):
     min_atr_pct: float = 0.005
     max_atr_pct: float = 1.0
     max_qty: int = 1000
-    start: str = "10:00"
-    until: str = "15:45"
+    opening_range_min: int = 30
+    flat_before_close_min: int = 15
 
 
 class BaselineAgent:
@@ -94,12 +95,27 @@ class BaselineAgent:
         fmt = f"{{:.{decimals}f}}"
         s, t = fmt.format(stop), fmt.format(target)
         spr = fmt.format(max(spread * 3.0, step * 2))
-        guard = f"time >= {c.start} AND pos == 0 AND spread <= {spr}"
+        start, until = self._window(briefing)
+        guard = f"time >= {start} AND pos == 0 AND spread <= {spr}"
         return (
-            f"PLAN orb UNTIL {c.until} RISK maxpos {qty} maxloss {maxloss:g}\n"
+            f"PLAN orb UNTIL {until} RISK maxpos {qty} maxloss {maxloss:g}\n"
             f"WHEN {guard} AND last > high(30m): BUY {qty} MKT STOP -{s} TARGET +{t}\n"
             f"WHEN {guard} AND last < low(30m): SELL {qty} MKT STOP +{s} TARGET -{t}\n"
         )
+
+
+    def _window(self, briefing: str) -> tuple[str, str]:
+        """Entries from the end of the opening range to a little before the close, read from
+        the CLOCK pane's session line (09:30-16:00 when absent)."""
+        m = _SESSION.search(briefing)
+        open_min, close_min = (570, 960) if m is None else (
+            int(m.group(1)) * 60 + int(m.group(2)), int(m.group(3)) * 60 + int(m.group(4))
+        )
+        if close_min <= open_min:
+            close_min += 1440
+        start = (open_min + self.config.opening_range_min) % 1440
+        until = (close_min - self.config.flat_before_close_min) % 1440
+        return f"{start // 60:02d}:{start % 60:02d}", f"{until // 60:02d}:{until % 60:02d}"
 
 
 def _float_or_none(text: str) -> float | None:

@@ -79,6 +79,8 @@ class DayResult(msgspec.Struct):
     outcomes: list[OrdinalOutcome]
     turns: list[CapturedTurn]
     evidence: list[Evidence]
+    tz: str = "UTC"
+    decimals: int = 2
 
     @property
     def summary(self) -> LedgerSummary:
@@ -270,7 +272,9 @@ def run_day(
         outcomes.append(outcome(day, i, loop, done, armed))
     engine.on_ticks(day.tail())
     engine.finish()
-    return DayResult(day.date, engine.ledger, outcomes, turns, evidence)
+    return DayResult(
+        day.date, engine.ledger, outcomes, turns, evidence, day.session.tz, day.data.price_decimals
+    )
 
 
 def run_session(
