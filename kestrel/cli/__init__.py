@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from kestrel import __version__
 
 # One entry per command module, in help order.
-COMMAND_MODULES: tuple[str, ...] = ("kestrel.cli.lang", "kestrel.cli.frame")
+COMMAND_MODULES: tuple[str, ...] = ("kestrel.cli.lang", "kestrel.cli.frame", "kestrel.cli.simulate")
 
 
 class _Parser(argparse.ArgumentParser):
