@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kestrel.data import load
 from kestrel.data.sample import load_sample
 from kestrel.frame import (
     DEFAULT_CATALOG,
@@ -116,3 +118,17 @@ def test_materialize_is_deterministic() -> None:
     b = materialize(ALL_PANES, freeze(d, t))
     assert a == b and len(a) > 100
     assert set(DEFAULT_CATALOG.names()) >= {"quote", "bars", "levels", "stats", "tape", "position", "plan"}
+
+
+def test_no_look_ahead_on_real_data(shared_data: Path) -> None:
+    """The same property on real, irregular data (bars expanded to ticks, FX quotes)."""
+    base = shared_data
+    rng = np.random.default_rng(5)
+    for rel, preset in [("bars_1min/nautilus_cme_6EH4_1min_bars_20240101_20240131.csv", "cme_bars"),
+                        ("fx_quote_ticks/nautilus_truefx_usdjpy_ticks_20130101.csv", "truefx")]:
+        d = load(base / rel, preset).data
+        lo, hi = int(d.ticks.ts[0]), int(d.ticks.ts[-1])
+        for t in rng.integers(lo, hi, size=8).tolist():
+            full = freeze(d, t)
+            cut = freeze(_truncated(d, t - 300 * NS_PER_S), t)
+            assert materialize(ALL_PANES, full) == materialize(ALL_PANES, cut)
