@@ -100,7 +100,7 @@ def test_missing_pyarrow_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.Mo
 
     monkeypatch.setattr(builtins, "__import__", fake)
     msg = _err(p, preset_name="oanda")
-    assert msg == "<parquet>: reading Parquet needs pyarrow, an optional extra: pip install 'kestrel[parquet]'"
+    assert msg == f"{p}: reading Parquet needs pyarrow, an optional extra: pip install 'kestrel[parquet]'"
 
 
 def test_empty_file_and_header_only(tmp_path: Path) -> None:

@@ -170,21 +170,21 @@ def _read_csv(path: Path, spec: LoadSpec) -> _Table:
 # Parquet
 
 
-def _pyarrow() -> tuple[Any, Any, Any]:
+def _pyarrow(path: Path) -> tuple[Any, Any, Any]:
     try:
         import pyarrow as pa
         import pyarrow.compute as pc
         import pyarrow.parquet as pq
     except ImportError:
         raise DataError(
-            "<parquet>",
+            path,
             "reading Parquet needs pyarrow, an optional extra: pip install 'kestrel[parquet]'",
         ) from None
     return pa, pc, pq
 
 
 def _read_parquet(path: Path, spec: LoadSpec) -> _Table:
-    pa, pc, pq = _pyarrow()
+    pa, pc, pq = _pyarrow(path)
     try:
         names = list(pq.read_schema(path).names)
     except Exception as e:  # pyarrow raises several types for a bad file
@@ -377,7 +377,7 @@ def detect_preset(path: str | Path) -> str:
     """Guess the preset from the file's columns (Parquet schema or CSV header)."""
     p = Path(path)
     if p.suffix.lower() == ".parquet":
-        _, _, pq = _pyarrow()
+        _, _, pq = _pyarrow(p)
         try:
             header = list(pq.read_schema(p).names)
         except Exception as e:

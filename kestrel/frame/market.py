@@ -48,6 +48,8 @@ class MarketData:
         closes = np.array([s.close_ns for s in self.sessions], dtype=np.int64)
         if opens.size > 1 and np.any(opens[1:] < closes[:-1]):
             raise ValueError("sessions must be ordered by open and must not overlap")
+        opens.flags.writeable = False
+        closes.flags.writeable = False
         object.__setattr__(self, "session_open_ns", opens)
         object.__setattr__(self, "session_close_ns", closes)
 
