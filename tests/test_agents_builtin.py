@@ -204,3 +204,16 @@ def test_baseline_trades_inside_the_session_it_reads() -> None:
     cond = node.rules[0].cond
     assert isinstance(cond, ast.And)
     assert cond.operands[0] == ast.Compare(">=", ast.Series("time"), ast.TimeOfDay(0, 30))
+
+
+def test_a_mode_restricts_the_panes_an_agent_may_request() -> None:
+    md = load_sample()
+    o = Ordinal(1, "11:00", md.sessions[-1].wall_clock_ns(11, 0))
+    ports = snapshot_ports(freeze(md, o.time_ns), o, allowed_panes=("quote", "bars"))
+    view = interpret("VIEW v: quote, tape(3)")
+    assert isinstance(view, RequestView)
+    with pytest.raises(ValueError, match="pane 'tape' is not allowed in this mode; allowed panes: quote, bars"):
+        ports.resolve_view(view.view)
+    ok = interpret("VIEW v: quote, bars(5m, 6)")
+    assert isinstance(ok, RequestView)
+    ports.resolve_view(ok.view)

@@ -205,11 +205,12 @@ def _evidence_sink(path: str | None) -> Iterator[Callable[[Any], None] | None]:
         yield None
         return
     from kestrel.logs import open_json_sink
+    from kestrel.session.runner import evidence_logger
 
     try:
         ctx = open_json_sink(path, append=False)
         with ctx as log:
-            yield lambda e: log.info("authoring_iteration", **msgspec.to_builtins(e))
+            yield evidence_logger(log)
     except OSError as exc:
         raise UsageError(str(exc)) from None
 

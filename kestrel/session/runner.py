@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import msgspec
 
@@ -39,6 +40,16 @@ from kestrel.session.risk import RiskBounds
 from kestrel.session.schedule import DEFAULT_GUARD_S, ordinals
 
 EvidenceSink = Callable[[Evidence], None]
+
+
+def evidence_logger(log: Any, event: str = "authoring_iteration") -> EvidenceSink:
+    """An evidence sink writing each record as one structlog event (e.g. to the JSON-lines
+    logger of `kestrel.logs.open_json_sink`)."""
+
+    def sink(record: Evidence) -> None:
+        log.info(event, **msgspec.to_builtins(record))
+
+    return sink
 
 
 class SessionError(ValueError):
@@ -307,6 +318,7 @@ __all__ = [
     "SessionOptions",
     "SessionResult",
     "apply_turn",
+    "evidence_logger",
     "capture_header",
     "open_loop",
     "outcome",
