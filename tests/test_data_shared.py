@@ -77,3 +77,14 @@ def test_histdata_is_est_not_utc(shared_data: Path) -> None:
     r = load(shared_data / "fx_quote_ticks/nautilus_histdata_eurusd_quote_ticks_20200101.csv", "histdata")
     last = np.datetime_as_string(r.data.ticks.ts[-1:].astype("datetime64[ns]"), unit="s")[0]
     assert last.startswith("2020-01-02T04:00")  # 23:00 EST → 04:00 UTC next day
+
+
+def test_csv_and_parquet_paths_agree_on_the_same_day(shared_data: Path) -> None:
+    """Differential: the OANDA one-day CSV equals the Parquet file's rows for that UTC day."""
+    csv = load(shared_data / "fx_quote_ticks/lean_oanda_eurusd_quote_ticks_20140506.csv", "oanda").data
+    pq = load(shared_data / "fx_quote_ticks/lean_oanda_eurusd_quote_ticks_20140501_20140515.parquet", "oanda").data
+    day = np.datetime64("2014-05-06", "ns").astype(np.int64)
+    part = pq.ticks.between(int(day), int(day) + 86_400 * 1_000_000_000)
+    assert len(part) == len(csv.ticks) == 44_864
+    for name in ("ts", "bid", "ask", "last", "size"):
+        assert np.array_equal(getattr(part, name), getattr(csv.ticks, name)), name

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kestrel.data.sample import load_sample
 from kestrel.frame import (
@@ -198,3 +200,21 @@ def test_token_estimator_is_documented_rule() -> None:
     assert estimate_tokens("182.40") == 3  # 182 . 40
     assert estimate_tokens("1234567") == 3
     assert estimate_tokens("a b\nc") == 4
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(min_value=64, max_value=4000), st.permutations(["quote", "bars", "levels", "stats", "tape"]))
+def test_budget_always_respected_and_cut_announced(budget: int, order: list[str]) -> None:
+    s = _snap()
+    r = resolve_view(ViewSelection(tuple(order), budget=budget), O1)
+    text = materialize(r, s)
+    whole = "\n\n".join(
+        DEFAULT_CATALOG.get(p.name).builder(s, dict(p.args)) for p in r.panes  # type: ignore[union-attr]
+    )
+    assert estimate_tokens(text) <= budget
+    if estimate_tokens(whole) <= budget:
+        assert text == whole
+    else:
+        assert text.splitlines()[-1].startswith(f"[budget {budget} reached: ")
+        kept = text.rsplit("\n", 1)[0] if "\n" in text else ""
+        assert whole.startswith(kept)  # a prefix of whole lines, nothing reordered or altered
