@@ -1,1 +1,28 @@
-"""agents"""
+"""Built-in agents. Each implements `kestrel.session.protocol.Agent`: `author(request) ->
+AgentReply` (raw text + usage), `iterative` (whether it takes part in the authoring loop),
+`agent_id` and `model`.
+
+- `BaselineAgent`: deterministic rule-based opening-range breakout (single-shot);
+- `FixedAgent`: arms one given `.kes` plan, then passes (single-shot);
+- `RecordedAgent`: replays captured turns (single-shot);
+- `ScriptedAgent`: plays scripted raw replies, for tests (iterative).
+Model adapters (OpenAI-compatible, Anthropic) plug in through the same protocol: return the
+model's text with normalized `Usage` and set `iterative = True`.
+"""
+
+from kestrel.agents.baseline import BaselineAgent, BaselineConfig
+from kestrel.agents.fixed import FixedAgent
+from kestrel.agents.recorded import RecordedAgent, ReplayError, turn_text
+from kestrel.agents.scripted import Raise, ScriptedAgent, ScriptError
+
+__all__ = [
+    "BaselineAgent",
+    "BaselineConfig",
+    "FixedAgent",
+    "Raise",
+    "RecordedAgent",
+    "ReplayError",
+    "ScriptError",
+    "ScriptedAgent",
+    "turn_text",
+]

@@ -1,1 +1,89 @@
-"""session"""
+"""The session layer: the agent protocol, the bounded authoring loop (sans-IO), execution
+profiles, captured turns, the simulate schedule and `run_session` (the synchronous embedding).
+
+Typical embedding::
+
+    from kestrel.data import load_sample
+    from kestrel.agents import BaselineAgent
+    from kestrel.session import SessionOptions, run_session
+
+    result = run_session(load_sample(), BaselineAgent(), SessionOptions(checkpoints=("11:00",)))
+    result.ledger_jsonl()   # canonical ledger bytes
+    result.capture_jsonl()  # the replay input
+
+See docs/session.md.
+"""
+
+from kestrel.session.capture import CaptureHeader, CapturedTurn, read_capture, write_capture
+from kestrel.session.drive import author_turn
+from kestrel.session.loop import AuthoringLoop, Done, Evidence, Kernel, LoopPorts, LoopSettings
+from kestrel.session.profiles import Flags, Mode, Policy, Profile, lookup, names, resolve
+from kestrel.session.protocol import (
+    Agent,
+    AgentReply,
+    AgentTurn,
+    AuthorRequest,
+    AuthorStep,
+    Invalid,
+    PassTurn,
+    Reply,
+    RequestView,
+    StandDownTurn,
+    Supersede,
+    TurnReply,
+    Usage,
+    interpret_reply,
+)
+from kestrel.session.risk import RiskAssessment, RiskBounds, RiskLevel, classify, dry_run
+from kestrel.session.runner import (
+    DayResult,
+    SessionOptions,
+    SessionResult,
+    evidence_logger,
+    run_session,
+)
+
+__all__ = [
+    "Agent",
+    "AgentReply",
+    "AgentTurn",
+    "AuthorRequest",
+    "AuthorStep",
+    "AuthoringLoop",
+    "CaptureHeader",
+    "CapturedTurn",
+    "DayResult",
+    "Done",
+    "Evidence",
+    "Flags",
+    "Invalid",
+    "Kernel",
+    "LoopPorts",
+    "LoopSettings",
+    "Mode",
+    "PassTurn",
+    "Policy",
+    "Profile",
+    "Reply",
+    "RequestView",
+    "RiskAssessment",
+    "RiskBounds",
+    "RiskLevel",
+    "SessionOptions",
+    "SessionResult",
+    "StandDownTurn",
+    "Supersede",
+    "TurnReply",
+    "Usage",
+    "author_turn",
+    "classify",
+    "dry_run",
+    "evidence_logger",
+    "interpret_reply",
+    "lookup",
+    "names",
+    "read_capture",
+    "resolve",
+    "run_session",
+    "write_capture",
+]
