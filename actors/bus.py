@@ -23,7 +23,7 @@ Subscriptions of a stopped actor or a closed stream are removed on the next publ
 from __future__ import annotations
 
 import enum
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -115,15 +115,15 @@ class StreamSubscription(Subscription):
         """The next message; raises `anyio.EndOfStream` once unsubscribed and drained."""
         return await self._recv.receive()
 
-    def __aiter__(self) -> AsyncIterator[Any]:
-        return self._iterate()
+    def __aiter__(self) -> StreamSubscription:
+        return self
 
-    async def _iterate(self) -> AsyncIterator[Any]:
-        while True:
-            try:
-                yield await self._recv.receive()
-            except (EndOfStream, ClosedResourceError):
-                return
+    async def __anext__(self) -> Any:
+        # A plain iterator, not an async generator: nothing to finalize if abandoned.
+        try:
+            return await self._recv.receive()
+        except (EndOfStream, ClosedResourceError):
+            raise StopAsyncIteration from None
 
     async def __aenter__(self) -> StreamSubscription:
         return self

@@ -106,9 +106,11 @@ class Cell(Generic[M]):
         await self.done.wait()
 
     def abort(self) -> None:
-        """Stop now: cancel the task; whatever is pending is rejected."""
+        """Stop now, with every descendant: cancel the tasks; whatever is pending is rejected."""
         self._aborted = True
         self.request_stop()
+        for child in list(self.children):
+            child.abort()
         self._life.cancel()
 
     def child_escalated(self, failure: ChildFailed) -> None:
@@ -151,6 +153,8 @@ class Cell(Generic[M]):
                 except Exception as exc:  # factory or on_start failed
                     failure = exc
             self._work = None
+            if self._aborted:
+                return  # aborted: no drain, no on_stop; `run` rejects what is left
             if failure is None and self._escalated is not None:
                 failure, self._escalated = self._escalated, None
             if failure is None:

@@ -8,7 +8,8 @@ Prints one JSON line. Per backend (suffix `_asyncio` / `_trio`):
 - `ask_per_s`: `ask` round trips/s; `pingpong_per_s`: raw two-stream ping-pong round trips/s;
 - `fanout_per_s`: bus deliveries/s, one publisher to 3 counting actor subscribers (`block`);
 - ratios `tell_ratio` = tell/floor and `ask_ratio` = ask/pingpong.
-And `trio_vs_asyncio_{tell,ask,fanout}`: trio's figure over asyncio's.
+And `trio_vs_asyncio_<figure>`: trio's figure over asyncio's, for the raw rates
+(`tell_per_s`, `ask_per_s`, `fanout_per_s`) and for the ratios (`tell_ratio`, `ask_ratio`).
 Each figure is the best of a few repeats. `--quick` keeps the whole run under 20 s.
 """
 
@@ -174,7 +175,7 @@ async def best(fn: Callable[[int], Awaitable[float]], n: int, repeats: int) -> f
 
 def run_backend(backend: str, quick: bool) -> dict[str, float]:
     scale = 1 if quick else 5
-    repeats = 3 if quick else 5
+    repeats = 5 if quick else 7
     stream_n, ask_n, fan_n = 100_000 * scale, 10_000 * scale, 50_000 * scale
 
     async def main() -> dict[str, float]:
@@ -203,8 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     for backend, figures in per_backend.items():
         for key, value in figures.items():
             result[f"{key}_{backend}"] = round(value, 3) if "ratio" in key else round(value)
-    for key in ("tell", "ask", "fanout"):
-        trio, aio = per_backend["trio"][f"{key}_per_s"], per_backend["asyncio"][f"{key}_per_s"]
+    for key in ("tell_per_s", "ask_per_s", "fanout_per_s", "tell_ratio", "ask_ratio"):
+        trio, aio = per_backend["trio"][key], per_backend["asyncio"][key]
         result[f"trio_vs_asyncio_{key}"] = round(trio / aio, 3)
     result["seconds"] = round(time.perf_counter() - started, 2)
     print(json.dumps(result))

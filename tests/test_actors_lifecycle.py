@@ -34,8 +34,8 @@ class Sink(Actor[Item | Hang]):
         return None
 
 
-def task_ids() -> set[int]:
-    return {task.id for task in anyio.get_running_tasks()}
+def task_ids() -> set[tuple[int, str]]:
+    return {(task.id, task.name) for task in anyio.get_running_tasks()}
 
 
 async def test_shutdown_leaves_no_task_behind() -> None:
@@ -144,10 +144,15 @@ async def test_spawn_during_shutdown_is_refused() -> None:
             system.spawn(lambda: Sink("y", []), name="y")
 
 
-async def test_stop_with_grace_aborts_a_stuck_actor() -> None:
+async def test_stop_with_grace_aborts_a_stuck_actor_and_its_children() -> None:
     log: list[str] = []
+
+    class Parent(Sink):
+        async def on_start(self) -> None:
+            self.ctx.spawn(lambda: Sink("child", self.log), name="child")
+
     async with ActorSystem() as system:
-        stuck = system.spawn(lambda: Sink("stuck", log), name="stuck")
+        stuck = system.spawn(lambda: Parent("stuck", log), name="stuck")
         await stuck.tell(Hang())
         stuck.tell_nowait(Item(n=1))
         await anyio.wait_all_tasks_blocked()
