@@ -7,16 +7,17 @@ exec'd once; the per-tick loop then never touches the AST. Undefined values are 
 comparison using one is false (`!=` is guarded explicitly).
 
 Two functions are generated from the same update code:
-- `warm(tsl, bl, al, ll, sl, S)` feeds history to the indicators only;
-- `live(E, tsl, bl, al, ll, sl, g0, S, R)` also calls the broker (`E._step`) on ticks where
+- `warm(tsl, bl, al, ll, sl, S, OFF_, OPEN_)` feeds history to the indicators only;
+- `live(E, tsl, bl, al, ll, sl, g0, S, R, OFF_, OPEN_)` also calls the broker (`E._step`) on ticks where
   the broker's envelope `E.env` is breached and evaluates the armed rules (`R` holds each
   rule's state: 0 spent, 1 armed, 2 waiting for a false evaluation before re-arming),
   calling `E._fire` when one fires. Crosses start fresh in `live` after arming.
-`S` is the list of persisted state variables (loaded into locals, stored back at the end).
+`OFF_`/`OPEN_` are the session's UTC offset and open (ns). `S` is the list of persisted state variables (loaded into locals, stored back at the end).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import deque
 from collections.abc import Callable
@@ -24,7 +25,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kestrel.engine.indicators import IndicatorSpec, PlanError, is_dynamic, resolve
-from kestrel.frame.session import SessionSpec
 from kestrel.lang import ast
 
 NAN = float("nan")
@@ -71,8 +71,7 @@ class CompiledPlan:
 
 
 class _Gen:
-    def __init__(self, session: SessionSpec) -> None:
-        self.session = session
+    def __init__(self) -> None:
         self.state: list[tuple[str, str]] = []  # (name, initial value source)
         self.base: set[str] = set()
         self.spec_var: dict[IndicatorSpec, str] = {}
@@ -168,7 +167,7 @@ class _Gen:
         if "mid" in self.base:
             L.append("m = (b + a) / 2.0")
         if "time" in self.base:
-            L.append(f"tod = ((t + {self.session.utc_offset_ns}) % {NS_PER_DAY}) // 1000000000")
+            L.append(f"tod = ((t + OFF_) % {NS_PER_DAY}) // 1000000000")
         if self.base & {"vol", "vwap"}:
             L.append("cv += s")
             if "vwap" in self.base:
@@ -207,7 +206,7 @@ class _Gen:
                 alpha = 2.0 / (spec.n + 1)
                 L.append(f"{v} = {x} if {v} != {v} else {v} + {alpha!r} * ({x} - {v})")
         for g, (tf, items) in enumerate(sorted(self.bars.items())):
-            L.append(f"k_ = (t - {self.session.open_ns}) // {tf}")
+            L.append(f"k_ = (t - OPEN_) // {tf}")
             L.append(f"if k_ != bk{g}:")
             L.append(f"    if bk{g} != {SENTINEL}:")
             for v, spec in items:
@@ -246,9 +245,11 @@ class _Gen:
                 self.var(f"bx{g}_{x}", "nan")
 
 
-def compile_plan(plan: ast.Plan, session: SessionSpec) -> CompiledPlan:
-    """Generate, exec and return the reference-path functions for `plan`."""
-    g = _Gen(session)
+@functools.lru_cache(maxsize=256)
+def compile_plan(plan: ast.Plan) -> CompiledPlan:
+    """Generate, exec and return the reference-path functions for `plan` (cached: the code
+    depends on the plan only; the session's UTC offset and open come in as arguments)."""
+    g = _Gen()
     conds: list[str] = []
     prices: list[str] = []
     for rule in plan.rules:
@@ -289,7 +290,7 @@ def compile_plan(plan: ast.Plan, session: SessionSpec) -> CompiledPlan:
         "        if t0 < 0: t0 = tsl[0]",
         "        if op != op: op = ll[0]",
     ]
-    src: list[str] = ["def warm(tsl, bl, al, ll, sl, S):", "    nan = _NAN"]
+    src: list[str] = ["def warm(tsl, bl, al, ll, sl, S, OFF_, OPEN_):", "    nan = _NAN"]
     src += unpack("    ") + head
     src.append("    for t, b, a, l, s in zip(tsl, bl, al, ll, sl):")
     src += ["        " + u for u in upd] or ["        pass"]
@@ -298,7 +299,7 @@ def compile_plan(plan: ast.Plan, session: SessionSpec) -> CompiledPlan:
 
     reload_env = "lo_b, hi_b, lo_a, hi_a, t_next, i_next = E.env"
     reload_r = (", ".join(rvars) + ", = R") if rvars else "pass"
-    src += ["def live(E, tsl, bl, al, ll, sl, g0, S, R):", "    nan = _NAN"]
+    src += ["def live(E, tsl, bl, al, ll, sl, g0, S, R, OFF_, OPEN_):", "    nan = _NAN"]
     src += unpack("    ") + head
     src += ["    " + reload_env, "    " + reload_r, "    i = g0 - 1"]
     src.append("    for t, b, a, l, s in zip(tsl, bl, al, ll, sl):")

