@@ -74,6 +74,7 @@ class Kernel(msgspec.Struct, frozen=True):
     iteration: int
     iterations_left: int
     tokens_left: int
+    iterative: bool = True
 
 
 class LoopSettings(msgspec.Struct, frozen=True):
@@ -178,6 +179,7 @@ class AuthoringLoop:
                 iteration=self._iteration,
                 iterations_left=max(self._cap - self._iteration, 0),
                 tokens_left=max(self._budget - self._spent, 0),
+                iterative=self._iterative,
             )
             self._pending = AuthorRequest(
                 ordinal=self.ordinal,

@@ -114,6 +114,8 @@ def snapshot_ports(
         budget = (
             f"{kernel.iterations_left} view requests or repairs left, "
             f"{kernel.tokens_left} tokens left"
+            if kernel.iterative
+            else "single-shot: reply with one PLAN, STANDDOWN or PASS"
         )
         chosen = view if isinstance(view, ResolvedView) else None
         return frame_briefing(snapshot, ordinal, chosen, {"budget": budget}, catalog)
