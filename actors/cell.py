@@ -11,9 +11,10 @@ costs nothing.
 Stop rule (graceful): the mailbox closes to new messages (senders get `ActorStopped`,
 including those blocked on a full mailbox), the messages already accepted are handled, then
 the actor's children are stopped newest first (each by this same rule), then `on_stop` runs
-and the task ends. A supervision `Stop`/`Escalate`, or an abort (the shutdown grace period
-expired, or the system failed), instead rejects what is left: each pending `ask` gets
-`ActorStopped` and each pending `tell` is counted in `rejected`.
+and the task ends. A supervision `Stop`/`Escalate` instead rejects what is left: each
+pending `ask` gets `ActorStopped` and each pending `tell` is counted in `rejected`. An abort
+(a stop's grace period expired, or the system failed) cancels the task and its descendants'
+tasks at once, without `on_stop`, and rejects what is left the same way.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@
 Shutdown rule: no new actor may be spawned; top-level actors stop newest first, each by the
 graceful stop rule of `actors.cell` (close the mailbox, handle what it already accepted, stop
 its children newest first, run `on_stop`). If that takes longer than `grace` seconds, every
-actor still running is aborted: its task is cancelled, its pending `ask`s get
+actor still running is aborted: its task is cancelled (no `on_stop`), its pending `ask`s get
 `ActorStopped` and its pending `tell`s are counted in `rejected`. Bus streams are closed
 last. Leaving the block with an exception aborts at once. A failure escalated by a
 top-level actor aborts the system and `__aexit__` raises `EscalationError`.

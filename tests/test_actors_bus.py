@@ -140,3 +140,47 @@ async def test_subscribe_validates_its_arguments() -> None:
         bus = system.bus
     with pytest.raises(ActorStopped, match="shutting down"):
         await bus.publish("t", Fill(seq=1))
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_drop_oldest_matches_a_bounded_deque_model(backend: str) -> None:
+    """Differential property: for any interleaving of publishes and reads, a DROP_OLDEST
+    stream behaves like `deque(maxlen=capacity)`: same messages read, same drop count,
+    never more than `capacity` held."""
+    from collections import deque
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=60, deadline=None)
+    @given(
+        capacity=st.integers(min_value=1, max_value=6),
+        ops=st.lists(st.sampled_from(["pub", "pub", "read"]), max_size=40),
+    )
+    def check(capacity: int, ops: list[str]) -> None:
+        async def run() -> tuple[list[int], int]:
+            read: list[int] = []
+            async with ActorSystem() as system:
+                sub = system.bus.subscribe_stream(
+                    "t", policy=SlowPolicy.DROP_OLDEST, capacity=capacity
+                )
+                for seq, op in enumerate(ops):
+                    if op == "pub":
+                        await system.bus.publish("t", Fill(seq=seq))
+                    elif sub.pending:
+                        read.append((await sub.receive()).seq)
+                    assert sub.pending <= capacity
+                return read, sub.drops
+
+        model: deque[int] = deque(maxlen=capacity)
+        expected_read: list[int] = []
+        expected_drops = 0
+        for seq, op in enumerate(ops):
+            if op == "pub":
+                expected_drops += len(model) == capacity
+                model.append(seq)
+            elif model:
+                expected_read.append(model.popleft())
+        assert anyio.run(run, backend=backend) == (expected_read, expected_drops)
+
+    check()
