@@ -219,3 +219,19 @@ async def test_spawn_validates_names_and_capacity() -> None:
 async def test_spawn_outside_a_running_system_is_refused() -> None:
     with pytest.raises(RuntimeError, match="needs a running system"):
         ActorSystem().spawn(Counter)
+
+
+async def test_ask_timeout_covers_waiting_for_mailbox_room() -> None:
+    release = anyio.Event()
+    seen: list[int] = []
+    async with ActorSystem() as system:
+        ref = system.spawn(lambda: Gate(release, seen), name="gate", mailbox=1)
+        await ref.tell(Hang())
+        await anyio.wait_all_tasks_blocked()
+        await ref.tell(Add(n=1))  # the mailbox is full now
+        with anyio.fail_after(2), pytest.raises(AskTimeout, match="after 0.05s"):
+            await ref.ask(Add(n=2), timeout=0.05)
+        assert ref.pending == 1  # the timed-out ask was withdrawn, not left queued
+        release.set()
+        await ref.ask(Add(n=3))
+    assert seen == [1, 3]
