@@ -11,6 +11,8 @@ Prints one JSON line:
 - `backtrader_ratio` (when backtrader is installed): backtrader's wall time on the same
   strategy over the same data as 1-minute bars, over the engine's reference wall time;
   `nautilus_ratio` likewise when nautilus_trader is installed (skipped cleanly otherwise);
+- `armed_all_day_*_ticks_per_s`: a plan whose rule stays armed all day (it never fires),
+  so the reference path evaluates its indicators and condition on every tick;
 - `ledgers_identical`: the fast path's ledgers equal the reference's, byte for byte;
 - `peak_rss_mb`: peak resident memory of the process.
 `--quick` uses 200,000 ticks instead of 1,000,000.
@@ -44,6 +46,10 @@ TYPICAL = {
     "mean_reversion_limit": "PLAN mr RISK maxpos 100\n"
     "WHEN last < vwap - 0.4 AND spread <= 0.02: BUY 100 LMT bid-0.02 STOP -0.5% TARGET +0.5% TTL 10m",
 }
+ARMED_ALL_DAY = (
+    "PLAN idle RISK maxpos 100\n"
+    "WHEN mid CROSSES ABOVE sma(mid, 50) AND spread > 5: BUY 100 MKT STOP -0.5% TARGET +1%"
+)
 FLOOR_PLAN = "PLAN smab RISK maxpos 100\nWHEN mid CROSSES ABOVE sma(mid, 50): BUY 100 MKT STOP -0.5% TARGET +1%"
 
 
@@ -222,6 +228,13 @@ def main() -> None:
     result["sma_bracket_fast_ticks_per_s"] = round(n / sma_fast_wall)
     result["reference_vs_python_floor"] = round(floor_wall / sma_ref_wall, 3)
     result["fast_vs_python_floor"] = round(floor_wall / sma_fast_wall, 3)
+    idle = parse(ARMED_ALL_DAY)
+    assert isinstance(idle, Plan)
+    idle_ref_wall, rl = run_engine(days, idle, "reference")
+    idle_fast_wall, fl = run_engine(days, idle, "fast")
+    identical &= rl == fl
+    result["armed_all_day_reference_ticks_per_s"] = round(n / idle_ref_wall)
+    result["armed_all_day_fast_ticks_per_s"] = round(n / idle_fast_wall)
     bt_res = backtrader_wall(days)
     if bt_res is not None:
         bt_wall, bars = bt_res

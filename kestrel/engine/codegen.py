@@ -301,7 +301,13 @@ def compile_plan(plan: ast.Plan) -> CompiledPlan:
     reload_r = (", ".join(rvars) + ", = R") if rvars else "pass"
     src += ["def live(E, tsl, bl, al, ll, sl, g0, S, R, OFF_, OPEN_):", "    nan = _NAN"]
     src += unpack("    ") + head
+    dead = "if not (" + " or ".join(rvars) + "): break"
     src += ["    " + reload_env, "    " + reload_r, "    i = g0 - 1"]
+    # once every rule is spent or disarmed, the indicators are never read again: the rest
+    # of the batch runs the broker-only loop
+    src.append("    if not (" + " or ".join(rvars) + "):")
+    src.append("        E._live_bare(tsl, bl, al, ll, sl, g0, 0)")
+    src.append("        return")
     src.append("    for t, b, a, l, s in zip(tsl, bl, al, ll, sl):")
     body = [
         "i += 1",
@@ -309,6 +315,7 @@ def compile_plan(plan: ast.Plan) -> CompiledPlan:
         "    E._step(i, t, b, a)",
         "    " + reload_env,
         "    " + reload_r,
+        "    " + dead,
     ]
     body += upd
     for name, x, y, d in g.crosses:
@@ -329,11 +336,16 @@ def compile_plan(plan: ast.Plan) -> CompiledPlan:
             f"            E._fire({j}, i, t, b, a, {price})",
             "            " + reload_env,
             "            " + reload_r,
-            f"    elif not c_:",
+            "            " + dead,
+            "    elif not c_:",
             f"        r{j} = R[{j}] = 1",
         ]
     src += ["        " + line for line in body]
+    src.append("    else:")
+    src += pack("        ")
+    src.append("        return")
     src += pack("    ")
+    src.append("    E._live_bare(tsl, bl, al, ll, sl, g0, i - g0 + 1)")
     src.append("")
     inits = ", ".join(init for _, init in g.state)
     src.append(f"def init_state():\n    nan = _NAN\n    return [{inits}]\n")

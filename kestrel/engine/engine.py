@@ -18,6 +18,7 @@ Steps 1-4 run only on ticks where the broker's envelope `env` says something may
 from __future__ import annotations
 
 import math
+from itertools import islice
 from collections.abc import Sequence
 
 import numpy as np
@@ -265,11 +266,12 @@ class Engine:
         self.a = float(a)
 
     def _live_bare(self, tsl: Sequence[int], bl: Sequence[float], al: Sequence[float],
-                   ll: Sequence[float], sl: Sequence[float], g0: int) -> None:
-        """The loop without a plan: only the broker (carried positions, protective orders)."""
-        i = g0 - 1
+                   ll: Sequence[float], sl: Sequence[float], g0: int, skip: int = 0) -> None:
+        """The loop without live rules: only the broker (positions, protective orders),
+        from batch position `skip` on."""
+        i = g0 + skip - 1
         lo_b, hi_b, lo_a, hi_a, t_next, i_next = self.env
-        for t, b, a in zip(tsl, bl, al):
+        for t, b, a in islice(zip(tsl, bl, al), skip, None):
             i += 1
             if b <= lo_b or b >= hi_b or a <= lo_a or a >= hi_a or t >= t_next or i >= i_next:
                 self._step(i, t, b, a)
