@@ -74,6 +74,7 @@ async def test_agent_exception_stands_down_and_the_session_goes_on(anyio_backend
 
 class SlowAgent:
     iterative: ClassVar[bool] = True
+    blocking: ClassVar[bool] = True
     agent_id = "slow"
     model = "slow"
 
@@ -93,6 +94,7 @@ class JitteryAgent:
     """Answers like the baseline after a random delay, recording what it was shown."""
 
     iterative: ClassVar[bool] = False
+    blocking: ClassVar[bool] = True
     agent_id = "baseline"
     model = ""
 

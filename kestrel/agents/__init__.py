@@ -1,13 +1,13 @@
 """Built-in agents. Each implements `kestrel.session.protocol.Agent`: `author(request) ->
 AgentReply` (raw text + usage), `iterative` (whether it takes part in the authoring loop),
-`agent_id` and `model`.
+`blocking` (whether `author` may block on I/O), `agent_id` and `model`.
 
 - `BaselineAgent`: deterministic rule-based opening-range breakout (single-shot);
 - `FixedAgent`: arms one given `.kes` plan, then passes (single-shot);
 - `RecordedAgent`: replays captured turns (single-shot);
 - `ScriptedAgent`: plays scripted raw replies, for tests (iterative).
 Model adapters (OpenAI-compatible, Anthropic) plug in through the same protocol: return the
-model's text with normalized `Usage` and set `iterative = True`.
+model's text with normalized `Usage` and set `iterative = True`, `blocking = True`.
 """
 
 from kestrel.agents.baseline import BaselineAgent, BaselineConfig

@@ -43,6 +43,7 @@ class BaselineConfig(msgspec.Struct, frozen=True):
 
 class BaselineAgent:
     iterative: ClassVar[bool] = False
+    blocking: ClassVar[bool] = False
 
     def __init__(self, config: BaselineConfig = BaselineConfig()) -> None:
         self.config = config

@@ -14,6 +14,7 @@ from kestrel.session.protocol import AgentReply, AuthorRequest
 
 class FixedAgent:
     iterative: ClassVar[bool] = False
+    blocking: ClassVar[bool] = False
 
     def __init__(self, text: str, *, name: str = "fixed") -> None:
         self._text = text

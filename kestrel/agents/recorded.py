@@ -41,6 +41,7 @@ def turn_text(turn: AgentTurn) -> str:
 
 class RecordedAgent:
     iterative: ClassVar[bool] = False
+    blocking: ClassVar[bool] = False
 
     def __init__(self, turns: Iterable[CapturedTurn], *, agent_id: str = "recorded") -> None:
         self._turns = list(turns)

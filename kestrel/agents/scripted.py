@@ -32,6 +32,7 @@ class ScriptedAgent:
     """Plays `script` in order; a bare string is a reply with `usage` (default zero)."""
 
     iterative: ClassVar[bool] = True
+    blocking: ClassVar[bool] = False
 
     def __init__(
         self,

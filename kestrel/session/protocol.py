@@ -118,9 +118,12 @@ class AuthorRequest(msgspec.Struct, frozen=True):
 @runtime_checkable
 class Agent(Protocol):
     """An author. `iterative` False means single-shot: the agent never enters the authoring
-    loop (its one reply must be terminal, else the ordinal stands down fail-closed)."""
+    loop (its one reply must be terminal, else the ordinal stands down fail-closed).
+    `blocking` True means `author` may block on I/O (a model adapter): the actor shell then
+    calls it on a worker thread so its ask timeout can fire; pure agents answer inline."""
 
     iterative: ClassVar[bool]
+    blocking: ClassVar[bool]
 
     @property
     def agent_id(self) -> str:
