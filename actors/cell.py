@@ -37,7 +37,12 @@ if TYPE_CHECKING:
 
 M = TypeVar("M")
 
-log = structlog.get_logger("actors")
+
+
+def _log() -> Any:
+    """The structlog logger, resolved at call time so the caller's configuration applies."""
+    return structlog.get_logger()
+
 
 
 class HandlerFailed(Exception):
@@ -117,8 +122,10 @@ class Cell(Generic[M]):
     def child_escalated(self, failure: ChildFailed) -> None:
         """A child escalated: fail this actor with `failure`, handled by its own policy."""
         if not self.accepting or self._aborted:
-            log.error("actor.escalation_ignored", actor=self.name, reason="stopping",
-                      error=str(failure))
+            _log().error(
+                "actor.escalation_ignored", logger="actors", actor=self.name,
+                reason="stopping", error=str(failure),
+            )
             return
         self._escalated = failure
         if self._work is not None:
@@ -200,7 +207,9 @@ class Cell(Generic[M]):
                         if failure is not None:
                             item.fail(failure)
                         else:
-                            item.reject(ActorStopped(self.name, "it stopped while handling this message"))
+                            item.reject(
+                                ActorStopped(self.name, "it stopped while handling this message")
+                            )
                         raise
                 else:
                     try:
@@ -223,21 +232,27 @@ class Cell(Generic[M]):
             assert self._window is not None
             if self._window.allow(anyio.current_time()):
                 self.restarts += 1
-                log.warning("actor.restart", actor=self.name, restart=self._window.count,
-                            max_restarts=policy.max_restarts, error=_describe(failure))
+                _log().warning(
+                    "actor.restart", logger="actors", actor=self.name,
+                    restart=self._window.count, max_restarts=policy.max_restarts,
+                    error=_describe(failure),
+                )
                 await self._stop_instance()
                 return True
-            log.error("actor.restart_limit", actor=self.name, max_restarts=policy.max_restarts,
-                      within=policy.within, error=_describe(failure))
+            _log().error(
+                "actor.restart_limit", logger="actors", actor=self.name,
+                max_restarts=policy.max_restarts, within=policy.within,
+                error=_describe(failure),
+            )
             await self._fail_stop()
             self._escalate(failure)
             return False
         if isinstance(policy, Stop):
-            log.error("actor.stop", actor=self.name, error=_describe(failure))
+            _log().error("actor.stop", logger="actors", actor=self.name, error=_describe(failure))
             await self._fail_stop()
             return False
         assert isinstance(policy, Escalate)
-        log.error("actor.escalate", actor=self.name, error=_describe(failure))
+        _log().error("actor.escalate", logger="actors", actor=self.name, error=_describe(failure))
         await self._fail_stop()
         self._escalate(failure)
         return False
@@ -264,7 +279,9 @@ class Cell(Generic[M]):
         try:
             await actor.on_stop()
         except Exception as exc:
-            log.error("actor.on_stop_failed", actor=self.name, error=_describe(exc))
+            _log().error(
+                "actor.on_stop_failed", logger="actors", actor=self.name, error=_describe(exc)
+            )
 
     def _reject_pending(self) -> None:
         while True:

@@ -50,7 +50,8 @@ class Codec:
             other = registry.get(tag)
             if other is not None and other is not cls:
                 raise CodecError(
-                    f"tag {tag!r} is used by both {other.__name__} and {cls.__name__}; tags must be unique"
+                    f"tag {tag!r} is used by both {other.__name__} and {cls.__name__}; "
+                    "tags must be unique"
                 )
             registry[tag] = cls
         if not registry:
@@ -95,7 +96,9 @@ class Codec:
                 f"cannot encode {type(message).__name__} as {format}: {exc}"
             ) from exc
 
-    def decode(self, data: bytes | bytearray | memoryview, format: Format = "json") -> msgspec.Struct:
+    def decode(
+        self, data: bytes | bytearray | memoryview, format: Format = "json"
+    ) -> msgspec.Struct:
         """The message encoded in `data`; `CodecError` if it is not a valid registered message."""
         if format == "json":
             decoder: msgspec.json.Decoder[Any] | msgspec.msgpack.Decoder[Any] = self._json_dec

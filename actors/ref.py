@@ -98,7 +98,7 @@ class ActorRef(Generic[M]):
         return self._cell.capacity
 
     async def tell(self, message: M) -> None:
-        """Send `message` without waiting for it to be handled; waits only while the mailbox is full.
+        """Send `message` without waiting for it to be handled; waits only if the mailbox is full.
 
         Raises `ActorStopped` if the actor is stopped or stops while we wait for room.
         """

@@ -156,7 +156,9 @@ class ActorSystem:
         parent_cell = None if parent is None else parent._cell
         if parent_cell is not None and not parent_cell.accepting:
             raise ActorStopped(parent_cell.name, "a stopping actor spawns no child")
-        base = name if name is not None else f"{getattr(factory, '__name__', 'actor').lower()}-{next(self._ids)}"
+        if name is None:
+            name = f"{getattr(factory, '__name__', 'actor').lower()}-{next(self._ids)}"
+        base = name
         if not base or "/" in base:
             raise ValueError(f"actor name must be non-empty and without '/', got {base!r}")
         full = base if parent_cell is None else f"{parent_cell.name}/{base}"
