@@ -1,0 +1,118 @@
+"""Engine API: warm-up on mid-session arming, path choice, config and plan errors, the
+ledger summary and its canonical serialization."""
+
+from __future__ import annotations
+
+import pytest
+
+from kestrel.engine import (
+    Engine,
+    EngineConfig,
+    Filled,
+    Ledger,
+    Mark,
+    PlanError,
+    PositionChanged,
+    ticks_of,
+)
+from kestrel.engine.ledger import Fired
+from kestrel.lang import ast
+
+from test_engine_helpers import SESSION, S, T0, engine, fills, plan, quotes, run
+
+
+def test_plan_armed_mid_session_warms_its_indicators_on_history() -> None:
+    e = engine()
+    e.on_ticks(ticks_of(quotes((100.0, 100.0), (101.0, 101.0), (100.5, 100.5))))
+    e.arm(plan("PLAN p\nWHEN last > high(3s): BUY 1 MKT"))
+    e.on_ticks(ticks_of([(T0 + 3 * S, 101.5, 101.5)]))
+    # window [0s, 3s) from the history holds 100, 101, 100.5: 101.5 > 101 fires at tick 3
+    assert [(f.tick, f.rule) for f in e.ledger.events if isinstance(f, Fired)] == [(3, 0)]
+
+
+def test_vwap_and_open_come_from_the_whole_session() -> None:
+    e = engine()
+    e.on_ticks(ticks_of(quotes((90.0, 90.0), (110.0, 110.0))))
+    e.arm(plan("PLAN p\nWHEN last < open + 5 AND last < vwap: SELL 1 MKT"))
+    # open 90; vwap (no volume) = mean(90, 110, 94) = 98 at tick 2; 94 < 95 and 94 < 98
+    e.on_ticks(ticks_of([(T0 + 2 * S, 94.0, 94.0)]))
+    assert any(isinstance(x, Fired) for x in e.ledger.events)
+
+
+def test_run_picks_the_fast_path_for_static_plans() -> None:
+    rows = quotes((100.0, 100.0), (101.0, 101.0), (102.0, 102.0))
+    e = engine()
+    e.arm(plan("PLAN p\nWHEN last > 100: BUY 1 MKT"))
+    e.run(ticks_of(rows))
+    assert e.last_path == "fast"
+    assert fills(e.ledger)[0] == (2, "buy", 1, 102.0)
+
+
+def test_account_state_plans_run_on_the_reference_path() -> None:
+    rows = quotes((101.0, 101.0), (101.0, 101.0), (99.0, 99.0), (101.0, 101.0), (101.0, 101.0))
+    e = engine()
+    e.arm(plan("PLAN p RISK maxpos 5\nWHEN pos == 0 AND last > 100: BUY 1 MKT x3\n"
+               "WHEN pos > 0 AND last < 100: FLAT"))
+    assert not e.fast_applies()
+    e.run(ticks_of(rows), final=False)
+    assert e.last_path == "reference"
+    # buy fired t0 (fills t1); t1 pos 1 -> waits for a false evaluation; flat fired at t2
+    # (fills t3 @101); t3: pos == 0 AND last > 100 again -> second buy, fills t4
+    assert fills(e.ledger) == [(1, "buy", 1, 101.0), (3, "sell", 1, 101.0), (4, "buy", 1, 101.0)]
+    with pytest.raises(PlanError, match="account state"):
+        e2 = engine()
+        e2.arm(plan("PLAN p\nWHEN upnl < -5: FLAT"))
+        e2.run(ticks_of(rows), path="fast")
+
+
+def test_ticks_without_a_plan_run_the_broker_only() -> None:
+    e = engine()
+    events = e.on_ticks(ticks_of(quotes((100.0, 100.0), (101.0, 101.0))))
+    assert events == [] and e.seen == 2
+
+
+def test_unknown_function_in_a_hand_built_plan_fails_closed() -> None:
+    bad = ast.Plan("p", (ast.Rule(ast.Compare(">", ast.Series("last"), ast.Call("hihg", (ast.Duration(1, "m"),))),
+                                  (ast.Order("buy", 1, "mkt"),)),))
+    with pytest.raises(PlanError, match="unknown function 'hihg'"):
+        engine().arm(bad)
+
+
+def test_bad_config_fails_closed() -> None:
+    with pytest.raises(ValueError, match="slippage_ticks must be >= 0"):
+        Engine(EngineConfig(slippage_ticks=-1), SESSION, "X", 0.01)
+    with pytest.raises(ValueError, match="tick_size"):
+        Engine(EngineConfig(), SESSION, "X", 0.0)
+
+
+def test_summary_figures_by_hand() -> None:
+    # trade 1: buy 10 @100 (t1), target +2% -> sell @102 (t3): +20, fees 2 -> net +18 (win)
+    # trade 2: rule 1 fires at t3, buys 10 @102 at t4; stop -1% = 100.98; bid 100 at t6: -20
+    rows = quotes((100.0, 100.0), (100.0, 100.0), (101.0, 101.0), (102.0, 102.0),
+                  (102.0, 102.0), (101.0, 101.0), (100.0, 100.0), (100.0, 100.0))
+    e = run("PLAN p RISK maxpos 100 maxloss 1000\nWHEN last >= 100: BUY 10 MKT TARGET +2%\n"
+            "WHEN last >= 102: BUY 10 MKT STOP -1%", rows, EngineConfig(fee_per_order=1.0))
+    assert fills(e.ledger) == [(1, "buy", 10, 100.0), (3, "sell", 10, 102.0),
+                               (4, "buy", 10, 102.0), (6, "sell", 10, 100.0)]
+    s = e.ledger.summary()
+    assert (s.trades, s.wins, s.win_rate) == (2, 1, 0.5)
+    assert (s.realized_pnl, s.fees, s.net_pnl) == (0.0, 4.0, -4.0)
+    # equity marks after each fill: -1; 20 - 2 = 18; 18 - 1 = 17; 0 - 4 = -4
+    assert [m.equity for m in e.ledger.events if isinstance(m, Mark)] == [-1.0, 18.0, 17.0, -4.0]
+    assert s.max_drawdown == 22.0
+    assert s.exposure_ns == 2 * S + 2 * S
+    assert (s.orders, s.fills) == (4, 4)
+
+
+def test_jsonl_is_canonical_and_round_trips() -> None:
+    rows = quotes((100.0, 100.0), (100.0, 100.25))
+    e = run("PLAN p\nWHEN last >= 100: BUY 3 MKT", rows)
+    text = e.ledger.to_jsonl()
+    lines = text.decode().splitlines()
+    assert lines[0] == (f'{{"event":"armed","tick":0,"ts":{T0},"plan":"p","rules":1,'
+                        f'"expiry_ts":{SESSION.close_ns}}}')
+    assert f'{{"event":"fill","tick":1,"ts":{T0 + S},"id":1,"side":"buy","qty":3,"price":100.25,"fee":0.0}}' in lines
+    back = Ledger.from_jsonl(text)
+    assert back.events == e.ledger.events
+    assert any(isinstance(x, Filled) for x in back.events)
+    assert any(isinstance(x, PositionChanged) for x in back.events)
