@@ -78,7 +78,7 @@ class _Checker:
     def __init__(self, limits: Limits, locate: Locate, text: str | None) -> None:
         self.lim = limits
         self.locate = locate
-        self.lines = text.splitlines() if text is not None else None
+        self.lines = [x.rstrip("\r") for x in text.split("\n")] if text is not None else None
         self.diags: list[Diagnostic] = []
         self.path: list[str] = []
 
@@ -105,8 +105,9 @@ class _Checker:
     def document(self, root: Module | Statement) -> None:
         if isinstance(root, Module):
             stmts = root.statements
-            if not stmts:
-                self.err(root, "empty", "the module holds no statement")
+            if len(stmts) < 2:
+                self.err(root, "module-size", "a Module holds two or more statements",
+                         hint="use the single statement itself instead of a Module")
             if len(stmts) > self.lim.max_statements:
                 self.err(
                     stmts[self.lim.max_statements],

@@ -101,7 +101,7 @@ def expr(e: Expr) -> str:
     if isinstance(e, Neg):
         inner = e.operand
         # a bare literal after `-` would be folded into a negative literal: keep the Neg
-        if isinstance(inner, (Number, Percent)) and inner.value >= 0:
+        if isinstance(inner, (Number, Percent)):
             return f"-({expr(inner)})"
         return "-" + _wrap(inner, _UNARY)
     if isinstance(e, Arith):

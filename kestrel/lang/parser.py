@@ -66,7 +66,7 @@ def _int(text: str) -> int:
 
 
 def _float(text: str) -> float:
-    return float(_BIG) if len(text) > 2 * _MAX_DIGITS else float(text)
+    return float(text)  # linear in the (size-bounded) text; huge values become inf -> range error
 
 
 _ESCAPE = re.compile(r'\\(["\\])')
@@ -120,6 +120,9 @@ class _Builder(Transformer[Token, Any]):
 
     def percent(self, c: list[Token]) -> Percent:
         return self._at(Percent(_float(c[0][:-1])), c[0])  # type: ignore[no-any-return]
+
+    def neg_percent(self, c: list[Token]) -> Percent:
+        return self._at(Percent(-_float(c[1][:-1])), c[0], c[1])  # type: ignore[no-any-return]
 
     def duration(self, c: list[Token]) -> Duration:
         t = c[0]
@@ -534,8 +537,8 @@ def _expected(names: frozenset[str]) -> tuple[str, ...]:
 
 
 def _line_of(text: str, line: int) -> str:
-    lines = text.splitlines()
-    return lines[line - 1] if 0 < line <= len(lines) else ""
+    lines = text.split("\n")
+    return lines[line - 1].rstrip("\r") if 0 < line <= len(lines) else ""
 
 
 _BAD_WORD = re.compile(r"[0-9A-Za-z_.%]+(?::[0-9]+)*")
@@ -588,8 +591,8 @@ def _syntax_diag(text: str, err: ParseFailure | LexError) -> Diagnostic:
         tok = err.token
         got = "" if tok.type == "$END" else str(tok)
         if tok.type == "$END":
-            lines = text.splitlines() or [""]
-            line, col = len(lines), len(lines[-1]) + 1
+            lines = text.rstrip().split("\n")
+            line, col = len(lines), len(lines[-1].rstrip("\r")) + 1
             what = "end of the document"
         else:
             line, col = tok.line or 1, tok.column or 1
