@@ -13,7 +13,8 @@ from typing import Any
 
 import msgspec
 
-from kestrel.lang import Diagnostic, LangError, format_ast, parse
+from kestrel.lang import Diagnostic, LangError, format_source, parse
+from kestrel.lang.formatter import has_inner_comments
 
 
 class _Unreadable(Exception):
@@ -82,11 +83,19 @@ def _fmt(args: argparse.Namespace) -> int:
             print(err, file=sys.stderr)
             return 2
         try:
-            canonical = format_ast(parse(text))
+            canonical = format_source(text)
         except LangError as err:
             status = 1
             for d in err.diagnostics:
                 print(_line(name, d), file=sys.stderr)
+            continue
+        if args.write and has_inner_comments(text):
+            print(
+                f"{_label(name)}: not rewritten: comments after the leading comment block "
+                "would be lost; move them to the top of the file",
+                file=sys.stderr,
+            )
+            status = 1
             continue
         if args.check:
             if canonical != text:

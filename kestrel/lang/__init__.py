@@ -9,7 +9,7 @@ from kestrel.lang.ast import *  # noqa: F403
 from kestrel.lang.ast import __all__ as _ast_all
 from kestrel.lang.checker import check
 from kestrel.lang.errors import Diagnostic, KestrelSyntaxError, LangError
-from kestrel.lang.formatter import format, format_ast
+from kestrel.lang.formatter import format, format_ast, format_source
 from kestrel.lang.limits import DEFAULT_LIMITS, Limits
 from kestrel.lang.parser import parse
 from kestrel.lang.summary import GRAMMAR_SUMMARY
@@ -24,6 +24,7 @@ __all__ = [
     "check",
     "format",
     "format_ast",
+    "format_source",
     "parse",
     *_ast_all,
 ]

@@ -9,6 +9,7 @@ blank line.
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 
 from kestrel.lang.ast import (
@@ -44,6 +45,7 @@ from kestrel.lang.ast import (
     View,
 )
 from kestrel.lang.errors import Diagnostic, LangError
+from kestrel.lang.limits import Limits
 
 
 def num(v: float) -> str:
@@ -213,4 +215,38 @@ def format_ast(node: Module | Statement) -> str:
 
 format = format_ast  # noqa: A001 - the public name the issue asks for
 
-__all__ = ["expr", "format", "format_ast", "num"]
+__all__ = ["expr", "format", "format_ast", "format_source", "has_inner_comments", "num"]
+
+
+_STRING = re.compile(r'"(?:[^"\\\r\n]|\\["\\])*"')
+
+
+def split_header(text: str) -> tuple[str, str]:
+    """Split off the leading block of `#` comment lines (and blank lines between them):
+    the part `fmt` keeps verbatim above the canonical text."""
+    lines = text.split("\n")
+    n = 0
+    while n < len(lines) and (lines[n].lstrip().startswith("#") or not lines[n].strip()):
+        n += 1
+    while n > 0 and not lines[n - 1].strip():
+        n -= 1
+    return "\n".join(lines[:n]), "\n".join(lines[n:])
+
+
+def has_inner_comments(text: str) -> bool:
+    """True when `text` has a `#` comment after its leading comment block (outside strings):
+    such comments are not part of the AST and would be lost by reformatting."""
+    _, body = split_header(text)
+    return "#" in _STRING.sub("", body)
+
+
+def format_source(text: str, limits: Limits | None = None) -> str:
+    """Canonical text of a source document: its leading comment block (trailing spaces
+    trimmed) followed by `format(parse(text))`. Raises LangError for an invalid document."""
+    from kestrel.lang.parser import parse
+
+    header, _ = split_header(text)
+    canonical = format_ast(parse(text, limits))
+    if not header:
+        return canonical
+    return "\n".join(line.rstrip() for line in header.split("\n")) + "\n" + canonical
