@@ -160,3 +160,33 @@ def test_position_changes_track_average_and_realized_pnl() -> None:
     # rule 0 fires t0 -> buy 10 @100 at t1; rule 1 fires t2 -> buy 10 @102 at t3 (avg 101);
     # rule 2 fires t3 -> sell 5 @102 at t4: realized 5 * (102 - 101)
     assert changes == [(10, 100.0, 0.0), (20, 101.0, 0.0), (15, 101.0, 5.0)]
+
+
+def test_a_reversing_entry_cancels_the_old_sides_protection() -> None:
+    rows = quotes((100.0, 100.0), (100.0, 100.0), (101.0, 101.0), (101.0, 101.0), (90.0, 90.0))
+    e = run("PLAN p RISK maxpos 100\nWHEN last >= 100: BUY 10 MKT STOP -5%\n"
+            "WHEN last >= 101: SELL 20 MKT", rows)
+    # long 10 @100 (stop 95 sells 10); the sell 20 @101 at t3 leaves a short of 10: the sell
+    # stop would add to the short, so it is cancelled; nothing fills at t4
+    assert fills(e.ledger) == [(1, "buy", 10, 100.0), (3, "sell", 20, 101.0)]
+    assert cancels(e.ledger) == [(3, 2, "reversed")]
+    assert e.pos == -10
+
+
+def test_flat_is_not_sent_twice_while_one_is_working() -> None:
+    rows = quotes((100.0, 100.0), (100.0, 100.0), (99.0, 99.0), (98.0, 98.0), (98.0, 98.0))
+    e = run("PLAN p RISK maxpos 100\nWHEN last >= 100: BUY 10 MKT\n"
+            "WHEN last < 100: FLAT\nWHEN last < 99.5: FLAT", rows, EngineConfig(latency_ticks=1))
+    # both FLAT rules fire at t2; only the first sends an order (fills t4 with latency 1)
+    assert [o.role for o in placed(e.ledger)] == ["entry", "flat"]
+    assert fills(e.ledger)[-1] == (4, "sell", 10, 98.0)
+
+
+def test_ticks_going_back_in_time_fail_closed() -> None:
+    import pytest
+
+    from kestrel.engine import ticks_of
+
+    e = run("PLAN p\nWHEN last > 1000: BUY 1 MKT", quotes((100.0, 100.0), (100.0, 100.0)))
+    with pytest.raises(ValueError, match="back in time"):
+        e.on_ticks(ticks_of([(T0, 100.0, 100.0)]))

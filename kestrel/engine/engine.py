@@ -177,6 +177,7 @@ class Engine:
         n = len(batch)
         if n == 0:
             return []
+        self._accept(batch)
         if self._stale:
             self._rewarm()
         g0 = self.seen
@@ -250,6 +251,15 @@ class Engine:
         if self.arm_tick != self.seen:
             return "the plan was armed before ticks already processed"
         return ""
+
+    def _accept(self, batch: Ticks) -> None:
+        """Fail closed on a batch that starts before the engine's clock."""
+        first = int(batch.ts[0])
+        if self.seen and first < self.t:
+            raise ValueError(
+                f"ticks go back in time: batch starts at {first}, the engine is at {self.t}; "
+                "feed each session's ticks in timestamp order"
+            )
 
     def _rewarm(self) -> None:
         assert self.compiled is not None
@@ -396,6 +406,12 @@ class Engine:
             for other in list(self.orders.values()):
                 if other.role in ("stop", "target", "trail", "flat", "exit"):
                     self._cancel(other, i, t, "flat")
+        elif (pos > 0) != (self.pos > 0) and pos != 0:
+            # reversed: protective orders of the old side would now add to the position
+            sign = 1 if self.pos > 0 else -1
+            for other in list(self.orders.values()):
+                if other.role in ("stop", "target", "trail") and other.side == sign:
+                    self._cancel(other, i, t, "reversed")
         self._mark(i, t, b, a)
 
     def _bracket(self, entry: WorkingOrder, price: float, qty: int, i: int, t: int) -> None:
@@ -493,7 +509,8 @@ class Engine:
             if isinstance(act, ast.Order):
                 self._entry(j, act, price, i, t)
             elif isinstance(act, ast.Flat):
-                if self.pos and self._count_order(j, i, t):
+                closing = any(o.role in ("flat", "exit") for o in self.orders.values())
+                if self.pos and not closing and self._count_order(j, i, t):
                     self._place(self.plan_name, j, "flat", -1 if self.pos > 0 else 1,
                                 abs(self.pos), "mkt", None, i, t)
             else:

@@ -70,6 +70,7 @@ def run_fast(engine: Engine, batch: Ticks) -> None:
     assert compiled is not None
     if len(batch) == 0:
         return
+    engine._accept(batch)
     start = engine.seen
     engine._history.append(batch)
     full = _concat(engine._history)
