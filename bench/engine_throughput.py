@@ -5,7 +5,8 @@ Prints one JSON line:
   range breakout with a bracket, an SMA/mid cross with a trailing stop, a mean-reversion
   limit entry with a bracket and TTL), total ticks / total wall time, one engine per session;
 - `python_floor_ticks_per_s`: a hand-written pure-Python loop computing the SMA(50)/mid
-  cross with a 0.5%/1% bracket (no framework) on the same ticks;
+  cross with a 0.5%/1% bracket (no framework) on the same ticks, stopping each session as
+  soon as its single trade is done;
 - `reference_vs_python_floor` / `fast_vs_python_floor`: the engine's ticks/s on that same
   SMA-cross-with-bracket plan over the floor's;
 - `backtrader_ratio` (when backtrader is installed): backtrader's wall time on the same
@@ -13,6 +14,8 @@ Prints one JSON line:
   `nautilus_ratio` likewise when nautilus_trader is installed (skipped cleanly otherwise);
 - `armed_all_day_*_ticks_per_s`: a plan whose rule stays armed all day (it never fires),
   so the reference path evaluates its indicators and condition on every tick;
+  `python_per_tick_loop_ticks_per_s`: a pure-Python loop over every tick (SMA cross with
+  bracket, re-entering when flat) and `armed_all_day_reference_vs_per_tick_loop` the ratio;
 - `ledgers_identical`: the fast path's ledgers equal the reference's, byte for byte;
 - `peak_rss_mb`: peak resident memory of the process.
 `--quick` uses 200,000 ticks instead of 1,000,000.
@@ -89,8 +92,48 @@ def run_engine(days: list[tuple[SessionSpec, Ticks]], plan: Plan, path: str) -> 
 
 
 def floor_loop(days: list[tuple[SessionSpec, Ticks]]) -> tuple[float, int]:
-    """The no-framework floor: SMA(50) of mid, cross above -> buy 100 at the next ask,
-    stop -0.5% / target +1% on the bid, flatten at the last tick."""
+    """The no-framework floor, written as tightly as a hand-coder would: per session, scan
+    for the first SMA(50)-of-mid cross above, buy 100 at the next tick's ask, then scan the
+    bids for the -0.5% stop / +1% target (first hit exits), else exit at the last bid; stop
+    as soon as the trade is done (the engine's plan is single-shot too)."""
+    t0 = time.perf_counter()
+    trades = 0
+    for _session, ticks in days:
+        bids = ticks.bid.tolist()
+        asks = ticks.ask.tolist()
+        n = len(bids)
+        n_sma = 50
+        window = [0.0] * n_sma
+        acc = 0.0
+        prev_mid = prev_sma = float("nan")
+        fire = -1
+        for k in range(n):
+            m = (bids[k] + asks[k]) / 2.0
+            j = k % n_sma
+            acc += m - window[j]
+            window[j] = m
+            if k + 1 >= n_sma:
+                sma = acc / n_sma
+                if prev_mid <= prev_sma and m > sma:
+                    fire = k
+                    break
+                prev_mid, prev_sma = m, sma
+        if fire < 0 or fire + 1 >= n:
+            continue
+        entry = asks[fire + 1]
+        stop = entry * 0.995
+        target = entry * 1.01
+        trades += 1
+        for k in range(fire + 2, n):
+            b = bids[k]
+            if b <= stop or b >= target:
+                break
+    return time.perf_counter() - t0, trades
+
+
+def per_tick_loop(days: list[tuple[SessionSpec, Ticks]]) -> tuple[float, int]:
+    """A pure-Python per-tick loop over every tick: SMA(50)-of-mid cross above -> buy 100 at
+    the next ask, -0.5%/+1% bracket on the bid, re-entering on the next cross once flat."""
     t0 = time.perf_counter()
     trades = 0
     for _session, ticks in days:
@@ -101,19 +144,18 @@ def floor_loop(days: list[tuple[SessionSpec, Ticks]]) -> tuple[float, int]:
         acc = 0.0
         count = 0
         prev_mid = prev_sma = float("nan")
-        state = 0  # 0 waiting for the cross, 1 entry pending, 2 long, 3 done
-        stop = target = entry = 0.0
+        state = 0  # 0 flat, 1 entry pending, 2 long
+        stop = target = 0.0
         for k in range(len(bids)):
             b = bids[k]
             a = asks[k]
             if state == 1:
-                entry = a
-                stop = entry * 0.995
-                target = entry * 1.01
+                stop = a * 0.995
+                target = a * 1.01
                 state = 2
             elif state == 2 and (b <= stop or b >= target):
                 trades += 1
-                state = 3
+                state = 0
             m = (b + a) / 2.0
             j = count % n_sma
             acc += m - window[j]
@@ -124,8 +166,6 @@ def floor_loop(days: list[tuple[SessionSpec, Ticks]]) -> tuple[float, int]:
                 if state == 0 and prev_mid <= prev_sma and m > sma:
                     state = 1
                 prev_mid, prev_sma = m, sma
-        if state == 2:
-            trades += 1
     return time.perf_counter() - t0, trades
 
 
@@ -235,6 +275,9 @@ def main() -> None:
     identical &= rl == fl
     result["armed_all_day_reference_ticks_per_s"] = round(n / idle_ref_wall)
     result["armed_all_day_fast_ticks_per_s"] = round(n / idle_fast_wall)
+    loop_wall, _ = per_tick_loop(days)
+    result["python_per_tick_loop_ticks_per_s"] = round(n / loop_wall)
+    result["armed_all_day_reference_vs_per_tick_loop"] = round(loop_wall / idle_ref_wall, 3)
     bt_res = backtrader_wall(days)
     if bt_res is not None:
         bt_wall, bars = bt_res
