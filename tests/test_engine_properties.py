@@ -1,0 +1,58 @@
+"""Invariants that hold for every plan and day (hypothesis draws the seeds)."""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kestrel.engine import Engine
+from kestrel.engine.ledger import Cancelled, Filled, OrderPlaced, PositionChanged
+
+from test_engine_differential import random_config, random_day, random_plan_text
+from test_engine_helpers import plan
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**31 - 1))
+def test_ledger_invariants(seed: int) -> None:
+    rng = random.Random(seed)
+    session, ticks = random_day(rng)
+    cfg = random_config(rng)
+    e = Engine(cfg, session, "TEST", 0.01)
+    e.arm(plan(random_plan_text(rng)))
+    events = e.run(ticks).events
+    orders: dict[int, OrderPlaced] = {}
+    done: set[int] = set()
+    filled: dict[int, int] = {}
+    pos = 0
+    bid, ask = ticks.bid, ticks.ask
+    slip = cfg.slippage_ticks * 0.01
+    for ev in events:
+        if isinstance(ev, OrderPlaced):
+            orders[ev.id] = ev
+        elif isinstance(ev, Filled):
+            o = orders[ev.id]
+            assert ev.id not in done, "no fill after a cancel or a complete fill"
+            # an order fills at a later tick than it was placed, except the closing flatten
+            assert ev.tick > o.tick or o.role == "exit"
+            if o.type == "lmt":
+                assert ev.price <= o.price if ev.side == "buy" else ev.price >= o.price  # type: ignore[operator]
+            if o.type in ("mkt", "stp", "trail"):
+                # market-style fills happen at the touch of the fill tick, slippage adverse
+                touch = ask[ev.tick] + slip if ev.side == "buy" else bid[ev.tick] - slip
+                assert ev.price == touch
+            filled[ev.id] = filled.get(ev.id, 0) + ev.qty
+            assert filled[ev.id] <= o.qty
+            if filled[ev.id] == o.qty:
+                done.add(ev.id)
+            pos += ev.qty if ev.side == "buy" else -ev.qty
+        elif isinstance(ev, PositionChanged):
+            assert ev.pos == pos
+        elif isinstance(ev, Cancelled):
+            assert ev.id in orders and ev.id not in done, "cancel only a working order"
+            done.add(ev.id)
+    assert pos == e.pos
+    if cfg.end_of_day == "flatten":
+        assert e.pos == 0 and e.orders == {}
