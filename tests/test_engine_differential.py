@@ -218,3 +218,43 @@ def test_same_input_twice_gives_the_same_bytes() -> None:
         runs.append(e.run(ticks).to_jsonl())
     assert runs[0] == runs[1]
     assert Ledger.from_jsonl(runs[0]).to_jsonl() == runs[0]
+
+
+@pytest.mark.parametrize("seed", range(100, 110))
+def test_mixing_paths_across_batches_matches_one_reference_run(seed: int) -> None:
+    """fast run, reference batch, fast run again: the same ledger as one reference run
+    (after a fast run the reference re-warms indicators and crosses from the history)."""
+    rng = random.Random(seed)
+    session, ticks = random_day(rng)
+    text = random_plan_text(rng)
+    cfg = random_config(rng)
+    whole = Engine(cfg, session, "TEST", 0.01)
+    whole.arm(plan(text))
+    whole.run(ticks, path="reference")
+    mixed = Engine(cfg, session, "TEST", 0.01)
+    mixed.arm(plan(text))
+    a, b = sorted(rng.sample(range(1, len(ticks)), 2))
+    mixed.run(ticks.slice(0, a), final=False)
+    assert mixed.last_path == "fast"
+    mixed.on_ticks(ticks.slice(a, b))
+    mixed.run(ticks.slice(b, len(ticks)))
+    assert mixed.ledger.to_jsonl() == whole.ledger.to_jsonl()
+
+
+@pytest.mark.parametrize("seed", range(200, 210))
+def test_plan_armed_mid_session_same_on_both_paths(seed: int) -> None:
+    rng = random.Random(seed)
+    session, ticks = random_day(rng)
+    text = random_plan_text(rng)
+    cfg = random_config(rng)
+    cut = rng.randrange(1, len(ticks) - 1)
+    out = []
+    for path in ("reference", "auto"):
+        e = Engine(cfg, session, "TEST", 0.01)
+        e.on_ticks(ticks.slice(0, cut))
+        e.arm(plan(text))
+        expected = "fast" if path == "auto" and e.fast_applies() else "reference"
+        e.run(ticks.slice(cut, len(ticks)), path=path)
+        assert e.last_path == expected
+        out.append(e.ledger.to_jsonl())
+    assert out[0] == out[1]

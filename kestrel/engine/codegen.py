@@ -7,7 +7,8 @@ exec'd once; the per-tick loop then never touches the AST. Undefined values are 
 comparison using one is false (`!=` is guarded explicitly).
 
 Two functions are generated from the same update code:
-- `warm(tsl, bl, al, ll, sl, S, OFF_, OPEN_)` feeds history to the indicators only;
+- `warm(tsl, bl, al, ll, sl, S, OFF_, OPEN_)` feeds history to the indicators only, and
+  `warmx` (same signature) also to the crosses (history after the plan was armed);
 - `live(E, tsl, bl, al, ll, sl, g0, S, R, OFF_, OPEN_)` also calls the broker (`E._step`) on ticks where
   the broker's envelope `E.env` is breached and evaluates the armed rules (`R` holds each
   rule's state: 0 spent, 1 armed, 2 waiting for a false evaluation before re-arming),
@@ -64,6 +65,7 @@ class CompiledPlan:
     plan: ast.Plan
     source: str
     warm: Callable[..., None]
+    warmx: Callable[..., None]
     live: Callable[..., None]
     init_state: Callable[[], list[Any]]
     dynamic: bool
@@ -290,12 +292,24 @@ def compile_plan(plan: ast.Plan) -> CompiledPlan:
         "        if t0 < 0: t0 = tsl[0]",
         "        if op != op: op = ll[0]",
     ]
-    src: list[str] = ["def warm(tsl, bl, al, ll, sl, S, OFF_, OPEN_):", "    nan = _NAN"]
-    src += unpack("    ") + head
-    src.append("    for t, b, a, l, s in zip(tsl, bl, al, ll, sl):")
-    src += ["        " + u for u in upd] or ["        pass"]
-    src += pack("    ")
-    src.append("")
+    cross_lines: list[str] = []
+    for name, x, y, d in g.crosses:
+        cross_lines.append(f"cl_ = {x}")
+        cross_lines.append(f"cr_ = {y}")
+        if d == "above":
+            cross_lines.append(f"{name} = p{name}l <= p{name}r and cl_ > cr_")
+        else:
+            cross_lines.append(f"{name} = p{name}l >= p{name}r and cl_ < cr_")
+        cross_lines.append(f"p{name}l = cl_")
+        cross_lines.append(f"p{name}r = cr_")
+    src: list[str] = []
+    for fname, extra in (("warm", []), ("warmx", cross_lines)):
+        src += [f"def {fname}(tsl, bl, al, ll, sl, S, OFF_, OPEN_):", "    nan = _NAN"]
+        src += unpack("    ") + head
+        src.append("    for t, b, a, l, s in zip(tsl, bl, al, ll, sl):")
+        src += ["        " + u for u in upd + extra] or ["        pass"]
+        src += pack("    ")
+        src.append("")
 
     reload_env = "lo_b, hi_b, lo_a, hi_a, t_next, i_next = E.env"
     reload_r = (", ".join(rvars) + ", = R") if rvars else "pass"
@@ -317,16 +331,7 @@ def compile_plan(plan: ast.Plan) -> CompiledPlan:
         "    " + reload_r,
         "    " + dead,
     ]
-    body += upd
-    for name, x, y, d in g.crosses:
-        body.append(f"cl_ = {x}")
-        body.append(f"cr_ = {y}")
-        if d == "above":
-            body.append(f"{name} = p{name}l <= p{name}r and cl_ > cr_")
-        else:
-            body.append(f"{name} = p{name}l >= p{name}r and cl_ < cr_")
-        body.append(f"p{name}l = cl_")
-        body.append(f"p{name}r = cr_")
+    body += upd + cross_lines
     for j, (cond, price) in enumerate(zip(conds, prices)):
         body += [
             f"if r{j}:",
@@ -356,6 +361,7 @@ def compile_plan(plan: ast.Plan) -> CompiledPlan:
         plan=plan,
         source=source,
         warm=namespace["warm"],
+        warmx=namespace["warmx"],
         live=namespace["live"],
         init_state=namespace["init_state"],
         dynamic=g.dynamic or is_dynamic(plan),

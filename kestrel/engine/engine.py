@@ -135,10 +135,9 @@ class Engine:
             self._disarm(f"superseded by {plan.name}")
         self.compiled = compiled
         self.plan_name = plan.name
-        self.S = compiled.init_state()
+        self.arm_tick = self.seen
         self._rewarm()
         self.armed = not self.closed
-        self.arm_tick = self.seen
         n = len(plan.rules)
         self.R = [1 if self.armed else 0] * n
         self.remaining = [max(1, r.repeat) for r in plan.rules]
@@ -203,7 +202,7 @@ class Engine:
 
     def run(self, ticks: Ticks, *, path: str = "auto", final: bool = True) -> Ledger:
         """Simulate `ticks`: `path` is auto | reference | fast. The fast path applies when
-        the armed plan reads no account state and was armed at the current tick."""
+        a plan is armed and reads no account state (pos, upnl, rpnl, pnl)."""
         from kestrel.engine.fast import run_fast
 
         use_fast = path == "fast" or (path == "auto" and self.fast_applies())
@@ -248,8 +247,6 @@ class Engine:
             return "no armed plan"
         if self.compiled.dynamic:
             return "the plan reads account state (pos, upnl, rpnl or pnl)"
-        if self.arm_tick != self.seen:
-            return "the plan was armed before ticks already processed"
         return ""
 
     def _accept(self, batch: Ticks) -> None:
@@ -263,10 +260,19 @@ class Engine:
 
     def _rewarm(self) -> None:
         assert self.compiled is not None
+        """Rebuild the plan's indicator state from the session's history: indicators over
+        every tick seen, crosses over the ticks since the plan was armed."""
         self.S = self.compiled.init_state()
+        g0 = 0
         for h in self._history:
-            self.compiled.warm(h.ts.tolist(), h.bid.tolist(), h.ask.tolist(),
-                               h.last.tolist(), h.size.tolist(), self.S, self.off_ns, self.open_ns)
+            n = len(h)
+            cut = min(max(self.arm_tick - g0, 0), n)
+            for lo, hi, fn in ((0, cut, self.compiled.warm), (cut, n, self.compiled.warmx)):
+                if hi > lo:
+                    part = h.slice(lo, hi)
+                    fn(part.ts.tolist(), part.bid.tolist(), part.ask.tolist(), part.last.tolist(),
+                       part.size.tolist(), self.S, self.off_ns, self.open_ns)
+            g0 += n
         self._stale = False
 
     def _advance(self, seen: int, t: int, b: float, a: float) -> None:
