@@ -59,7 +59,7 @@ class Columns:
         elif name == "vol":
             out = np.cumsum(t.size)
         elif name == "vwap":
-            cv = np.cumsum(t.size)
+            cv = self.series("vol")
             cpv = np.cumsum(t.last * t.size)
             cl = np.cumsum(t.last)
             cn = np.arange(1, self.n + 1, dtype=np.float64)
@@ -90,13 +90,25 @@ class Columns:
         self._cache[spec] = out
         return out
 
+    def _before(self) -> Arr:
+        """For each tick, the index of the first tick sharing its timestamp (the end of
+        its `[t-d, t)` window); `arange` when timestamps are strictly increasing."""
+        key = "before"
+        if key not in self._cache:
+            ts = self.t.ts
+            if self.n < 2 or bool(np.all(ts[1:] > ts[:-1])):
+                self._cache[key] = np.arange(self.n)
+            else:
+                self._cache[key] = np.searchsorted(ts, ts, side="left")
+        return self._cache[key]
+
     def _window(self, spec: IndicatorSpec) -> F64:
         ts, x, n = self.t.ts, self.t.last, self.n
         out = np.full(n, NAN)
         if n == 0:
             return out
         lo = np.searchsorted(ts, ts - spec.window_ns, side="left")
-        hi = np.searchsorted(ts, ts, side="left")
+        hi = self._before()
         length = hi - lo
         valid = (length > 0) & (ts - spec.window_ns >= ts[0])
         if not valid.any():
