@@ -24,6 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 from kestrel.engine.codegen import CompiledPlan, compile_plan
 from kestrel.engine.config import EngineConfig
+from kestrel.engine.fast import run_fast
 from kestrel.engine.indicators import PlanError
 from kestrel.engine.ledger import (
     Armed,
@@ -203,8 +204,6 @@ class Engine:
     def run(self, ticks: Ticks, *, path: str = "auto", final: bool = True) -> Ledger:
         """Simulate `ticks`: `path` is auto | reference | fast. The fast path applies when
         a plan is armed and reads no account state (pos, upnl, rpnl, pnl)."""
-        from kestrel.engine.fast import run_fast
-
         use_fast = path == "fast" or (path == "auto" and self.fast_applies())
         if path == "fast" and not self.fast_applies():
             raise PlanError("the fast path does not apply: " + self._fast_blocker())
@@ -433,9 +432,8 @@ class Engine:
             self._place(entry.plan, entry.rule, "target", side, qty, "lmt",
                         bracket_price(price, spec.target), i, t, parent=entry.id, oco=oco)
         if spec.trail is not None:
-            o = self._place(entry.plan, entry.rule, "trail", side, qty, "trail", None, i, t,
-                            parent=entry.id, oco=oco, trail=spec.trail, best=price)
-            assert o is not None
+            self._place(entry.plan, entry.rule, "trail", side, qty, "trail", None, i, t,
+                        parent=entry.id, oco=oco, trail=spec.trail, best=price)
 
     def _place(self, plan: str, rule: int, role: str, side: int, qty: int, ty: OrderType,
                price: float | None, i: int, t: int, *, parent: int | None = None,
