@@ -10,14 +10,18 @@ Prints one JSON line:
 - `reference_vs_python_floor` / `fast_vs_python_floor`: the engine's ticks/s on that same
   SMA-cross-with-bracket plan over the floor's;
 - `backtrader_ratio` (when backtrader is installed): backtrader's wall time on the same
-  strategy over the same data as 1-minute bars, over the engine's reference wall time;
-  `nautilus_ratio` likewise when nautilus_trader is installed (skipped cleanly otherwise);
+  strategy (re-entering when flat) over the same data as 1-minute bars, over the engine's
+  reference wall time; the `*_ratio_fast` keys use the fast path's wall time;
 - `armed_all_day_*_ticks_per_s`: a plan whose rule stays armed all day (it never fires),
   so the reference path evaluates its indicators and condition on every tick;
   `python_per_tick_loop_ticks_per_s`: a pure-Python loop over every tick (SMA cross with
   bracket, re-entering when flat) and `armed_all_day_reference_vs_per_tick_loop` the ratio;
+- `nautilus_ratio` (when nautilus_trader is installed): NautilusTrader's BacktestEngine wall
+  time on the same strategy over the same quote ticks (its SMA computed in the strategy,
+  first cross per session, bracket as an OUO order list), over the engine's reference wall;
 - `ledgers_identical`: the fast path's ledgers equal the reference's, byte for byte;
-- `peak_rss_mb`: peak resident memory of the process.
+- `peak_rss_mb`: peak resident memory of the process before the peers run
+  (`peak_rss_mb_with_peers` after them). Peers that are not installed are skipped.
 `--quick` uses 200,000 ticks instead of 1,000,000.
 """
 
@@ -227,12 +231,85 @@ def backtrader_wall(days: list[tuple[SessionSpec, Ticks]]) -> tuple[float, int] 
     return time.perf_counter() - t0, len(rows)
 
 
-def nautilus_available() -> bool:
+def nautilus_wall(days: list[tuple[SessionSpec, Ticks]]) -> tuple[float, int] | None:
+    """NautilusTrader's BacktestEngine (when installed) on the same quote ticks: SMA(50) of
+    the mid computed in the strategy, first cross above per session -> market buy 100 with a
+    -0.5% stop-market / +1% limit bracket (OUO). Returns (wall time of engine.run, trades)."""
     try:
-        import nautilus_trader  # noqa: F401
+        from nautilus_trader.backtest.engine import BacktestEngine, BacktestEngineConfig
+        from nautilus_trader.config import LoggingConfig
+        from nautilus_trader.model.currencies import USD
+        from nautilus_trader.model.data import QuoteTick
+        from nautilus_trader.model.enums import AccountType, OmsType, OrderSide
+        from nautilus_trader.model.identifiers import TraderId, Venue
+        from nautilus_trader.model.objects import Money, Quantity
+        from nautilus_trader.test_kit.providers import TestInstrumentProvider
+        from nautilus_trader.trading.strategy import Strategy
     except ImportError:
-        return False
-    return True
+        return None
+    instrument = TestInstrumentProvider.equity("SYN", "XNAS")
+    ts = np.concatenate([t.ts for _, t in days]).astype(np.uint64)
+    # this build's from_raw_arrays_to_list takes float64 prices and sizes
+    bids = np.round(np.concatenate([t.bid for _, t in days]), 2)
+    asks = np.round(np.concatenate([t.ask for _, t in days]), 2)
+    sizes = np.full(len(ts), 100.0)
+    ticks = QuoteTick.from_raw_arrays_to_list(instrument.id, 2, 0, bids, asks, sizes, sizes, ts, ts)
+    engine = BacktestEngine(BacktestEngineConfig(
+        trader_id=TraderId("BENCH-001"), logging=LoggingConfig(bypass_logging=True)))
+    venue = Venue("XNAS")
+    engine.add_venue(venue=venue, oms_type=OmsType.NETTING, account_type=AccountType.MARGIN,
+                     base_currency=USD, starting_balances=[Money(100_000_000, USD)])
+    engine.add_instrument(instrument)
+    engine.add_data(ticks)
+    trades = [0]
+
+    class SmaBracket(Strategy):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.window = [0.0] * 50
+            self.acc = 0.0
+            self.count = 0
+            self.prev = (float("nan"), float("nan"))
+            self.day = -1
+            self.fired = False
+
+        def on_start(self) -> None:
+            self.subscribe_quote_ticks(instrument.id)
+
+        def on_quote_tick(self, tick: QuoteTick) -> None:
+            day = tick.ts_event // 86_400_000_000_000
+            if day != self.day:
+                self.day, self.fired, self.count, self.acc = day, False, 0, 0.0
+                self.window = [0.0] * 50
+                self.prev = (float("nan"), float("nan"))
+            b = tick.bid_price.as_double()
+            a = tick.ask_price.as_double()
+            m = (b + a) / 2.0
+            j = self.count % 50
+            self.acc += m - self.window[j]
+            self.window[j] = m
+            self.count += 1
+            if self.count < 50:
+                return
+            sma = self.acc / 50
+            pm, ps = self.prev
+            self.prev = (m, sma)
+            if not self.fired and pm <= ps and m > sma:
+                self.fired = True
+                trades[0] += 1
+                bracket = self.order_factory.bracket(
+                    instrument.id, OrderSide.BUY, Quantity.from_int(100),
+                    sl_trigger_price=instrument.make_price(a * 0.995),
+                    tp_price=instrument.make_price(a * 1.01),
+                )
+                self.submit_order_list(bracket)
+
+    engine.add_strategy(SmaBracket())
+    t0 = time.perf_counter()
+    engine.run()
+    wall = time.perf_counter() - t0
+    engine.dispose()
+    return wall, trades[0]
 
 
 def main() -> None:
@@ -278,6 +355,8 @@ def main() -> None:
     loop_wall, _ = per_tick_loop(days)
     result["python_per_tick_loop_ticks_per_s"] = round(n / loop_wall)
     result["armed_all_day_reference_vs_per_tick_loop"] = round(loop_wall / idle_ref_wall, 3)
+    # our peak memory, before the peers load their frameworks and data
+    result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     bt_res = backtrader_wall(days)
     if bt_res is not None:
         bt_wall, bars = bt_res
@@ -285,11 +364,16 @@ def main() -> None:
         result["backtrader_bars"] = bars
         result["backtrader_ratio"] = round(bt_wall / sma_ref_wall, 3)
         result["backtrader_ratio_fast"] = round(bt_wall / sma_fast_wall, 3)
-    if nautilus_available():
-        result["nautilus_note"] = "nautilus_trader is installed but this bench has no adapter for it"
+    nt = nautilus_wall(days)
+    if nt is not None:
+        nt_wall, _ = nt
+        result["nautilus_wall_s"] = round(nt_wall, 3)
+        result["nautilus_ticks_per_s"] = round(n / nt_wall)
+        result["nautilus_ratio"] = round(nt_wall / sma_ref_wall, 3)
+        result["nautilus_ratio_fast"] = round(nt_wall / sma_fast_wall, 3)
     result["ledgers_identical"] = identical
     result["per_plan"] = per_plan
-    result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    result["peak_rss_mb_with_peers"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     print(json.dumps(result))
 
 
