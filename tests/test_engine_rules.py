@@ -239,3 +239,38 @@ def test_account_snapshot() -> None:
     assert (acc.position, acc.avg_entry, acc.upnl) == (10, 100.5, 5.0)
     assert [(o.side, o.qty, o.type, o.price) for o in acc.orders] == [("sell", 10, "stp", 98.49)]
 
+
+
+def test_ema_is_seeded_with_the_first_value() -> None:
+    # alpha = 2 / (3 + 1) = 0.5: 100 -> 101 (after 102) -> 102.5 (after 104)
+    rows = quotes(*[(m, m) for m in (100.0, 102.0, 104.0)])
+    e = run("PLAN p\nWHEN ema(last, 3) > 101: BUY 1 MKT\nWHEN ema(last, 3) >= 100: SELL 1 MKT", rows)
+    assert fired(e) == [(1, 0), (0, 2)]
+
+
+def test_sma_counts_the_current_tick() -> None:
+    rows = quotes(*[(m, m) for m in (100.0, 104.0, 96.0)])
+    # sma(last, 2): undefined, 102, 100
+    e = run("PLAN p\nWHEN sma(last, 2) == 102: BUY 1 MKT\nWHEN sma(last, 2) == 100: SELL 1 MKT", rows)
+    assert fired(e) == [(0, 1), (1, 2)]
+
+
+def test_range_is_high_minus_low_of_the_window() -> None:
+    rows = quotes(*[(m, m) for m in (100.0, 103.0, 101.0, 101.0)])
+    # at t=2s the window [0s, 2s) holds 100 and 103: range 3
+    e = run("PLAN p\nWHEN range(2s) >= 3: BUY 1 MKT", rows)
+    assert fired(e) == [(0, 2)]
+
+
+def test_ema_over_bar_closes() -> None:
+    rows = [(T0, 100.0, 100.0), (T0 + 60 * S, 104.0, 104.0), (T0 + 120 * S, 90.0, 90.0),
+            (T0 + 121 * S, 90.0, 90.0)]
+    # bar closes 100 (complete at 60s), 104 (complete at 120s): ema(·, 3, 1m) = 100 then 102
+    e = run("PLAN p\nWHEN ema(last, 3, 1m) > 101: BUY 1 MKT", rows)
+    assert fired(e) == [(0, 2)]
+
+
+def test_time_compares_with_the_session_wall_clock() -> None:
+    rows = [(T0 + 29 * 60 * S, 100.0, 100.0), (T0 + 30 * 60 * S, 100.0, 100.0)]
+    e = run("PLAN p\nWHEN time >= 10:00: BUY 1 MKT", rows)
+    assert fired(e) == [(0, 1)]
