@@ -116,3 +116,18 @@ def test_jsonl_is_canonical_and_round_trips() -> None:
     assert back.events == e.ledger.events
     assert any(isinstance(x, Filled) for x in back.events)
     assert any(isinstance(x, PositionChanged) for x in back.events)
+
+
+def test_numpy_cumsum_accumulates_sequentially() -> None:
+    """The fast path's exactness rests on np.cumsum adding left to right like the
+    reference's running sums (no pairwise summation): pin it against a numpy upgrade."""
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    x = rng.normal(100.0, 3.0, 100_000)
+    acc = 0.0
+    seq = []
+    for v in x.tolist():
+        acc += v
+        seq.append(acc)
+    assert np.cumsum(x).tolist() == seq
