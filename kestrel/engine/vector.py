@@ -114,7 +114,7 @@ class Columns:
         if not valid.any():
             return out
         lv = np.zeros(n, dtype=np.int64)
-        lv[valid] = np.floor(np.log2(length[valid])).astype(np.int64)
+        lv[valid] = np.frexp(length[valid].astype(np.float64))[1].astype(np.int64) - 1  # floor(log2), exact
         red = np.maximum if spec.kind == "high" else np.minimum
         table = x.copy()
         level = 0
