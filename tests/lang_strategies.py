@@ -8,6 +8,8 @@ expression is built only from Price parts) and filtered by `check` as a last saf
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from hypothesis import strategies as st
 
 from kestrel.lang import (
@@ -75,6 +77,7 @@ timeframes = st.one_of(
 times = st.builds(TimeOfDay, st.integers(0, 23), st.integers(0, 59), st.sampled_from([0, 0, 30]))
 
 
+@lru_cache(maxsize=None)
 def price_expr(depth: int = 2) -> st.SearchStrategy[Expr]:
     leaves: list[st.SearchStrategy[Expr]] = [
         st.sampled_from(PRICE_SERIES).map(Series),
@@ -104,7 +107,7 @@ def price_expr(depth: int = 2) -> st.SearchStrategy[Expr]:
     base = st.one_of(*leaves)
     if depth <= 0:
         return base
-    sub = st.deferred(lambda: price_expr(depth - 1))
+    sub = price_expr(depth - 1)
     return st.one_of(
         base,
         st.builds(Arith, st.sampled_from(["+", "-"]), sub, st.one_of(sub, signed_numbers.map(Number))),
@@ -115,6 +118,7 @@ def price_expr(depth: int = 2) -> st.SearchStrategy[Expr]:
     )
 
 
+@lru_cache(maxsize=None)
 def _typed_pair() -> st.SearchStrategy[tuple[Expr, Expr]]:
     pct = st.one_of(
         pct_values.map(Percent),
@@ -131,6 +135,7 @@ def _typed_pair() -> st.SearchStrategy[tuple[Expr, Expr]]:
     )
 
 
+@lru_cache(maxsize=None)
 def bool_expr(depth: int = 2) -> st.SearchStrategy[Expr]:
     ops = st.sampled_from(["<", "<=", ">", ">=", "==", "!="])
     base = st.one_of(
@@ -140,7 +145,7 @@ def bool_expr(depth: int = 2) -> st.SearchStrategy[Expr]:
     )
     if depth <= 0:
         return base
-    sub = st.deferred(lambda: bool_expr(depth - 1))
+    sub = bool_expr(depth - 1)
     return st.one_of(
         base,
         st.builds(Not, sub),
@@ -192,6 +197,7 @@ def orders(draw: st.DrawFn, maxpos: int | None = None) -> Order:
     return Order(side, qty, order_type, price, stop, target, trail, ttl)  # type: ignore[arg-type]
 
 
+@lru_cache(maxsize=None)
 def actions(maxpos: int | None) -> st.SearchStrategy[Order | Flat | Cancel]:
     return st.one_of(orders(maxpos), st.just(Flat()), st.just(Cancel()))
 

@@ -1,0 +1,109 @@
+"""`kestrel check` and `kestrel fmt`: exit codes, stderr lines, JSON, stdin, --check/--write."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from kestrel.cli import main
+
+VALID = "PLAN a\nWHEN last > 1: FLAT\n"
+UGLY = "plan a when last>1 :flat"
+INVALID = "PLAN a\nWHEN lst > 1: FLAT\n"
+
+
+def write(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def stdin(monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
+
+
+def test_check_valid_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", write(tmp_path, "a.kes", VALID)]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_check_invalid_exits_1_with_file_line_col(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = write(tmp_path, "good.kes", VALID)
+    bad = write(tmp_path, "bad.kes", INVALID)
+    assert main(["check", good, bad]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"{bad}:2:6: unknown series `lst` (hint: did you mean `last`?)"]
+
+
+def test_check_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = write(tmp_path, "bad.kes", INVALID)
+    assert main(["check", "--json", bad]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report[0]["file"] == bad and report[0]["ok"] is False
+    d = report[0]["diagnostics"][0]
+    assert (d["line"], d["column"], d["code"], d["hint"]) == (2, 6, "unknown-name", "did you mean `last`?")
+
+
+def test_check_missing_file_is_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", str(tmp_path / "nope.kes")]) == 2
+    assert "cannot read" in capsys.readouterr().err
+
+
+def test_check_non_utf8_is_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "bin.kes"
+    path.write_bytes(b"PASS \xff")
+    assert main(["check", str(path)]) == 2
+    assert "not UTF-8" in capsys.readouterr().err
+
+
+def test_check_without_files_is_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["check"])
+    assert exc.value.code == 2
+
+
+def test_check_reads_stdin(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    stdin(monkeypatch, INVALID)
+    assert main(["check", "-"]) == 1
+    assert capsys.readouterr().err.startswith("<stdin>:2:6: unknown series")
+
+
+def test_fmt_prints_canonical_text(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    stdin(monkeypatch, UGLY)
+    assert main(["fmt", "-"]) == 0
+    assert capsys.readouterr().out == VALID
+
+
+def test_fmt_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fmt", "--check", write(tmp_path, "ok.kes", VALID)]) == 0
+    ugly = write(tmp_path, "ugly.kes", UGLY)
+    assert main(["fmt", "--check", ugly]) == 1
+    assert f"{ugly}: not in canonical form" in capsys.readouterr().err
+    assert Path(ugly).read_text() == UGLY
+
+
+def test_fmt_write_rewrites_and_keeps_the_header_comment(tmp_path: Path) -> None:
+    path = write(tmp_path, "u.kes", "# my plan\n\n" + UGLY)
+    assert main(["fmt", "--write", path]) == 0
+    assert Path(path).read_text() == "# my plan\n" + VALID
+    assert main(["fmt", "--check", path]) == 0
+
+
+def test_fmt_write_refuses_to_drop_inner_comments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = "PLAN a # keep me\nWHEN last > 1: FLAT\n"
+    path = write(tmp_path, "c.kes", text)
+    assert main(["fmt", "--write", path]) == 1
+    assert "comments" in capsys.readouterr().err
+    assert Path(path).read_text() == text
+
+
+def test_fmt_invalid_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fmt", write(tmp_path, "bad.kes", INVALID)]) == 1
+    assert "unknown series" in capsys.readouterr().err
+
+
+def test_fmt_write_stdin_is_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fmt", "--write", "-"]) == 2

@@ -1,0 +1,63 @@
+"""The corpus, the registry and the grammar summary."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from kestrel.cli import main
+from kestrel.lang import GRAMMAR_SUMMARY, Module, Plan, format_source, parse
+from kestrel.lang.registry import FUNCTIONS, SERIES
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = sorted((ROOT / "examples").glob("*.kes"))
+
+
+def test_corpus_has_at_least_twenty_plans() -> None:
+    plans = 0
+    for path in CORPUS:
+        doc = parse(path.read_text())
+        stmts = doc.statements if isinstance(doc, Module) else (doc,)
+        plans += sum(isinstance(s, Plan) for s in stmts)
+    assert plans >= 20
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.name)
+def test_corpus_is_valid_and_canonical(path: Path) -> None:
+    text = path.read_text()
+    assert format_source(text) == text
+
+
+def test_kestrel_fmt_check_is_clean_on_the_corpus() -> None:
+    assert main(["fmt", "--check", *map(str, CORPUS)]) == 0
+    assert main(["check", *map(str, CORPUS)]) == 0
+
+
+def test_ten_rule_plan_has_ten_rules() -> None:
+    plan = parse((ROOT / "examples" / "ten_rules.kes").read_text())
+    assert isinstance(plan, Plan) and len(plan.rules) == 10
+
+
+def test_registry_matches_the_shared_semantics() -> None:
+    assert list(SERIES) == "last bid ask mid spread size vol vwap open pos upnl rpnl pnl time".split()
+    types = {n: s.type for n, s in SERIES.items()}
+    assert types["vol"] == "Qty" and types["pnl"] == "Money" and types["time"] == "TimeOfDay"
+    assert list(FUNCTIONS) == ["high", "low", "range", "chg", "sma", "ema", "atr"]
+    assert FUNCTIONS["chg"].returns == "Pct"
+    atr = FUNCTIONS["atr"]
+    assert (atr.min_args, atr.max_args) == (1, 2)
+    assert atr.params[1].default is not None and (atr.params[1].default.value, atr.params[1].default.unit) == (1, "m")
+    assert FUNCTIONS["sma"].signature == "sma(x: PriceSeries, n: Count[, tf: Timeframe]) -> Price"
+
+
+def test_grammar_summary_is_short_and_its_examples_are_valid() -> None:
+    words = re.findall(r"\w+|[^\w\s]", GRAMMAR_SUMMARY)
+    assert len(words) < 200  # a punctuation-level proxy; bench/token_economy.py counts BPE tokens
+    try:
+        from quicktok import Encoding  # type: ignore[import-not-found]
+    except ImportError:
+        return
+    enc = Encoding("o200k_base")
+    assert len(enc.encode(GRAMMAR_SUMMARY)) < 120

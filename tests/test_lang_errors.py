@@ -1,0 +1,246 @@
+"""Every error class: exact location (1-based line and column), message and hint."""
+
+from __future__ import annotations
+
+import pytest
+
+from kestrel.lang import (
+    Call,
+    Compare,
+    Diagnostic,
+    Duration,
+    Flat,
+    KestrelSyntaxError,
+    LangError,
+    Limits,
+    Module,
+    Number,
+    Offset,
+    Order,
+    Pass,
+    Plan,
+    Rule,
+    Series,
+    check,
+    parse,
+)
+
+
+def diags(text: str, limits: Limits | None = None) -> tuple[Diagnostic, ...]:
+    with pytest.raises(LangError) as exc:
+        parse(text, limits)
+    return exc.value.diagnostics
+
+
+def one(text: str, limits: Limits | None = None) -> Diagnostic:
+    found = diags(text, limits)
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_error_type_is_a_value_error_with_one_name() -> None:
+    assert issubclass(LangError, ValueError)
+    assert KestrelSyntaxError is LangError
+
+
+def test_type_error_last_compared_with_a_duration() -> None:
+    d = one("PLAN a WHEN last > 30m: FLAT")
+    assert (d.code, d.line, d.column) == ("type", 1, 18)
+    assert d.message == "cannot compare Price with Duration (>)"
+    assert d.hint is not None and "high(30m)" in d.hint
+
+
+def test_stop_on_the_wrong_side_of_a_buy() -> None:
+    d = one("PLAN a WHEN last > 1: BUY 100 MKT STOP +0.6%")
+    assert (d.code, d.line, d.column, d.width) == ("wrong-side", 1, 40, 5)
+    assert d.message == "STOP must be below the entry for a BUY"
+    assert d.hint == "write STOP -0.6%"
+
+
+def test_target_on_the_wrong_side_of_a_sell() -> None:
+    d = one("PLAN a\nWHEN last > 1: SELL 100 MKT TARGET +1.2%")
+    assert (d.code, d.line, d.column) == ("wrong-side", 2, 36)
+    assert d.message == "TARGET must be below the entry for a SELL"
+    assert d.hint == "write TARGET -1.2%"
+
+
+def test_absolute_stop_checked_against_a_literal_limit_price() -> None:
+    d = one("PLAN a WHEN last > 1: BUY 100 LMT 180 STOP @181")
+    assert (d.code, d.column) == ("wrong-side", 44)
+    assert d.message == "STOP must be below the entry for a BUY: @181 is not below 180"
+
+
+def test_negative_quantity() -> None:
+    d = one("PLAN a WHEN last > 1: BUY -100 MKT")
+    assert (d.code, d.line, d.column, d.width) == ("bad-qty", 1, 27, 4)
+    assert d.message == "quantity must be a positive whole number, got -100"
+    assert d.hint == "the side says the direction: write SELL 100"
+
+
+def test_fractional_quantity() -> None:
+    d = one("PLAN a WHEN last > 1: BUY 10.5 MKT")
+    assert (d.code, d.column) == ("bad-qty", 27)
+    assert d.hint == "write 10 or 11"
+
+
+def test_zero_window_and_zero_count() -> None:
+    d = one("PLAN a WHEN last > high(0m): FLAT")
+    assert (d.code, d.column) == ("zero-window", 25)
+    assert d.message == "high's d must be longer than zero, got 0m"
+    d = one("PLAN a WHEN last > sma(last, 0): FLAT")
+    assert (d.code, d.column) == ("zero-window", 30)
+
+
+def test_unknown_series_and_function_with_did_you_mean() -> None:
+    found = diags("PLAN a WHEN lst > hihg(30m): FLAT")
+    assert [(d.code, d.column, d.hint) for d in found] == [
+        ("unknown-name", 13, "did you mean `last`?"),
+        ("unknown-name", 19, "did you mean `high`?"),
+    ]
+    assert found[1].message == "unknown function `hihg`"
+
+
+def test_series_called_like_a_function_and_function_used_bare() -> None:
+    assert one("PLAN a WHEN last(5) > 1: FLAT").code == "not-function"
+    d = one("PLAN a WHEN last > high: FLAT")
+    assert d.code == "not-series" and d.hint == "call it: high(d: Duration) -> Price"
+
+
+def test_wrong_argument_count_and_types() -> None:
+    d = one("PLAN a WHEN last > sma(last): FLAT")
+    assert d.code == "arity" and d.message == "sma takes 2 or 3 arguments, got 1"
+    d = one("PLAN a WHEN last > high(30): FLAT")
+    assert d.code == "type" and d.hint == "a window is a duration: high(30m)"
+    d = one("PLAN a WHEN last > sma(pos, 20): FLAT")
+    assert d.code == "type" and d.message == "sma's x must be a Price series"
+
+
+def test_duplicate_plan_name_in_a_module() -> None:
+    d = one("PLAN a WHEN last > 1: FLAT\nPLAN a WHEN last < 1: FLAT")
+    assert (d.code, d.line, d.column) == ("duplicate-plan", 2, 6)
+    assert d.message == "plan name `a` is already used by statement 1"
+
+
+def test_window_longer_than_the_configured_maximum() -> None:
+    d = one("PLAN a WHEN last > high(6d): FLAT")
+    assert (d.code, d.column) == ("window-too-long", 25)
+    assert d.hint == "use at most 5d"
+    d = one("PLAN a WHEN last > high(2h): FLAT", Limits(max_window_seconds=3600))
+    assert d.message == "high's d of 2h is longer than the data available (1h)"
+    d = one("PLAN a WHEN last > sma(last, 500, 1h): FLAT")
+    assert d.code == "window-too-long"
+
+
+def test_pct_added_to_a_price() -> None:
+    d = one("PLAN a WHEN last > vwap + 0.5%: FLAT")
+    assert (d.code, d.column) == ("type", 25)
+    assert d.hint == "to move a price by 0.5% multiply it: vwap * 1.005"
+
+
+def test_condition_must_be_boolean() -> None:
+    d = one("PLAN a WHEN last + 1: FLAT")
+    assert d.code == "type" and d.message == "a WHEN condition must be true or false, not Price"
+
+
+def test_qty_over_maxpos_and_bad_risk() -> None:
+    d = one("PLAN a RISK maxpos 50 WHEN last > 1: BUY 100 MKT")
+    assert (d.code, d.column) == ("over-risk", 42)
+    d = one("PLAN a RISK maxpos 0 WHEN last > 1: FLAT")
+    assert (d.code, d.column) == ("bad-risk", 13)
+
+
+def test_trail_must_be_a_distance() -> None:
+    d = one("PLAN a WHEN last > 1: BUY 1 MKT TRAIL @5")
+    assert d.code == "bad-trail" and d.hint == "write TRAIL 0.5% or TRAIL 0.30"
+
+
+def test_all_independent_errors_are_reported_in_source_order() -> None:
+    found = diags("PLAN a\nWHEN lst > 30m: BUY -5 MKT STOP +1%\nWHEN last > high(0m): SELL 5 MKT TARGET +1%")
+    assert [(d.line, d.column, d.code) for d in found] == [
+        (2, 6, "unknown-name"),
+        (2, 21, "bad-qty"),
+        (2, 33, "wrong-side"),
+        (3, 18, "zero-window"),
+        (3, 41, "wrong-side"),
+    ]
+
+
+def test_syntax_error_missing_colon() -> None:
+    d = one("PLAN a\nWHEN last > 3 BUY 100")
+    assert (d.code, d.line, d.column, d.width) == ("syntax", 2, 15, 3)
+    assert d.message == "unexpected `BUY`"
+    assert "`:`" in d.expected and "AND" in d.expected
+    assert d.hint == "end the condition with `:` before the actions: WHEN cond: action"
+
+
+def test_syntax_error_misspelt_keyword() -> None:
+    d = one("PLAN a WEHN last > 1: FLAT")
+    assert (d.line, d.column) == (1, 8)
+    assert d.expected == ("WHEN", "ON", "UNTIL", "FOR", "RISK")
+    assert d.hint == "did you mean `WHEN`?"
+
+
+def test_syntax_error_fractional_duration() -> None:
+    d = one("PLAN a WHEN last > high(1.5h): FLAT")
+    assert (d.column, d.width, d.message) == (25, 4, "unexpected `1.5h`")
+    assert d.hint is not None and "90m" in d.hint
+
+
+def test_syntax_error_plan_without_rules_points_at_the_end() -> None:
+    d = one("PLAN a ON AAPL\n")
+    assert (d.line, d.column, d.message) == (1, 15, "unexpected end of the document")
+    assert d.hint == "a PLAN needs at least one rule: WHEN cond: action"
+
+
+def test_syntax_error_mkt_with_price_and_symbols() -> None:
+    assert one("PLAN a WHEN last > 1: BUY 1 MKT 180").hint == (
+        "MKT takes no price; write LMT price for a limit order"
+    )
+    assert one("PLAN a ON aapl WHEN last > 1: FLAT").hint == "instrument symbols are upper case: ON AAPL"
+    assert one("PLAN a WHEN last > 1 && pos > 0: FLAT").hint == "write AND, not &&"
+    assert one('{"plan": 1}').hint is not None
+
+
+def test_empty_document() -> None:
+    d = one("  # nothing but a comment\n")
+    assert d.code == "empty" and d.line is None
+
+
+def test_repair_text_has_place_caret_expected_and_hint() -> None:
+    with pytest.raises(LangError) as exc:
+        parse("PLAN a\nWHEN last > hihg(30m): FLAT")
+    assert str(exc.value) == (
+        "1 error in Kestrel document:\n"
+        "line 2, column 13: unknown function `hihg`\n"
+        "  WHEN last > hihg(30m): FLAT\n"
+        "              ^^^^\n"
+        "  hint: did you mean `high`?"
+    )
+
+
+def test_check_locates_code_built_asts_by_path() -> None:
+    good = Rule(Compare(">", Series("last"), Number(1)), (Flat(),))
+    bad = Rule(
+        Compare(">", Series("last"), Call("high", (Duration(0, "m"),))),
+        (Flat(), Order("buy", 1, "mkt", stop=Offset("pct", 1.0))),
+    )
+    plan = Plan("p", (good, bad))
+    found = check(plan)
+    assert [(d.path, d.code) for d in found] == [
+        ("rule 2", "zero-window"),
+        ("rule 2, action 2", "wrong-side"),
+    ]
+    assert all(d.line is None for d in found)
+    found = check(Module((Pass(), plan)))
+    assert [d.path for d in found] == ["statement 2, rule 2", "statement 2, rule 2, action 2"]
+    assert "statement 2, rule 2: high's d must be longer than zero" in found[0].render()
+
+
+def test_check_returns_nothing_for_a_valid_ast() -> None:
+    assert check(Plan("p", (Rule(Compare(">", Series("last"), Number(1)), (Flat(),)),))) == []
+
+
+def test_check_rejects_single_statement_modules_and_bad_names() -> None:
+    assert [d.code for d in check(Module((Pass(),)))] == ["module-size"]
+    plan = Plan("not a name", (Rule(Compare(">", Series("last"), Number(1)), (Flat(),)),))
+    assert [d.code for d in check(plan)] == ["bad-name"]
