@@ -48,20 +48,33 @@ def test_run_picks_the_fast_path_for_static_plans() -> None:
     assert fills(e.ledger)[0] == (2, "buy", 1, 102.0)
 
 
-def test_account_state_plans_run_on_the_reference_path() -> None:
+def test_plans_reading_pos_run_on_both_paths_alike() -> None:
     rows = quotes((101.0, 101.0), (101.0, 101.0), (99.0, 99.0), (101.0, 101.0), (101.0, 101.0))
+    text = ("PLAN p RISK maxpos 5\nWHEN pos == 0 AND last > 100: BUY 1 MKT x3\n"
+            "WHEN pos > 0 AND last < 100: FLAT")
+    out = []
+    for path in ("reference", "fast"):
+        e = engine()
+        e.arm(plan(text))
+        e.run(ticks_of(rows), path=path, final=False)
+        assert e.last_path == path
+        # buy fired t0 (fills t1); t1 pos 1 -> waits for a false evaluation; flat fired at
+        # t2 (fills t3 @101); t3: pos == 0 AND last > 100 again -> second buy, fills t4
+        assert fills(e.ledger) == [(1, "buy", 1, 101.0), (3, "sell", 1, 101.0), (4, "buy", 1, 101.0)]
+        out.append(e.ledger.to_jsonl())
+    assert out[0] == out[1]
+
+
+def test_plans_reading_upnl_run_on_the_reference_path() -> None:
+    rows = quotes((101.0, 101.0), (101.0, 101.0))
     e = engine()
-    e.arm(plan("PLAN p RISK maxpos 5\nWHEN pos == 0 AND last > 100: BUY 1 MKT x3\n"
-               "WHEN pos > 0 AND last < 100: FLAT"))
+    e.arm(plan("PLAN p\nWHEN upnl < -5: FLAT"))
     assert not e.fast_applies()
-    e.run(ticks_of(rows), final=False)
+    e.run(ticks_of(rows))
     assert e.last_path == "reference"
-    # buy fired t0 (fills t1); t1 pos 1 -> waits for a false evaluation; flat fired at t2
-    # (fills t3 @101); t3: pos == 0 AND last > 100 again -> second buy, fills t4
-    assert fills(e.ledger) == [(1, "buy", 1, 101.0), (3, "sell", 1, 101.0), (4, "buy", 1, 101.0)]
-    with pytest.raises(PlanError, match="account state"):
-        e2 = engine()
-        e2.arm(plan("PLAN p\nWHEN upnl < -5: FLAT"))
+    e2 = engine()
+    e2.arm(plan("PLAN p\nWHEN upnl < -5: FLAT"))
+    with pytest.raises(PlanError, match="upnl or pnl"):
         e2.run(ticks_of(rows), path="fast")
 
 

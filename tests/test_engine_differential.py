@@ -77,6 +77,11 @@ def random_cond(rng: random.Random) -> str:
 
     a = atom()
     r = rng.random()
+    if r < 0.15:
+        # account state: pos and rpnl only change on fills (fast-path eligible)
+        acct = rng.choice(["pos == 0", "pos > 0", "pos < 0", "pos != 0", f"rpnl < -{rng.choice([1, 5])}",
+                           f"rpnl > {rng.choice([0, 2])}", f"pos * 2 >= {rng.choice([10, 20])}"])
+        return f"{acct} AND {a}" if rng.random() < 0.7 else f"{a} OR {acct}"
     if r < 0.25:
         return f"{a} AND {atom()}"
     if r < 0.4:

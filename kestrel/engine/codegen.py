@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kestrel.engine.indicators import IndicatorSpec, PlanError, is_dynamic, resolve
+from kestrel.engine.indicators import IndicatorSpec, PlanError, fast_blocker, is_dynamic, resolve
 from kestrel.lang import ast
 
 NAN = float("nan")
@@ -69,6 +69,7 @@ class CompiledPlan:
     live: Callable[..., None]
     init_state: Callable[[], list[Any]]
     dynamic: bool
+    fast_blocker: str
     specs: list[IndicatorSpec] = field(default_factory=list)
 
 
@@ -365,5 +366,6 @@ def compile_plan(plan: ast.Plan) -> CompiledPlan:
         live=namespace["live"],
         init_state=namespace["init_state"],
         dynamic=g.dynamic or is_dynamic(plan),
+        fast_blocker=fast_blocker(plan),
         specs=list(g.spec_var),
     )

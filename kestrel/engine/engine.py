@@ -203,7 +203,8 @@ class Engine:
 
     def run(self, ticks: Ticks, *, path: str = "auto", final: bool = True) -> Ledger:
         """Simulate `ticks`: `path` is auto | reference | fast. The fast path applies when
-        a plan is armed and reads no account state (pos, upnl, rpnl, pnl)."""
+        a plan is armed and its conditions read no per-tick account state (upnl, pnl; pos
+        and rpnl are fine outside CROSSES) and its entry prices none at all."""
         use_fast = path == "fast" or (path == "auto" and self.fast_applies())
         if path == "fast" and not self.fast_applies():
             raise PlanError("the fast path does not apply: " + self._fast_blocker())
@@ -244,8 +245,8 @@ class Engine:
     def _fast_blocker(self) -> str:
         if self.compiled is None or not self.armed:
             return "no armed plan"
-        if self.compiled.dynamic:
-            return "the plan reads account state (pos, upnl, rpnl or pnl)"
+        if self.compiled.fast_blocker:
+            return self.compiled.fast_blocker
         return ""
 
     def _accept(self, batch: Ticks) -> None:

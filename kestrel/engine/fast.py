@@ -20,6 +20,7 @@ from kestrel.engine.vector import Columns
 from kestrel.frame.ticks import Ticks
 from kestrel.lang import ast
 
+from kestrel.engine.indicators import DYNAMIC_SERIES, series_in
 from kestrel.engine.orders import WorkingOrder
 
 if TYPE_CHECKING:
@@ -46,13 +47,17 @@ class _Masks:
 
     Values at tick i depend only on ticks <= i, so a prefix evaluation is exact; the fast
     path evaluates a prefix and doubles it while an armed rule needs to look further
-    (an early-firing rule never pays for the rest of the day)."""
+    (an early-firing rule never pays for the rest of the day). Rules reading `pos` or
+    `rpnl` (constant between fills) are re-evaluated from the tick where they changed."""
 
     def __init__(self, engine: Engine, full: Ticks, start: int, upto: int) -> None:
         compiled = engine.compiled
         assert compiled is not None
-        cols = Columns(full.slice(0, upto), engine.session, engine.arm_tick)
-        rules = compiled.plan.rules
+        self.cols = cols = Columns(full.slice(0, upto), engine.session, engine.arm_tick)
+        self.rules = rules = compiled.plan.rules
+        self.dynamic = [bool(series_in(r.cond) & DYNAMIC_SERIES) for r in rules]
+        self.account = self._account(engine)
+        cols.account = dict(zip(("pos", "rpnl"), self.account))
         self.upto = upto
         self.conds = [cols.truth(r.cond) for r in rules]
         self.trues = [np.flatnonzero(c[start:]) + start for c in self.conds]
@@ -62,6 +67,26 @@ class _Masks:
              for a in r.actions]
             for r in rules
         ]
+
+    @staticmethod
+    def _account(engine: Engine) -> tuple[float, float]:
+        return (float(engine.pos), engine.rpnl)
+
+    def refresh(self, engine: Engine, j: int) -> None:
+        """Re-evaluate the account-reading rules from tick j if pos or rpnl changed."""
+        acc = self._account(engine)
+        if acc == self.account or not any(self.dynamic):
+            return
+        self.account = acc
+        self.cols.account = dict(zip(("pos", "rpnl"), acc))
+        for r, rule in enumerate(self.rules):
+            if not self.dynamic[r] or j >= self.upto:
+                continue
+            c = self.cols.truth(rule.cond, j)
+            self.conds[r] = np.concatenate((self.conds[r][:j], c))
+            t, f = self.trues[r], self.falses[r]
+            self.trues[r] = np.concatenate((t[: np.searchsorted(t, j)], np.flatnonzero(c) + j))
+            self.falses[r] = np.concatenate((f[: np.searchsorted(f, j)], np.flatnonzero(~c) + j))
 
 
 def run_fast(engine: Engine, batch: Ticks) -> None:
@@ -113,6 +138,7 @@ def run_fast(engine: Engine, batch: Ticks) -> None:
         lo_b, hi_b, lo_a, hi_a, t_next, i_next = engine.env
         if b <= lo_b or b >= hi_b or a <= lo_a or a >= hi_a or t >= t_next or j >= i_next:
             engine._step(j, t, b, a)
+            masks.refresh(engine, j)
         for r in range(n_rules):
             st = R[r]
             if not st:

@@ -120,3 +120,28 @@ def plan_exprs(plan: ast.Plan) -> list[ast.Expr]:
 def is_dynamic(plan: ast.Plan) -> bool:
     """True when the plan reads account state (pos, upnl, rpnl, pnl) in an expression."""
     return any(series_in(e) & DYNAMIC_SERIES for e in plan_exprs(plan))
+
+
+def fast_blocker(plan: ast.Plan) -> str:
+    """Why the fast path cannot run `plan`, or "" when it can. `pos` and `rpnl` only change
+    on fills, so conditions may read them (outside CROSSES); `upnl`/`pnl` move with every
+    tick and entry prices must not read account state."""
+    for rule in plan.rules:
+        if series_in(rule.cond) & {"upnl", "pnl"}:
+            return "a condition reads upnl or pnl (they change on every tick)"
+        stack: list[ast.Expr] = [rule.cond]
+        while stack:
+            x = stack.pop()
+            if isinstance(x, ast.Crosses):
+                if series_in(x) & DYNAMIC_SERIES:
+                    return "a CROSSES reads account state"
+            elif isinstance(x, ast.Neg | ast.Not):
+                stack.append(x.operand)
+            elif isinstance(x, ast.Arith | ast.Compare):
+                stack.extend((x.left, x.right))
+            elif isinstance(x, ast.And | ast.Or):
+                stack.extend(x.operands)
+        for act in rule.actions:
+            if isinstance(act, ast.Order) and series_in(act.price) & DYNAMIC_SERIES:
+                return "an entry price reads account state"
+    return ""

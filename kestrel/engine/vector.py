@@ -36,6 +36,7 @@ class Columns:
         self.n = len(ticks)
         self._cache: dict[object, Arr] = {}
         self._cross: dict[ast.Crosses, Arr] = {}
+        self.account: dict[str, float] = {}
 
     # series ------------------------------------------------------------------------
     def series(self, name: str) -> Arr:
@@ -204,22 +205,27 @@ class Columns:
         return out
 
     # expressions -------------------------------------------------------------------
-    def expr(self, e: ast.Expr) -> Arr:
-        n = self.n
+    def expr(self, e: ast.Expr, lo: int = 0) -> Arr:
+        """The value of `e` at ticks [lo, n). `pos` and `rpnl` read `self.account` (the
+        account state is constant between broker events; the caller re-evaluates after
+        each fill)."""
+        n = self.n - lo
         if isinstance(e, ast.Number | ast.Percent):
             return np.full(n, float(e.value))
         if isinstance(e, ast.TimeOfDay):
             return np.full(n, e.seconds, dtype=np.int64)
         if isinstance(e, ast.Series):
-            return self.series(e.name)
+            if e.name in self.account:
+                return np.full(n, self.account[e.name])
+            return self.series(e.name)[lo:]
         if isinstance(e, ast.Call):
             specs = resolve(e)
-            vs = [self.indicator(s) for s in specs]
+            vs = [self.indicator(s)[lo:] for s in specs]
             return vs[0] - vs[1] if e.name == "range" else vs[0]
         if isinstance(e, ast.Neg):
-            return -self.expr(e.operand)
+            return -self.expr(e.operand, lo)
         if isinstance(e, ast.Arith):
-            x, y = self.expr(e.left), self.expr(e.right)
+            x, y = self.expr(e.left, lo), self.expr(e.right, lo)
             if e.op == "+":
                 return x + y
             if e.op == "-":
@@ -229,7 +235,7 @@ class Columns:
             with np.errstate(divide="ignore", invalid="ignore"):
                 return np.where(y != 0, x / np.where(y != 0, y, 1.0), NAN)
         if isinstance(e, ast.Compare):
-            x, y = self.expr(e.left), self.expr(e.right)
+            x, y = self.expr(e.left, lo), self.expr(e.right, lo)
             op = e.op
             if op == "<":
                 return x < y
@@ -245,9 +251,9 @@ class Columns:
         if isinstance(e, ast.Crosses):
             if e not in self._cross:
                 x, y = self.expr(e.left), self.expr(e.right)
-                out = np.zeros(n, dtype=bool)
+                out = np.zeros(self.n, dtype=bool)
                 a = self.arm
-                if n - a > 1:
+                if self.n - a > 1:
                     px, py = x[a:-1], y[a:-1]
                     cx, cy = x[a + 1:], y[a + 1:]
                     if e.direction == "above":
@@ -255,24 +261,24 @@ class Columns:
                     else:
                         out[a + 1:] = (px >= py) & (cx < cy)
                 self._cross[e] = out
-            return self._cross[e]
+            return self._cross[e][lo:]
         if isinstance(e, ast.And):
-            acc = self.truth(e.operands[0])
+            acc = self.truth(e.operands[0], lo)
             for o in e.operands[1:]:
-                acc = acc & self.truth(o)
+                acc = acc & self.truth(o, lo)
             return acc
         if isinstance(e, ast.Or):
-            acc = self.truth(e.operands[0])
+            acc = self.truth(e.operands[0], lo)
             for o in e.operands[1:]:
-                acc = acc | self.truth(o)
+                acc = acc | self.truth(o, lo)
             return acc
         if isinstance(e, ast.Not):
-            return ~self.truth(e.operand)
+            return ~self.truth(e.operand, lo)
         raise PlanError(f"{type(e).__name__} is not a value here")
 
-    def truth(self, e: ast.Expr) -> npt.NDArray[np.bool_]:
+    def truth(self, e: ast.Expr, lo: int = 0) -> npt.NDArray[np.bool_]:
         """Python truthiness of an expression's value, elementwise."""
-        v = self.expr(e)
+        v = self.expr(e, lo)
         if v.dtype == np.bool_:
             return v
         return np.asarray(v != 0)  # NaN is truthy in Python, and NaN != 0 is True
