@@ -99,7 +99,7 @@ def expr(e: Expr) -> str:
     if isinstance(e, Series):
         return e.name
     if isinstance(e, Call):
-        return f"{e.name}({', '.join(_wrap(a, _SUM) for a in e.args)})"
+        return f"{e.name}({','.join(_wrap(a, _SUM) for a in e.args)})"
     if isinstance(e, Neg):
         inner = e.operand
         # a bare literal after `-` would be folded into a negative literal: keep the Neg
@@ -108,7 +108,9 @@ def expr(e: Expr) -> str:
         return "-" + _wrap(inner, _UNARY)
     if isinstance(e, Arith):
         level = _SUM if e.op in "+-" else _PROD
-        return f"{_wrap(e.left, level)} {e.op} {_wrap(e.right, level + 1)}"
+        right = _wrap(e.right, level + 1)
+        sep = " " if right.startswith("-") else ""  # `1- -5`, never `1--5`
+        return f"{_wrap(e.left, level)}{e.op}{sep}{right}"
     if isinstance(e, Compare):
         return f"{_wrap(e.left, _SUM)} {e.op} {_wrap(e.right, _SUM)}"
     if isinstance(e, Crosses):
@@ -140,7 +142,9 @@ def action(a: Order | Flat | Cancel) -> str:
         return "FLAT"
     if isinstance(a, Cancel):
         return "CANCEL"
-    parts = [a.side.upper(), str(a.qty), a.order_type.upper()]
+    parts = [a.side.upper(), str(a.qty)]
+    if a.order_type != "mkt":  # a plain order is at market: MKT is implied
+        parts.append("LIMIT" if a.order_type == "lmt" else "STP")
     if a.price is not None:
         parts.append(_wrap(a.price, _SUM))
     if a.stop is not None:
@@ -168,7 +172,7 @@ def _pane_arg(a: PaneArg) -> str:
 def _pane(p: PaneRef) -> str:
     if not p.args:
         return p.name
-    return f"{p.name}({', '.join(_pane_arg(a) for a in p.args)})"
+    return f"{p.name}({','.join(_pane_arg(a) for a in p.args)})"
 
 
 def _string(s: str) -> str:
