@@ -233,3 +233,8 @@ def test_expiry_for_and_risk_in_any_header_order() -> None:
 def test_standdown_reason_escapes() -> None:
     assert parse(r'STANDDOWN "say \"no\" \\ twice"') == StandDown('say "no" \\ twice')
     assert format(StandDown('say "no" \\ twice')) == 'STANDDOWN "say \\"no\\" \\\\ twice"\n'
+
+
+def test_comments_are_never_cut_short_to_find_tokens() -> None:
+    assert parse("PASS # FLAT when x3 (\n# PLAN b WHEN last > 1: FLAT") == Pass()
+    assert parse('STANDDOWN "a # is text here"') == StandDown("a # is text here")

@@ -18,10 +18,13 @@ from typing import Any
 
 from lark import Token
 
+# Leading whitespace and comments are consumed by the same match as the token after them
+# (in an atomic group, so a comment is never cut short to find a token inside it).
 _MASTER = re.compile(
     r"""
-     (?P<WS>(?:[ \t\f\r\n]+|\#[^\n]*)+)
-    |(?P<TIME>[0-9]{1,2}:[0-9]{2}(?::[0-9]{2})?(?![0-9]))
+    (?>(?:[ \t\f\r\n]+|\#[^\n]*)*)
+    (?:
+     (?P<TIME>[0-9]{1,2}:[0-9]{2}(?::[0-9]{2})?(?![0-9]))
     |(?P<DURATION>[0-9]+[smhd](?![A-Za-z0-9_.]))
     |(?P<PERCENT>[0-9]+(?:\.[0-9]+)?%)
     |(?P<NUMBER>[0-9]+(?:\.[0-9]+)?(?![0-9A-Za-z_.]))
@@ -29,9 +32,11 @@ _MASTER = re.compile(
     |(?P<STRING>"(?:[^"\\\r\n]|\\["\\])*")
     |(?P<CMP><=|>=|==|!=|<|>)
     |(?P<PUNCT>[-+*/@(),:;=])
+    )
     """,
     re.X,
 )
+_SKIP = re.compile(r"(?:[ \t\f\r\n]+|\#[^\n]*)*")
 _SYMBOL = re.compile(r"[A-Z][A-Z0-9._/-]*(?![A-Za-z0-9_])")
 _REPEAT = re.compile(r"[xX][0-9]+\Z")
 
@@ -110,22 +115,27 @@ def tokens(
     while pos < end:
         m = match(text, pos)
         if m is None:
-            raise LexError(pos, line, pos - line_start + 1, accepted(stack, table))
+            skip = _SKIP.match(text, pos)
+            start = skip.end() if skip is not None else pos
+            line += text.count("\n", pos, start)
+            line_start = max(line_start, text.rfind("\n", pos, start) + 1)
+            if start >= end:
+                return
+            raise LexError(start, line, start - line_start + 1, accepted(stack, table))
         kind = m.lastgroup
-        value = m.group()
-        stop = m.end()
-        if kind == "WS":
-            nl = value.count("\n")
+        start = m.start(kind)  # type: ignore[arg-type]
+        if start != pos:
+            nl = text.count("\n", pos, start)
             if nl:
                 line += nl
-                line_start = pos + value.rindex("\n") + 1
-            pos = stop
-            continue
+                line_start = text.rfind("\n", pos, start) + 1
+        stop = m.end()
+        value = text[start:stop]
         if kind == "WORD":
             acc = table[stack[-1]]
             kw = KEYWORDS.get(value.lower())
             if "SYMBOL" in acc:
-                sm = _SYMBOL.match(text, pos)
+                sm = _SYMBOL.match(text, start)
                 if sm is not None:
                     value, stop, kind = sm.group(), sm.end(), "SYMBOL"
                 else:
@@ -141,8 +151,8 @@ def tokens(
                 kind = "_LPAR" if "_LPAR" in table[stack[-1]] else "LPAR"
             else:
                 kind = _PUNCT[value]
-        col = pos - line_start + 1
-        yield new(kind, value, pos, line, col, line, col + (stop - pos), stop)  # type: ignore[no-untyped-call]
+        col = start - line_start + 1
+        yield new(kind, value, start, line, col, line, col + (stop - start), stop)  # type: ignore[no-untyped-call]
         pos = stop
 
 

@@ -81,30 +81,32 @@ class _Builder(Transformer[Token, Any]):
         self.reset()
 
     def reset(self) -> None:
-        self.pos: dict[Any, tuple[object, Loc]] = {}
+        # id(node) or (id(node), field) -> (node kept alive, first token, last token)
+        self.pos: dict[Any, tuple[object, Token, Token]] = {}
         self.parens: set[int] = set()
         self.diags: list[Diagnostic] = []
 
-    # ---- positions
+    # ---- positions (tokens only; a Loc is computed when a diagnostic needs one)
     def _at(self, node: Any, tok: Token, end: Token | None = None, field: str | None = None) -> Any:
-        last = end if end is not None else tok
-        width = (last.end_column - tok.column) if last.end_line == tok.line else 1  # type: ignore[operator]
-        key = id(node) if field is None else (id(node), field)
-        self.pos[key] = (node, Loc(tok.line, tok.column, max(1, width)))  # type: ignore[arg-type]
+        self.pos[id(node) if field is None else (id(node), field)] = (
+            node,
+            tok,
+            tok if end is None else end,
+        )
         return node
 
     def _span(self, node: Any, first: Any, last: Any) -> Any:
-        a = self.pos.get(id(first))
-        b = self.pos.get(id(last))
+        pos = self.pos
+        a = pos.get(id(first))
         if a is not None:
-            la, lb = a[1], (b[1] if b is not None else a[1])
-            width = (lb.column + lb.width - la.column) if lb.line == la.line else la.width
-            self.pos[id(node)] = (node, Loc(la.line, la.column, max(1, width)))
+            b = pos.get(id(last))
+            pos[id(node)] = (node, a[1], a[2] if b is None else b[2])
         return node
 
-    def _loc(self, key: Any) -> Loc | None:
-        hit = self.pos.get(key)
-        return hit[1] if hit is not None else None
+    def _copy(self, node: Any, source: Any) -> None:
+        hit = self.pos.get(id(source))
+        if hit is not None:
+            self.pos[id(node)] = (node, hit[1], hit[2])
 
     def _diag(self, code: str, message: str, tok: Token, hint: str | None = None) -> None:
         self.diags.append(
@@ -155,13 +157,12 @@ class _Builder(Transformer[Token, Any]):
     def neg(self, c: list[Any]) -> Expr:
         minus: Token = c[0]
         operand = c[1]
-        loc = self._loc(id(operand))
         if isinstance(operand, (Number, Percent)) and id(operand) not in self.parens:
             node: Expr = type(operand)(-operand.value)
         else:
             node = Neg(operand)
-        width = 1 if loc is None or loc.line != minus.line else loc.column + loc.width - minus.column  # type: ignore[operator]
-        self.pos[id(node)] = (node, Loc(minus.line, minus.column, max(1, width)))  # type: ignore[arg-type]
+        hit = self.pos.get(id(operand))
+        self.pos[id(node)] = (node, minus, minus if hit is None else hit[2])
         return node
 
     def sum(self, c: list[Any]) -> Expr:
@@ -234,10 +235,9 @@ class _Builder(Transformer[Token, Any]):
     def trail(self, c: list[Any]) -> tuple[str, Any, Token]:
         off: Offset = c[1]
         if off.mode != "at" and off.value < 0:
-            loc = self._loc(id(off))
-            off = Offset(off.mode, -off.value)
-            if loc is not None:
-                self.pos[id(off)] = (off, loc)
+            flipped = Offset(off.mode, -off.value)
+            self._copy(flipped, off)
+            off = flipped
         return ("trail", off, c[0])
 
     def ttl(self, c: list[Token]) -> tuple[str, Any, Token]:
@@ -400,9 +400,7 @@ class _Builder(Transformer[Token, Any]):
 
     def pos_arg(self, c: list[Any]) -> PaneArg:
         node = PaneArg(c[0])
-        loc = self._loc(id(c[0]))
-        if loc is not None:
-            self.pos[id(node)] = (node, loc)
+        self._copy(node, c[0])
         return node
 
     def pane(self, c: list[Any]) -> PaneRef:
@@ -798,7 +796,14 @@ def parse(text: str, limits: Limits | None = None) -> Module | Statement:
         hit = pos.get(key)
         if hit is None and field is not None:
             hit = pos.get(id(node))
-        return hit[1] if hit is not None else None
+        if hit is None:
+            return None
+        first, last = hit[1], hit[2]
+        if last.end_line == first.line:
+            width = last.end_column - first.column  # type: ignore[operator]
+        else:
+            width = len(_line_of(text, first.line or 1)) - (first.column or 1) + 1
+        return Loc(first.line or 1, first.column or 1, max(1, width))
 
     try:
         diags.extend(check_located(root, lim, locate, text))
