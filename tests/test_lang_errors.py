@@ -244,3 +244,23 @@ def test_check_rejects_single_statement_modules_and_bad_names() -> None:
     assert [d.code for d in check(Module((Pass(),)))] == ["module-size"]
     plan = Plan("not a name", (Rule(Compare(">", Series("last"), Number(1)), (Flat(),)),))
     assert [d.code for d in check(plan)] == ["bad-name"]
+
+
+def test_repair_text_is_bounded() -> None:
+    long_line = "PLAN a WHEN " + " AND ".join(["last > 1"] * 400) + " AND lst > 1: FLAT"
+    with pytest.raises(LangError) as exc:
+        parse(long_line)
+    text = str(exc.value)
+    excerpt, caret = text.splitlines()[2:4]
+    assert len(excerpt) < 110 and excerpt.strip().startswith("…")
+    assert excerpt[caret.index("^") : caret.index("^") + 3] == "lst"
+    many = "PLAN a\n" + "".join(f"WHEN lst{i} > 1: FLAT\n" for i in range(30))
+    with pytest.raises(LangError) as exc:
+        parse(many)
+    assert len(exc.value.diagnostics) == 30
+    assert str(exc.value).endswith("... and 18 more; fix these first")
+
+
+def test_byte_order_mark_is_ignored_and_columns_kept() -> None:
+    assert parse("\ufeffPASS") == Pass()
+    assert one("\ufeffPLAN a WHEN lst > 1: FLAT").column == 14

@@ -35,8 +35,9 @@ class Diagnostic(msgspec.Struct, frozen=True):
         """The repair text for this diagnostic (several lines)."""
         out = [f"{self.where}: {self.message}"]
         if self.excerpt is not None and self.column is not None:
-            out.append(f"  {self.excerpt}")
-            out.append("  " + " " * (self.column - 1) + "^" * max(1, self.width))
+            text, col, width = _window(self.excerpt.replace("\t", " "), self.column, self.width)
+            out.append(f"  {text}")
+            out.append("  " + " " * (col - 1) + "^" * width)
         if self.expected:
             out.append("  expected: " + _words(self.expected))
         if self.hint:
@@ -44,10 +45,30 @@ class Diagnostic(msgspec.Struct, frozen=True):
         return "\n".join(out)
 
 
+_EXCERPT = 100
+
+
+def _window(line: str, column: int, width: int) -> tuple[str, int, int]:
+    """At most ~_EXCERPT characters of `line` around `column`, with the caret column and
+    width adjusted; cut ends are marked with `…`."""
+    width = max(1, min(width, _EXCERPT // 2))
+    if len(line) <= _EXCERPT:
+        return line, column, width
+    start = max(0, column - 1 - _EXCERPT // 2)
+    end = min(len(line), start + _EXCERPT)
+    prefix = "…" if start > 0 else ""
+    suffix = "…" if end < len(line) else ""
+    return prefix + line[start:end] + suffix, column - start + len(prefix), width
+
+
 def _words(items: tuple[str, ...]) -> str:
     if len(items) == 1:
         return items[0]
     return ", ".join(items[:-1]) + " or " + items[-1]
+
+
+MAX_RENDERED = 12
+"""Diagnostics spelled out in `str(LangError)`; all of them stay in `.diagnostics`."""
 
 
 class LangError(ValueError):
@@ -58,11 +79,13 @@ class LangError(ValueError):
         super().__init__(self.render())
 
     def render(self) -> str:
+        """The repair text: every diagnostic up to `MAX_RENDERED`, then a count of the rest."""
         n = len(self.diagnostics)
         head = "1 error" if n == 1 else f"{n} errors"
-        return f"{head} in Kestrel document:\n" + "\n".join(
-            d.render() for d in self.diagnostics
-        )
+        shown = [d.render() for d in self.diagnostics[:MAX_RENDERED]]
+        if n > MAX_RENDERED:
+            shown.append(f"... and {n - MAX_RENDERED} more; fix these first")
+        return f"{head} in Kestrel document:\n" + "\n".join(shown)
 
     def __str__(self) -> str:
         return self.render()

@@ -766,6 +766,8 @@ def parse(text: str, limits: Limits | None = None) -> Module | Statement:
             f"document is {len(text)} characters; the limit is {lim.max_document_chars}",
             hint="split it, or keep one statement per reply",
         )
+    if text.startswith("\ufeff"):  # a byte-order mark: blank it, keeping every column
+        text = " " + text[1:]
     machine = _machine()
     builder = machine.builder
     builder.reset()
