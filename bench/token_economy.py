@@ -188,7 +188,7 @@ _PROXY = re.compile(r"\w+|[^\w\s]")
 
 def counters() -> tuple[str, Callable[[str], int], Callable[[str], int] | None]:
     try:
-        import quicktok
+        import quicktok  # type: ignore[import-untyped]
     except ImportError:
         return (
             "proxy: word runs + punctuation characters (quicktok not installed)",
@@ -206,7 +206,7 @@ def main() -> int:
     args = ap.parse_args()
     name, count, count_cl = counters()
     corpus = sorted((ROOT / "examples").glob("*.kes"))
-    rows = []
+    rows: list[dict[str, Any]] = []
     for path in corpus:
         doc = parse(path.read_text())
         kes = format(doc)
@@ -225,7 +225,7 @@ def main() -> int:
     plans = [r for r in rows if r["plan"]]
 
     def med(rs: list[dict[str, Any]], a: str, b: str) -> float:
-        return round(statistics.median(r[a] / r[b] for r in rs), 3)
+        return round(float(statistics.median(r[a] / r[b] for r in rs)), 3)
 
     out: dict[str, Any] = {
         "bench": "token_economy",

@@ -107,3 +107,14 @@ def test_fmt_invalid_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 
 def test_fmt_write_stdin_is_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["fmt", "--write", "-"]) == 2
+
+
+def test_design_section_2_example_passes_kestrel_check(tmp_path: Path) -> None:
+    design = Path(__file__).resolve().parent.parent.parent / "shared" / "DESIGN.md"
+    if not design.is_file():
+        pytest.skip("DESIGN.md not present")
+    section = design.read_text().split("## 2.", 1)[1].split("\n## ", 1)[0]
+    blocks = section.split("```")[1::2]
+    assert blocks
+    for i, block in enumerate(blocks):
+        assert main(["check", write(tmp_path, f"design{i}.kes", block)]) == 0
