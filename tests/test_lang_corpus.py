@@ -57,7 +57,7 @@ def test_grammar_summary_is_short_and_its_examples_are_valid() -> None:
     assert len(words) < 200  # a punctuation-level proxy; bench/token_economy.py counts BPE tokens
     # the summary's plan lines are valid Kestrel once placeholders are filled in
     plan = GRAMMAR_SUMMARY.split("\n")[1] + "\n" + GRAMMAR_SUMMARY.split("\n")[2]
-    plan = plan.replace("cond", "last > high(30m)").replace("BUY|SELL", "BUY").replace("[LIMIT px]", "LIMIT ask")
+    plan = plan.replace("cond", "last > high(30m)").replace("BUY|SELL", "BUY").replace("MKT|LMT px", "LMT ask")
     assert isinstance(parse(plan), Plan)
     quicktok = pytest.importorskip("quicktok")
     assert len(quicktok.get_encoding("o200k_base").encode(GRAMMAR_SUMMARY)) < 120

@@ -264,3 +264,12 @@ def test_repair_text_is_bounded() -> None:
 def test_byte_order_mark_is_ignored_and_columns_kept() -> None:
     assert parse("\ufeffPASS") == Pass()
     assert one("\ufeffPLAN a WHEN lst > 1: FLAT").column == 14
+
+
+def test_rule_without_plan_and_stray_dots() -> None:
+    assert one("WHEN last > 1: FLAT").hint == (
+        "a rule belongs to a plan: start with PLAN name, then WHEN cond: action"
+    )
+    assert one("PLAN a WHEN last > 1.2.3: FLAT").hint == "write numbers like 182.40: digits, one point, digits"
+    assert one("VIEW v: quote, ...").hint is None
+    assert one("PLAN a WHEN last > .5: FLAT").hint == "write numbers with a leading digit: 0.5, not .5"

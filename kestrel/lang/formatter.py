@@ -142,9 +142,7 @@ def action(a: Order | Flat | Cancel) -> str:
         return "FLAT"
     if isinstance(a, Cancel):
         return "CANCEL"
-    parts = [a.side.upper(), str(a.qty)]
-    if a.order_type != "mkt":  # a plain order is at market: MKT is implied
-        parts.append("LIMIT" if a.order_type == "lmt" else "STP")
+    parts = [a.side.upper(), str(a.qty), a.order_type.upper()]
     if a.price is not None:
         parts.append(_wrap(a.price, _SUM))
     if a.stop is not None:

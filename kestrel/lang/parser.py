@@ -546,10 +546,10 @@ def _syntax_hint(text: str, err: ParseFailure | LexError, got: str, expected: fr
     if isinstance(err, LexError):
         if re.fullmatch(r"[0-9]+(\.[0-9]+)?[A-Za-z]+", got):
             return "a duration is a whole number and one unit of s, m, h or d: write 90m, not 1.5h or 90min"
-        if re.fullmatch(r"[0-9]+\.", got) or re.fullmatch(r"[0-9.]+\.[0-9.]*", got):
+        if re.fullmatch(r"\.[0-9]+", got):
+            return f"write numbers with a leading digit: 0{got}, not {got}"
+        if any(ch.isdigit() for ch in got) and re.fullmatch(r"[0-9.]+", got):
             return "write numbers like 182.40: digits, one point, digits"
-        if got[:1] == ".":
-            return "write numbers with a leading digit: 0.5, not .5"
         if got in _CHAR_HINTS:
             return _CHAR_HINTS[got]
         if got[:1] in _CHAR_HINTS:
@@ -558,6 +558,8 @@ def _syntax_hint(text: str, err: ParseFailure | LexError, got: str, expected: fr
             return 'a reason is one line of text in double quotes; escape " as \\"'
         return None
     word = got.strip()
+    if word.upper() == "WHEN" and "PLAN" in expected:
+        return "a rule belongs to a plan: start with PLAN name, then WHEN cond: action"
     if "SYMBOL" in expected and word[:1].isalpha():
         return f"instrument symbols are upper case: ON {word.upper()}"
     if "_COLON" in expected and not expected & {"NAME", "NUMBER"}:

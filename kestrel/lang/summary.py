@@ -10,8 +10,8 @@ from __future__ import annotations
 GRAMMAR_SUMMARY: str = """\
 One statement:
 PLAN name UNTIL 15:45 RISK maxpos 200 maxloss 400
-WHEN cond: BUY|SELL 100 [LIMIT px] STOP -0.5% TARGET +1% TRAIL 0.3% TTL 20m; FLAT; CANCEL
-cond: last bid ask vwap pos pnl time high(30m) chg(5m) sma(last,20) atr(14) < > CROSSES ABOVE AND OR NOT
+WHEN cond: BUY|SELL 100 MKT|LMT px STOP -0.5% TARGET +1% TRAIL 0.3% TTL 20m; FLAT; CANCEL
+cond: last ask vwap pos pnl time high(30m) chg(5m) sma(last,20) atr(14) < > CROSSES ABOVE AND OR NOT
 VIEW name: pane, pane(args) | STANDDOWN "why" | PASS"""
 
 __all__ = ["GRAMMAR_SUMMARY"]
