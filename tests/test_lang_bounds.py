@@ -113,3 +113,11 @@ def test_default_limits_are_documented_values() -> None:
     assert (lim.max_statements, lim.max_rules, lim.max_actions, lim.max_expr_depth) == (16, 32, 4, 24)
     assert (lim.max_identifier_chars, lim.max_string_chars, lim.max_number) == (32, 200, 1e9)
     assert lim.max_window_seconds == 5 * 86_400
+
+
+def test_overflowing_literals_everywhere_are_range_errors() -> None:
+    big = "9" * 400
+    assert codes(f"PLAN a WHEN last > 1: BUY {big}.5 MKT") == ["out-of-range"]
+    assert codes(f"PLAN a RISK maxpos {big}.5 WHEN last > 1: FLAT") == ["out-of-range"]
+    assert codes(f"VIEW v: quote BUDGET {big}.5") == ["bad-budget"]
+    assert codes(f"PLAN a WHEN last > {big}.5: FLAT") == ["out-of-range"]

@@ -1,13 +1,16 @@
-"""Text to AST: the LALR parse builds the AST directly (lark `transformer=`), recording
-source positions on the side; then the checker runs over the AST once.
+"""Text to AST: lark compiles `kestrel.lark` into LALR tables and reduction callbacks once
+per thread; `_Machine` drives those tables with `lexer.tokens`, the callbacks (`_Builder`)
+build the AST during the parse and record token positions on the side, then the checker walks
+the AST once.
 
-`parse` never raises anything but `LangError`: lark's exceptions, recursion, decoding and
+`parse` never raises anything but `LangError`: syntax errors, recursion, odd input types and
 number overflow are all mapped to diagnostics.
 """
 
 from __future__ import annotations
 
 import difflib
+import math
 import re
 import threading
 from importlib import resources
@@ -58,7 +61,7 @@ from kestrel.lang.limits import DEFAULT_LIMITS, Limits
 # A whole-number literal longer than this is clamped (and then rejected by the range check)
 # instead of being converted, so no input can make int() do quadratic work or fail.
 _MAX_DIGITS = 18
-_BIG = 10**_MAX_DIGITS
+_BIG: int = 10**_MAX_DIGITS
 
 
 def _int(text: str) -> int:
@@ -67,6 +70,17 @@ def _int(text: str) -> int:
 
 def _float(text: str) -> float:
     return float(text)  # linear in the (size-bounded) text; huge values become inf -> range error
+
+
+def _whole(v: float) -> int:
+    """`int(v)` for finite values below 1e18, else a clamped value the range check rejects."""
+    if math.isfinite(v) and abs(v) < 1e18:
+        return int(v)
+    return -_BIG if v < 0 else _BIG
+
+
+def _is_whole(v: float) -> bool:
+    return not math.isfinite(v) or v == _whole(v)
 
 
 _ESCAPE = re.compile(r'\\(["\\])')
@@ -251,12 +265,13 @@ class _Builder(Transformer[Token, Any]):
             negative, i = True, i + 1
         qty_tok: Token = c[i]
         i += 1
-        if "." in qty_tok and float(qty_tok) != int(float(qty_tok)):
+        if "." in qty_tok and not _is_whole(float(qty_tok)):
+            low = _whole(float(qty_tok))
             self._diag(
                 "bad-qty",
                 f"quantity must be a whole number of shares, got {qty_tok}",
                 qty_tok,
-                hint=f"write {int(float(qty_tok))} or {int(float(qty_tok)) + 1}",
+                hint=f"write {low} or {low + 1}",
             )
         qty = _int(qty_tok.split(".")[0])
         qty = -qty if negative else qty
@@ -341,7 +356,7 @@ class _Builder(Transformer[Token, Any]):
         for key, value, kt, vt in c:
             if key in values:
                 self._diag("duplicate", f"{key} given twice", kt, hint=f"keep a single {key}")
-            if key != "maxloss" and value != int(value):
+            if key != "maxloss" and not _is_whole(value):
                 self._diag(
                     "bad-risk", f"{key} must be a whole number, got {vt}", vt
                 )
@@ -350,7 +365,7 @@ class _Builder(Transformer[Token, Any]):
 
         def whole(key: str) -> int | None:
             v = values.get(key)
-            return None if v is None else int(v)
+            return None if v is None else _whole(v)
 
         ml = values.get("maxloss")
         node = Risk(whole("maxpos"), ml, whole("maxorders"))
@@ -417,9 +432,9 @@ class _Builder(Transformer[Token, Any]):
         panes = list(c[2:])
         if panes and isinstance(panes[-1], tuple):
             _, value, tok = panes.pop()
-            if value != int(value):
+            if not _is_whole(value):
                 self._diag("bad-budget", "BUDGET must be a whole number of tokens", tok)
-            budget = int(value)
+            budget = _whole(value)
         node = View(str(c[1]), tuple(panes), budget)
         self._at(node, c[0])
         self._at(node, c[1], field="name")
