@@ -238,3 +238,14 @@ def test_standdown_reason_escapes() -> None:
 def test_comments_are_never_cut_short_to_find_tokens() -> None:
     assert parse("PASS # FLAT when x3 (\n# PLAN b WHEN last > 1: FLAT") == Pass()
     assert parse('STANDDOWN "a # is text here"') == StandDown("a # is text here")
+
+
+def test_parsing_from_several_threads_gives_the_same_asts() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+    from pathlib import Path
+
+    texts = [p.read_text() for p in sorted((Path(__file__).parent.parent / "examples").glob("*.kes"))]
+    expected = [parse(t) for t in texts]
+    with ThreadPoolExecutor(4) as pool:
+        for _ in range(3):
+            assert list(pool.map(parse, texts)) == expected
