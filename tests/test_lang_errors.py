@@ -273,3 +273,51 @@ def test_rule_without_plan_and_stray_dots() -> None:
     assert one("PLAN a WHEN last > 1.2.3: FLAT").hint == "write numbers like 182.40: digits, one point, digits"
     assert one("VIEW v: quote, ...").hint is None
     assert one("PLAN a WHEN last > .5: FLAT").hint == "write numbers with a leading digit: 0.5, not .5"
+
+
+@pytest.mark.parametrize(
+    ("text", "code", "column", "hint"),
+    [
+        ("PLAN a UNTIL 25:00 WHEN last > 1: FLAT", "bad-time", 14, "write hh:mm between 00:00 and 23:59"),
+        ("PLAN a WHEN last > 1: BUY 1 MKT STOP 0%", "bad-offset", 38, None),
+        ("PLAN a WHEN last > 1: BUY 1 MKT STOP -100%", "bad-offset", 38, None),
+        ("PLAN a WHEN last / 0 > 1: FLAT", "div-zero", 20, None),
+        ("PLAN a WHEN last > sma(last,2,2d): FLAT", "bad-timeframe", 31, None),
+        ("PLAN a UNTIL 15:00 FOR 1h WHEN last > 1: FLAT", "duplicate", 24,
+         "give each header part once: PLAN name [ON SYM] [UNTIL hh:mm | FOR dur] [RISK ...]"),
+        ("PLAN a WHEN last > 1: BUY 1 MKT STOP -1% STOP -2%", "duplicate", 42, "keep a single STOP"),
+        ("PLAN a RISK maxpos 1 maxpos 2 WHEN last > 1: FLAT", "duplicate", 22, "keep a single maxpos"),
+        ("PLAN a RISK maxpos 1.5 WHEN last > 1: FLAT", "bad-risk", 20, None),
+        ("PLAN a FOR 0m WHEN last > 1: FLAT", "zero-window", 12, "write e.g. 1m"),
+        ("PLAN a WHEN last > 1: BUY 1 MKT TTL 0s", "zero-window", 37, "write e.g. 1s"),
+        ("VIEW v: bars(n=1, n=2)", "duplicate", 19, None),
+        ("VIEW v: bars(n=1, 2)", "arg-order", 19, None),
+        ("PLAN a WHEN NOT last: FLAT", "type", 17, None),
+        ("PLAN a WHEN last > 1 AND pos: FLAT", "type", 26, "compare it: e.g. last > vwap"),
+        ("PLAN a WHEN time CROSSES ABOVE 10:00: FLAT", "type", 26, "compare the clock with a time: time >= 15:30"),
+        ("PLAN a WHEN last > 1: BUY 1 LMT 15:00", "type", 33, None),
+        ("PLAN a WHEN last > 1: BUY 1 LMT 0", "bad-price", 33, None),
+    ],
+)
+def test_error_table(text: str, code: str, column: int, hint: str | None) -> None:
+    d = one(text)
+    assert (d.code, d.line, d.column) == (code, 1, column)
+    if hint is not None:
+        assert d.hint == hint
+
+
+def test_code_only_errors_by_path() -> None:
+    from kestrel.lang import StandDown, View
+
+    rule = Rule(Compare(">", Series("last"), Number(1)), (Order("buy", 1, "lmt"),))
+    found = check(Plan("p", (rule,), instrument="aapl"))
+    assert [(d.code, d.path) for d in found] == [
+        ("bad-symbol", "document"),
+        ("no-price", "rule 1, action 1"),
+    ]
+    assert [d.code for d in check(Plan("p", ()))] == ["no-rules"]
+    assert [d.code for d in check(Plan("p", (Rule(Number(1), (Flat(),)),)))] == ["type"]
+    assert [d.code for d in check(StandDown("two\nlines"))] == ["bad-string"]
+    assert [d.code for d in check(View("v", ()))] == ["no-panes"]
+    mkt = Order("sell", 1, "mkt", price=Number(5))
+    assert [d.code for d in check(Plan("p", (Rule(Compare(">", Series("last"), Number(1)), (mkt,)),)))] == ["mkt-price"]
