@@ -18,7 +18,7 @@ $(BSTAMP): $(STAMP)
 	touch $(BSTAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/kestrel demo
+	$(VENV)/bin/kestrel simulate --checkpoints 11:00,13:30
 
 test: $(STAMP)
 	$(PY) -m pytest -q
