@@ -40,18 +40,16 @@ from kestrel.engine.ledger import Ledger
 from kestrel.frame import MarketData
 from kestrel.frame.account import AccountState
 from kestrel.session.capture import CapturedTurn
-from kestrel.session.loop import Done, Evidence
+from kestrel.session.loop import AuthoringLoop, Done
 from kestrel.session.protocol import Agent, AgentReply
 from kestrel.session.runner import (
     DayResult,
+    DayRun,
     EvidenceSink,
-    OrdinalOutcome,
     SessionDay,
     SessionOptions,
     SessionResult,
     capture_header,
-    open_loop,
-    outcome,
     pick_sessions,
 )
 
@@ -63,14 +61,15 @@ class RunSession(msgspec.Struct, frozen=True, tag="run_session"):
 
 
 class DriverActor(Actor[RunSession]):
+    """Runs the days' schedules: the sans-IO `DayRun` does the loop and the bookkeeping, this
+    actor only moves messages (feed barrier, account, agent asks, bus, engine sync)."""
+
     def __init__(
         self,
         days: list[SessionDay],
         *,
         agent: ActorRef[Any],
-        agent_id: str,
-        model: str,
-        iterative: bool,
+        identity: Agent,
         engine: ActorRef[Any],
         feed: ActorRef[Any],
         options: SessionOptions,
@@ -80,9 +79,7 @@ class DriverActor(Actor[RunSession]):
     ) -> None:
         self._days = days
         self._agent = agent
-        self._agent_id = agent_id
-        self._model = model
-        self._iterative = iterative
+        self._identity = identity
         self._engine = engine
         self._feed = feed
         self._options = options
@@ -98,56 +95,39 @@ class DriverActor(Actor[RunSession]):
                 self._progress(k + 1, len(self._days))
         return results
 
-    async def _author(self, day: SessionDay, i: int, account: AccountState, report: ArmReport) -> tuple[Done, Any]:
-        loop = open_loop(
-            day, i, self._options, account, report.incumbent, iterative=self._iterative, model=self._model
-        )
+    async def _author(self, loop: AuthoringLoop) -> Done:
+        """Ask, feed the agent actor's answer in, repeat until the loop is done."""
         request = loop.next_request()
         while True:
             try:
                 reply = await self._agent.ask(request, expect=AgentReply, timeout=self._timeout)
             except AskTimeout:
-                return loop.receive_failure(f"timed out after {self._timeout:g}s"), loop
+                return loop.receive_failure(f"timed out after {self._timeout:g}s")
             except AskFailed as exc:
-                err = exc.error
-                return loop.receive_failure(f"{type(err).__name__}: {err}"), loop
+                return loop.receive_failure(f"{type(exc.error).__name__}: {exc.error}")
             out = loop.receive_reply(reply)
             if isinstance(out, Done):
-                return out, loop
+                return out
             request = out
 
     async def _run_day(self, k: int, day: SessionDay) -> DayResult:
-        bus = self.ctx.system.bus
+        a = self._identity
+        run = DayRun(day, self._options, agent_id=a.agent_id, model=a.model,
+                     iterative=a.iterative, sink=self._sink)
         await self._engine.ask(StartDay(day.session), timeout=None)
         await self._feed.ask(LoadDay(k), timeout=None)
         report = ArmReport("none", None)
-        outcomes: list[OrdinalOutcome] = []
-        turns: list[CapturedTurn] = []
-        evidence: list[Evidence] = []
-        for i, o in enumerate(day.ordinals):
-            await self._feed.ask(AdvanceTo(i), timeout=None)
+        for i in range(len(day.ordinals)):
+            await self._feed.ask(AdvanceTo(i), timeout=None)  # the barrier: ticks up to the cutoff
             account = await self._engine.ask(AccountQuery(), expect=AccountState, timeout=None)
-            done, loop = await self._author(day, i, account, report)
-            for record in loop.evidence:
-                evidence.append(record)
-                if self._sink is not None:
-                    self._sink(record)
-            turn = CapturedTurn(day.date, o.label, done.turn, self._agent_id)
-            await bus.publish(TURNS_TOPIC, turn)
-            report = await self._engine.ask(Sync(), expect=ArmReport, timeout=None)
-            turns.append(turn)
-            outcomes.append(outcome(day, i, loop, done, report.armed))
+            loop = run.open(i, account, report.incumbent)
+            done = await self._author(loop)
+            await self.ctx.system.bus.publish(TURNS_TOPIC, run.close(i, loop, done))
+            report = await self._engine.ask(Sync(), expect=ArmReport, timeout=None)  # armed
+            run.settle(report.armed)
         await self._feed.ask(AdvanceTo(len(day.ordinals)), timeout=None)
         ledger = await self._engine.ask(FinishDay(), expect=DayLedger, timeout=None)
-        return DayResult(
-            day.date,
-            Ledger.from_jsonl(ledger.jsonl),
-            outcomes,
-            turns,
-            evidence,
-            day.session.tz,
-            day.data.price_decimals,
-        )
+        return run.result(Ledger.from_jsonl(ledger.jsonl), ledger.engine_ticks)
 
 
 async def simulate(
@@ -171,7 +151,8 @@ async def simulate(
     plan = [SessionDay.of(data, s, options.checkpoints, options.guard_s) for s in sessions]
     async with ActorSystem() as system:
         engine = system.spawn(
-            lambda: EngineActor(options.engine, data.symbol, data.tick_size), name="engine"
+            lambda: EngineActor(options.engine, data.symbol, data.tick_size, options.engine_path),
+            name="engine",
         )
         system.bus.subscribe(TURNS_TOPIC, engine)
         tap = system.bus.subscribe_stream(TURNS_TOPIC) if turns is not None else None
@@ -181,9 +162,7 @@ async def simulate(
             lambda: DriverActor(
                 plan,
                 agent=agent_ref,
-                agent_id=agent.agent_id,
-                model=agent.model,
-                iterative=agent.iterative,
+                identity=agent,
                 engine=engine,
                 feed=feed,
                 options=options,
@@ -198,7 +177,7 @@ async def simulate(
             system.bus.unsubscribe(tap)
             async for message in tap:
                 turns.append(message)
-    return SessionResult(capture_header(data, plan, agent.agent_id, options), results)
+    return SessionResult(capture_header(data, plan, agent.agent_id, options), results, options.engine_path)
 
 
 def run_simulation(

@@ -1,7 +1,9 @@
 """`EngineActor`: wraps the sans-IO engine for one instrument, one session at a time.
 
 It takes tick batches from the feed, terminal turns from the bus (topic `turns`), and answers
-account and sync queries from the driver. Every non-empty batch of ledger events it produces
+account and sync queries from the driver. Each batch runs through `kestrel.session.runner`'s
+`advance` on the configured engine path (`auto`: the fast path where it applies; `reference`:
+per tick), exactly as `run_session` runs its segments. Every non-empty batch of ledger events it produces
 is published on the bus topic `ledger`. Messages are msgspec Structs, so they could cross a
 process boundary unchanged (tick columns travel as raw little-endian bytes).
 """
@@ -20,7 +22,7 @@ from kestrel.frame.session import SessionSpec
 from kestrel.frame.ticks import Ticks
 from kestrel.lang import ast
 from kestrel.session.capture import CapturedTurn
-from kestrel.session.runner import apply_turn
+from kestrel.session.runner import advance, apply_turn, path_tally
 
 TURNS_TOPIC = "turns"
 LEDGER_TOPIC = "ledger"
@@ -74,7 +76,10 @@ class FinishDay(msgspec.Struct, frozen=True, tag="finish_day"):
 
 
 class DayLedger(msgspec.Struct, frozen=True):
+    """The finished day's canonical ledger and the ticks each engine path ran."""
+
     jsonl: bytes
+    engine_ticks: dict[str, int]
 
 
 class LedgerBatch(msgspec.Struct, frozen=True):
@@ -85,10 +90,12 @@ EngineMessage = TickBatch | StartDay | AccountQuery | Sync | FinishDay | Capture
 
 
 class EngineActor(Actor[EngineMessage]):
-    def __init__(self, config: EngineConfig, symbol: str, tick_size: float) -> None:
+    def __init__(self, config: EngineConfig, symbol: str, tick_size: float, path: str = "auto") -> None:
         self._config = config
         self._symbol = symbol
         self._tick_size = tick_size
+        self._path = path
+        self._tally = path_tally()
         self._engine: Engine | None = None
         self._incumbent: ast.Plan | None = None
         self._armed = "none"
@@ -104,7 +111,7 @@ class EngineActor(Actor[EngineMessage]):
 
     async def receive(self, message: EngineMessage) -> object:
         if isinstance(message, TickBatch):
-            await self._publish(self._current().on_ticks(message.ticks()))
+            await self._publish(advance(self._current(), message.ticks(), self._path, self._tally))
             return None
         if isinstance(message, CapturedTurn):
             engine = self._current()
@@ -115,6 +122,7 @@ class EngineActor(Actor[EngineMessage]):
         if isinstance(message, StartDay):
             self._engine = Engine(self._config, message.session, self._symbol, self._tick_size)
             self._incumbent, self._armed = None, "none"
+            self._tally = path_tally()
             return None
         if isinstance(message, AccountQuery):
             return self._current().account()
@@ -122,7 +130,7 @@ class EngineActor(Actor[EngineMessage]):
             return ArmReport(self._armed, self._incumbent)
         engine = self._current()
         await self._publish(engine.finish())
-        return DayLedger(engine.ledger.to_jsonl())
+        return DayLedger(engine.ledger.to_jsonl(), dict(self._tally))
 
 
 __all__ = [

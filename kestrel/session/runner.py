@@ -1,7 +1,9 @@
 """`run_session`: one simulated session, synchronously, for embedding in other drivers.
 
 Per session (trading day) and per ordinal of its schedule, in order:
-1. the engine takes every tick up to the ordinal's cutoff (`time - guard`);
+1. the engine takes every tick up to the ordinal's cutoff (`time - guard`), on its vectorized
+   fast path where that applies (`engine_path="auto"`, the default) or always on the per-tick
+   reference path (`engine_path="reference"`); both give the same ledger byte for byte;
 2. the snapshot is frozen at the cutoff with the engine's account and the incumbent plan;
 3. the bounded authoring loop runs against the agent (single-shot agents answer once);
 4. the terminal turn is armed at the cutoff (supersede / stand down / pass), captured, and
@@ -9,7 +11,9 @@ Per session (trading day) and per ordinal of its schedule, in order:
 then the engine runs the rest of the session and applies its end-of-day policy.
 
 The actor shell (`actors.driver`) runs exactly these steps through messages, using the same
-helpers (`SessionDay`, `open_loop`, `apply_turn`), so both give the same ledger and capture.
+sans-IO pieces (`SessionDay` for the schedule and tick ranges, `DayRun` for the loop and the
+bookkeeping, `advance` and `apply_turn` for the engine), so both give the same ledger and
+capture.
 Deterministic: nothing here reads the wall clock; the same inputs give byte-identical ledgers,
 captures and evidence.
 """
@@ -25,7 +29,7 @@ import msgspec
 
 from kestrel.engine.config import EngineConfig
 from kestrel.engine.engine import Engine
-from kestrel.engine.ledger import Ledger, LedgerSummary
+from kestrel.engine.ledger import Ledger, LedgerEvent, LedgerSummary
 from kestrel.frame import DEFAULT_CATALOG, MarketData, Ordinal, PaneCatalog, SessionSpec, freeze
 from kestrel.frame.account import AccountState
 from kestrel.frame.ticks import NS_PER_S, Ticks
@@ -40,6 +44,7 @@ from kestrel.session.risk import RiskBounds
 from kestrel.session.schedule import DEFAULT_GUARD_S, ordinals
 
 EvidenceSink = Callable[[Evidence], None]
+ENGINE_PATHS = ("auto", "reference")
 
 
 def evidence_logger(log: Any, event: str = "authoring_iteration") -> EvidenceSink:
@@ -69,6 +74,14 @@ class SessionOptions:
     engine: EngineConfig = field(default_factory=EngineConfig)
     catalog: PaneCatalog = DEFAULT_CATALOG
     data_name: str = "sample"
+    engine_path: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.engine_path not in ENGINE_PATHS:
+            raise SessionError(
+                f"unknown engine path {self.engine_path!r}: use auto (fast path where it "
+                "applies) or reference (always per tick)"
+            )
 
 
 class OrdinalOutcome(msgspec.Struct, frozen=True):
@@ -84,7 +97,16 @@ class OrdinalOutcome(msgspec.Struct, frozen=True):
     armed: str
 
 
+def path_tally() -> dict[str, int]:
+    """Ticks run per engine path (`fast`, `reference`), both keys always present."""
+    return {"fast": 0, "reference": 0}
+
+
 class DayResult(msgspec.Struct):
+    """One session's outcome. `engine_ticks` counts the ticks each engine path ran (it may
+    differ between the direct and the actor run, which batch the ticks differently; the
+    ledger never does)."""
+
     date: str
     ledger: Ledger
     outcomes: list[OrdinalOutcome]
@@ -92,6 +114,7 @@ class DayResult(msgspec.Struct):
     evidence: list[Evidence]
     tz: str = "UTC"
     decimals: int = 2
+    engine_ticks: dict[str, int] = msgspec.field(default_factory=path_tally)
 
     @property
     def summary(self) -> LedgerSummary:
@@ -101,6 +124,7 @@ class DayResult(msgspec.Struct):
 class SessionResult(msgspec.Struct):
     header: CaptureHeader
     days: list[DayResult]
+    engine_path: str = "auto"
 
     def ledger_jsonl(self) -> bytes:
         return b"".join(d.ledger.to_jsonl() for d in self.days)
@@ -180,33 +204,18 @@ class SessionDay:
         return self.ticks.slice(self.bounds[-1], len(self.ticks))
 
 
-def open_loop(
-    day: SessionDay,
-    i: int,
-    options: SessionOptions,
-    account: AccountState,
-    incumbent: ast.Plan | None,
-    *,
-    iterative: bool,
-    model: str,
-) -> AuthoringLoop:
-    """The authoring loop of ordinal `i`, over the snapshot frozen at its cutoff. Profile
-    policies apply to iterative agents only (single-shot agents never enter the loop)."""
-    o = day.ordinals[i]
-    snap = freeze(day.data, o.time_ns, day.guard_s * NS_PER_S, account, incumbent)
-    bounds = RiskBounds(maxpos=options.engine.maxpos, maxloss=options.engine.maxloss)
-    ports = snapshot_ports(
-        snap, o, catalog=options.catalog, allowed_panes=options.allowed_panes, bounds=bounds
-    )
-    return AuthoringLoop(
-        ordinal=o.label,
-        ports=ports,
-        settings=options.settings,
-        policy=options.policy if iterative else None,
-        model=model,
-        profile=options.profile,
-        iterative=iterative,
-    )
+def advance(engine: Engine, ticks: Ticks, path: str, tally: dict[str, int]) -> list[LedgerEvent]:
+    """Run `engine` over `ticks` (a stretch between two cutoffs, or a feed batch of one)
+    without ending its session; returns the new ledger events and counts the ticks in
+    `tally` under the path that ran them. `path` is `auto` (the engine's fast path where it
+    applies) or `reference`; both give the same ledger."""
+    n = len(ticks)
+    if n == 0:
+        return []
+    mark = len(engine.ledger)
+    engine.run(ticks, path=path, final=False)
+    tally[engine.last_path] += n
+    return engine.ledger.events[mark:]
 
 
 def apply_turn(engine: Engine, turn: AgentTurn, incumbent: ast.Plan | None) -> tuple[ast.Plan | None, str]:
@@ -226,17 +235,88 @@ def apply_turn(engine: Engine, turn: AgentTurn, incumbent: ast.Plan | None) -> t
     return incumbent, "passed" if incumbent is None else f"kept {incumbent.name}"
 
 
-def outcome(day: SessionDay, i: int, loop: AuthoringLoop, done: Done, armed: str) -> OrdinalOutcome:
-    return OrdinalOutcome(
-        date=day.date,
-        ordinal=day.ordinals[i].label,
-        turn=done.turn,
-        iterations=done.iterations,
-        tokens_spent=done.tokens_spent,
-        evidence=len(loop.evidence),
-        escalations=loop.escalations,
-        armed=armed,
-    )
+class DayRun:
+    """The sans-IO bookkeeping of one session for one agent, shared by `run_day` and the
+    actor driver. Per ordinal `i`: `open(i, account, incumbent)` gives the authoring loop over
+    the snapshot frozen at the cutoff; once it is done, `close(loop, done)` sends its evidence
+    to the sink and returns the captured turn (the only thing for the bus and the capture);
+    `settle(armed)` records what the engine did with it. `result(...)` ends the day."""
+
+    def __init__(
+        self,
+        day: SessionDay,
+        options: SessionOptions,
+        *,
+        agent_id: str,
+        model: str,
+        iterative: bool,
+        sink: EvidenceSink | None = None,
+    ) -> None:
+        self.day = day
+        self.options = options
+        self.agent_id = agent_id
+        self.model = model
+        self.iterative = iterative
+        self.sink = sink
+        self.outcomes: list[OrdinalOutcome] = []
+        self.turns: list[CapturedTurn] = []
+        self.evidence: list[Evidence] = []
+        self._closed: tuple[int, AuthoringLoop, Done] | None = None
+
+    def open(self, i: int, account: AccountState, incumbent: ast.Plan | None) -> AuthoringLoop:
+        """The authoring loop of ordinal `i`. Profile policies apply to iterative agents only
+        (single-shot agents never enter the loop)."""
+        day, options = self.day, self.options
+        o = day.ordinals[i]
+        snap = freeze(day.data, o.time_ns, day.guard_s * NS_PER_S, account, incumbent)
+        bounds = RiskBounds(maxpos=options.engine.maxpos, maxloss=options.engine.maxloss)
+        ports = snapshot_ports(
+            snap, o, catalog=options.catalog, allowed_panes=options.allowed_panes, bounds=bounds
+        )
+        return AuthoringLoop(
+            ordinal=o.label,
+            ports=ports,
+            settings=options.settings,
+            policy=options.policy if self.iterative else None,
+            model=self.model,
+            profile=options.profile,
+            iterative=self.iterative,
+        )
+
+    def close(self, i: int, loop: AuthoringLoop, done: Done) -> CapturedTurn:
+        for record in loop.evidence:
+            self.evidence.append(record)
+            if self.sink is not None:
+                self.sink(record)
+        turn = CapturedTurn(self.day.date, self.day.ordinals[i].label, done.turn, self.agent_id)
+        self.turns.append(turn)
+        self._closed = (i, loop, done)
+        return turn
+
+    def settle(self, armed: str) -> None:
+        if self._closed is None:
+            raise RuntimeError("DayRun.settle before close: close the ordinal's loop first")
+        i, loop, done = self._closed
+        self._closed = None
+        self.outcomes.append(
+            OrdinalOutcome(
+                date=self.day.date,
+                ordinal=self.day.ordinals[i].label,
+                turn=done.turn,
+                iterations=done.iterations,
+                tokens_spent=done.tokens_spent,
+                evidence=len(loop.evidence),
+                escalations=loop.escalations,
+                armed=armed,
+            )
+        )
+
+    def result(self, ledger: Ledger, engine_ticks: dict[str, int]) -> DayResult:
+        day = self.day
+        return DayResult(
+            day.date, ledger, self.outcomes, self.turns, self.evidence, day.session.tz,
+            day.data.price_decimals, dict(engine_ticks),
+        )
 
 
 def capture_header(
@@ -264,28 +344,20 @@ def run_day(
 ) -> DayResult:
     """One session, synchronously (see the module docstring for the steps)."""
     engine = Engine(options.engine, day.session, day.data.symbol, day.data.tick_size)
+    run = DayRun(day, options, agent_id=agent.agent_id, model=agent.model,
+                 iterative=agent.iterative, sink=sink)
+    tally = path_tally()
     incumbent: ast.Plan | None = None
-    outcomes: list[OrdinalOutcome] = []
-    turns: list[CapturedTurn] = []
-    evidence: list[Evidence] = []
-    for i, o in enumerate(day.ordinals):
-        engine.on_ticks(day.segment(i))
-        loop = open_loop(
-            day, i, options, engine.account(), incumbent, iterative=agent.iterative, model=agent.model
-        )
+    for i in range(len(day.ordinals)):
+        advance(engine, day.segment(i), options.engine_path, tally)
+        loop = run.open(i, engine.account(), incumbent)
         done = author_turn(loop, agent)
-        for record in loop.evidence:
-            evidence.append(record)
-            if sink is not None:
-                sink(record)
+        run.close(i, loop, done)
         incumbent, armed = apply_turn(engine, done.turn, incumbent)
-        turns.append(CapturedTurn(day.date, o.label, done.turn, agent.agent_id))
-        outcomes.append(outcome(day, i, loop, done, armed))
-    engine.on_ticks(day.tail())
+        run.settle(armed)
+    advance(engine, day.tail(), options.engine_path, tally)
     engine.finish()
-    return DayResult(
-        day.date, engine.ledger, outcomes, turns, evidence, day.session.tz, day.data.price_decimals
-    )
+    return run.result(engine.ledger, tally)
 
 
 def run_session(
@@ -306,11 +378,13 @@ def run_session(
         results.append(run_day(day, agent, options, sink))
         if progress is not None:
             progress(k + 1, len(plan))
-    return SessionResult(capture_header(data, plan, agent.agent_id, options), results)
+    return SessionResult(capture_header(data, plan, agent.agent_id, options), results, options.engine_path)
 
 
 __all__ = [
+    "ENGINE_PATHS",
     "DayResult",
+    "DayRun",
     "EvidenceSink",
     "OrdinalOutcome",
     "SessionDay",
@@ -320,8 +394,8 @@ __all__ = [
     "apply_turn",
     "evidence_logger",
     "capture_header",
-    "open_loop",
-    "outcome",
+    "advance",
+    "path_tally",
     "pick_sessions",
     "run_day",
     "run_session",
