@@ -61,3 +61,33 @@ def test_grammar_summary_is_short_and_its_examples_are_valid() -> None:
     assert isinstance(parse(plan), Plan)
     quicktok = pytest.importorskip("quicktok")
     assert len(quicktok.get_encoding("o200k_base").encode(GRAMMAR_SUMMARY)) < 120
+
+
+def _corpus_plans() -> list[tuple[str, Plan]]:
+    out: list[tuple[str, Plan]] = []
+    for path in CORPUS:
+        doc = parse(path.read_text())
+        stmts = doc.statements if isinstance(doc, Module) else (doc,)
+        out += [(f"{path.name}:{s.name}", s) for s in stmts if isinstance(s, Plan)]
+    return out
+
+
+def test_every_corpus_plan_arms_on_the_sample_and_most_trade() -> None:
+    """A corpus that never fires teaches nothing: every plan must arm on the bundled sample's
+    last session (no foreign `ON SYMBOL`, nothing the engine refuses) and most must fill."""
+    from kestrel.data import load_sample
+    from kestrel.engine import Armed, Engine, EngineConfig, Filled
+
+    md = load_sample()
+    session = md.sessions[-1]
+    ticks = md.ticks.between(session.open_ns, session.close_ns)
+    traded: list[str] = []
+    silent: list[str] = []
+    for label, plan in _corpus_plans():
+        assert plan.instrument in (None, md.symbol), f"{label} is pinned to {plan.instrument}"
+        engine = Engine(EngineConfig(), session, md.symbol, md.tick_size)
+        assert any(isinstance(e, Armed) for e in engine.arm(plan)), label
+        ledger = engine.run(ticks)
+        fills = sum(isinstance(e, Filled) for e in ledger.events)
+        (traded if fills else silent).append(label)
+    assert len(traded) >= 0.8 * (len(traded) + len(silent)), f"never trade: {silent}"
