@@ -100,9 +100,10 @@ def test_bad_config_fails_closed() -> None:
 
 def test_summary_figures_by_hand() -> None:
     # trade 1: buy 10 @100 (t1), target +2% -> sell @102 (t3): +20, fees 2 -> net +18 (win)
-    # trade 2: rule 1 fires at t3, buys 10 @102 at t4; stop -1% = 100.98; bid 100 at t6: -20
+    # trade 2: rule 1 fires at t3, buys 10 @102 at t4; stop -1% = 100.98, on the 0.25 grid
+    # 101.0; bid 101.25 at t5 holds, bid 100 at t6 fills: -20
     rows = quotes((100.0, 100.0), (100.0, 100.0), (101.0, 101.0), (102.0, 102.0),
-                  (102.0, 102.0), (101.0, 101.0), (100.0, 100.0), (100.0, 100.0))
+                  (102.0, 102.0), (101.25, 101.25), (100.0, 100.0), (100.0, 100.0))
     e = run("PLAN p RISK maxpos 100 maxloss 1000\nWHEN last >= 100: BUY 10 MKT TARGET +2%\n"
             "WHEN last >= 102: BUY 10 MKT STOP -1%", rows, EngineConfig(fee_per_order=1.0))
     assert fills(e.ledger) == [(1, "buy", 10, 100.0), (3, "sell", 10, 102.0),

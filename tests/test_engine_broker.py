@@ -9,7 +9,9 @@ from __future__ import annotations
 from kestrel.engine import EngineConfig
 from kestrel.engine.ledger import Mark, PositionChanged
 
-from test_engine_helpers import S, T0, cancels, fills, placed, quotes, run
+from kestrel.engine import ticks_of
+
+from test_engine_helpers import S, T0, cancels, engine, fills, placed, plan, quotes, run
 
 
 def test_mkt_buy_fills_at_next_ticks_ask() -> None:
@@ -190,3 +192,40 @@ def test_ticks_going_back_in_time_fail_closed() -> None:
     e = run("PLAN p\nWHEN last > 1000: BUY 1 MKT", quotes((100.0, 100.0), (100.0, 100.0)))
     with pytest.raises(ValueError, match="back in time"):
         e.on_ticks(ticks_of([(T0, 100.0, 100.0)]))
+
+
+# ------------------------------------------------------------------ tick grid
+
+
+def test_bracket_prices_snap_to_the_tick_grid_so_a_touch_at_the_level_triggers() -> None:
+    # tick 0.01: 189.11 + 0.78 is 189.89000000000001 in binary, above an ask printed 189.89;
+    # on the grid the stop is 189.89 and the ask 189.89 at tick 3 triggers it
+    rows = [(T0, 189.11, 189.12), (T0 + S, 189.11, 189.12), (T0 + 2 * S, 189.50, 189.51),
+            (T0 + 3 * S, 189.88, 189.89), (T0 + 4 * S, 189.89, 189.90)]
+    for path in ("reference", "fast"):
+        e = engine(tick_size=0.01)
+        e.arm(plan("PLAN p\nWHEN last >= 189.10: SELL 10 MKT STOP +0.78"))
+        e.run(ticks_of(rows), path=path, final=False)
+        # sold at tick 1's bid 189.11; stop 189.11 + 0.78 on the grid
+        assert [o.price for o in placed(e.ledger) if o.role == "stop"] == [189.89]
+        assert fills(e.ledger) == [(1, "sell", 10, 189.11), (3, "buy", 10, 189.89)]
+
+
+def test_entry_limit_expressions_snap_to_the_grid() -> None:
+    # ask+0.02 at tick 0 = 189.88 + 0.02 = 189.89999999999998; on the grid 189.90, which the
+    # ask of tick 1 (189.90) reaches
+    rows = [(T0, 189.87, 189.88), (T0 + S, 189.89, 189.90)]
+    e = engine(tick_size=0.01)
+    e.arm(plan("PLAN p\nWHEN last > 0: BUY 5 LMT ask+0.02"))
+    e.run(ticks_of(rows), path="reference", final=False)
+    assert placed(e.ledger)[0].price == 189.9
+    assert fills(e.ledger) == [(1, "buy", 5, 189.9)]
+
+
+def test_pct_trailing_level_is_on_the_grid() -> None:
+    # long filled at 100.25 (tick 1 ask); TRAIL 1%: level 100.25 * 0.99 = 99.2475 -> 99.25;
+    # tick 2 bid 101.0 -> level 99.99 -> 100.0; tick 3 bid 100.0 <= 100.0 triggers
+    rows = quotes((100.0, 100.0), (100.0, 100.25), (101.0, 101.25), (100.0, 100.25))
+    e = run("PLAN p\nWHEN last >= 100: BUY 10 MKT TRAIL 1%", rows)
+    assert placed(e.ledger)[1].price == 99.25
+    assert fills(e.ledger) == [(1, "buy", 10, 100.25), (3, "sell", 10, 100.0)]

@@ -237,7 +237,8 @@ def test_account_snapshot() -> None:
     e.on_ticks(ticks_of(quotes((100.0, 100.0), (100.0, 100.5), (101.0, 101.5))))
     acc = e.account()
     assert (acc.position, acc.avg_entry, acc.upnl) == (10, 100.5, 5.0)
-    assert [(o.side, o.qty, o.type, o.price) for o in acc.orders] == [("sell", 10, "stp", 98.49)]
+    # stop -2% of 100.5 = 98.49, snapped to the 0.25 tick grid: 98.5
+    assert [(o.side, o.qty, o.type, o.price) for o in acc.orders] == [("sell", 10, "stp", 98.5)]
 
 
 

@@ -39,7 +39,7 @@ from kestrel.engine.ledger import (
     OrderRejected,
     PositionChanged,
 )
-from kestrel.engine.orders import OrderType, WorkingOrder, bracket_price
+from kestrel.engine.orders import OrderType, TickGrid, WorkingOrder, bracket_price
 from kestrel.frame.account import AccountState
 from kestrel.frame.account import WorkingOrder as AccountOrder
 from kestrel.frame.session import SessionSpec
@@ -75,6 +75,7 @@ class Engine:
         self.session = session
         self.instrument = instrument
         self.tick_size = tick_size
+        self.grid = TickGrid(tick_size)
         self.slip = config.slippage_ticks * tick_size
         self.close_ns = session.close_ns
         self.open_ns = session.open_ns
@@ -228,7 +229,7 @@ class Engine:
                 side="buy" if o.side > 0 else "sell",
                 qty=o.remaining,
                 type="stp" if o.type == "trail" else o.type,
-                price=o.trail_level() if o.type == "trail" else o.price,
+                price=o.trail_level(self.grid) if o.type == "trail" else o.price,
             )
             for o in self.orders.values()
         )
@@ -363,7 +364,7 @@ class Engine:
                 return a + self.slip if a >= p else None
             return b - self.slip if b <= p else None
         # trail: check the level, then ratchet
-        lvl = o.trail_level()
+        lvl = o.trail_level(self.grid)
         if o.side < 0:
             if b <= lvl:
                 return b - self.slip
@@ -428,10 +429,10 @@ class Engine:
         side = -entry.side
         if spec.stop is not None:
             self._place(entry.plan, entry.rule, "stop", side, qty, "stp",
-                        bracket_price(price, spec.stop), i, t, parent=entry.id, oco=oco)
+                        bracket_price(price, spec.stop, self.grid), i, t, parent=entry.id, oco=oco)
         if spec.target is not None:
             self._place(entry.plan, entry.rule, "target", side, qty, "lmt",
-                        bracket_price(price, spec.target), i, t, parent=entry.id, oco=oco)
+                        bracket_price(price, spec.target, self.grid), i, t, parent=entry.id, oco=oco)
         if spec.trail is not None:
             self._place(entry.plan, entry.rule, "trail", side, qty, "trail", None, i, t,
                         parent=entry.id, oco=oco, trail=spec.trail, best=price)
@@ -449,7 +450,7 @@ class Engine:
         )
         self._next_id += 1
         self.orders[o.id] = o
-        shown = o.trail_level() if ty == "trail" else price
+        shown = o.trail_level(self.grid) if ty == "trail" else price
         self._emit(OrderPlaced(i, t, o.id, plan, role, "buy" if side > 0 else "sell",  # type: ignore[arg-type]
                                qty, ty, shown, parent))
         return o
@@ -549,7 +550,8 @@ class Engine:
         bracket = act if (act.stop or act.target or act.trail) else None
         ttl = None if act.ttl is None else act.ttl.seconds * 1_000_000_000
         self._place(self.plan_name, j, "entry", side, act.qty, act.order_type,
-                    None if act.order_type == "mkt" else price, i, t, ttl_ns=ttl, bracket=bracket)
+                    None if price is None else self.grid.snap(price), i, t, ttl_ns=ttl,
+                    bracket=bracket)
 
     # envelope ------------------------------------------------------------------
     def _envelope(self, i: int) -> None:
@@ -609,7 +611,7 @@ class Engine:
         self.env_core = (lo_b, hi_b, lo_a, hi_a, t_next, i_next)
         self.trails = trails
         for o in trails:
-            lvl = o.trail_level()
+            lvl = o.trail_level(self.grid)
             if o.side < 0:
                 lo_b = max(lo_b, lvl)
                 hi_b = min(hi_b, o.best)

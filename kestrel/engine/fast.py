@@ -21,7 +21,7 @@ from kestrel.frame.ticks import Ticks
 from kestrel.lang import ast
 
 from kestrel.engine.indicators import DYNAMIC_SERIES, series_in
-from kestrel.engine.orders import WorkingOrder
+from kestrel.engine.orders import TickGrid, WorkingOrder
 
 if TYPE_CHECKING:
     from kestrel.engine.engine import Engine
@@ -109,7 +109,7 @@ def run_fast(engine: Engine, batch: Ticks) -> None:
     while i < n:
         j = _next_breach(engine.env_core, ts, bid, ask, i, n)
         for o in engine.trails:
-            j = _next_trail_trigger(o, bid if o.side < 0 else ask, i, j)
+            j = _next_trail_trigger(o, bid if o.side < 0 else ask, i, j, engine.grid)
         if any(R):
             upto = masks.upto
             for r in range(n_rules):
@@ -155,7 +155,8 @@ def run_fast(engine: Engine, batch: Ticks) -> None:
     engine._stale = True
 
 
-def _next_trail_trigger(o: WorkingOrder, touch: np.ndarray, i: int, end: int) -> int:
+def _next_trail_trigger(o: WorkingOrder, touch: np.ndarray, i: int, end: int,
+                        grid: TickGrid) -> int:
     """The first k in [i, end) where trailing stop `o` triggers (its level computed from the
     best touch over ticks before k, with the same arithmetic as `trail_level`), else end."""
     assert o.trail is not None
@@ -169,12 +170,12 @@ def _next_trail_trigger(o: WorkingOrder, touch: np.ndarray, i: int, end: int) ->
         seg = touch[k:e]
         if o.side < 0:
             prev = np.maximum.accumulate(np.concatenate(([best], seg[:-1])))
-            lvl = prev * (1.0 - dist / 100.0) if pct else prev - dist
+            lvl = grid.snap_array(prev * (1.0 - dist / 100.0) if pct else prev - dist)
             hit = seg <= lvl
             best = max(best, float(seg.max()))
         else:
             prev = np.minimum.accumulate(np.concatenate(([best], seg[:-1])))
-            lvl = prev * (1.0 + dist / 100.0) if pct else prev + dist
+            lvl = grid.snap_array(prev * (1.0 + dist / 100.0) if pct else prev + dist)
             hit = seg >= lvl
             best = min(best, float(seg.min()))
         if hit.any():

@@ -9,15 +9,48 @@ Fill rules at a tick whose touch is (bid b, ask a), for an eligible order:
 - TRAIL (a protective stop): its level follows the best touch since the entry fill (the
   highest bid for a long, the lowest ask for a short) at the trailing distance; at each tick
   the level is checked first, then ratchets.
+
+Every computed order price (an entry's LMT/STP expression, a bracket's STOP/TARGET, a
+trailing level) is snapped to the instrument's tick grid (`TickGrid`), so a stop at 189.89
+triggers when the ask prints 189.89 (189.11 + 0.78 is 189.89000000000001 in binary).
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
+import numpy as np
+import numpy.typing as npt
+
 from kestrel.lang import ast
 
 OrderType = Literal["mkt", "lmt", "stp", "trail"]
+F64 = npt.NDArray[np.float64]
+
+
+class TickGrid:
+    """Rounds prices to the nearest multiple of the tick size (half to even).
+
+    When 1/tick is a whole number (0.01, 0.25, 0.0001 ...) the result is k / (1/tick),
+    the double nearest to the decimal price, i.e. the same double a data file's "189.89"
+    parses to; otherwise k * tick. `snap` and `snap_array` perform the same IEEE
+    operations (the fast path relies on it)."""
+
+    __slots__ = ("tick", "inv")
+
+    def __init__(self, tick: float) -> None:
+        inv = float(round(1.0 / tick))
+        self.tick = tick
+        self.inv = inv if inv >= 1.0 and abs(inv * tick - 1.0) <= 1e-9 else 0.0
+
+    def snap(self, p: float) -> float:
+        k = round(p / self.tick)
+        return k / self.inv if self.inv else k * self.tick
+
+    def snap_array(self, p: F64) -> F64:
+        k = np.rint(p / self.tick)
+        out: F64 = k / self.inv if self.inv else k * self.tick
+        return out
 
 
 class WorkingOrder:
@@ -70,19 +103,21 @@ class WorkingOrder:
     def remaining(self) -> int:
         return self.qty - self.filled
 
-    def trail_level(self) -> float:
-        """The trailing stop's level from the best touch so far."""
+    def trail_level(self, grid: TickGrid) -> float:
+        """The trailing stop's level from the best touch so far, on the tick grid."""
         assert self.trail is not None
         dist = abs(self.trail.value)
         if self.side < 0:  # protects a long: below the best bid
-            return self.best * (1.0 - dist / 100.0) if self.trail.mode == "pct" else self.best - dist
-        return self.best * (1.0 + dist / 100.0) if self.trail.mode == "pct" else self.best + dist
+            raw = self.best * (1.0 - dist / 100.0) if self.trail.mode == "pct" else self.best - dist
+        else:
+            raw = self.best * (1.0 + dist / 100.0) if self.trail.mode == "pct" else self.best + dist
+        return grid.snap(raw)
 
 
-def bracket_price(entry: float, off: ast.Offset) -> float:
-    """A STOP/TARGET price from the entry fill price."""
+def bracket_price(entry: float, off: ast.Offset, grid: TickGrid) -> float:
+    """A STOP/TARGET price from the entry fill price, on the tick grid."""
     if off.mode == "pct":
-        return entry * (1.0 + off.value / 100.0)
+        return grid.snap(entry * (1.0 + off.value / 100.0))
     if off.mode == "abs":
-        return entry + off.value
-    return off.value
+        return grid.snap(entry + off.value)
+    return grid.snap(off.value)
