@@ -205,3 +205,27 @@ def test_overrides_and_helpers(tmp_path: Path) -> None:
     assert infer_tick_size(np.array([61837.63, 61837.6])) == 0.01
     assert infer_tick_size(np.array([1.38727, 1.3873])) == 1e-05
     assert infer_tick_size(np.array([46319.0, 46385.0])) == 1.0
+
+
+def test_tick_size_is_the_greatest_common_step_of_the_grid() -> None:
+    # 6E-like half-pip grid: every price a multiple of 0.00005, some not of 0.0001
+    assert infer_tick_size(np.array([1.1045, 1.10455, 1.1046, 1.10475])) == 5e-05
+    assert infer_tick_size(np.array([4500.25, 4500.5, 4501.0])) == 0.25
+    assert infer_tick_size(np.array([10.0, 12.5, 15.0])) == 2.5
+    # float noise from arithmetic does not make the grid finer
+    assert infer_tick_size(np.array([0.1 + 0.2, 0.1, 0.7])) == 0.1
+    assert infer_tick_size(np.array([0.99999999, 1.0])) == 1e-08
+    # one distinct price shows no step: keep its decimal step
+    assert infer_tick_size(np.array([101.5, 101.5])) == 0.1
+    assert infer_tick_size(np.array([1.123456789])) == 1e-08
+
+
+def test_given_tick_size_must_divide_every_price(tmp_path: Path) -> None:
+    p = _write(tmp_path, "time,bid,ask\n2024-01-02T00:00:00Z,1.25,1.5\n2024-01-02T00:00:01Z,1.25,1.3\n")
+    assert _err(p, spec=QUOTES, tick_size=0.25) == (
+        f"{p}, line 3, column 'ask': price 1.3 is not a multiple of the tick size 0.25 (1 price off that grid); "
+        "give the instrument's real tick size or omit it to infer it (inferred: 0.1)"
+    )
+    assert _err(p, spec=QUOTES, tick_size=0.0) == f"{p}: tick size must be a positive number, got 0.0"
+    assert _err(p, spec=QUOTES, tick_size=float("nan")) == f"{p}: tick size must be a positive number, got nan"
+    assert load(p, spec=QUOTES, tick_size=0.05).data.price_decimals == 2

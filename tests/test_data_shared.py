@@ -29,7 +29,7 @@ FILES = [
     ("bars_1min/nautilus_cme_6EH4_1min_bars_20240101_20240131.csv", "cme_bars", "error", 29_996,
      "2024-01-01T23:01:00.000", 5),
     ("bars_1min/nautilus_btc_perp_1min_bars_20211231_20220201.csv", "btc_bars", "error", 45_031,
-     "2021-12-31T23:01:00.000", 2),
+     "2021-12-31T23:01:00.000", 3),  # grid step 0.125 (a few 1/8-dollar prices)
     ("trades/freqtrade_binance_xrpeth_trades_20191011_20191013.csv", "freqtrade_trades", "error", 12_477,
      "2019-10-11T00:00:11.620", 8),
     ("trades/pyalgotrade_bitstamp_btcusd_trades_20110913_20120531.csv", "pyalgotrade_trades", "error", 9_999,
@@ -88,3 +88,11 @@ def test_csv_and_parquet_paths_agree_on_the_same_day(shared_data: Path) -> None:
     assert len(part) == len(csv.ticks) == 44_864
     for name in ("ts", "bid", "ask", "last", "size"):
         assert np.array_equal(getattr(part, name), getattr(csv.ticks, name)), name
+
+
+def test_cme_6e_tick_is_the_half_pip(shared_data: Path) -> None:
+    r = load(shared_data / "bars_1min/nautilus_cme_6EH4_1min_bars_20240101_20240131.csv", "cme_bars")
+    assert (r.data.tick_size, r.data.price_decimals, r.report.tick_size_inferred) == (5e-05, 5, True)
+    with pytest.raises(DataError, match=r"line \d+, column 'open': price 1\.\d+ is not a multiple of the tick size 0\.0001"):
+        load(shared_data / "bars_1min/nautilus_cme_6EH4_1min_bars_20240101_20240131.csv", "cme_bars",
+             tick_size=0.0001)

@@ -55,3 +55,23 @@ def test_view_on_shared_file_with_crossed_policy(shared_data: Path, capsys: pyte
     cap = capsys.readouterr()
     assert cap.out.startswith("QUOTE EURUSD ")
     assert "116871 crossed quotes (ask < bid): dropped 116871" in cap.err
+
+
+def test_view_tick_size_flag(shared_data: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(shared_data / "bars_1min/nautilus_cme_6EH4_1min_bars_20240101_20240131.csv")
+    assert main(["view", "VIEW v: tape(1)", "--data", path, "--no-kernel"]) == 0
+    cap = capsys.readouterr()
+    assert "(tick size 5e-05 inferred)" in cap.err
+    assert main(["view", "VIEW v: tape(1)", "--data", path, "--tick-size", "0.00005", "--no-kernel"]) == 0
+    assert "inferred" not in capsys.readouterr().err
+    assert main(["view", "VIEW v: tape(1)", "--data", path, "--tick-size", "0.0001"]) == 2
+    assert "is not a multiple of the tick size 0.0001" in capsys.readouterr().err
+
+
+def test_view_tick_size_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["view", "VIEW v: quote", "--tick-size", "-1"])
+    assert info.value.code == 2
+    assert "expected a positive number like 0.01, got '-1'" in capsys.readouterr().err
+    assert main(["view", "VIEW v: quote", "--tick-size", "0.01"]) == 2
+    assert capsys.readouterr().err == "kestrel view: --tick-size and --preset apply to --data PATH, not to the sample\n"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import sys
 
@@ -24,12 +25,24 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     v.add_argument("view", help='a VIEW statement, e.g. "VIEW v: quote, bars(5m, 12)"')
     v.add_argument("--data", default="sample", help="'sample' (default) or a CSV/Parquet file")
     v.add_argument("--preset", default=None, help="loader preset for --data PATH (default: detected)")
+    v.add_argument("--tick-size", type=_positive_float, default=None, metavar="T",
+                   help="the instrument's tick size for --data PATH (default: inferred from the prices)")
     v.add_argument("--crossed", choices=("error", "drop", "keep"), default="error",
                    help="what to do with crossed quotes (ask < bid)")
     v.add_argument("--at", default=None, help="ordinal time hh:mm on the last session (default: open + 1h)")
     v.add_argument("--guard", default="5m", help="freeze at the ordinal time minus this (default 5m)")
     v.add_argument("--no-kernel", action="store_true", help="print the view only, without kernel panes")
     v.set_defaults(func=_view)
+
+
+def _positive_float(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number like 0.01, got {text!r}") from None
+    if not (x > 0 and math.isfinite(x)):
+        raise argparse.ArgumentTypeError(f"expected a positive number like 0.01, got {text!r}")
+    return x
 
 
 def _panes(args: argparse.Namespace) -> int:
@@ -79,9 +92,11 @@ def _view(args: argparse.Namespace) -> int:
         return _fail(f"expected one VIEW statement, got {type(stmt).__name__}", 1)
     try:
         if args.data == "sample":
+            if args.tick_size is not None or args.preset is not None:
+                return _fail("--tick-size and --preset apply to --data PATH, not to the sample", 2)
             data = load_sample()
         else:
-            loaded = load(args.data, args.preset, crossed=args.crossed)
+            loaded = load(args.data, args.preset, crossed=args.crossed, tick_size=args.tick_size)
             data = loaded.data
             for note in loaded.report.notes():
                 print(f"kestrel view: {note}", file=sys.stderr)

@@ -17,6 +17,7 @@ carries a quarter of the bar's volume; bid = ask = last.
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -237,14 +238,67 @@ def _read_parquet(path: Path, spec: LoadSpec) -> _Table:
 # assembling ticks
 
 
+MAX_TICK_DECIMALS = 8
+_EPS = float(np.finfo(np.float64).eps)
+
+
+def _on_grid(p: F64, d: int) -> bool:
+    scaled = p * 10.0**d
+    tol = 16 * _EPS * max(float(np.max(scaled)), 1.0)  # p >= 0: a few ulps of the largest
+    return bool(np.max(np.abs(scaled - np.round(scaled))) <= tol)
+
+
+def _decimals(p: F64) -> int | None:
+    """Fewest decimals d <= MAX_TICK_DECIMALS writing every price as a whole multiple of
+    10**-d, within float noise (a few ulps of the scaled value); None if none does."""
+    return next((d for d in range(MAX_TICK_DECIMALS + 1) if _on_grid(p, d)), None)
+
+
 def infer_tick_size(prices: F64) -> float:
-    """The coarsest power-of-ten step all prices are multiples of (1 down to 1e-8)."""
-    p = prices[: 20_000]
-    for d in range(0, 9):
-        scaled = p * 10.0**d
-        if np.all(np.abs(scaled - np.round(scaled)) <= 1e-6 + 1e-12 * np.abs(scaled)):
-            return float(f"1e-{d}")
-    return 1e-8
+    """The greatest common step of the price grid: with d the fewest decimals that write every
+    price (up to 8), the tick is gcd(prices * 10**d) / 10**d. So CME 6E quoted in steps of
+    0.00005 gives 5e-05 (not 1e-05), a quarter-point grid 0.25. Prices needing more than 8
+    decimals give 1e-08; a single distinct price gives 10**-d (a grid needs two prices: pass
+    the tick size when the file is that sparse). Every price counts: a prefix gives the first
+    guess, which one vectorized pass over all prices confirms (or refines)."""
+    p = np.abs(prices[np.isfinite(prices)])
+    if p.size == 0:
+        return 1.0
+    head = p[:20_000]
+    d = _decimals(head)
+    if d is None or not _on_grid(p, d):
+        d = _decimals(p)
+    if d is None:
+        return 10.0**-MAX_TICK_DECIMALS
+    ints = np.round(p * 10.0**d).astype(np.int64)
+    g = int(np.gcd.reduce(ints[:20_000]))
+    if g > 1 and np.any(ints % g):
+        g = int(np.gcd.reduce(ints))
+    if g == 0 or np.all(ints == ints[0]):  # one price: no step to see, keep the decimal step
+        g = 1
+    return float(g / 10**d)
+
+
+def check_tick_grid(t: _Table, tick: float) -> None:
+    """Every recorded price must be a whole multiple of `tick` (within float noise)."""
+    if not (tick > 0 and math.isfinite(tick)):
+        raise DataError(t.path, f"tick size must be a positive number, got {tick!r}")
+    for role in ("bid", "ask", "price", "open", "high", "low", "close"):
+        v = t.values.get(role)
+        if v is None:
+            continue
+        q = v / tick
+        off = np.flatnonzero(np.abs(q - np.round(q)) > 1e-6 + 64 * _EPS * np.abs(q))
+        if off.size:
+            i = int(off[0])
+            raise DataError(
+                t.path,
+                f"price {float(v[i])!r} is not a multiple of the tick size {tick:g} ({off.size} "
+                f"price{'s' if off.size != 1 else ''} off that grid); give the instrument's real tick size or omit it to infer it "
+                f"(inferred: {infer_tick_size(v):g})",
+                column=t.columns[role],
+                **t.where(i),
+            )
 
 
 def build_sessions(ts: I64, kind: SessionKind) -> tuple[SessionSpec, ...]:
@@ -339,7 +393,7 @@ def _assemble(t: _Table, spec: LoadSpec, crossed: CrossedPolicy, preset_name: st
                 dropped = n_crossed
         last = (bid + ask) / 2.0
         size = np.zeros_like(bid)
-        prices = np.concatenate((bid[:1000], ask[:1000]))
+        prices = np.concatenate((bid, ask))
     elif spec.kind == "trades":
         ts, last = t.ts, t.values["price"]
         bid = ask = last
@@ -348,11 +402,13 @@ def _assemble(t: _Table, spec: LoadSpec, crossed: CrossedPolicy, preset_name: st
     else:
         ts, last, size = _bars_to_ticks(t, spec)
         bid = ask = last
-        prices = np.concatenate([t.values[k][:5000] for k in ("open", "high", "low", "close")])
+        prices = np.concatenate([t.values[k] for k in ("open", "high", "low", "close")])
     inferred = tick_size is None and spec.tick_size is None
     tick = tick_size if tick_size is not None else spec.tick_size
     if tick is None:
         tick = infer_tick_size(prices)
+    else:
+        check_tick_grid(t, float(tick))
     ticks = Ticks(ts, bid, ask, last, np.ascontiguousarray(size, dtype=np.float64))
     sessions = build_sessions(ts, spec.session)
     data = MarketData(symbol or spec.symbol, float(tick), ticks, sessions)

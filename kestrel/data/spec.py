@@ -26,7 +26,8 @@ class LoadSpec(msgspec.Struct, frozen=True):
       text carries an offset;
     - `session`: how the ticks are grouped into sessions (utc days, FX 17:00 New York,
       US equity regular hours, CME 17:00–16:00 Chicago);
-    - `tick_size`: None infers the finest decimal step the prices use (up to 1e-8);
+    - `tick_size`: None infers the greatest common step of the price grid (see
+      `infer_tick_size`); a given tick must divide every recorded price;
     - `bar_seconds`: bar length for `bars` (each bar becomes 4 synthetic ticks).
     """
 
