@@ -229,3 +229,43 @@ def test_given_tick_size_must_divide_every_price(tmp_path: Path) -> None:
     assert _err(p, spec=QUOTES, tick_size=0.0) == f"{p}: tick size must be a positive number, got 0.0"
     assert _err(p, spec=QUOTES, tick_size=float("nan")) == f"{p}: tick size must be a positive number, got nan"
     assert load(p, spec=QUOTES, tick_size=0.05).data.price_decimals == 2
+
+
+def test_naive_times_across_real_dst_switches(tmp_path: Path) -> None:
+    """New York 2024: clocks went forward at 02:00 EST on 10 March and back at 02:00 EDT on
+    3 November. Expected UTC instants worked out by hand (EST = UTC-5, EDT = UTC-4)."""
+    spec = LoadSpec(kind="quotes", ts="time", bid="bid", ask="ask", tz="America/New_York")
+    fwd = _write(tmp_path, "time,bid,ask\n2024-03-10 01:59:59,1,2\n2024-03-10 03:00:00,1,2\n"
+                           "2024-03-10 03:00:01,1,2\n2024-03-11 09:30:00,1,2\n", "fwd.csv")
+    assert load(fwd, spec=spec).data.ticks.ts.tolist() == [
+        1710053999_000_000_000,  # 06:59:59Z (EST)
+        1710054000_000_000_000,  # 07:00:00Z (EDT): one second later, not an hour
+        1710054001_000_000_000,
+        1710163800_000_000_000,  # 13:30Z next day
+    ]
+    # the repeated hour: 01:30 and 01:59 first pass (EDT), the step back to 01:10 starts the
+    # second pass (EST); 02:00 is EST only
+    back = _write(tmp_path, "time,bid,ask\n2024-11-03 00:59:00,1,2\n2024-11-03 01:30:00,1,2\n"
+                            "2024-11-03 01:59:00,1,2\n2024-11-03 01:10:00,1,2\n2024-11-03 01:40:00,1,2\n"
+                            "2024-11-03 02:00:00,1,2\n", "back.csv")
+    assert load(back, spec=spec).data.ticks.ts.tolist() == [
+        1730609940_000_000_000,  # 04:59Z
+        1730611800_000_000_000,  # 05:30Z
+        1730613540_000_000_000,  # 05:59Z
+        1730614200_000_000_000,  # 06:10Z
+        1730616000_000_000_000,  # 06:40Z
+        1730617200_000_000_000,  # 07:00Z
+    ]
+    gap = _write(tmp_path, "time,bid,ask\n2024-03-10 01:59:00,1,2\n2024-03-10 02:30:00,1,2\n", "gap.csv")
+    assert _err(gap, spec=spec) == (
+        f"{gap}, line 3, column 'time': wall-clock time skipped by the DST switch in America/New_York "
+        "(no such local time): '2024-03-10 02:30:00'"
+    )
+    # explicit offsets are never re-localized, even inside the skipped hour
+    mixed = _write(tmp_path, "time,bid,ask\n2024-03-10 02:30:00-05:00,1,2\n2024-03-10 03:30:00,1,2\n", "m.csv")
+    assert load(mixed, spec=spec).data.ticks.ts.tolist() == [1710055800_000_000_000, 1710055800_000_000_000]
+    # HistData digits go through the same rule
+    hd = LoadSpec(kind="quotes", ts="ts", ts_format="histdata", tz="Europe/Berlin", bid="bid", ask="ask",
+                  header=False, names=("ts", "bid", "ask", "v"))
+    h = _write(tmp_path, "20240331 015959000,1,2,0\n20240331 030000000,1,2,0\n", "h.csv")
+    assert load(h, spec=hd).data.ticks.ts.tolist() == [1711846799_000_000_000, 1711846800_000_000_000]

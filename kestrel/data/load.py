@@ -29,7 +29,7 @@ import numpy.typing as npt
 
 from kestrel.data.errors import DataError
 from kestrel.data.spec import PRESETS, CrossedPolicy, LoadSpec, SessionKind, preset
-from kestrel.data.timestamps import BadValue, parse_timestamps
+from kestrel.data.timestamps import BadValue, localize, parse_timestamps
 from kestrel.frame.market import MarketData
 from kestrel.frame.session import SessionSpec
 from kestrel.frame.ticks import F64, I64, NS_PER_S, Ticks
@@ -206,16 +206,21 @@ def _read_parquet(path: Path, spec: LoadSpec) -> _Table:
     check_nulls(tcol, ts_name)
     if pa.types.is_timestamp(tcol.type):
         ts = np.asarray(pc.cast(tcol, pa.timestamp("ns", tz=tcol.type.tz)).cast(pa.int64()).to_numpy(), dtype=np.int64)
-        if tcol.type.tz is None and spec.tz not in ("UTC", "Etc/UTC"):
-            from kestrel.data.timestamps import localize
-
-            ts = localize(ts, spec.tz)
+        if tcol.type.tz is None:
+            try:
+                ts = localize(ts, spec.tz)
+            except BadValue as e:
+                raise DataError(path, f"{e.reason}: {e.text!r}", row=e.index + 1, column=ts_name) from None
+            except ValueError as e:
+                raise DataError(path, str(e), column=ts_name) from None
     else:
         strings = np.asarray(tcol.cast(pa.string()).to_numpy(zero_copy_only=False)).astype(str)
         try:
             ts = parse_timestamps(strings, spec.ts_format, spec.tz)
         except BadValue as e:
             raise DataError(path, f"{e.reason}: {e.text!r}", row=e.index + 1, column=ts_name) from None
+        except ValueError as e:
+            raise DataError(path, str(e), column=ts_name) from None
     values: dict[str, F64] = {}
     for role, name in roles.items():
         col = table.column(name).combine_chunks()

@@ -2,9 +2,8 @@
 
 Formats: `iso` (`2014-05-06T00:00:00.158Z`, `2013-01-01 22:00:00.295000+00:00`,
 `2024-01-01 23:01:00`), `unix_s|ms|us|ns` (integer or decimal), `histdata`
-(`20200101 170000065`, i.e. YYYYMMDD HHMMSSfff). Naive timestamps are read in `tz`; the UTC
-offset is taken per local calendar day at noon (exact for fixed-offset zones such as
-"Etc/GMT+5"; within an hour of a DST switch a named zone may be off by the switch).
+(`20200101 170000065`, i.e. YYYYMMDD HHMMSSfff). Naive timestamps are read in `tz`, exactly
+per row across DST switches (see `localize` for the skipped and the repeated hour).
 A bad value raises `BadValue(index, text, reason)`; callers turn it into a `DataError`.
 """
 
@@ -96,8 +95,8 @@ def parse_iso(col: npt.NDArray[np.str_], tz: str) -> I64:
         raise BadValue(i, str(col[i]), "empty or unparsable timestamp")
     utc = local - offset
     if not explicit.all():
-        naive = ~explicit
-        utc = np.where(naive, localize(local, tz), utc)
+        naive = np.flatnonzero(~explicit)
+        utc[naive] = _localize_rows(col, local[naive], tz, naive)
     return utc
 
 
@@ -132,7 +131,7 @@ def parse_histdata(col: npt.NDArray[np.str_], tz: str) -> I64:
     months = ((y - 1970) * 12 + (mo - 1)).astype("datetime64[M]")
     days = months.astype("datetime64[D]").astype(np.int64) + (dd - 1)
     local = days * NS_PER_DAY + ((hh * 3600 + mi * 60 + ss) * 1000 + ms) * 1_000_000
-    return localize(local, tz)
+    return _localize_rows(col, local, tz, None)
 
 
 def parse_unix(col: npt.NDArray[np.str_], fmt: str) -> I64:
@@ -161,8 +160,51 @@ def _first_bad_number(col: npt.NDArray[np.str_]) -> int:
     return 0
 
 
+def _offset_at(zone: ZoneInfo, utc_s: int) -> int:
+    """The zone's UTC offset in seconds at the instant `utc_s` (seconds since the epoch)."""
+    off = dt.datetime.fromtimestamp(utc_s, tz=zone).utcoffset()
+    return int(off.total_seconds()) if off is not None else 0
+
+
+def _transition(zone: ZoneInfo, lo_s: int, hi_s: int) -> int:
+    """The first second in (lo_s, hi_s] at which the offset differs from the offset at lo_s."""
+    before = _offset_at(zone, lo_s)
+    while hi_s - lo_s > 1:
+        mid = (lo_s + hi_s) // 2
+        if _offset_at(zone, mid) == before:
+            lo_s = mid
+        else:
+            hi_s = mid
+    return hi_s
+
+
+def _iso_ns(local_ns: int) -> str:
+    return str(np.datetime64(local_ns, "ns").astype("datetime64[ms]"))
+
+
+def _localize_rows(col: npt.NDArray[np.str_], local: I64, tz: str, rows: I64 | None) -> I64:
+    """`localize` for parsed text rows (`rows`: their indexes in `col`, None for all), naming
+    the source text when a time does not exist in `tz`."""
+    try:
+        return localize(local, tz)
+    except BadValue as e:
+        i = e.index if rows is None else int(rows[e.index])
+        raise BadValue(i, str(col[i]), e.reason) from None
+
+
 def localize(local_ns: I64, tz: str) -> I64:
-    """Naive wall-clock ns in `tz` → UTC ns (offset taken per local day at noon)."""
+    """Naive wall-clock ns in `tz` → UTC ns, exact across DST switches.
+
+    Per local calendar day, the offsets at the two ends of the UTC span the day can map to
+    (local midnight - 14 h, next midnight + 14 h) are compared; a day where they differ holds a
+    switch, found by bisection to the second. Rows are then mapped by masks (no loop per row):
+    - before the switch's wall-clock time the old offset applies, after it the new one;
+    - a wall-clock time that does not exist (the hour skipped when clocks go forward) raises
+      `BadValue`: such a row cannot have been recorded in `tz`;
+    - a wall-clock time that occurs twice (the hour repeated when clocks go back) takes the
+      first (pre-switch) offset until the local clock steps back inside the repeated hour;
+      from that row on, the second. A file that never steps back there is read as all-first.
+    """
     if tz in ("UTC", "Etc/UTC", "utc"):
         return local_ns
     try:
@@ -171,13 +213,36 @@ def localize(local_ns: I64, tz: str) -> I64:
         raise ValueError(f"unknown timezone {tz!r} (use an IANA name like 'America/New_York' or 'Etc/GMT+5')") from None
     days = local_ns // NS_PER_DAY
     uniq, inv = np.unique(days, return_inverse=True)
-    epoch = dt.datetime(1970, 1, 1)
+    inv = inv.reshape(-1)
+    reach = 14 * 3600  # no zone is further than 14 h from UTC
     offs = np.empty(len(uniq), dtype=np.int64)
+    switches: list[tuple[int, int, int, int]] = []  # (day index, switch second, old, new)
     for j, day in enumerate(uniq.tolist()):
-        noon = (epoch + dt.timedelta(days=int(day), hours=12)).replace(tzinfo=zone)
-        u = noon.utcoffset()
-        offs[j] = int(u.total_seconds()) * NS_PER_S if u is not None else 0
-    out: I64 = local_ns - offs[inv.reshape(-1)]
+        lo_s, hi_s = day * 86_400 - reach, (day + 1) * 86_400 + reach
+        old, new = _offset_at(zone, lo_s), _offset_at(zone, hi_s)
+        offs[j] = old
+        if old != new:
+            switches.append((j, _transition(zone, lo_s, hi_s), old, new))
+    out: I64 = local_ns - offs[inv] * NS_PER_S
+    for j, switch_s, old, new in switches:
+        rows = np.flatnonzero(inv == j)
+        local = local_ns[rows]
+        first_new = (switch_s + new) * NS_PER_S  # wall clock from which only `new` applies
+        last_old = (switch_s + old) * NS_PER_S  # wall clock up to which only `old` applies
+        use_new = local >= max(first_new, last_old)
+        if new > old:  # clocks go forward: [last_old, first_new) does not exist
+            gap = np.flatnonzero((local >= last_old) & (local < first_new))
+            if gap.size:
+                i = int(rows[gap[0]])
+                raise BadValue(i, _iso_ns(int(local_ns[i])),
+                               f"wall-clock time skipped by the DST switch in {tz} (no such local time)")
+        else:  # clocks go back: [first_new, last_old) occurs twice
+            amb = np.flatnonzero((local >= first_new) & (local < last_old))
+            if amb.size > 1:
+                back = np.flatnonzero(np.diff(local[amb]) < 0)
+                if back.size:
+                    use_new[amb[int(back[0]) + 1 :]] = True
+        out[rows] = local - np.where(use_new, new, old) * NS_PER_S
     return out
 
 
