@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kestrel.engine import EngineConfig, ticks_of
-from kestrel.engine.ledger import Disarmed, Fired, Mark
+from kestrel.engine.ledger import Disarmed, Fired, Mark, OrderRejected
 
 from test_engine_helpers import SESSION, S, T0, cancels, disarms, engine, fills, placed, plan, quotes, run
 
@@ -275,3 +275,57 @@ def test_time_compares_with_the_session_wall_clock() -> None:
     rows = [(T0 + 29 * 60 * S, 100.0, 100.0), (T0 + 30 * 60 * S, 100.0, 100.0)]
     e = run("PLAN p\nWHEN time >= 10:00: BUY 1 MKT", rows)
     assert fired(e) == [(0, 1)]
+
+
+# ------------------------------------------------------- maxloss before the order goes out
+
+
+def test_maxloss_refuses_an_entry_whose_stop_would_take_the_plan_past_it() -> None:
+    mids = [100.0, 100.0, 99.0, 100.0, 100.0, 99.0, 100.0, 100.0]
+    rows = quotes(*[(m, m) for m in mids])
+    e = run("PLAN p RISK maxloss 25\nWHEN last >= 100: BUY 10 MKT STOP -1.0 x3", rows)
+    # trade 1: fired t0, filled t1 @100, stop 99 fills t2: -10. Fired again t3: worst case
+    # 10 * 1.0 = 10 -> -20 > -25, allowed; filled t4, stopped t5: -20. Fired t6: -20 - 10 =
+    # -30 <= -25: refused before any order goes out, plan disarmed
+    assert fills(e.ledger) == [(1, "buy", 10, 100.0), (2, "sell", 10, 99.0),
+                               (4, "buy", 10, 100.0), (5, "sell", 10, 99.0)]
+    assert [r.reason for r in e.ledger.events if isinstance(r, OrderRejected)] == [
+        "worst-case loss 10.00 would take the plan's pnl to -30.00, past maxloss 25"]
+    assert disarms(e.ledger) == [(6, "maxloss 25 would be breached")]
+    assert e.rpnl == -20.0 and len(placed(e.ledger)) == 4  # two entries, two stops
+
+
+def test_maxloss_worst_case_counts_slippage_and_round_trip_fees() -> None:
+    # per unit: stop 1.0 + exit slippage 0.25 + fees 2 * 0.05 + 2 * 0.5 / 10 = 1.45 -> 14.5
+    cfg = EngineConfig(slippage_ticks=1, fee_per_unit=0.05, fee_per_order=0.5)
+    rows = quotes((100.0, 100.0), (100.0, 100.0))
+    refused = run("PLAN p RISK maxloss 14.5\nWHEN last >= 100: BUY 10 MKT STOP -1.0", rows, cfg)
+    assert placed(refused.ledger) == [] and disarms(refused.ledger) == [(0, "maxloss 14.5 would be breached")]
+    allowed = run("PLAN p RISK maxloss 14.75\nWHEN last >= 100: BUY 10 MKT STOP -1.0", rows, cfg)
+    assert [o.role for o in placed(allowed.ledger)] == ["entry", "stop"]
+
+
+def test_maxloss_worst_case_uses_the_limit_and_counts_working_entries() -> None:
+    rows = quotes((100.0, 100.0), (100.0, 100.0))
+    # BUY 10 LMT 90 STOP -10%: 10 * 90 * 0.1 = 90 per order; two working: 180
+    text = ("PLAN p RISK maxpos 100 maxloss {}\nWHEN last >= 100: BUY 10 LMT 90 STOP -10%\n"
+            "WHEN last >= 100: BUY 10 LMT 90 STOP -10%")
+    e = run(text.format(180), rows)
+    assert len(placed(e.ledger)) == 1 and disarms(e.ledger) == [(0, "maxloss 180 would be breached")]
+    e = run(text.format(181), rows)
+    assert len(placed(e.ledger)) == 2 and disarms(e.ledger) == []
+
+
+def test_maxloss_worst_case_takes_the_tighter_of_stop_and_trail() -> None:
+    rows = quotes((100.0, 100.0), (100.0, 100.0))
+    # STOP -3 and TRAIL 2: the trail's initial level is the tighter (2 per unit -> 20)
+    e = run("PLAN p RISK maxloss 20\nWHEN last >= 100: BUY 10 MKT STOP -3 TRAIL 2", rows)
+    assert disarms(e.ledger) == [(0, "maxloss 20 would be breached")]
+    e = run("PLAN p RISK maxloss 20.5\nWHEN last >= 100: BUY 10 MKT STOP -3 TRAIL 2", rows)
+    assert disarms(e.ledger) == []
+
+
+def test_entries_without_a_stop_are_left_to_the_running_maxloss_check() -> None:
+    rows = quotes((100.0, 100.0), (100.0, 100.0))
+    e = run("PLAN p RISK maxloss 1\nWHEN last >= 100: BUY 100 MKT", rows)
+    assert fills(e.ledger) == [(1, "buy", 100, 100.0)]

@@ -39,7 +39,7 @@ from kestrel.engine.ledger import (
     OrderRejected,
     PositionChanged,
 )
-from kestrel.engine.orders import OrderType, TickGrid, WorkingOrder, bracket_price
+from kestrel.engine.orders import OrderType, TickGrid, WorkingOrder, bracket_price, stop_distance
 from kestrel.frame.account import AccountState
 from kestrel.frame.account import WorkingOrder as AccountOrder
 from kestrel.frame.session import SessionSpec
@@ -545,13 +545,45 @@ class Engine:
                                      f"position would reach {projected}, over maxpos {self.maxpos}"))
             self._disarm(f"maxpos {self.maxpos} breached", i, t)
             return
+        if price is not None:
+            price = self.grid.snap(price)
+        risk = self._entry_risk(act, side, price)
+        if risk:
+            committed = sum(o.risk * o.remaining for o in self.orders.values() if o.role == "entry")
+            after = self._pnl(self.b, self.a) - self.baseline - committed - risk * act.qty
+            if after <= -self.maxloss:
+                self._emit(OrderRejected(
+                    i, t, self.plan_name, j,
+                    f"worst-case loss {risk * act.qty:.2f} would take the plan's pnl to "
+                    f"{after:.2f}, past maxloss {self.maxloss:g}"))
+                self._disarm(f"maxloss {self.maxloss:g} would be breached", i, t)
+                return
         if not self._count_order(j, i, t):
             return
         bracket = act if (act.stop or act.target or act.trail) else None
         ttl = None if act.ttl is None else act.ttl.seconds * 1_000_000_000
-        self._place(self.plan_name, j, "entry", side, act.qty, act.order_type,
-                    None if price is None else self.grid.snap(price), i, t, ttl_ns=ttl,
-                    bracket=bracket)
+        o = self._place(self.plan_name, j, "entry", side, act.qty, act.order_type, price, i, t,
+                        ttl_ns=ttl, bracket=bracket)
+        o.risk = risk
+
+    def _entry_risk(self, act: ast.Order, side: int, price: float | None) -> float:
+        """Worst-case loss per unit of an entry if its protective stop is hit at its level:
+        the stop distance from the expected fill (the limit for LMT, the stop price for STP,
+        the current touch for MKT; slippage included) plus the exit's slippage, times the
+        multiplier, plus the round trip's fees. 0 when the entry has no STOP or TRAIL."""
+        if act.order_type == "lmt":
+            assert price is not None
+            expected = price
+        else:
+            ref = price if act.order_type == "stp" and price is not None else (
+                self.a if side > 0 else self.b)
+            expected = ref + side * self.slip
+        dist = stop_distance(act, expected)
+        if dist is None:
+            return 0.0
+        cfg = self.config
+        fees = 2.0 * cfg.fee_per_unit + 2.0 * cfg.fee_per_order / act.qty
+        return (dist + self.slip) * cfg.multiplier + fees
 
     # envelope ------------------------------------------------------------------
     def _envelope(self, i: int) -> None:

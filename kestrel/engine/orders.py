@@ -59,7 +59,7 @@ class WorkingOrder:
 
     __slots__ = (
         "id", "plan", "rule", "role", "side", "qty", "filled", "type", "price", "parent",
-        "el_idx", "el_ts", "expire_ts", "trail", "best", "bracket", "oco",
+        "el_idx", "el_ts", "expire_ts", "trail", "best", "bracket", "oco", "risk",
     )
 
     def __init__(
@@ -98,6 +98,7 @@ class WorkingOrder:
         self.best = best
         self.bracket = bracket
         self.oco = oco
+        self.risk = 0.0  # an entry's worst-case loss per unit (money), 0 when unbounded
 
     @property
     def remaining(self) -> int:
@@ -112,6 +113,23 @@ class WorkingOrder:
         else:
             raw = self.best * (1.0 + dist / 100.0) if self.trail.mode == "pct" else self.best + dist
         return grid.snap(raw)
+
+
+def stop_distance(order: ast.Order, entry: float) -> float | None:
+    """Per-unit distance from an entry filled at `entry` to its tightest protective stop
+    (STOP or the TRAIL's initial level; a trail only ratchets towards the market), or None
+    when the entry has neither."""
+    dists = []
+    for off in (order.stop, order.trail):
+        if off is None:
+            continue
+        if off.mode == "pct":
+            dists.append(entry * abs(off.value) / 100.0)
+        elif off.mode == "abs":
+            dists.append(abs(off.value))
+        else:
+            dists.append(abs(entry - off.value))
+    return min(dists) if dists else None
 
 
 def bracket_price(entry: float, off: ast.Offset, grid: TickGrid) -> float:
