@@ -7,7 +7,7 @@ plan fires at tick i; its order is eligible from tick i+1.
 from __future__ import annotations
 
 from kestrel.engine import EngineConfig
-from kestrel.engine.ledger import Mark, PositionChanged
+from kestrel.engine.ledger import Filled, Mark, PositionChanged
 
 from kestrel.engine import ticks_of
 
@@ -229,3 +229,80 @@ def test_pct_trailing_level_is_on_the_grid() -> None:
     e = run("PLAN p\nWHEN last >= 100: BUY 10 MKT TRAIL 1%", rows)
     assert placed(e.ledger)[1].price == 99.25
     assert fills(e.ledger) == [(1, "buy", 10, 100.25), (3, "sell", 10, 100.0)]
+
+
+# ------------------------------------------------------------ more hand-computed rules
+
+
+def test_mkt_with_slippage_and_latency_in_ticks_and_ns_together() -> None:
+    # ticks every 0.5s; fired at tick 0 (t=0). latency_ticks 2 -> eligible from tick 3
+    # (t=1.5s); latency_ns 2s -> not before t=2s: tick 4. Buy at its ask 104.5 + 2 x 0.25
+    rows = quotes(*[(100.0 + k, 100.5 + k) for k in range(6)], step_s=0.5)
+    cfg = EngineConfig(slippage_ticks=2, latency_ticks=2, latency_ns=2 * S)
+    for path in ("reference", "fast"):
+        e = run("PLAN p\nWHEN last > 100: BUY 3 MKT", rows, cfg, path=path)
+        assert fills(e.ledger) == [(4, "buy", 3, 105.0)]
+
+
+def test_latency_applies_to_bracket_children_from_the_fill_tick() -> None:
+    rows = quotes((100.0, 100.0), (100.0, 100.0), (100.0, 100.0), (98.0, 98.0), (98.0, 98.0),
+                  (97.0, 97.0))
+    e = run("PLAN p\nWHEN last >= 100: BUY 10 MKT STOP -1.0", rows, EngineConfig(latency_ticks=1))
+    # entry eligible from tick 2 -> fills @100; its stop (99) placed at tick 2 is eligible from
+    # tick 2 + 1 + 1 = 4: tick 3's bid 98 does not reach it, tick 4 fills it at 98
+    assert fills(e.ledger) == [(2, "buy", 10, 100.0), (4, "sell", 10, 98.0)]
+
+
+def test_sell_limit_fills_better_when_the_market_gaps_through() -> None:
+    rows = quotes((100.0, 100.5), (100.0, 100.5), (102.0, 102.5))
+    e = run("PLAN p\nWHEN last > 100: SELL 5 LMT 101", rows)
+    # tick 1 bid 100 < 101; tick 2 bid 102 >= 101: the gap is the trader's gain -> 102
+    assert fills(e.ledger) == [(2, "sell", 5, 102.0)]
+
+
+def test_sell_stop_entry_triggers_on_the_bid_and_its_bracket_follows_the_fill() -> None:
+    rows = quotes((100.0, 100.5), (99.75, 100.25), (98.0, 98.5), (96.0, 96.5), (97.0, 97.5))
+    e = run("PLAN p\nWHEN last > 100: SELL 10 STP 99.5 STOP +1.0", rows, EngineConfig(slippage_ticks=1))
+    # tick 1 bid 99.75 > 99.5; tick 2 bid 98.0 <= 99.5 -> sells at 98.0 - 0.25 = 97.75;
+    # its buy stop at 97.75 + 1.0 = 98.75 (eligible from tick 3); tick 4 ask 97.5 < 98.75 holds
+    assert fills(e.ledger) == [(2, "sell", 10, 97.75)]
+    assert [(o.role, o.side, o.price) for o in placed(e.ledger)] == [
+        ("entry", "sell", 99.5), ("stop", "buy", 98.75)]
+
+
+def test_fee_per_order_is_charged_once_across_partial_fills() -> None:
+    rows = [(T0 + k * S, 100.0, 100.0, 100.0, sz) for k, sz in enumerate([1, 4, 6])]
+    e = run("PLAN p\nWHEN last >= 100: BUY 10 MKT", rows,
+            EngineConfig(partial_fills=True, fee_per_unit=0.25, fee_per_order=2.0))
+    # fills of 4 (1 + 2 fee) and 6 (1.5): 4.5 in all
+    assert [(f.qty, f.fee) for f in e.ledger.events if isinstance(f, Filled)] == [(4, 3.0), (6, 1.5)]
+    assert e.fees == 4.5
+
+
+def test_a_partial_child_fill_reduces_its_oco_sibling() -> None:
+    # long 10 @100 with stop 99 and target 101; the target fills 4 at tick 2 (size 4): the
+    # stop shrinks to 6; tick 3 bid 99 stops out the 6 left
+    rows = [(T0, 100.0, 100.0, 100.0, 0.0), (T0 + S, 100.0, 100.0, 100.0, 0.0),
+            (T0 + 2 * S, 101.0, 101.0, 101.0, 4.0), (T0 + 3 * S, 99.0, 99.0, 99.0, 50.0)]
+    e = run("PLAN p\nWHEN last >= 100: BUY 10 MKT STOP -1.0 TARGET +1.0", rows,
+            EngineConfig(partial_fills=True))
+    assert fills(e.ledger) == [(1, "buy", 10, 100.0), (2, "sell", 4, 101.0), (3, "sell", 6, 99.0)]
+    # +4 on the target, -6 on the stop; the target's 6 left is cancelled when flat
+    assert e.rpnl == -2.0 and e.pos == 0
+    assert cancels(e.ledger) == [(3, 3, "oco")]
+
+
+def test_ttl_cancels_the_rest_of_a_partially_filled_entry_and_keeps_its_bracket() -> None:
+    rows = [(T0 + k * S, 100.0, 100.0, 100.0, sz) for k, sz in enumerate([0, 3, 0, 0])]
+    e = run("PLAN p\nWHEN last >= 100: BUY 10 LMT 99 STOP -1.0 TTL 2s", rows,
+            EngineConfig(partial_fills=True))
+    # the limit 99 is not reached at ask 100: nothing fills; TTL cancels at t=2s
+    assert fills(e.ledger) == [] and cancels(e.ledger) == [(2, 1, "ttl")]
+    rows = [(T0, 100.0, 100.0, 100.0, 0.0), (T0 + S, 99.0, 99.0, 99.0, 3.0),
+            (T0 + 2 * S, 99.0, 99.0, 99.0, 3.0), (T0 + 3 * S, 99.0, 99.0, 99.0, 3.0)]
+    e = run("PLAN p\nWHEN last >= 100: BUY 10 LMT 99 STOP -1.0 TTL 2s", rows,
+            EngineConfig(partial_fills=True))
+    # 3 fill at tick 1 (bracket of 3 at 98); at tick 2 (t = 2s) the TTL cancels the other 7
+    assert fills(e.ledger) == [(1, "buy", 3, 99.0)]
+    assert cancels(e.ledger) == [(2, 1, "ttl")]
+    assert [(o.role, o.qty, o.price) for o in e.orders.values()] == [("stop", 3, 98.0)]
