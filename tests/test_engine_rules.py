@@ -329,3 +329,47 @@ def test_entries_without_a_stop_are_left_to_the_running_maxloss_check() -> None:
     rows = quotes((100.0, 100.0), (100.0, 100.0))
     e = run("PLAN p RISK maxloss 1\nWHEN last >= 100: BUY 100 MKT", rows)
     assert fills(e.ledger) == [(1, "buy", 100, 100.0)]
+
+
+def test_for_expiry_counts_from_the_arming_time() -> None:
+    e = engine()
+    e.on_ticks(ticks_of(quotes((100.0, 100.0), (100.0, 100.0), (100.0, 100.0))))
+    # armed after the tick at 2s: FOR 2s expires at ts >= 4s
+    events = e.arm(plan("PLAN p FOR 2s\nWHEN last > 1000: BUY 1 MKT"))
+    assert events[0].expiry_ts == T0 + 4 * S  # type: ignore[union-attr]
+    e.on_ticks(ticks_of([(T0 + 3 * S, 100.0, 100.0), (T0 + 4 * S, 100.0, 100.0)]))
+    assert disarms(e.ledger) == [(4, "expired")]
+
+
+def test_maxloss_marks_a_short_at_the_ask() -> None:
+    rows = quotes((100.0, 100.0), (100.0, 100.0), (100.0, 103.0), (101.0, 101.5))
+    e = run("PLAN p RISK maxloss 25\nWHEN last >= 100: SELL 10 MKT", rows)
+    # short 10 @100 (tick 1 bid); tick 2: marked at the ask 103 -> upnl -30 <= -25 (at the
+    # mid 101.5 it would be -15): breach; the exit buys at tick 3's ask 101.5
+    assert disarms(e.ledger) == [(2, "maxloss 25 breached")]
+    assert fills(e.ledger) == [(1, "sell", 10, 100.0), (3, "buy", 10, 101.5)]
+    assert e.rpnl == -15.0
+
+
+def test_superseding_plans_maxloss_counts_from_its_own_baseline() -> None:
+    e = engine()
+    e.arm(plan("PLAN a\nWHEN last >= 100: BUY 10 MKT STOP -10.0"))
+    e.on_ticks(ticks_of(quotes((100.0, 100.0), (100.0, 100.0), (98.0, 98.0))))
+    # long 10 @100, marked at 98: pnl -20 is plan b's baseline
+    e.arm(plan("PLAN b RISK maxloss 15\nWHEN last > 1000: SELL 1 MKT"))
+    e.on_ticks(ticks_of([(T0 + 3 * S, 97.0, 97.0)]))
+    assert disarms(e.ledger) == [(3, "superseded by b")]  # -30 - (-20) = -10: no breach
+    e.on_ticks(ticks_of([(T0 + 4 * S, 96.0, 96.0), (T0 + 5 * S, 95.0, 95.0)]))
+    # tick 4: -40 - (-20) = -20 <= -15: breach; the carried stop (90) is cancelled and the
+    # position flattened at tick 5's bid 95
+    assert disarms(e.ledger)[1:] == [(4, "maxloss 15 breached")]
+    assert cancels(e.ledger) == [(4, 2, "maxloss")]
+    assert fills(e.ledger)[-1] == (5, "sell", 10, 95.0) and e.pos == 0
+
+
+def test_maxorders_counts_flat_orders() -> None:
+    rows = quotes((100.0, 100.0), (100.0, 100.0), (99.0, 99.0), (99.0, 99.0))
+    e = run("PLAN p RISK maxorders 1\nWHEN last >= 100: BUY 10 MKT\nWHEN last < 100: FLAT", rows)
+    assert [o.role for o in placed(e.ledger)] == ["entry"]
+    assert disarms(e.ledger) == [(2, "maxorders 1 reached")]
+    assert e.pos == 10
