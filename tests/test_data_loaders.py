@@ -269,3 +269,37 @@ def test_naive_times_across_real_dst_switches(tmp_path: Path) -> None:
                   header=False, names=("ts", "bid", "ask", "v"))
     h = _write(tmp_path, "20240331 015959000,1,2,0\n20240331 030000000,1,2,0\n", "h.csv")
     assert load(h, spec=hd).data.ticks.ts.tolist() == [1711846799_000_000_000, 1711846800_000_000_000]
+
+
+def test_crossed_keep_is_the_documented_exception_to_bid_le_ask(tmp_path: Path) -> None:
+    import datetime as dt
+
+    from kestrel.engine import Engine, EngineConfig
+    from kestrel.engine.ledger import Filled
+    from kestrel.frame import SessionSpec, freeze, materialize
+    from kestrel.frame.view import ResolvedPane, ResolvedView
+    from kestrel.lang import Plan, parse
+
+    p = _write(tmp_path, CROSSED)
+    assert not load(p, spec=QUOTES, crossed="drop").data.crossed_kept
+    data = load(p, spec=QUOTES, crossed="keep").data
+    assert data.crossed_kept
+    with pytest.raises(ValueError, match=r"crossed quote at row 1: ask 1.1 < bid 1.2 \(2 crossed rows in all\)"):
+        data.ticks.validated()
+    assert data.ticks.validated(allow_crossed=True) is data.ticks
+    # the flag survives slicing and freezing; the quote pane marks a crossed touch
+    at = int(data.ticks.ts[1])
+    snap = freeze(data, at, 0)
+    assert snap.data.crossed_kept and data.until(at).crossed_kept and data.between(0, at).crossed_kept
+    quote = ResolvedView("q", (ResolvedPane("quote"),), 900)
+    assert materialize(quote, snap).split("\n")[1] == "bid 1.2 ask 1.1 spr -0.1 last 1.1 sz 0 CROSSED"
+    assert "CROSSED" not in materialize(quote, freeze(data, int(data.ticks.ts[2]), 0))
+    # the engine fills at the recorded touch: the buy placed at tick 0 fills at tick 1's ask
+    # 1.1 although that tick's bid is 1.2
+    plan = parse("PLAN p\nWHEN last > 0: BUY 1 MKT")
+    assert isinstance(plan, Plan)
+    e = Engine(EngineConfig(), SessionSpec.around_the_clock(dt.date(2024, 1, 2)), "X", data.tick_size)
+    e.arm(plan)
+    e.run(data.ticks, path="reference", final=False)
+    fill = next(f for f in e.ledger.events if isinstance(f, Filled))
+    assert (fill.tick, fill.side, fill.price) == (1, "buy", 1.1)

@@ -6,8 +6,9 @@ column: empty file, missing column, wrong field count, unparsable or non-finite 
 unparsable timestamp, timestamps going backwards, inconsistent bar (high/low), crossed quote.
 
 Crossed quotes (ask < bid) follow `crossed`: "error" (default: names the first bad row and
-the count), "drop" (rows removed, count reported) or "keep" (rows kept as they are, count
-reported; the Ticks then break the bid <= ask invariant on those rows, by the user's choice).
+the count), "drop" (rows removed, count reported) or "keep" (rows kept as recorded, count
+reported, `MarketData.crossed_kept` set: the documented exception to the Ticks bid <= ask
+invariant, see `kestrel.frame.ticks`).
 
 Bars become ticks: each bar yields 4 synthetic trade ticks at offsets 0, 1/4, 1/2 and 3/4 of
 the bar: open, then low then high when close >= open (else high then low), then close; each
@@ -416,7 +417,8 @@ def _assemble(t: _Table, spec: LoadSpec, crossed: CrossedPolicy, preset_name: st
         check_tick_grid(t, float(tick))
     ticks = Ticks(ts, bid, ask, last, np.ascontiguousarray(size, dtype=np.float64))
     sessions = build_sessions(ts, spec.session)
-    data = MarketData(symbol or spec.symbol, float(tick), ticks, sessions)
+    data = MarketData(symbol or spec.symbol, float(tick), ticks, sessions,
+                      crossed_kept=crossed == "keep" and n_crossed > 0)
     report = LoadReport(
         path=str(t.path), preset=preset_name, kind=spec.kind, rows=rows, ticks=len(ticks),
         sessions=len(sessions), tick_size=float(tick), tick_size_inferred=inferred,

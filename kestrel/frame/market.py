@@ -4,7 +4,9 @@ Invariants:
 - `sessions` are ordered by open and do not overlap; `session_open_ns`/`session_close_ns`
   mirror them as int64 arrays (UTC ns) for vectorized lookups;
 - `tick_size` > 0; prices render with `price_decimals` decimals (the tick's precision);
-- slicing (`until`, `between`) never copies tick arrays: results are views.
+- slicing (`until`, `between`) never copies tick arrays: results are views;
+- `crossed_kept` False means every row has bid <= ask; True means the loader was told to keep
+  crossed quotes (`crossed="keep"`) and some rows have bid > ask (see `Ticks`).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ class MarketData:
     tick_size: float
     ticks: Ticks
     sessions: tuple[SessionSpec, ...]
+    crossed_kept: bool = False
     price_decimals: int = field(init=False)
     session_open_ns: I64 = field(init=False, repr=False)
     session_close_ns: I64 = field(init=False, repr=False)
@@ -66,9 +69,11 @@ class MarketData:
     def until(self, t_ns: int) -> MarketData:
         """Ticks with ts <= t_ns and sessions opened at or before t_ns (views, no copy)."""
         k = self.session_index_at(t_ns) + 1
-        return MarketData(self.symbol, self.tick_size, self.ticks.until(t_ns), self.sessions[:k])
+        return MarketData(self.symbol, self.tick_size, self.ticks.until(t_ns), self.sessions[:k],
+                          self.crossed_kept)
 
     def between(self, start_ns: int, end_ns: int) -> MarketData:
         """Ticks with start_ns <= ts < end_ns and the sessions overlapping that span."""
         keep = tuple(s for s in self.sessions if s.close_ns > start_ns and s.open_ns < end_ns)
-        return MarketData(self.symbol, self.tick_size, self.ticks.between(start_ns, end_ns), keep)
+        return MarketData(self.symbol, self.tick_size, self.ticks.between(start_ns, end_ns), keep,
+                          self.crossed_kept)

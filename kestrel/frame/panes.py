@@ -89,7 +89,8 @@ def pane_quote(snap: FrozenSnapshot, args: Args) -> str:
     bid, ask, last = float(t.bid[i]), float(t.ask[i]), float(t.last[i])
     lines = [
         f"QUOTE {snap.symbol} {snap.clock(int(t.ts[i]))}",
-        f"bid {fp(bid)} ask {fp(ask)} spr {fp(ask - bid)} last {fp(last)} sz {fmt_qty(float(t.size[i]))}",
+        f"bid {fp(bid)} ask {fp(ask)} spr {fp(ask - bid)} last {fp(last)} sz {fmt_qty(float(t.size[i]))}"
+        + (" CROSSED" if bid > ask else ""),
     ]
     st = snap.session_ticks()
     if len(st):

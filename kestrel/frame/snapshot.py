@@ -106,5 +106,5 @@ def freeze(
         np.asarray(_readonly(t.last), dtype=np.float64),
         np.asarray(_readonly(t.size), dtype=np.float64),
     )
-    frozen = MarketData(data.symbol, data.tick_size, ro, sessions)
+    frozen = MarketData(data.symbol, data.tick_size, ro, sessions, data.crossed_kept)
     return FrozenSnapshot(frozen, cutoff, time_ns, account if account is not None else FLAT, plan)

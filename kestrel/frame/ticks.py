@@ -7,8 +7,12 @@ Invariants (checked by `Ticks.validated`, assumed everywhere else):
 - five numpy columns of equal length: `ts` int64 nanoseconds since the Unix epoch (UTC),
   `bid`, `ask`, `last`, `size` float64;
 - `ts` is non-decreasing (equal timestamps keep their source order);
-- `bid <= ask` for every row where both are finite (the one exception: a loader told to keep
-  crossed quotes, `crossed="keep"`, keeps them as recorded and reports their count);
+- `bid <= ask` for every row where both are finite, with one documented exception: data a
+  loader was told to keep crossed quotes in (`crossed="keep"`) holds them as recorded, and its
+  `MarketData.crossed_kept` is True. Consumers see such rows as they are: the quote pane marks a
+  crossed touch, and the engine applies its fill rules to the recorded touch (a buy fills at
+  the recorded ask even when it is below the bid). `validated(allow_crossed=True)` checks
+  everything else;
 - quote-only sources set `last` to the mid and `size` to 0; trade-only sources set
   `bid = ask = last`.
 Slicing never copies: a slice is a view on the same arrays.
@@ -66,8 +70,9 @@ class Ticks:
         )
         return cls(ts_a, bid_a, ask_a, last_a, size_a).validated()
 
-    def validated(self) -> Ticks:
-        """Check the invariants; raise ValueError naming the first offending row."""
+    def validated(self, *, allow_crossed: bool = False) -> Ticks:
+        """Check the invariants; raise ValueError naming the first offending row.
+        `allow_crossed` skips the bid <= ask check (data loaded with crossed="keep")."""
         n = len(self)
         for name in ("bid", "ask", "last", "size"):
             if getattr(self, name).shape != (n,):
@@ -77,7 +82,7 @@ class Ticks:
             if back.size:
                 i = int(back[0]) + 1
                 raise ValueError(f"timestamps go backwards at row {i}: {self.ts[i]} < {self.ts[i - 1]}")
-        crossed = np.flatnonzero(self.ask < self.bid)
+        crossed = np.flatnonzero(self.ask < self.bid) if not allow_crossed else np.empty(0, np.int64)
         if crossed.size:
             i = int(crossed[0])
             raise ValueError(
