@@ -3,7 +3,8 @@
 `tell` is fire-and-forget with backpressure: it first tries `send_nowait` into the bounded
 mailbox and only awaits (FIFO among blocked senders) when the mailbox is full, so the
 common path costs no task switch. `ask` enqueues an `AskEnvelope`, a one-shot reply slot
-(an `anyio.Event` plus the value), and waits for it under a timeout.
+(an `anyio.Event` plus the value), registers its deadline with the system's
+`AskDeadlines` timer (no cancel scope per ask on the common path) and waits for the slot.
 
 Ordering: one mailbox per actor, first in first out, and senders blocked on a full mailbox
 are admitted in arrival order, so messages from one sender are handled in the order sent.
@@ -11,6 +12,7 @@ are admitted in arrival order, so messages from one sender are handled in the or
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
@@ -40,7 +42,7 @@ DEFAULT_ASK_TIMEOUT = 5.0
 class AskEnvelope:
     """One-shot reply slot carried through the mailbox with an asked message."""
 
-    __slots__ = ("message", "event", "value", "error", "rejected")
+    __slots__ = ("message", "event", "value", "error", "rejected", "expired")
 
     def __init__(self, message: object) -> None:
         self.message = message
@@ -48,6 +50,7 @@ class AskEnvelope:
         self.value: object = None
         self.error: BaseException | None = None
         self.rejected = False
+        self.expired = False
 
     def resolve(self, value: object) -> None:
         if not self.event.is_set():
@@ -67,16 +70,23 @@ class AskEnvelope:
             self.rejected = True
             self.event.set()
 
+    def expire(self) -> None:
+        """The ask's deadline passed first; a later reply goes nowhere."""
+        if not self.event.is_set():
+            self.expired = True
+            self.event.set()
+
 
 class ActorRef(Generic[M]):
     """Address of a spawned actor. Cheap to copy around; all refs share the one mailbox."""
 
-    __slots__ = ("_cell", "_send_nowait", "_send", "name")
+    __slots__ = ("_cell", "_send_nowait", "_send", "_deadlines", "name")
 
     def __init__(self, cell: Cell[M], send: MemoryObjectSendStream[Any]) -> None:
         self._cell = cell
         self._send_nowait: Callable[[object], None] = send.send_nowait
         self._send = send.send
+        self._deadlines = cell.system._deadlines
         self.name: str = cell.name
 
     def __repr__(self) -> str:
@@ -141,19 +151,29 @@ class ActorRef(Generic[M]):
         `AskFailed` (the original error is its `__cause__`); a stopped actor `ActorStopped`.
         With `expect=T` the reply must be a `T` (else `UnexpectedReply`).
         """
+        if timeout is None:
+            deadline = math.inf
+        elif timeout >= 0:
+            deadline = anyio.current_time() + timeout
+        else:
+            raise ValueError(f"ask timeout must be >= 0 seconds or None, got {timeout!r}")
         envelope = AskEnvelope(message)
-        with anyio.move_on_after(timeout) as scope:
-            try:
-                self._send_nowait(envelope)
-            except WouldBlock:
+        try:
+            self._send_nowait(envelope)
+        except WouldBlock:
+            with anyio.CancelScope(deadline=deadline) as scope:
                 try:
                     await self._send(envelope)
                 except (ClosedResourceError, BrokenResourceError):
                     raise ActorStopped(self.name) from None
-            except (ClosedResourceError, BrokenResourceError):
-                raise ActorStopped(self.name) from None
-            await envelope.event.wait()
-        if scope.cancelled_caught and not envelope.event.is_set():
+            if scope.cancelled_caught:
+                raise AskTimeout(self.name, message_kind(message), timeout or 0.0) from None
+        except (ClosedResourceError, BrokenResourceError):
+            raise ActorStopped(self.name) from None
+        if timeout is not None:
+            self._deadlines.add(deadline, envelope)
+        await envelope.event.wait()
+        if envelope.expired:
             # The actor may still handle the message later; its reply then goes nowhere.
             raise AskTimeout(self.name, message_kind(message), timeout or 0.0)
         error = envelope.error

@@ -27,6 +27,7 @@ from anyio.abc import TaskGroup
 
 from actors.actor import Actor
 from actors.cell import Cell
+from actors.deadlines import AskDeadlines
 from actors.errors import ActorStopped, EscalationError
 from actors.ref import ActorRef
 from actors.supervision import Restart, SupervisionPolicy
@@ -67,6 +68,8 @@ class ActorSystem:
         self._closing = False
         self._failure: EscalationError | None = None
         self._bus: Bus | None = None
+        self._deadlines = AskDeadlines()
+        self._timer = anyio.CancelScope()
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -76,7 +79,12 @@ class ActorSystem:
         tg = anyio.create_task_group()
         await tg.__aenter__()
         self._tg = tg
+        tg.start_soon(self._run_timer, name="actors:ask-deadlines")
         return self
+
+    async def _run_timer(self) -> None:
+        with self._timer:
+            await self._deadlines.run()
 
     async def __aexit__(
         self,
@@ -120,6 +128,7 @@ class ActorSystem:
             cell.abort()
         if self._bus is not None:
             self._bus.close()
+        self._timer.cancel()  # every pending ask settles: its actor rejects it as it ends
 
     def _fail(self, actor: str, error: BaseException) -> None:
         """A top-level actor escalated: abort everything; `__aexit__` raises."""

@@ -235,3 +235,63 @@ async def test_ask_timeout_covers_waiting_for_mailbox_room() -> None:
         release.set()
         await ref.ask(Add(n=3))
     assert seen == [1, 3]
+
+
+async def test_a_shorter_ask_timeout_registered_later_still_fires_on_time() -> None:
+    # One timer serves every ask: a 0.05 s ask registered while it sleeps towards a 30 s one
+    # must wake it (the deadline heap re-arms on an earlier deadline).
+    release = anyio.Event()
+    outcomes: list[str] = []
+    async with ActorSystem() as system:
+        slow = system.spawn(lambda: Gate(release, []), name="slow")
+        quick = system.spawn(lambda: Gate(release, []), name="quick")
+
+        async def long_ask() -> None:
+            try:
+                await slow.ask(Hang(), timeout=30)
+                outcomes.append("slow answered")
+            except AskTimeout:
+                outcomes.append("slow timed out")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(long_ask)
+            await anyio.wait_all_tasks_blocked()
+            with anyio.fail_after(2), pytest.raises(AskTimeout, match="'quick'.*0.05s"):
+                await quick.ask(Hang(), timeout=0.05)
+            release.set()
+    assert outcomes == ["slow answered"]
+
+
+async def test_many_answered_asks_leave_no_pending_deadline_behind() -> None:
+    release = anyio.Event()
+    async with ActorSystem() as system:
+        stuck = system.spawn(lambda: Gate(release, []), name="stuck")
+        counter = system.spawn(Counter, name="counter")
+        async with anyio.create_task_group() as tg:
+            # An unanswered ask with a long deadline keeps the timer asleep: the answered
+            # ones behind it must still be compacted away, not pile up.
+            tg.start_soon(lambda: stuck.ask(Hang(), timeout=60))
+            await anyio.wait_all_tasks_blocked()
+            for n in range(5000):
+                await counter.ask(Add(n=n))
+            assert len(system._deadlines) <= 1024
+            release.set()
+
+
+async def test_ask_without_timeout_waits_and_negative_timeout_is_refused() -> None:
+    async with ActorSystem() as system:
+        ref = system.spawn(Counter, name="counter")
+        await ref.tell(Add(n=4))
+        assert await ref.ask(Get(), timeout=None) == 4
+        with pytest.raises(ValueError, match="timeout must be >= 0 seconds or None, got -1"):
+            await ref.ask(Get(), timeout=-1)
+        assert len(system._deadlines) <= 1
+
+
+async def test_ask_timeout_zero_times_out_at_once() -> None:
+    release = anyio.Event()
+    async with ActorSystem() as system:
+        ref = system.spawn(lambda: Gate(release, []), name="gate")
+        with anyio.fail_after(2), pytest.raises(AskTimeout):
+            await ref.ask(Hang(), timeout=0)
+        release.set()
