@@ -3,11 +3,13 @@ runtime's interpretation of raw text."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kestrel import lang
 from kestrel.agents.baseline import BaselineAgent
-from kestrel.agents.fixed import FixedAgent
+from kestrel.agents.fixed import FixedAgent, PlanFileError
 from kestrel.agents.recorded import RecordedAgent, ReplayError, turn_text
 from kestrel.data.sample import load_sample
 from kestrel.frame import Ordinal, freeze
@@ -106,13 +108,30 @@ def test_fixed_agent_arms_then_passes(tmp_path: object) -> None:
         FixedAgent.from_file("/nonexistent/plan.kes")
 
 
-def test_fixed_agent_with_an_invalid_plan_stands_down() -> None:
-    md = load_sample()
-    o = Ordinal(0, "OPEN", md.sessions[-1].open_ns)
-    loop = AuthoringLoop(ordinal="OPEN", ports=snapshot_ports(freeze(md, o.time_ns), o), iterative=False)
-    done = author_turn(loop, FixedAgent("PLAN x\nWHEN last > 30m: BUY 1 MKT"))
-    assert isinstance(done.turn, StandDownTurn)
-    assert done.turn.reason.startswith("single-shot agent sent an invalid reply")
+def test_fixed_agent_refuses_an_invalid_document_up_front(tmp_path: Path) -> None:
+    # (replaces a test that let the invalid plan reach the session and stand it down: a user
+    # expects the error, with its place, before anything runs)
+    bad = tmp_path / "bad.kes"
+    bad.write_text("PLAN x\nWHEN last > 30m: BUY 1 MKT\n")
+    with pytest.raises(PlanFileError) as info:
+        FixedAgent.from_file(bad)
+    assert str(info.value).startswith(f"{bad}:2:11: cannot compare Price with Duration")
+    assert "hint: a duration like 30m is only a window argument" in str(info.value)
+    with pytest.raises(PlanFileError, match="holds a VIEW statement; a fixed plan file holds one PLAN"):
+        FixedAgent("VIEW scout: quote")
+    with pytest.raises(PlanFileError, match="holds 2 statements"):
+        FixedAgent(ORB + "PASS\n")
+    latin = tmp_path / "latin.kes"
+    latin.write_bytes(b"PLAN caf\xe9\n")
+    with pytest.raises(PlanFileError, match="not UTF-8 text"):
+        FixedAgent.from_file(latin)
+
+
+def test_fixed_agent_arms_at_every_sessions_open() -> None:
+    agent = FixedAgent(ORB, name="orb")
+    assert [agent.author(_request("", o)).text for o in ("OPEN", "11:00", "OPEN", "11:00")] == [
+        ORB, "PASS", ORB, "PASS"
+    ]
 
 
 def test_turn_text_round_trips_through_the_language() -> None:

@@ -1,25 +1,58 @@
-"""The fixed agent: arms one given `.kes` plan at the first ordinal, then passes.
+"""The fixed agent: arms one given `.kes` plan at each session's OPEN, then passes.
 
-Single-shot: it never enters the iterative authoring loop. The plan text goes through the
-runtime's interpretation like any agent's reply, so an invalid file stands the ordinal down.
+Single-shot: it never enters the iterative authoring loop. The plan is validated when the
+agent is made (`FixedAgent(text)` / `from_file(path)` raise `PlanFileError` with the language's
+`file:line:col` diagnostics), so a session never starts on a document that is not one valid
+PLAN; its text still goes through the runtime's interpretation like any agent's reply.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar
 
+from kestrel import lang
+from kestrel.agents.base import SingleShotAgent
+from kestrel.lang import ast
 from kestrel.session.protocol import AgentReply, AuthorRequest
 
 
-class FixedAgent:
-    iterative: ClassVar[bool] = False
-    blocking: ClassVar[bool] = False
+class PlanFileError(ValueError):
+    """The plan document cannot be read or is not exactly one valid PLAN."""
 
-    def __init__(self, text: str, *, name: str = "fixed") -> None:
+
+def diagnostics_text(source: str, err: lang.LangError) -> str:
+    """One `source:line:col: message (expected: ...) (hint: ...)` line per diagnostic."""
+    lines = []
+    for d in err.diagnostics:
+        where = f"{d.line}:{d.column}" if d.line is not None else (d.path or "1:1")
+        expected = f" (expected: {', '.join(d.expected)})" if d.expected else ""
+        hint = f" (hint: {d.hint})" if d.hint else ""
+        lines.append(f"{source}:{where}: {d.message}{expected}{hint}")
+    return "\n".join(lines)
+
+
+def parse_plan(text: str, source: str = "<plan>") -> ast.Plan:
+    """`text` as one checked PLAN, or `PlanFileError` saying what is wrong and where."""
+    try:
+        node = lang.parse(text)
+    except lang.LangError as err:
+        raise PlanFileError(diagnostics_text(source, err)) from None
+    if isinstance(node, ast.Module):
+        raise PlanFileError(
+            f"{source}: holds {len(node.statements)} statements; a fixed plan file holds exactly one PLAN"
+        )
+    if not isinstance(node, ast.Plan):
+        raise PlanFileError(
+            f"{source}: holds a {type(node).__name__.upper()} statement; a fixed plan file holds one PLAN"
+        )
+    return node
+
+
+class FixedAgent(SingleShotAgent):
+    def __init__(self, text: str, *, name: str = "fixed", source: str | None = None) -> None:
+        super().__init__(f"fixed:{name}")
+        self.plan = parse_plan(text, source or f"<{name}>")
         self._text = text
-        self._agent_id = f"fixed:{name}"
-        self._armed = False
 
     @classmethod
     def from_file(cls, path: str | Path) -> FixedAgent:
@@ -27,22 +60,14 @@ class FixedAgent:
         try:
             text = p.read_text("utf-8")
         except OSError as exc:
-            raise ValueError(f"cannot read plan file {str(path)!r}: {exc.strerror}") from None
-        return cls(text, name=p.stem)
-
-    @property
-    def agent_id(self) -> str:
-        return self._agent_id
-
-    @property
-    def model(self) -> str:
-        return ""
+            raise PlanFileError(f"cannot read plan file {str(path)!r}: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise PlanFileError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+        return cls(text, name=p.stem, source=str(path))
 
     def author(self, request: AuthorRequest) -> AgentReply:
-        if self._armed:
-            return AgentReply(text="PASS")
-        self._armed = True
-        return AgentReply(text=self._text)
+        """The plan at OPEN (each session's engine starts empty), PASS at checkpoints."""
+        return AgentReply(text=self._text if request.ordinal == "OPEN" else "PASS")
 
 
-__all__ = ["FixedAgent"]
+__all__ = ["FixedAgent", "PlanFileError", "diagnostics_text", "parse_plan"]

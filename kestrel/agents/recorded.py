@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import ClassVar
 
 from kestrel import lang
-from kestrel.session.capture import CapturedTurn, read_capture
+from kestrel.agents.base import SingleShotAgent
+from kestrel.session.capture import CaptureHeader, CapturedTurn, read_capture
 from kestrel.session.protocol import (
     AgentReply,
     AgentTurn,
@@ -39,35 +39,38 @@ def turn_text(turn: AgentTurn) -> str:
     return lang.format(lang.Pass())
 
 
-class RecordedAgent:
-    iterative: ClassVar[bool] = False
-    blocking: ClassVar[bool] = False
+class RecordedAgent(SingleShotAgent):
+    """Plays `turns` in order. `agent_id` is the id of the agent whose turns are replayed
+    (so a replay captures identically)."""
 
-    def __init__(self, turns: Iterable[CapturedTurn], *, agent_id: str = "recorded") -> None:
-        self._turns = list(turns)
+    def __init__(
+        self,
+        turns: Iterable[CapturedTurn],
+        *,
+        agent_id: str = "recorded",
+        header: CaptureHeader | None = None,
+    ) -> None:
+        super().__init__(agent_id)
+        self.turns = list(turns)
+        self.header = header
         self._next = 0
-        self._agent_id = agent_id
 
     @classmethod
     def from_file(cls, path: str | Path) -> RecordedAgent:
+        """The capture at `path` (`CaptureError` with file:line when it is malformed)."""
         header, turns = read_capture(path)
-        return cls(turns, agent_id=header.agent)
+        return cls(turns, agent_id=header.agent, header=header)
 
-    @property
-    def agent_id(self) -> str:
-        """The id of the agent whose turns are replayed (so a replay captures identically)."""
-        return self._agent_id
-
-    @property
-    def model(self) -> str:
-        return ""
+    def slots(self) -> list[tuple[str, str]]:
+        """The (date, ordinal) of every captured turn, in order (what a session must ask)."""
+        return [(t.date, t.ordinal) for t in self.turns]
 
     def author(self, request: AuthorRequest) -> AgentReply:
-        if self._next >= len(self._turns):
+        if self._next >= len(self.turns):
             raise ReplayError(
-                f"the capture holds {len(self._turns)} turns; ordinal {request.ordinal} is past its end"
+                f"the capture holds {len(self.turns)} turns; ordinal {request.ordinal} is past its end"
             )
-        captured = self._turns[self._next]
+        captured = self.turns[self._next]
         if captured.ordinal != request.ordinal:
             raise ReplayError(
                 f"the capture's next turn is for ordinal {captured.ordinal}, "
@@ -77,8 +80,8 @@ class RecordedAgent:
         return AgentReply(text=turn_text(captured.turn))
 
     def assert_finished(self) -> None:
-        if self._next != len(self._turns):
-            raise ReplayError(f"{len(self._turns) - self._next} captured turns were not replayed")
+        if self._next != len(self.turns):
+            raise ReplayError(f"{len(self.turns) - self._next} captured turns were not replayed")
 
 
 __all__ = ["RecordedAgent", "ReplayError", "turn_text"]
