@@ -51,17 +51,109 @@ def test_balanced_profile_prints_and_writes_the_same_bytes(capsys: pytest.Captur
 
 
 def test_evidence_sink_writes_json_lines(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    plan = tmp_path / "bad.kes"
-    plan.write_text("PLAN x\nWHEN last > 30m: BUY 1 MKT\n")
+    # single-shot built-in agents leave no evidence on a good run: the sink file is created empty
     ev = tmp_path / "ev.jsonl"
-    code, out, err = _run(capsys, "simulate", "--json", "--agent", f"fixed:{plan}", "--evidence", str(ev))
+    code, out, err = _run(capsys, "simulate", "--json", "--evidence", str(ev))
     assert code == 0, err
-    doc = json.loads(out)
-    assert doc["days"][0]["turns"][0]["turn"] == "STANDDOWN"
+    assert ev.read_text() == "" and json.loads(out)["evidence"] == {}
+
+
+def test_evidence_logger_writes_each_record_as_a_json_line(tmp_path: Path) -> None:
+    from kestrel.agents.scripted import ScriptedAgent
+    from kestrel.data.sample import load_sample
+    from kestrel.logs import open_json_sink
+    from kestrel.session.protocol import Usage
+    from kestrel.session.runner import SessionOptions, evidence_logger, run_session
+
+    ev = tmp_path / "ev.jsonl"
+    agent = ScriptedAgent(["VIEW scout: quote", "PLAN x\nWHEN last > 30m: BUY 1 MKT", "PASS"],
+                          usage=Usage(input=7, output=3))
+    with open_json_sink(ev, append=False) as log:
+        run_session(load_sample(), agent, SessionOptions(profile="balanced"), sink=evidence_logger(log))
     lines = [json.loads(x) for x in ev.read_text().splitlines()]
-    assert [(x["event"], x["kind"], x["ordinal"]) for x in lines] == [
-        ("authoring_iteration", "single-shot-refusal", "OPEN")
+    assert [(x["event"], x["ordinal"], x["iteration"], x["kind"], x["profile"]) for x in lines] == [
+        ("authoring_iteration", "OPEN", 0, "view-request", "balanced"),
+        ("authoring_iteration", "OPEN", 1, "repair", "balanced"),
     ]
+    assert lines[0]["panes"] == ["quote"] and lines[0]["usage"]["input"] == 7
+    assert lines[1]["error"].startswith("1 error in Kestrel document:\nline 2, column 11: cannot compare")
+
+
+def _files(tmp_path: Path) -> dict[str, str]:
+    bad = tmp_path / "bad.kes"
+    bad.write_text("PLAN x\nWHEN last > 30m: BUY 1 MKT\n")
+    other = tmp_path / "msft.kes"
+    other.write_text("PLAN y ON MSFT\nWHEN last > 1: BUY 1 MKT\n")
+    view = tmp_path / "view.kes"
+    view.write_text("VIEW scout: quote\n")
+    return {"bad": str(bad), "msft": str(other), "view": str(view), "dir": str(tmp_path)}
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (("--agent", "fixed:{bad}"), "{bad}:2:11: cannot compare Price with Duration (>) (hint: "),
+        (("--agent", "fixed:{view}"), "{view}: holds a VIEW statement; a fixed plan file holds one PLAN"),
+        (("--agent", "fixed:{msft}"), "the engine refuses plan 'y': plan 'y' trades MSFT"),
+        (("--capture", "{dir}"), "--capture {dir}: is a directory"),
+        (("--ledger", "{dir}/no/l.jsonl"), "no such directory"),
+        (("--evidence", "{dir}/no/e.jsonl"), "no such directory"),
+        (("--guard", "90000"), "--guard must be 0 to 86399 seconds"),
+    ],
+)
+def test_bad_files_and_paths_fail_before_the_run(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: tuple[str, ...], message: str
+) -> None:
+    f = _files(tmp_path)
+    code, out, err = _run(capsys, "simulate", *(a.format(**f) for a in argv))
+    assert code == 2 and out == "" and message.format(**f) in err and "Traceback" not in err
+
+
+def test_a_capture_for_another_schedule_or_malformed_fails_up_front(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    cap = tmp_path / "c.jsonl"
+    assert _run(capsys, "simulate", "--json", "--checkpoints", "11:00", "--capture", str(cap))[0] == 0
+    code, out, err = _run(capsys, "simulate", "--agent", f"recorded:{cap}")
+    assert code == 2 and out == ""
+    assert "holds turns for SAMPLE on 2024-04-15 at OPEN 11:00, but this run is SAMPLE on " \
+        "2024-04-15 at OPEN: use `kestrel replay" in err
+    assert _run(capsys, "simulate", "--json", "--agent", f"recorded:{cap}", "--checkpoints", "11:00")[0] == 0
+    header, open_turn, late = cap.read_text().splitlines()
+    shifted = tmp_path / "shifted.jsonl"
+    shifted.write_text("\n".join([header, open_turn, late.replace('"11:00"', '"12:00"')]) + "\n")
+    missing = tmp_path / "missing.jsonl"
+    missing.write_text("\n".join([header, open_turn]) + "\n")
+    wrong_side = tmp_path / "side.jsonl"
+    wrong_side.write_text("\n".join([header, open_turn.replace('"stop":{"mode":"abs","value":-', '"stop":{"mode":"abs","value":', 1), late]) + "\n")
+    for path, message in (
+        (shifted, "turn 2 is for 2024-04-15 12:00, expected 2024-04-15 11:00"),
+        (missing, "the capture ends before 2024-04-15 11:00: 1 turns missing"),
+        (wrong_side, "turn 1 (2024-04-15 OPEN): plan 'orb' is not valid Kestrel"),
+    ):
+        for argv in (("simulate", "--agent", f"recorded:{path}"), ("replay", str(path))):
+            code, out, err = _run(capsys, *argv)
+            assert code == 2 and out == "" and message in err, (argv, err)
+
+
+def test_json_summary_says_which_engine_path_ran(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    docs, ledgers = [], []
+    for path in ("auto", "reference"):
+        led = tmp_path / f"{path}.jsonl"
+        code, out, err = _run(capsys, "simulate", "--json", "--engine-path", path, "--ledger", str(led))
+        assert code == 0, err
+        docs.append(json.loads(out))
+        ledgers.append(led.read_bytes())
+    auto, ref = docs
+    assert auto["engine_path"] == "auto" and ref["engine_path"] == "reference"
+    # the sample session has 6.5 h of 1-second ticks; the baseline's plan is armed all day
+    assert auto["engine_ticks"] == {"fast": 23400, "reference": 0}
+    assert ref["engine_ticks"] == {"fast": 0, "reference": 23400}
+    assert auto["days"][0]["engine_ticks"] == auto["engine_ticks"]
+    assert ledgers[0] == ledgers[1]
+    assert {k: v for k, v in auto.items() if not k.startswith("engine")} == {
+        k: v for k, v in ref.items() if not k.startswith("engine")
+    } | {"days": auto["days"]}
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -79,6 +80,9 @@ def _output_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ledger", help="write the ledger (canonical JSON lines) to PATH")
     p.add_argument("--backend", choices=("asyncio", "trio", DIRECT), default="asyncio",
                    help="actor backend (default asyncio); `direct` runs without actors")
+    p.add_argument("--engine-path", choices=("auto", "reference"), default="auto",
+                   help="auto (default): the engine's vectorized fast path where it applies; "
+                        "reference: always per tick (same ledger, slower)")
     p.add_argument("--json", action="store_true", help="print one machine-readable JSON summary")
 
 
@@ -124,10 +128,11 @@ def load_data(name: str) -> Any:
 
 
 def _agent(spec: str) -> Any:
+    """The agent named by `--agent`; a plan file or capture is read and validated here, so a
+    bad one fails the command up front (exit 2) with the error and its place."""
     from kestrel.agents.baseline import BaselineAgent
     from kestrel.agents.fixed import FixedAgent
     from kestrel.agents.recorded import RecordedAgent
-    from kestrel.session.capture import CaptureError
 
     kind, _, arg = spec.partition(":")
     kind = kind.strip().lower()
@@ -136,9 +141,53 @@ def _agent(spec: str) -> Any:
     if kind in ("fixed", "recorded") and arg:
         try:
             return FixedAgent.from_file(arg) if kind == "fixed" else RecordedAgent.from_file(arg)
-        except (ValueError, CaptureError) as exc:
+        except ValueError as exc:  # PlanFileError, CaptureError
             raise UsageError(str(exc)) from None
     raise UsageError(f"unknown --agent {spec!r}: use baseline, fixed:PLAN.kes or recorded:CAPTURE.jsonl")
+
+
+def _check_agent_fits(agent: Any, data: Any, options: Any, date: dt.date | None, days: int, spec: str) -> None:
+    """Fail up front when the agent cannot play this run: a fixed plan the engine would refuse
+    (another instrument, ...), or a capture recorded for other sessions or another schedule."""
+    from kestrel.agents.fixed import FixedAgent
+    from kestrel.agents.recorded import RecordedAgent
+    from kestrel.engine.engine import Engine
+    from kestrel.session.runner import pick_sessions
+    from kestrel.session.schedule import ordinals
+
+    sessions = pick_sessions(data, date, days)
+    schedule = [o.label for o in ordinals(sessions[0], options.checkpoints)]
+    source = spec.partition(":")[2]
+    if isinstance(agent, FixedAgent):
+        try:
+            Engine(options.engine, sessions[0], data.symbol, data.tick_size).arm(agent.plan)
+        except ValueError as exc:
+            raise UsageError(f"{source}: the engine refuses plan {agent.plan.name!r}: {exc}") from None
+    if isinstance(agent, RecordedAgent) and agent.header is not None:
+        h = agent.header
+        want = [(s.date.isoformat(), o) for s in sessions for o in schedule]
+        if agent.slots() != want or h.symbol != data.symbol:
+            raise UsageError(
+                f"{source} holds turns for {h.symbol} on {', '.join(h.dates)} at "
+                f"{' '.join(h.schedule)}, but this run is {data.symbol} on "
+                f"{', '.join(s.date.isoformat() for s in sessions)} at {' '.join(schedule)}: "
+                f"use `kestrel replay {source}` (it reads the session from the capture) or "
+                "pass matching --data/--date/--days/--checkpoints"
+            )
+
+
+def _check_writable(flag: str, path: str | None) -> None:
+    """An output path that cannot be written fails before the run, not after it."""
+    if path is None:
+        return
+    p = Path(path)
+    parent = p.parent if str(p.parent) else Path(".")
+    if p.is_dir():
+        raise UsageError(f"{flag} {path}: is a directory; give a file path")
+    if not parent.is_dir():
+        raise UsageError(f"{flag} {path}: no such directory {str(parent)!r}")
+    if not os.access(parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise UsageError(f"{flag} {path}: not writable")
 
 
 def _date(text: str | None) -> dt.date | None:
@@ -162,8 +211,10 @@ def _run_simulate(args: argparse.Namespace) -> int:
     for flag, value in (("--max-iterations", args.max_iterations), ("--token-budget", args.token_budget)):
         if value is not None and value < 1:
             raise UsageError(f"{flag} must be >= 1, got {value}")
-    if args.guard < 0:
-        raise UsageError(f"--guard must be >= 0 seconds, got {args.guard}")
+    if not 0 <= args.guard < 86400:
+        raise UsageError(f"--guard must be 0 to 86399 seconds, got {args.guard}")
+    for flag, path in (("--capture", args.capture), ("--ledger", args.ledger), ("--evidence", args.evidence)):
+        _check_writable(flag, path)
     if args.seed is not None and args.data != "sample":
         raise UsageError("--seed applies to --data sample only")
     try:
@@ -193,9 +244,12 @@ def _run_simulate(args: argparse.Namespace) -> int:
         profile=resolved.profile,
         allowed_panes=st.panes,
         data_name=_data_name(args),
+        engine_path=args.engine_path,
     )
+    date = _date(args.date)
+    _check_agent_fits(agent, data, options, date, args.days, st.agent or "baseline")
     with _evidence_sink(args.evidence) as sink:
-        result = _run(data, agent, options, args.backend, _date(args.date), args.days, sink, args.json)
+        result = _run(data, agent, options, args.backend, date, args.days, sink, args.json)
     return _finish(args, result, agent)
 
 
@@ -280,8 +334,11 @@ def _run_replay(args: argparse.Namespace) -> int:
     if not header.dates:
         raise UsageError(f"{args.capture}: the capture names no session date")
     data = load_data(header.data)
-    agent = RecordedAgent(turns, agent_id=header.agent)
-    options = SessionOptions(checkpoints=header.schedule[1:], guard_s=header.guard_s, data_name=header.data)
+    for flag, path in (("--capture", args.capture), ("--ledger", args.ledger)):
+        _check_writable(flag, path)
+    agent = RecordedAgent(turns, agent_id=header.agent, header=header)
+    options = SessionOptions(checkpoints=header.schedule[1:], guard_s=header.guard_s,
+                             data_name=header.data, engine_path=args.engine_path)
     result = _run(data, agent, options, args.backend, dt.date.fromisoformat(header.dates[-1]),
                   len(header.dates), None, args.json)
     try:
@@ -335,6 +392,7 @@ def summary(result: Any) -> dict[str, Any]:
     totals: Counter[str] = Counter()
     net = 0.0
     evidence: Counter[str] = Counter()
+    ticks: Counter[str] = Counter(fast=0, reference=0)
     for d in result.days:
         s = d.summary
         days.append({
@@ -347,8 +405,10 @@ def summary(result: Any) -> dict[str, Any]:
             "trades": s.trades, "wins": s.wins, "realized_pnl": round(s.realized_pnl, 6),
             "fees": round(s.fees, 6), "net_pnl": round(s.net_pnl, 6),
             "max_drawdown": round(s.max_drawdown, 6), "orders": s.orders, "fills": s.fills,
+            "engine_ticks": dict(sorted(d.engine_ticks.items())),
         })
         totals.update(trades=s.trades, wins=s.wins, orders=s.orders, fills=s.fills)
+        ticks.update(d.engine_ticks)
         net += s.net_pnl
         evidence.update(e.kind for e in d.evidence)
     return {
@@ -357,6 +417,8 @@ def summary(result: Any) -> dict[str, Any]:
         "agent": result.header.agent,
         "dates": list(result.header.dates),
         "schedule": list(result.header.schedule),
+        "engine_path": result.engine_path,
+        "engine_ticks": dict(sorted(ticks.items())),
         "days": days,
         "total": {**dict(sorted(totals.items())), "net_pnl": round(net, 6)},
         "evidence": dict(sorted(evidence.items())),
@@ -416,6 +478,11 @@ def report(result: Any) -> None:
         pnl.add_row(d.date, str(s.trades), str(s.wins), f"{s.realized_pnl:+.2f}", f"{s.fees:.2f}",
                     f"{s.net_pnl:+.2f}", f"{s.max_drawdown:.2f}", str(s.orders), str(s.fills))
     con.print(pnl)
+    ticks: Counter[str] = Counter()
+    for d in result.days:
+        ticks.update(d.engine_ticks)
+    con.print(f"Engine ({result.engine_path}): fast path {ticks['fast']} ticks, "
+              f"reference path {ticks['reference']} ticks")
     counts = Counter(e.kind for e in result.evidence)
     shown = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none (single-shot or first-reply turns)"
     con.print(f"Evidence records: {shown}")

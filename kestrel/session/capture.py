@@ -14,7 +14,8 @@ from pathlib import Path
 
 import msgspec
 
-from kestrel.session.protocol import AgentTurn
+from kestrel import lang
+from kestrel.session.protocol import AgentTurn, Supersede
 
 CAPTURE_FORMAT = "kestrel-capture/1"
 
@@ -76,7 +77,40 @@ def decode_capture(data: bytes, *, source: str = "capture") -> tuple[CaptureHead
             turns.append(rec)
     if header is None:
         raise CaptureError(f"{source}: empty capture (no header line)")
+    _check_turns(header, turns, source)
     return header, turns
+
+
+def _check_turns(header: CaptureHeader, turns: list[CapturedTurn], source: str) -> None:
+    """Fail closed on a capture a replay could not reproduce: the turns must be one per
+    (date, ordinal) of the header's dates and schedule, in order, and every plan valid
+    Kestrel (its canonical text parses back to the same plan)."""
+    slots = [(d, o) for d in header.dates for o in header.schedule]
+    for k, turn in enumerate(turns):
+        n = k + 2  # the header is line 1 (blank lines aside)
+        if k >= len(slots) or (turn.date, turn.ordinal) != slots[k]:
+            want = f"{slots[k][0]} {slots[k][1]}" if k < len(slots) else "no more turns"
+            raise CaptureError(
+                f"{source}: turn {k + 1} is for {turn.date} {turn.ordinal}, expected {want} "
+                f"(the header's dates {list(header.dates)} x schedule {list(header.schedule)})"
+            )
+        if isinstance(turn.turn, Supersede):
+            plan = turn.turn.plan
+            try:
+                ok = lang.parse(lang.format(plan)) == plan
+                why = "its canonical text parses to another plan"
+            except Exception as exc:  # the language says what is wrong with the plan
+                ok, why = False, " ".join(str(exc).split())
+            if not ok:
+                raise CaptureError(
+                    f"{source}: turn {k + 1} ({turn.date} {turn.ordinal}): plan {plan.name!r} "
+                    f"is not valid Kestrel: {why}"
+                )
+    if len(turns) < len(slots):
+        d, o = slots[len(turns)]
+        raise CaptureError(
+            f"{source}: the capture ends before {d} {o}: {len(slots) - len(turns)} turns missing"
+        )
 
 
 def write_capture(path: str | Path, header: CaptureHeader, turns: Iterable[CapturedTurn]) -> None:
