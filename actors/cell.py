@@ -15,6 +15,11 @@ and the task ends. A supervision `Stop`/`Escalate` instead rejects what is left:
 pending `ask` gets `ActorStopped` and each pending `tell` is counted in `rejected`. An abort
 (a stop's grace period expired, or the system failed) cancels the task and its descendants'
 tasks at once, without `on_stop`, and rejects what is left the same way.
+
+Restart rule: a restart replaces the failed actor's whole subtree. Its children are aborted
+(as above) and awaited, the failed instance's `on_stop` runs, then the factory builds a
+fresh instance whose `on_start` spawns its own children; messages already in the mailbox
+are kept for the fresh instance (the failing message is dropped; its `ask` gets the error).
 """
 
 from __future__ import annotations
@@ -237,6 +242,7 @@ class Cell(Generic[M]):
                     restart=self._window.count, max_restarts=policy.max_restarts,
                     error=_describe(failure),
                 )
+                await self._end_children()
                 await self._stop_instance()
                 return True
             _log().error(
@@ -260,11 +266,16 @@ class Cell(Generic[M]):
     async def _fail_stop(self) -> None:
         self.request_stop()
         self._reject_pending()
-        for child in reversed(list(self.children)):
-            child.abort()
-        for child in reversed(list(self.children)):
-            await child.done.wait()
+        await self._end_children()
         await self._stop_instance()
+
+    async def _end_children(self) -> None:
+        """Abort the failed instance's children (newest first) and wait for their tasks."""
+        children = list(reversed(self.children))
+        for child in children:
+            child.abort()
+        for child in children:
+            await child.done.wait()
 
     def _escalate(self, failure: Exception) -> None:
         if self.parent is not None:

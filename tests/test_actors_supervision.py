@@ -237,3 +237,111 @@ def test_restart_window_counts_only_recent_restarts() -> None:
     assert not window.allow(5.0)  # two restarts in the last 10 s already
     assert window.allow(10.5)  # the restart at 0.0 left the window
     assert not window.allow(10.6)  # 1.0 and 10.5 are both within 10 s
+
+
+class Hold(msgspec.Struct, frozen=True, tag="hold"):
+    pass
+
+
+class Keeper(Actor[Get | Hold]):
+    """A child that blocks on `Hold` until cancelled; answers `Get` with its instance id."""
+
+    async def receive(self, message: Get | Hold) -> object:
+        if isinstance(message, Hold):
+            await anyio.sleep_forever()
+        return id(self)
+
+
+class Supervisor(Actor[Msg]):
+    """Spawns a `Keeper` child in `on_start`; `Crash` fails the supervisor itself."""
+
+    def __init__(self, built: list[str]) -> None:
+        built.append("supervisor")
+
+    async def on_start(self) -> None:
+        self.ctx.spawn(Keeper, name="child")
+
+    async def receive(self, message: Msg) -> object:
+        if isinstance(message, Crash):
+            raise RuntimeError("supervisor crashed")
+        return None
+
+
+async def test_restarting_a_parent_replaces_its_children_and_fails_their_asks() -> None:
+    built: list[str] = []
+    outcomes: list[str] = []
+    async with ActorSystem() as system:
+        parent = system.spawn(lambda: Supervisor(built), name="sup", policy=Restart())
+        await anyio.wait_all_tasks_blocked()
+        old_child = system.lookup("sup/child")
+        assert old_child is not None
+        old_id = await old_child.ask(Get())
+        await old_child.tell(Hold())  # the child is busy when its parent restarts
+
+        async def ask_old_child() -> None:
+            try:
+                await old_child.ask(Get(), timeout=30)
+                outcomes.append("answered")
+            except ActorStopped as exc:
+                outcomes.append(str(exc))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ask_old_child)
+            await anyio.wait_all_tasks_blocked()
+            with anyio.fail_after(2), pytest.raises(AskFailed, match="supervisor crashed"):
+                await parent.ask(Crash())
+        await anyio.wait_all_tasks_blocked()
+        assert built == ["supervisor", "supervisor"]
+        assert not old_child.alive
+        new_child = system.lookup("sup/child")
+        assert new_child is not None and new_child is not old_child
+        assert await new_child.ask(Get()) != old_id
+        assert system.actors == ("sup", "sup/child")
+    # The ask queued at the old child is rejected, never left hanging.
+    assert outcomes == ["actor 'sup/child' is stopped: it stopped before handling this message"]
+
+
+async def test_escalation_climbs_every_level_to_the_system() -> None:
+    class Level(Actor[Msg]):
+        def __init__(self, depth: int) -> None:
+            self.depth = depth
+
+        async def on_start(self) -> None:
+            if self.depth < 2:
+                self.ctx.spawn(lambda: Level(self.depth + 1), name="c", policy=Escalate())
+
+        async def receive(self, message: Msg) -> object:
+            raise RuntimeError(f"failed at depth {self.depth}")
+
+    with pytest.raises(EscalationError) as caught:
+        async with ActorSystem() as system:
+            system.spawn(lambda: Level(0), name="top", policy=Escalate())
+            await anyio.wait_all_tasks_blocked()
+            leaf = system.lookup("top/c/c")
+            assert leaf is not None
+            with pytest.raises(AskFailed, match="failed at depth 2"):
+                await leaf.ask(Crash())
+            await anyio.sleep(10)  # cancelled by the escalation
+    top = caught.value
+    assert top.actor == "top"
+    middle = top.error
+    assert isinstance(middle, ChildFailed) and middle.child == "top/c"
+    inner = middle.error
+    assert isinstance(inner, ChildFailed) and inner.child == "top/c/c"
+    assert str(inner.error) == "failed at depth 2"
+    assert system.actors == ()
+
+
+async def test_failures_further_apart_than_the_window_keep_restarting() -> None:
+    built: list[Flaky] = []
+    async with ActorSystem() as system:
+        ref = system.spawn(
+            lambda: Flaky(built), name="flaky", policy=Restart(max_restarts=1, within=0.05)
+        )
+        for _ in range(3):
+            with pytest.raises(AskFailed):
+                await ref.ask(Crash())
+            await anyio.sleep(0.1)  # the previous restart leaves the 0.05 s window
+        assert ref.alive
+        assert await ref.ask(Get()) == 0
+    assert len(built) == 4  # the original and three restarts, none over the limit
