@@ -1,17 +1,29 @@
 """Differential test: the fast path's ledger equals the reference path's, byte for byte,
-over seeded random plans x random days (240 pairs). Also: the reference ledger does not
+over seeded random plans x random days (240 pairs; half the days are full 6.5-hour
+sessions from the data generator with price jumps and halts). Also: the reference ledger does not
 depend on how the ticks are split into batches, and two runs give the same bytes."""
 
 from __future__ import annotations
 
 import datetime as dt
 import random
+from collections import Counter
 
 import numpy as np
 import pytest
 
+from kestrel.data.synthetic import SyntheticSpec, generate
 from kestrel.engine import Engine, EngineConfig, Ledger
-from kestrel.engine.ledger import Filled, Fired
+from kestrel.engine.fast import _concat
+from kestrel.engine.ledger import (
+    Cancelled,
+    Disarmed,
+    Filled,
+    Fired,
+    LedgerEvent,
+    OrderPlaced,
+    OrderRejected,
+)
 from kestrel.frame.session import SessionSpec
 from kestrel.frame.ticks import Ticks
 
@@ -20,9 +32,26 @@ from test_engine_helpers import plan
 N_CASES = 240
 
 
+def realistic_day(rng: random.Random) -> tuple[SessionSpec, Ticks]:
+    """A full 6.5-hour session from the data generator (23,400 ticks about 1 s apart,
+    U-shaped volatility, Poisson price jumps, spread widening), sometimes with a trading
+    halt: a 5-40 minute stretch without ticks, across which the price gaps."""
+    spec = SyntheticSpec(sessions=1, start_price=rng.choice([25.0, 180.0, 950.0]),
+                         jumps_per_session=rng.choice([3.0, 12.0]),
+                         daily_vol=rng.choice([0.01, 0.03]))
+    md = generate(spec, rng.randrange(2**32))
+    ticks = md.ticks
+    if rng.random() < 0.5:
+        a = rng.randrange(2000, len(ticks) - 3000)
+        b = a + 60 * rng.randrange(5, 40)
+        ticks = _concat([ticks.slice(0, a), ticks.slice(b, len(ticks))])
+    return md.sessions[0], ticks
+
+
 def random_day(rng: random.Random) -> tuple[SessionSpec, Ticks]:
     """A random quote+trade day: 9:30 open, a close that may fall inside the data,
-    timestamps with repeats, a random walk on a 0.01 grid, sizes with zeros."""
+    timestamps with repeats, a random walk on a 0.01 grid with a few price jumps of
+    10-60 ticks and a 2-20 minute silence, sizes with zeros."""
     close_min = rng.choice([45, 60, 90, 390])
     session = SessionSpec(dt.date(2024, 4, 8), dt.time(9, 30),
                           (dt.datetime(2024, 4, 8, 9, 30) + dt.timedelta(minutes=close_min)).time())
@@ -31,7 +60,10 @@ def random_day(rng: random.Random) -> tuple[SessionSpec, Ticks]:
     gaps = nrng.exponential(rng.choice([0.5, 1.0, 2.0]), n) * 1e9
     gaps[nrng.random(n) < 0.1] = 0  # equal timestamps
     ts = session.open_ns + np.cumsum(gaps).astype(np.int64) - int(gaps[0])
+    gaps[rng.randrange(n)] += rng.randrange(120, 1200) * 1e9  # a silence
     steps = nrng.choice([-1, 0, 1], n, p=[0.3, 0.4, 0.3]) * rng.choice([1, 2])
+    for _ in range(rng.randrange(0, 4)):  # price jumps
+        steps[rng.randrange(n)] += rng.choice([-1, 1]) * rng.randrange(10, 60)
     mid_ticks = 10000 + np.cumsum(steps)
     spread = nrng.integers(1, 4, n)
     bid = mid_ticks / 100.0
@@ -44,7 +76,7 @@ def random_day(rng: random.Random) -> tuple[SessionSpec, Ticks]:
 def random_cond(rng: random.Random) -> str:
     def atom() -> str:
         k = rng.randrange(14)
-        s = rng.choice([3, 5, 10, 30, 60, 120])
+        s = rng.choice([3, 5, 10, 30, 60, 120, 300, 1800])
         n = rng.choice([2, 3, 5, 10, 20])
         x = rng.choice([0.01, 0.02, 0.05, 0.1])
         if k == 0:
@@ -62,7 +94,8 @@ def random_cond(rng: random.Random) -> str:
         if k == 6:
             return f"spread {rng.choice(['<', '<=', '==', '!='])} {rng.choice([0.01, 0.02, 0.03])}"
         if k == 7:
-            return f"time >= 09:{rng.randrange(30, 60):02d}:{rng.randrange(60):02d}"
+            hh = rng.choice([9, 9, 10, 12, 15])
+            return f"time >= {hh:02d}:{rng.randrange(30 if hh == 9 else 0, 60):02d}:{rng.randrange(60):02d}"
         if k == 8:
             return f"last {rng.choice(['>', '<'])} vwap {rng.choice(['+', '-'])} {x}"
         if k == 9:
@@ -122,7 +155,8 @@ def random_plan_text(rng: random.Random) -> str:
     if e < 0.2:
         head += f" FOR {rng.choice([5, 20, 40])}m"
     elif e < 0.35:
-        head += f" UNTIL 09:{rng.randrange(35, 60):02d}"
+        hh = rng.choice([9, 9, 11, 14])
+        head += f" UNTIL {hh:02d}:{rng.randrange(35 if hh == 9 else 0, 60):02d}"
     risk = []
     if rng.random() < 0.7:
         risk.append(f"maxpos {rng.choice([20, 50, 200])}")
@@ -171,8 +205,9 @@ def test_fast_path_matches_reference_byte_for_byte(monkeypatch: pytest.MonkeyPat
     from kestrel.engine import fast as fast_module
 
     rng = random.Random(20261129)
-    days = [random_day(rng) for _ in range(12)]
+    days = [f(rng) for _ in range(6) for f in (random_day, realistic_day)]
     total_fills = total_fired = 0
+    seen: Counter[str] = Counter()
     for case in range(N_CASES):
         session, ticks = days[case % len(days)]
         text = random_plan_text(rng)
@@ -189,8 +224,34 @@ def test_fast_path_matches_reference_byte_for_byte(monkeypatch: pytest.MonkeyPat
         events = Ledger.from_jsonl(ref).events
         total_fills += sum(isinstance(e, Filled) for e in events)
         total_fired += sum(isinstance(e, Fired) for e in events)
-    # the generated cases must exercise the broker, not just idle
+        seen.update(_features(events, long_day=len(ticks) > 10_000))
+    # the generated cases must exercise the broker, not just idle: every order role fills,
+    # every deadline and risk bound trips, and the full-length days trade
     assert total_fired > N_CASES and total_fills > N_CASES
+    wanted = {f"fill:{r}" for r in ("entry", "stop", "target", "trail", "flat", "exit")}
+    wanted |= {"cancel:ttl", "cancel:oco", "cancel:expired", "cancel:reversed", "fill:long_day",
+               "disarm:maxloss", "disarm:maxpos", "disarm:maxorders", "disarm:expired",
+               "disarm:session", "reject:worst-case"}
+    assert {k for k, v in seen.items() if v >= 2} >= wanted, wanted - set(seen)
+
+
+def _features(events: list[LedgerEvent], long_day: bool) -> Counter[str]:
+    """What a ledger exercised: fills by order role, cancel/disarm/reject reasons."""
+    roles: dict[int, str] = {}
+    out: Counter[str] = Counter()
+    for e in events:
+        if isinstance(e, OrderPlaced):
+            roles[e.id] = e.role
+        elif isinstance(e, Filled):
+            out["fill:" + roles[e.id]] += 1
+            out["fill:long_day"] += long_day
+        elif isinstance(e, Cancelled):
+            out["cancel:" + e.reason.split()[0]] += 1
+        elif isinstance(e, Disarmed):
+            out["disarm:" + e.reason.split()[0]] += 1
+        elif isinstance(e, OrderRejected):
+            out["reject:" + e.reason.split()[0]] += 1
+    return out
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -263,3 +324,40 @@ def test_plan_armed_mid_session_same_on_both_paths(seed: int) -> None:
         assert e.last_path == expected
         out.append(e.ledger.to_jsonl())
     assert out[0] == out[1]
+
+
+@pytest.mark.parametrize("seed", range(300, 340))
+def test_segmented_run_equals_on_ticks_with_supersede_and_stand_down(seed: int) -> None:
+    """The session runner's pattern: arm at a cutoff, `run(segment, final=False)` to the
+    next cutoff, then supersede (arm a new plan), stand down or keep, and run on. The
+    ledger equals feeding the same segments to `on_ticks` with the same steps between."""
+    rng = random.Random(seed)
+    session, ticks = (realistic_day if seed % 4 == 0 else random_day)(rng)
+    cfg = random_config(rng)
+    n = len(ticks)
+    cuts = sorted(rng.sample(range(1, n), rng.randrange(2, 6)))
+    steps: list[str | None] = []
+    for k in range(len(cuts) + 1):
+        r = rng.random()
+        steps.append(random_plan_text(rng).replace("PLAN r", f"PLAN p{k}") if k == 0 or r < 0.5
+                     else "" if r < 0.8 else None)  # "" stands down, None keeps the plan
+    out = []
+    paths: list[str] = []
+    for mode in ("on_ticks", "run"):
+        e = Engine(cfg, session, "TEST", 0.01)
+        for (a, b), step in zip(zip([0, *cuts], [*cuts, n]), steps):
+            if step:
+                e.arm(plan(step))
+            elif step == "":
+                e.stand_down("stand down at the cutoff")
+            if mode == "on_ticks":
+                e.on_ticks(ticks.slice(a, b))
+            else:
+                e.run(ticks.slice(a, b), final=False)
+                paths.append(e.last_path)
+        e.finish()
+        out.append(e.ledger.to_jsonl())
+    assert out[0] == out[1]
+    first = Engine(cfg, session, "TEST", 0.01)
+    first.arm(plan(steps[0] or ""))
+    assert paths[0] == ("fast" if first.fast_applies() else "reference")
