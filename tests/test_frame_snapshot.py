@@ -15,6 +15,7 @@ from kestrel.data.sample import load_sample
 from kestrel.frame import (
     DEFAULT_CATALOG,
     AccountState,
+    ArgSpec,
     MarketData,
     Ordinal,
     ResolvedPane,
@@ -120,15 +121,95 @@ def test_materialize_is_deterministic() -> None:
     assert set(DEFAULT_CATALOG.names()) >= {"quote", "bars", "levels", "stats", "tape", "position", "plan"}
 
 
+def _arg_values(a: ArgSpec) -> st.SearchStrategy[int | str]:
+    """Every legal value of one pane argument (the catalog's schema, not a sample of it)."""
+    if a.type == "duration":
+        assert a.min is not None and a.max is not None
+        step = a.step or 1
+        return st.integers(-(-a.min // step), a.max // step).map(lambda k: k * step)
+    if a.type == "count":
+        assert a.min is not None and a.max is not None
+        return st.integers(a.min, a.max)
+    return st.sampled_from(a.choices)
+
+
+@st.composite
+def _every_pane(draw: st.DrawFn) -> tuple[ResolvedPane, ...]:
+    """One request of every catalog pane with arguments drawn across their whole range."""
+    return tuple(
+        ResolvedPane(spec.name, tuple((a.name, draw(_arg_values(a))) for a in spec.args))
+        for spec in DEFAULT_CATALOG
+    )
+
+
+def _boundary_cutoffs(d: MarketData) -> list[int]:
+    """Cutoffs where look-ahead bugs hide: before the first tick; around every session's open
+    (1 ns before, at, 1 ns after, 1 ns before and at its first tick, in its first minutes)
+    and close."""
+    ts = d.ticks.ts
+    first = int(ts[0])
+    out = [first - 86_400 * NS_PER_S, first - 1, first]
+    for s in d.sessions:
+        o, c = s.open_ns, s.close_ns
+        t0 = int(ts[min(d.ticks.index_at(o, side="left"), len(ts) - 1)])
+        out += [o - 1, o, o + 1, t0 - 1, t0, o + 59 * NS_PER_S, o + 61 * NS_PER_S, o + 299 * NS_PER_S,
+                o + 1801 * NS_PER_S, c - 1, c, c + 1]
+    return out
+
+
+def _same_panes(d: MarketData, cutoff: int, guard_ns: int, panes: tuple[ResolvedPane, ...]) -> None:
+    t = cutoff + guard_ns
+    full = freeze(d, t, guard_ns)
+    cut = freeze(_truncated(d, cutoff), t, guard_ns)
+    assert full.cutoff_ns == cutoff
+    for p in panes:
+        spec = DEFAULT_CATALOG.get(p.name)
+        assert spec is not None
+        # pane by pane (no budget cut can hide a difference)
+        assert spec.builder(full, dict(p.args)) == spec.builder(cut, dict(p.args)), (p, cutoff)
+
+
+def _random_panes(rng: np.random.Generator) -> tuple[ResolvedPane, ...]:
+    """Like `_every_pane`, drawn from a seeded generator (deterministic, outside @given)."""
+    out = []
+    for spec in DEFAULT_CATALOG:
+        args: list[tuple[str, int | str]] = []
+        for a in spec.args:
+            assert a.min is not None and a.max is not None
+            step = a.step or 1
+            args.append((a.name, int(rng.integers(-(-a.min // step), a.max // step + 1)) * step))
+        out.append(ResolvedPane(spec.name, tuple(args)))
+    return tuple(out)
+
+
+_SAMPLE = load_sample()
+_WEEK_START = _SAMPLE.sessions[0].open_ns - 2 * 3600 * NS_PER_S
+_CUTOFFS = (
+    st.sampled_from(_boundary_cutoffs(_SAMPLE))
+    | st.integers(0, 7 * 86_400 * NS_PER_S).map(lambda x: _WEEK_START + x)
+    | st.integers(0, len(_SAMPLE.ticks) - 1).map(lambda k: int(_SAMPLE.ticks.ts[k]) - 1)  # 1 ns short
+)
+_GUARDS = st.sampled_from([0, 1, 300 * NS_PER_S, 900 * NS_PER_S]) | st.integers(0, 3600 * NS_PER_S)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_every_pane(), _CUTOFFS, _GUARDS)
+def test_no_look_ahead_every_pane_any_args(panes: tuple[ResolvedPane, ...], cutoff: int, guard_ns: int) -> None:
+    """Every pane, arguments anywhere in their schema, cutoffs at session boundaries, in the
+    first minutes of a session, before the first tick, or anywhere in the week."""
+    _same_panes(_SAMPLE, cutoff, guard_ns, panes)
+
+
 def test_no_look_ahead_on_real_data(shared_data: Path) -> None:
-    """The same property on real, irregular data (bars expanded to ticks, FX quotes)."""
+    """The same property on real, irregular data (bars expanded to ticks with overnight
+    sessions, FX quotes), at every session boundary and random instants, random arguments."""
     base = shared_data
     rng = np.random.default_rng(5)
     for rel, preset in [("bars_1min/nautilus_cme_6EH4_1min_bars_20240101_20240131.csv", "cme_bars"),
                         ("fx_quote_ticks/nautilus_truefx_usdjpy_ticks_20130101.csv", "truefx")]:
         d = load(base / rel, preset).data
         lo, hi = int(d.ticks.ts[0]), int(d.ticks.ts[-1])
-        for t in rng.integers(lo, hi, size=8).tolist():
-            full = freeze(d, t)
-            cut = freeze(_truncated(d, t - 300 * NS_PER_S), t)
-            assert materialize(ALL_PANES, full) == materialize(ALL_PANES, cut)
+        cutoffs = _boundary_cutoffs(d)[:60] + rng.integers(lo, hi, size=8).tolist()
+        for k, cutoff in enumerate(cutoffs):
+            panes = _random_panes(rng) if k % 2 else ALL_PANES.panes
+            _same_panes(d, int(cutoff), 300 * NS_PER_S, panes)
