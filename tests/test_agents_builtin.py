@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kestrel import lang
-from kestrel.agents.baseline import BaselineAgent
+from kestrel.agents.baseline import BaselineAgent, BaselineConfig
 from kestrel.agents.fixed import FixedAgent, PlanFileError
 from kestrel.agents.recorded import RecordedAgent, ReplayError, turn_text
 from kestrel.data.sample import load_sample
@@ -236,3 +236,70 @@ def test_a_mode_restricts_the_panes_an_agent_may_request() -> None:
     ok = interpret("VIEW v: quote, bars(5m, 6)")
     assert isinstance(ok, RequestView)
     ports.resolve_view(ok.view)
+
+
+def _open_briefing(last: str, spread: str, atr: str) -> str:
+    bid = last
+    return (
+        "CLOCK X #0 OPEN cutoff 09:25:00 session 2024-04-15 09:30-16:00 America/New_York\n"
+        f"bid {bid} ask {bid} spr {spread} last {last} sz 1\natr {atr} rv 10.0%\n"
+    )
+
+
+def _order(text: str) -> tuple[ast.Plan, ast.Order]:
+    node = lang.parse(text)
+    assert isinstance(node, ast.Plan)
+    order = node.rules[0].actions[0]
+    assert isinstance(order, ast.Order)
+    return node, order
+
+
+@pytest.mark.parametrize(
+    ("last", "spread", "atr", "qty", "stop"),
+    [
+        # equity: stop 2 x 0.39 = 0.78; 0.5 x 400 / 0.78 = 256.4 -> 256 shares
+        ("188.71", "0.01", "0.39", 256, 0.78),
+        # EUR/USD: stop 2 x 0.00012 = 0.00024; 200 / 0.00024 = 833333.3 -> 833333 units
+        ("1.37155", "0.00010", "0.00012", 833_333, 0.00024),
+        # BTC: stop 2 x 60 = 120; 200 / 120 = 1.67 -> 1 unit
+        ("38317.000", "0.500", "60.000", 1, 120.0),
+        # exact quotient: stop 2 x 0.125 = 0.25; 200 / 0.25 = 800 (not 799)
+        ("100.000", "0.010", "0.125", 800, 0.25),
+    ],
+)
+def test_baseline_sizes_by_risk_on_any_instrument(
+    last: str, spread: str, atr: str, qty: int, stop: float
+) -> None:
+    plan, buy = _order(BaselineAgent().write(_open_briefing(last, spread, atr)))
+    assert buy.qty == qty and plan.risk.maxpos == qty and plan.risk.maxloss == 400
+    assert buy.stop == ast.Offset("abs", -stop)
+
+
+def test_baseline_size_is_capped_by_maxpos_and_stands_down_when_one_unit_is_too_much() -> None:
+    capped = BaselineAgent(BaselineConfig(maxpos=500_000))
+    _, buy = _order(capped.write(_open_briefing("1.37155", "0.00010", "0.00012")))
+    assert buy.qty == 500_000
+    # BTC: stop 2 x 120 = 240 > 0.5 x 400
+    text = BaselineAgent().write(_open_briefing("38317.000", "0.500", "120.000"))
+    assert text == 'STANDDOWN "a single unit risks 240 at the stop, more than the per-trade budget 200"'
+    # a bigger budget trades it: 0.5 x 1000 / 240 = 2.08 -> 2
+    _, buy = _order(BaselineAgent(BaselineConfig(maxloss=1000)).write(_open_briefing("38317.000", "0.500", "120.000")))
+    assert buy.qty == 2
+    with pytest.raises(ValueError, match="risk_fraction in"):
+        BaselineConfig(risk_fraction=1.5)
+
+
+def test_baseline_on_real_eurusd_quotes_risks_its_budget(shared_data: Path) -> None:
+    from kestrel.data import load
+    from kestrel.session.runner import SessionOptions, run_session
+
+    data = load(shared_data / "fx_quote_ticks" / "lean_oanda_eurusd_quote_ticks_20140506.csv").data
+    result = run_session(data, BaselineAgent(), SessionOptions())
+    turn = result.days[0].outcomes[0].turn
+    assert isinstance(turn, Supersede)
+    _, buy = _order(lang.format(turn.plan))
+    assert buy.stop is not None
+    risk = buy.qty * abs(buy.stop.value)
+    # sized by risk: the stop loses at most 200 and within one unit's stop of it
+    assert 200 - abs(buy.stop.value) < risk <= 200
+    assert buy.qty > 100_000

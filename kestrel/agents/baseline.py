@@ -2,8 +2,11 @@
 
 At OPEN it writes an opening-range breakout: after the first 30 minutes, buy a break above the
 rolling 30-minute high or sell a break below the 30-minute low, flat only, with a protective
-stop and a target sized to the ATR of the `stats` pane and a size that risks at most
-`risk_per_trade` per trade. It stands down when the spread or the volatility is out of range
+stop and a target sized to the ATR of the `stats` pane. It sizes by risk, so the same
+configuration is sensible on equities, FX and crypto alike: the plan's loss bound is `maxloss`,
+one trade risks `risk_fraction` of it at the stop (qty = floor(risk_fraction * maxloss / stop
+distance), whole units, capped by `maxpos`), and when a single unit already risks more than
+that it stands down. It stands down when the spread or the volatility is out of range
 or the briefing lacks what it needs; at later ordinals it keeps the incumbent plan (PASS)
 unless the market has become untradeable. Single-shot: it never requests views.
 
@@ -14,10 +17,9 @@ from __future__ import annotations
 
 import math
 import re
-from typing import ClassVar
-
 import msgspec
 
+from kestrel.agents.base import SingleShotAgent
 from kestrel.session.protocol import AgentReply, AuthorRequest
 
 _QUOTE = re.compile(r"^bid (\S+) ask (\S+) spr (\S+) last (\S+)", re.MULTILINE)
@@ -29,32 +31,32 @@ _SESSION = re.compile(r" session \S+ (\d{2}):(\d{2})-(\d{2}):(\d{2}) ")
 class BaselineConfig(msgspec.Struct, frozen=True):
     """The baseline's knobs (all in the instrument's price units or account currency)."""
 
-    risk_per_trade: float = 200.0
+    maxloss: float = 400.0
+    risk_fraction: float = 0.5
+    maxpos: int = 1_000_000
     stop_atr: float = 2.0
     target_atr: float = 3.0
     max_spread_pct: float = 0.10
     max_rv_pct: float = 80.0
     min_atr_pct: float = 0.005
     max_atr_pct: float = 1.0
-    max_qty: int = 1000
     opening_range_min: int = 30
     flat_before_close_min: int = 15
 
+    def __post_init__(self) -> None:
+        if not (self.maxloss > 0 and 0 < self.risk_fraction <= 1 and self.maxpos >= 1):
+            raise ValueError(
+                "BaselineConfig: maxloss must be > 0, risk_fraction in (0, 1] and maxpos >= 1, got "
+                f"maxloss={self.maxloss}, risk_fraction={self.risk_fraction}, maxpos={self.maxpos}"
+            )
+        if not (self.stop_atr > 0 and self.target_atr > 0):
+            raise ValueError("BaselineConfig: stop_atr and target_atr must be > 0")
 
-class BaselineAgent:
-    iterative: ClassVar[bool] = False
-    blocking: ClassVar[bool] = False
 
+class BaselineAgent(SingleShotAgent):
     def __init__(self, config: BaselineConfig = BaselineConfig()) -> None:
+        super().__init__("baseline")
         self.config = config
-
-    @property
-    def agent_id(self) -> str:
-        return "baseline"
-
-    @property
-    def model(self) -> str:
-        return ""
 
     def author(self, request: AuthorRequest) -> AgentReply:
         return AgentReply(text=self.write(request.briefing))
@@ -89,10 +91,14 @@ class BaselineAgent:
         step = 10.0 ** -decimals
         stop = max(stop, step)
         target = max(target, step)
-        qty = min(c.max_qty, int(math.floor(c.risk_per_trade / stop)))
+        risk = c.risk_fraction * c.maxloss
+        qty = min(c.maxpos, int(math.floor(risk / stop * (1.0 + 1e-12))))
         if qty < 1:
-            return 'STANDDOWN "a single unit risks more than the per-trade budget"'
-        maxloss = round(2.0 * c.risk_per_trade, 2)
+            return (
+                f'STANDDOWN "a single unit risks {stop:g} at the stop, more than the per-trade '
+                f'budget {risk:g}"'
+            )
+        maxloss = round(c.maxloss, 2)
         fmt = f"{{:.{decimals}f}}"
         s, t = fmt.format(stop), fmt.format(target)
         spr = fmt.format(max(spread * 3.0, step * 2))
