@@ -4,8 +4,11 @@
 Prints one JSON line. Ratios compare against references measured in the same run:
 - `freeze_speedup_vs_copy`: copying the history's arrays up to the cutoff (what a copying
   snapshot would cost) divided by `freeze` (which takes read-only views);
-- `briefing_speedup_vs_full_aggregation`: aggregating the whole visible history into 5m bars
-  (what a pane would cost without windowed slicing) divided by one full default briefing.
+- `briefing_over_format_floor`: one full default briefing divided by the formatting floor,
+  i.e. producing the byte-identical text with one `str.format` call from precomputed values
+  (every number of the briefing extracted beforehand, asserted to round-trip exactly). It says
+  how many times pure formatting the briefing costs: the rest is computing the values (bar
+  aggregation, session slicing, levels, stats) and laying out the tables.
 Usage: python bench/panes.py [--quick]
 """
 
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
 import time
@@ -25,7 +29,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kestrel.data import SyntheticSpec, generate, load_sample  # noqa: E402
 from kestrel.frame import Ordinal, briefing, default_view, estimate_tokens, freeze  # noqa: E402
-from kestrel.frame.bars import time_bars  # noqa: E402
 from kestrel.frame.catalog import DEFAULT_CATALOG  # noqa: E402
 
 
@@ -37,6 +40,29 @@ def median_ms(fn: Callable[[], object], reps: int) -> float:
         fn()
         times.append((time.perf_counter() - t0) * 1000.0)
     return statistics.median(times)
+
+
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+def format_floor(text: str) -> tuple[str, list[int | float]]:
+    """A `str.format` template and the values that rebuild `text` exactly: every number
+    becomes a field with the precision (or zero padding) it is printed with."""
+    parts: list[str] = []
+    values: list[int | float] = []
+    pos = 0
+    for m in _NUMBER.finditer(text):
+        parts.append(text[pos : m.start()].replace("{", "{{").replace("}", "}}"))
+        tok = m.group()
+        if "." in tok:
+            parts.append(f"{{:.{len(tok.split('.')[1])}f}}")
+            values.append(float(tok))
+        else:
+            parts.append(f"{{:0{len(tok)}d}}" if tok.startswith("0") and len(tok) > 1 else "{:d}")
+            values.append(int(tok))
+        pos = m.end()
+    parts.append(text[pos:].replace("{", "{{").replace("}", "}}"))
+    return "".join(parts), values
 
 
 def main() -> None:
@@ -53,13 +79,15 @@ def main() -> None:
     snap = freeze(data, at)
     view = default_view(ordinal)
     brief_ms = median_ms(lambda: briefing(snap, ordinal, view, {"budget": "tokens 8000 views 3"}), reps)
-    full_ms = median_ms(lambda: time_bars(snap.ticks, 300, snap.utc_offset_ns), reps)
     tokens = {}
     for p in view.panes:
         spec = DEFAULT_CATALOG.get(p.name)
         assert spec is not None
         tokens[p.name] = estimate_tokens(spec.builder(snap, dict(p.args)))
     text = briefing(snap, ordinal, view, {"budget": "tokens 8000 views 3"})
+    template, values = format_floor(text)
+    assert template.format(*values) == text, "the formatting floor must rebuild the briefing exactly"
+    floor_ms = median_ms(lambda: template.format(*values), reps)
 
     t0 = time.perf_counter()
     hist = generate(SyntheticSpec(sessions=days), 1)
@@ -80,7 +108,9 @@ def main() -> None:
     print(json.dumps({
         "briefing_ms_median": round(brief_ms, 4),
         "briefing_tokens": estimate_tokens(text),
-        "briefing_speedup_vs_full_aggregation": round(full_ms / brief_ms, 2),
+        "format_floor_ms_median": round(floor_ms, 4),
+        "format_floor_fields": len(values),
+        "briefing_over_format_floor": round(brief_ms / floor_ms, 1),
         "tokens_per_pane": tokens,
         "freeze_ms_median": round(freeze_ms, 4),
         "freeze_history_ticks": len(hist.ticks),
