@@ -190,15 +190,11 @@ def random_config(rng: random.Random) -> EngineConfig:
 
 
 def both_paths(session: SessionSpec, ticks: Ticks, text: str, cfg: EngineConfig) -> tuple[bytes, bytes]:
-    ref = Engine(cfg, session, "TEST", 0.01)
-    ref.arm(plan(text))
-    ref.run(ticks, path="reference")
-    fast = Engine(cfg, session, "TEST", 0.01)
-    fast.arm(plan(text))
+    fast = armed(session, text, cfg)
     assert fast.fast_applies()
     fast.run(ticks, path="auto")
-    assert fast.last_path == "fast" and ref.last_path == "reference"
-    return ref.ledger.to_jsonl(), fast.ledger.to_jsonl()
+    assert fast.last_path == "fast"
+    return reference_ledger(session, ticks, text, cfg), fast.ledger.to_jsonl()
 
 
 def test_fast_path_matches_reference_byte_for_byte(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -254,34 +250,36 @@ def _features(events: list[LedgerEvent], long_day: bool) -> Counter[str]:
     return out
 
 
+def random_case(rng: random.Random) -> tuple[SessionSpec, Ticks, str, EngineConfig]:
+    session, ticks = random_day(rng)
+    return session, ticks, random_plan_text(rng), random_config(rng)
+
+
+def armed(session: SessionSpec, text: str, cfg: EngineConfig) -> Engine:
+    e = Engine(cfg, session, "TEST", 0.01)
+    e.arm(plan(text))
+    return e
+
+
+def reference_ledger(session: SessionSpec, ticks: Ticks, text: str, cfg: EngineConfig) -> bytes:
+    return armed(session, text, cfg).run(ticks, path="reference").to_jsonl()
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_reference_does_not_depend_on_batching(seed: int) -> None:
     rng = random.Random(seed)
-    session, ticks = random_day(rng)
-    text = random_plan_text(rng)
-    cfg = random_config(rng)
-    whole = Engine(cfg, session, "TEST", 0.01)
-    whole.arm(plan(text))
-    whole.run(ticks, path="reference")
-    parts = Engine(cfg, session, "TEST", 0.01)
-    parts.arm(plan(text))
+    session, ticks, text, cfg = random_case(rng)
+    parts = armed(session, text, cfg)
     cuts = sorted(rng.sample(range(1, len(ticks)), 7))
     for a, b in zip([0, *cuts], [*cuts, len(ticks)]):
         parts.on_ticks(ticks.slice(a, b))
     parts.finish()
-    assert parts.ledger.to_jsonl() == whole.ledger.to_jsonl()
+    assert parts.ledger.to_jsonl() == reference_ledger(session, ticks, text, cfg)
 
 
 def test_same_input_twice_gives_the_same_bytes() -> None:
-    rng = random.Random(99)
-    session, ticks = random_day(rng)
-    text = random_plan_text(rng)
-    cfg = random_config(rng)
-    runs = []
-    for _ in range(2):
-        e = Engine(cfg, session, "TEST", 0.01)
-        e.arm(plan(text))
-        runs.append(e.run(ticks).to_jsonl())
+    session, ticks, text, cfg = random_case(random.Random(99))
+    runs = [armed(session, text, cfg).run(ticks).to_jsonl() for _ in range(2)]
     assert runs[0] == runs[1]
     assert Ledger.from_jsonl(runs[0]).to_jsonl() == runs[0]
 
@@ -291,28 +289,20 @@ def test_mixing_paths_across_batches_matches_one_reference_run(seed: int) -> Non
     """fast run, reference batch, fast run again: the same ledger as one reference run
     (after a fast run the reference re-warms indicators and crosses from the history)."""
     rng = random.Random(seed)
-    session, ticks = random_day(rng)
-    text = random_plan_text(rng)
-    cfg = random_config(rng)
-    whole = Engine(cfg, session, "TEST", 0.01)
-    whole.arm(plan(text))
-    whole.run(ticks, path="reference")
-    mixed = Engine(cfg, session, "TEST", 0.01)
-    mixed.arm(plan(text))
+    session, ticks, text, cfg = random_case(rng)
+    mixed = armed(session, text, cfg)
     a, b = sorted(rng.sample(range(1, len(ticks)), 2))
     mixed.run(ticks.slice(0, a), final=False)
     assert mixed.last_path == "fast"
     mixed.on_ticks(ticks.slice(a, b))
     mixed.run(ticks.slice(b, len(ticks)))
-    assert mixed.ledger.to_jsonl() == whole.ledger.to_jsonl()
+    assert mixed.ledger.to_jsonl() == reference_ledger(session, ticks, text, cfg)
 
 
 @pytest.mark.parametrize("seed", range(200, 210))
 def test_plan_armed_mid_session_same_on_both_paths(seed: int) -> None:
     rng = random.Random(seed)
-    session, ticks = random_day(rng)
-    text = random_plan_text(rng)
-    cfg = random_config(rng)
+    session, ticks, text, cfg = random_case(rng)
     cut = rng.randrange(1, len(ticks) - 1)
     out = []
     for path in ("reference", "auto"):
@@ -358,6 +348,4 @@ def test_segmented_run_equals_on_ticks_with_supersede_and_stand_down(seed: int) 
         e.finish()
         out.append(e.ledger.to_jsonl())
     assert out[0] == out[1]
-    first = Engine(cfg, session, "TEST", 0.01)
-    first.arm(plan(steps[0] or ""))
-    assert paths[0] == ("fast" if first.fast_applies() else "reference")
+    assert paths[0] == ("fast" if armed(session, steps[0] or "", cfg).fast_applies() else "reference")

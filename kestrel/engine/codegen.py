@@ -73,6 +73,16 @@ class CompiledPlan:
     specs: list[IndicatorSpec] = field(default_factory=list)
 
 
+def _running_mean(k: str, v: str, x: str, n: int, ind: str) -> list[str]:
+    """Lines updating the mean of the last n values of x: (S_i - S_{i-n}) / n on the running
+    sum S (`cs{k}`), with S_{i-n} kept in a bounded deque (`dq{k}`)."""
+    return [
+        f"{ind}cs{k} += {x}",
+        f"{ind}dq{k}.append(cs{k})",
+        f"{ind}{v} = (cs{k} - dq{k}[0]) / {float(n)!r} if len(dq{k}) > {n} else nan",
+    ]
+
+
 class _Gen:
     def __init__(self) -> None:
         self.state: list[tuple[str, str]] = []  # (name, initial value source)
@@ -202,9 +212,7 @@ class _Gen:
             k = v[1:]
             x = SERIES_SRC[spec.x]
             if spec.kind == "sma":
-                L.append(f"cs{k} += {x}")
-                L.append(f"dq{k}.append(cs{k})")
-                L.append(f"{v} = (cs{k} - dq{k}[0]) / {float(spec.n)!r} if len(dq{k}) > {spec.n} else nan")
+                L += _running_mean(k, v, x, spec.n, "")
             else:
                 alpha = 2.0 / (spec.n + 1)
                 L.append(f"{v} = {x} if {v} != {v} else {v} + {alpha!r} * ({x} - {v})")
@@ -217,13 +225,9 @@ class _Gen:
                 if spec.kind == "atr":
                     L.append(f"        tr_ = bh{g} - bw{g} if pc{k} != pc{k} else max(bh{g}, pc{k}) - min(bw{g}, pc{k})")
                     L.append(f"        pc{k} = bc{g}")
-                    L.append(f"        cs{k} += tr_")
-                    L.append(f"        dq{k}.append(cs{k})")
-                    L.append(f"        {v} = (cs{k} - dq{k}[0]) / {float(spec.n)!r} if len(dq{k}) > {spec.n} else nan")
+                    L += _running_mean(k, v, "tr_", spec.n, "        ")
                 elif spec.kind == "sma":
-                    L.append(f"        cs{k} += bx{g}_{spec.x}")
-                    L.append(f"        dq{k}.append(cs{k})")
-                    L.append(f"        {v} = (cs{k} - dq{k}[0]) / {float(spec.n)!r} if len(dq{k}) > {spec.n} else nan")
+                    L += _running_mean(k, v, f"bx{g}_{spec.x}", spec.n, "        ")
                 else:
                     alpha = 2.0 / (spec.n + 1)
                     c = f"bx{g}_{spec.x}"
