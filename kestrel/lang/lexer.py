@@ -109,7 +109,7 @@ def tokens(
     `table[state]` maps each terminal the state accepts to its action, so context-dependent
     words are typed by what the parser can take next. Raises `LexError` where no token fits."""
     match = _MASTER.match
-    new = Token._future_new
+    make = str.__new__
     pos, end = 0, len(text)
     line, line_start = 1, 0
     while pos < end:
@@ -152,7 +152,16 @@ def tokens(
             else:
                 kind = _PUNCT[value]
         col = start - line_start + 1
-        yield new(kind, value, start, line, col, line, col + (stop - start), stop)  # type: ignore[no-untyped-call]
+        # a lark Token built field by field (what Token._future_new does, minus a call)
+        tok = make(Token, value)
+        tok.type = kind  # type: ignore[assignment]  # always a named group
+        tok.value = value
+        tok.start_pos = start
+        tok.line = tok.end_line = line
+        tok.column = col
+        tok.end_column = col + (stop - start)
+        tok.end_pos = stop
+        yield tok
         pos = stop
 
 

@@ -17,7 +17,10 @@ from importlib import resources
 from collections.abc import Callable
 from typing import Any
 
+from functools import partial
+
 from lark import Lark, Token, Transformer
+from lark.parse_tree_builder import ChildFilterLALR, ChildFilterLALR_NoPlaceholders, ExpandSingleChild
 from lark.parsers.lalr_analysis import Shift
 
 from kestrel.lang.ast import (
@@ -676,6 +679,54 @@ def _accepted(stack: list[int], table: dict[int, dict[str, tuple[bool, Any]]]) -
 
 
 _Reduce = tuple[int, str, Callable[[list[Any]], Any]]
+_Callback = Callable[[list[Any]], Any]
+
+
+def _identity(children: list[Any]) -> list[Any]:
+    return children
+
+
+def _flatten(cb: Any) -> _Callback:
+    """lark's reduction callback as one plain closure: lark wraps the builder's methods in
+    child filters and builds a `Tree` for every inlined helper rule (`_bracket`, `x*`), only
+    for the parent to unpack its `.children`. Here an inlined rule's value is the children
+    list itself (each reduction gets a fresh list) and the parent splices it in. Any callback
+    shape not listed fails at import, so a lark upgrade cannot change the AST silently."""
+    if isinstance(cb, ExpandSingleChild):
+        inner = _flatten(cb.node_builder)
+        return lambda ch: ch[0] if len(ch) == 1 else inner(ch)
+    if isinstance(cb, ChildFilterLALR_NoPlaceholders):
+        plan = [(i, expand, 0) for i, expand in cb.to_include]
+        return _filter(plan, 0, _flatten(cb.node_builder))
+    if isinstance(cb, ChildFilterLALR):
+        plan = list(cb.to_include)
+        return _filter(plan, cb.append_none, _flatten(cb.node_builder))
+    if isinstance(cb, partial) and getattr(cb.func, "__name__", "") == "default_callback":
+        return _identity
+    if callable(cb) and getattr(cb, "__self__", None) is not None:
+        return cb  # type: ignore[no-any-return]  # a _Builder method
+    raise TypeError(f"unsupported lark callback {cb!r}")
+
+
+def _filter(plan: list[tuple[int, bool, int]], trailing: int, inner: _Callback) -> _Callback:
+    if not any(expand or nones for _, expand, nones in plan) and not trailing:
+        keep = [i for i, _, _ in plan]
+        return lambda ch: inner([ch[i] for i in keep])
+
+    def run(ch: list[Any]) -> Any:
+        out: list[Any] = []
+        for i, expand, nones in plan:
+            if nones:
+                out += [None] * nones
+            if expand:
+                out += ch[i]
+            else:
+                out.append(ch[i])
+        if trailing:
+            out += [None] * trailing
+        return inner(out)
+
+    return run
 
 
 class _Machine:
@@ -694,17 +745,23 @@ class _Machine:
         )
         inner = lark.parser.parser.parser
         table = inner.parse_table
-        callbacks = inner.callbacks
+        callbacks = {rule: _flatten(cb) for rule, cb in inner.callbacks.items()}
         self.start: int = table.start_states["start"]
         self.end: int = table.end_states["start"]
-        self.table: dict[int, dict[str, tuple[bool, Any]]] = {}
+        self.table: dict[int, dict[str, tuple[bool, Any]]] = {}  # state -> terminal -> action
         for state, actions in table.states.items():
             row: dict[str, tuple[bool, Any]] = {}
             for term, (action, arg) in actions.items():
                 if action is Shift:
                     row[str(term)] = (True, arg)
                 else:
-                    row[str(term)] = (False, (len(arg.expansion), str(arg.origin.name), callbacks[arg]))
+                    size = len(arg.expansion)
+                    # a `?rule` reduced from one child passes that child through: no call
+                    unit = size == 1 and isinstance(inner.callbacks[arg], ExpandSingleChild)
+                    row[str(term)] = (
+                        False,
+                        (size, str(arg.origin.name), None if unit else callbacks[arg]),
+                    )
             self.table[state] = row
 
     def run(self, text: str) -> Any:
@@ -725,6 +782,10 @@ class _Machine:
                     values.append(tok)
                     break
                 size, origin, callback = act[1]
+                if callback is None:  # unit pass-through: the value stays, the state moves
+                    del stack[-1]
+                    stack.append(table[stack[-1]][origin][1])
+                    continue
                 if size:
                     children = values[-size:]
                     del stack[-size:]
@@ -746,7 +807,7 @@ class _Machine:
             if size:
                 del stack[-size:]
                 del values[-size:]
-            value = callback(children)
+            value = children[0] if callback is None else callback(children)
             if origin == "start" and len(stack) == 1:
                 return value
             stack.append(table[stack[-1]][origin][1])
