@@ -96,6 +96,21 @@ def test_bad_config_fails_closed() -> None:
         Engine(EngineConfig(slippage_ticks=-1), SESSION, "X", 0.01)
     with pytest.raises(ValueError, match="tick_size"):
         Engine(EngineConfig(), SESSION, "X", 0.0)
+    nan = float("nan")
+    for bad, field in ((EngineConfig(maxloss=nan), "maxloss"), (EngineConfig(fee_per_unit=nan), "fee_per_unit"),
+                       (EngineConfig(slippage_ticks=float("inf")), "slippage_ticks"),
+                       (EngineConfig(multiplier=nan), "multiplier")):
+        with pytest.raises(ValueError, match=field):
+            Engine(bad, SESSION, "X", 0.01)
+    with pytest.raises(ValueError, match="tick_size"):
+        Engine(EngineConfig(), SESSION, "X", nan)
+
+
+def test_unknown_path_fails_closed() -> None:
+    e = engine()
+    e.arm(plan("PLAN p\nWHEN last > 100: BUY 1 MKT"))
+    with pytest.raises(ValueError, match="path must be auto, reference or fast"):
+        e.run(ticks_of(quotes((100.0, 100.0))), path="quick")
 
 
 def test_summary_figures_by_hand() -> None:

@@ -7,6 +7,7 @@ the execution model together with the ticks and the plans.
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import msgspec
@@ -41,13 +42,15 @@ class EngineConfig(msgspec.Struct, frozen=True, kw_only=True):
 
     def validated(self) -> EngineConfig:
         """Return self, or raise ValueError naming the bad field and the fix."""
-        if self.maxpos <= 0 or self.maxorders <= 0 or self.maxloss <= 0:
+        # written as `not (x > 0)` so that NaN fails too
+        if not (self.maxpos > 0 and self.maxorders > 0 and self.maxloss > 0):
             raise ValueError("EngineConfig: maxpos, maxloss and maxorders must be > 0")
         for name in ("fee_per_unit", "fee_per_order", "slippage_ticks"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"EngineConfig: {name} must be >= 0, got {getattr(self, name)}")
+            v = getattr(self, name)
+            if not (0 <= v < math.inf):
+                raise ValueError(f"EngineConfig: {name} must be >= 0 and finite, got {v}")
         if self.latency_ticks < 0 or self.latency_ns < 0:
             raise ValueError("EngineConfig: latency_ticks and latency_ns must be >= 0")
-        if self.multiplier <= 0:
-            raise ValueError("EngineConfig: multiplier must be > 0")
+        if not (0 < self.multiplier < math.inf):
+            raise ValueError(f"EngineConfig: multiplier must be a finite number > 0, got {self.multiplier}")
         return self

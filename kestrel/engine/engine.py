@@ -69,8 +69,8 @@ class Engine:
         instrument: str,
         tick_size: float,
     ) -> None:
-        if tick_size <= 0:
-            raise ValueError(f"tick_size must be > 0, got {tick_size}")
+        if not (0 < tick_size < INF):
+            raise ValueError(f"tick_size must be a finite number > 0, got {tick_size}")
         self.config = config.validated()
         self.session = session
         self.instrument = instrument
@@ -206,6 +206,8 @@ class Engine:
         """Simulate `ticks`: `path` is auto | reference | fast. The fast path applies when
         a plan is armed and its conditions read no per-tick account state (upnl, pnl; pos
         and rpnl are fine outside CROSSES) and its entry prices none at all."""
+        if path not in ("auto", "reference", "fast"):
+            raise ValueError(f"path must be auto, reference or fast, got {path!r}")
         use_fast = path == "fast" or (path == "auto" and self.fast_applies())
         if path == "fast" and not self.fast_applies():
             raise PlanError("the fast path does not apply: " + self._fast_blocker())
