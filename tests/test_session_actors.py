@@ -122,8 +122,17 @@ async def test_agent_latency_never_changes_the_result(anyio_backend: str) -> Non
 
 def test_asyncio_and_trio_give_byte_identical_ledgers() -> None:
     data = load_sample()
-    a = run_simulation(data, BaselineAgent(), OPTS, backend="asyncio")
-    t = run_simulation(data, BaselineAgent(), OPTS, backend="trio")
+    a = run_simulation(data, BaselineAgent(), OPTS, backend="asyncio", days=2)
+    t = run_simulation(data, BaselineAgent(), OPTS, backend="trio", days=2)
     assert a.ledger_jsonl() == t.ledger_jsonl() and a.capture_jsonl() == t.capture_jsonl()
+    # and a replay of the capture, on either backend, reproduces the ledger byte for byte
+    header, turns = decode_capture(a.capture_jsonl())
+    for backend in ("asyncio", "trio"):
+        replay = run_simulation(
+            data, RecordedAgent(turns, agent_id=header.agent), OPTS, backend=backend, days=2
+        )
+        assert replay.ledger_jsonl() == a.ledger_jsonl()
+        assert replay.capture_jsonl() == a.capture_jsonl()
+    assert len(a.ledger_jsonl().splitlines()) > 10
     with pytest.raises(ValueError, match="unknown backend"):
         run_simulation(data, BaselineAgent(), OPTS, backend="curio")

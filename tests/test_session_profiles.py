@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import msgspec
 import pytest
 
 from kestrel.agents.scripted import ScriptedAgent
@@ -297,3 +298,52 @@ def test_dry_run_findings() -> None:
 
 def test_module_exports() -> None:
     assert profiles.DEFAULT_VIEW_REQUEST_CAP == 3 and profiles.DEFAULT_AUTHORING_TOKEN_BUDGET == 8000
+
+
+# -- every fast trigger x every pinning: exactly one escalation, only displaced values back ----
+
+UNSURE = AgentReply("VIEW scout", U, uncertain=True)
+TRIGGER_SCRIPTS: dict[str, tuple[list[AgentReply | str], str]] = {
+    "repair streak": (["x", "x", "x", "x", "PASS"], "repair streak (2 consecutive invalid replies)"),
+    "uncertain": ([UNSURE, UNSURE, UNSURE, UNSURE, "PASS"], "uncertain completion #2"),
+    "self-correction": (["PLAN bad", "PLAN bad"], "self-correction pass failed"),
+    "risk": (["PLAN risky", "PLAN risky"], "plan risk CRITICAL"),
+}
+PINNINGS: dict[str, tuple[Flags, str]] = {
+    "nothing pinned": (Flags(), "view_request_cap 3, authoring_token_budget 8000, effort default"),
+    "cap pinned": (Flags(view_request_cap=9), "authoring_token_budget 8000, effort default"),
+    "budget pinned": (Flags(authoring_token_budget=9000), "view_request_cap 3, effort default"),
+    "effort pinned": (Flags(effort="medium"), "view_request_cap 3, authoring_token_budget 8000"),
+    "all pinned": (Flags(view_request_cap=9, authoring_token_budget=9000, effort="medium"), "nothing"),
+}
+
+
+@pytest.mark.parametrize("trigger", sorted(TRIGGER_SCRIPTS))
+@pytest.mark.parametrize("pinning", sorted(PINNINGS))
+def test_each_fast_trigger_escalates_exactly_once_restoring_only_displaced_values(
+    trigger: str, pinning: str
+) -> None:
+    script, why = TRIGGER_SCRIPTS[trigger]
+    flags, restored = PINNINGS[pinning]
+    if trigger == "self-correction":
+        flags = msgspec.structs.replace(flags, self_correct=True)
+    resolved = resolve(flags, None, FAST)
+    s = resolved.settings
+    loop = AuthoringLoop(
+        ordinal="OPEN", ports=PORTS, policy=resolved.policy, model="m", profile="fast",
+        settings=LoopSettings(s.view_request_cap, s.authoring_token_budget, s.effort, s.self_correct),
+    )
+    agent = ScriptedAgent(list(script), usage=U)
+    author_turn(loop, agent)
+    records = [e for e in loop.evidence if e.kind == "escalation"]
+    assert loop.escalations == 1 and len(records) == 1
+    assert records[0].reason == f"{why}: restored {restored}"
+    # after the escalation the agent is asked with the restored effort (or the pinned one)
+    efforts = [r.effort for r in agent.requests]
+    pinned_effort = flags.effort is not None
+    assert efforts[0] == ("medium" if pinned_effort else "low")
+    assert efforts[-1] == ("medium" if pinned_effort else None)
+    # the budget left in the last briefing reflects the restored (or pinned) token budget
+    budget = 9000 if flags.authoring_token_budget else 8000
+    spent = 20 * (len(agent.requests) - 1)
+    assert agent.requests[-1].briefing.endswith(f"tokens={budget - spent}")
