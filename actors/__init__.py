@@ -3,12 +3,26 @@
 Actors own their state and handle one message at a time; others hold an `ActorRef` and
 `tell` or `ask`. An `ActorSystem` runs every actor as a task of one task group and applies
 supervision policies (`Restart`, `Stop`, `Escalate`). The system's `Bus` fans messages out
-by topic with a per-subscription `SlowPolicy`. `Codec` encodes msgspec Struct messages as
-tagged unions in JSON or MessagePack. See docs/actors.md.
+by topic with a per-subscription `SlowPolicy`; a `BusActor` serves subscribe, unsubscribe
+and stats as messages. `Codec` encodes msgspec Struct messages as tagged unions in JSON or
+MessagePack. See docs/actors.md.
 """
 
 from actors.actor import Actor, ActorContext
-from actors.bus import Bus, SlowPolicy, StreamSubscription, Subscription
+from actors.bus import (
+    Bus,
+    BusActor,
+    BusCommand,
+    BusRefused,
+    BusStats,
+    GetStats,
+    SlowPolicy,
+    StreamSubscription,
+    Subscribe,
+    Subscription,
+    SubscriptionStats,
+    Unsubscribe,
+)
 from actors.codec import Codec, CodecError, Format
 from actors.errors import (
     ActorError,
@@ -35,18 +49,26 @@ __all__ = [
     "AskFailed",
     "AskTimeout",
     "Bus",
+    "BusActor",
+    "BusCommand",
+    "BusRefused",
+    "BusStats",
     "ChildFailed",
     "Codec",
     "CodecError",
     "Escalate",
     "EscalationError",
     "Format",
+    "GetStats",
     "MailboxFull",
     "Restart",
     "SlowPolicy",
     "Stop",
     "StreamSubscription",
+    "Subscribe",
     "Subscription",
+    "SubscriptionStats",
     "SupervisionPolicy",
     "UnexpectedReply",
+    "Unsubscribe",
 ]

@@ -23,14 +23,17 @@ Subscriptions of a stopped actor or a closed stream are removed on the next publ
 from __future__ import annotations
 
 import enum
+import itertools
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import msgspec
 from anyio import BrokenResourceError, ClosedResourceError, EndOfStream, WouldBlock
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from actors.actor import Actor
 from actors.errors import ActorStopped
 
 if TYPE_CHECKING:
@@ -47,21 +50,75 @@ class SlowPolicy(enum.StrEnum):
     DROP_OLDEST = "drop_oldest"
 
 
+class SubscriptionStats(msgspec.Struct, frozen=True, tag="bus.subscription"):
+    """One subscription's figures; plain data, so it crosses a process boundary unchanged."""
+
+    topic: str
+    subscriber: str
+    policy: SlowPolicy
+    capacity: int
+    pending: int
+    drops: int
+
+
+class BusStats(msgspec.Struct, frozen=True, tag="bus.stats"):
+    """Every live subscription of a bus (topics sorted, then in subscription order)."""
+
+    subscriptions: tuple[SubscriptionStats, ...] = ()
+
+
+class Subscribe(msgspec.Struct, frozen=True, tag="bus.subscribe"):
+    """Ask the `BusActor` to deliver `topic` to the live actor named `subscriber`."""
+
+    topic: str
+    subscriber: str
+    policy: SlowPolicy = SlowPolicy.BLOCK
+    capacity: int = DEFAULT_CAPACITY
+
+
+class Unsubscribe(msgspec.Struct, frozen=True, tag="bus.unsubscribe"):
+    """Ask the `BusActor` to stop delivering `topic` to `subscriber`; replies the count removed."""
+
+    topic: str
+    subscriber: str
+
+
+class GetStats(msgspec.Struct, frozen=True, tag="bus.get_stats"):
+    """Ask the `BusActor` for `BusStats`."""
+
+
+class BusRefused(msgspec.Struct, frozen=True, tag="bus.refused"):
+    """The `BusActor`'s reply to a request it cannot honour, saying why."""
+
+    reason: str
+
+
+BusCommand = Subscribe | Unsubscribe | GetStats
+"""The messages a `BusActor` accepts (register them with a `Codec` to carry them)."""
+
+
 class Subscription:
     """One subscriber's interest in one topic."""
 
-    __slots__ = ("topic", "policy", "capacity", "drops", "active", "_offer", "_send", "_close")
+    __slots__ = (
+        "topic", "subscriber", "policy", "capacity", "drops", "active",
+        "_offer", "_send", "_close", "_pending",
+    )
 
     def __init__(
         self,
         topic: str,
+        subscriber: str,
         policy: SlowPolicy,
         capacity: int,
         offer: Callable[[object], None],
         send: Callable[[object], Awaitable[None]],
         close: Callable[[], None],
+        pending: Callable[[], int],
     ) -> None:
         self.topic = topic
+        self.subscriber = subscriber
+        """The subscribing actor's name, or `stream#<n>` for a stream."""
         self.policy = policy
         self.capacity = capacity
         self.drops = 0
@@ -70,11 +127,23 @@ class Subscription:
         self._offer = offer
         self._send = send
         self._close = close
+        self._pending = pending
+
+    @property
+    def pending(self) -> int:
+        """Messages delivered to this subscription and not yet taken by the subscriber."""
+        return self._pending()
+
+    def stats(self) -> SubscriptionStats:
+        return SubscriptionStats(
+            topic=self.topic, subscriber=self.subscriber, policy=self.policy,
+            capacity=self.capacity, pending=self.pending, drops=self.drops,
+        )
 
     def __repr__(self) -> str:
         return (
-            f"{type(self).__name__}(topic={self.topic!r}, policy={self.policy.value}, "
-            f"capacity={self.capacity}, drops={self.drops})"
+            f"{type(self).__name__}(topic={self.topic!r}, subscriber={self.subscriber!r}, "
+            f"policy={self.policy.value}, capacity={self.capacity}, drops={self.drops})"
         )
 
 
@@ -87,13 +156,16 @@ class StreamSubscription(Subscription):
         self,
         bus: Bus,
         topic: str,
+        subscriber: str,
         policy: SlowPolicy,
         capacity: int,
         send: MemoryObjectSendStream[Any],
         recv: MemoryObjectReceiveStream[Any],
     ) -> None:
         offer = send.send_nowait if policy is SlowPolicy.BLOCK else self._offer_dropping
-        super().__init__(topic, policy, capacity, offer, send.send, send.close)
+        super().__init__(
+            topic, subscriber, policy, capacity, offer, send.send, send.close, self._buffered
+        )
         self._recv = recv
         self._bus = bus
         self._sender = send
@@ -106,8 +178,7 @@ class StreamSubscription(Subscription):
             self.drops += 1
             self._sender.send_nowait(message)
 
-    @property
-    def pending(self) -> int:
+    def _buffered(self) -> int:
         """Messages buffered for this subscriber, never more than `capacity`."""
         return self._recv.statistics().current_buffer_used
 
@@ -145,6 +216,7 @@ class Bus:
         self._system = system
         self._topics: dict[str, tuple[Subscription, ...]] = {}
         self._closed = False
+        self._streams = itertools.count(1)
 
     def topics(self) -> tuple[str, ...]:
         """Topics with at least one subscription, sorted."""
@@ -165,10 +237,13 @@ class Bus:
         `capacity` is unused); with `DROP_OLDEST` up to `capacity` messages wait for it."""
         self._check(topic, capacity)
         if policy is SlowPolicy.BLOCK:
-            sub = Subscription(topic, policy, ref.capacity, ref._send_nowait, ref._send, _nothing)
+            sub = Subscription(
+                topic, ref.name, policy, ref.capacity, ref._send_nowait, ref._send, _nothing,
+                lambda: ref.pending,
+            )
         else:
             send, recv = anyio.create_memory_object_stream[Any](capacity)
-            stream = StreamSubscription(self, topic, policy, capacity, send, recv)
+            stream = StreamSubscription(self, topic, ref.name, policy, capacity, send, recv)
             sub = stream
             self._system.start_task(
                 lambda: self._forward(stream, ref), name=f"bus-forward:{topic}->{ref.name}"
@@ -186,7 +261,8 @@ class Bus:
         """A stream of `topic`'s messages holding at most `capacity` of them."""
         self._check(topic, capacity)
         send, recv = anyio.create_memory_object_stream[Any](capacity)
-        sub = StreamSubscription(self, topic, policy, capacity, send, recv)
+        name = f"stream#{next(self._streams)}"
+        sub = StreamSubscription(self, topic, name, policy, capacity, send, recv)
         self._add(sub)
         return sub
 
@@ -202,6 +278,21 @@ class Bus:
         else:
             self._topics.pop(sub.topic, None)
         sub._close()
+
+    def unsubscribe_named(self, topic: str, subscriber: str) -> int:
+        """Remove every subscription of `subscriber` (an actor or stream name) to `topic`."""
+        subs = [sub for sub in self._topics.get(topic, ()) if sub.subscriber == subscriber]
+        for sub in subs:
+            self.unsubscribe(sub)
+        return len(subs)
+
+    def stats(self) -> BusStats:
+        """Every live subscription's figures, by topic (sorted) then subscription order."""
+        return BusStats(
+            subscriptions=tuple(
+                sub.stats() for topic in sorted(self._topics) for sub in self._topics[topic]
+            )
+        )
 
     async def publish(self, topic: str, message: object) -> int:
         """Offer `message` to every subscription of `topic`; returns how many took it.
@@ -257,3 +348,34 @@ class Bus:
 
 def _nothing() -> None:
     return None
+
+
+class BusActor(Actor[BusCommand]):
+    """The bus's control plane as an actor: subscribe, unsubscribe and stats by message.
+
+    Subscribers are named, not referenced, so these requests are plain msgspec data that can
+    arrive from another process (e.g. through the daemon). Bad requests (unknown actor,
+    bad topic or capacity, a stopped bus) are answered with `BusRefused`, never by failing
+    the actor. Publishing stays a direct `Bus.publish` call, with no hop through this actor.
+    Spawn it with `system.spawn(lambda: BusActor(system.bus), name="bus")`.
+    """
+
+    def __init__(self, bus: Bus) -> None:
+        self.bus = bus
+
+    async def receive(self, message: BusCommand) -> object:
+        bus = self.bus
+        if isinstance(message, GetStats):
+            return bus.stats()
+        if isinstance(message, Unsubscribe):
+            return bus.unsubscribe_named(message.topic, message.subscriber)
+        ref = self.ctx.system.lookup(message.subscriber)
+        if ref is None or not ref.alive:
+            return BusRefused(f"no live actor named {message.subscriber!r} to subscribe")
+        try:
+            sub = bus.subscribe(
+                message.topic, ref, policy=message.policy, capacity=message.capacity
+            )
+        except (ValueError, ActorStopped) as exc:
+            return BusRefused(str(exc))
+        return sub.stats()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 import msgspec
 import pytest
@@ -184,3 +186,72 @@ def test_drop_oldest_matches_a_bounded_deque_model(backend: str) -> None:
         assert anyio.run(run, backend=backend) == (expected_read, expected_drops)
 
     check()
+
+
+async def test_bus_actor_serves_subscribe_unsubscribe_and_stats_as_encoded_messages() -> None:
+    # The control plane crosses a process boundary as bytes: every request and reply here
+    # goes through the codec, and subscribers are addressed by name.
+    from actors import (
+        BusActor,
+        BusRefused,
+        BusStats,
+        Codec,
+        GetStats,
+        Subscribe,
+        SubscriptionStats,
+        Unsubscribe,
+    )
+
+    codec = Codec([Subscribe, Unsubscribe, GetStats, BusStats, SubscriptionStats, BusRefused])
+
+    def wire(message: msgspec.Struct) -> Any:
+        return codec.decode(codec.encode(message, "msgpack"), "msgpack")
+
+    seen: list[int] = []
+    async with ActorSystem() as system:
+        control = system.spawn(lambda: BusActor(system.bus), name="bus")
+        system.spawn(lambda: Collector(seen), name="collector")
+        tape = system.bus.subscribe_stream("fills", policy=SlowPolicy.DROP_OLDEST, capacity=2)
+
+        reply = wire(await control.ask(wire(Subscribe(topic="fills", subscriber="collector"))))
+        assert reply == SubscriptionStats(
+            topic="fills", subscriber="collector", policy=SlowPolicy.BLOCK,
+            capacity=1024, pending=0, drops=0,
+        )
+        for seq in range(3):
+            assert await system.bus.publish("fills", Fill(seq=seq)) == 2
+        await anyio.wait_all_tasks_blocked()  # the collector has taken its three
+        stats = wire(await control.ask(wire(GetStats())))
+        assert isinstance(stats, BusStats)
+        assert [(s.subscriber, s.policy, s.capacity, s.pending, s.drops)
+                for s in stats.subscriptions] == [
+            ("stream#1", SlowPolicy.DROP_OLDEST, 2, 2, 1),
+            ("collector", SlowPolicy.BLOCK, 1024, 0, 0),
+        ]
+        assert await control.ask(wire(Unsubscribe(topic="fills", subscriber="collector"))) == 1
+        assert await control.ask(Unsubscribe(topic="fills", subscriber="collector")) == 0
+        assert await system.bus.publish("fills", Fill(seq=3)) == 1  # only the stream is left
+        assert tape.drops == 2
+
+        refused = await control.ask(Subscribe(topic="fills", subscriber="nobody"))
+        assert refused == BusRefused("no live actor named 'nobody' to subscribe")
+        refused = await control.ask(Subscribe(topic="", subscriber="collector"))
+        assert refused == BusRefused("topic must be a non-empty string")
+        refused = await control.ask(Subscribe(topic="t", subscriber="collector", capacity=0))
+        assert isinstance(refused, BusRefused) and "capacity must be >= 1" in refused.reason
+        assert control.alive  # bad requests never fail the bus actor
+    assert seen == [0, 1, 2]
+
+
+async def test_bus_stats_report_a_drop_oldest_actor_buffer() -> None:
+    gate = anyio.Event()
+    async with ActorSystem() as system:
+        ref = system.spawn(lambda: Collector([], gate), name="stalled", mailbox=1)
+        system.bus.subscribe("t", ref, policy=SlowPolicy.DROP_OLDEST, capacity=2)
+        for seq in range(10):
+            await system.bus.publish("t", Fill(seq=seq))
+            await anyio.wait_all_tasks_blocked()
+        (only,) = system.bus.stats().subscriptions
+        # 1 in the handler, 1 in the mailbox, 1 held by the forwarder, 2 buffered: 5 dropped.
+        assert (only.subscriber, only.pending, only.drops) == ("stalled", 2, 5)
+        gate.set()
