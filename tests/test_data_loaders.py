@@ -196,6 +196,7 @@ def test_unknown_preset_and_undetectable_file(tmp_path: Path) -> None:
         "column mapping"
     )
     assert _err(tmp_path / "absent.csv") == f"{tmp_path / 'absent.csv'}: no such file"
+    assert _err(tmp_path) == f"{tmp_path}: is a directory, not a data file"
 
 
 def test_overrides_and_helpers(tmp_path: Path) -> None:
@@ -303,3 +304,20 @@ def test_crossed_keep_is_the_documented_exception_to_bid_le_ask(tmp_path: Path) 
     e.run(data.ticks, path="reference", final=False)
     fill = next(f for f in e.ledger.events if isinstance(f, Filled))
     assert (fill.tick, fill.side, fill.price) == (1, "buy", 1.1)
+
+
+def test_signs_and_delimiter_hint(tmp_path: Path) -> None:
+    neg = _write(tmp_path, "timestamp_ms,id,side,price,amount,cost\n1570752011620,1,buy,0.5,2,1\n"
+                           "1570752011621,2,buy,0.5,-2,1\n", "neg.csv")
+    assert _err(neg, preset_name="freqtrade_trades") == (
+        f"{neg}, line 3, column 'amount': negative size: -2.0 (1 such row)"
+    )
+    zero = _write(tmp_path, "time,bid,ask\n2024-01-02T00:00:00Z,0,0.1\n2024-01-02T00:00:01Z,-1,0.1\n", "z.csv")
+    assert _err(zero, spec=QUOTES) == f"{zero}, line 2, column 'bid': price not positive: 0.0 (2 such rows)"
+    semi = _write(tmp_path, "time;bid;ask\n2024-01-02T00:00:00Z;1.0;1.1\n", "semi.csv")
+    assert _err(semi, spec=QUOTES) == (
+        f"{semi}, column 'time': missing column 'time' needed for timestamps; the file has time;bid;ask "
+        "(the header holds ';' but no ',': set LoadSpec.delimiter=';')"
+    )
+    ok = load(semi, spec=LoadSpec(kind="quotes", ts="time", bid="bid", ask="ask", delimiter=";"))
+    assert ok.data.ticks.ask.tolist() == [1.1]

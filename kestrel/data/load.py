@@ -92,6 +92,9 @@ def _resolve(path: Path, header: list[str], name: str, role: str, how: str) -> i
     for alt in name.split("|"):
         if alt in header:
             return header.index(alt)
+    other = next((d for d in (";", "\t", "|") if len(header) == 1 and d in header[0]), None)
+    if other is not None:
+        how = f"the header holds {other!r} but no ',': set LoadSpec.delimiter={other!r}"
     raise DataError(
         path,
         f"missing column {name!r} needed for {role}; the file has {', '.join(header) or 'no columns'}"
@@ -349,6 +352,19 @@ def _check_monotonic(t: _Table) -> None:
         )
 
 
+def _check_signs(t: _Table) -> None:
+    """Prices must be positive, sizes and volumes not negative."""
+    for role, v in t.values.items():
+        sized = role in ("size", "volume")
+        bad = np.flatnonzero(v < 0 if sized else v <= 0)
+        if bad.size:
+            i = int(bad[0])
+            what = "negative size" if sized else "price not positive"
+            rows = f"{bad.size} such row{'s' if bad.size != 1 else ''}"
+            raise DataError(t.path, f"{what}: {float(v[i])!r} ({rows})",
+                            column=t.columns[role], **t.where(i))
+
+
 def _bars_to_ticks(t: _Table, spec: LoadSpec) -> tuple[I64, F64, F64]:
     o, h, lo, c = (t.values[k] for k in ("open", "high", "low", "close"))
     v = t.values.get("volume", np.zeros_like(o))
@@ -377,6 +393,7 @@ def _assemble(t: _Table, spec: LoadSpec, crossed: CrossedPolicy, preset_name: st
               symbol: str | None, tick_size: float | None) -> Loaded:
     rows = len(t.ts)
     _check_monotonic(t)
+    _check_signs(t)
     n_crossed = dropped = 0
     if spec.kind == "quotes":
         bid, ask = t.values["bid"], t.values["ask"]
@@ -475,7 +492,7 @@ def load(
     detected from its columns. Raises `DataError` on bad input."""
     p = Path(path)
     if not p.is_file():
-        raise DataError(p, "no such file")
+        raise DataError(p, "is a directory, not a data file" if p.is_dir() else "no such file")
     if crossed not in ("error", "drop", "keep"):
         raise ValueError(f"crossed policy must be error, drop or keep, got {crossed!r}")
     if spec is None:
