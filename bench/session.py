@@ -10,6 +10,9 @@ Prints one JSON line:
   end to end through the actors (agent, driver, engine, feed, bus) on asyncio;
 - `day_seconds_direct`: the same session through `run_session`, without actors (the
   reference measured in the same run); `actors_vs_direct_ratio` = actors / direct (< 1.3).
+  Both run the engine on `engine_path` (default auto: the fast path where it applies);
+  `day_seconds_direct_reference` is the direct run forced onto the per-tick reference path
+  and `fast_vs_reference_ratio` = direct / direct_reference (same ledger, asserted).
 Loop figures are medians; day figures are the best of N interleaved runs (robust to a busy
 machine); `--quick` runs fewer. `profile` records the posture the loop ran.
 Usage: python bench/session.py [--quick] [--profile NAME]
@@ -73,36 +76,43 @@ def loop_overhead(samples: int, settings: LoopSettings) -> tuple[float, float, f
     return statistics.median(both), statistics.median(views), statistics.median(plans)
 
 
-def day(runs: int) -> tuple[float, float]:
+def day(runs: int, engine_path: str) -> tuple[float, float, float]:
     data = load_sample()
-    opts = SessionOptions(checkpoints=CHECKS)
+    opts = SessionOptions(checkpoints=CHECKS, engine_path=engine_path)
+    ref_opts = SessionOptions(checkpoints=CHECKS, engine_path="reference")
     direct: list[float] = []
     actors: list[float] = []
-    reference = run_session(data, BaselineAgent(), opts).ledger_jsonl()
+    per_tick: list[float] = []
+    reference = run_session(data, BaselineAgent(), ref_opts).ledger_jsonl()
     for _ in range(runs):
         t0 = time.perf_counter()
         a = run_session(data, BaselineAgent(), opts)
         t1 = time.perf_counter()
         b = run_simulation(data, BaselineAgent(), opts, backend="asyncio")
         t2 = time.perf_counter()
-        assert a.ledger_jsonl() == reference == b.ledger_jsonl()
+        c = run_session(data, BaselineAgent(), ref_opts)
+        t3 = time.perf_counter()
+        assert a.ledger_jsonl() == reference == b.ledger_jsonl() == c.ledger_jsonl()
         direct.append(t1 - t0)
         actors.append(t2 - t1)
+        per_tick.append(t3 - t2)
     # best of N: the least-disturbed run of each (the machine is shared; medians wander)
-    return min(actors), min(direct)
+    return min(actors), min(direct), min(per_tick)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer samples")
     ap.add_argument("--profile", default="balanced", help="execution profile for the loop")
+    ap.add_argument("--engine-path", choices=("auto", "reference"), default="auto",
+                    help="engine path of the day runs (default auto)")
     args = ap.parse_args()
     configure_console(level="warning")
     profile = profiles.lookup(args.profile)
     st = profiles.resolve(profiles.Flags(), None, profile).settings
     settings = LoopSettings(st.view_request_cap, st.authoring_token_budget, st.effort, st.self_correct)
     loop_us, view_us, plan_us = loop_overhead(50 if args.quick else 300, settings)
-    actors_s, direct_s = day(5 if args.quick else 11)
+    actors_s, direct_s, reference_s = day(5 if args.quick else 11, args.engine_path)
     print(json.dumps({
         "profile": profile.name,
         "loop_overhead_us_median": round(loop_us, 1),
@@ -111,6 +121,9 @@ def main() -> None:
         "day_seconds_actors": round(actors_s, 4),
         "day_seconds_direct": round(direct_s, 4),
         "actors_vs_direct_ratio": round(actors_s / direct_s, 3),
+        "engine_path": args.engine_path,
+        "day_seconds_direct_reference": round(reference_s, 4),
+        "fast_vs_reference_ratio": round(direct_s / reference_s, 3),
         "day_ticks": len(load_sample().ticks.between(
             load_sample().sessions[-1].open_ns, load_sample().sessions[-1].close_ns + 1)),
     }))
