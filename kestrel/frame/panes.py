@@ -17,6 +17,7 @@ from kestrel.frame.bars import DAY_S, Bars, session_bars, time_bars
 from kestrel.frame.snapshot import FrozenSnapshot
 from kestrel.frame.text import fmt_duration, fmt_money, fmt_qty, table
 from kestrel.frame.ticks import NS_PER_S, Ticks
+from kestrel.lang import format_ast
 from kestrel.lang.ast import Plan
 
 Args = Mapping[str, int | str]
@@ -261,15 +262,5 @@ def pane_plan(snap: FrozenSnapshot, args: Args) -> str:
 
 
 def format_plan(plan: Plan) -> str:
-    """The plan in canonical Kestrel form, via the language's formatter (imported lazily:
-    the frame does not depend on the language package at import time)."""
-    import importlib
-
-    lang = importlib.import_module("kestrel.lang")
-    fmt = getattr(lang, "format", None)
-    if fmt is not None and not callable(fmt):
-        fmt = getattr(fmt, "format", None)
-    if fmt is None:
-        fmt = getattr(importlib.import_module("kestrel.lang.format"), "format")
-    text: str = fmt(plan)
-    return text.rstrip("\n")
+    """The plan in canonical Kestrel form (the language's formatter)."""
+    return format_ast(plan).rstrip("\n")

@@ -22,6 +22,7 @@ from kestrel.frame.catalog import DEFAULT_CATALOG, ArgSpec, ArgValue, PaneCatalo
 from kestrel.frame.ordinal import Ordinal
 from kestrel.frame.snapshot import FrozenSnapshot
 from kestrel.frame.text import estimate_tokens, fmt_duration
+from kestrel.lang import GRAMMAR_SUMMARY
 from kestrel.lang.ast import Duration, Ident, Number, PaneArg, PaneArgValue, PaneRef, Percent, View
 
 
@@ -283,14 +284,6 @@ def _clock_line(snapshot: FrozenSnapshot, ordinal: Ordinal) -> str:
     )
 
 
-def _grammar_summary() -> str | None:
-    import importlib
-
-    lang = importlib.import_module("kestrel.lang")
-    summary = getattr(lang, "GRAMMAR_SUMMARY", None)
-    return summary if isinstance(summary, str) else None
-
-
 def briefing(
     snapshot: FrozenSnapshot,
     ordinal: Ordinal,
@@ -308,9 +301,7 @@ def briefing(
     for k in catalog.kernel_ids:
         if k in extra and k != "grammar":
             lines.append(f"{k.upper()} {extra[k]}")
-    grammar = extra.get("grammar") or _grammar_summary()
-    if grammar:
-        lines.append(f"REPLY {grammar.strip()}")
+    lines.append(f"REPLY {(extra.get('grammar') or GRAMMAR_SUMMARY).strip()}")
     if view is None:
         resolved = default_view(ordinal, catalog)
     elif isinstance(view, ResolvedView):
