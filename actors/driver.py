@@ -50,7 +50,7 @@ from kestrel.session.runner import (
     SessionOptions,
     SessionResult,
     capture_header,
-    pick_sessions,
+    session_days,
 )
 
 DEFAULT_AGENT_TIMEOUT_S = 120.0
@@ -147,8 +147,7 @@ async def simulate(
 
     `turns`, when given, receives every message published on the `turns` topic (what the bus
     carried), for inspection."""
-    sessions = pick_sessions(data, date, days)
-    plan = [SessionDay.of(data, s, options.checkpoints, options.guard_s) for s in sessions]
+    plan = session_days(data, options, date, days)
     async with ActorSystem() as system:
         engine = system.spawn(
             lambda: EngineActor(options.engine, data.symbol, data.tick_size, options.engine_path),

@@ -152,11 +152,11 @@ def _check_agent_fits(agent: Any, data: Any, options: Any, date: dt.date | None,
     from kestrel.agents.fixed import FixedAgent
     from kestrel.agents.recorded import RecordedAgent
     from kestrel.engine.engine import Engine
-    from kestrel.session.runner import pick_sessions
-    from kestrel.session.schedule import ordinals
+    from kestrel.session.runner import session_days
 
-    sessions = pick_sessions(data, date, days)
-    schedule = [o.label for o in ordinals(sessions[0], options.checkpoints)]
+    plan = session_days(data, options, date, days)
+    sessions = [d.session for d in plan]
+    schedule = [o.label for o in plan[0].ordinals]
     source = spec.partition(":")[2]
     if isinstance(agent, FixedAgent):
         try:

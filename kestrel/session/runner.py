@@ -204,6 +204,15 @@ class SessionDay:
         return self.ticks.slice(self.bounds[-1], len(self.ticks))
 
 
+def session_days(
+    data: MarketData, options: SessionOptions, date: dt.date | None = None, days: int = 1
+) -> list[SessionDay]:
+    """The `days` sessions ending at `date`, each with its schedule (fails on a bad date,
+    day count or checkpoint before anything runs)."""
+    sessions = pick_sessions(data, date, days)
+    return [SessionDay.of(data, s, options.checkpoints, options.guard_s) for s in sessions]
+
+
 def advance(engine: Engine, ticks: Ticks, path: str, tally: dict[str, int]) -> list[LedgerEvent]:
     """Run `engine` over `ticks` (a stretch between two cutoffs, or a feed batch of one)
     without ending its session; returns the new ledger events and counts the ticks in
@@ -371,8 +380,7 @@ def run_session(
     progress: Callable[[int, int], None] | None = None,
 ) -> SessionResult:
     """Run `days` sessions ending at `date` (default: the data's last), one engine per day."""
-    sessions = pick_sessions(data, date, days)
-    plan = [SessionDay.of(data, s, options.checkpoints, options.guard_s) for s in sessions]
+    plan = session_days(data, options, date, days)
     results: list[DayResult] = []
     for k, day in enumerate(plan):
         results.append(run_day(day, agent, options, sink))
@@ -399,4 +407,5 @@ __all__ = [
     "pick_sessions",
     "run_day",
     "run_session",
+    "session_days",
 ]
