@@ -156,3 +156,13 @@ def test_plans_round_trip_through_the_capture(sample: MarketData) -> None:
     plan = turns[0].turn
     assert isinstance(plan, Supersede)
     assert lang.parse(lang.format(plan.plan)) == plan.plan
+
+
+def test_evidence_names_the_session_date_on_multi_day_runs(sample: MarketData) -> None:
+    agent = ScriptedAgent(["VIEW scout: quote", "PASS"] * 2)
+    result = run_session(sample, agent, SessionOptions(), days=2)
+    agent.assert_finished()
+    assert [(e.date, e.ordinal, e.iteration, e.kind) for e in result.evidence] == [
+        ("2024-04-12", "OPEN", 0, "view-request"),
+        ("2024-04-15", "OPEN", 0, "view-request"),
+    ]

@@ -50,7 +50,8 @@ from kestrel.session.risk import RiskAssessment
 
 
 class Evidence(msgspec.Struct, frozen=True, omit_defaults=True):
-    """One authoring-loop evidence record (above the determinism line; never replayed)."""
+    """One authoring-loop evidence record (above the determinism line; never replayed).
+    `date` names the session (set by the session runner; None for a bare loop)."""
 
     ordinal: str
     iteration: int
@@ -65,6 +66,7 @@ class Evidence(msgspec.Struct, frozen=True, omit_defaults=True):
     reason: str | None = None
     error: str | None = None
     profile: str | None = None
+    date: str | None = None
 
 
 class Kernel(msgspec.Struct, frozen=True):
@@ -133,8 +135,10 @@ class AuthoringLoop:
         model: str = "",
         profile: str | None = None,
         iterative: bool = True,
+        date: str | None = None,
     ) -> None:
         self.ordinal = ordinal
+        self.date = date
         self._ports = ports
         self._policy = policy
         self._model = model
@@ -430,6 +434,7 @@ class AuthoringLoop:
             reason=reason,
             error=error,
             profile=self._profile,
+            date=self.date,
         )
 
     def _finish(self, turn: AgentTurn) -> Done:

@@ -290,6 +290,7 @@ class DayRun:
             model=self.model,
             profile=options.profile,
             iterative=self.iterative,
+            date=day.date,
         )
 
     def close(self, i: int, loop: AuthoringLoop, done: Done) -> CapturedTurn:
