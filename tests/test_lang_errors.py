@@ -261,9 +261,73 @@ def test_repair_text_is_bounded() -> None:
     assert str(exc.value).endswith("... and 18 more; fix these first")
 
 
-def test_byte_order_mark_is_ignored_and_columns_kept() -> None:
+def test_byte_order_mark_is_ignored_and_columns_are_as_an_editor_shows_them() -> None:
     assert parse("\ufeffPASS") == Pass()
-    assert one("\ufeffPLAN a WHEN lst > 1: FLAT").column == 14
+    # the BOM is invisible in an editor: `lst` is at column 13 there, and the excerpt is the
+    # line as written (no stand-in character for the mark)
+    d = one("\ufeffPLAN a WHEN lst > 1: FLAT")
+    assert (d.line, d.column, d.excerpt) == (1, 13, "PLAN a WHEN lst > 1: FLAT")
+    d = one("\ufeffPLN a WHEN last > 1: FLAT")
+    assert (d.line, d.column, d.hint) == (1, 1, "did you mean `PLAN`?")
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
+def test_positions_with_any_line_ending(newline: str) -> None:
+    text = newline.join(["PLAN a", "", "WHEN last > 1 AND", "  lst > 2: FLAT", ""])
+    d = one(text)
+    assert (d.line, d.column, d.width, d.excerpt) == (4, 3, 3, "  lst > 2: FLAT")
+    syntax = one(newline.join(["PLAN a", "WHEN last > 1", "FLAT"]))
+    assert (syntax.line, syntax.column, syntax.excerpt) == (3, 1, "FLAT")
+    unix = "\n".join(["PLAN a", "", "WHEN last > 1 AND", "  last > 2: FLAT", ""])
+    assert parse(text.replace("lst", "last")) == parse(unix)
+
+
+def test_tabs_count_one_column_and_the_caret_lines_up() -> None:
+    d = one("PLAN a\n\tWHEN\tlast >\thgh(30m): FLAT")
+    assert (d.line, d.column) == (2, 14)
+    excerpt, caret = str(LangError([d])).split("\n")[2:4]
+    assert excerpt[caret.index("^") : caret.index("^") + 3] == "hgh"
+
+
+def test_unicode_positions_count_code_points() -> None:
+    d = one('STANDDOWN "é too wide" x')
+    assert (d.line, d.column) == (1, 24)
+    d = one("PLAN café WHEN last > 1: FLAT")
+    assert (d.column, d.hint) == (9, "names use ASCII letters, digits and _ only")
+
+
+def test_did_you_mean_prefers_what_the_parser_accepts_and_spares_known_names() -> None:
+    assert one("PLAN a WHN last > 1: FLAT").hint == "did you mean `WHEN`?"
+    assert one("PLAN a RISK maxpso 5 WHEN last > 1: FLAT").hint == "did you mean `maxpos`?"
+    # `last` is a series, not a misspelt FLAT: no keyword suggestion for a known name
+    assert one("PLAN a WHEN last > 1: last").hint == (
+        "`last` is a value; after `:` comes an action: BUY, SELL, FLAT or CANCEL"
+    )
+    assert one("PLAN a WHEN last > 1 last: FLAT").hint is None
+
+
+def test_markdown_fences_get_a_repair_hint() -> None:
+    d = one("```\nPLAN a WHEN last > 1: FLAT\n```")
+    assert (d.line, d.column, d.message) == (1, 1, "unexpected backquote `")
+    assert d.hint == "reply with the bare Kestrel text: no ``` fences or backquotes around it"
+
+
+def test_twelve_hour_times_get_a_repair_hint() -> None:
+    d = one("PLAN a WHEN time > 9:30am: FLAT")
+    assert (d.column, d.hint) == (24, "times are 24-hour hh:mm: write 09:30 or 15:45, not 9:30am or 3:45pm")
+
+
+def test_limit_order_without_its_price() -> None:
+    d = one("PLAN a WHEN last > 1: BUY 10 LMT STOP -1%")
+    assert (d.column, d.width, d.message) == (34, 4, "`STOP` is a keyword, not a series")
+    assert d.hint == "a LMT order needs its price right after LMT: BUY 100 LMT 182.40 STOP -1%, or use MKT"
+    d = one("PLAN a WHEN last > 1: BUY 10 STP TTL 5m")
+    assert (d.column, d.hint) == (38, "a STP order needs its price right after STP: BUY 100 STP 182.40 TTL ...")
+    d = one("PLAN a WHEN last > 1: BUY 10 LMT 182.4 1%")
+    assert d.hint == "after the order come only STOP, TARGET, TRAIL, TTL, `;` or a repeat like x3"
+    assert one("PLAN a WHEN last > 1: BUY 10 MKT 182.4").hint == (
+        "MKT takes no price; write LMT price for a limit order"
+    )
 
 
 def test_rule_without_plan_and_stray_dots() -> None:

@@ -49,6 +49,7 @@ from kestrel.lang.ast import (
     View,
 )
 from kestrel.lang.errors import Diagnostic
+from kestrel.lang.lexer import KEYWORDS
 from kestrel.lang.limits import DEFAULT_LIMITS, Limits
 from kestrel.lang.registry import FUNCTIONS, PRICE_SERIES, SERIES, Param, ValueType
 
@@ -81,6 +82,7 @@ class _Checker:
         self.lines = [x.rstrip("\r") for x in text.split("\n")] if text is not None else None
         self.diags: list[Diagnostic] = []
         self.path: list[str] = []
+        self.price_of: str | None = None  # the order type whose price is being checked
 
     # ---- reporting
     def err(
@@ -252,7 +254,9 @@ class _Checker:
             self.err(o, "no-price", f"a {o.order_type.upper()} order needs a price",
                      hint=f"write {o.order_type.upper()} 182.40 or {o.order_type.upper()} ask+0.02")
         else:
+            self.price_of = o.order_type
             t = self.expr(o.price, 1)
+            self.price_of = None
             if t is not None and t not in ("Price", "Number"):
                 self.err(o.price, "type", f"an order price must be a Price, not {t}")
             if isinstance(o.price, Number):
@@ -390,6 +394,13 @@ class _Checker:
             fn = FUNCTIONS[e.name]
             self.err(e, "not-series", f"`{e.name}` is a function, not a series",
                      hint=f"call it: {fn.signature}")
+        elif e.name.lower() in KEYWORDS:
+            hint = "keywords cannot stand for values"
+            if self.price_of is not None:
+                kind = self.price_of.upper()
+                hint = (f"a {kind} order needs its price right after {kind}: "
+                        f"BUY 100 {kind} 182.40 STOP -1%, or use MKT")
+            self.err(e, "unknown-name", f"`{e.name}` is a keyword, not a series", hint=hint)
         else:
             self.err(e, "unknown-name", f"unknown series `{e.name}`",
                      hint=_did_you_mean(e.name, SERIES) or "series are " + " ".join(SERIES))

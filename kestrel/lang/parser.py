@@ -60,6 +60,7 @@ from kestrel.lang.checker import Loc, check_located
 from kestrel.lang.errors import Diagnostic, LangError
 from kestrel.lang.lexer import KEYWORDS, LexError, tokens
 from kestrel.lang.limits import DEFAULT_LIMITS, Limits
+from kestrel.lang.registry import FUNCTIONS, SERIES
 
 # A whole-number literal longer than this is clamped (and then rejected by the range check)
 # instead of being converted, so no input can make int() do quadratic work or fail.
@@ -525,6 +526,11 @@ _KEYWORDS = [w for w in _WORDS.values() if w.isupper() and w.isalpha()] + [
     "BELOW",
 ]
 
+# terminal -> the keywords that spell it (for did-you-mean among what the parser accepts)
+_KEYWORD_WORDS: dict[str, tuple[str, ...]] = {}
+for _word, _term in KEYWORDS.items():
+    _KEYWORD_WORDS[_term] = (*_KEYWORD_WORDS.get(_term, ()), _word if _term == "RISK_KEY" else _word.upper())
+
 _CHAR_HINTS: dict[str, str] = {
     "&": "write AND, not &&",
     "|": "write OR, not ||",
@@ -536,6 +542,7 @@ _CHAR_HINTS: dict[str, str] = {
     "$": "prices are plain numbers: write 182.40, not $182.40",
     "{": "Kestrel is not JSON: write statements like PLAN name WHEN cond: action",
     "[": "Kestrel has no lists: separate panes with commas and actions with `;`",
+    "`": "reply with the bare Kestrel text: no ``` fences or backquotes around it",
 }
 
 
@@ -557,6 +564,7 @@ def _line_of(text: str, line: int) -> str:
     return lines[line - 1].rstrip("\r") if 0 < line <= len(lines) else ""
 
 
+_WORD_OR_MARK = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[^\sA-Za-z_]+")
 _BAD_WORD = re.compile(r"[0-9A-Za-z_.%]+(?::[0-9]+)*")
 
 
@@ -574,6 +582,8 @@ def _syntax_hint(text: str, err: ParseFailure | LexError, got: str, expected: fr
             return _CHAR_HINTS[got[:1]]
         if got[:1] == '"':
             return 'a reason is one line of text in double quotes; escape " as \\"'
+        if got[:1].isalpha():
+            return "names use ASCII letters, digits and _ only"
         return None
     word = got.strip()
     if word.upper() == "WHEN" and "PLAN" in expected:
@@ -586,15 +596,33 @@ def _syntax_hint(text: str, err: ParseFailure | LexError, got: str, expected: fr
     if "MKT" in expected and word[:1].isdigit():
         return "write the order type after the quantity: MKT, LMT price or STP price"
     if word and expected & {"STOP", "TARGET", "TRAIL", "TTL"} and word[:1] in "0123456789@+-":
-        return "MKT takes no price; write LMT price for a limit order"
+        at = err.token.start_pos or 0
+        before = _WORD_OR_MARK.findall(text, max(0, at - 80), at)
+        if before and before[-1].lower() in ("mkt", "market"):
+            return "MKT takes no price; write LMT price for a limit order"
+        if (len(before) > 1 and before[-2].lower() in ("lmt", "limit", "stp")
+                and before[-1].upper() in ("STOP", "TARGET", "TRAIL", "TTL")):
+            kind = before[-2].upper()
+            return f"a {kind} order needs its price right after {kind}: BUY 100 {kind} 182.40 {before[-1].upper()} ..."
+        return "after the order come only STOP, TARGET, TRAIL, TTL, `;` or a repeat like x3"
     if word and (word[0].isalpha() or word[0] == "_"):
-        upper = {w.upper(): w for w in _KEYWORDS}
-        close = difflib.get_close_matches(word.upper(), list(upper), n=1, cutoff=0.7)
-        if close and close[0] != word.upper():
-            return f"did you mean `{upper[close[0]]}`?"
+        # a keyword the parser could take here first; any keyword only for a word that is
+        # not itself a series or function name (`last` is not a misspelt FLAT)
+        wanted = [w for n in expected for w in _KEYWORD_WORDS.get(n, ())]
+        known = word in SERIES or word in FUNCTIONS
+        if known and expected & {"SIDE", "FLAT"}:
+            return f"`{word}` is a value; after `:` comes an action: BUY, SELL, FLAT or CANCEL"
+        pools = [] if known else [wanted, _KEYWORDS]
+        for pool in pools:
+            upper = {w.upper(): w for w in pool}
+            close = difflib.get_close_matches(word.upper(), list(upper), n=1, cutoff=0.7)
+            if close and close[0] != word.upper():
+                return f"did you mean `{upper[close[0]]}`?"
         if word.lower() in KEYWORDS and "NAME" in expected:
             return f"`{word}` is a keyword; pick another name"
-    if word == "=" :
+    if word.lower() in ("am", "pm"):
+        return "times are 24-hour hh:mm: write 09:30 or 15:45, not 9:30am or 3:45pm"
+    if word == "=":
         return "compare with ==; a single = only names a pane argument (n=24)"
     if got == "" and "WHEN" in expected and "PLAN" not in expected:
         return "a PLAN needs at least one rule: WHEN cond: action"
@@ -621,7 +649,9 @@ def _syntax_diag(text: str, err: ParseFailure | LexError) -> Diagnostic:
         line, col = err.line, err.column
         m = _BAD_WORD.match(text, err.pos)
         got = m.group() if m else text[err.pos]
-        if got.isprintable():
+        if "`" in got:
+            what = "backquote `"
+        elif got.isprintable():
             what = f"`{_clip(got)}`"
         else:
             what = f"character U+{ord(got[0]):04X}"
@@ -844,8 +874,10 @@ def parse(text: str, limits: Limits | None = None) -> Module | Statement:
             f"document is {len(text)} characters; the limit is {lim.max_document_chars}",
             hint="split it, or keep one statement per reply",
         )
-    if text.startswith("\ufeff"):  # a byte-order mark: blank it, keeping every column
-        text = " " + text[1:]
+    if text.startswith("\ufeff"):  # a byte-order mark is invisible in editors: drop it
+        text = text[1:]
+    if "\r" in text:  # CRLF and lone CR line ends count as one newline, as editors show them
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
     machine = _machine()
     builder = machine.builder
     builder.reset()
