@@ -306,3 +306,34 @@ def test_ttl_cancels_the_rest_of_a_partially_filled_entry_and_keeps_its_bracket(
     assert fills(e.ledger) == [(1, "buy", 3, 99.0)]
     assert cancels(e.ledger) == [(2, 1, "ttl")]
     assert [(o.role, o.qty, o.price) for o in e.orders.values()] == [("stop", 3, 98.0)]
+
+
+def test_a_reversing_entrys_bracket_covers_only_the_part_that_opened() -> None:
+    rows = quotes((100.0, 100.0), (100.0, 100.0), (101.0, 101.0), (101.0, 101.0),
+                  (102.5, 102.5), (103.0, 103.0))
+    e = run("PLAN p RISK maxpos 100\nWHEN last >= 100: BUY 10 MKT\n"
+            "WHEN last >= 101: SELL 20 MKT STOP +1.0", rows)
+    # long 10 @100; SELL 20 @101 at t3 closes 10 and opens a short of 10: its buy stop is for
+    # 10 at 102, which the ask 102.5 at t4 triggers -> flat, not long 10
+    assert [(o.role, o.qty, o.price) for o in placed(e.ledger) if o.role == "stop"] == [("stop", 10, 102.0)]
+    assert fills(e.ledger)[-1] == (4, "buy", 10, 102.5)
+    assert e.pos == 0
+
+
+def test_an_entry_that_only_reduces_gets_no_bracket() -> None:
+    rows = quotes((100.0, 100.0), (100.0, 100.0), (101.0, 101.0), (101.0, 101.0))
+    e = run("PLAN p RISK maxpos 100\nWHEN last >= 100: BUY 10 MKT\n"
+            "WHEN last >= 101: SELL 4 MKT STOP +1.0", rows)
+    assert [o.role for o in placed(e.ledger)] == ["entry", "entry"]
+    assert e.pos == 6
+
+
+def test_protective_stops_are_reduce_only() -> None:
+    rows = quotes((100.0, 100.0), (100.0, 100.0), (101.0, 101.0), (101.0, 101.0), (94.0, 94.0))
+    e = run("PLAN p RISK maxpos 100\nWHEN last >= 100: BUY 10 MKT STOP -5.0\n"
+            "WHEN last >= 101: SELL 4 MKT", rows)
+    # long 10 with a sell stop for 10 at 95; selling 4 leaves 6; at t4 the stop sells only the
+    # 6 held (never goes short 4) and the rest of it is cancelled
+    assert fills(e.ledger) == [(1, "buy", 10, 100.0), (3, "sell", 4, 101.0), (4, "sell", 6, 94.0)]
+    assert e.pos == 0 and cancels(e.ledger) == [(4, 2, "flat")]
+    assert e.rpnl == 4.0 - 36.0

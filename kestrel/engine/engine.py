@@ -333,7 +333,9 @@ class Engine:
                 continue
             price = self._fill_price(o, b, a)
             if price is not None:
-                self._fill(o, price, i, t, b, a, self._fill_qty(o, i))
+                qty = self._fill_qty(o, i)
+                if qty > 0:
+                    self._fill(o, price, i, t, b, a, qty)
         if not self.loss_breached and self._pnl(b, a) - self.baseline <= -self.maxloss:
             self._breach_loss(i, t, b, a)
         if self.armed and t >= self.expiry_ns:
@@ -342,12 +344,17 @@ class Engine:
 
     def _fill_qty(self, o: WorkingOrder, i: int) -> int:
         """The whole remainder, or with partial fills on at most the tick's size (whole
-        units, at least 1) when the data carries sizes."""
+        units, at least 1) when the data carries sizes. Protective and closing orders are
+        reduce-only: they fill at most the open position (a position already reduced by
+        another order is closed, never reversed, by its stop)."""
+        q = o.remaining
         if self.config.partial_fills and self._sizes is not None:
             s = float(self._sizes[i - self._sizes_base])
             if s >= 1.0:
-                return min(o.remaining, int(s))
-        return o.remaining
+                q = min(q, int(s))
+        if o.role != "entry":
+            q = min(q, abs(self.pos))
+        return q
 
     def _fill_price(self, o: WorkingOrder, b: float, a: float) -> float | None:
         ty = o.type
@@ -390,11 +397,13 @@ class Engine:
         self.fees += fee
         q = o.side * qty
         pos = self.pos
+        opened = qty  # the part of the fill that opens or adds to a position
         if pos == 0 or (pos > 0) == (q > 0):
             self.avg = (self.avg * abs(pos) + price * qty) / (abs(pos) + qty)
             self.pos = pos + q
         else:
             closed = min(qty, abs(pos))
+            opened = qty - closed
             self.rpnl += closed * (price - self.avg) * (1 if pos > 0 else -1) * cfg.multiplier
             self.pos = pos + q
             if self.pos == 0:
@@ -403,7 +412,8 @@ class Engine:
                 self.avg = price
         self._emit(PositionChanged(i, t, self.pos, self.avg if self.pos else None, self.rpnl))
         if o.role == "entry" and o.bracket is not None:
-            self._bracket(o, price, qty, i, t)
+            if opened:
+                self._bracket(o, price, opened, i, t)
         elif o.oco is not None:
             for sib in list(self.orders.values()):
                 if sib.oco == o.oco and sib.id != o.id:
