@@ -185,3 +185,31 @@ def test_every_pane_renders_on_empty_snapshot(name: str) -> None:
     s = freeze(fixture_data(), _at(D1, 9, 0))
     text = render(s, name)
     assert text and text.split()[0].isupper()
+
+
+def test_history_across_a_dst_switch_keeps_each_session_clock() -> None:
+    """Fri 2024-03-08 is EST (UTC-5), Mon 2024-03-11 EDT (UTC-4): Friday's bars and ticks
+    show Friday's wall clock, not Monday's offset (which would read 16:30 for 15:30)."""
+    fri, mon = SessionSpec.us_equity(dt.date(2024, 3, 8)), SessionSpec.us_equity(dt.date(2024, 3, 11))
+    z = 1_709_856_000  # 2024-03-08T00:00Z
+    ts = [(z + 20 * 3600 + 1800) * NS_PER_S,  # Fri 20:30Z = 15:30 EST
+          (z + 3 * 86_400 + 13 * 3600 + 1800) * NS_PER_S,  # Mon 13:30Z = 09:30 EDT
+          (z + 3 * 86_400 + 13 * 3600 + 2700) * NS_PER_S]  # Mon 13:45Z = 09:45 EDT
+    px = [10.0, 10.5, 10.25]
+    data = MarketData("T", 0.01, Ticks.from_arrays(ts, px, px, px, [1, 2, 3]), (fri, mon))
+    s = freeze(data, mon.wall_clock_ns(10, 4))  # cutoff 09:59: the 09:30 bar is forming
+    assert render(s, "bars", tf=1800, n=3) == (
+        "BARS 30m last 2 (*forming)\n"
+        "time          open  high   low close vol  vwap\n"
+        "03-08 15:30  10.00 10.00 10.00 10.00   1 10.00\n"
+        "03-11 09:30* 10.50 10.50 10.25 10.25   5 10.35"
+    )
+    assert render(s, "tape", n=3).splitlines()[2:] == [
+        "15:30:00 10.00 10.00 10.00  1",
+        "09:30:00 10.50 10.50 10.50  2",
+        "09:45:00 10.25 10.25 10.25  3",
+    ]
+    assert render(s, "bars", tf=86_400, n=2).splitlines()[2:] == [
+        "03-08  10.00 10.00 10.00 10.00   1 10.00",
+        "03-11* 10.50 10.50 10.25 10.25   5 10.35",
+    ]

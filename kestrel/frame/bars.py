@@ -4,8 +4,10 @@ Invariants:
 - a bar aggregates the ticks sharing one integer bucket key, keys non-decreasing in tick order;
 - prices come from `last`, volume from `size`; `vwap` is sum(last*size)/sum(size), or the
   plain mean of `last` over the bar when its volume is 0 (same rule as the session `vwap`);
-- time bars are aligned on the session's wall clock: bucket = (ts + utc_offset) // tf;
-- `start_ns` is the bar's nominal start (bucket boundary), not its first tick's time.
+- time bars are aligned on the session's wall clock: bucket = (ts + utc_offset) // tf, where
+  the offset may differ per tick (history spanning a DST switch: each session its own);
+- `start_ns` is the bar's nominal start (bucket boundary, UTC ns), not its first tick's time;
+  `local_ns` is the same instant on the wall clock it was aligned on (for labels).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class Bars:
     vwap: F64
     count: I64
     tf_s: int
+    local_ns: I64
 
     def __len__(self) -> int:
         return int(self.start_ns.shape[0])
@@ -42,7 +45,7 @@ class Bars:
         s = slice(start, stop)
         return Bars(
             self.start_ns[s], self.open[s], self.high[s], self.low[s], self.close[s],
-            self.volume[s], self.vwap[s], self.count[s], self.tf_s,
+            self.volume[s], self.vwap[s], self.count[s], self.tf_s, self.local_ns[s],
         )
 
     def tail(self, n: int) -> Bars:
@@ -50,13 +53,14 @@ class Bars:
         return self.slice(max(0, len(self) - n), len(self))
 
 
-def aggregate(ticks: Ticks, keys: I64, starts: I64, tf_s: int) -> Bars:
-    """Aggregate ticks by non-decreasing `keys`; `starts[i]` is tick i's bucket start (ns)."""
+def aggregate(ticks: Ticks, keys: I64, starts: I64, tf_s: int, local: I64) -> Bars:
+    """Aggregate ticks by non-decreasing `keys`; `starts[i]` is tick i's bucket start (UTC ns)
+    and `local[i]` the same on its wall clock."""
     n = len(ticks)
     if n == 0:
         e_i = np.empty(0, dtype=np.int64)
         e_f = np.empty(0, dtype=np.float64)
-        return Bars(e_i, e_f, e_f, e_f, e_f, e_f, e_f, e_i, tf_s)
+        return Bars(e_i, e_f, e_f, e_f, e_f, e_f, e_f, e_i, tf_s, e_i)
     brk = np.flatnonzero(keys[1:] != keys[:-1]) + 1
     first = np.concatenate((np.zeros(1, dtype=np.int64), brk.astype(np.int64)))
     ends = np.concatenate((brk.astype(np.int64), np.array([n], dtype=np.int64)))
@@ -78,23 +82,29 @@ def aggregate(ticks: Ticks, keys: I64, starts: I64, tf_s: int) -> Bars:
         vwap=vwap,
         count=count,
         tf_s=tf_s,
+        local_ns=np.ascontiguousarray(local[first], dtype=np.int64),
     )
 
 
-def time_bars(ticks: Ticks, tf_s: int, utc_offset_ns: int = 0) -> Bars:
-    """Bars of `tf_s` seconds aligned on the wall clock at `utc_offset_ns` from UTC."""
+def time_bars(ticks: Ticks, tf_s: int, utc_offset_ns: int | I64 = 0) -> Bars:
+    """Bars of `tf_s` seconds aligned on the wall clock at `utc_offset_ns` from UTC (one
+    offset, or one per tick)."""
     if tf_s <= 0:
         raise ValueError(f"timeframe must be positive, got {tf_s}s")
     tf_ns = tf_s * NS_PER_S
     keys = (ticks.ts + utc_offset_ns) // tf_ns
-    return aggregate(ticks, keys, keys * tf_ns - utc_offset_ns, tf_s)
+    local = keys * tf_ns
+    return aggregate(ticks, keys, local - utc_offset_ns, tf_s, local)
 
 
-def session_bars(ticks: Ticks, open_ns: I64) -> Bars:
+def session_bars(ticks: Ticks, open_ns: I64, utc_offset_ns: I64 | None = None) -> Bars:
     """One bar per session: tick i belongs to the latest session with open <= ts (ticks
-    before the first open are dropped)."""
+    before the first open are dropped). `utc_offset_ns[k]` is session k's offset (for
+    `local_ns`; default 0)."""
     idx = np.searchsorted(open_ns, ticks.ts, side="right").astype(np.int64) - 1
     k = int(np.searchsorted(idx, 0, side="left"))
     view = ticks.slice(k, len(ticks))
     keys = idx[k:]
-    return aggregate(view, keys, open_ns[keys] if len(keys) else keys, DAY_S)
+    starts = open_ns[keys] if len(keys) else keys
+    local = starts + (utc_offset_ns[keys] if utc_offset_ns is not None and len(keys) else 0)
+    return aggregate(view, keys, starts, DAY_S, local)

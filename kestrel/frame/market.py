@@ -2,7 +2,8 @@
 
 Invariants:
 - `sessions` are ordered by open and do not overlap; `session_open_ns`/`session_close_ns`
-  mirror them as int64 arrays (UTC ns) for vectorized lookups;
+  mirror them as int64 arrays (UTC ns) for vectorized lookups, `session_offset_ns` holds
+  each session's wall-clock offset from UTC (at its open);
 - `tick_size` > 0; prices render with `price_decimals` decimals (the tick's precision);
 - slicing (`until`, `between`) never copies tick arrays: results are views;
 - `crossed_kept` False means every row has bid <= ask; True means the loader was told to keep
@@ -44,6 +45,7 @@ class MarketData:
     price_decimals: int = field(init=False)
     session_open_ns: I64 = field(init=False, repr=False)
     session_close_ns: I64 = field(init=False, repr=False)
+    session_offset_ns: I64 = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "price_decimals", decimals_for(self.tick_size))
@@ -51,10 +53,11 @@ class MarketData:
         closes = np.array([s.close_ns for s in self.sessions], dtype=np.int64)
         if opens.size > 1 and np.any(opens[1:] < closes[:-1]):
             raise ValueError("sessions must be ordered by open and must not overlap")
-        opens.flags.writeable = False
-        closes.flags.writeable = False
-        object.__setattr__(self, "session_open_ns", opens)
-        object.__setattr__(self, "session_close_ns", closes)
+        offsets = np.array([s.utc_offset_ns for s in self.sessions], dtype=np.int64)
+        for name, arr in (("session_open_ns", opens), ("session_close_ns", closes),
+                          ("session_offset_ns", offsets)):
+            arr.flags.writeable = False
+            object.__setattr__(self, name, arr)
 
     def format_price(self, price: float) -> str:
         """`price` at the instrument's tick precision."""

@@ -48,19 +48,21 @@ def recent_bars(snap: FrozenSnapshot, tf_s: int, n: int) -> Bars:
             return time_bars(t.slice(0, 0), DAY_S)
         k = max(0, len(opens) - n)
         sub = t.slice(t.index_at(int(opens[k]), side="left"), len(t))
-        return session_bars(sub, opens).tail(n)
+        return session_bars(sub, opens, snap.data.session_offset_ns).tail(n)
     if len(t) == 0:
         return time_bars(t, tf_s)
-    off = snap.utc_offset_ns
     tf_ns = tf_s * NS_PER_S
-    # walk back bucket by bucket: n binary searches, then aggregate only that slice
+    # walk back bucket by bucket: n binary searches, then aggregate only that slice; each
+    # tick is aligned on its own session's wall clock (history may span a DST switch)
     j = len(t)
     for _ in range(n):
         if j == 0:
             break
-        key = (int(t.ts[j - 1]) + off) // tf_ns
-        j = t.index_at(key * tf_ns - off, side="left")
-    return time_bars(t.slice(j, len(t)), tf_s, off)
+        last = int(t.ts[j - 1])
+        off = snap.offset_at(last)
+        j = t.index_at((last + off) // tf_ns * tf_ns - off, side="left")
+    sub = t.slice(j, len(t))
+    return time_bars(sub, tf_s, snap.offsets_at(sub.ts))
 
 
 def completed(bars: Bars, cutoff_ns: int) -> Bars:
@@ -70,8 +72,8 @@ def completed(bars: Bars, cutoff_ns: int) -> Bars:
     return bars.slice(0, k)
 
 
-def _label(snap: FrozenSnapshot, start_ns: int, with_date: bool, daily: bool) -> str:
-    local = start_ns + snap.utc_offset_ns
+def _label(local: int, with_date: bool, daily: bool) -> str:
+    """`hh:mm`, `mm-dd hh:mm` or `mm-dd` of a wall-clock instant (ns since the local epoch)."""
     day = np.datetime64(local // NS_PER_S, "s").astype("datetime64[D]").item()
     sod = (local // NS_PER_S) % 86_400
     hm = f"{sod // 3600:02d}:{sod // 60 % 60:02d}"
@@ -121,12 +123,12 @@ def pane_bars(snap: FrozenSnapshot, args: Args) -> str:
     cur = snap.session
     with_date = False
     if not daily and cur is not None:
-        first_day = _label(snap, int(bars.start_ns[0]), True, False)[:5]
+        first_day = _label(int(bars.local_ns[0]), True, False)[:5]
         with_date = first_day != f"{cur.date.month:02d}-{cur.date.day:02d}"
     forming = int(bars.start_ns[-1]) + tf_s * NS_PER_S > snap.cutoff_ns + 1
     rows = []
     for j in range(len(bars)):
-        lab = _label(snap, int(bars.start_ns[j]), with_date, daily)
+        lab = _label(int(bars.local_ns[j]), with_date, daily)
         if forming and j == len(bars) - 1:
             lab += "*"
         rows.append([

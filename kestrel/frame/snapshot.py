@@ -73,9 +73,26 @@ class FrozenSnapshot:
     def format_price(self, price: float) -> str:
         return self.data.format_price(price)
 
+    def offset_at(self, ts_ns: int) -> int:
+        """The wall-clock offset of the session `ts_ns` falls in (the latest opened at or
+        before it; the first session's before any open; 0 without sessions)."""
+        offs = self.data.session_offset_ns
+        if len(offs) == 0:
+            return 0
+        return int(offs[max(self.data.session_index_at(ts_ns), 0)])
+
+    def offsets_at(self, ts: I64) -> I64:
+        """`offset_at` for an array of instants (vectorized)."""
+        offs = self.data.session_offset_ns
+        if len(offs) == 0:
+            return np.zeros_like(ts)
+        idx = np.searchsorted(self.data.session_open_ns, ts, side="right") - 1
+        out: I64 = offs[np.maximum(idx, 0)]
+        return out
+
     def clock(self, ts_ns: int) -> str:
-        """`hh:mm:ss` on the current session's wall clock."""
-        sod = ((ts_ns + self.utc_offset_ns) // NS_PER_S) % 86_400
+        """`hh:mm:ss` on the wall clock of the session `ts_ns` falls in."""
+        sod = ((ts_ns + self.offset_at(ts_ns)) // NS_PER_S) % 86_400
         return f"{sod // 3600:02d}:{sod // 60 % 60:02d}:{sod % 60:02d}"
 
 
