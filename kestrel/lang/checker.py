@@ -115,6 +115,7 @@ class _Checker:
                     stmts[self.lim.max_statements],
                     "too-many",
                     f"{len(stmts)} statements; the limit is {self.lim.max_statements}",
+                    hint="a reply is one statement; split a library of plans over several files",
                 )
             seen: dict[str, int] = {}
             for i, s in enumerate(stmts[: self.lim.max_statements], 1):
@@ -154,6 +155,7 @@ class _Checker:
                 "too-long",
                 f"{what} is {len(name)} characters; the limit is {self.lim.max_identifier_chars}",
                 field=field,
+                hint=f"shorten it to at most {self.lim.max_identifier_chars} characters",
             )
 
     def number(self, node: object, value: float, what: str, field: str | None = None) -> bool:
@@ -194,7 +196,8 @@ class _Checker:
                 self.err(r, "bad-risk", f"{key} must be positive, got {_num(value)}", field=key,
                          hint=f"write {key} {_num(abs(value)) if value else 1}")
             elif whole and value != int(value):
-                self.err(r, "bad-risk", f"{key} must be a whole number", field=key)
+                self.err(r, "bad-risk", f"{key} must be a whole number", field=key,
+                         hint=f"write {key} {int(value)} or {int(value) + 1}")
         if not p.rules:
             self.err(p, "no-rules", "a plan needs at least one rule",
                      hint="add a rule: WHEN cond: action")
@@ -218,11 +221,12 @@ class _Checker:
                      hint="BUY, SELL, FLAT or CANCEL after the `:`")
         if len(rule.actions) > self.lim.max_actions:
             self.err(rule.actions[self.lim.max_actions], "too-many",
-                     f"{len(rule.actions)} actions in one rule; the limit is {self.lim.max_actions}")
+                     f"{len(rule.actions)} actions in one rule; the limit is {self.lim.max_actions}",
+                     hint="split them over two rules with the same condition")
         if not isinstance(rule.repeat, int) or not 1 <= rule.repeat <= self.lim.max_repeat:
             self.err(rule, "bad-repeat",
                      f"repeat must be between x1 and x{self.lim.max_repeat}, got x{rule.repeat}",
-                     field="repeat")
+                     field="repeat", hint="write x2 to fire twice, or drop xN to fire once")
         for i, action in enumerate(rule.actions[: self.lim.max_actions], 1):
             self.path = base + [f"action {i}"]
             if isinstance(action, Order):
@@ -258,11 +262,13 @@ class _Checker:
             t = self.expr(o.price, 1)
             self.price_of = None
             if t is not None and t not in ("Price", "Number"):
-                self.err(o.price, "type", f"an order price must be a Price, not {t}")
+                self.err(o.price, "type", f"an order price must be a Price, not {t}",
+                         hint="write a price: 182.40, ask+0.02 or vwap*0.99")
             if isinstance(o.price, Number):
                 entry = o.price.value
                 if entry <= 0:
-                    self.err(o.price, "bad-price", "an order price must be positive")
+                    self.err(o.price, "bad-price", "an order price must be positive",
+                             hint="write a price such as 182.40, or a MKT order")
         below, above = ("STOP", "TARGET") if o.side == "buy" else ("TARGET", "STOP")
         for kw, off in (("STOP", o.stop), ("TARGET", o.target)):
             if off is None:
@@ -273,7 +279,9 @@ class _Checker:
                 continue
             if off.mode == "at":
                 if off.value <= 0:
-                    self.err(off, "bad-offset", f"{kw} @price must be a positive price")
+                    self.err(off, "bad-offset", f"{kw} @price must be a positive price",
+                             hint=f"write {kw} @182.40, or an offset from the entry like {kw} "
+                                  f"{'-' if want_below else '+'}0.5%")
                 elif entry is not None and (off.value >= entry if want_below else off.value <= entry):
                     self.err(off, "wrong-side",
                              f"{kw} must be {word} the entry for a {side}: @{_num(off.value)} "
@@ -281,7 +289,9 @@ class _Checker:
                              hint=f"{kw} {word} the entry price {_num(entry)}")
                 continue
             if off.value == 0:
-                self.err(off, "bad-offset", f"{kw} offset must not be zero")
+                self.err(off, "bad-offset", f"{kw} offset must not be zero",
+                         hint=f"give a distance from the entry: {kw} {'-' if want_below else '+'}0.5% "
+                              f"or {kw} {'-' if want_below else '+'}0.50, or leave {kw} out")
             elif (off.value > 0) == want_below:
                 unit = "%" if off.mode == "pct" else ""
                 good = f"{'-' if want_below else '+'}{_num(abs(off.value))}{unit}"
@@ -289,14 +299,15 @@ class _Checker:
                          f"{kw} must be {word} the entry for a {side}",
                          hint=f"write {kw} {good}")
             elif off.mode == "pct" and abs(off.value) >= 100:
-                self.err(off, "bad-offset", f"{kw} offset must be within ±100%")
+                self.err(off, "bad-offset", f"{kw} offset must be within ±100%",
+                         hint=f"write e.g. {kw} {'-' if want_below else '+'}2%")
         if (o.stop is not None and o.target is not None and o.stop.mode == "at"
                 and o.target.mode == "at"):
             lo, hi = (o.stop, o.target) if o.side == "buy" else (o.target, o.stop)
             if lo.value >= hi.value:
                 self.err(o.target, "wrong-side",
                          f"for a {side} the {below} (@{_num(lo.value)}) must be below the "
-                         f"{above} (@{_num(hi.value)})")
+                         f"{above} (@{_num(hi.value)})", hint="swap the two prices")
         if o.trail is not None:
             tr = o.trail
             if tr.mode == "at":
@@ -306,7 +317,8 @@ class _Checker:
                 self.err(tr, "bad-trail", "TRAIL distance must be positive",
                          hint="write TRAIL 0.5% or TRAIL 0.30")
             elif tr.mode == "pct" and tr.value >= 100:
-                self.err(tr, "bad-trail", "TRAIL distance must be under 100%")
+                self.err(tr, "bad-trail", "TRAIL distance must be under 100%",
+                         hint="write TRAIL 0.5% or TRAIL 0.30")
         if o.ttl is not None:
             self.window(o.ttl, "TTL", o.ttl)
 
@@ -367,13 +379,15 @@ class _Checker:
         if isinstance(e, Not):
             t = self.expr(e.operand, depth + 1)
             if t is not None and t != "Bool":
-                self.err(e.operand, "type", f"NOT negates a condition; this is a {t}")
+                self.err(e.operand, "type", f"NOT negates a condition; this is a {t}",
+                         hint="negate a comparison: NOT spread > 0.05")
                 return None
             return t
         if isinstance(e, Neg):
             t = self.expr(e.operand, depth + 1)
             if t is not None and t not in _NUMERIC:
-                self.err(e, "type", f"cannot negate a {t}")
+                self.err(e, "type", f"cannot negate a {t}",
+                         hint="`-` negates numbers; NOT negates a condition")
                 return None
             return t
         if isinstance(e, Percent):
@@ -462,7 +476,8 @@ class _Checker:
                     return False
                 if v > self.lim.max_count:
                     self.err(arg, "window-too-long",
-                             f"{what} of {_num(v)} is over the limit of {self.lim.max_count}")
+                             f"{what} of {_num(v)} is over the limit of {self.lim.max_count}",
+                             hint=f"use at most {self.lim.max_count}, or bars of a longer timeframe")
                     return False
                 return True
             t = self.expr(arg, depth + 1)
@@ -476,7 +491,8 @@ class _Checker:
                 if not self.window(arg, what, arg):
                     return False
                 if arg.seconds > _MAX_TIMEFRAME:
-                    self.err(arg, "bad-timeframe", f"{what} bars longer than 1d are not supported")
+                    self.err(arg, "bad-timeframe", f"{what} bars longer than 1d are not supported",
+                             hint="use bars of 1d or less, e.g. 5m")
                     return False
                 return True
             return self.window(arg, what, arg)
@@ -544,7 +560,7 @@ class _Checker:
             self.err(e, "type", f"cannot apply `{op}` to {lt} and {rt}", hint=hint, field="op")
             return None
         if op == "/" and isinstance(e.right, Number) and e.right.value == 0:
-            self.err(e.right, "div-zero", "division by zero")
+            self.err(e.right, "div-zero", "division by zero", hint="divide by a number other than 0")
             return None
         return result
 
@@ -554,12 +570,14 @@ class _Checker:
         if not v.panes:
             self.err(v, "no-panes", "a VIEW needs at least one pane", hint="e.g. VIEW v: quote")
         if len(v.panes) > self.lim.max_panes:
-            self.err(v, "too-many", f"{len(v.panes)} panes; the limit is {self.lim.max_panes}")
+            self.err(v, "too-many", f"{len(v.panes)} panes; the limit is {self.lim.max_panes}",
+                     hint="ask for the panes you need most")
         for pane in v.panes[: self.lim.max_panes]:
             self.name(pane, pane.name, "pane name", field=None)
             if len(pane.args) > self.lim.max_pane_args:
                 self.err(pane, "too-many",
-                         f"{len(pane.args)} arguments; the limit is {self.lim.max_pane_args}")
+                         f"{len(pane.args)} arguments; the limit is {self.lim.max_pane_args}",
+                         hint="drop the arguments whose defaults suit you")
             named: set[str] = set()
             for arg in pane.args[: self.lim.max_pane_args]:
                 self.pane_arg(arg, named)
@@ -572,10 +590,12 @@ class _Checker:
         if arg.name is not None:
             self.name(arg, arg.name, "argument name", field=None)
             if arg.name in named:
-                self.err(arg, "duplicate", f"argument `{arg.name}` given twice")
+                self.err(arg, "duplicate", f"argument `{arg.name}` given twice",
+                         hint=f"keep a single {arg.name}=")
             named.add(arg.name)
         elif named:
-            self.err(arg, "arg-order", "a positional argument cannot follow a named one")
+            self.err(arg, "arg-order", "a positional argument cannot follow a named one",
+                     hint="put positional arguments first: bars(5m, n=24)")
         val = arg.value
         if isinstance(val, (Number, Percent)):
             self.number(val, val.value, "argument")
@@ -594,9 +614,10 @@ class _Checker:
         if len(r) > self.lim.max_string_chars:
             self.err(s, "too-long",
                      f"reason is {len(r)} characters; the limit is {self.lim.max_string_chars}",
-                     field="reason")
+                     field="reason", hint="say it in a short line")
         elif not r.isprintable():
-            self.err(s, "bad-string", "a reason is one line of printable text", field="reason")
+            self.err(s, "bad-string", "a reason is one line of printable text", field="reason",
+                     hint="drop line breaks, tabs and control characters")
 
 
 def _did_you_mean(name: str, names: Iterable[str]) -> str | None:

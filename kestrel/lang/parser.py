@@ -361,8 +361,10 @@ class _Builder(Transformer[Token, Any]):
             if key in values:
                 self._diag("duplicate", f"{key} given twice", kt, hint=f"keep a single {key}")
             if key != "maxloss" and not _is_whole(value):
+                low = _whole(value)
                 self._diag(
-                    "bad-risk", f"{key} must be a whole number, got {vt}", vt
+                    "bad-risk", f"{key} must be a whole number, got {vt}", vt,
+                    hint=f"write {key} {low} or {key} {low + 1}",
                 )
             values[key] = value
             toks[key] = (kt, vt)
@@ -437,7 +439,8 @@ class _Builder(Transformer[Token, Any]):
         if panes and isinstance(panes[-1], tuple):
             _, value, tok = panes.pop()
             if not _is_whole(value):
-                self._diag("bad-budget", "BUDGET must be a whole number of tokens", tok)
+                self._diag("bad-budget", "BUDGET must be a whole number of tokens", tok,
+                           hint=f"write BUDGET {max(1, _whole(value))}")
             budget = _whole(value)
         node = View(str(c[1]), tuple(panes), budget)
         self._at(node, c[0])
