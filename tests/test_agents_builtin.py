@@ -303,3 +303,14 @@ def test_baseline_on_real_eurusd_quotes_risks_its_budget(shared_data: Path) -> N
     # sized by risk: the stop loses at most 200 and within one unit's stop of it
     assert 200 - abs(buy.stop.value) < risk <= 200
     assert buy.qty > 100_000
+
+
+def test_baseline_names_which_volatility_bound_failed() -> None:
+    calm_atr_wild_rv = _open_briefing("100.00", "0.01", "0.20").replace("rv 10.0%", "rv 95.0%")
+    assert BaselineAgent().write(calm_atr_wild_rv) == (
+        'STANDDOWN "volatility out of range (realized vol 95% over 80%)"'
+    )
+    # atr 2.00 of 100.00 = 2% > 1%
+    assert BaselineAgent().write(_open_briefing("100.00", "0.01", "2.00")) == (
+        'STANDDOWN "volatility out of range (atr 2.000% of price, allowed 0.005-1%)"'
+    )

@@ -81,8 +81,13 @@ class BaselineAgent(SingleShotAgent):
         if spread_pct > c.max_spread_pct:
             return f'STANDDOWN "spread {spread_pct:.3f}% too wide (max {c.max_spread_pct:g}%)"'
         atr_pct = 100.0 * atr / last
-        if not c.min_atr_pct <= atr_pct <= c.max_atr_pct or (rv is not None and rv > c.max_rv_pct):
-            return f'STANDDOWN "volatility out of range (atr {atr_pct:.3f}% of price)"'
+        if not c.min_atr_pct <= atr_pct <= c.max_atr_pct:
+            return (
+                f'STANDDOWN "volatility out of range (atr {atr_pct:.3f}% of price, allowed '
+                f'{c.min_atr_pct:g}-{c.max_atr_pct:g}%)"'
+            )
+        if rv is not None and rv > c.max_rv_pct:
+            return f'STANDDOWN "volatility out of range (realized vol {rv:g}% over {c.max_rv_pct:g}%)"'
         if int(clock.group(1)) != 0:
             return "PASS"
         decimals = _decimals(quote.group(4))
