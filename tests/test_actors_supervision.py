@@ -313,6 +313,7 @@ async def test_escalation_climbs_every_level_to_the_system() -> None:
         async def receive(self, message: Msg) -> object:
             raise RuntimeError(f"failed at depth {self.depth}")
 
+    before = {task.id for task in anyio.get_running_tasks()}
     with pytest.raises(EscalationError) as caught:
         async with ActorSystem() as system:
             system.spawn(lambda: Level(0), name="top", policy=Escalate())
@@ -330,6 +331,35 @@ async def test_escalation_climbs_every_level_to_the_system() -> None:
     assert isinstance(inner, ChildFailed) and inner.child == "top/c/c"
     assert str(inner.error) == "failed at depth 2"
     assert system.actors == ()
+    assert {task.id for task in anyio.get_running_tasks()} == before  # nothing leaked
+
+
+async def test_asks_queued_behind_a_failure_are_answered_by_the_fresh_instance() -> None:
+    built: list[Flaky] = []
+    release = anyio.Event()
+
+    class Held(Flaky):
+        async def receive(self, message: Msg) -> object:
+            if isinstance(message, Crash):
+                await release.wait()
+            return await super().receive(message)
+
+    answers: list[object] = []
+    async with ActorSystem() as system:
+        ref = system.spawn(lambda: Held(built), name="held", policy=Restart())
+        await ref.tell(Add(n=3))
+        await ref.tell(Crash())  # held until release, then fails
+        await anyio.wait_all_tasks_blocked()
+
+        async def ask_get() -> None:
+            answers.append(await ref.ask(Get(), timeout=5))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ask_get)  # in flight across the restart
+            await anyio.wait_all_tasks_blocked()
+            release.set()
+    assert answers == [0]  # handled by the fresh instance, not lost, not hung
+    assert len(built) == 2
 
 
 async def test_failures_further_apart_than_the_window_keep_restarting() -> None:
