@@ -130,7 +130,7 @@ def test_stats() -> None:
 def test_stats_without_history() -> None:
     s = freeze(fixture_data(), _at(D1, 10, 6))
     assert render(s, "stats", tf=900, n=2) == (
-        "STATS 15m n=2\natr n/a rv n/a (only 1 bars)\navgvol n/a (no prior session)"
+        "STATS 15m n=2\natr n/a rv n/a (only 1 bar)\navgvol n/a (no prior session)"
     )
 
 

@@ -199,7 +199,7 @@ def pane_stats(snap: FrozenSnapshot, args: Args) -> str:
             rv = "n/a"
         lines.append(f"atr {fp(atr)} rv {rv}")
     else:
-        lines.append(f"atr n/a rv n/a (only {len(done)} bars)")
+        lines.append(f"atr n/a rv n/a (only {len(done)} bar{'s' if len(done) != 1 else ''})")
     i = snap.session_index
     lo_i = max(0, i - AVG_VOLUME_SESSIONS)
     if i <= 0:
