@@ -5,6 +5,8 @@ Invariants:
   ordinal time `time_ns` (sessions opened at or before it: a schedule is public, not data), so
   at the OPEN ordinal the current session is today's, still without ticks;
 - its arrays are read-only views on the source arrays (no copy; freezing is O(sessions));
+  a view's numpy `.base` still leads to the whole array: the guarantee covers the snapshot's
+  API and every pane (what the agent reads), it is not a sandbox against code holding it;
 - the snapshot is immutable; everything a pane renders is a pure function of it.
 """
 
