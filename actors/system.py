@@ -116,7 +116,7 @@ class ActorSystem:
         """Stop every actor by the shutdown rule (see the module docstring)."""
         self._closing = True
         with anyio.move_on_after(self.grace if grace is None else grace):
-            for cell in reversed(self._top):
+            for cell in list(reversed(self._top)):  # a snapshot: stopped cells leave _top
                 await cell.stop()
         self._abort_all()
         for cell in list(self._live.values()):

@@ -6,7 +6,7 @@ import anyio
 import msgspec
 import pytest
 
-from actors import Actor, ActorStopped, ActorSystem, SlowPolicy
+from actors import Actor, ActorRef, ActorStopped, ActorSystem, SlowPolicy
 
 pytestmark = pytest.mark.anyio
 
@@ -162,3 +162,31 @@ async def test_stop_with_grace_aborts_a_stuck_actor_and_its_children() -> None:
         assert system.rejected == 1
         assert system.actors == ()
     assert log == []
+
+
+async def test_shutdown_stops_every_actor_gracefully_when_an_older_one_leaves_early() -> None:
+    # While the newest actor stops, its on_stop makes the oldest stop itself: the shutdown
+    # must still stop each remaining actor gracefully (on_stop runs), none skipped/aborted.
+    log: list[str] = []
+
+    class Quitter(Sink):
+        async def receive(self, message: Item | Hang) -> object:
+            self.ctx.stop()
+            return None
+
+    class Last(Sink):
+        def __init__(self, log: list[str], first: ActorRef[Item | Hang]) -> None:
+            super().__init__("d", log)
+            self.first = first
+
+        async def on_stop(self) -> None:
+            await self.first.tell(Item(n=0))
+            await self.first.wait_stopped()
+            await super().on_stop()
+
+    async with ActorSystem() as system:
+        first = system.spawn(lambda: Quitter("a", log), name="a")
+        system.spawn(lambda: Sink("b", log), name="b")
+        system.spawn(lambda: Sink("c", log), name="c")
+        system.spawn(lambda: Last(log, first), name="d")
+    assert log == ["a:stopped", "d:stopped", "c:stopped", "b:stopped"]
