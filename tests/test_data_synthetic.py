@@ -80,3 +80,13 @@ def test_sample_is_fast() -> None:
     t0 = time.perf_counter()
     generate(spec, SAMPLE_SEED + 1)
     assert time.perf_counter() - t0 < 1.0  # target < 0.5 s; slack for a loaded CI machine
+
+
+def test_bad_spec_fails_with_the_field_named() -> None:
+    import pytest
+
+    for field, value, rule in [("sessions", 0, ">= 1"), ("tick_interval_s", 0.0, "> 0"),
+                               ("tick_size", -0.01, "> 0"), ("daily_vol", -1.0, ">= 0"),
+                               ("jump_sigma", float("nan"), ">= 0")]:
+        with pytest.raises(ValueError, match=f"^{field} must be {rule}, got "):
+            generate(SyntheticSpec(**{field: value}), 1)  # type: ignore[arg-type]

@@ -70,6 +70,14 @@ def generate(spec: SyntheticSpec = SyntheticSpec(), seed: int = 7) -> MarketData
     """Generate `spec.sessions` sessions of ticks from `seed`."""
     if spec.sessions < 1:
         raise ValueError(f"sessions must be >= 1, got {spec.sessions}")
+    positive = ("tick_size", "start_price", "tick_interval_s", "base_size", "cluster_window")
+    for name in positive:
+        if not getattr(spec, name) > 0:
+            raise ValueError(f"{name} must be > 0, got {getattr(spec, name)!r}")
+    for name in ("daily_vol", "cluster_strength", "jumps_per_session", "jump_sigma", "overnight_sigma",
+                 "base_spread_ticks", "open_spread_ticks", "jump_spread_ticks"):
+        if not getattr(spec, name) >= 0:
+            raise ValueError(f"{name} must be >= 0, got {getattr(spec, name)!r}")
     rng = np.random.default_rng(seed)
     sessions = tuple(
         SessionSpec(d, spec.open, spec.close, spec.tz) for d in trading_days(spec.start, spec.sessions)
