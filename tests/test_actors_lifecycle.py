@@ -34,7 +34,7 @@ class Sink(Actor[Item | Hang]):
         return None
 
 
-def task_ids() -> set[tuple[int, str]]:
+def task_ids() -> set[tuple[int, str | None]]:
     return {(task.id, task.name) for task in anyio.get_running_tasks()}
 
 
