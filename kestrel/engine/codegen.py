@@ -22,10 +22,10 @@ import functools
 import math
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from kestrel.engine.indicators import IndicatorSpec, PlanError, fast_blocker, is_dynamic, resolve
+from kestrel.engine.indicators import IndicatorSpec, PlanError, fast_blocker, resolve
 from kestrel.lang import ast
 
 NAN = float("nan")
@@ -68,9 +68,7 @@ class CompiledPlan:
     warmx: Callable[..., None]
     live: Callable[..., None]
     init_state: Callable[[], list[Any]]
-    dynamic: bool
     fast_blocker: str
-    specs: list[IndicatorSpec] = field(default_factory=list)
 
 
 def _running_mean(k: str, v: str, x: str, n: int, ind: str) -> list[str]:
@@ -94,7 +92,6 @@ class _Gen:
         self.bars: dict[int, list[tuple[str, IndicatorSpec]]] = {}
         self.crosses: list[tuple[str, str, str, str]] = []
         self.cross_var: dict[ast.Crosses, str] = {}
-        self.dynamic = False
 
     def var(self, name: str, init: str) -> str:
         self.state.append((name, init))
@@ -105,8 +102,6 @@ class _Gen:
             raise PlanError(f"unknown series {name!r}")
         if name in ("mid", "vol", "vwap", "open", "time"):
             self.base.add(name)
-        if name in ("pos", "rpnl", "upnl", "pnl"):
-            self.dynamic = True
         return SERIES_SRC[name]
 
     def indicator(self, spec: IndicatorSpec) -> str:
@@ -369,7 +364,5 @@ def compile_plan(plan: ast.Plan) -> CompiledPlan:
         warmx=namespace["warmx"],
         live=namespace["live"],
         init_state=namespace["init_state"],
-        dynamic=g.dynamic or is_dynamic(plan),
         fast_blocker=fast_blocker(plan),
-        specs=list(g.spec_var),
     )

@@ -24,9 +24,6 @@ from kestrel.lang.registry import FUNCTIONS, PRICE_SERIES
 
 NS_PER_S = 1_000_000_000
 DYNAMIC_SERIES = frozenset({"pos", "upnl", "rpnl", "pnl"})
-STATIC_SERIES = frozenset(
-    {"last", "bid", "ask", "mid", "spread", "size", "vol", "vwap", "open", "time"}
-)
 
 
 class IndicatorSpec(msgspec.Struct, frozen=True):
@@ -104,22 +101,6 @@ def series_in(e: ast.Expr | None) -> set[str]:
         elif isinstance(x, ast.And | ast.Or):
             stack.extend(x.operands)
     return out
-
-
-def plan_exprs(plan: ast.Plan) -> list[ast.Expr]:
-    """Every expression of a plan: conditions and entry prices."""
-    out: list[ast.Expr] = []
-    for rule in plan.rules:
-        out.append(rule.cond)
-        for act in rule.actions:
-            if isinstance(act, ast.Order) and act.price is not None:
-                out.append(act.price)
-    return out
-
-
-def is_dynamic(plan: ast.Plan) -> bool:
-    """True when the plan reads account state (pos, upnl, rpnl, pnl) in an expression."""
-    return any(series_in(e) & DYNAMIC_SERIES for e in plan_exprs(plan))
 
 
 def fast_blocker(plan: ast.Plan) -> str:
