@@ -3,15 +3,16 @@ AgentReply` (raw text + usage), `iterative` (whether it takes part in the author
 `blocking` (whether `author` may block on I/O), `agent_id` and `model`.
 
 - `BaselineAgent`: deterministic rule-based opening-range breakout (single-shot);
-- `FixedAgent`: arms one given `.kes` plan, then passes (single-shot);
+- `FixedAgent`: arms one given `.kes` plan at each session's OPEN, then passes (single-shot);
 - `RecordedAgent`: replays captured turns (single-shot);
 - `ScriptedAgent`: plays scripted raw replies, for tests (iterative).
 Model adapters (OpenAI-compatible, Anthropic) plug in through the same protocol: return the
 model's text with normalized `Usage` and set `iterative = True`, `blocking = True`.
 """
 
+from kestrel.agents.base import SingleShotAgent
 from kestrel.agents.baseline import BaselineAgent, BaselineConfig
-from kestrel.agents.fixed import FixedAgent
+from kestrel.agents.fixed import FixedAgent, PlanFileError
 from kestrel.agents.recorded import RecordedAgent, ReplayError, turn_text
 from kestrel.agents.scripted import Raise, ScriptedAgent, ScriptError
 
@@ -19,10 +20,12 @@ __all__ = [
     "BaselineAgent",
     "BaselineConfig",
     "FixedAgent",
+    "PlanFileError",
     "Raise",
     "RecordedAgent",
     "ReplayError",
     "ScriptError",
     "ScriptedAgent",
+    "SingleShotAgent",
     "turn_text",
 ]

@@ -11,6 +11,8 @@ Typical embedding::
     result.ledger_jsonl()   # canonical ledger bytes
     result.capture_jsonl()  # the replay input
 
+To drive sessions from your own loop, use the sans-IO pieces `run_session` is made of:
+`session_days`, `DayRun`, `advance` and `apply_turn` (see `kestrel.session.runner`).
 See docs/session.md.
 """
 
@@ -36,14 +38,22 @@ from kestrel.session.protocol import (
 )
 from kestrel.session.risk import RiskAssessment, RiskBounds, RiskLevel, classify, dry_run
 from kestrel.session.runner import (
+    ENGINE_PATHS,
     DayResult,
+    DayRun,
+    SessionDay,
+    SessionError,
     SessionOptions,
     SessionResult,
+    advance,
+    apply_turn,
     evidence_logger,
     run_session,
+    session_days,
 )
 
 __all__ = [
+    "ENGINE_PATHS",
     "Agent",
     "AgentReply",
     "AgentTurn",
@@ -53,6 +63,7 @@ __all__ = [
     "CaptureHeader",
     "CapturedTurn",
     "DayResult",
+    "DayRun",
     "Done",
     "Evidence",
     "Flags",
@@ -71,10 +82,14 @@ __all__ = [
     "RiskLevel",
     "SessionOptions",
     "SessionResult",
+    "SessionDay",
+    "SessionError",
     "StandDownTurn",
     "Supersede",
     "TurnReply",
     "Usage",
+    "advance",
+    "apply_turn",
     "author_turn",
     "classify",
     "dry_run",
@@ -85,5 +100,6 @@ __all__ = [
     "read_capture",
     "resolve",
     "run_session",
+    "session_days",
     "write_capture",
 ]
