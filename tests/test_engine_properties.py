@@ -32,6 +32,10 @@ def test_ledger_invariants(seed: int) -> None:
     for ev in events:
         if isinstance(ev, OrderPlaced):
             orders[ev.id] = ev
+            if ev.price is not None:  # every computed order price is on the 0.01 grid
+                assert round(ev.price * 100) / 100 == ev.price
+            if ev.role != "entry":  # protection never exceeds the position it protects
+                assert 0 < ev.qty <= abs(pos) and (ev.side == "buy") == (pos < 0)
         elif isinstance(ev, Filled):
             o = orders[ev.id]
             assert ev.id not in done, "no fill after a cancel or a complete fill"
@@ -47,7 +51,10 @@ def test_ledger_invariants(seed: int) -> None:
             assert filled[ev.id] <= o.qty
             if filled[ev.id] == o.qty:
                 done.add(ev.id)
+            before = pos
             pos += ev.qty if ev.side == "buy" else -ev.qty
+            if o.role != "entry":  # reduce-only: closes toward flat, never reverses
+                assert abs(pos) < abs(before) and pos * before >= 0
         elif isinstance(ev, PositionChanged):
             assert ev.pos == pos
         elif isinstance(ev, Cancelled):
