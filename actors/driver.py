@@ -154,7 +154,9 @@ async def simulate(
             name="engine",
         )
         system.bus.subscribe(TURNS_TOPIC, engine)
-        tap = system.bus.subscribe_stream(TURNS_TOPIC) if turns is not None else None
+        # the tap is read after the run: room for every turn, so publishing never blocks on it
+        room = max(1, sum(len(d.ordinals) for d in plan))
+        tap = system.bus.subscribe_stream(TURNS_TOPIC, capacity=room) if turns is not None else None
         feed = system.spawn(lambda: FeedActor(plan, engine, batch), name="feed")
         agent_ref = system.spawn(lambda: AgentActor(agent), name="agent")
         driver = system.spawn(
