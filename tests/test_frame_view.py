@@ -88,6 +88,9 @@ def test_ill_typed_arguments() -> None:
     assert e.problems == ("levels: argument or expects a duration like 30m, got 10:00",)
     e = _err(_v(PaneRef("tape", (PaneArg(Ident("all")),))))
     assert e.problems == ("tape: argument n expects a whole number like 10, got all",)
+    for bad in (float("inf"), float("nan")):  # ASTs built in code, not by the parser
+        e = _err(_v(PaneRef("tape", (PaneArg(Number(bad)),))))
+        assert e.problems == (f"tape: argument n expects a whole number like 10, got {bad:g}",)
 
 
 def test_out_of_range_arguments() -> None:

@@ -14,6 +14,7 @@ Invariants:
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Mapping
 
 import msgspec
@@ -98,7 +99,7 @@ def _coerce(pane: str, spec: ArgSpec, v: PaneArgValue) -> ArgValue | str:
         if v.unit == "d" and v.value != 1:
             return f"!{where}: only 1d is allowed for days, got {got}"
     elif spec.type == "count":
-        if not isinstance(v, Number) or v.value != int(v.value):
+        if not isinstance(v, Number) or not math.isfinite(v.value) or v.value != int(v.value):
             return f"!{where} expects a whole number like {spec.default}, got {got}"
         value = int(v.value)
     else:
