@@ -166,3 +166,9 @@ def test_evidence_names_the_session_date_on_multi_day_runs(sample: MarketData) -
         ("2024-04-12", "OPEN", 0, "view-request"),
         ("2024-04-15", "OPEN", 0, "view-request"),
     ]
+
+
+def test_a_fixed_plan_is_armed_at_every_sessions_open(sample: MarketData) -> None:
+    result = run_session(sample, FixedAgent(ORB, name="orb"), SessionOptions(checkpoints=("12:00",)), days=3)
+    assert [[o.armed for o in d.outcomes] for d in result.days] == [["armed orb", "kept orb"]] * 3
+    assert [sum(isinstance(e, Armed) for e in d.ledger.events) for d in result.days] == [1, 1, 1]
