@@ -126,7 +126,10 @@ def test_a_capture_for_another_schedule_or_malformed_fails_up_front(
     missing.write_text("\n".join([header, open_turn]) + "\n")
     wrong_side = tmp_path / "side.jsonl"
     wrong_side.write_text("\n".join([header, open_turn.replace('"stop":{"mode":"abs","value":-', '"stop":{"mode":"abs","value":', 1), late]) + "\n")
+    future = tmp_path / "future.jsonl"
+    future.write_text("\n".join([header.replace('"guard_s":300', '"guard_s":-600'), open_turn, late]) + "\n")
     for path, message in (
+        (future, "future.jsonl:1: guard_s must be 0 to 86399 seconds, got -600"),
         (shifted, "turn 2 is for 2024-04-15 12:00, expected 2024-04-15 11:00"),
         (missing, "the capture ends before 2024-04-15 11:00: 1 turns missing"),
         (wrong_side, "turn 1 (2024-04-15 OPEN): plan 'orb' is not valid Kestrel"),

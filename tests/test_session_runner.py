@@ -172,3 +172,8 @@ def test_a_fixed_plan_is_armed_at_every_sessions_open(sample: MarketData) -> Non
     result = run_session(sample, FixedAgent(ORB, name="orb"), SessionOptions(checkpoints=("12:00",)), days=3)
     assert [[o.armed for o in d.outcomes] for d in result.days] == [["armed orb", "kept orb"]] * 3
     assert [sum(isinstance(e, Armed) for e in d.ledger.events) for d in result.days] == [1, 1, 1]
+
+
+def test_a_negative_guard_is_refused() -> None:
+    with pytest.raises(SessionError, match="guard must be 0 to 86399 seconds, got -60"):
+        SessionOptions(guard_s=-60)

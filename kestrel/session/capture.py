@@ -85,6 +85,10 @@ def _check_turns(header: CaptureHeader, turns: list[CapturedTurn], source: str) 
     """Fail closed on a capture a replay could not reproduce: the turns must be one per
     (date, ordinal) of the header's dates and schedule, in order, and every plan valid
     Kestrel (its canonical text parses back to the same plan)."""
+    if not 0 <= header.guard_s < 86400:
+        raise CaptureError(f"{source}:1: guard_s must be 0 to 86399 seconds, got {header.guard_s}")
+    if not header.schedule or header.schedule[0] != "OPEN":
+        raise CaptureError(f"{source}:1: the schedule must start with OPEN, got {list(header.schedule)}")
     slots = [(d, o) for d in header.dates for o in header.schedule]
     for k, turn in enumerate(turns):
         n = k + 2  # the header is line 1 (blank lines aside)

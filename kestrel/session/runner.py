@@ -77,6 +77,11 @@ class SessionOptions:
     engine_path: str = "auto"
 
     def __post_init__(self) -> None:
+        if not 0 <= self.guard_s < 86400:
+            raise SessionError(
+                f"guard must be 0 to 86399 seconds, got {self.guard_s} (a negative guard would "
+                "let the snapshot see ticks after the ordinal)"
+            )
         if self.engine_path not in ENGINE_PATHS:
             raise SessionError(
                 f"unknown engine path {self.engine_path!r}: use auto (fast path where it "
