@@ -213,3 +213,12 @@ def test_history_across_a_dst_switch_keeps_each_session_clock() -> None:
         "03-08  10.00 10.00 10.00 10.00   1 10.00",
         "03-11* 10.50 10.50 10.25 10.25   5 10.35",
     ]
+
+
+def test_money_never_prints_negative_zero() -> None:
+    from kestrel.frame.text import fmt_money
+
+    assert [fmt_money(x) for x in (-0.0, -0.004, 0.004, -0.005001, 12.5, -3.0)] == [
+        "+0.00", "+0.00", "+0.00", "-0.01", "+12.50", "-3.00"]
+    flat = AccountState(rpnl=-0.0001)
+    assert render(snap(flat), "position").splitlines()[0] == "POSITION flat rpnl +0.00 fees 0.00"

@@ -56,8 +56,10 @@ def fmt_qty(x: float) -> str:
 
 
 def fmt_money(x: float) -> str:
-    """Signed money with 2 decimals (`+12.50`, `-3.00`)."""
-    return f"{x:+.2f}"
+    """Signed money with 2 decimals (`+12.50`, `-3.00`); anything that rounds to zero,
+    negative zero included, prints `+0.00`."""
+    cents = round(x, 2)
+    return f"{cents if cents != 0 else 0.0:+.2f}"
 
 
 def fmt_duration(seconds: int) -> str:
