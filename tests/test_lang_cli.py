@@ -118,3 +118,35 @@ def test_design_section_2_example_passes_kestrel_check(tmp_path: Path) -> None:
     assert blocks
     for i, block in enumerate(blocks):
         assert main(["check", write(tmp_path, f"design{i}.kes", block)]) == 0
+
+
+def test_unreadable_files_are_all_reported_and_nothing_is_done(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ugly = write(tmp_path, "ugly.kes", UGLY)
+    missing1, missing2 = str(tmp_path / "no1.kes"), str(tmp_path / "no2.kes")
+    assert main(["fmt", "--write", ugly, missing1, missing2]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert [line.split(":")[0] for line in err] == [missing1, missing2]
+    assert Path(ugly).read_text() == UGLY  # a usage error rewrites nothing
+    assert main(["check", "--json", write(tmp_path, "bad.kes", INVALID), missing1]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.startswith(f"{missing1}: cannot read")
+
+
+def test_crlf_and_bom_files_check_clean_and_fmt_normalises_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "win.kes"
+    path.write_bytes(b"\xef\xbb\xbfPLAN a\r\nWHEN last > 1: FLAT\r\n")
+    assert main(["check", str(path)]) == 0
+    assert main(["fmt", "--check", str(path)]) == 1
+    assert main(["fmt", "--write", str(path)]) == 0
+    assert path.read_bytes() == VALID.encode()
+
+
+def test_fmt_keeps_the_leading_comment_of_a_bom_file(tmp_path: Path) -> None:
+    path = tmp_path / "c.kes"
+    path.write_bytes(b"\xef\xbb\xbf# why\r\n" + UGLY.encode())
+    assert main(["fmt", "--write", str(path)]) == 0
+    assert path.read_text() == "# why\n" + VALID

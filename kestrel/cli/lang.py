@@ -43,15 +43,32 @@ def _line(name: str, d: Diagnostic) -> str:
     return f"{_label(name)}:{where}: {d.message}{expected}{hint}"
 
 
-def _check(args: argparse.Namespace) -> int:
-    status = 0
-    report: list[dict[str, Any]] = []
-    for name in args.files:
+def _read_all(names: list[str]) -> list[tuple[str, str]] | None:
+    """Every file's text, or None after reporting each unreadable one: a usage error stops
+    the command before it checks or rewrites anything."""
+    texts: list[tuple[str, str]] = []
+    ok = True
+    for name in names:
         try:
-            text = _read(name)
+            texts.append((name, _read(name)))
         except _Unreadable as err:
             print(err, file=sys.stderr)
-            return 2
+            ok = False
+    return texts if ok else None
+
+
+def _report(name: str, err: LangError) -> None:
+    for d in err.diagnostics:
+        print(_line(name, d), file=sys.stderr)
+
+
+def _check(args: argparse.Namespace) -> int:
+    texts = _read_all(args.files)
+    if texts is None:
+        return 2
+    status = 0
+    report: list[dict[str, Any]] = []
+    for name, text in texts:
         try:
             parse(text)
             report.append({"file": _label(name), "ok": True, "diagnostics": []})
@@ -64,8 +81,7 @@ def _check(args: argparse.Namespace) -> int:
                     "diagnostics": [msgspec.to_builtins(d) for d in err.diagnostics],
                 }
             )
-            for d in err.diagnostics:
-                print(_line(name, d), file=sys.stderr)
+            _report(name, err)
     if args.json:
         sys.stdout.write(msgspec.json.encode(report).decode() + "\n")
     return status
@@ -75,21 +91,18 @@ def _fmt(args: argparse.Namespace) -> int:
     if args.write and "-" in args.files:
         print("kestrel fmt: --write cannot rewrite standard input", file=sys.stderr)
         return 2
+    texts = _read_all(args.files)
+    if texts is None:
+        return 2
     status = 0
-    for name in args.files:
-        try:
-            text = _read(name)
-        except _Unreadable as err:
-            print(err, file=sys.stderr)
-            return 2
+    for name, text in texts:
         try:
             canonical = format_source(text)
         except LangError as err:
             status = 1
-            for d in err.diagnostics:
-                print(_line(name, d), file=sys.stderr)
+            _report(name, err)
             continue
-        if args.write and has_inner_comments(text):
+        if args.write and has_inner_comments(text.removeprefix("\ufeff")):
             print(
                 f"{_label(name)}: not rewritten: comments after the leading comment block "
                 "would be lost; move them to the top of the file",

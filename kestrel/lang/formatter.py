@@ -247,6 +247,7 @@ def format_source(text: str, limits: Limits | None = None) -> str:
     trimmed) followed by `format(parse(text))`. Raises LangError for an invalid document."""
     from kestrel.lang.parser import parse
 
+    text = text.removeprefix("\ufeff")  # a byte-order mark is not part of the header
     header, _ = split_header(text)
     canonical = format_ast(parse(text, limits))
     if not header:
