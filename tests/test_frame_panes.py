@@ -222,3 +222,20 @@ def test_money_never_prints_negative_zero() -> None:
         "+0.00", "+0.00", "+0.00", "-0.01", "+12.50", "-3.00"]
     flat = AccountState(rpnl=-0.0001)
     assert render(snap(flat), "position").splitlines()[0] == "POSITION flat rpnl +0.00 fees 0.00"
+
+
+def test_levels_with_overnight_ticks() -> None:
+    rows = [(D1, 10, 0, 10.00), (D1, 18, 0, 9.80), (D2, 8, 0, 10.60), (D2, 9, 30, 10.30)]
+    ts = [int(dt.datetime(s.date.year, s.date.month, s.date.day, h, m, tzinfo=dt.timezone.utc).timestamp())
+          * NS_PER_S for s, h, m, _ in rows]
+    px = [p for *_, p in rows]
+    data = MarketData("T", 0.01, Ticks.from_arrays(ts, px, px, px, [1] * 4), (D1, D2))
+    s = freeze(data, _at(D2, 10, 5))  # cutoff 10:00: the 30m opening range is complete
+    assert render(s, "levels") == (
+        "LEVELS\n"
+        "prior H 10.00 L 10.00 C 10.00\n"
+        "onight H 10.60 L 9.80\n"
+        "today O 10.30 H 10.30 L 10.30\n"
+        "or30m H 10.30 L 10.30\n"
+        "vwap 10.30"
+    )
