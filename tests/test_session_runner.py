@@ -177,3 +177,25 @@ def test_a_fixed_plan_is_armed_at_every_sessions_open(sample: MarketData) -> Non
 def test_a_negative_guard_is_refused() -> None:
     with pytest.raises(SessionError, match="guard must be 0 to 86399 seconds, got -60"):
         SessionOptions(guard_s=-60)
+
+
+def test_thorough_self_correction_on_the_real_snapshot(sample: MarketData) -> None:
+    # at the OPEN cutoff (09:25) the last price is ~188: `last > 1` already holds
+    hot = "PLAN hot RISK maxpos 10 maxloss 100\nWHEN last > 1: BUY 10 MKT STOP -0.5\n"
+    resolved = resolve(Flags(), None, lookup("thorough"))
+    s = resolved.settings
+    opts = SessionOptions(
+        settings=LoopSettings(s.view_request_cap, s.authoring_token_budget, s.effort, s.self_correct),
+        policy=resolved.policy,
+        profile=resolved.profile,
+    )
+    agent = ScriptedAgent([hot, ORB])
+    result = run_session(sample, agent, opts)
+    agent.assert_finished()
+    assert [e.kind for e in result.evidence] == ["self-correction"]
+    assert agent.requests[1].repair_error == (
+        "self-correction: rule 1: its condition already holds at the cutoff, so it would fire on "
+        "the first tick (wait for a fresh signal instead). Correct the plan, or reply STANDDOWN or PASS."
+    )
+    assert agent.requests[0].effort == "high"
+    assert result.days[0].outcomes[0].armed == "armed orb"
