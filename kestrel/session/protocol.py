@@ -144,11 +144,6 @@ class Agent(Protocol):
 # Interpretation
 
 
-class ReplyError(Exception):
-    """Raised by a parse/check function given to `interpret_reply`; its text is the repair
-    error shown to the agent."""
-
-
 ParseFn: TypeAlias = Callable[[str], object]
 CheckFn: TypeAlias = Callable[[ast.Plan], object]
 
@@ -210,7 +205,6 @@ __all__ = [
     "ParseFn",
     "PassTurn",
     "Reply",
-    "ReplyError",
     "RequestView",
     "StandDownTurn",
     "Supersede",

@@ -41,7 +41,7 @@ from kestrel.session.ports import snapshot_ports
 from kestrel.session.profiles import Policy
 from kestrel.session.protocol import Agent, AgentTurn, StandDownTurn, Supersede
 from kestrel.session.risk import RiskBounds
-from kestrel.session.schedule import DEFAULT_GUARD_S, ordinals
+from kestrel.session.schedule import DEFAULT_GUARD_S, cutoff_ns, ordinals
 
 EvidenceSink = Callable[[Evidence], None]
 ENGINE_PATHS = ("auto", "reference")
@@ -198,7 +198,7 @@ class SessionDay:
         return self.session.date.isoformat()
 
     def cutoff(self, o: Ordinal) -> int:
-        return o.time_ns - self.guard_s * NS_PER_S
+        return cutoff_ns(o, self.guard_s)
 
     def segment(self, i: int) -> Ticks:
         """Ticks the engine takes before ordinal `i` is armed (after ordinal i-1's cutoff)."""
