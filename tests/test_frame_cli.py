@@ -74,4 +74,6 @@ def test_view_tick_size_usage_errors(capsys: pytest.CaptureFixture[str]) -> None
     assert info.value.code == 2
     assert "expected a positive number like 0.01, got '-1'" in capsys.readouterr().err
     assert main(["view", "VIEW v: quote", "--tick-size", "0.01"]) == 2
-    assert capsys.readouterr().err == "kestrel view: --tick-size and --preset apply to --data PATH, not to the sample\n"
+    assert capsys.readouterr().err == (
+        "kestrel view: --tick-size, --preset and --crossed apply to --data PATH, not to the sample\n")
+    assert main(["view", "VIEW v: quote", "--crossed", "drop"]) == 2

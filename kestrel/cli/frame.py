@@ -92,8 +92,8 @@ def _view(args: argparse.Namespace) -> int:
         return _fail(f"expected one VIEW statement, got {type(stmt).__name__}", 1)
     try:
         if args.data == "sample":
-            if args.tick_size is not None or args.preset is not None:
-                return _fail("--tick-size and --preset apply to --data PATH, not to the sample", 2)
+            if args.tick_size is not None or args.preset is not None or args.crossed != "error":
+                return _fail("--tick-size, --preset and --crossed apply to --data PATH, not to the sample", 2)
             data = load_sample()
         else:
             loaded = load(args.data, args.preset, crossed=args.crossed, tick_size=args.tick_size)
