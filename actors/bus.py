@@ -235,7 +235,7 @@ class Bus:
     ) -> Subscription:
         """Deliver `topic` to the actor `ref`. With `BLOCK` its mailbox is the buffer (and
         `capacity` is unused); with `DROP_OLDEST` up to `capacity` messages wait for it."""
-        self._check(topic, capacity)
+        policy = self._check(topic, policy, capacity)
         if policy is SlowPolicy.BLOCK:
             sub = Subscription(
                 topic, ref.name, policy, ref.capacity, ref._send_nowait, ref._send, _nothing,
@@ -259,7 +259,7 @@ class Bus:
         capacity: int = DEFAULT_CAPACITY,
     ) -> StreamSubscription:
         """A stream of `topic`'s messages holding at most `capacity` of them."""
-        self._check(topic, capacity)
+        policy = self._check(topic, policy, capacity)
         send, recv = anyio.create_memory_object_stream[Any](capacity)
         name = f"stream#{next(self._streams)}"
         sub = StreamSubscription(self, topic, name, policy, capacity, send, recv)
@@ -324,13 +324,21 @@ class Bus:
             for sub in subs:
                 self.unsubscribe(sub)
 
-    def _check(self, topic: str, capacity: int) -> None:
+    def _check(self, topic: str, policy: SlowPolicy | str, capacity: int) -> SlowPolicy:
+        """Validate a subscription request; the policy as a `SlowPolicy` (a plain str is taken)."""
         if self._closed:
             raise ActorStopped("bus", "the actor system is shutting down")
-        if not topic:
+        if not isinstance(topic, str) or not topic:
             raise ValueError("topic must be a non-empty string")
+        if isinstance(capacity, bool) or not isinstance(capacity, int):
+            raise ValueError(f"subscription capacity must be an int, got {capacity!r}")
         if capacity < 1:
             raise ValueError(f"subscription capacity must be >= 1, got {capacity}")
+        try:
+            return SlowPolicy(policy)
+        except ValueError:
+            choices = ", ".join(repr(p.value) for p in SlowPolicy)
+            raise ValueError(f"unknown slow policy {policy!r}; use one of: {choices}") from None
 
     def _add(self, sub: Subscription) -> None:
         self._topics[sub.topic] = self._topics.get(sub.topic, ()) + (sub,)

@@ -56,6 +56,8 @@ class ActorSystem:
             raise ValueError(f"mailbox capacity must be >= 1, got {mailbox}")
         if batch < 1:
             raise ValueError(f"batch must be >= 1, got {batch}")
+        if not grace >= 0:
+            raise ValueError(f"grace must be >= 0 seconds, got {grace}")
         self.mailbox = mailbox
         self.batch = batch
         self.grace = grace

@@ -139,6 +139,17 @@ async def test_subscribe_validates_its_arguments() -> None:
             system.bus.subscribe_stream("t", capacity=0)
         with pytest.raises(ValueError, match="non-empty"):
             system.bus.subscribe_stream("")
+        with pytest.raises(ValueError, match="capacity must be an int, got 2.5"):
+            system.bus.subscribe_stream("t", capacity=2.5)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="unknown slow policy 'drop_newest'; use one of"):
+            system.bus.subscribe_stream("t", policy="drop_newest")  # type: ignore[arg-type]
+        # A policy given as its plain string value is the policy, not silently another one.
+        stream = system.bus.subscribe_stream("t", policy="block", capacity=1)  # type: ignore[arg-type]
+        assert stream.policy is SlowPolicy.BLOCK
+        await system.bus.publish("t", Fill(seq=1))
+        with anyio.move_on_after(0.05):
+            await system.bus.publish("t", Fill(seq=2))  # BLOCK: waits, never drops
+        assert stream.drops == 0 and stream.pending == 1
         bus = system.bus
     with pytest.raises(ActorStopped, match="shutting down"):
         await bus.publish("t", Fill(seq=1))

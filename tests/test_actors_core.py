@@ -216,6 +216,17 @@ async def test_spawn_validates_names_and_capacity() -> None:
         assert system.actors == ("x",)
 
 
+def test_system_settings_are_validated() -> None:
+    with pytest.raises(ValueError, match="mailbox capacity must be >= 1, got 0"):
+        ActorSystem(mailbox=0)
+    with pytest.raises(ValueError, match="batch must be >= 1, got 0"):
+        ActorSystem(batch=0)
+    with pytest.raises(ValueError, match="grace must be >= 0 seconds, got -1"):
+        ActorSystem(grace=-1)
+    with pytest.raises(ValueError, match="grace must be >= 0 seconds, got nan"):
+        ActorSystem(grace=float("nan"))
+
+
 async def test_spawn_outside_a_running_system_is_refused() -> None:
     with pytest.raises(RuntimeError, match="needs a running system"):
         ActorSystem().spawn(Counter)
