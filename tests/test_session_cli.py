@@ -193,3 +193,28 @@ def test_seeded_sample_and_mode(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = _run(capsys, "simulate", "--json", "--seed", "7", "--mode", "scout")
     assert code == 0, err
     assert json.loads(out)["data"] == "sample|seed=7"
+
+
+def test_report_pairs_each_fill_with_its_own_position_on_a_shared_tick(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from kestrel.cli.simulate import report
+    from kestrel.engine.ledger import Filled, Ledger, PositionChanged
+    from kestrel.session.capture import CaptureHeader
+    from kestrel.session.runner import DayResult, SessionResult
+
+    ts = 1_713_187_800 * 10**9  # 2024-04-15 13:30:00 UTC = 09:30:00 New York
+    ledger = Ledger([
+        Filled(7, ts, 2, "buy", 100, 10.0, 0.0),
+        PositionChanged(7, ts, 0, None, -50.0),  # the stop closes the short
+        Filled(7, ts, 3, "buy", 100, 10.01, 0.0),
+        PositionChanged(7, ts, 100, 10.01, -50.0),  # a new long on the same tick
+    ])
+    header = CaptureHeader("sample", "SAMPLE", ("2024-04-15",), ("OPEN",), 300, "baseline")
+    day = DayResult("2024-04-15", ledger, [], [], [], "America/New_York", 2)
+    report(SessionResult(header, [day]))
+    rows = [line for line in capsys.readouterr().out.splitlines() if "09:30:00" in line]
+    assert [[c.strip() for c in r.split("│")[3:8]] for r in rows] == [
+        ["buy", "100", "10.00", "0", "-50.00"],
+        ["buy", "100", "10.01", "100", "-50.00"],
+    ]

@@ -458,14 +458,17 @@ def report(result: Any) -> None:
     for col in ("date", "time", "side", "qty", "price", "position", "realized"):
         trades.add_column(col, justify="left" if col in ("date", "time", "side") else "right")
     for d in result.days:
-        spec = d.date
-        pos: dict[int, PositionChanged] = {e.tick: e for e in d.ledger.events if isinstance(e, PositionChanged)}
-        for e in d.ledger.events:
-            if isinstance(e, Filled):
-                p = pos.get(e.tick)
-                clock = dt.datetime.fromtimestamp(e.ts // 10**9, ZoneInfo(d.tz)).strftime("%H:%M:%S")
-                trades.add_row(spec, clock, e.side, str(e.qty), f"{e.price:.{d.decimals}f}",
-                               str(p.pos) if p else "", f"{p.rpnl:+.2f}" if p else "")
+        # the engine emits each fill's PositionChanged right after it (several fills may share
+        # a tick), so a fill's position is the next event's
+        events = d.ledger.events
+        for k, e in enumerate(events):
+            if not isinstance(e, Filled):
+                continue
+            nxt = events[k + 1] if k + 1 < len(events) else None
+            p = nxt if isinstance(nxt, PositionChanged) else None
+            clock = dt.datetime.fromtimestamp(e.ts // 10**9, ZoneInfo(d.tz)).strftime("%H:%M:%S")
+            trades.add_row(d.date, clock, e.side, str(e.qty), f"{e.price:.{d.decimals}f}",
+                           str(p.pos) if p else "", f"{p.rpnl:+.2f}" if p else "")
     if trades.row_count:
         con.print(trades)
     else:
