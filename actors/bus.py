@@ -34,7 +34,7 @@ from anyio import BrokenResourceError, ClosedResourceError, EndOfStream, WouldBl
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from actors.actor import Actor
-from actors.errors import ActorStopped
+from actors.errors import ActorStopped, message_kind
 
 if TYPE_CHECKING:
     from actors.ref import ActorRef
@@ -377,6 +377,9 @@ class BusActor(Actor[BusCommand]):
             return bus.stats()
         if isinstance(message, Unsubscribe):
             return bus.unsubscribe_named(message.topic, message.subscriber)
+        if not isinstance(message, Subscribe):
+            kind = message_kind(message)
+            return BusRefused(f"not a bus request: {kind!r} (send Subscribe, Unsubscribe, GetStats)")
         ref = self.ctx.system.lookup(message.subscriber)
         if ref is None or not ref.alive:
             return BusRefused(f"no live actor named {message.subscriber!r} to subscribe")

@@ -250,6 +250,10 @@ async def test_bus_actor_serves_subscribe_unsubscribe_and_stats_as_encoded_messa
         assert refused == BusRefused("topic must be a non-empty string")
         refused = await control.ask(Subscribe(topic="t", subscriber="collector", capacity=0))
         assert isinstance(refused, BusRefused) and "capacity must be >= 1" in refused.reason
+        refused = await control.ask(Fill(seq=9))  # type: ignore[call-overload]
+        assert refused == BusRefused(
+            "not a bus request: 'fill' (send Subscribe, Unsubscribe, GetStats)"
+        )
         assert control.alive  # bad requests never fail the bus actor
     assert seen == [0, 1, 2]
 
