@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kestrel.lang import (
+    And,
     Compare,
     Diagnostic,
     Flat,
@@ -121,3 +122,20 @@ def test_overflowing_literals_everywhere_are_range_errors() -> None:
     assert codes(f"PLAN a RISK maxpos {big}.5 WHEN last > 1: FLAT") == ["out-of-range"]
     assert codes(f"VIEW v: quote BUDGET {big}.5") == ["bad-budget"]
     assert codes(f"PLAN a WHEN last > {big}.5: FLAT") == ["out-of-range"]
+
+
+def test_one_too_deep_report_per_expression_and_long_chains_parse() -> None:
+    # a 9000-term sum is cut at the depth bound on both branches of the deepest node: one
+    # report for the expression, still one per independent rule
+    chain = "1+" * 9000 + "1"
+    assert codes(f"PLAN a WHEN last > {chain}: FLAT") == ["too-deep"]
+    half = "1+" * 4000 + "1"
+    assert codes(f"PLAN a WHEN last > {half}: FLAT\nWHEN last > {half}: FLAT") == [
+        "too-deep",
+        "too-deep",
+    ]
+    # a flat chain is not deep: 1500 ANDed comparisons are one And node of depth 2
+    wide = parse("PLAN a WHEN " + "last > 1 AND " * 1500 + "last > 1: FLAT")
+    assert isinstance(wide, Plan)
+    cond = wide.rules[0].cond
+    assert isinstance(cond, And) and len(cond.operands) == 1501

@@ -83,6 +83,7 @@ class _Checker:
         self.diags: list[Diagnostic] = []
         self.path: list[str] = []
         self.price_of: str | None = None  # the order type whose price is being checked
+        self.too_deep: set[tuple[str, ...]] = set()  # paths already reported too deep
 
     # ---- reporting
     def err(
@@ -348,9 +349,12 @@ class _Checker:
     # ---- expressions
     def expr(self, e: Expr, depth: int) -> ValueType | None:
         if depth > self.lim.max_expr_depth:
-            self.err(e, "too-deep",
-                     f"expression nested deeper than {self.lim.max_expr_depth} levels",
-                     hint="simplify the condition")
+            where = tuple(self.path)  # one report per expression, not one per cut branch
+            if where not in self.too_deep:
+                self.too_deep.add(where)
+                self.err(e, "too-deep",
+                         f"expression nested deeper than {self.lim.max_expr_depth} levels",
+                         hint="simplify the condition")
             return None
         if isinstance(e, Compare):
             return self.compare(e, depth)

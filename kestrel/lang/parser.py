@@ -752,7 +752,10 @@ def _filter(plan: list[tuple[int, bool, int]], trailing: int, inner: _Callback) 
             if nones:
                 out += [None] * nones
             if expand:
-                out += ch[i]
+                if out:
+                    out += ch[i]
+                else:  # reuse the inlined rule's own list: `x*` stays linear, not quadratic
+                    out = ch[i]
             else:
                 out.append(ch[i])
         if trailing:
