@@ -296,6 +296,20 @@ def test_dry_run_findings() -> None:
     )
 
 
+def test_worst_case_loss_counts_the_contract_multiplier() -> None:
+    # 2 contracts x 0.5 points x 50 per point = 50 <= 50; 3 contracts = 75 > 50
+    futures = RiskBounds(maxpos=100, maxloss=50.0, multiplier=50.0)
+    two = _plan("p", ast.Order("buy", 2, "mkt", stop=ast.Offset("abs", -0.5)))
+    three = _plan("p", ast.Order("buy", 3, "mkt", stop=ast.Offset("abs", -0.5)))
+    assert classify(two, reference=4000.0, bounds=futures).level == RiskLevel.HIGH
+    assert classify(three, reference=4000.0, bounds=futures).reasons == (
+        "order 1 (BUY 3) worst-case loss 75.00 exceeds maxloss 50",
+    )
+    assert dry_run(three, reference=4000.0, bounds=futures) == (
+        "rule 1 (BUY 3): worst-case loss 75.00 exceeds maxloss 50 (tighten the stop or trade smaller)",
+    )
+
+
 def test_module_exports() -> None:
     assert profiles.DEFAULT_VIEW_REQUEST_CAP == 3 and profiles.DEFAULT_AUTHORING_TOKEN_BUDGET == 8000
 

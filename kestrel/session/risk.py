@@ -3,7 +3,8 @@
 Invariants:
 - every plan that can place an order (an `Order` or a `FLAT`) is at least HIGH;
 - CRITICAL marks the genuinely dangerous: an entry without a protective stop (STOP or TRAIL),
-  a size over `maxpos`, or a worst-case loss (size x stop distance) over `maxloss`;
+  a size over `maxpos`, or a worst-case loss (size x stop distance x multiplier) over
+  `maxloss`;
 - a plan that places nothing (only CANCEL, or no rules) is LOW;
 - both functions are pure: the same plan and context give the same answer.
 """
@@ -26,10 +27,12 @@ class RiskLevel(enum.IntEnum):
 
 
 class RiskBounds(msgspec.Struct, frozen=True):
-    """The configured default bounds a plan's own RISK clause may tighten or loosen."""
+    """The configured default bounds a plan's own RISK clause may tighten or loosen, and the
+    instrument's `multiplier` (money per price point per unit, as in the engine's config)."""
 
     maxpos: int = 1000
     maxloss: float = 1000.0
+    multiplier: float = 1.0
 
 
 class RiskAssessment(msgspec.Struct, frozen=True):
@@ -55,6 +58,12 @@ def stop_distance(order: ast.Order, reference: float | None) -> float | None:
     return abs(reference - off.value)
 
 
+def worst_case_loss(order: ast.Order, reference: float | None, bounds: RiskBounds) -> float | None:
+    """Money lost if `order` fills near `reference` and is stopped out (None when unknown)."""
+    dist = stop_distance(order, reference)
+    return None if dist is None else dist * order.qty * bounds.multiplier
+
+
 def classify(plan: ast.Plan, *, reference: float | None, bounds: RiskBounds) -> RiskAssessment:
     """Classify `plan`; `reference` is the price entries are assumed to fill near (the last
     price at the cutoff), used for pct/absolute stop distances."""
@@ -71,11 +80,9 @@ def classify(plan: ast.Plan, *, reference: float | None, bounds: RiskBounds) -> 
             reasons.append(f"{label} has no protective STOP or TRAIL")
         if order.qty > maxpos:
             reasons.append(f"{label} size exceeds maxpos {maxpos}")
-        dist = stop_distance(order, reference)
-        if dist is not None and dist * order.qty > maxloss:
-            reasons.append(
-                f"{label} worst-case loss {dist * order.qty:.2f} exceeds maxloss {maxloss:g}"
-            )
+        loss = worst_case_loss(order, reference, bounds)
+        if loss is not None and loss > maxloss:
+            reasons.append(f"{label} worst-case loss {loss:.2f} exceeds maxloss {maxloss:g}")
     if reasons:
         return RiskAssessment(RiskLevel.CRITICAL, tuple(reasons))
     return RiskAssessment(RiskLevel.HIGH, ("places orders",))
@@ -125,10 +132,10 @@ def dry_run(
                     )
             if order.qty <= 0 or order.qty > maxpos:
                 findings.append(f"{label}: size must be between 1 and maxpos {maxpos}")
-            dist = stop_distance(order, reference)
-            if dist is not None and dist * order.qty > maxloss:
+            loss = worst_case_loss(order, reference, bounds)
+            if loss is not None and loss > maxloss:
                 findings.append(
-                    f"{label}: worst-case loss {dist * order.qty:.2f} exceeds maxloss "
+                    f"{label}: worst-case loss {loss:.2f} exceeds maxloss "
                     f"{maxloss:g} (tighten the stop or trade smaller)"
                 )
     return tuple(findings)
@@ -151,4 +158,5 @@ __all__ = [
     "classify",
     "dry_run",
     "stop_distance",
+    "worst_case_loss",
 ]

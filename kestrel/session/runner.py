@@ -283,7 +283,8 @@ class DayRun:
         day, options = self.day, self.options
         o = day.ordinals[i]
         snap = freeze(day.data, o.time_ns, day.guard_s * NS_PER_S, account, incumbent)
-        bounds = RiskBounds(maxpos=options.engine.maxpos, maxloss=options.engine.maxloss)
+        cfg = options.engine
+        bounds = RiskBounds(maxpos=cfg.maxpos, maxloss=cfg.maxloss, multiplier=cfg.multiplier)
         ports = snapshot_ports(
             snap, o, catalog=options.catalog, allowed_panes=options.allowed_panes, bounds=bounds
         )
