@@ -373,3 +373,13 @@ def test_maxorders_counts_flat_orders() -> None:
     assert [o.role for o in placed(e.ledger)] == ["entry"]
     assert disarms(e.ledger) == [(2, "maxorders 1 reached")]
     assert e.pos == 10
+
+
+def test_a_plan_armed_after_its_until_is_disarmed_at_once() -> None:
+    e = engine()
+    e.on_ticks(ticks_of([(SESSION.wall_clock_ns(10, 0), 100.0, 100.0)]))
+    events = e.arm(plan("PLAN p UNTIL 09:45\nWHEN last > 0: BUY 1 MKT"))
+    assert [type(x).__name__ for x in events] == ["Armed", "Disarmed"]
+    assert disarms(e.ledger) == [(1, "expired")]
+    e.on_ticks(ticks_of([(SESSION.wall_clock_ns(10, 0, 1), 100.0, 100.0)]))
+    assert fired(e) == []

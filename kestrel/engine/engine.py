@@ -161,6 +161,8 @@ class Engine:
         self._emit(Armed(self.seen, self.t, plan.name, n, self.expiry_ns))
         if not self.armed:
             self._emit(Disarmed(self.seen, self.t, plan.name, "session closed"))
+        elif self.expiry_ns <= self.t:  # UNTIL already past: nothing may fire
+            self._disarm("expired")
         self._envelope(self.seen - 1)
         return self.ledger.events[mark:]
 
