@@ -14,7 +14,17 @@ from typing import TextIO
 import anyio
 import msgspec
 
-from actors import Actor, ActorSystem, AskFailed, Codec, Restart, SlowPolicy
+from actors import (
+    Actor,
+    ActorSystem,
+    AskFailed,
+    BusActor,
+    BusStats,
+    Codec,
+    GetStats,
+    Restart,
+    SlowPolicy,
+)
 from kestrel.logs import configure_console
 
 
@@ -113,6 +123,14 @@ async def run(out: TextIO) -> None:
         kept = [(await tape.receive()).seq for _ in range(tape.pending)]
         label = "tape (drop_oldest, cap 2)"
         say(f"{label:<26} got fills {kept}, dropped {tape.drops}")
+
+        say()
+        say("== bus control by message (GetStats to the bus actor) ==")
+        control = system.spawn(lambda: BusActor(bus), name="bus")
+        stats = await control.ask(GetStats(), expect=BusStats)
+        for sub in stats.subscriptions:
+            say(f"{sub.topic}: {sub.subscriber:<9} {sub.policy.value:<11} "
+                f"capacity {sub.capacity:<5} pending {sub.pending} drops {sub.drops}")
 
         say()
         say("== shutdown ==")

@@ -30,6 +30,8 @@ def test_demo_output_is_deterministic_and_backend_independent() -> None:
     assert "risk (block)               got fills [1, 2, 3, 4], position 25" in lines
     assert "ledger (block)             got fills [1, 2, 3, 4], position 25" in lines
     assert "tape (drop_oldest, cap 2)  got fills [3, 4], dropped 2" in lines
+    assert "fills: stream#1  drop_oldest capacity 2     pending 0 drops 2" in lines
+    assert "stopping 4 actors: ponger, risk, ledger, bus" in lines
     assert lines[-1] == "stopped; actors left: 0"
 
 
