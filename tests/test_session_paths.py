@@ -3,6 +3,8 @@ per-tick reference path give byte-identical ledgers and captures, directly and o
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from actors.driver import simulate
@@ -114,3 +116,17 @@ async def test_actors_on_the_fast_path_match_the_direct_reference_path(
 def test_an_unknown_engine_path_is_refused() -> None:
     with pytest.raises(SessionError, match="unknown engine path 'turbo'"):
         SessionOptions(engine_path="turbo")
+
+
+def test_paths_agree_on_real_eurusd_quotes(shared_data: Path) -> None:
+    from kestrel.data import load
+
+    data = load(shared_data / "fx_quote_ticks" / "lean_oanda_eurusd_quote_ticks_20140501_20140515.parquet").data
+    results = {
+        path: run_session(data, BaselineAgent(), SessionOptions(checkpoints=("03:00", "09:00"), engine_path=path), days=4)
+        for path in ("auto", "reference")
+    }
+    auto, ref = results["auto"], results["reference"]
+    assert auto.ledger_jsonl() == ref.ledger_jsonl()
+    assert sum(d.engine_ticks["fast"] for d in auto.days) > 10_000
+    assert sum(d.summary.fills for d in auto.days) >= 4
