@@ -160,3 +160,21 @@ def test_numpy_cumsum_accumulates_sequentially() -> None:
         acc += v
         seq.append(acc)
     assert np.cumsum(x).tolist() == seq
+
+
+def test_malformed_batches_fail_closed() -> None:
+    import numpy as np
+
+    from kestrel.frame.ticks import Ticks
+
+    def raw(ts: list[int], bid: list[float]) -> Ticks:
+        b = np.asarray(bid)
+        return Ticks(np.asarray(ts, dtype=np.int64), b, b + 0.25, b, np.zeros(len(b)))
+
+    e = engine()
+    e.arm(plan("PLAN p\nWHEN last > 100: BUY 1 MKT"))
+    with pytest.raises(ValueError, match="timestamps go backwards at row 1"):
+        e.on_ticks(raw([T0 + S, T0], [100.0, 100.0]))
+    with pytest.raises(ValueError, match="tick 1 of the batch has bid nan"):
+        e.run(raw([T0, T0 + S], [100.0, float("nan")]))
+    assert e.ledger.events[-1].__class__.__name__ == "Armed"  # nothing ran

@@ -255,7 +255,17 @@ class Engine:
         return ""
 
     def _accept(self, batch: Ticks) -> None:
-        """Fail closed on a batch that starts before the engine's clock."""
+        """Fail closed on a batch that breaks the `Ticks` invariants (timestamps going
+        backwards; crossed quotes are allowed), has a non-finite bid or ask, or starts
+        before the engine's clock."""
+        batch.validated(allow_crossed=True)
+        bad = np.flatnonzero(~(np.isfinite(batch.bid) & np.isfinite(batch.ask)))
+        if bad.size:
+            k = int(bad[0])
+            raise ValueError(
+                f"tick {k} of the batch has bid {batch.bid[k]} / ask {batch.ask[k]}: the engine "
+                "needs finite quotes on every tick (drop or fill those rows when loading)"
+            )
         first = int(batch.ts[0])
         if self.seen and first < self.t:
             raise ValueError(
