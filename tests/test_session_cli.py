@@ -173,6 +173,8 @@ def test_json_summary_says_which_engine_path_ran(capsys: pytest.CaptureFixture[s
         (("--max-iterations", "0"), "--max-iterations must be >= 1"),
         (("--data", "/no/such.csv"), "no such file"),
         (("--seed", "3", "--data", "/x.csv"), "--seed applies to --data sample only"),
+        (("--preset", "oanda"), "--preset and --crossed apply to --data PATH only"),
+        (("--crossed", "drop"), "--preset and --crossed apply to --data PATH only"),
         (("--symbol", "AAPL"), "does not match the sample's symbol"),
         (("--days", "9"), "holds only 6 sessions"),
     ],

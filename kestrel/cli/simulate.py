@@ -217,6 +217,8 @@ def _run_simulate(args: argparse.Namespace) -> int:
         _check_writable(flag, path)
     if args.seed is not None and args.data != "sample":
         raise UsageError("--seed applies to --data sample only")
+    if args.data == "sample" and (args.preset is not None or args.crossed != "error"):
+        raise UsageError("--preset and --crossed apply to --data PATH only (the sample is clean)")
     try:
         profile = profiles.lookup(args.profile) if args.profile is not None else None
         mode = profiles.lookup_mode(args.mode) if args.mode is not None else None
