@@ -237,6 +237,9 @@ def test_restart_window_counts_only_recent_restarts() -> None:
     assert not window.allow(5.0)  # two restarts in the last 10 s already
     assert window.allow(10.5)  # the restart at 0.0 left the window
     assert not window.allow(10.6)  # 1.0 and 10.5 are both within 10 s
+    assert window.allow(20.5)  # exactly `within` after 10.5: that restart has left the window
+    never = RestartWindow(Restart(max_restarts=0))
+    assert not never.allow(0.0) and never.count == 0  # max_restarts=0: escalate at once
 
 
 class Hold(msgspec.Struct, frozen=True, tag="hold"):
