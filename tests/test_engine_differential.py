@@ -101,7 +101,8 @@ def random_cond(rng: random.Random) -> str:
         if k == 9:
             return f"last {rng.choice(['>', '<'])} open {rng.choice(['+', '-'])} {x}"
         if k == 10:
-            return f"atr({n}, {rng.choice([10, 30, 60])}s) > {x / 2}"
+            tf = rng.choice([", 10s", ", 30s", ", 60s", ""])  # "" = the default 1m bars
+            return f"atr({n}{tf}) > {x / 2}"
         if k == 11:
             return f"sma(last, {n}, {rng.choice([10, 30])}s) {rng.choice(['>', '<'])} mid"
         if k == 12:
