@@ -35,3 +35,28 @@ def test_module_entry_point_runs() -> None:
         [sys.executable, "-m", "kestrel", "--version"], capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == f"kestrel {__version__}"
+
+
+def test_internal_error_is_one_line_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import kestrel.cli as cli
+
+    def boom(args: object) -> int:
+        raise RuntimeError("engine exploded")
+
+    parser = cli.build_parser()
+    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    args = parser.parse_args(["panes"])
+    monkeypatch.setattr(parser, "parse_args", lambda argv=None: args)
+    args.func = boom
+    monkeypatch.delenv("KESTREL_DEBUG", raising=False)
+    assert cli.main(["panes"]) == cli.INTERNAL_ERROR
+    err = capsys.readouterr().err
+    assert "internal error: RuntimeError: engine exploded" in err
+    assert "KESTREL_DEBUG=1" in err
+    assert "Traceback" not in err
+
+    monkeypatch.setenv("KESTREL_DEBUG", "1")
+    with pytest.raises(RuntimeError, match="engine exploded"):
+        cli.main(["panes"])

@@ -5,17 +5,21 @@ Each command lives in its own module under `kestrel.cli` exposing
 parsers set `func=handler` where `handler(args) -> int` returns the exit code.
 The CLI only parses flags and calls the library. Exit codes: 0 success, 1 the
 command ran and found a problem (an invalid document, a failed check), 2 a
-usage error (bad flags, unreadable input).
+usage error (bad flags, unreadable input), 70 an internal error (a bug: one line on stderr,
+the traceback only with KESTREL_DEBUG=1).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
 from kestrel import __version__
+
+INTERNAL_ERROR = 70  # EX_SOFTWARE: an unexpected failure inside Kestrel
 
 # One entry per command module, in help order.
 COMMAND_MODULES: tuple[str, ...] = ("kestrel.cli.lang", "kestrel.cli.frame", "kestrel.cli.simulate")
@@ -55,8 +59,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = func(args)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        print("kestrel: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (e.g. `kestrel panes | head`): nothing left to say.
+        return 0
+    except Exception as exc:  # the last line of defence: never a traceback at a user
+        if os.environ.get("KESTREL_DEBUG"):
+            raise
+        print(
+            f"kestrel {args.command}: internal error: {type(exc).__name__}: {exc}\n"
+            "this is a bug in Kestrel, not in your input; rerun with KESTREL_DEBUG=1 "
+            "for the traceback and report it",
+            file=sys.stderr,
+        )
+        return INTERNAL_ERROR
     return code
 
 
