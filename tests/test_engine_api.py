@@ -178,3 +178,12 @@ def test_malformed_batches_fail_closed() -> None:
     with pytest.raises(ValueError, match="tick 1 of the batch has bid nan"):
         e.run(raw([T0, T0 + S], [100.0, float("nan")]))
     assert e.ledger.events[-1].__class__.__name__ == "Armed"  # nothing ran
+
+
+def test_max_drawdown_counts_from_the_starting_equity() -> None:
+    rows = quotes((100.0, 100.0), (100.0, 100.0), (99.0, 99.0))
+    e = run("PLAN p\nWHEN last >= 100: BUY 10 MKT STOP -1.0", rows, EngineConfig(fee_per_order=1.0))
+    # marks: -1 after the entry (fee), -12 after the stop (-10 and a second fee); the
+    # equity was 0 before the trade, so the drawdown is 12, not 11
+    assert [m.equity for m in e.ledger.events if isinstance(m, Mark)] == [-1.0, -12.0]
+    assert e.ledger.summary().max_drawdown == 12.0

@@ -111,7 +111,8 @@ _DECODER = msgspec.json.Decoder(LedgerEvent)
 class LedgerSummary(msgspec.Struct, frozen=True):
     """Figures over a ledger. A trade is a round trip from flat back to flat; it wins when
     its realized PnL net of the fees paid during it is > 0. `max_drawdown` is the largest
-    peak-to-trough fall of `Mark.equity`; `exposure_ns` the time spent with a position."""
+    peak-to-trough fall of `Mark.equity`, the peak starting at 0 (the equity before any
+    trade); `exposure_ns` the time spent with a position."""
 
     trades: int
     wins: int
@@ -152,7 +153,7 @@ class Ledger:
         open_since: int | None = None
         exposure = 0
         last_ts = 0
-        peak: float | None = None
+        peak = 0.0  # equity starts at 0: a first trade that only loses is a drawdown
         max_dd = 0.0
         last_fee = 0.0
         for e in self.events:
@@ -183,7 +184,7 @@ class Ledger:
                     trade_start_rpnl, trade_start_fees = rpnl, fees
                 pos = e.pos
             elif isinstance(e, Mark):
-                peak = e.equity if peak is None else max(peak, e.equity)
+                peak = max(peak, e.equity)
                 max_dd = max(max_dd, peak - e.equity)
         if open_since is not None:
             exposure += last_ts - open_since
