@@ -711,7 +711,6 @@ def _accepted(stack: list[int], table: dict[int, dict[str, tuple[bool, Any]]]) -
     return frozenset(out)
 
 
-_Reduce = tuple[int, str, Callable[[list[Any]], Any]]
 _Callback = Callable[[list[Any]], Any]
 
 
@@ -783,7 +782,6 @@ class _Machine:
         table = inner.parse_table
         callbacks = {rule: _flatten(cb) for rule, cb in inner.callbacks.items()}
         self.start: int = table.start_states["start"]
-        self.end: int = table.end_states["start"]
         self.table: dict[int, dict[str, tuple[bool, Any]]] = {}  # state -> terminal -> action
         for state, actions in table.states.items():
             row: dict[str, tuple[bool, Any]] = {}
