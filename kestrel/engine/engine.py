@@ -602,7 +602,7 @@ class Engine:
             ref = price if act.order_type == "stp" and price is not None else (
                 self.a if side > 0 else self.b)
             expected = ref + side * self.slip
-        dist = stop_distance(act, expected)
+        dist = stop_distance(act, expected, self.grid)
         if dist is None:
             return 0.0
         cfg = self.config

@@ -107,29 +107,30 @@ class WorkingOrder:
     def trail_level(self, grid: TickGrid) -> float:
         """The trailing stop's level from the best touch so far, on the tick grid."""
         assert self.trail is not None
-        dist = abs(self.trail.value)
-        if self.side < 0:  # protects a long: below the best bid
-            raw = self.best * (1.0 - dist / 100.0) if self.trail.mode == "pct" else self.best - dist
-        else:
-            raw = self.best * (1.0 + dist / 100.0) if self.trail.mode == "pct" else self.best + dist
-        return grid.snap(raw)
+        return trail_level(self.best, self.trail, self.side, grid)
 
 
-def stop_distance(order: ast.Order, entry: float) -> float | None:
+def trail_level(best: float, trail: ast.Offset, side: int, grid: TickGrid) -> float:
+    """A trailing stop's level at its distance from `best`: below it for a sell stop
+    (`side` -1, protecting a long), above it for a buy stop; on the tick grid."""
+    dist = abs(trail.value)
+    if side < 0:
+        raw = best * (1.0 - dist / 100.0) if trail.mode == "pct" else best - dist
+    else:
+        raw = best * (1.0 + dist / 100.0) if trail.mode == "pct" else best + dist
+    return grid.snap(raw)
+
+
+def stop_distance(order: ast.Order, entry: float, grid: TickGrid) -> float | None:
     """Per-unit distance from an entry filled at `entry` to its tightest protective stop
-    (STOP or the TRAIL's initial level; a trail only ratchets towards the market), or None
-    when the entry has neither."""
-    dists = []
-    for off in (order.stop, order.trail):
-        if off is None:
-            continue
-        if off.mode == "pct":
-            dists.append(entry * abs(off.value) / 100.0)
-        elif off.mode == "abs":
-            dists.append(abs(off.value))
-        else:
-            dists.append(abs(entry - off.value))
-    return min(dists) if dists else None
+    (the STOP level or the TRAIL's initial level, as the broker would place them; a trail
+    only ratchets towards the market), or None when the entry has neither."""
+    levels = []
+    if order.stop is not None:
+        levels.append(bracket_price(entry, order.stop, grid))
+    if order.trail is not None:
+        levels.append(trail_level(entry, order.trail, 1 if order.side == "sell" else -1, grid))
+    return min(abs(entry - lv) for lv in levels) if levels else None
 
 
 def bracket_price(entry: float, off: ast.Offset, grid: TickGrid) -> float:
