@@ -397,3 +397,39 @@ def test_code_only_errors_by_path() -> None:
     assert [d.code for d in check(View("v", ()))] == ["no-panes"]
     mkt = Order("sell", 1, "mkt", price=Number(5))
     assert [d.code for d in check(Plan("p", (Rule(Compare(">", Series("last"), Number(1)), (mkt,)),)))] == ["mkt-price"]
+
+
+@pytest.mark.parametrize(
+    ("text", "column", "hint"),
+    [
+        ("PLAN a WHEN vol > 1e6: FLAT", 19, "write numbers in full: 1000000, not 1e6 or 1_000_000"),
+        ("PLAN a WHEN vol > 1_000: FLAT", 19, "write numbers in full: 1000000, not 1e6 or 1_000_000"),
+        ("PLAN a WHEN vol > 1,000: FLAT", 20, "write numbers without thousands separators: 1000000"),
+        ("PLAN a WHEN last > 1: BUY 100 shares", 31,
+         "write the order type after the quantity: MKT, LMT price or STP price"),
+        ("PLAN a WHEN last > 1 THEN BUY 1", 22,
+         "end the condition with `:` before the actions: WHEN cond: action"),
+        ("IF last > 1: BUY 1", 1,
+         'a reply is one statement: PLAN name WHEN cond: action, VIEW name: panes, STANDDOWN "why" or PASS'),
+        ("PLAN a WHEN last > 1: BUY 1 MKT TP +2%", 33, "write TARGET +1% (Kestrel's word for TP)"),
+        ("PLAN a WHEN last > 1: BUY 1 MKT sl -1%", 33, "write STOP -0.5% (Kestrel's word for sl)"),
+        ("PLAN a WHEN last > 1: LONG 100 MKT", 23, "write BUY (Kestrel's word for LONG)"),
+        ("PLAN a WHEN last > 1: BUY 1 MKT, FLAT", 32,
+         "separate the actions of a rule with `;`: BUY 100 MKT; CANCEL"),
+        ("PLAN a WHEN last > 1: BUY 1 MKT AND FLAT", 33,
+         "separate the actions of a rule with `;`: BUY 100 MKT; CANCEL"),
+        ("PLAN a: WHEN last > 1: FLAT", 7,
+         "the plan header takes no `:`; rules follow it: PLAN name WHEN cond: action"),
+        ("PLAN my plan WHEN last > 1: FLAT", 9, "a plan name is one word: my_plan, not my plan"),
+        ("PLAN a UNTL 15:00 WHEN last > 1: FLAT", 8, "did you mean `UNTIL`?"),
+        ("PLAN a WHEN last > 1: BUY 1 MKT TTL 20", 37, "a duration needs its unit: 20m or 20s"),
+        ("STANDDOWN spread too wide", 11, 'quote the reason: STANDDOWN "spread too wide"'),
+        ("VIEW: quote", 5, "name the view: VIEW scout: quote, bars(5m, 24)"),
+        ("PLAN a WHEN ema(close,20) > 1: FLAT", 17,
+         "the current trade price is `last` (bars close into sma/ema/atr with a timeframe)"),
+        ("PLAN a WHEN volume > 1: FLAT", 13, "session volume is `vol`; the current trade's size is `size`"),
+    ],
+)
+def test_phrases_from_other_languages_get_kestrel_repairs(text: str, column: int, hint: str) -> None:
+    d = one(text)
+    assert (d.line, d.column, d.hint) == (1, column, hint)

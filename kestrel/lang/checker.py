@@ -421,7 +421,8 @@ class _Checker:
             self.err(e, "unknown-name", f"`{e.name}` is a keyword, not a series", hint=hint)
         else:
             self.err(e, "unknown-name", f"unknown series `{e.name}`",
-                     hint=_did_you_mean(e.name, SERIES) or "series are " + " ".join(SERIES))
+                     hint=_SERIES_SYNONYMS.get(e.name.lower()) or _did_you_mean(e.name, SERIES)
+                     or "series are " + " ".join(SERIES))
         return None
 
     def call(self, e: Call, depth: int) -> ValueType | None:
@@ -622,6 +623,17 @@ class _Checker:
         elif not r.isprintable():
             self.err(s, "bad-string", "a reason is one line of printable text", field="reason",
                      hint="drop line breaks, tabs and control characters")
+
+
+# series names from other platforms -> the Kestrel series
+_SERIES_SYNONYMS: dict[str, str] = {
+    "close": "the current trade price is `last` (bars close into sma/ema/atr with a timeframe)",
+    "price": "the current trade price is `last`",
+    "volume": "session volume is `vol`; the current trade's size is `size`",
+    "position": "the signed position is `pos`",
+    "pl": "P&L is `pnl` (upnl + rpnl)",
+    "now": "the session clock is `time`",
+}
 
 
 def _did_you_mean(name: str, names: Iterable[str]) -> str | None:

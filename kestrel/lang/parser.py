@@ -571,8 +571,60 @@ _WORD_OR_MARK = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[^\sA-Za-z_]+")
 _BAD_WORD = re.compile(r"[0-9A-Za-z_.%]+(?::[0-9]+)*")
 
 
+# words from other trading vocabularies -> what Kestrel says instead
+_SYNONYMS: dict[str, str] = {
+    "TP": "TARGET +1%", "TAKEPROFIT": "TARGET +1%", "TAKE_PROFIT": "TARGET +1%",
+    "PROFIT": "TARGET +1%", "SL": "STOP -0.5%", "STOPLOSS": "STOP -0.5%",
+    "STOP_LOSS": "STOP -0.5%", "TRAILING": "TRAIL 0.5%", "LONG": "BUY", "SHORT": "SELL",
+    "CLOSE": "FLAT", "EXIT": "FLAT", "GTD": "TTL 20m", "EXPIRE": "TTL 20m",
+}
+
+
+def _phrase_hint(
+    text: str, err: ParseFailure, word: str, expected: frozenset[str]
+) -> str | None:
+    """Hints for phrases other languages would accept: `THEN`, `,` between actions,
+    `BUY 100 shares`, `TTL 20`, an unquoted reason, thousands separators, `IF`."""
+    at = err.token.start_pos or 0
+    prev = text[:at].rstrip()[-1:]
+    upper = word.upper()
+    if upper in _SYNONYMS and expected & {"STOP", "SIDE", "_SEMI"}:
+        return f"write {_SYNONYMS[upper]} (Kestrel's word for {word})"
+    if upper == "THEN" and "_COLON" in expected:
+        return "end the condition with `:` before the actions: WHEN cond: action"
+    if "_SEMI" in expected and upper in (",", "AND", "&", "&&", "THEN"):
+        return "separate the actions of a rule with `;`: BUY 100 MKT; CANCEL"
+    if word == "," and prev.isdigit():
+        return "write numbers without thousands separators: 1000000"
+    if "MKT" in expected and word[:1].isalpha() and not _close_keyword(word):
+        return "write the order type after the quantity: MKT, LMT price or STP price"
+    if expected == {"DURATION"} and word[:1].isdigit():
+        return f"a duration needs its unit: {word}m or {word}s"
+    if "STRING" in expected and word[:1].isalpha():
+        return 'quote the reason: STANDDOWN "spread too wide"'
+    if "PLAN" in expected and "WHEN" not in expected and word[:1].isalpha() and upper not in (
+        "WHEN", *(w.upper() for w in _KEYWORDS)
+    ) and not _close_keyword(word):
+        return 'a reply is one statement: PLAN name WHEN cond: action, VIEW name: panes, STANDDOWN "why" or PASS'
+    if "WHEN" in expected and word == ":":
+        return "the plan header takes no `:`; rules follow it: PLAN name WHEN cond: action"
+    wanted = [w for n in expected for w in _KEYWORD_WORDS.get(n, ())]
+    if "WHEN" in expected and word[:1].isalpha() and "_UNTIL" in expected and prev.isalnum() \
+            and not difflib.get_close_matches(upper, wanted, n=1, cutoff=0.7):
+        return "a plan name is one word: my_plan, not my plan"
+    if expected == {"NAME"} and word == ":":
+        return "name the view: VIEW scout: quote, bars(5m, 24)"
+    return None
+
+
+def _close_keyword(word: str) -> bool:
+    return bool(difflib.get_close_matches(word.upper(), [w.upper() for w in _KEYWORDS], n=1, cutoff=0.7))
+
+
 def _syntax_hint(text: str, err: ParseFailure | LexError, got: str, expected: frozenset[str]) -> str | None:
     if isinstance(err, LexError):
+        if re.fullmatch(r"[0-9][0-9.]*[eE][-+]?[0-9]+|[0-9]+(_[0-9]+)+", got):
+            return "write numbers in full: 1000000, not 1e6 or 1_000_000"
         if re.fullmatch(r"[0-9]+(\.[0-9]+)?[A-Za-z]+", got):
             return "a duration is a whole number and one unit of s, m, h or d: write 90m, not 1.5h or 90min"
         if re.fullmatch(r"\.[0-9]+", got):
@@ -589,6 +641,9 @@ def _syntax_hint(text: str, err: ParseFailure | LexError, got: str, expected: fr
             return "names use ASCII letters, digits and _ only"
         return None
     word = got.strip()
+    phrase = _phrase_hint(text, err, word, expected)
+    if phrase is not None:
+        return phrase
     if word.upper() == "WHEN" and "PLAN" in expected:
         return "a rule belongs to a plan: start with PLAN name, then WHEN cond: action"
     if "SYMBOL" in expected and word[:1].isalpha():
