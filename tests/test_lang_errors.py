@@ -433,3 +433,7 @@ def test_code_only_errors_by_path() -> None:
 def test_phrases_from_other_languages_get_kestrel_repairs(text: str, column: int, hint: str) -> None:
     d = one(text)
     assert (d.line, d.column, d.hint) == (1, column, hint)
+
+
+def test_a_bad_limit_price_gives_no_follow_on_bracket_error() -> None:
+    assert [d.code for d in diags("PLAN a WHEN last > 1: BUY 1 LMT 0 STOP @5")] == ["bad-price"]

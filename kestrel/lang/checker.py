@@ -270,6 +270,7 @@ class _Checker:
                 if entry <= 0:
                     self.err(o.price, "bad-price", "an order price must be positive",
                              hint="write a price such as 182.40, or a MKT order")
+                    entry = None  # no follow-on bracket errors against a bad price
         below, above = ("STOP", "TARGET") if o.side == "buy" else ("TARGET", "STOP")
         for kw, off in (("STOP", o.stop), ("TARGET", o.target)):
             if off is None:
