@@ -19,7 +19,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal, TextIO
+from typing import Any, Literal, TextIO, cast
 
 import msgspec
 import structlog
@@ -82,6 +82,25 @@ def console_processors(*, timestamps: bool = False, colors: bool = False) -> lis
     ]
 
 
+class _StandardError:
+    """Writes to whatever `sys.stderr` is at write time, not at configure time, so a global
+    configuration never holds on to a stream that was swapped out and closed since (a test
+    harness's capture, a redirected CLI)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+    def isatty(self) -> bool:
+        return _isatty(sys.stderr)
+
+
+def _standard_error() -> TextIO:
+    return cast(TextIO, _StandardError())
+
+
 def configure_console(
     *,
     stream: TextIO | None = None,
@@ -90,7 +109,7 @@ def configure_console(
     colors: bool | None = None,
 ) -> None:
     """Process-wide: readable lines to `stream` (default stderr); colors only on a terminal."""
-    out = sys.stderr if stream is None else stream
+    out = _standard_error() if stream is None else stream
     use_colors = bool(colors) if colors is not None else _isatty(out)
     structlog.configure(
         processors=console_processors(timestamps=timestamps, colors=use_colors),
@@ -107,7 +126,7 @@ def configure_json(
     timestamps: bool = False,
 ) -> None:
     """Process-wide: JSON lines to `stream` (default stderr)."""
-    out = sys.stderr if stream is None else stream
+    out = _standard_error() if stream is None else stream
     structlog.configure(
         processors=json_processors(timestamps=timestamps),
         wrapper_class=structlog.make_filtering_bound_logger(_level_number(level)),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Iterator
+import sys
 from pathlib import Path
 
 import msgspec
@@ -91,3 +92,19 @@ def test_configure_json_sets_the_global_logger() -> None:
 def test_an_unknown_level_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown log level 'loud'"):
         logs.configure_console(level="loud")  # type: ignore[arg-type]
+
+
+def test_default_stream_follows_sys_stderr_after_it_is_swapped_and_closed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    first = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", first)
+    logs.configure_console(level="info")
+    first.close()  # e.g. a test harness's capture ending
+    second = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", second)
+    structlog.get_logger().info("still.here", n=1)
+    assert "still.here" in second.getvalue()
+    logs.configure_json(level="info")
+    structlog.get_logger().info("json.here")
+    assert '"event":"json.here"' in second.getvalue().replace(" ", "")
