@@ -220,3 +220,16 @@ def test_report_pairs_each_fill_with_its_own_position_on_a_shared_tick(
         ["buy", "100", "10.00", "0", "-50.00"],
         ["buy", "100", "10.01", "100", "-50.00"],
     ]
+
+
+def test_loop_flags_with_a_single_shot_agent_get_a_note_on_stderr_only(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["simulate", "--json"]) == 0
+    plain = capsys.readouterr()
+    assert "note:" not in plain.err
+    assert main(["simulate", "--json", "--profile", "fast", "--effort", "high"]) == 0
+    flagged = capsys.readouterr()
+    assert flagged.out == plain.out  # the run itself is unchanged
+    assert "agent 'baseline' is single-shot" in flagged.err
+    assert "--profile, --effort have no effect" in flagged.err

@@ -235,6 +235,7 @@ def _run_simulate(args: argparse.Namespace) -> int:
     resolved = profiles.resolve(flags, mode, profile)
     st = resolved.settings
     agent = _agent(st.agent or "baseline")
+    _note_unused_loop_flags(args, agent, st.agent or "baseline")
     data = load_data(_data_name(args))
     if args.symbol and args.data == "sample" and args.symbol != data.symbol:
         raise UsageError(f"--symbol {args.symbol} does not match the sample's symbol {data.symbol}")
@@ -253,6 +254,31 @@ def _run_simulate(args: argparse.Namespace) -> int:
     with _evidence_sink(args.evidence) as sink:
         result = _run(data, agent, options, args.backend, date, args.days, sink, args.json)
     return _finish(args, result, agent)
+
+
+def _note_unused_loop_flags(args: argparse.Namespace, agent: Any, name: str) -> None:
+    """Loop knobs do nothing for a single-shot agent: say so on stderr (never on stdout, and
+    never in the ledger or capture, so a flagged run stays byte-identical to an unflagged one)."""
+    if getattr(agent, "iterative", False):
+        return
+    given = [
+        flag
+        for flag, value in (
+            ("--profile", args.profile),
+            ("--max-iterations", args.max_iterations),
+            ("--token-budget", args.token_budget),
+            ("--effort", args.effort),
+            ("--self-correct", args.self_correct or None),
+        )
+        if value is not None
+    ]
+    if given:
+        print(
+            f"kestrel simulate: note: agent {name!r} is single-shot and never enters the "
+            f"authoring loop, so {', '.join(given)} {'has' if len(given) == 1 else 'have'} "
+            "no effect on this run",
+            file=sys.stderr,
+        )
 
 
 @contextmanager
