@@ -199,3 +199,22 @@ def test_thorough_self_correction_on_the_real_snapshot(sample: MarketData) -> No
     )
     assert agent.requests[0].effort == "high"
     assert result.days[0].outcomes[0].armed == "armed orb"
+
+
+def test_a_window_longer_than_the_session_is_a_repair_not_a_rule_that_never_fires(
+    sample: MarketData,
+) -> None:
+    # The sample's session is 09:30-16:00 (6h30m): the engine evaluates one session, so
+    # high(1d) could never be defined. The runtime rejects it with repair guidance instead.
+    long_window = "PLAN w\nWHEN last > high(1d): BUY 10 MKT STOP -1%"
+    agent = ScriptedAgent([long_window, ORB])
+    sink: list[Evidence] = []
+    result = run_session(sample, agent, SessionOptions(), sink=sink.append)
+    agent.assert_finished()
+    assert [e.kind for e in sink] == ["repair"]
+    assert sink[0].error is not None
+    assert "high's d of 1d is longer than the data available (390m)" in sink[0].error
+    assert "use at most 390m" in sink[0].error
+    assert isinstance(result.days[0].outcomes[0].turn, Supersede)
+    # the repair text reached the agent on its second request
+    assert agent.requests[1].repair_error == sink[0].error

@@ -9,10 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import msgspec
 import numpy as np
 
 from kestrel import lang
-from kestrel.frame import DEFAULT_CATALOG, FrozenSnapshot, Ordinal, PaneCatalog, ResolvedView
+from kestrel.frame import (
+    DEFAULT_CATALOG,
+    FrozenSnapshot,
+    Ordinal,
+    PaneCatalog,
+    ResolvedView,
+    SessionSpec,
+)
 from kestrel.frame import briefing as frame_briefing
 from kestrel.frame import resolve_view as frame_resolve_view
 from kestrel.frame.ticks import NS_PER_S
@@ -22,9 +30,20 @@ from kestrel.session.protocol import Reply, interpret_reply
 from kestrel.session.risk import RiskAssessment, RiskBounds, classify, dry_run
 
 
-def interpret(text: str) -> Reply:
+def interpret(text: str, limits: lang.Limits | None = None) -> Reply:
     """The runtime's interpretation of raw agent text with the Kestrel language."""
-    return interpret_reply(text, parse=lang.parse)
+    return interpret_reply(text, parse=lambda body: lang.parse(body, limits))
+
+
+def session_limits(session: SessionSpec | None) -> lang.Limits:
+    """The language bounds for plans authored in `session`: a window can look back at most
+    to the session's open (the engine evaluates one session), so `high(1d)` in a 6.5 h equity
+    session is an error the author can repair, never a rule that silently cannot fire."""
+    base = lang.DEFAULT_LIMITS
+    if session is None:
+        return base
+    span_s = (session.close_ns - session.open_ns) // NS_PER_S
+    return msgspec.structs.replace(base, max_window_seconds=min(base.max_window_seconds, span_s))
 
 
 def last_price(snapshot: FrozenSnapshot) -> float | None:
@@ -126,9 +145,14 @@ def snapshot_ports(
     def risk(plan: ast.Plan) -> RiskAssessment:
         return classify(plan, reference=reference, bounds=bounds)
 
+    limits = session_limits(snapshot.session)
+
+    def read(text: str) -> Reply:
+        return interpret(text, limits)
+
     return LoopPorts(
-        interpret=interpret, resolve_view=resolve, briefing=render, dry_run=run_dry, classify=risk
+        interpret=read, resolve_view=resolve, briefing=render, dry_run=run_dry, classify=risk
     )
 
 
-__all__ = ["interpret", "last_price", "probe", "snapshot_ports"]
+__all__ = ["interpret", "last_price", "probe", "session_limits", "snapshot_ports"]
