@@ -25,7 +25,9 @@ class EngineConfig(msgspec.Struct, frozen=True, kw_only=True):
     - `end_of_day`: `flatten` closes everything at the session close, `carry` keeps the
       position and its protective orders;
     - `partial_fills`: when True and the tick has a positive size, a fill takes at most
-      that size.
+      that size;
+    - `money_decimals`: the money quantum is 10**-money_decimals (0..9); None derives it
+      from the tick size, multiplier, slippage and fees (at least cents; see `money`).
     """
 
     maxpos: int = 1000
@@ -39,6 +41,7 @@ class EngineConfig(msgspec.Struct, frozen=True, kw_only=True):
     latency_ns: int = 0
     end_of_day: Literal["flatten", "carry"] = "flatten"
     partial_fills: bool = False
+    money_decimals: int | None = None
 
     def validated(self) -> EngineConfig:
         """Return self, or raise ValueError naming the bad field and the fix."""
@@ -53,4 +56,7 @@ class EngineConfig(msgspec.Struct, frozen=True, kw_only=True):
             raise ValueError("EngineConfig: latency_ticks and latency_ns must be >= 0")
         if not (0 < self.multiplier < math.inf):
             raise ValueError(f"EngineConfig: multiplier must be a finite number > 0, got {self.multiplier}")
+        if self.money_decimals is not None and not (0 <= self.money_decimals <= 9):
+            raise ValueError(
+                f"EngineConfig: money_decimals must be 0..9 or None (derived), got {self.money_decimals}")
         return self

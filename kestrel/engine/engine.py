@@ -26,6 +26,7 @@ from kestrel.engine.codegen import CompiledPlan, compile_plan
 from kestrel.engine.config import EngineConfig
 from kestrel.engine.fast import run_fast
 from kestrel.engine.indicators import PlanError
+from kestrel.engine.money import Money
 from kestrel.engine.ledger import (
     Armed,
     Cancelled,
@@ -77,6 +78,8 @@ class Engine:
         self.tick_size = tick_size
         self.grid = TickGrid(tick_size)
         self.slip = config.slippage_ticks * tick_size
+        self.money = Money.derive(tick_size, config.multiplier, config.slippage_ticks,
+                                  config.fee_per_unit, config.fee_per_order, config.money_decimals)
         self.close_ns = session.close_ns
         self.open_ns = session.open_ns
         self.off_ns = session.utc_offset_ns
@@ -92,6 +95,9 @@ class Engine:
         # account
         self.pos = 0
         self.avg = 0.0
+        # money: whole quanta (exact integers); rpnl/fees are their amounts, kept in step
+        self._rpnl_k = 0
+        self._fees_k = 0
         self.rpnl = 0.0
         self.fees = 0.0
         self.orders: dict[int, WorkingOrder] = {}
@@ -111,6 +117,8 @@ class Engine:
         self.maxorders = config.maxorders
         self.placed = 0
         self.baseline = 0.0
+        self._baseline_k = 0
+        self._maxloss_k = self.money.at_least(self.maxloss)
         self.loss_breached = False
         self._stale = False
         self._sizes: Sequence[float] | np.ndarray | None = None
@@ -150,7 +158,9 @@ class Engine:
         self.maxorders = cfg.maxorders if risk.maxorders is None else risk.maxorders
         self.placed = 0
         self.loss_breached = False
-        self.baseline = self._pnl(self.b, self.a)
+        self._maxloss_k = self.money.at_least(self.maxloss)
+        self._baseline_k = self._pnl_k(self.b, self.a)
+        self.baseline = self.money.amount(self._baseline_k)
         exp = plan.expiry
         if isinstance(exp, ast.Until):
             self.expiry_ns = self.session.wall_clock_ns(exp.at.hour, exp.at.minute, exp.at.second)
@@ -311,21 +321,30 @@ class Engine:
     def _emit(self, e: LedgerEvent) -> None:
         self.ledger.events.append(e)
 
-    def _upnl(self, b: float, a: float) -> float:
+    def _upnl_k(self, b: float, a: float) -> int:
+        """Unrealized PnL at the touch (bid for a long, ask for a short), in money quanta."""
         if self.pos > 0:
-            return self.pos * (b - self.avg) * self.config.multiplier
+            return self.money.quanta(self.pos * (b - self.avg) * self.config.multiplier)
         if self.pos < 0:
-            return self.pos * (a - self.avg) * self.config.multiplier
-        return 0.0
+            return self.money.quanta(self.pos * (a - self.avg) * self.config.multiplier)
+        return 0
+
+    def _upnl(self, b: float, a: float) -> float:
+        return self.money.amount(self._upnl_k(b, a)) if self.pos else 0.0
+
+    def _pnl_k(self, b: float, a: float) -> int:
+        """rpnl - fees + upnl in money quanta (exact)."""
+        k = self._rpnl_k - self._fees_k
+        return k + self._upnl_k(b, a) if self.pos else k
 
     def _pnl(self, b: float, a: float) -> float:
-        if self.pos == 0:
-            return self.rpnl - self.fees
-        return self.rpnl - self.fees + self._upnl(b, a)
+        return self.money.amount(self._pnl_k(b, a))
 
     def _mark(self, i: int, t: int, b: float, a: float) -> None:
-        u = self._upnl(b, a)
-        self._emit(Mark(i, t, self.pos, self.rpnl, u, self.fees, self.rpnl + u - self.fees))
+        u = self._upnl_k(b, a)
+        m = self.money
+        self._emit(Mark(i, t, self.pos, self.rpnl, m.amount(u), self.fees,
+                        m.amount(self._rpnl_k + u - self._fees_k)))
 
     # broker step ---------------------------------------------------------------
     def _step(self, i: int, t: int, b: float, a: float) -> None:
@@ -348,7 +367,7 @@ class Engine:
                 qty = self._fill_qty(o, i)
                 if qty > 0:
                     self._fill(o, price, i, t, b, a, qty)
-        if not self.loss_breached and self._pnl(b, a) - self.baseline <= -self.maxloss:
+        if not self.loss_breached and self._pnl_k(b, a) - self._baseline_k <= -self._maxloss_k:
             self._breach_loss(i, t, b, a)
         if self.armed and t >= self.expiry_ns:
             self._disarm("expired", i, t)
@@ -401,22 +420,30 @@ class Engine:
     def _fill(self, o: WorkingOrder, price: float, i: int, t: int, b: float, a: float,
               qty: int) -> None:
         cfg = self.config
-        fee = cfg.fee_per_unit * qty + (cfg.fee_per_order if o.filled == 0 else 0.0)
+        m = self.money
+        fee_k = m.quanta(cfg.fee_per_unit * qty + (cfg.fee_per_order if o.filled == 0 else 0.0))
         o.filled += qty
         if o.filled >= o.qty:
             del self.orders[o.id]
-        self._emit(Filled(i, t, o.id, "buy" if o.side > 0 else "sell", qty, price, fee))
-        self.fees += fee
+        self._emit(Filled(i, t, o.id, "buy" if o.side > 0 else "sell", qty, price, m.amount(fee_k)))
+        self._fees_k += fee_k
+        self.fees = m.amount(self._fees_k)
         q = o.side * qty
         pos = self.pos
         opened = qty  # the part of the fill that opens or adds to a position
-        if pos == 0 or (pos > 0) == (q > 0):
+        if pos == 0:
+            self.avg = price
+            self.pos = q
+        elif (pos > 0) == (q > 0):
             self.avg = (self.avg * abs(pos) + price * qty) / (abs(pos) + qty)
             self.pos = pos + q
         else:
             closed = min(qty, abs(pos))
             opened = qty - closed
-            self.rpnl += closed * (price - self.avg) * (1 if pos > 0 else -1) * cfg.multiplier
+            # each realized increment is rounded to the money quantum once, then summed exactly
+            self._rpnl_k += m.quanta(
+                closed * (price - self.avg) * (1 if pos > 0 else -1) * cfg.multiplier)
+            self.rpnl = m.amount(self._rpnl_k)
             self.pos = pos + q
             if self.pos == 0:
                 self.avg = 0.0
@@ -574,12 +601,14 @@ class Engine:
         risk = self._entry_risk(act, side, price)
         if risk:
             committed = sum(o.risk * o.remaining for o in self.orders.values() if o.role == "entry")
-            after = self._pnl(self.b, self.a) - self.baseline - committed - risk * act.qty
-            if after <= -self.maxloss:
+            m = self.money
+            after_k = (self._pnl_k(self.b, self.a) - self._baseline_k
+                       - m.quanta(committed + risk * act.qty))
+            if after_k <= -self._maxloss_k:
                 self._emit(OrderRejected(
                     i, t, self.plan_name, j,
                     f"worst-case loss {risk * act.qty:.2f} would take the plan's pnl to "
-                    f"{after:.2f}, past maxloss {self.maxloss:g}"))
+                    f"{m.amount(after_k):.2f}, past maxloss {self.maxloss:g}"))
                 self._disarm(f"maxloss {self.maxloss:g} would be breached", i, t)
                 return
         if not self._count_order(j, i, t):
@@ -657,7 +686,8 @@ class Engine:
                 trails.append(o)
         if self.pos and not self.loss_breached:
             mult = self.config.multiplier
-            room = self.baseline - self.maxloss - self.rpnl + self.fees
+            # + one money quantum: upnl is rounded to the quantum before the check
+            room = self.baseline - self.maxloss - self.rpnl + self.fees + 1.0 / self.money.scale
             thr = self.avg + room / (self.pos * mult)
             margin = 1e-6 * (1.0 + abs(thr))
             if self.pos > 0:

@@ -11,6 +11,7 @@ The PnL series is the `Mark` events, emitted after every fill and at the session
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Literal, TypeAlias
 
 import msgspec
@@ -105,6 +106,14 @@ LedgerEvent: TypeAlias = (
 )
 
 _ENCODER = msgspec.json.Encoder()
+_ZERO = Decimal(0)
+
+
+def _dec(x: float) -> Decimal:
+    """A money amount at its shortest decimal form (the engine keeps money on a decimal
+    quantum, so this is the exact amount it meant)."""
+    return Decimal(repr(x))
+
 _DECODER = msgspec.json.Decoder(LedgerEvent)
 
 
@@ -112,7 +121,9 @@ class LedgerSummary(msgspec.Struct, frozen=True):
     """Figures over a ledger. A trade is a round trip from flat back to flat; it wins when
     its realized PnL net of the fees paid during it is > 0. `max_drawdown` is the largest
     peak-to-trough fall of `Mark.equity`, the peak starting at 0 (the equity before any
-    trade); `exposure_ns` the time spent with a position."""
+    trade); `exposure_ns` the time spent with a position. Money figures are computed in
+    decimal from the ledger's amounts, so they are exact to the engine's money quantum
+    (`-96.0`, not `-95.99999999999795`)."""
 
     trades: int
     wins: int
@@ -147,28 +158,27 @@ class Ledger:
 
     def summary(self) -> LedgerSummary:
         trades = wins = orders = fills = 0
-        rpnl = fees = 0.0
-        trade_start_rpnl = trade_start_fees = 0.0
+        rpnl = fees = trade_start_rpnl = trade_start_fees = _ZERO
         pos = 0
         open_since: int | None = None
         exposure = 0
         last_ts = 0
-        peak = 0.0  # equity starts at 0: a first trade that only loses is a drawdown
-        max_dd = 0.0
-        last_fee = 0.0
+        peak = _ZERO  # equity starts at 0: a first trade that only loses is a drawdown
+        max_dd = _ZERO
+        last_fee = _ZERO
         for e in self.events:
             last_ts = max(last_ts, e.ts)
             if isinstance(e, OrderPlaced):
                 orders += 1
             elif isinstance(e, Filled):
                 fills += 1
-                fees += e.fee
-                last_fee = e.fee
+                last_fee = _dec(e.fee)
+                fees += last_fee
             elif isinstance(e, PositionChanged):
                 if pos == 0 and e.pos != 0:
                     open_since = e.ts
                     trade_start_rpnl, trade_start_fees = rpnl, fees - last_fee
-                rpnl = e.rpnl
+                rpnl = _dec(e.rpnl)
                 if pos != 0 and e.pos == 0:
                     trades += 1
                     if (rpnl - trade_start_rpnl) - (fees - trade_start_fees) > 0:
@@ -184,18 +194,19 @@ class Ledger:
                     trade_start_rpnl, trade_start_fees = rpnl, fees
                 pos = e.pos
             elif isinstance(e, Mark):
-                peak = max(peak, e.equity)
-                max_dd = max(max_dd, peak - e.equity)
+                eq = _dec(e.equity)
+                peak = max(peak, eq)
+                max_dd = max(max_dd, peak - eq)
         if open_since is not None:
             exposure += last_ts - open_since
         return LedgerSummary(
             trades=trades,
             wins=wins,
             win_rate=(wins / trades) if trades else 0.0,
-            realized_pnl=rpnl,
-            fees=fees,
-            net_pnl=rpnl - fees,
-            max_drawdown=max_dd,
+            realized_pnl=float(rpnl),
+            fees=float(fees),
+            net_pnl=float(rpnl - fees),
+            max_drawdown=float(max_dd),
             exposure_ns=exposure,
             orders=orders,
             fills=fills,

@@ -1,0 +1,137 @@
+"""Money is exact to the engine's decimal quantum: ledger fields, summary and risk checks.
+
+Hand-computed: three round trips of 100 shares, 181.34 -> 181.11, 188.47 -> 188.16 and
+187.64 -> 187.22, lose 23 + 31 + 42 = 96.00; summing the binary increments naively gives
+-95.99999999999795.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kestrel.engine import Engine, EngineConfig, ticks_of
+from kestrel.engine.ledger import Disarmed, Filled, Mark, PositionChanged
+from kestrel.engine.money import Money
+
+from test_engine_helpers import SESSION, S, T0, plan
+
+THREE_TRADES = (
+    "PLAN p\n"
+    "WHEN time >= 09:30:01: BUY 100 MKT\n"
+    "WHEN time >= 09:30:03: FLAT\n"
+    "WHEN time >= 09:30:05: BUY 100 MKT\n"
+    "WHEN time >= 09:30:07: FLAT\n"
+    "WHEN time >= 09:30:09: BUY 100 MKT\n"
+    "WHEN time >= 09:30:11: FLAT"
+)
+# (bid, ask) per second from the open; a rule firing at tick k fills at tick k+1
+QUOTES = [(181.33, 181.34)] * 3 + [(181.11, 181.12)] * 2 + [(188.46, 188.47)] * 2 \
+    + [(188.16, 188.17)] * 2 + [(187.63, 187.64)] * 2 + [(187.22, 187.23)] * 2
+
+
+def _rows() -> list[tuple[int, float, float]]:
+    return [(T0 + k * S, b, a) for k, (b, a) in enumerate(QUOTES)]
+
+
+def _run(text: str, path: str, cfg: EngineConfig | None = None) -> Engine:
+    e = Engine(cfg or EngineConfig(), SESSION, "TEST", 0.01)
+    e.arm(plan(text))
+    e.run(ticks_of(_rows()), path=path)
+    return e
+
+
+def test_naive_float_sum_is_noisy() -> None:
+    # the premise of this file: the plain float sum is not -96
+    r = 0.0
+    for buy, sell in ((181.34, 181.11), (188.47, 188.16), (187.64, 187.22)):
+        r += 100 * (sell - buy)
+    assert r != -96.0
+
+
+@pytest.mark.parametrize("path", ["reference", "fast"])
+def test_three_losing_trades_sum_to_exactly_minus_96(path: str) -> None:
+    e = _run(THREE_TRADES, path)
+    assert e.last_path == path
+    fills = [(f.tick, f.side, f.price) for f in e.ledger.events if isinstance(f, Filled)]
+    assert fills == [(2, "buy", 181.34), (4, "sell", 181.11), (6, "buy", 188.47),
+                     (8, "sell", 188.16), (10, "buy", 187.64), (12, "sell", 187.22)]
+    rpnls = [p.rpnl for p in e.ledger.events if isinstance(p, PositionChanged)]
+    assert rpnls == [0.0, -23.0, -23.0, -54.0, -54.0, -96.0]
+    marks = [(m.upnl, m.equity) for m in e.ledger.events if isinstance(m, Mark)]
+    # each entry is marked at the bid one cent under its fill: upnl -1.00
+    assert marks == [(-1.0, -1.0), (0.0, -23.0), (-1.0, -24.0), (0.0, -54.0), (-1.0, -55.0),
+                     (0.0, -96.0), (0.0, -96.0)]
+    s = e.ledger.summary()
+    assert (s.trades, s.wins, s.realized_pnl, s.net_pnl, s.max_drawdown, s.fees) == (
+        3, 0, -96.0, -96.0, 96.0, 0.0)
+    assert e.rpnl == -96.0 and e.account().rpnl == -96.0
+    assert b"95.99" not in e.ledger.to_jsonl() and b"96.00000" not in e.ledger.to_jsonl()
+
+
+def test_both_paths_give_the_same_bytes() -> None:
+    assert _run(THREE_TRADES, "reference").ledger.to_jsonl() == \
+        _run(THREE_TRADES, "fast").ledger.to_jsonl()
+
+
+@pytest.mark.parametrize("path", ["reference", "fast"])
+def test_maxloss_sees_the_exact_loss(path: str) -> None:
+    # tick 11: long 100 @187.64 marked at the bid 187.22 (upnl -42.00) after -54.00 realized:
+    # -96.00 <= -96 breaches; the noisy -54 + 100*(187.22-187.64) = -95.99999999999795 would not
+    e = _run(THREE_TRADES.replace("PLAN p", "PLAN p RISK maxloss 96"), path)
+    assert [(d.tick, d.reason) for d in e.ledger.events if isinstance(d, Disarmed)][0] == (
+        11, "maxloss 96 breached")
+    e = _run(THREE_TRADES.replace("PLAN p", "PLAN p RISK maxloss 96.01"), path)
+    assert [d.reason for d in e.ledger.events if isinstance(d, Disarmed)] == ["end of data"]
+
+
+@pytest.mark.parametrize("path", ["reference", "fast"])
+def test_fees_are_exact_to_their_own_precision(path: str) -> None:
+    # 0.005 per share: the quantum becomes 0.001; 6 fills of 100 shares = 6 x 0.50 plus
+    # 1.25 per order = 6 x 1.75 = 10.50 exactly
+    cfg = EngineConfig(fee_per_unit=0.005, fee_per_order=1.25)
+    e = _run(THREE_TRADES, path, cfg)
+    fees = [f.fee for f in e.ledger.events if isinstance(f, Filled)]
+    assert fees == [1.75] * 6
+    s = e.ledger.summary()
+    assert (s.realized_pnl, s.fees, s.net_pnl) == (-96.0, 10.5, -106.5)
+    assert e.ledger.events[-1] == Mark(12, T0 + 12 * S, 0, -96.0, 0.0, 10.5, -106.5)
+
+
+def test_a_fee_of_a_tenth_of_a_cent_accumulates_exactly() -> None:
+    # 0.015 per fill of 3 shares at 0.005 (quantum 0.001); three such fees are 0.045
+    e = Engine(EngineConfig(fee_per_unit=0.005), SESSION, "TEST", 0.01)
+    e.arm(plan("PLAN p\nWHEN time >= 09:30:01: BUY 3 MKT\nWHEN time >= 09:30:03: SELL 3 MKT\n"
+               "WHEN time >= 09:30:05: BUY 3 MKT"))
+    e.run(ticks_of(_rows()[:7]), path="reference", final=False)
+    assert [f.fee for f in e.ledger.events if isinstance(f, Filled)] == [0.015] * 3
+    assert e.fees == 0.045 and e.account().fees == 0.045
+
+
+@pytest.mark.parametrize(("tick", "mult", "slip", "fu", "fo", "decimals"), [
+    (0.01, 1.0, 0.0, 0.0, 0.0, 2),        # equities: cents
+    (0.25, 50.0, 1.0, 2.25, 0.0, 2),      # ES: 12.50 a tick, fees in cents
+    (0.00001, 1.0, 0.0, 0.0, 0.0, 5),     # FX quoted to 1e-5, one unit
+    (0.0001, 100000.0, 0.0, 0.0, 0.0, 2),  # FX in 100k lots: 10.00 a pip
+    (0.01, 1.0, 0.5, 0.0, 0.0, 3),        # half-tick slippage: 0.005 a unit
+    (0.01, 1.0, 0.0, 0.0035, 1.0, 4),     # a fee of 0.35 cents a share
+])
+def test_quantum_is_derived_from_tick_multiplier_slippage_and_fees(
+        tick: float, mult: float, slip: float, fu: float, fo: float, decimals: int) -> None:
+    assert Money.derive(tick, mult, slip, fu, fo).decimals == decimals
+
+
+def test_quantum_override_and_validation() -> None:
+    e = Engine(EngineConfig(money_decimals=0), SESSION, "TEST", 0.01)
+    assert e.money.decimals == 0
+    with pytest.raises(ValueError, match="money_decimals"):
+        EngineConfig(money_decimals=10).validated()
+    with pytest.raises(ValueError, match="money_decimals"):
+        EngineConfig(money_decimals=-1).validated()
+
+
+def test_whole_dollar_quantum_rounds_each_increment_half_to_even() -> None:
+    # money_decimals=0: -23, -31, -42 are whole already; a 1-cent mark rounds to 0 (-1.00 -> -1)
+    e = _run(THREE_TRADES, "reference", EngineConfig(money_decimals=0))
+    assert e.ledger.summary().realized_pnl == -96.0
+    m = Money(0)
+    assert (m.quanta(0.5), m.quanta(1.5), m.quanta(-2.5)) == (0, 2, -2)
