@@ -135,3 +135,11 @@ def test_whole_dollar_quantum_rounds_each_increment_half_to_even() -> None:
     assert e.ledger.summary().realized_pnl == -96.0
     m = Money(0)
     assert (m.quanta(0.5), m.quanta(1.5), m.quanta(-2.5)) == (0, 2, -2)
+
+
+def test_rules_read_the_exact_pnl() -> None:
+    # at tick 11 pnl = -54.00 realized + -42.00 unrealized = -96.00 exactly: the rule fires
+    text = THREE_TRADES.replace("WHEN time >= 09:30:11: FLAT", "WHEN pnl <= -96: FLAT")
+    e = _run(text, "reference")
+    fills = [(f.tick, f.price) for f in e.ledger.events if isinstance(f, Filled)]
+    assert fills[-1] == (12, 187.22)

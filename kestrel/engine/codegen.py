@@ -46,7 +46,7 @@ SERIES_SRC = {
     "pos": "E.pos",
     "rpnl": "E.rpnl",
     "upnl": "E._upnl(b, a)",
-    "pnl": "(E.rpnl + E._upnl(b, a))",
+    "pnl": "E.money.amount(E._rpnl_k + E._upnl_k(b, a))",  # exact: rpnl + upnl in quanta
 }
 
 
