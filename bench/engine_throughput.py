@@ -19,7 +19,13 @@ Prints one JSON line:
 - `nautilus_ratio` (when nautilus_trader is installed): NautilusTrader's BacktestEngine wall
   time on the same strategy over the same quote ticks (its SMA computed in the strategy,
   first cross per session, bracket as an OUO order list), over the engine's reference wall;
-- `ledgers_identical`: the fast path's ledgers equal the reference's, byte for byte;
+- `segmented_vs_single_ratio`: on one long session (a fifth of the ticks), the wall time of
+  `run(segment, final=False)` over `segments` (200) equal segments then `finish()` (the
+  session runner's pattern) over one `run` of the whole session, for the armed-all-day plan
+  (`_rearming`: an SMA cross that trades and re-arms all day; `_typical`: the SMA cross with a
+  trailing stop, spent after its first fire); `single_call_s*` the one-call wall times;
+- `ledgers_identical`: the fast path's ledgers equal the reference's, byte for byte (and the
+  segmented runs' equal the single calls');
 - `peak_rss_mb`: peak resident memory of the process before the peers run
   (`peak_rss_mb_with_peers` after them). Peers that are not installed are skipped.
 `--quick` uses 200,000 ticks instead of 1,000,000.
@@ -57,17 +63,24 @@ ARMED_ALL_DAY = (
     "PLAN idle RISK maxpos 100\n"
     "WHEN mid CROSSES ABOVE sma(mid, 50) AND spread > 5: BUY 100 MKT STOP -0.5% TARGET +1%"
 )
+# fires and re-arms all day: the fast path evaluates its rules in every segment
+REARMING = (
+    "PLAN rearm RISK maxpos 100\n"
+    "WHEN mid CROSSES ABOVE sma(mid, 50) AND pos <= 0: BUY 100 MKT STOP -0.5% TARGET +1% x100\n"
+    "WHEN mid CROSSES BELOW sma(mid, 50) AND pos > 0: FLAT x100"
+)
+SEGMENTS = 200
 FLOOR_PLAN = "PLAN smab RISK maxpos 100\nWHEN mid CROSSES ABOVE sma(mid, 50): BUY 100 MKT STOP -0.5% TARGET +1%"
 
 
-def make_days(total: int, seed: int = 11) -> list[tuple[SessionSpec, Ticks]]:
-    """Seeded random-walk quote ticks: `total` ticks over SESSIONS sessions 09:30-16:00."""
+def make_days(total: int, seed: int = 11, sessions: int = SESSIONS) -> list[tuple[SessionSpec, Ticks]]:
+    """Seeded random-walk quote ticks: `total` ticks over `sessions` sessions 09:30-16:00."""
     rng = np.random.default_rng(seed)
-    per = total // SESSIONS
+    per = total // sessions
     days = []
     date = dt.date(2024, 1, 2)
     price = 10000.0  # in cents
-    for _ in range(SESSIONS):
+    for _ in range(sessions):
         while date.weekday() >= 5:
             date += dt.timedelta(days=1)
         s = SessionSpec.us_equity(date)
@@ -93,6 +106,29 @@ def run_engine(days: list[tuple[SessionSpec, Ticks]], plan: Plan, path: str) -> 
         assert e.last_path == path
         out.append(e.ledger.to_jsonl())
     return time.perf_counter() - t0, out
+
+
+def segmented_walls(day: tuple[SessionSpec, Ticks], plan: Plan, segments: int) -> tuple[float, float, bool]:
+    """Wall time of one `run(day)` and of `run(segment, final=False)` over `segments` equal
+    segments then `finish()` (the session runner's pattern), on the auto path; and whether the
+    two ledgers are identical."""
+    session, ticks = day
+    n = len(ticks)
+    cfg = EngineConfig(maxorders=100_000)
+    e = Engine(cfg, session, "SYN", 0.01)
+    e.arm(plan)
+    t0 = time.perf_counter()
+    e.run(ticks)
+    one = time.perf_counter() - t0
+    m = Engine(cfg, session, "SYN", 0.01)
+    m.arm(plan)
+    step = -(-n // segments)
+    t0 = time.perf_counter()
+    for a in range(0, n, step):
+        m.run(ticks.slice(a, min(n, a + step)), final=False)
+    m.finish()
+    many = time.perf_counter() - t0
+    return one, many, e.ledger.to_jsonl() == m.ledger.to_jsonl()
 
 
 def floor_loop(days: list[tuple[SessionSpec, Ticks]]) -> tuple[float, int]:
@@ -355,6 +391,19 @@ def main() -> None:
     loop_wall, _ = per_tick_loop(days)
     result["python_per_tick_loop_ticks_per_s"] = round(n / loop_wall)
     result["armed_all_day_reference_vs_per_tick_loop"] = round(loop_wall / idle_ref_wall, 3)
+    # one long session (a fifth of the ticks) in 1 call vs SEGMENTS calls
+    seg_day = make_days(n // 5, seed=12, sessions=1)[0]
+    result["segmented_ticks"] = len(seg_day[1])
+    result["segments"] = SEGMENTS
+    for key, text in (("segmented_vs_single_ratio", ARMED_ALL_DAY),
+                      ("segmented_vs_single_ratio_rearming", REARMING),
+                      ("segmented_vs_single_ratio_typical", TYPICAL["sma_cross_trail"])):
+        p = parse(text)
+        assert isinstance(p, Plan)
+        one, many, same = segmented_walls(seg_day, p, SEGMENTS)
+        identical &= same
+        result[key] = round(many / one, 3)
+        result[key.replace("segmented_vs_single_ratio", "single_call_s")] = round(one, 4)
     # our peak memory, before the peers load their frameworks and data
     result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     bt_res = backtrader_wall(days)

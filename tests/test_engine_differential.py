@@ -14,7 +14,7 @@ import pytest
 
 from kestrel.data.synthetic import SyntheticSpec, generate
 from kestrel.engine import Engine, EngineConfig, Ledger
-from kestrel.engine.fast import _concat
+from kestrel.engine.history import TickHistory
 from kestrel.engine.ledger import (
     Cancelled,
     Disarmed,
@@ -44,7 +44,10 @@ def realistic_day(rng: random.Random) -> tuple[SessionSpec, Ticks]:
     if rng.random() < 0.5:
         a = rng.randrange(2000, len(ticks) - 3000)
         b = a + 60 * rng.randrange(5, 40)
-        ticks = _concat([ticks.slice(0, a), ticks.slice(b, len(ticks))])
+        joined = TickHistory()
+        joined.append(ticks.slice(0, a))
+        joined.append(ticks.slice(b, len(ticks)))
+        ticks = joined.view()
     return md.sessions[0], ticks
 
 

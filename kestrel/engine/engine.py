@@ -26,6 +26,7 @@ from kestrel.engine.codegen import CompiledPlan, compile_plan
 from kestrel.engine.config import EngineConfig
 from kestrel.engine.fast import run_fast
 from kestrel.engine.indicators import PlanError
+from kestrel.engine.history import TickHistory
 from kestrel.engine.money import Money
 from kestrel.engine.ledger import (
     Armed,
@@ -91,7 +92,7 @@ class Engine:
         self.b = NAN
         self.a = NAN
         self.closed = False
-        self._history: list[Ticks] = []
+        self._history = TickHistory()
         # account
         self.pos = 0
         self.avg = 0.0
@@ -288,16 +289,14 @@ class Engine:
         """Rebuild the plan's indicator state from the session's history: indicators over
         every tick seen, crosses over the ticks since the plan was armed."""
         self.S = self.compiled.init_state()
-        g0 = 0
-        for h in self._history:
-            n = len(h)
-            cut = min(max(self.arm_tick - g0, 0), n)
-            for lo, hi, fn in ((0, cut, self.compiled.warm), (cut, n, self.compiled.warmx)):
-                if hi > lo:
-                    part = h.slice(lo, hi)
-                    fn(part.ts.tolist(), part.bid.tolist(), part.ask.tolist(), part.last.tolist(),
-                       part.size.tolist(), self.S, self.off_ns, self.open_ns)
-            g0 += n
+        h = self._history.view()
+        n = len(h)
+        cut = min(max(self.arm_tick, 0), n)
+        for lo, hi, fn in ((0, cut, self.compiled.warm), (cut, n, self.compiled.warmx)):
+            if hi > lo:
+                part = h.slice(lo, hi)
+                fn(part.ts.tolist(), part.bid.tolist(), part.ask.tolist(), part.last.tolist(),
+                   part.size.tolist(), self.S, self.off_ns, self.open_ns)
         self._stale = False
 
     def _advance(self, seen: int, t: int, b: float, a: float) -> None:

@@ -30,18 +30,6 @@ _FIRST_CHUNK = 512
 _FIRST_PREFIX = 4096
 
 
-def _concat(parts: list[Ticks]) -> Ticks:
-    if len(parts) == 1:
-        return parts[0]
-    return Ticks(
-        np.concatenate([p.ts for p in parts]),
-        np.concatenate([p.bid for p in parts]),
-        np.concatenate([p.ask for p in parts]),
-        np.concatenate([p.last for p in parts]),
-        np.concatenate([p.size for p in parts]),
-    )
-
-
 class _Masks:
     """Rule conditions and entry prices evaluated over the prefix [0, upto) of the day.
 
@@ -59,6 +47,7 @@ class _Masks:
         self.account = self._account(engine)
         cols.account = dict(zip(("pos", "rpnl"), self.account))
         self.upto = upto
+        self.start = start
         self.conds = [cols.truth(r.cond) for r in rules]
         self.trues = [np.flatnonzero(c[start:]) + start for c in self.conds]
         self.falses = [np.flatnonzero(~c[start:]) + start for c in self.conds]
@@ -98,9 +87,10 @@ def run_fast(engine: Engine, batch: Ticks) -> None:
     engine._accept(batch)
     start = engine.seen
     engine._history.append(batch)
-    full = _concat(engine._history)
+    full = engine._history.view()  # the session so far, without copying
     n = len(full)
-    masks = _Masks(engine, full, start, min(n, start + _FIRST_PREFIX))
+    # rule masks are built only while a rule is armed (a spent plan costs only the broker scans)
+    masks: _Masks | None = None
     ts, bid, ask = full.ts, full.bid, full.ask
     engine._sizes, engine._sizes_base = full.size, 0
     R = engine.R
@@ -111,6 +101,8 @@ def run_fast(engine: Engine, batch: Ticks) -> None:
         for o in engine.trails:
             j = _next_trail_trigger(o, bid if o.side < 0 else ask, i, j, engine.grid)
         if any(R):
+            if masks is None:
+                masks = _Masks(engine, full, i, min(n, i + _FIRST_PREFIX))
             upto = masks.upto
             for r in range(n_rules):
                 st = R[r]
@@ -122,27 +114,31 @@ def run_fast(engine: Engine, batch: Ticks) -> None:
                     j = int(idx[k])
             if j >= upto and upto < n:
                 # rule events past the evaluated prefix are unknown: extend and look again
-                masks = _Masks(engine, full, start, min(n, start + 2 * (upto - start)))
+                masks = _Masks(engine, full, masks.start, min(n, upto + (upto - masks.start)))
                 continue
+        if engine.trails and min(j, n) > i:
+            # the ratchets the reference applied on ticks i..j-1 (a max: order-free); at the
+            # end of the batch too, so the next batch starts from the same best touch
+            e = min(j, n)
+            for o in engine.trails:
+                if o.side < 0:
+                    o.best = max(o.best, float(bid[i:e].max()))
+                else:
+                    o.best = min(o.best, float(ask[i:e].min()))
+            engine._envelope(e - 1)
         if j >= n:
             break
         t, b, a = int(ts[j]), float(bid[j]), float(ask[j])
-        if engine.trails and j > i:
-            # the ratchets the reference applied on ticks i..j-1 (a max: order-free)
-            for o in engine.trails:
-                if o.side < 0:
-                    o.best = max(o.best, float(bid[i:j].max()))
-                else:
-                    o.best = min(o.best, float(ask[i:j].min()))
-            engine._envelope(j - 1)
         lo_b, hi_b, lo_a, hi_a, t_next, i_next = engine.env
         if b <= lo_b or b >= hi_b or a <= lo_a or a >= hi_a or t >= t_next or j >= i_next:
             engine._step(j, t, b, a)
-            masks.refresh(engine, j)
+            if masks is not None:
+                masks.refresh(engine, j)
         for r in range(n_rules):
             st = R[r]
             if not st:
                 continue
+            assert masks is not None  # a rule in state 1 or 2 was armed at the top
             c = bool(masks.conds[r][j])
             if st == 1:
                 if c:

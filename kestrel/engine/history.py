@@ -1,0 +1,67 @@
+"""The session's tick history as one growing columnar buffer.
+
+Invariants: `view()` is the concatenation of every batch appended so far, in order, as
+`Ticks` views on the buffer (no copy); `append` copies the batch once into spare capacity
+and doubles the capacity when full, so appending n ticks costs amortized O(n) whatever the
+number of batches (the fast path and re-warming read the whole session without joining a
+list of batches on every call). Rows already appended are never written again, so a view
+taken earlier stays valid after later appends.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kestrel.frame.ticks import Ticks
+
+_MIN_CAPACITY = 1024
+
+
+class TickHistory:
+    """Append-only columnar buffer of a session's ticks."""
+
+    __slots__ = ("_ts", "_bid", "_ask", "_last", "_size", "_n")
+
+    def __init__(self) -> None:
+        self._ts = np.empty(0, dtype=np.int64)
+        self._bid = np.empty(0, dtype=np.float64)
+        self._ask = np.empty(0, dtype=np.float64)
+        self._last = np.empty(0, dtype=np.float64)
+        self._size = np.empty(0, dtype=np.float64)
+        self._n = 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    def append(self, batch: Ticks) -> None:
+        """Copy `batch` after the rows held (amortized O(len(batch)))."""
+        k = len(batch)
+        if k == 0:
+            return
+        n = self._n
+        if n + k > self._ts.shape[0]:
+            cap = max(_MIN_CAPACITY, 2 * self._ts.shape[0], n + k)
+            self._ts = self._grown(self._ts, cap)
+            self._bid = self._grown(self._bid, cap)
+            self._ask = self._grown(self._ask, cap)
+            self._last = self._grown(self._last, cap)
+            self._size = self._grown(self._size, cap)
+        self._ts[n:n + k] = batch.ts
+        self._bid[n:n + k] = batch.bid
+        self._ask[n:n + k] = batch.ask
+        self._last[n:n + k] = batch.last
+        self._size[n:n + k] = batch.size
+        self._n = n + k
+
+    def _grown(self, a: np.ndarray, cap: int) -> np.ndarray:
+        out = np.empty(cap, dtype=a.dtype)
+        out[: self._n] = a[: self._n]
+        return out
+
+    def view(self) -> Ticks:
+        """Every tick appended so far, as views (no copy)."""
+        n = self._n
+        return Ticks(self._ts[:n], self._bid[:n], self._ask[:n], self._last[:n], self._size[:n])
+
+
+__all__ = ["TickHistory"]
