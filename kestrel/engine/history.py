@@ -4,8 +4,9 @@ Invariants: `view()` is the concatenation of every batch appended so far, in ord
 `Ticks` views on the buffer (no copy); `append` copies the batch once into spare capacity
 and doubles the capacity when full, so appending n ticks costs amortized O(n) whatever the
 number of batches (the fast path and re-warming read the whole session without joining a
-list of batches on every call). Rows already appended are never written again, so a view
-taken earlier stays valid after later appends.
+list of batches on every call). The first batch is held without a copy and never written.
+Rows already appended are never written again, so a view taken earlier stays valid after
+later appends.
 """
 
 from __future__ import annotations
@@ -39,6 +40,13 @@ class TickHistory:
         if k == 0:
             return
         n = self._n
+        if n == 0:
+            # the first batch is held as it is (no copy, like a list of batches would); its
+            # arrays have no spare capacity, so the next append copies into a buffer of ours
+            self._ts, self._bid, self._ask = batch.ts, batch.bid, batch.ask
+            self._last, self._size = batch.last, batch.size
+            self._n = k
+            return
         if n + k > self._ts.shape[0]:
             cap = max(_MIN_CAPACITY, 2 * self._ts.shape[0], n + k)
             self._ts = self._grown(self._ts, cap)
