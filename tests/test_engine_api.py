@@ -91,6 +91,29 @@ def test_unknown_function_in_a_hand_built_plan_fails_closed() -> None:
         engine().arm(bad)
 
 
+@pytest.mark.parametrize(
+    ("cond", "message"),
+    [
+        ("last > high(1d)", r"high\(\.\.\.\) looks back 1440m, longer than the session \(390m\)"),
+        ("chg(7h) > 1%", r"chg\(\.\.\.\) looks back 420m, longer than the session \(390m\)"),
+        ("mid > sma(mid, 40, 10m)", r"sma\(\.\.\.\) looks back 400m, longer than the session \(390m\)"),
+        ("atr(400) > 1", r"atr\(\.\.\.\) looks back 400m, longer than the session \(390m\)"),
+    ],
+)
+def test_a_window_longer_than_the_session_is_refused_at_arm(cond: str, message: str) -> None:
+    # The engine evaluates one 09:30-16:00 session: such a rule could never be defined.
+    e = engine()
+    with pytest.raises(PlanError, match=message):
+        e.arm(plan(f"PLAN w\nWHEN {cond}: BUY 1 MKT"))
+    assert len(e.ledger) == 0  # nothing armed, nothing recorded
+
+
+def test_windows_within_the_session_arm() -> None:
+    e = engine()
+    e.arm(plan("PLAN w\nWHEN last > high(390m) AND mid > sma(mid, 39, 10m) AND sma(mid, 5000) > 0: BUY 1 MKT"))
+    assert e.armed
+
+
 def test_bad_config_fails_closed() -> None:
     with pytest.raises(ValueError, match="slippage_ticks must be >= 0"):
         Engine(EngineConfig(slippage_ticks=-1), SESSION, "X", 0.01)

@@ -25,7 +25,7 @@ import numpy as np
 from kestrel.engine.codegen import CompiledPlan, compile_plan
 from kestrel.engine.config import EngineConfig
 from kestrel.engine.fast import run_fast
-from kestrel.engine.indicators import PlanError
+from kestrel.engine.indicators import PlanError, longest_lookback
 from kestrel.engine.history import TickHistory
 from kestrel.engine.money import Money
 from kestrel.engine.ledger import (
@@ -140,6 +140,14 @@ class Engine:
             )
         if not plan.rules:
             raise PlanError(f"plan {plan.name!r} has no rules")
+        need, call = longest_lookback(plan)
+        span = self.session.close_ns - self.session.open_ns
+        if call is not None and need > span:
+            raise PlanError(
+                f"plan {plan.name!r}: {call.name}(...) looks back {need // 60_000_000_000}m, "
+                f"longer than the session ({span // 60_000_000_000}m); the engine evaluates one "
+                "session, so it could never be defined: use a window within the session"
+            )
         mark = len(self.ledger)
         compiled = compile_plan(plan)
         if self.armed:

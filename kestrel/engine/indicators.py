@@ -103,6 +103,45 @@ def series_in(e: ast.Expr | None) -> set[str]:
     return out
 
 
+def _calls(plan: ast.Plan) -> list[ast.Call]:
+    """Every function call in the plan's conditions and order prices."""
+    out: list[ast.Call] = []
+    stack: list[ast.Expr] = []
+    for rule in plan.rules:
+        stack.append(rule.cond)
+        stack.extend(a.price for a in rule.actions if isinstance(a, ast.Order) and a.price is not None)
+    while stack:
+        x = stack.pop()
+        if isinstance(x, ast.Call):
+            out.append(x)
+            stack.extend(x.args)
+        elif isinstance(x, ast.Neg | ast.Not):
+            stack.append(x.operand)
+        elif isinstance(x, ast.Arith | ast.Compare | ast.Crosses):
+            stack.extend((x.left, x.right))
+        elif isinstance(x, ast.And | ast.Or):
+            stack.extend(x.operands)
+    return out
+
+
+def lookback_ns(spec: IndicatorSpec) -> int:
+    """How far back in time an indicator must see to be defined: its window for high/low/chg,
+    n bars of its timeframe for bar-based sma/ema/atr, nothing for tick-count windows."""
+    if spec.kind in ("high", "low", "chg"):
+        return spec.window_ns
+    return spec.n * spec.tf_ns
+
+
+def longest_lookback(plan: ast.Plan) -> tuple[int, ast.Call | None]:
+    """The longest lookback any call of the plan needs, and that call."""
+    best: tuple[int, ast.Call | None] = (0, None)
+    for call in _calls(plan):
+        need = max(lookback_ns(s) for s in resolve(call))
+        if need > best[0]:
+            best = (need, call)
+    return best
+
+
 def fast_blocker(plan: ast.Plan) -> str:
     """Why the fast path cannot run `plan`, or "" when it can. `pos` and `rpnl` only change
     on fills, so conditions may read them (outside CROSSES); `upnl`/`pnl` move with every
