@@ -911,9 +911,15 @@ _STATE = _State()
 GRAMMAR: str = resources.files("kestrel.lang").joinpath("kestrel.lark").read_text("utf-8")
 
 
+# lark's grammar loader keeps module-level state (its own cached grammar parser) that it
+# does not promise to share safely: threads build their machines one at a time.
+_BUILD_LOCK = threading.Lock()
+
+
 def _machine() -> _Machine:
     if _STATE.machine is None:
-        _STATE.machine = _Machine()
+        with _BUILD_LOCK:
+            _STATE.machine = _Machine()
     return _STATE.machine
 
 
