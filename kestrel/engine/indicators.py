@@ -15,6 +15,7 @@ with the same spec share one indicator. Semantics (shared with the language):
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Literal
 
 import msgspec
@@ -84,44 +85,31 @@ def resolve(call: ast.Call) -> tuple[IndicatorSpec, ...]:
     return (IndicatorSpec("atr", n=_count(a[0], what), tf_ns=tf),)
 
 
+def children(x: ast.Expr) -> tuple[ast.Expr, ...]:
+    """The direct subexpressions of `x` (a call's arguments included)."""
+    if isinstance(x, ast.Call):
+        return x.args
+    if isinstance(x, ast.Neg | ast.Not):
+        return (x.operand,)
+    if isinstance(x, ast.Arith | ast.Compare | ast.Crosses):
+        return (x.left, x.right)
+    if isinstance(x, ast.And | ast.Or):
+        return x.operands
+    return ()
+
+
+def walk(*roots: ast.Expr | None) -> Iterator[ast.Expr]:
+    """Every expression under `roots` (themselves included), each once per occurrence."""
+    stack = [r for r in roots if r is not None]
+    while stack:
+        x = stack.pop()
+        yield x
+        stack.extend(children(x))
+
+
 def series_in(e: ast.Expr | None) -> set[str]:
     """Names of the series an expression reads (directly or inside calls)."""
-    out: set[str] = set()
-    stack: list[ast.Expr] = [] if e is None else [e]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, ast.Series):
-            out.add(x.name)
-        elif isinstance(x, ast.Call):
-            stack.extend(x.args)
-        elif isinstance(x, ast.Neg | ast.Not):
-            stack.append(x.operand)
-        elif isinstance(x, ast.Arith | ast.Compare | ast.Crosses):
-            stack.extend((x.left, x.right))
-        elif isinstance(x, ast.And | ast.Or):
-            stack.extend(x.operands)
-    return out
-
-
-def _calls(plan: ast.Plan) -> list[ast.Call]:
-    """Every function call in the plan's conditions and order prices."""
-    out: list[ast.Call] = []
-    stack: list[ast.Expr] = []
-    for rule in plan.rules:
-        stack.append(rule.cond)
-        stack.extend(a.price for a in rule.actions if isinstance(a, ast.Order) and a.price is not None)
-    while stack:
-        x = stack.pop()
-        if isinstance(x, ast.Call):
-            out.append(x)
-            stack.extend(x.args)
-        elif isinstance(x, ast.Neg | ast.Not):
-            stack.append(x.operand)
-        elif isinstance(x, ast.Arith | ast.Compare | ast.Crosses):
-            stack.extend((x.left, x.right))
-        elif isinstance(x, ast.And | ast.Or):
-            stack.extend(x.operands)
-    return out
+    return {x.name for x in walk(e) if isinstance(x, ast.Series)}
 
 
 def lookback_ns(spec: IndicatorSpec) -> int:
@@ -133,12 +121,16 @@ def lookback_ns(spec: IndicatorSpec) -> int:
 
 
 def longest_lookback(plan: ast.Plan) -> tuple[int, ast.Call | None]:
-    """The longest lookback any call of the plan needs, and that call."""
+    """The longest lookback any call in the plan's conditions and order prices needs, and
+    that call."""
     best: tuple[int, ast.Call | None] = (0, None)
-    for call in _calls(plan):
-        need = max(lookback_ns(s) for s in resolve(call))
-        if need > best[0]:
-            best = (need, call)
+    for rule in plan.rules:
+        prices = [a.price for a in rule.actions if isinstance(a, ast.Order)]
+        for x in walk(rule.cond, *prices):
+            if isinstance(x, ast.Call):
+                need = max(lookback_ns(spec) for spec in resolve(x))
+                if need > best[0]:
+                    best = (need, x)
     return best
 
 
@@ -149,18 +141,8 @@ def fast_blocker(plan: ast.Plan) -> str:
     for rule in plan.rules:
         if series_in(rule.cond) & {"upnl", "pnl"}:
             return "a condition reads upnl or pnl (they change on every tick)"
-        stack: list[ast.Expr] = [rule.cond]
-        while stack:
-            x = stack.pop()
-            if isinstance(x, ast.Crosses):
-                if series_in(x) & DYNAMIC_SERIES:
-                    return "a CROSSES reads account state"
-            elif isinstance(x, ast.Neg | ast.Not):
-                stack.append(x.operand)
-            elif isinstance(x, ast.Arith | ast.Compare):
-                stack.extend((x.left, x.right))
-            elif isinstance(x, ast.And | ast.Or):
-                stack.extend(x.operands)
+        if any(isinstance(x, ast.Crosses) and series_in(x) & DYNAMIC_SERIES for x in walk(rule.cond)):
+            return "a CROSSES reads account state"
         for act in rule.actions:
             if isinstance(act, ast.Order) and series_in(act.price) & DYNAMIC_SERIES:
                 return "an entry price reads account state"
