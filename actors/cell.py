@@ -4,9 +4,24 @@ Mailbox: a bounded anyio memory object stream shared by every `ActorRef` of the 
 
 Fairness rule: the actor's task drains its mailbox with `receive_nowait()` and handles up to
 `batch` messages back to back; after a full batch it yields with a checkpoint even if more
-messages are waiting, and whenever the mailbox is empty it awaits the next message. So a
+messages are waiting, and whenever the mailbox is empty it waits for the next message. So a
 busy actor never holds the event loop for more than `batch` handler calls, and a quiet one
 costs nothing.
+
+Waiting (the actor is *idle*): it yields `_SPIN` times with a checkpoint, looking at the mailbox
+after each, then parks on a doorbell (`anyio.Event`) that every post into the mailbox rings.
+Every message enters through `post_nowait`/`post`, which also clear `idle`, so `idle` is True
+exactly while the actor has handled everything it was sent and waits for more.
+
+Hand-off (`hand_off`): an `ask` to an idle actor whose `receive` can never suspend (its code
+contains no `await`, `async for` or `async with`; checked once per class) runs the handler in
+the asker's task instead of a round trip through the mailbox. Since that handler cannot yield,
+no other task runs while it does: the actor still handles one message at a time, everything
+sent before was already handled (per-sender FIFO holds), and neither the asker's timeout nor
+its cancellation can interrupt it. A handler that raises there is supervised exactly as in the
+actor's own task: the asker gets the error, and the actor's task, woken at once, applies the
+policy before it handles anything else (no hand-off reaches the failed instance meanwhile).
+The handler runs in a snapshot of the actor task's context variables taken after `on_start`.
 
 Stop rule (graceful): the mailbox closes to new messages (senders get `ActorStopped`,
 including those blocked on a full mailbox), the messages already accepted are handled, then
@@ -24,7 +39,12 @@ are kept for the fresh instance (the failing message is dropped; its `ask` gets 
 
 from __future__ import annotations
 
+import contextvars
+import dis
+import inspect
 from collections.abc import Callable
+from functools import lru_cache
+from types import CodeType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import anyio
@@ -33,7 +53,7 @@ from anyio import CancelScope, EndOfStream, WouldBlock
 from anyio.lowlevel import checkpoint
 
 from actors.actor import Actor, ActorContext
-from actors.errors import ActorStopped, ChildFailed
+from actors.errors import ActorStopped, AskFailed, ChildFailed, message_kind
 from actors.ref import ActorRef, AskEnvelope
 from actors.supervision import Escalate, Restart, RestartWindow, Stop, SupervisionPolicy
 
@@ -41,6 +61,35 @@ if TYPE_CHECKING:
     from actors.system import ActorSystem
 
 M = TypeVar("M")
+
+_SPIN = 2
+"""Checkpoints an idle actor takes, looking at its mailbox after each, before it parks.
+
+On trio, which runs each batch of ready tasks in a random order, an asker and its actor
+then meet in the next batch instead of paying a park and a wake-up (see docs/actors.md)."""
+
+_SUSPENDING_OPS = frozenset({
+    "GET_AWAITABLE", "SEND", "YIELD_VALUE", "GET_AITER", "GET_ANEXT", "BEFORE_ASYNC_WITH",
+    "END_ASYNC_FOR", "ASYNC_GEN_WRAP",
+})
+"""Bytecode operations through which a coroutine can suspend (await, async for/with)."""
+
+
+@lru_cache(maxsize=256)
+def _never_suspends(code: CodeType) -> bool:
+    """True if a coroutine with this code can only run to its end in one step."""
+    if not code.co_flags & inspect.CO_COROUTINE:
+        return False
+    return not any(op.opname in _SUSPENDING_OPS for op in dis.get_instructions(code))
+
+
+def _handler_never_suspends(actor: Actor[Any]) -> bool:
+    method = actor.receive
+    function = getattr(method, "__func__", None)
+    if function is None or getattr(method, "__self__", None) is not actor:
+        return False
+    code = getattr(function, "__code__", None)
+    return isinstance(code, CodeType) and _never_suspends(code)
 
 
 
@@ -86,17 +135,77 @@ class Cell(Generic[M]):
         self.done = anyio.Event()
         self.actor: Actor[M] | None = None
         self._send, self._recv = anyio.create_memory_object_stream[Any](capacity)
-        self.ref: ActorRef[M] = ActorRef(self, self._send)
+        self._send_nowait = self._send.send_nowait
         self.ctx: ActorContext[M] = ActorContext(self)
         self._window = RestartWindow(policy) if isinstance(policy, Restart) else None
         self._work: CancelScope | None = None
         self._life = CancelScope()
         self._escalated: ChildFailed | None = None
         self._aborted = False
+        self._bell: anyio.Event | None = None
+        self.idle = False
+        self._can_hand_off = False
+        self._context: contextvars.Context | None = None
+        self._handed_failure: Exception | None = None
+        self.ref: ActorRef[M] = ActorRef(self)
 
     @property
     def pending(self) -> int:
         return self._recv.statistics().current_buffer_used
+
+    # -- the mailbox's entry, used by every sender ---------------------------------------
+
+    def post_nowait(self, item: object) -> None:
+        """Put `item` in the mailbox now (raises `WouldBlock` when full) and wake the actor."""
+        self._send_nowait(item)
+        self.idle = False
+        bell = self._bell
+        if bell is not None:
+            self._bell = None
+            bell.set()
+
+    async def post(self, item: object) -> None:
+        """Put `item` in the mailbox, waiting (FIFO among senders) while it is full."""
+        await self._send.send(item)
+        self.idle = False
+        self._ring()
+
+    def _ring(self) -> None:
+        bell = self._bell
+        if bell is not None:
+            self._bell = None
+            bell.set()
+
+    def can_hand_off(self) -> bool:
+        """True if an `ask` may run the handler in the caller's task now (see module doc)."""
+        return (
+            self.idle
+            and self._can_hand_off
+            and self.accepting
+            and self._handed_failure is None
+            and self._escalated is None
+        )
+
+    def hand_off(self, message: object) -> object:
+        """Run the handler on `message` in the caller's task; precondition: `can_hand_off()`.
+
+        Raises `AskFailed` if the handler raised; the actor's task then supervises.
+        """
+        actor = self.actor
+        context = self._context
+        assert actor is not None and context is not None
+        coroutine = actor.receive(message)  # type: ignore[arg-type]
+        try:
+            context.run(coroutine.send, None)
+        except StopIteration as done:
+            return done.value
+        except Exception as exc:
+            self._handed_failure = exc
+            self._ring()
+            raise AskFailed(self.name, message_kind(message), exc) from exc
+        # Unreachable: a handler without a suspending operation cannot yield.
+        coroutine.close()
+        raise RuntimeError(f"actor {self.name!r}: a never-suspending handler suspended")
 
     # -- control, callable from any task ------------------------------------------------
 
@@ -105,6 +214,7 @@ class Cell(Generic[M]):
         if self.accepting:
             self.accepting = False
             self._send.close()
+            self._ring()
 
     async def stop(self, grace: float | None = None) -> None:
         """Graceful stop; after `grace` seconds (if given) abort instead. Waits for the end."""
@@ -185,14 +295,16 @@ class Cell(Generic[M]):
         actor = self.factory()
         actor.ctx = self.ctx
         self.actor = actor
+        self._can_hand_off = False
         await actor.on_start()
+        self._context = contextvars.copy_context()
+        self._can_hand_off = _handler_never_suspends(actor)
 
     async def _serve(self) -> None:
         actor = self.actor
         assert actor is not None
         handle = actor.receive
         receive_nowait = self._recv.receive_nowait
-        receive = self._recv.receive
         batch = self.batch
         count = 0
         try:
@@ -201,7 +313,7 @@ class Cell(Generic[M]):
                     item = receive_nowait()
                 except WouldBlock:
                     count = 0
-                    item = await receive()
+                    item = await self._next()
                 if type(item) is AskEnvelope:
                     try:
                         item.resolve(await handle(item.message))  # type: ignore[arg-type]
@@ -227,6 +339,36 @@ class Cell(Generic[M]):
                     await checkpoint()
         except EndOfStream:
             return
+        finally:
+            self.idle = False
+            self._bell = None
+
+    async def _next(self) -> Any:
+        """Wait for the next message while idle (spin, then park on the doorbell).
+
+        Raises `HandlerFailed` if a handler run by a hand-off failed meanwhile, and
+        `EndOfStream` once the mailbox is closed and empty.
+        """
+        self.idle = True
+        receive_nowait = self._recv.receive_nowait
+        spins = 0
+        while True:
+            if spins < _SPIN:
+                spins += 1
+                await checkpoint()
+            else:
+                bell = self._bell = anyio.Event()
+                await bell.wait()
+            failure = self._handed_failure
+            if failure is not None:
+                self._handed_failure = None
+                raise HandlerFailed(failure, None)
+            try:
+                item = receive_nowait()
+            except WouldBlock:
+                continue
+            self.idle = False
+            return item
 
     # -- supervision --------------------------------------------------------------------
 

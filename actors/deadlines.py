@@ -53,7 +53,7 @@ class AskDeadlines:
             assert self._wake is not None
             self._wake.set()
         if len(heap) > self._limit:
-            heap[:] = [entry for entry in heap if not entry[2].event.is_set()]
+            heap[:] = [entry for entry in heap if not entry[2].settled]
             heapify(heap)
             self._limit = max(_MIN_COMPACT, 2 * len(heap))
 
@@ -62,7 +62,7 @@ class AskDeadlines:
         heap = self._heap
         while True:
             now = anyio.current_time()
-            while heap and (heap[0][0] <= now or heap[0][2].event.is_set()):
+            while heap and (heap[0][0] <= now or heap[0][2].settled):
                 heappop(heap)[2].expire()  # a no-op on a settled slot
             wake = self._wake = anyio.Event()
             if heap:
