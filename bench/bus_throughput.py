@@ -5,11 +5,16 @@ Prints one JSON line. Per backend (suffix `_asyncio` / `_trio`):
   `receive_nowait()` until it would block before awaiting again (the batched floor);
 - `naive_per_s`: the same with one `await receive()` per message (for reference);
 - `tell_per_s`: actor `tell` messages/s through a mailbox into a counting actor;
-- `ask_per_s`: `ask` round trips/s; `pingpong_per_s`: raw two-stream ping-pong round trips/s;
+- `ask_per_s`: `ask` round trips/s to an idle counting actor (its handler never suspends, so
+  `ask` hands off: the handler runs in the asker's task); `pingpong_per_s`: raw two-stream
+  ping-pong round trips/s;
+- `ask_mailbox_per_s`: the same asks to an actor whose handler contains an `await`, so each
+  one goes through the mailbox to the actor's task and back (no hand-off);
 - `fanout_per_s`: bus deliveries/s, one publisher to 3 counting actor subscribers (`block`);
 - ratios `tell_ratio` = tell/floor and `ask_ratio` = ask/pingpong.
 And `trio_vs_asyncio_<figure>`: trio's figure over asyncio's, for the raw rates
-(`tell_per_s`, `ask_per_s`, `fanout_per_s`) and for the ratios (`tell_ratio`, `ask_ratio`).
+(`tell_per_s`, `ask_per_s`, `ask_mailbox_per_s`, `fanout_per_s`) and for the ratios
+(`tell_ratio`, `ask_ratio`).
 Each figure is the best of a few repeats. `--quick` keeps the whole run under 20 s.
 `--clock cpu` times with process CPU time instead of the wall clock: every figure is a
 single-threaded loop that never sleeps, so on an idle machine both agree, and on a shared
@@ -28,6 +33,7 @@ from pathlib import Path
 import anyio
 import msgspec
 from anyio import EndOfStream, WouldBlock
+from anyio.lowlevel import checkpoint
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -148,9 +154,18 @@ async def tell(n: int) -> float:
     return n / elapsed
 
 
-async def ask(n: int) -> float:
+class AwaitingCounter(Counter):
+    """`Counter` with an `await` in its handler (never taken): asks to it are not handed off."""
+
+    async def receive(self, message: Tick | Done) -> object:
+        if self.finished is not None and self.finished.is_set():
+            await checkpoint()
+        return await Counter.receive(self, message)
+
+
+async def ask(n: int, factory: Callable[[], Counter] = Counter) -> float:
     async with ActorSystem(mailbox=CAPACITY) as system:
-        ref = system.spawn(Counter, name="counter")
+        ref = system.spawn(factory, name="counter")
         start = clock()
         for _ in range(n):
             await ref.ask(MESSAGE)
@@ -191,6 +206,9 @@ def run_backend(backend: str, quick: bool) -> dict[str, float]:
             "tell_per_s": await best(tell, stream_n, repeats),
             "pingpong_per_s": await best(pingpong, ask_n, repeats),
             "ask_per_s": await best(ask, ask_n, repeats),
+            "ask_mailbox_per_s": await best(
+                lambda n: ask(n, AwaitingCounter), ask_n, repeats
+            ),
             "fanout_per_s": await best(fanout, fan_n, repeats),
         }
         figures["tell_ratio"] = figures["tell_per_s"] / figures["floor_per_s"]
@@ -218,7 +236,9 @@ def main(argv: list[str] | None = None) -> int:
     for backend, figures in per_backend.items():
         for key, value in figures.items():
             result[f"{key}_{backend}"] = round(value, 3) if "ratio" in key else round(value)
-    for key in ("tell_per_s", "ask_per_s", "fanout_per_s", "tell_ratio", "ask_ratio"):
+    for key in (
+        "tell_per_s", "ask_per_s", "ask_mailbox_per_s", "fanout_per_s", "tell_ratio", "ask_ratio",
+    ):
         trio, aio = per_backend["trio"][key], per_backend["asyncio"][key]
         result[f"trio_vs_asyncio_{key}"] = round(trio / aio, 3)
     result["seconds"] = round(time.perf_counter() - started, 2)
