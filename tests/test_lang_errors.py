@@ -437,3 +437,11 @@ def test_phrases_from_other_languages_get_kestrel_repairs(text: str, column: int
 
 def test_a_bad_limit_price_gives_no_follow_on_bracket_error() -> None:
     assert [d.code for d in diags("PLAN a WHEN last > 1: BUY 1 LMT 0 STOP @5")] == ["bad-price"]
+
+
+def test_numbers_in_repair_text_are_written_as_kestrel_reads_them() -> None:
+    # a hint must be valid Kestrel: 0.00001, never the exponent form 1e-05 the lexer rejects
+    d = one("PLAN p RISK maxloss -0.00001\nWHEN last > 1: BUY 1 MKT")
+    assert d.message == "maxloss must be positive, got -0.00001"
+    assert d.hint == "write maxloss 0.00001"
+    parse("PLAN p RISK maxloss 0.00001\nWHEN last > 1: BUY 1 MKT")

@@ -49,6 +49,7 @@ from kestrel.lang.ast import (
     View,
 )
 from kestrel.lang.errors import Diagnostic
+from kestrel.lang.formatter import num as _num
 from kestrel.lang.lexer import KEYWORDS
 from kestrel.lang.limits import DEFAULT_LIMITS, Limits
 from kestrel.lang.registry import FUNCTIONS, PRICE_SERIES, SERIES, Param, ValueType
@@ -643,10 +644,6 @@ def _did_you_mean(name: str, names: Iterable[str]) -> str | None:
     if not close:
         close = [n for n in pool if n == name.lower()]
     return f"did you mean `{close[0]}`?" if close else None
-
-
-def _num(v: float) -> str:
-    return str(int(v)) if float(v).is_integer() and abs(v) < 1e15 else repr(float(v))
 
 
 def _dur(seconds: int) -> str:
