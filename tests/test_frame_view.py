@@ -104,6 +104,13 @@ def test_out_of_range_arguments() -> None:
     assert e.problems == ("bars: argument tf: only 1d is allowed for days, got 2d",)
     e = _err(_v(PaneRef("bars", (PaneArg(Duration(5, "m")), PaneArg(Number(101))))))
     assert e.problems == ("bars: argument n out of range: got 101, allowed 1..100",)
+    # values print as the VIEW writes them: no exponent form, seconds of a time kept
+    e = _err(_v(PaneRef("tape", (PaneArg(Number(1234567)),))))
+    assert e.problems == ("tape: argument n out of range: got 1234567, allowed 1..50",)
+    e = _err(_v(PaneRef("tape", (PaneArg(Number(0.00001)),))))
+    assert e.problems == ("tape: argument n expects a whole number like 10, got 0.00001",)
+    e = _err(_v(PaneRef("levels", (PaneArg(TimeOfDay(10, 0, 30)),))))
+    assert e.problems == ("levels: argument or expects a duration like 30m, got 10:00:30",)
 
 
 def test_argument_shape_errors() -> None:

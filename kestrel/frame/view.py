@@ -22,9 +22,10 @@ import msgspec
 from kestrel.frame.catalog import DEFAULT_CATALOG, ArgSpec, ArgValue, PaneCatalog, PaneSpec
 from kestrel.frame.ordinal import Ordinal
 from kestrel.frame.snapshot import FrozenSnapshot
-from kestrel.frame.text import estimate_tokens, fmt_duration
+from kestrel.frame.text import estimate_tokens
 from kestrel.lang import GRAMMAR_SUMMARY
-from kestrel.lang.ast import Duration, Ident, Number, PaneArg, PaneArgValue, PaneRef, Percent, View
+from kestrel.lang.ast import Duration, Ident, Number, PaneArg, PaneArgValue, PaneRef, View
+from kestrel.lang.formatter import expr as format_expr
 
 
 class ViewError(ValueError):
@@ -77,15 +78,8 @@ class ResolvedView(msgspec.Struct, frozen=True):
 
 
 def _show_value(v: PaneArgValue) -> str:
-    if isinstance(v, Number):
-        return f"{v.value:g}"
-    if isinstance(v, Percent):
-        return f"{v.value:g}%"
-    if isinstance(v, Duration):
-        return f"{v.value}{v.unit}"
-    if isinstance(v, Ident):
-        return v.name
-    return f"{v.hour:02d}:{v.minute:02d}"
+    """The argument as the VIEW would write it (the language's formatter)."""
+    return v.name if isinstance(v, Ident) else format_expr(v)
 
 
 def _coerce(pane: str, spec: ArgSpec, v: PaneArgValue) -> ArgValue | str:
@@ -320,8 +314,6 @@ __all__ = [
     "ViewSelection",
     "briefing",
     "default_view",
-    "estimate_tokens",
-    "fmt_duration",
     "materialize",
     "resolve_view",
 ]
