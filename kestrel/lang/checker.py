@@ -15,7 +15,7 @@ import difflib
 import math
 import re
 from collections.abc import Callable, Iterable
-from typing import NamedTuple
+from typing import NamedTuple, get_args
 
 from kestrel.lang.ast import (
     And,
@@ -25,6 +25,7 @@ from kestrel.lang.ast import (
     Compare,
     Crosses,
     Duration,
+    DurationUnit,
     Expr,
     Flat,
     For,
@@ -68,7 +69,7 @@ Locate = Callable[[object, "str | None"], "Loc | None"]
 NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 SYMBOL_RE = re.compile(r"[A-Z][A-Z0-9._/-]*\Z")
 _NUMERIC: frozenset[str] = frozenset({"Price", "Qty", "Money", "Pct", "Number"})
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_UNITS: frozenset[str] = frozenset(get_args(DurationUnit))
 _MAX_TIMEFRAME = 86_400
 
 
@@ -334,7 +335,7 @@ class _Checker:
             self.err(node, "zero-window", f"{what} must be longer than zero, got {d.value}{d.unit}",
                      hint=f"write e.g. 1{d.unit}")
             return False
-        if d.value * _UNITS[d.unit] > self.lim.max_window_seconds:
+        if d.seconds > self.lim.max_window_seconds:
             self.err(node, "window-too-long",
                      f"{what} of {d.value}{d.unit} is longer than the data available "
                      f"({_dur(self.lim.max_window_seconds)})",
