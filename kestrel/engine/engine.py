@@ -269,9 +269,7 @@ class Engine:
     def _fast_blocker(self) -> str:
         if self.compiled is None or not self.armed:
             return "no armed plan"
-        if self.compiled.fast_blocker:
-            return self.compiled.fast_blocker
-        return ""
+        return self.compiled.fast_blocker
 
     def _accept(self, batch: Ticks) -> None:
         """Fail closed on a batch that breaks the `Ticks` invariants (timestamps going
@@ -293,9 +291,9 @@ class Engine:
             )
 
     def _rewarm(self) -> None:
-        assert self.compiled is not None
         """Rebuild the plan's indicator state from the session's history: indicators over
         every tick seen, crosses over the ticks since the plan was armed."""
+        assert self.compiled is not None
         self.S = self.compiled.init_state()
         h = self._history.view()
         n = len(h)
