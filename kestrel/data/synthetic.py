@@ -82,7 +82,7 @@ def generate(spec: SyntheticSpec = SyntheticSpec(), seed: int = 7) -> MarketData
     sessions = tuple(
         SessionSpec(d, spec.open, spec.close, spec.tz) for d in trading_days(spec.start, spec.sessions)
     )
-    length_s = (sessions[0].close_ns - sessions[0].open_ns) // NS_PER_S
+    length_s = sessions[0].length_ns // NS_PER_S
     n = int(length_s / spec.tick_interval_s)
     total = n * len(sessions)
     step_ns = int(spec.tick_interval_s * NS_PER_S)

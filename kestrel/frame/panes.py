@@ -191,7 +191,7 @@ def pane_stats(snap: FrozenSnapshot, args: Args) -> str:
         atr = float(np.mean(tr[-n:]))
         rets = np.diff(np.log(c))[-n:]
         cur = snap.session
-        length_s = (cur.close_ns - cur.open_ns) // NS_PER_S if cur is not None else DAY_S
+        length_s = cur.length_ns // NS_PER_S if cur is not None else DAY_S
         if len(rets) >= 2:
             ann = math.sqrt(TRADING_DAYS_PER_YEAR * max(1, length_s // tf_s))
             rv = f"{100.0 * float(np.std(rets, ddof=1)) * ann:.1f}%"

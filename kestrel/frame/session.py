@@ -51,6 +51,11 @@ class SessionSpec(msgspec.Struct, frozen=True):
         return _to_ns(dt.datetime.combine(day, self.close, tzinfo=self.zone))
 
     @property
+    def length_ns(self) -> int:
+        """The session's span, close minus open, in ns (24h for an around-the-clock one)."""
+        return self.close_ns - self.open_ns
+
+    @property
     def utc_offset_ns(self) -> int:
         """Offset of the session's wall clock from UTC at the open, in ns (e.g. -4h in EDT)."""
         start = dt.datetime.combine(self.date, self.open, tzinfo=self.zone)
