@@ -213,3 +213,12 @@ def test_no_look_ahead_on_real_data(shared_data: Path) -> None:
         for k, cutoff in enumerate(cutoffs):
             panes = _random_panes(rng) if k % 2 else ALL_PANES.panes
             _same_panes(d, int(cutoff), 300 * NS_PER_S, panes)
+
+
+def test_session_length() -> None:
+    h = 3600 * NS_PER_S
+    assert SessionSpec.us_equity(dt.date(2024, 4, 15)).length_ns == 6 * h + h // 2
+    assert SessionSpec.around_the_clock(dt.date(2024, 4, 15)).length_ns == 24 * h
+    # FX 17:00 New York on Sat 2024-03-09 to 17:00 on Sun 03-10: clocks went forward, 23 h
+    fx = SessionSpec(dt.date(2024, 3, 9), dt.time(17, 0), dt.time(17, 0), "America/New_York")
+    assert fx.length_ns == 23 * h
