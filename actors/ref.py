@@ -179,11 +179,7 @@ class ActorRef(Generic[M]):
         `AskFailed` (the original error is its `__cause__`); a stopped actor `ActorStopped`.
         With `expect=T` the reply must be a `T` (else `UnexpectedReply`).
         """
-        if timeout is None:
-            deadline = math.inf
-        elif timeout >= 0:
-            deadline = anyio.current_time() + timeout
-        else:
+        if timeout is not None and not timeout >= 0:
             raise ValueError(f"ask timeout must be >= 0 seconds or None, got {timeout!r}")
         cell = self._cell
         if cell.can_hand_off():
@@ -194,13 +190,14 @@ class ActorRef(Generic[M]):
                 raise
             await checkpoint()
         else:
-            value = await self._round_trip(message, deadline, timeout)
+            value = await self._round_trip(message, timeout)
         if expect is not None and not isinstance(value, expect):
             raise UnexpectedReply(self.name, message_kind(message), expect, value)
         return value
 
-    async def _round_trip(self, message: M, deadline: float, timeout: float | None) -> object:
+    async def _round_trip(self, message: M, timeout: float | None) -> object:
         """Send `message` in an `AskEnvelope` through the mailbox and wait for the reply."""
+        deadline = math.inf if timeout is None else anyio.current_time() + timeout
         envelope = AskEnvelope(message)
         try:
             self._send_nowait(envelope)
