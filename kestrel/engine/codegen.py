@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from kestrel.engine.indicators import IndicatorSpec, PlanError, fast_blocker, resolve
+from kestrel.frame.session import NS_PER_DAY, NS_PER_S
 from kestrel.lang import ast
 
 NAN = float("nan")
-NS_PER_DAY = 86_400 * 1_000_000_000
 SENTINEL = -(2**62)
 
 SERIES_SRC = {
@@ -175,7 +175,7 @@ class _Gen:
         if "mid" in self.base:
             L.append("m = (b + a) / 2.0")
         if "time" in self.base:
-            L.append(f"tod = ((t + OFF_) % {NS_PER_DAY}) // 1000000000")
+            L.append(f"tod = ((t + OFF_) % {NS_PER_DAY}) // {NS_PER_S}")
         if self.base & {"vol", "vwap"}:
             L.append("cv += s")
             if "vwap" in self.base:

@@ -44,7 +44,7 @@ from kestrel.engine.ledger import (
 from kestrel.engine.orders import OrderType, TickGrid, WorkingOrder, bracket_price, stop_distance
 from kestrel.frame.account import AccountState
 from kestrel.frame.account import WorkingOrder as AccountOrder
-from kestrel.frame.session import SessionSpec
+from kestrel.frame.session import NS_PER_S, SessionSpec
 from kestrel.frame.ticks import Ticks
 from kestrel.lang import ast
 
@@ -144,8 +144,8 @@ class Engine:
         span = self.session.close_ns - self.session.open_ns
         if call is not None and need > span:
             raise PlanError(
-                f"plan {plan.name!r}: {call.name}(...) looks back {need // 60_000_000_000}m, "
-                f"longer than the session ({span // 60_000_000_000}m); the engine evaluates one "
+                f"plan {plan.name!r}: {call.name}(...) looks back {need // (60 * NS_PER_S)}m, "
+                f"longer than the session ({span // (60 * NS_PER_S)}m); the engine evaluates one "
                 "session, so it could never be defined: use a window within the session"
             )
         mark = len(self.ledger)
@@ -174,7 +174,7 @@ class Engine:
         if isinstance(exp, ast.Until):
             self.expiry_ns = self.session.wall_clock_ns(exp.at.hour, exp.at.minute, exp.at.second)
         elif isinstance(exp, ast.For):
-            self.expiry_ns = self.t + exp.span.seconds * 1_000_000_000
+            self.expiry_ns = self.t + exp.span.seconds * NS_PER_S
         else:
             self.expiry_ns = self.close_ns
         self._emit(Armed(self.seen, self.t, plan.name, n, self.expiry_ns))
@@ -619,7 +619,7 @@ class Engine:
         if not self._count_order(j, i, t):
             return
         bracket = act if (act.stop or act.target or act.trail) else None
-        ttl = None if act.ttl is None else act.ttl.seconds * 1_000_000_000
+        ttl = None if act.ttl is None else act.ttl.seconds * NS_PER_S
         o = self._place(self.plan_name, j, "entry", side, act.qty, act.order_type, price, i, t,
                         ttl_ns=ttl, bracket=bracket)
         o.risk = risk

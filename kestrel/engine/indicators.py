@@ -20,10 +20,10 @@ from typing import Literal
 
 import msgspec
 
+from kestrel.frame.session import NS_PER_S
 from kestrel.lang import ast
 from kestrel.lang.registry import FUNCTIONS, PRICE_SERIES
 
-NS_PER_S = 1_000_000_000
 DYNAMIC_SERIES = frozenset({"pos", "upnl", "rpnl", "pnl"})
 
 

@@ -14,9 +14,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kestrel.engine.codegen import NS_PER_DAY
 from kestrel.engine.indicators import IndicatorSpec, PlanError, resolve
-from kestrel.frame.session import SessionSpec
+from kestrel.frame.session import NS_PER_DAY, NS_PER_S, SessionSpec
 from kestrel.frame.ticks import Ticks
 from kestrel.lang import ast
 
@@ -69,7 +68,7 @@ class Columns:
         elif name == "open":
             out = np.full(self.n, t.last[0] if self.n else NAN)
         elif name == "time":
-            out = ((t.ts + self.session.utc_offset_ns) % NS_PER_DAY) // 1_000_000_000
+            out = ((t.ts + self.session.utc_offset_ns) % NS_PER_DAY) // NS_PER_S
         else:
             raise PlanError(f"series {name!r} is not available on the fast path")
         self._cache[key] = out
