@@ -359,7 +359,7 @@ class _Checker:
                          f"expression nested deeper than {self.lim.max_expr_depth} levels",
                          hint="simplify the condition")
             return None
-        if isinstance(e, Compare):
+        if isinstance(e, (Compare, Crosses)):
             return self.compare(e, depth)
         if isinstance(e, Series):
             return self.series(e)
@@ -381,8 +381,6 @@ class _Checker:
             return "Bool" if ok else None
         if isinstance(e, Arith):
             return self.arith(e, depth)
-        if isinstance(e, Crosses):
-            return self.crosses(e, depth)
         if isinstance(e, Not):
             t = self.expr(e.operand, depth + 1)
             if t is not None and t != "Bool":
@@ -530,9 +528,6 @@ class _Checker:
             hint = "compare prices with prices (last > vwap * 1.005) or Pct with Pct (chg(5m) > 0.5%)"
         self.err(e, "type", f"cannot compare {lt} with {rt} ({op})", hint=hint, field="op")
         return None
-
-    def crosses(self, e: Crosses, depth: int) -> ValueType | None:
-        return self.compare(e, depth)
 
     def arith(self, e: Arith, depth: int) -> ValueType | None:
         lt = self.expr(e.left, depth + 1)
