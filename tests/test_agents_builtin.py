@@ -190,6 +190,16 @@ def test_probe_judges_simple_conditions_at_the_cutoff() -> None:
     assert probe(snap, ast.Or((above, unknown))) is True
 
 
+def test_probe_holds_a_window_undefined_until_the_session_has_run_its_length() -> None:
+    # the engine keeps high(30m) undefined until 30 minutes after the session's first tick
+    # (09:30): at the 09:50 ordinal (cutoff 09:45) the plan armed then cannot fire on it
+    md = load_sample()
+    s = md.sessions[-1]
+    positive = ast.Compare(">", ast.Call("high", (ast.Duration(30, "m"),)), ast.Number(0.0))
+    assert probe(freeze(md, s.wall_clock_ns(9, 50)), positive) is None
+    assert probe(freeze(md, s.wall_clock_ns(10, 30)), positive) is True
+
+
 def test_a_real_view_request_re_asks_under_the_same_snapshot() -> None:
     md = load_sample()
     s = md.sessions[-1]

@@ -7,12 +7,14 @@ the one frozen snapshot, so a re-ask after a view request sees the SAME market.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import msgspec
-import numpy as np
 
 from kestrel import lang
+from kestrel.engine.indicators import PlanError, resolve
+from kestrel.engine.vector import Columns
 from kestrel.frame import (
     DEFAULT_CATALOG,
     FrozenSnapshot,
@@ -46,6 +48,11 @@ def session_limits(session: SessionSpec | None) -> lang.Limits:
     return msgspec.structs.replace(base, max_window_seconds=min(base.max_window_seconds, span_s))
 
 
+QUOTE_SERIES = ("last", "bid", "ask", "mid", "spread")
+"""The series `probe` judges: the current quote (the rest depend on the session so far or the
+account)."""
+
+
 def last_price(snapshot: FrozenSnapshot) -> float | None:
     t = snapshot.ticks
     return float(t.last[-1]) if len(t) else None
@@ -53,33 +60,29 @@ def last_price(snapshot: FrozenSnapshot) -> float | None:
 
 def probe(snapshot: FrozenSnapshot, cond: ast.Expr) -> bool | None:
     """Whether `cond` already holds at the cutoff, for the conditions that can be judged from
-    the quote and price windows alone (None = cannot tell)."""
-    t = snapshot.ticks
-    if len(t) == 0:
+    the quote and price windows alone (None = cannot tell). Values are the engine's own
+    (`kestrel.engine.vector.Columns`): the quote is the snapshot's latest tick, a window reads
+    the session's ticks so far and is undefined (None) until the session has run its length."""
+    session = snapshot.session
+    n = len(snapshot.ticks)
+    if session is None or n == 0:
         return None
+    quote = Columns(snapshot.ticks.slice(n - 1, n), session, arm=0)
+    today = snapshot.session_ticks()
+    windows = Columns(today, session, arm=max(len(today) - 1, 0))
 
     def value(e: ast.Expr) -> float | None:
         if isinstance(e, ast.Number):
             return e.value
-        if isinstance(e, ast.Series):
-            i = len(t) - 1
-            quote = {
-                "last": float(t.last[i]),
-                "bid": float(t.bid[i]),
-                "ask": float(t.ask[i]),
-                "mid": (float(t.bid[i]) + float(t.ask[i])) / 2.0,
-                "spread": float(t.ask[i]) - float(t.bid[i]),
-            }
-            return quote.get(e.name)
-        if isinstance(e, ast.Call) and e.name in ("high", "low") and len(e.args) == 1:
-            d = e.args[0]
-            if not isinstance(d, ast.Duration):
+        if isinstance(e, ast.Series) and e.name in QUOTE_SERIES:
+            return float(quote.series(e.name)[0])
+        if isinstance(e, ast.Call) and e.name in ("high", "low") and len(today):
+            try:
+                (spec,) = resolve(e)
+            except PlanError:
                 return None
-            now = int(t.ts[-1])
-            w = t.between(now - d.seconds * NS_PER_S, now)
-            if len(w) == 0:
-                return None
-            return float(np.max(w.last)) if e.name == "high" else float(np.min(w.last))
+            v = float(windows.indicator(spec)[-1])
+            return None if math.isnan(v) else v
         return None
 
     def truth(e: ast.Expr) -> bool | None:
