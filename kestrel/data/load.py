@@ -32,7 +32,7 @@ from kestrel.data.errors import DataError
 from kestrel.data.spec import PRESETS, CrossedPolicy, LoadSpec, SessionKind, preset
 from kestrel.data.timestamps import BadValue, localize, parse_timestamps
 from kestrel.frame.market import MarketData
-from kestrel.frame.session import SessionSpec
+from kestrel.frame.session import NS_PER_DAY, SessionSpec
 from kestrel.frame.ticks import F64, I64, NS_PER_S, Ticks
 
 _HISTDATA_LINE = re.compile(r"^\d{8} \d{9},")
@@ -324,8 +324,8 @@ def build_sessions(ts: I64, kind: SessionKind) -> tuple[SessionSpec, ...]:
             return SessionSpec(d, dt.time(17, 0), dt.time(16, 0), "America/Chicago")
         return SessionSpec.around_the_clock(d, "UTC")
 
-    first = dt.date(1970, 1, 1) + dt.timedelta(days=int(ts[0] // (86_400 * NS_PER_S)) - 2)
-    last = dt.date(1970, 1, 1) + dt.timedelta(days=int(ts[-1] // (86_400 * NS_PER_S)) + 1)
+    first = dt.date(1970, 1, 1) + dt.timedelta(days=int(ts[0] // NS_PER_DAY) - 2)
+    last = dt.date(1970, 1, 1) + dt.timedelta(days=int(ts[-1] // NS_PER_DAY) + 1)
     out: list[SessionSpec] = []
     d = first
     while d <= last:

@@ -16,9 +16,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import numpy as np
 import numpy.typing as npt
 
+from kestrel.frame.session import NS_PER_DAY
 from kestrel.frame.ticks import I64, NS_PER_S
 
-NS_PER_DAY = 86_400 * NS_PER_S
 NAT = np.iinfo(np.int64).min
 _UNIX_SCALE = {"unix_s": NS_PER_S, "unix_ms": 1_000_000, "unix_us": 1_000, "unix_ns": 1}
 

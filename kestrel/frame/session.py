@@ -15,7 +15,8 @@ from zoneinfo import ZoneInfo
 
 import msgspec
 
-NS_PER_S = 1_000_000_000
+from kestrel.frame.ticks import NS_PER_S as NS_PER_S  # re-exported: session clocks count in it
+
 NS_PER_DAY = 86_400 * NS_PER_S
 
 
