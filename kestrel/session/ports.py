@@ -44,7 +44,7 @@ def session_limits(session: SessionSpec | None) -> lang.Limits:
     base = lang.DEFAULT_LIMITS
     if session is None:
         return base
-    span_s = (session.close_ns - session.open_ns) // NS_PER_S
+    span_s = session.length_ns // NS_PER_S
     return msgspec.structs.replace(base, max_window_seconds=min(base.max_window_seconds, span_s))
 
 
