@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kestrel.engine.indicators import IndicatorSpec, PlanError, fast_blocker, resolve
-from kestrel.frame.session import NS_PER_DAY, NS_PER_S
+from kestrel.frame.session import NS_PER_DAY
+from kestrel.frame.ticks import NS_PER_S
 from kestrel.lang import ast
 
 NAN = float("nan")

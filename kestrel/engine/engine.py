@@ -44,8 +44,8 @@ from kestrel.engine.ledger import (
 from kestrel.engine.orders import OrderType, TickGrid, WorkingOrder, bracket_price, stop_distance
 from kestrel.frame.account import AccountState
 from kestrel.frame.account import WorkingOrder as AccountOrder
-from kestrel.frame.session import NS_PER_S, SessionSpec
-from kestrel.frame.ticks import Ticks
+from kestrel.frame.session import SessionSpec
+from kestrel.frame.ticks import NS_PER_S, Ticks
 from kestrel.lang import ast
 
 INF = math.inf

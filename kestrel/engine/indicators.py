@@ -20,7 +20,7 @@ from typing import Literal
 
 import msgspec
 
-from kestrel.frame.session import NS_PER_S
+from kestrel.frame.ticks import NS_PER_S
 from kestrel.lang import ast
 from kestrel.lang.registry import FUNCTIONS, PRICE_SERIES
 

@@ -15,8 +15,8 @@ import numpy as np
 import numpy.typing as npt
 
 from kestrel.engine.indicators import IndicatorSpec, PlanError, resolve
-from kestrel.frame.session import NS_PER_DAY, NS_PER_S, SessionSpec
-from kestrel.frame.ticks import Ticks
+from kestrel.frame.session import NS_PER_DAY, SessionSpec
+from kestrel.frame.ticks import NS_PER_S, Ticks
 from kestrel.lang import ast
 
 F64 = npt.NDArray[np.float64]
