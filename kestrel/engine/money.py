@@ -24,9 +24,7 @@ def decimals_of(x: float) -> int:
     """Digits after the decimal point in the shortest decimal form of `x` (0 for integers)."""
     if not math.isfinite(x):
         raise ValueError(f"money amounts must be finite, got {x}")
-    exp = Decimal(repr(float(x))).normalize().as_tuple().exponent
-    assert isinstance(exp, int)
-    return max(0, -exp)
+    return _product_decimals(x)
 
 
 def _product_decimals(*xs: float) -> int:
