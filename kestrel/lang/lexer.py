@@ -18,11 +18,13 @@ from typing import Any
 
 from lark import Token
 
+# Whitespace and comments between tokens.
+_GAP = r"(?:[ \t\f\r\n]+|\#[^\n]*)*"
 # Leading whitespace and comments are consumed by the same match as the token after them
 # (in an atomic group, so a comment is never cut short to find a token inside it).
 _MASTER = re.compile(
+    rf"(?>{_GAP})"
     r"""
-    (?>(?:[ \t\f\r\n]+|\#[^\n]*)*)
     (?:
      (?P<TIME>[0-9]{1,2}:[0-9]{2}(?::[0-9]{2})?(?![0-9]))
     |(?P<DURATION>[0-9]+[smhd](?![A-Za-z0-9_.]))
@@ -36,7 +38,7 @@ _MASTER = re.compile(
     """,
     re.X,
 )
-_SKIP = re.compile(r"(?:[ \t\f\r\n]+|\#[^\n]*)*")
+_SKIP = re.compile(_GAP)
 _SYMBOL = re.compile(r"[A-Z][A-Z0-9._/-]*(?![A-Za-z0-9_])")
 _REPEAT = re.compile(r"[xX][0-9]+\Z")
 
