@@ -159,10 +159,8 @@ class Cell(Generic[M]):
         """Put `item` in the mailbox now (raises `WouldBlock` when full) and wake the actor."""
         self._send_nowait(item)
         self.idle = False
-        bell = self._bell
-        if bell is not None:
-            self._bell = None
-            bell.set()
+        if self._bell is not None:  # the common busy case pays no call
+            self._ring()
 
     async def post(self, item: object) -> None:
         """Put `item` in the mailbox, waiting (FIFO among senders) while it is full."""
@@ -171,6 +169,7 @@ class Cell(Generic[M]):
         self._ring()
 
     def _ring(self) -> None:
+        """Wake the actor if it is parked on its doorbell."""
         bell = self._bell
         if bell is not None:
             self._bell = None
