@@ -89,6 +89,25 @@ def test_parquet_quotes(tmp_path: Path) -> None:
     assert _err(p, preset_name="oanda") == f"{p}, row 2, column 'bid': missing value (null)"
 
 
+def test_parquet_timestamp_errors_name_the_row(tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    p = tmp_path / "t.parquet"
+    text = pa.array(["2024-01-02T00:00:00Z", "2024-13-02T00:00:01Z"])
+    pq.write_table(pa.table({"ts_event": text, "bid": [1.0, 1.1], "ask": [1.2, 1.3]}), p)
+    assert _err(p, preset_name="oanda") == (
+        f"{p}, row 2, column 'ts_event': unparsable timestamp (expected ISO-8601 like "
+        "2024-01-02T09:30:00.123Z): '2024-13-02T00:00:01Z'"
+    )
+    naive = pa.array([1_000_000_000, 2_000_000_000], type=pa.timestamp("ns"))
+    pq.write_table(pa.table({"ts_event": naive, "bid": [1.0, 1.1], "ask": [1.2, 1.3]}), p)
+    bad_tz = LoadSpec(kind="quotes", ts="ts_event", bid="bid", ask="ask", tz="Mars/Olympus")
+    assert _err(p, spec=bad_tz) == (
+        f"{p}, column 'ts_event': unknown timezone 'Mars/Olympus' (use an IANA name like "
+        "'America/New_York' or 'Etc/GMT+5')"
+    )
+
+
 def test_missing_pyarrow_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     p = _write(tmp_path, "x", "q.parquet")
     real = builtins.__import__

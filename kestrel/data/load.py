@@ -20,6 +20,8 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,7 @@ from kestrel.frame.session import NS_PER_DAY, SessionSpec
 from kestrel.frame.ticks import F64, I64, NS_PER_S, Ticks
 
 _HISTDATA_LINE = re.compile(r"^\d{8} \d{9},")
+_MAP_HINT = "map it in the LoadSpec or choose another preset"
 
 
 class LoadReport(msgspec.Struct, frozen=True):
@@ -79,19 +82,35 @@ class _Table:
     first_line: int | None  # CSV: file line of data row 0; None for Parquet
 
     def where(self, i: int) -> dict[str, int]:
-        if self.first_line is not None:
-            return {"line": self.first_line + i}
-        return {"row": i + 1}
+        return _where(self.first_line, i)
+
+
+def _where(first_line: int | None, i: int) -> dict[str, int]:
+    """Data row i as `DataError` keywords: its file line (CSV, data row 0 on `first_line`) or
+    its 1-based row (Parquet: `first_line` None)."""
+    return {"line": first_line + i} if first_line is not None else {"row": i + 1}
+
+
+@contextmanager
+def _timestamp_errors(path: Path, column: str, first_line: int | None) -> Iterator[None]:
+    """Turn a timestamp parser's `BadValue` (or bad option) into a `DataError` naming the row."""
+    try:
+        yield
+    except BadValue as e:
+        raise DataError(path, f"{e.reason}: {e.text!r}", column=column, **_where(first_line, e.index)) from None
+    except ValueError as e:
+        raise DataError(path, str(e), column=column) from None
 
 
 # ------------------------------------------------------------------------------------------
 # CSV
 
 
-def _resolve(path: Path, header: list[str], name: str, role: str, how: str) -> int:
+def _resolve(path: Path, header: list[str], name: str, role: str) -> int:
     for alt in name.split("|"):
         if alt in header:
             return header.index(alt)
+    how = _MAP_HINT
     other = next((d for d in (";", "\t", "|") if len(header) == 1 and d in header[0]), None)
     if other is not None:
         how = f"the header holds {other!r} but no ',': set LoadSpec.delimiter={other!r}"
@@ -104,9 +123,6 @@ def _resolve(path: Path, header: list[str], name: str, role: str, how: str) -> i
 
 
 def _numbers(path: Path, col: npt.NDArray[np.str_], name: str, first_line: int | None) -> F64:
-    def where(i: int) -> dict[str, int]:
-        return {"line": first_line + i} if first_line is not None else {"row": i + 1}
-
     try:
         out = np.char.strip(col).astype(np.float64)
     except ValueError:
@@ -114,12 +130,12 @@ def _numbers(path: Path, col: npt.NDArray[np.str_], name: str, first_line: int |
             try:
                 float(s)
             except ValueError:
-                raise DataError(path, f"unparsable number {s!r}", column=name, **where(i)) from None
+                raise DataError(path, f"unparsable number {s!r}", column=name, **_where(first_line, i)) from None
         raise
     bad = np.flatnonzero(~np.isfinite(out))
     if bad.size:
         i = int(bad[0])
-        raise DataError(path, f"not a finite number: {str(col[i])!r}", column=name, **where(i))
+        raise DataError(path, f"not a finite number: {str(col[i])!r}", column=name, **_where(first_line, i))
     return out
 
 
@@ -133,7 +149,6 @@ def _read_csv(path: Path, spec: LoadSpec) -> _Table:
         raise DataError(path, f"not UTF-8 text ({e.reason} at byte {e.start})") from None
     lines = text.replace("\r\n", "\n").rstrip("\n").split("\n")
     d = spec.delimiter
-    how = "map it in the LoadSpec or choose another preset"
     if spec.header:
         header = [h.strip() for h in lines[0].split(d)]
         body = lines[1:]
@@ -154,17 +169,13 @@ def _read_csv(path: Path, spec: LoadSpec) -> _Table:
             if k != ncols:
                 raise DataError(path, f"expected {ncols} fields ({d.join(header)}), found {k}", line=first + i)
     grid = np.array(fields, dtype=str).reshape(len(body), ncols)
-    ts_i = _resolve(path, header, spec.ts, "timestamps", how)
-    try:
+    ts_i = _resolve(path, header, spec.ts, "timestamps")
+    with _timestamp_errors(path, header[ts_i], first):
         ts = parse_timestamps(grid[:, ts_i], spec.ts_format, spec.tz)
-    except BadValue as e:
-        raise DataError(path, f"{e.reason}: {e.text!r}", line=first + e.index, column=header[ts_i]) from None
-    except ValueError as e:
-        raise DataError(path, str(e), column=header[ts_i]) from None
     values: dict[str, F64] = {}
     columns: dict[str, str] = {}
     for role, name in spec.value_columns().items():
-        j = _resolve(path, header, name, role, how)
+        j = _resolve(path, header, name, role)
         values[role] = _numbers(path, grid[:, j], header[j], first)
         columns[role] = header[j]
     columns["ts"] = header[ts_i]
@@ -194,9 +205,8 @@ def _read_parquet(path: Path, spec: LoadSpec) -> _Table:
         names = list(pq.read_schema(path).names)
     except Exception as e:  # pyarrow raises several types for a bad file
         raise DataError(path, f"not a readable Parquet file: {e}") from None
-    how = "map it in the LoadSpec or choose another preset"
-    ts_name = names[_resolve(path, names, spec.ts, "timestamps", how)]
-    roles = {role: names[_resolve(path, names, n, role, how)] for role, n in spec.value_columns().items()}
+    ts_name = names[_resolve(path, names, spec.ts, "timestamps")]
+    roles = {role: names[_resolve(path, names, n, role)] for role, n in spec.value_columns().items()}
     table = pq.read_table(path, columns=[ts_name, *dict.fromkeys(roles.values())])
     if table.num_rows == 0:
         raise DataError(path, "no data rows")
@@ -211,20 +221,12 @@ def _read_parquet(path: Path, spec: LoadSpec) -> _Table:
     if pa.types.is_timestamp(tcol.type):
         ts = np.asarray(pc.cast(tcol, pa.timestamp("ns", tz=tcol.type.tz)).cast(pa.int64()).to_numpy(), dtype=np.int64)
         if tcol.type.tz is None:
-            try:
+            with _timestamp_errors(path, ts_name, None):
                 ts = localize(ts, spec.tz)
-            except BadValue as e:
-                raise DataError(path, f"{e.reason}: {e.text!r}", row=e.index + 1, column=ts_name) from None
-            except ValueError as e:
-                raise DataError(path, str(e), column=ts_name) from None
     else:
         strings = np.asarray(tcol.cast(pa.string()).to_numpy(zero_copy_only=False)).astype(str)
-        try:
+        with _timestamp_errors(path, ts_name, None):
             ts = parse_timestamps(strings, spec.ts_format, spec.tz)
-        except BadValue as e:
-            raise DataError(path, f"{e.reason}: {e.text!r}", row=e.index + 1, column=ts_name) from None
-        except ValueError as e:
-            raise DataError(path, str(e), column=ts_name) from None
     values: dict[str, F64] = {}
     for role, name in roles.items():
         col = table.column(name).combine_chunks()
