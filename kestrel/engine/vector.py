@@ -149,6 +149,19 @@ class Columns:
         return out
 
     @staticmethod
+    def _mean_list(xs: list[float], n: int) -> list[float]:
+        """Mean of the last n values at each value, (S_i - S_{i-n}) / n on the running sum S
+        (the generated code's `_running_mean`); NaN until n values are in."""
+        acc = 0.0
+        hist = [0.0]
+        out: list[float] = []
+        for x in xs:
+            acc += x
+            hist.append(acc)
+            out.append((acc - hist[-1 - n]) / float(n) if len(hist) > n else NAN)
+        return out
+
+    @staticmethod
     def _ema_list(xs: list[float], n: int) -> list[float]:
         alpha = 2.0 / (n + 1)
         out: list[float] = []
@@ -174,31 +187,19 @@ class Columns:
         pos = np.cumsum(marks) - 1  # bar ordinal of each tick
         # completed bars: all but the last (a bar completes when a later bar starts)
         done = len(starts) - 1
-        vals: list[float] = []
         if spec.kind == "atr":
-            hs = np.maximum.reduceat(last, starts).tolist()
-            ls = np.minimum.reduceat(last, starts).tolist()
-            cs_ = last[ends - 1].tolist()
-            pc, acc = NAN, 0.0
-            hist = [0.0]
-            for k in range(done):
-                bh, bw = hs[k], ls[k]
-                tr = bh - bw if pc != pc else max(bh, pc) - min(bw, pc)
-                pc = cs_[k]
-                acc += tr
-                hist.append(acc)
-                vals.append((acc - hist[-1 - spec.n]) / float(spec.n) if len(hist) > spec.n else NAN)
+            hs = np.maximum.reduceat(last, starts).tolist()[:done]
+            ls = np.minimum.reduceat(last, starts).tolist()[:done]
+            cs_ = last[ends - 1].tolist()[:done]
+            trs: list[float] = []
+            pc = NAN
+            for bh, bw, c in zip(hs, ls, cs_):
+                trs.append(bh - bw if pc != pc else max(bh, pc) - min(bw, pc))
+                pc = c
+            vals = self._mean_list(trs, spec.n)
         else:
             closes = self.series(spec.x)[ends - 1].tolist()[:done]
-            if spec.kind == "sma":
-                acc = 0.0
-                hist = [0.0]
-                for c in closes:
-                    acc += c
-                    hist.append(acc)
-                    vals.append((acc - hist[-1 - spec.n]) / float(spec.n) if len(hist) > spec.n else NAN)
-            else:
-                vals = self._ema_list(closes, spec.n)
+            vals = (self._mean_list if spec.kind == "sma" else self._ema_list)(closes, spec.n)
         barv = np.asarray([NAN] + vals, dtype=np.float64)  # index = completed bars count
         out[:] = barv[pos]
         return out
