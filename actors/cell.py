@@ -130,7 +130,6 @@ class Cell(Generic[M]):
         self.parent = parent
         self.children: list[Cell[Any]] = []
         self.rejected = 0
-        self.restarts = 0
         self.accepting = True
         self.done = anyio.Event()
         self.actor: Actor[M] | None = None
@@ -377,7 +376,6 @@ class Cell(Generic[M]):
         if isinstance(policy, Restart):
             assert self._window is not None
             if self._window.allow(anyio.current_time()):
-                self.restarts += 1
                 _log().warning(
                     "actor.restart", logger="actors", actor=self.name,
                     restart=self._window.count, max_restarts=policy.max_restarts,
