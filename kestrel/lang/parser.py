@@ -950,11 +950,9 @@ def parse(text: str, limits: Limits | None = None) -> Module | Statement:
         statements: list[Statement] = machine.run(text)
     except (ParseFailure, LexError) as err:
         raise LangError([_syntax_diag(text, err)]) from None
-    except LangError:
-        raise
     except RecursionError:
         raise _fail("too-deep", "document nested too deeply to parse") from None
-    except Exception as err:  # lark wraps transformer errors; map any survivor closed
+    except Exception as err:  # a builder callback failing unforeseen: still one LangError
         raise _fail("invalid", f"document could not be parsed: {type(err).__name__}") from None
     finally:
         pos = builder.pos
