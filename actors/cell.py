@@ -27,9 +27,9 @@ Stop rule (graceful): the mailbox closes to new messages (senders get `ActorStop
 including those blocked on a full mailbox), the messages already accepted are handled, then
 the actor's children are stopped newest first (each by this same rule), then `on_stop` runs
 and the task ends. A supervision `Stop`/`Escalate` instead rejects what is left: each
-pending `ask` gets `ActorStopped` and each pending `tell` is counted in `rejected`. An abort
-(a stop's grace period expired, or the system failed) cancels the task and its descendants'
-tasks at once, without `on_stop`, and rejects what is left the same way.
+pending `ask` gets `ActorStopped` and each pending `tell` is counted in the system's
+`rejected`. An abort (a stop's grace period expired, or the system failed) cancels the task
+and its descendants' tasks at once, without `on_stop`, and rejects what is left the same way.
 
 Restart rule: a restart replaces the failed actor's whole subtree. Its children are aborted
 (as above) and awaited, the failed instance's `on_stop` runs, then the factory builds a
@@ -129,7 +129,6 @@ class Cell(Generic[M]):
         self.batch = batch
         self.parent = parent
         self.children: list[Cell[Any]] = []
-        self.rejected = 0
         self.accepting = True
         self.done = anyio.Event()
         self.actor: Actor[M] | None = None
@@ -442,7 +441,6 @@ class Cell(Generic[M]):
             if type(item) is AskEnvelope:
                 item.reject(ActorStopped(self.name, "it stopped before handling this message"))
             else:
-                self.rejected += 1
                 self.system.rejected += 1
 
 
