@@ -17,7 +17,6 @@ from actors.actor import Actor
 from kestrel.engine.config import EngineConfig
 from kestrel.engine.engine import Engine
 from kestrel.engine.ledger import LedgerEvent
-from kestrel.frame.account import AccountState
 from kestrel.frame.session import SessionSpec
 from kestrel.frame.ticks import Ticks
 from kestrel.lang import ast
@@ -107,7 +106,7 @@ class EngineActor(Actor[EngineMessage]):
 
     async def _publish(self, events: list[LedgerEvent]) -> None:
         if events:
-            await self.ctx.system.bus.publish(LEDGER_TOPIC, LedgerBatch(list(events)))
+            await self.ctx.system.bus.publish(LEDGER_TOPIC, LedgerBatch(events))
 
     async def receive(self, message: EngineMessage) -> object:
         if isinstance(message, TickBatch):
@@ -137,7 +136,6 @@ __all__ = [
     "LEDGER_TOPIC",
     "TURNS_TOPIC",
     "AccountQuery",
-    "AccountState",
     "ArmReport",
     "DayLedger",
     "EngineActor",
