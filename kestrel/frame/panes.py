@@ -103,7 +103,7 @@ def pane_quote(snap: FrozenSnapshot, args: Args) -> str:
         )
     else:
         day = "session not open"
-    pt = snap.session_ticks(snap.session_index - 1) if snap.session_index > 0 else t.slice(0, 0)
+    pt = snap.session_ticks(snap.session_index - 1)
     if len(pt):
         pc = float(pt.last[-1])
         d = last - pc
@@ -145,7 +145,7 @@ def pane_levels(snap: FrozenSnapshot, args: Args) -> str:
     fp = snap.format_price
     lines = ["LEVELS"]
     i = snap.session_index
-    prior = snap.session_ticks(i - 1) if i > 0 else snap.ticks.slice(0, 0)
+    prior = snap.session_ticks(i - 1)
     if len(prior):
         lines.append(
             f"prior H {fp(float(np.max(prior.last)))} L {fp(float(np.min(prior.last)))} "

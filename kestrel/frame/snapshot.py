@@ -53,18 +53,9 @@ class FrozenSnapshot:
     def session(self) -> SessionSpec | None:
         return self.data.sessions[-1] if self.data.sessions else None
 
-    @property
-    def prior_session(self) -> SessionSpec | None:
-        return self.data.sessions[-2] if len(self.data.sessions) > 1 else None
-
-    @property
-    def utc_offset_ns(self) -> int:
-        s = self.session
-        return s.utc_offset_ns if s is not None else 0
-
     def session_ticks(self, index: int | None = None) -> Ticks:
         """Ticks inside session `index` (default: the current one) up to the cutoff
-        (empty when the session had not opened by the cutoff)."""
+        (empty when the session had not opened by the cutoff, and for an index < 0)."""
         i = self.session_index if index is None else index
         if i < 0:
             return self.data.ticks.slice(0, 0)
