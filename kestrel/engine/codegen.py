@@ -82,6 +82,12 @@ def _running_mean(k: str, v: str, x: str, n: int, ind: str) -> list[str]:
     ]
 
 
+def _ema(v: str, x: str, n: int, ind: str) -> list[str]:
+    """The line updating the ema `v` of x: seeded with the first value, alpha = 2/(n+1)."""
+    alpha = 2.0 / (n + 1)
+    return [f"{ind}{v} = {x} if {v} != {v} else {v} + {alpha!r} * ({x} - {v})"]
+
+
 class _Gen:
     def __init__(self) -> None:
         self.state: list[tuple[str, str]] = []  # (name, initial value source)
@@ -210,8 +216,7 @@ class _Gen:
             if spec.kind == "sma":
                 L += _running_mean(k, v, x, spec.n, "")
             else:
-                alpha = 2.0 / (spec.n + 1)
-                L.append(f"{v} = {x} if {v} != {v} else {v} + {alpha!r} * ({x} - {v})")
+                L += _ema(v, x, spec.n, "")
         for g, (tf, items) in enumerate(sorted(self.bars.items())):
             L.append(f"k_ = (t - OPEN_) // {tf}")
             L.append(f"if k_ != bk{g}:")
@@ -225,9 +230,7 @@ class _Gen:
                 elif spec.kind == "sma":
                     L += _running_mean(k, v, f"bx{g}_{spec.x}", spec.n, "        ")
                 else:
-                    alpha = 2.0 / (spec.n + 1)
-                    c = f"bx{g}_{spec.x}"
-                    L.append(f"        {v} = {c} if {v} != {v} else {v} + {alpha!r} * ({c} - {v})")
+                    L += _ema(v, f"bx{g}_{spec.x}", spec.n, "        ")
             L.append(f"    bk{g} = k_")
             L.append(f"    bh{g} = l")
             L.append(f"    bw{g} = l")
