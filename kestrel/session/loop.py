@@ -160,7 +160,6 @@ class AuthoringLoop:
         self._pending: AuthorRequest | None = None
         self._escalation_record: Evidence | None = None
         self.evidence: list[Evidence] = []
-        self.escalations = 0
         self.done: Done | None = None
 
     # -- driving ------------------------------------------------------------------------------
@@ -172,6 +171,11 @@ class AuthoringLoop:
     @property
     def tokens_spent(self) -> int:
         return self._spent
+
+    @property
+    def escalations(self) -> int:
+        """Escalations so far: 0 or 1 (a loop escalates at most once)."""
+        return int(self._escalated)
 
     def next_request(self) -> AuthorRequest:
         """What to ask the agent now (stable until the next `receive`)."""
@@ -376,7 +380,6 @@ class AuthoringLoop:
         if p is None or self._escalated:
             return
         self._escalated = True
-        self.escalations += 1
         restored: list[str] = []
         if p.restore_cap is not None:
             self._cap = p.restore_cap
