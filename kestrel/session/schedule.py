@@ -13,8 +13,10 @@ from collections.abc import Sequence
 
 from kestrel.frame.ordinal import Ordinal
 from kestrel.frame.session import NS_PER_S, SessionSpec
+from kestrel.frame.snapshot import DEFAULT_GUARD_NS
 
-DEFAULT_GUARD_S = 300
+DEFAULT_GUARD_S = DEFAULT_GUARD_NS // NS_PER_S
+"""The snapshot guard, in seconds (the frame's default)."""
 
 
 class ScheduleError(ValueError):
