@@ -48,7 +48,6 @@ from types import CodeType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import anyio
-import structlog
 from anyio import CancelScope, EndOfStream, WouldBlock
 from anyio.lowlevel import checkpoint
 
@@ -56,6 +55,7 @@ from actors.actor import Actor, ActorContext
 from actors.errors import ActorStopped, AskFailed, ChildFailed, message_kind
 from actors.ref import ActorRef, AskEnvelope
 from actors.supervision import Escalate, Restart, RestartWindow, Stop, SupervisionPolicy
+from kestrel.logs import get_logger
 
 if TYPE_CHECKING:
     from actors.system import ActorSystem
@@ -90,13 +90,6 @@ def _handler_never_suspends(actor: Actor[Any]) -> bool:
         return False
     code = getattr(function, "__code__", None)
     return isinstance(code, CodeType) and _never_suspends(code)
-
-
-
-def _log() -> Any:
-    """The structlog logger, resolved at call time so the caller's configuration applies."""
-    return structlog.get_logger()
-
 
 
 class HandlerFailed(Exception):
@@ -234,8 +227,8 @@ class Cell(Generic[M]):
     def child_escalated(self, failure: ChildFailed) -> None:
         """A child escalated: fail this actor with `failure`, handled by its own policy."""
         if not self.accepting or self._aborted:
-            _log().error(
-                "actor.escalation_ignored", logger="actors", actor=self.name,
+            get_logger("actors").error(
+                "actor.escalation_ignored", actor=self.name,
                 reason="stopping", error=str(failure),
             )
             return
@@ -375,16 +368,16 @@ class Cell(Generic[M]):
         if isinstance(policy, Restart):
             assert self._window is not None
             if self._window.allow(anyio.current_time()):
-                _log().warning(
-                    "actor.restart", logger="actors", actor=self.name,
+                get_logger("actors").warning(
+                    "actor.restart", actor=self.name,
                     restart=self._window.count, max_restarts=policy.max_restarts,
                     error=_describe(failure),
                 )
                 await self._end_children()
                 await self._stop_instance()
                 return True
-            _log().error(
-                "actor.restart_limit", logger="actors", actor=self.name,
+            get_logger("actors").error(
+                "actor.restart_limit", actor=self.name,
                 max_restarts=policy.max_restarts, within=policy.within,
                 error=_describe(failure),
             )
@@ -392,11 +385,11 @@ class Cell(Generic[M]):
             self._escalate(failure)
             return False
         if isinstance(policy, Stop):
-            _log().error("actor.stop", logger="actors", actor=self.name, error=_describe(failure))
+            get_logger("actors").error("actor.stop", actor=self.name, error=_describe(failure))
             await self._fail_stop()
             return False
         assert isinstance(policy, Escalate)
-        _log().error("actor.escalate", logger="actors", actor=self.name, error=_describe(failure))
+        get_logger("actors").error("actor.escalate", actor=self.name, error=_describe(failure))
         await self._fail_stop()
         self._escalate(failure)
         return False
@@ -428,8 +421,8 @@ class Cell(Generic[M]):
         try:
             await actor.on_stop()
         except Exception as exc:
-            _log().error(
-                "actor.on_stop_failed", logger="actors", actor=self.name, error=_describe(exc)
+            get_logger("actors").error(
+                "actor.on_stop_failed", actor=self.name, error=_describe(exc)
             )
 
     def _reject_pending(self) -> None:
