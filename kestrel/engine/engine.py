@@ -342,9 +342,6 @@ class Engine:
         k = self._rpnl_k - self._fees_k
         return k + self._upnl_k(b, a) if self.pos else k
 
-    def _pnl(self, b: float, a: float) -> float:
-        return self.money.amount(self._pnl_k(b, a))
-
     def _mark(self, i: int, t: int, b: float, a: float) -> None:
         u = self._upnl_k(b, a)
         m = self.money
