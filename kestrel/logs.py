@@ -111,12 +111,7 @@ def configure_console(
     """Process-wide: readable lines to `stream` (default stderr); colors only on a terminal."""
     out = _standard_error() if stream is None else stream
     use_colors = bool(colors) if colors is not None else _isatty(out)
-    structlog.configure(
-        processors=console_processors(timestamps=timestamps, colors=use_colors),
-        wrapper_class=structlog.make_filtering_bound_logger(_level_number(level)),
-        logger_factory=structlog.WriteLoggerFactory(file=out),
-        cache_logger_on_first_use=False,
-    )
+    _configure(console_processors(timestamps=timestamps, colors=use_colors), level, out)
 
 
 def configure_json(
@@ -127,8 +122,13 @@ def configure_json(
 ) -> None:
     """Process-wide: JSON lines to `stream` (default stderr)."""
     out = _standard_error() if stream is None else stream
+    _configure(json_processors(timestamps=timestamps), level, out)
+
+
+def _configure(processors: list[Processor], level: Level, out: TextIO) -> None:
+    """Process-wide: `processors` write to `out`; events below `level` are dropped."""
     structlog.configure(
-        processors=json_processors(timestamps=timestamps),
+        processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(_level_number(level)),
         logger_factory=structlog.WriteLoggerFactory(file=out),
         cache_logger_on_first_use=False,
