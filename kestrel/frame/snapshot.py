@@ -13,6 +13,7 @@ Invariants:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -89,7 +90,11 @@ class FrozenSnapshot:
         return f"{sod // 3600:02d}:{sod // 60 % 60:02d}:{sod % 60:02d}"
 
 
-def _readonly(a: F64 | I64) -> F64 | I64:
+_Column = TypeVar("_Column", F64, I64)
+
+
+def _readonly(a: _Column) -> _Column:
+    """A read-only view of `a` (no copy)."""
     v = a.view()
     v.flags.writeable = False
     return v
@@ -109,12 +114,6 @@ def freeze(
     cutoff = time_ns - int(guard_ns)
     t = data.ticks.until(cutoff)
     sessions = data.sessions[: data.session_index_at(time_ns) + 1]
-    ro = Ticks(
-        np.asarray(_readonly(t.ts), dtype=np.int64),
-        np.asarray(_readonly(t.bid), dtype=np.float64),
-        np.asarray(_readonly(t.ask), dtype=np.float64),
-        np.asarray(_readonly(t.last), dtype=np.float64),
-        np.asarray(_readonly(t.size), dtype=np.float64),
-    )
+    ro = Ticks(_readonly(t.ts), _readonly(t.bid), _readonly(t.ask), _readonly(t.last), _readonly(t.size))
     frozen = MarketData(data.symbol, data.tick_size, ro, sessions, data.crossed_kept)
     return FrozenSnapshot(frozen, cutoff, time_ns, account if account is not None else FLAT, plan)
