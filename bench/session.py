@@ -110,7 +110,7 @@ def main() -> None:
     configure_console(level="warning")
     profile = profiles.lookup(args.profile)
     st = profiles.resolve(profiles.Flags(), None, profile).settings
-    settings = LoopSettings(st.view_request_cap, st.authoring_token_budget, st.effort, st.self_correct)
+    settings = LoopSettings.of(st)
     loop_us, view_us, plan_us = loop_overhead(50 if args.quick else 300, settings)
     actors_s, direct_s, reference_s = day(5 if args.quick else 11, args.engine_path)
     print(json.dumps({

@@ -71,7 +71,7 @@ def drive(resolved: Resolved, script: Sequence[AgentReply | str]) -> tuple[Done,
     loop = AuthoringLoop(
         ordinal="OPEN",
         ports=PORTS,
-        settings=LoopSettings(s.view_request_cap, s.authoring_token_budget, s.effort, s.self_correct),
+        settings=LoopSettings.of(s),
         policy=resolved.policy,
         model="m",
         profile=resolved.profile,
@@ -345,7 +345,7 @@ def test_each_fast_trigger_escalates_exactly_once_restoring_only_displaced_value
     s = resolved.settings
     loop = AuthoringLoop(
         ordinal="OPEN", ports=PORTS, policy=resolved.policy, model="m", profile="fast",
-        settings=LoopSettings(s.view_request_cap, s.authoring_token_budget, s.effort, s.self_correct),
+        settings=LoopSettings.of(s),
     )
     agent = ScriptedAgent(list(script), usage=U)
     author_turn(loop, agent)

@@ -96,7 +96,7 @@ def _scripted_run(sample: MarketData, profile: str | None) -> SessionResult:
     s = resolved.settings
     opts = SessionOptions(
         checkpoints=("11:00",),
-        settings=LoopSettings(s.view_request_cap, s.authoring_token_budget, s.effort, s.self_correct),
+        settings=LoopSettings.of(s),
         policy=resolved.policy,
         profile=resolved.profile,
     )
@@ -185,7 +185,7 @@ def test_thorough_self_correction_on_the_real_snapshot(sample: MarketData) -> No
     resolved = resolve(Flags(), None, lookup("thorough"))
     s = resolved.settings
     opts = SessionOptions(
-        settings=LoopSettings(s.view_request_cap, s.authoring_token_budget, s.effort, s.self_correct),
+        settings=LoopSettings.of(s),
         policy=resolved.policy,
         profile=resolved.profile,
     )

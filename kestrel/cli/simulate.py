@@ -242,7 +242,7 @@ def _run_simulate(args: argparse.Namespace) -> int:
     options = SessionOptions(
         checkpoints=tuple(c for c in args.checkpoints.split(",") if c.strip()),
         guard_s=args.guard,
-        settings=LoopSettings(st.view_request_cap, st.authoring_token_budget, st.effort, st.self_correct),
+        settings=LoopSettings.of(st),
         policy=resolved.policy,
         profile=resolved.profile,
         allowed_panes=st.panes,

@@ -32,6 +32,7 @@ from kestrel.session.profiles import (
     DEFAULT_AUTHORING_TOKEN_BUDGET,
     DEFAULT_VIEW_REQUEST_CAP,
     Policy,
+    Settings,
 )
 from kestrel.session.protocol import (
     AgentReply,
@@ -84,6 +85,16 @@ class LoopSettings(msgspec.Struct, frozen=True):
     authoring_token_budget: int = DEFAULT_AUTHORING_TOKEN_BUDGET
     effort: str | None = None
     self_correct: bool = False
+
+    @classmethod
+    def of(cls, settings: Settings) -> LoopSettings:
+        """The loop's knobs from a resolved posture (`profiles.resolve(...).settings`)."""
+        return cls(
+            settings.view_request_cap,
+            settings.authoring_token_budget,
+            settings.effort,
+            settings.self_correct,
+        )
 
 
 class Done(msgspec.Struct, frozen=True):
