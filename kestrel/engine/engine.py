@@ -549,8 +549,7 @@ class Engine:
                 price = a + self.slip if side > 0 else b - self.slip
                 self._fill(o, price, i, t, b, a, o.qty)
         self._mark(i, t, b, a)
-        self.env = self.env_core = _IDLE_ENV
-        self.trails = []
+        self._envelope(i)  # closed: idle
 
     # rules ---------------------------------------------------------------------
     def _fire(self, j: int, i: int, t: int, b: float, a: float,
