@@ -106,6 +106,7 @@ LedgerEvent: TypeAlias = (
 )
 
 _ENCODER = msgspec.json.Encoder()
+_DECODER = msgspec.json.Decoder(LedgerEvent)
 _ZERO = Decimal(0)
 
 
@@ -113,8 +114,6 @@ def _dec(x: float) -> Decimal:
     """A money amount at its shortest decimal form (the engine keeps money on a decimal
     quantum, so this is the exact amount it meant)."""
     return Decimal(repr(x))
-
-_DECODER = msgspec.json.Decoder(LedgerEvent)
 
 
 class LedgerSummary(msgspec.Struct, frozen=True):
@@ -179,19 +178,16 @@ class Ledger:
                     open_since = e.ts
                     trade_start_rpnl, trade_start_fees = rpnl, fees - last_fee
                 rpnl = _dec(e.rpnl)
-                if pos != 0 and e.pos == 0:
+                if pos != 0 and (e.pos == 0 or (pos > 0) != (e.pos > 0)):
                     trades += 1
                     if (rpnl - trade_start_rpnl) - (fees - trade_start_fees) > 0:
                         wins += 1
-                    if open_since is not None:
-                        exposure += e.ts - open_since
-                    open_since = None
-                elif pos != 0 and e.pos != 0 and (pos > 0) != (e.pos > 0):
-                    # a reversal closes one trade and opens the next
-                    trades += 1
-                    if (rpnl - trade_start_rpnl) - (fees - trade_start_fees) > 0:
-                        wins += 1
-                    trade_start_rpnl, trade_start_fees = rpnl, fees
+                    if e.pos == 0:
+                        if open_since is not None:
+                            exposure += e.ts - open_since
+                        open_since = None
+                    else:  # a reversal closes one trade and opens the next
+                        trade_start_rpnl, trade_start_fees = rpnl, fees
                 pos = e.pos
             elif isinstance(e, Mark):
                 eq = _dec(e.equity)
