@@ -44,8 +44,7 @@ class _Masks:
         self.cols = cols = Columns(full.slice(0, upto), engine.session, engine.arm_tick)
         self.rules = rules = compiled.plan.rules
         self.dynamic = [bool(series_in(r.cond) & DYNAMIC_SERIES) for r in rules]
-        self.account = self._account(engine)
-        cols.account = dict(zip(("pos", "rpnl"), self.account))
+        cols.account = self._account(engine)
         self.upto = upto
         self.start = start
         self.conds = [cols.truth(r.cond) for r in rules]
@@ -58,16 +57,16 @@ class _Masks:
         ]
 
     @staticmethod
-    def _account(engine: Engine) -> tuple[float, float]:
-        return (float(engine.pos), engine.rpnl)
+    def _account(engine: Engine) -> dict[str, float]:
+        """The account series conditions may read on the fast path (see `fast_blocker`)."""
+        return {"pos": float(engine.pos), "rpnl": engine.rpnl}
 
     def refresh(self, engine: Engine, j: int) -> None:
         """Re-evaluate the account-reading rules from tick j if pos or rpnl changed."""
         acc = self._account(engine)
-        if acc == self.account or not any(self.dynamic):
+        if acc == self.cols.account or not any(self.dynamic):
             return
-        self.account = acc
-        self.cols.account = dict(zip(("pos", "rpnl"), acc))
+        self.cols.account = acc
         for r, rule in enumerate(self.rules):
             if not self.dynamic[r] or j >= self.upto:
                 continue
