@@ -296,6 +296,20 @@ def test_dry_run_findings() -> None:
     )
 
 
+def test_worst_case_loss_measures_to_the_stop_the_engine_places() -> None:
+    # STOP 3.00 below and TRAIL 0.40: the trail's initial level (99.60) is the tighter stop,
+    # so 40 x 0.40 = 16 <= 50 (the STOP alone would say 40 x 3.00 = 120)
+    both = _plan("p", ast.Order("buy", 40, "mkt", stop=ast.Offset("abs", -3.0), trail=ast.Offset("abs", 0.4)))
+    assert classify(both, reference=100.0, bounds=BOUNDS).level == RiskLevel.HIGH
+    assert dry_run(both, reference=100.0, bounds=BOUNDS) == ()
+    # on a 0.25 tick grid a 0.3% stop from 100.00 is placed at 99.75: 100 x 0.25 = 25
+    quarter = RiskBounds(maxpos=1000, maxloss=20.0, tick_size=0.25)
+    pct = _plan("p", ast.Order("buy", 100, "mkt", stop=ast.Offset("pct", -0.3)))
+    assert classify(pct, reference=100.0, bounds=quarter).reasons == (
+        "order 1 (BUY 100) worst-case loss 25.00 exceeds maxloss 20",
+    )
+
+
 def test_worst_case_loss_counts_the_contract_multiplier() -> None:
     # 2 contracts x 0.5 points x 50 per point = 50 <= 50; 3 contracts = 75 > 50
     futures = RiskBounds(maxpos=100, maxloss=50.0, multiplier=50.0)

@@ -3,7 +3,8 @@
 Invariants:
 - every plan that can place an order (an `Order` or a `FLAT`) is at least HIGH;
 - CRITICAL marks the genuinely dangerous: an entry without a protective stop (STOP or TRAIL),
-  a size over `maxpos`, or a worst-case loss (size x stop distance x multiplier) over
+  a size over `maxpos`, or a worst-case loss (size x distance to the tightest stop as the
+  engine places it x multiplier) over
   `maxloss`;
 - a plan that places nothing (only CANCEL, or no rules) is LOW;
 - both functions are pure: the same plan and context give the same answer.
@@ -16,6 +17,8 @@ from collections.abc import Callable
 
 import msgspec
 
+from kestrel.engine import orders
+from kestrel.engine.orders import TickGrid
 from kestrel.lang import ast
 
 
@@ -27,12 +30,14 @@ class RiskLevel(enum.IntEnum):
 
 
 class RiskBounds(msgspec.Struct, frozen=True):
-    """The configured default bounds a plan's own RISK clause may tighten or loosen, and the
-    instrument's `multiplier` (money per price point per unit, as in the engine's config)."""
+    """The configured default bounds a plan's own RISK clause may tighten or loosen, the
+    instrument's `multiplier` (money per price point per unit, as in the engine's config)
+    and its `tick_size` (stops are placed on its grid, as the engine places them)."""
 
     maxpos: int = 1000
     maxloss: float = 1000.0
     multiplier: float = 1.0
+    tick_size: float = 0.01
 
 
 class RiskAssessment(msgspec.Struct, frozen=True):
@@ -44,23 +49,22 @@ def _orders(plan: ast.Plan) -> list[ast.Order]:
     return [a for rule in plan.rules for a in rule.actions if isinstance(a, ast.Order)]
 
 
-def stop_distance(order: ast.Order, reference: float | None) -> float | None:
-    """Distance from the entry to the protective stop, per unit, or None when unknown."""
-    off = order.stop if order.stop is not None else order.trail
-    if off is None:
+def stop_distance(order: ast.Order, reference: float | None, tick_size: float = 0.01) -> float | None:
+    """Per-unit distance from an entry filled at `reference` to its tightest protective stop
+    as the engine places it (`kestrel.engine.orders.stop_distance`, on the tick grid); None
+    when the order has none, or when only relative offsets are given and `reference` is
+    unknown."""
+    if reference is not None:
+        return orders.stop_distance(order, reference, TickGrid(tick_size))
+    offs = [o for o in (order.stop, order.trail) if o is not None]
+    if not offs or any(o.mode != "abs" for o in offs):
         return None
-    if off.mode == "abs":
-        return abs(off.value)
-    if reference is None:
-        return None
-    if off.mode == "pct":
-        return reference * abs(off.value) / 100.0
-    return abs(reference - off.value)
+    return min(abs(o.value) for o in offs)
 
 
 def worst_case_loss(order: ast.Order, reference: float | None, bounds: RiskBounds) -> float | None:
     """Money lost if `order` fills near `reference` and is stopped out (None when unknown)."""
-    dist = stop_distance(order, reference)
+    dist = stop_distance(order, reference, bounds.tick_size)
     return None if dist is None else dist * order.qty * bounds.multiplier
 
 

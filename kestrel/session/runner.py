@@ -284,7 +284,8 @@ class DayRun:
         o = day.ordinals[i]
         snap = freeze(day.data, o.time_ns, day.guard_s * NS_PER_S, account, incumbent)
         cfg = options.engine
-        bounds = RiskBounds(maxpos=cfg.maxpos, maxloss=cfg.maxloss, multiplier=cfg.multiplier)
+        bounds = RiskBounds(maxpos=cfg.maxpos, maxloss=cfg.maxloss, multiplier=cfg.multiplier,
+                            tick_size=day.data.tick_size)
         ports = snapshot_ports(
             snap, o, catalog=options.catalog, allowed_panes=options.allowed_panes, bounds=bounds
         )
