@@ -22,6 +22,7 @@ Subscriptions of a stopped actor or a closed stream are removed on the next publ
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import itertools
 from collections.abc import Awaitable, Callable
@@ -344,14 +345,11 @@ class Bus:
         self._topics[sub.topic] = self._topics.get(sub.topic, ()) + (sub,)
 
     async def _forward(self, stream: StreamSubscription, ref: ActorRef[Any]) -> None:
-        try:
-            async for message in stream:
-                await ref.tell(message)
-        except ActorStopped:
-            pass
-        finally:
-            self.unsubscribe(stream)
-            stream._recv.close()
+        """Move `stream`'s messages into `ref`'s mailbox until either ends; then unsubscribe."""
+        with contextlib.suppress(ActorStopped):
+            async with stream:
+                async for message in stream:
+                    await ref.tell(message)
 
 
 def _nothing() -> None:

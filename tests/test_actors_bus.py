@@ -270,3 +270,16 @@ async def test_bus_stats_report_a_drop_oldest_actor_buffer() -> None:
         # 1 in the handler, 1 in the mailbox, 1 held by the forwarder, 2 buffered: 5 dropped.
         assert (only.subscriber, only.pending, only.drops) == ("stalled", 2, 5)
         gate.set()
+
+
+async def test_a_drop_oldest_subscription_of_a_stopped_actor_is_removed() -> None:
+    async with ActorSystem() as system:
+        bus = system.bus
+        ref = system.spawn(lambda: Collector([]), name="gone")
+        sub = bus.subscribe("t", ref, policy=SlowPolicy.DROP_OLDEST, capacity=3)
+        await ref.stop()
+        with anyio.fail_after(5):
+            while await bus.publish("t", Fill(seq=1)):
+                await anyio.wait_all_tasks_blocked()  # the forwarder meets the stopped actor
+        assert bus.subscriptions("t") == ()
+        assert not sub.active
