@@ -4,8 +4,7 @@ Invariants:
 - every plan that can place an order (an `Order` or a `FLAT`) is at least HIGH;
 - CRITICAL marks the genuinely dangerous: an entry without a protective stop (STOP or TRAIL),
   a size over `maxpos`, or a worst-case loss (size x distance to the tightest stop as the
-  engine places it x multiplier) over
-  `maxloss`;
+  engine places it x multiplier) over `maxloss`;
 - a plan that places nothing (only CANCEL, or no rules) is LOW;
 - both functions are pure: the same plan and context give the same answer.
 """
