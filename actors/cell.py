@@ -52,7 +52,7 @@ from anyio import CancelScope, EndOfStream, WouldBlock
 from anyio.lowlevel import checkpoint
 
 from actors.actor import Actor, ActorContext
-from actors.errors import ActorStopped, AskFailed, ChildFailed, message_kind
+from actors.errors import ActorStopped, AskFailed, ChildFailed, describe, message_kind
 from actors.ref import ActorRef, AskEnvelope
 from actors.supervision import Escalate, Restart, RestartWindow, Stop, SupervisionPolicy
 from kestrel.logs import get_logger
@@ -371,7 +371,7 @@ class Cell(Generic[M]):
                 get_logger("actors").warning(
                     "actor.restart", actor=self.name,
                     restart=self._window.count, max_restarts=policy.max_restarts,
-                    error=_describe(failure),
+                    error=describe(failure),
                 )
                 await self._end_children()
                 await self._stop_instance()
@@ -379,17 +379,17 @@ class Cell(Generic[M]):
             get_logger("actors").error(
                 "actor.restart_limit", actor=self.name,
                 max_restarts=policy.max_restarts, within=policy.within,
-                error=_describe(failure),
+                error=describe(failure),
             )
             await self._fail_stop()
             self._escalate(failure)
             return False
         if isinstance(policy, Stop):
-            get_logger("actors").error("actor.stop", actor=self.name, error=_describe(failure))
+            get_logger("actors").error("actor.stop", actor=self.name, error=describe(failure))
             await self._fail_stop()
             return False
         assert isinstance(policy, Escalate)
-        get_logger("actors").error("actor.escalate", actor=self.name, error=_describe(failure))
+        get_logger("actors").error("actor.escalate", actor=self.name, error=describe(failure))
         await self._fail_stop()
         self._escalate(failure)
         return False
@@ -422,7 +422,7 @@ class Cell(Generic[M]):
             await actor.on_stop()
         except Exception as exc:
             get_logger("actors").error(
-                "actor.on_stop_failed", actor=self.name, error=_describe(exc)
+                "actor.on_stop_failed", actor=self.name, error=describe(exc)
             )
 
     def _reject_pending(self) -> None:
@@ -435,7 +435,3 @@ class Cell(Generic[M]):
                 item.reject(ActorStopped(self.name, "it stopped before handling this message"))
             else:
                 self.system.rejected += 1
-
-
-def _describe(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}"

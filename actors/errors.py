@@ -52,8 +52,7 @@ class AskFailed(ActorError):
         self.kind = kind
         self.error = error
         super().__init__(
-            f"actor {actor!r} failed handling a {kind!r} message: "
-            f"{type(error).__name__}: {error}"
+            f"actor {actor!r} failed handling a {kind!r} message: {describe(error)}"
         )
         self.__cause__ = error
 
@@ -76,8 +75,7 @@ class EscalationError(ActorError):
         self.actor = actor
         self.error = error
         super().__init__(
-            f"actor {actor!r} escalated a failure to the actor system: "
-            f"{type(error).__name__}: {error}"
+            f"actor {actor!r} escalated a failure to the actor system: {describe(error)}"
         )
         self.__cause__ = error
 
@@ -89,7 +87,7 @@ class ChildFailed(ActorError):
         self.child = child
         self.error = error
         super().__init__(
-            f"child actor {child!r} escalated a failure: {type(error).__name__}: {error}"
+            f"child actor {child!r} escalated a failure: {describe(error)}"
         )
         self.__cause__ = error
 
@@ -101,3 +99,8 @@ def message_kind(message: object) -> str:
     if isinstance(tag, str):
         return tag
     return type(message).__name__
+
+
+def describe(error: BaseException) -> str:
+    """An error in one line for messages and logs: `<type name>: <text>`."""
+    return f"{type(error).__name__}: {error}"
