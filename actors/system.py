@@ -169,10 +169,9 @@ class ActorSystem:
             raise ActorStopped(parent_cell.name, "a stopping actor spawns no child")
         if name is None:
             name = f"{getattr(factory, '__name__', 'actor').lower()}-{next(self._ids)}"
-        base = name
-        if not base or "/" in base:
-            raise ValueError(f"actor name must be non-empty and without '/', got {base!r}")
-        full = base if parent_cell is None else f"{parent_cell.name}/{base}"
+        if not name or "/" in name:
+            raise ValueError(f"actor name must be non-empty and without '/', got {name!r}")
+        full = name if parent_cell is None else f"{parent_cell.name}/{name}"
         if full in self._live:
             raise ValueError(f"an actor named {full!r} is already running; choose another name")
         cell: Cell[M] = Cell(self, full, factory, policy, capacity, self.batch, parent_cell)
