@@ -97,6 +97,12 @@ def make_days(total: int, seed: int = 11, sessions: int = SESSIONS) -> list[tupl
     return days
 
 
+def plan_of(text: str) -> Plan:
+    p = parse(text)
+    assert isinstance(p, Plan)
+    return p
+
+
 def run_engine(days: list[tuple[SessionSpec, Ticks]], plan: Plan, path: str) -> tuple[float, list[bytes]]:
     """Best wall time of REPEATS runs over every session (a fresh engine per session, the
     plan armed at its start), and the ledgers of the last run."""
@@ -376,8 +382,7 @@ def main() -> None:
     identical = True
     per_plan: dict[str, dict[str, float]] = {}
     for name, text in TYPICAL.items():
-        p = parse(text)
-        assert isinstance(p, Plan)
+        p = plan_of(text)
         rw, rl = run_engine(days, p, "reference")
         fw, fl = run_engine(days, p, "fast")
         identical &= rl == fl
@@ -386,8 +391,7 @@ def main() -> None:
         per_plan[name] = {"reference_ticks_per_s": round(n / rw), "fast_ticks_per_s": round(n / fw)}
     result["reference_ticks_per_s"] = round(len(TYPICAL) * n / ref_wall)
     result["fast_ticks_per_s"] = round(len(TYPICAL) * n / fast_wall)
-    floor_plan = parse(FLOOR_PLAN)
-    assert isinstance(floor_plan, Plan)
+    floor_plan = plan_of(FLOOR_PLAN)
     sma_ref_wall, rl = run_engine(days, floor_plan, "reference")
     sma_fast_wall, fl = run_engine(days, floor_plan, "fast")
     identical &= rl == fl
@@ -397,8 +401,7 @@ def main() -> None:
     result["sma_bracket_fast_ticks_per_s"] = round(n / sma_fast_wall)
     result["reference_vs_python_floor"] = round(floor_wall / sma_ref_wall, 3)
     result["fast_vs_python_floor"] = round(floor_wall / sma_fast_wall, 3)
-    idle = parse(ARMED_ALL_DAY)
-    assert isinstance(idle, Plan)
+    idle = plan_of(ARMED_ALL_DAY)
     idle_ref_wall, rl = run_engine(days, idle, "reference")
     idle_fast_wall, fl = run_engine(days, idle, "fast")
     identical &= rl == fl
@@ -414,9 +417,7 @@ def main() -> None:
     for key, text in (("segmented_vs_single_ratio", ARMED_ALL_DAY),
                       ("segmented_vs_single_ratio_rearming", REARMING),
                       ("segmented_vs_single_ratio_typical", TYPICAL["sma_cross_trail"])):
-        p = parse(text)
-        assert isinstance(p, Plan)
-        one, many, same = segmented_walls(seg_day, p, SEGMENTS)
+        one, many, same = segmented_walls(seg_day, plan_of(text), SEGMENTS)
         identical &= same
         result[key] = round(many / one, 3)
         result[key.replace("segmented_vs_single_ratio", "single_call_s")] = round(one, 4)
