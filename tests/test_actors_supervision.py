@@ -54,6 +54,19 @@ class Flaky(Actor[Msg]):
         raise RuntimeError("crashed on purpose")
 
 
+class Held(Flaky):
+    """`Flaky` whose `Crash` waits for `release` before it raises."""
+
+    def __init__(self, built: list[Flaky], release: anyio.Event) -> None:
+        super().__init__(built)
+        self.release = release
+
+    async def receive(self, message: Msg) -> object:
+        if isinstance(message, Crash):
+            await self.release.wait()
+        return await super().receive(message)
+
+
 async def test_restart_gives_fresh_state_from_the_factory_and_keeps_serving() -> None:
     built: list[Flaky] = []
     async with ActorSystem() as system:
@@ -173,14 +186,8 @@ async def test_stop_policy_stops_the_actor_and_rejects_its_pending_messages() ->
     built: list[Flaky] = []
     release = anyio.Event()
 
-    class Slow(Flaky):
-        async def receive(self, message: Msg) -> object:
-            if isinstance(message, Crash):
-                await release.wait()
-            return await super().receive(message)
-
     async with ActorSystem() as system:
-        ref = system.spawn(lambda: Slow(built), name="slow", policy=Stop())
+        ref = system.spawn(lambda: Held(built, release), name="slow", policy=Stop())
         results: list[str] = []
 
         async def ask_get() -> None:
@@ -341,15 +348,9 @@ async def test_asks_queued_behind_a_failure_are_answered_by_the_fresh_instance()
     built: list[Flaky] = []
     release = anyio.Event()
 
-    class Held(Flaky):
-        async def receive(self, message: Msg) -> object:
-            if isinstance(message, Crash):
-                await release.wait()
-            return await super().receive(message)
-
     answers: list[object] = []
     async with ActorSystem() as system:
-        ref = system.spawn(lambda: Held(built), name="held", policy=Restart())
+        ref = system.spawn(lambda: Held(built, release), name="held", policy=Restart())
         await ref.tell(Add(n=3))
         await ref.tell(Crash())  # held until release, then fails
         await anyio.wait_all_tasks_blocked()
