@@ -117,8 +117,7 @@ class Engine:
         self.maxloss = config.maxloss
         self.maxorders = config.maxorders
         self.placed = 0
-        self.baseline = 0.0
-        self._baseline_k = 0
+        self._baseline_k = 0  # the plan's pnl at arming, in money quanta
         self._maxloss_k = self.money.at_least(self.maxloss)
         self.loss_breached = False
         self._stale = False
@@ -169,7 +168,6 @@ class Engine:
         self.loss_breached = False
         self._maxloss_k = self.money.at_least(self.maxloss)
         self._baseline_k = self._pnl_k(self.b, self.a)
-        self.baseline = self.money.amount(self._baseline_k)
         exp = plan.expiry
         if isinstance(exp, ast.Until):
             self.expiry_ns = self.session.wall_clock_ns(exp.at.hour, exp.at.minute, exp.at.second)
@@ -687,8 +685,9 @@ class Engine:
                 trails.append(o)
         if self.pos and not self.loss_breached:
             mult = self.config.multiplier
+            m = self.money
             # + one money quantum: upnl is rounded to the quantum before the check
-            room = self.baseline - self.maxloss - self.rpnl + self.fees + 1.0 / self.money.scale
+            room = m.amount(self._baseline_k) - self.maxloss - self.rpnl + self.fees + 1.0 / m.scale
             thr = self.avg + room / (self.pos * mult)
             margin = 1e-6 * (1.0 + abs(thr))
             if self.pos > 0:
