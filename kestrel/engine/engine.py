@@ -227,10 +227,10 @@ class Engine:
         and rpnl are fine outside CROSSES) and its entry prices none at all."""
         if path not in ("auto", "reference", "fast"):
             raise ValueError(f"path must be auto, reference or fast, got {path!r}")
-        use_fast = path == "fast" or (path == "auto" and self.fast_applies())
-        if path == "fast" and not self.fast_applies():
-            raise PlanError("the fast path does not apply: " + self._fast_blocker())
-        if use_fast:
+        blocker = self._fast_blocker()
+        if path == "fast" and blocker:
+            raise PlanError("the fast path does not apply: " + blocker)
+        if path != "reference" and not blocker:
             run_fast(self, ticks)
             self.last_path = "fast"
         else:
