@@ -22,13 +22,7 @@ class PlanFileError(ValueError):
 
 def diagnostics_text(source: str, err: lang.LangError) -> str:
     """One `source:line:col: message (expected: ...) (hint: ...)` line per diagnostic."""
-    lines = []
-    for d in err.diagnostics:
-        where = f"{d.line}:{d.column}" if d.line is not None else (d.path or "1:1")
-        expected = f" (expected: {', '.join(d.expected)})" if d.expected else ""
-        hint = f" (hint: {d.hint})" if d.hint else ""
-        lines.append(f"{source}:{where}: {d.message}{expected}{hint}")
-    return "\n".join(lines)
+    return "\n".join(d.located(source) for d in err.diagnostics)
 
 
 def parse_plan(text: str, source: str = "<plan>") -> ast.Plan:

@@ -37,10 +37,7 @@ def _label(name: str) -> str:
 
 
 def _line(name: str, d: Diagnostic) -> str:
-    where = f"{d.line}:{d.column}" if d.line is not None else "1:1"
-    hint = f" (hint: {d.hint})" if d.hint else ""
-    expected = f" (expected: {', '.join(d.expected)})" if d.expected else ""
-    return f"{_label(name)}:{where}: {d.message}{expected}{hint}"
+    return d.located(_label(name))
 
 
 def _read_all(names: list[str]) -> list[tuple[str, str]] | None:

@@ -31,6 +31,14 @@ class Diagnostic(msgspec.Struct, frozen=True):
             return f"line {self.line}, column {self.column}"
         return self.path or "document"
 
+    def located(self, source: str) -> str:
+        """One `source:line:col: message (expected: ...) (hint: ...)` line, the form compilers
+        print (`source:path: ...` for a diagnostic located by path in a code-built AST)."""
+        where = f"{self.line}:{self.column}" if self.line is not None else (self.path or "1:1")
+        expected = f" (expected: {', '.join(self.expected)})" if self.expected else ""
+        hint = f" (hint: {self.hint})" if self.hint else ""
+        return f"{source}:{where}: {self.message}{expected}{hint}"
+
     def render(self) -> str:
         """The repair text for this diagnostic (several lines)."""
         out = [f"{self.where}: {self.message}"]
