@@ -32,7 +32,7 @@ from actors.engine import (
     StartDay,
     Sync,
 )
-from actors.errors import AskFailed, AskTimeout
+from actors.errors import AskFailed, AskTimeout, describe
 from actors.feed import DEFAULT_BATCH_TICKS, AdvanceTo, FeedActor, LoadDay
 from actors.ref import ActorRef
 from actors.system import ActorSystem
@@ -104,7 +104,7 @@ class DriverActor(Actor[RunSession]):
             except AskTimeout:
                 return loop.receive_failure(f"timed out after {self._timeout:g}s")
             except AskFailed as exc:
-                return loop.receive_failure(f"{type(exc.error).__name__}: {exc.error}")
+                return loop.receive_failure(describe(exc.error))
             out = loop.receive_reply(reply)
             if isinstance(out, Done):
                 return out

@@ -140,7 +140,7 @@ class Engine:
         if not plan.rules:
             raise PlanError(f"plan {plan.name!r} has no rules")
         need, call = longest_lookback(plan)
-        span = self.session.close_ns - self.session.open_ns
+        span = self.session.length_ns
         if call is not None and need > span:
             raise PlanError(
                 f"plan {plan.name!r}: {call.name}(...) looks back {need // (60 * NS_PER_S)}m, "
