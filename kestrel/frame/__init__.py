@@ -3,7 +3,7 @@
 from kestrel.frame.account import AccountState, WorkingOrder
 from kestrel.frame.bars import Bars, session_bars, time_bars
 from kestrel.frame.catalog import DEFAULT_CATALOG, KERNEL_IDS, ArgSpec, PaneCatalog, PaneSpec
-from kestrel.frame.market import MarketData
+from kestrel.frame.market import Instrument, MarketData
 from kestrel.frame.ordinal import Ordinal
 from kestrel.frame.session import SessionSpec
 from kestrel.frame.snapshot import DEFAULT_GUARD_NS, FrozenSnapshot, freeze
@@ -28,6 +28,7 @@ __all__ = [
     "ArgSpec",
     "Bars",
     "FrozenSnapshot",
+    "Instrument",
     "MarketData",
     "Ordinal",
     "PaneCatalog",

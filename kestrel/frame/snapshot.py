@@ -115,5 +115,5 @@ def freeze(
     t = data.ticks.until(cutoff)
     sessions = data.sessions[: data.session_index_at(time_ns) + 1]
     ro = Ticks(_readonly(t.ts), _readonly(t.bid), _readonly(t.ask), _readonly(t.last), _readonly(t.size))
-    frozen = MarketData(data.symbol, data.tick_size, ro, sessions, data.crossed_kept)
+    frozen = MarketData(data.symbol, data.tick_size, ro, sessions, data.crossed_kept, data.instrument)
     return FrozenSnapshot(frozen, cutoff, time_ns, account if account is not None else FLAT, plan)
