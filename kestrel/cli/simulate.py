@@ -12,20 +12,18 @@ import argparse
 import datetime as dt
 import os
 import sys
-from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo
 
 import msgspec
 
+from kestrel.cli.agentspec import agent_of, check_agent_fits
+from kestrel.cli.errors import UsageError
+from kestrel.cli.textreport import report, summary
+
 DIRECT = "direct"
-
-
-class UsageError(Exception):
-    """A bad flag or input: exit code 2 with this one-line message."""
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -127,55 +125,6 @@ def load_data(name: str) -> Any:
 # simulate
 
 
-def _agent(spec: str) -> Any:
-    """The agent named by `--agent`; a plan file or capture is read and validated here, so a
-    bad one fails the command up front (exit 2) with the error and its place."""
-    from kestrel.agents.baseline import BaselineAgent
-    from kestrel.agents.fixed import FixedAgent
-    from kestrel.agents.recorded import RecordedAgent
-
-    kind, _, arg = spec.partition(":")
-    kind = kind.strip().lower()
-    if kind == "baseline" and not arg:
-        return BaselineAgent()
-    if kind in ("fixed", "recorded") and arg:
-        try:
-            return FixedAgent.from_file(arg) if kind == "fixed" else RecordedAgent.from_file(arg)
-        except ValueError as exc:  # PlanFileError, CaptureError
-            raise UsageError(str(exc)) from None
-    raise UsageError(f"unknown --agent {spec!r}: use baseline, fixed:PLAN.kes or recorded:CAPTURE.jsonl")
-
-
-def _check_agent_fits(agent: Any, data: Any, options: Any, date: dt.date | None, days: int, spec: str) -> None:
-    """Fail up front when the agent cannot play this run: a fixed plan the engine would refuse
-    (another instrument, ...), or a capture recorded for other sessions or another schedule."""
-    from kestrel.agents.fixed import FixedAgent
-    from kestrel.agents.recorded import RecordedAgent
-    from kestrel.engine.engine import Engine
-    from kestrel.session.runner import session_days
-
-    plan = session_days(data, options, date, days)
-    sessions = [d.session for d in plan]
-    schedule = [o.label for o in plan[0].ordinals]
-    source = spec.partition(":")[2]
-    if isinstance(agent, FixedAgent):
-        try:
-            Engine(options.engine, sessions[0], data.symbol, data.tick_size).arm(agent.plan)
-        except ValueError as exc:
-            raise UsageError(f"{source}: the engine refuses plan {agent.plan.name!r}: {exc}") from None
-    if isinstance(agent, RecordedAgent) and agent.header is not None:
-        h = agent.header
-        want = [(s.date.isoformat(), o) for s in sessions for o in schedule]
-        if agent.slots() != want or h.symbol != data.symbol:
-            raise UsageError(
-                f"{source} holds turns for {h.symbol} on {', '.join(h.dates)} at "
-                f"{' '.join(h.schedule)}, but this run is {data.symbol} on "
-                f"{', '.join(s.date.isoformat() for s in sessions)} at {' '.join(schedule)}: "
-                f"use `kestrel replay {source}` (it reads the session from the capture) or "
-                "pass matching --data/--date/--days/--checkpoints"
-            )
-
-
 def _check_writable(flag: str, path: str | None) -> None:
     """An output path that cannot be written fails before the run, not after it."""
     if path is None:
@@ -234,7 +183,7 @@ def _run_simulate(args: argparse.Namespace) -> int:
     )
     resolved = profiles.resolve(flags, mode, profile)
     st = resolved.settings
-    agent = _agent(st.agent or "baseline")
+    agent = agent_of(st.agent or "baseline")
     _note_unused_loop_flags(args, agent, st.agent or "baseline")
     data = load_data(_data_name(args))
     if args.symbol and args.data == "sample" and args.symbol != data.symbol:
@@ -250,7 +199,7 @@ def _run_simulate(args: argparse.Namespace) -> int:
         engine_path=args.engine_path,
     )
     date = _date(args.date)
-    _check_agent_fits(agent, data, options, date, args.days, st.agent or "baseline")
+    check_agent_fits(agent, data, options, date, args.days, st.agent or "baseline")
     with _evidence_sink(args.evidence) as sink:
         result = _run(data, agent, options, args.backend, date, args.days, sink, args.json)
     return _finish(args, result, agent)
@@ -398,125 +347,5 @@ def _guarded(command: str, run: Callable[[], int]) -> int:
     except (UsageError, SessionError, ScheduleError) as exc:
         print(f"kestrel {command}: {exc}", file=sys.stderr)
         return 2
-
-
-# ------------------------------------------------------------------------------------------
-# report
-
-
-def _turn_kind(turn: Any) -> str:
-    from kestrel.session.protocol import StandDownTurn, Supersede
-
-    if isinstance(turn, Supersede):
-        return f"PLAN {turn.plan.name}"
-    if isinstance(turn, StandDownTurn):
-        return "STANDDOWN"
-    return "PASS"
-
-
-def summary(result: Any) -> dict[str, Any]:
-    """The machine-readable summary (`--json`): per day and in total."""
-    days = []
-    totals: Counter[str] = Counter()
-    net = 0.0
-    evidence: Counter[str] = Counter()
-    ticks: Counter[str] = Counter(fast=0, reference=0)
-    for d in result.days:
-        s = d.summary
-        days.append({
-            "date": d.date,
-            "turns": [
-                {"ordinal": o.ordinal, "turn": _turn_kind(o.turn), "armed": o.armed,
-                 "iterations": o.iterations, "tokens": o.tokens_spent, "escalations": o.escalations}
-                for o in d.outcomes
-            ],
-            "trades": s.trades, "wins": s.wins, "realized_pnl": round(s.realized_pnl, 6),
-            "fees": round(s.fees, 6), "net_pnl": round(s.net_pnl, 6),
-            "max_drawdown": round(s.max_drawdown, 6), "orders": s.orders, "fills": s.fills,
-            "engine_ticks": dict(sorted(d.engine_ticks.items())),
-        })
-        totals.update(trades=s.trades, wins=s.wins, orders=s.orders, fills=s.fills)
-        ticks.update(d.engine_ticks)
-        net += s.net_pnl
-        evidence.update(e.kind for e in d.evidence)
-    return {
-        "data": result.header.data,
-        "symbol": result.header.symbol,
-        "agent": result.header.agent,
-        "dates": list(result.header.dates),
-        "schedule": list(result.header.schedule),
-        "engine_path": result.engine_path,
-        "engine_ticks": dict(sorted(ticks.items())),
-        "days": days,
-        "total": {**dict(sorted(totals.items())), "net_pnl": round(net, 6)},
-        "evidence": dict(sorted(evidence.items())),
-    }
-
-
-def report(result: Any) -> None:
-    """The readable report: turns per ordinal, armed plans, trades, PnL and evidence counts."""
-    from rich.console import Console
-    from rich.table import Table
-
-    from kestrel import lang
-    from kestrel.engine.ledger import Filled, PositionChanged
-    from kestrel.session.protocol import StandDownTurn, Supersede
-
-    con = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 120)
-    h = result.header
-    con.print(f"[bold]kestrel simulate[/bold]  {h.symbol}  data {h.data}  agent {h.agent}  "
-              f"sessions {', '.join(h.dates)}  schedule {' '.join(h.schedule)}")
-    turns = Table(title="Turns per ordinal", title_justify="left")
-    for col in ("date", "ordinal", "turn", "armed", "iterations", "tokens"):
-        turns.add_column(col, justify="right" if col in ("iterations", "tokens") else "left")
-    plans: dict[str, str] = {}
-    for d in result.days:
-        for o in d.outcomes:
-            kind = _turn_kind(o.turn)
-            if isinstance(o.turn, StandDownTurn):
-                kind += f": {o.turn.reason}"
-            if isinstance(o.turn, Supersede):
-                plans.setdefault(lang.format(o.turn.plan).rstrip("\n"), f"{d.date} {o.ordinal}")
-            turns.add_row(d.date, o.ordinal, kind, o.armed, str(o.iterations), str(o.tokens_spent))
-    con.print(turns)
-    for text, where in plans.items():
-        con.print(f"[bold]Armed plan[/bold] ({where}):")
-        con.print(text, markup=False)
-    trades = Table(title="Fills", title_justify="left")
-    for col in ("date", "time", "side", "qty", "price", "position", "realized"):
-        trades.add_column(col, justify="left" if col in ("date", "time", "side") else "right")
-    for d in result.days:
-        # the engine emits each fill's PositionChanged right after it (several fills may share
-        # a tick), so a fill's position is the next event's
-        events = d.ledger.events
-        for k, e in enumerate(events):
-            if not isinstance(e, Filled):
-                continue
-            nxt = events[k + 1] if k + 1 < len(events) else None
-            p = nxt if isinstance(nxt, PositionChanged) else None
-            clock = dt.datetime.fromtimestamp(e.ts // 10**9, ZoneInfo(d.tz)).strftime("%H:%M:%S")
-            trades.add_row(d.date, clock, e.side, str(e.qty), f"{e.price:.{d.decimals}f}",
-                           str(p.pos) if p else "", f"{p.rpnl:+.2f}" if p else "")
-    if trades.row_count:
-        con.print(trades)
-    else:
-        con.print("No fills.")
-    pnl = Table(title="PnL", title_justify="left")
-    for col in ("date", "trades", "wins", "realized", "fees", "net", "max drawdown", "orders", "fills"):
-        pnl.add_column(col, justify="left" if col == "date" else "right")
-    for d in result.days:
-        s = d.summary
-        pnl.add_row(d.date, str(s.trades), str(s.wins), f"{s.realized_pnl:+.2f}", f"{s.fees:.2f}",
-                    f"{s.net_pnl:+.2f}", f"{s.max_drawdown:.2f}", str(s.orders), str(s.fills))
-    con.print(pnl)
-    ticks: Counter[str] = Counter()
-    for d in result.days:
-        ticks.update(d.engine_ticks)
-    con.print(f"Engine ({result.engine_path}): fast path {ticks['fast']} ticks, "
-              f"reference path {ticks['reference']} ticks")
-    counts = Counter(e.kind for e in result.evidence)
-    shown = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none (single-shot or first-reply turns)"
-    con.print(f"Evidence records: {shown}")
-
 
 __all__ = ["load_data", "register", "report", "summary"]
