@@ -1,28 +1,59 @@
-"""`AgentActor`: runs an `Agent` behind a mailbox; answers `AuthorRequest`s with `AgentReply`s.
+"""`AgentActor`: runs an `Agent` behind a mailbox; answers `Author` calls with `CallOutcome`s.
 
-Agents are synchronous (`Agent.author`). A `blocking` agent (a model adapter waiting on I/O)
-is called on a worker thread, so it never stalls the event loop and the driver's ask timeout
-always fires; pure agents (baseline, fixed, recorded, scripted) answer inline. The agent's own failures surface to the asking driver as
-`AskFailed` (the loop then stands down fail-closed); a slow agent surfaces as `AskTimeout`.
-Determinism does not depend on this: the driver waits for each answer before moving on.
+Agents are synchronous (`Agent.author`). Every call is isolated (`kestrel.session.calls`): a
+`blocking` agent (a model adapter waiting on I/O) is called on its own worker thread, and a
+call that outlives its timeout is ABANDONED inside the handler, which answers `TimedOut` at
+once. So the actor's mailbox never queues behind a hung call: the next ordinal's call starts
+on a fresh thread immediately. An abandoned call that finishes later is discarded; its
+`LateReply` waits in the actor until the driver collects it with `TakeLate` (evidence only).
+Pure agents (baseline, fixed, recorded, scripted) answer inline. The agent's own exceptions
+are `Failed` outcomes (the loop stands down fail-closed), never a crash of this actor.
+Determinism does not depend on any of this: the driver waits for each outcome before moving on.
 """
 
 from __future__ import annotations
 
 import anyio
+import msgspec
 
 from actors.actor import Actor
-from kestrel.session.protocol import Agent, AgentReply, AuthorRequest
+from kestrel.session.calls import AuthorCall, CallOutcome, LateReplies, LateReply
+from kestrel.session.protocol import Agent, AuthorRequest
 
 
-class AgentActor(Actor[AuthorRequest]):
+class Author(msgspec.Struct, frozen=True, tag="author"):
+    """Ask the agent once; a blocking agent's call is abandoned after `timeout` seconds (None:
+    no limit). `date` labels a late reply's evidence."""
+
+    request: AuthorRequest
+    timeout: float | None = None
+    date: str | None = None
+
+
+class TakeLate(msgspec.Struct, frozen=True, tag="take_late"):
+    """Collect the late replies of abandoned calls received so far (answers a list)."""
+
+
+AgentMessage = Author | TakeLate
+
+
+class AgentActor(Actor[AgentMessage]):
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
+        self.late = LateReplies()
 
-    async def receive(self, message: AuthorRequest) -> AgentReply:
-        if self.agent.blocking:
-            return await anyio.to_thread.run_sync(self.agent.author, message, abandon_on_cancel=True)
-        return self.agent.author(message)
+    async def receive(self, message: AgentMessage) -> CallOutcome | list[LateReply]:
+        if isinstance(message, TakeLate):
+            return self.late.take()
+        call = AuthorCall(
+            self.agent, message.request, timeout=message.timeout, late=self.late, date=message.date
+        )
+        if not self.agent.blocking:
+            call.run()
+            return call.outcome()
+        with anyio.move_on_after(message.timeout):
+            await anyio.to_thread.run_sync(call.run, abandon_on_cancel=True)
+        return call.abandon()
 
 
-__all__ = ["AgentActor"]
+__all__ = ["AgentActor", "AgentMessage", "Author", "TakeLate"]

@@ -21,7 +21,7 @@ import anyio
 import msgspec
 
 from actors.actor import Actor
-from actors.agent import AgentActor
+from actors.agent import AgentActor, Author, TakeLate
 from actors.engine import (
     TURNS_TOPIC,
     AccountQuery,
@@ -32,16 +32,18 @@ from actors.engine import (
     StartDay,
     Sync,
 )
-from actors.errors import AskFailed, AskTimeout, describe
+from actors.errors import AskFailed, describe
 from actors.feed import DEFAULT_BATCH_TICKS, AdvanceTo, FeedActor, LoadDay
 from actors.ref import ActorRef
 from actors.system import ActorSystem
 from kestrel.engine.ledger import Ledger
 from kestrel.frame import MarketData
 from kestrel.frame.account import AccountState
+from kestrel.session.calls import DEFAULT_AGENT_TIMEOUT_S, Answered, Failed, LateReply, TimedOut
 from kestrel.session.capture import CapturedTurn
+from kestrel.session.drive import feed
 from kestrel.session.loop import AuthoringLoop, Done
-from kestrel.session.protocol import Agent, AgentReply
+from kestrel.session.protocol import Agent
 from kestrel.session.runner import (
     DayResult,
     DayRun,
@@ -52,9 +54,6 @@ from kestrel.session.runner import (
     capture_header,
     session_days,
 )
-
-DEFAULT_AGENT_TIMEOUT_S = 120.0
-
 
 class RunSession(msgspec.Struct, frozen=True, tag="run_session"):
     pass
@@ -96,19 +95,28 @@ class DriverActor(Actor[RunSession]):
         return results
 
     async def _author(self, loop: AuthoringLoop) -> Done:
-        """Ask, feed the agent actor's answer in, repeat until the loop is done."""
+        """Ask, feed the call's outcome in, repeat until the loop is done. The agent actor
+        enforces the timeout per call (an abandoned call never delays the next one)."""
         request = loop.next_request()
         while True:
             try:
-                reply = await self._agent.ask(request, expect=AgentReply, timeout=self._timeout)
-            except AskTimeout:
-                return loop.receive_failure(f"timed out after {self._timeout:g}s")
-            except AskFailed as exc:
+                outcome = await self._agent.ask(
+                    Author(request, self._timeout, loop.date), timeout=None
+                )
+            except AskFailed as exc:  # the agent actor itself failed
                 return loop.receive_failure(describe(exc.error))
-            out = loop.receive_reply(reply)
+            if not isinstance(outcome, (Answered, Failed, TimedOut)):
+                raise TypeError(f"the agent actor answered {type(outcome).__name__}")
+            out = feed(loop, outcome)
             if isinstance(out, Done):
                 return out
             request = out
+
+    async def _record_late(self, run: DayRun) -> None:
+        """Record the late replies of abandoned calls (evidence; their replies are discarded)."""
+        late: list[LateReply] = await self._agent.ask(TakeLate(), timeout=None)
+        for record in late:
+            run.record_late(record)
 
     async def _run_day(self, k: int, day: SessionDay) -> DayResult:
         a = self._identity
@@ -125,8 +133,10 @@ class DriverActor(Actor[RunSession]):
             await self.ctx.system.bus.publish(TURNS_TOPIC, run.close(i, loop, done))
             report = await self._engine.ask(Sync(), expect=ArmReport, timeout=None)  # armed
             run.settle(report.armed)
+            await self._record_late(run)
         await self._feed.ask(AdvanceTo(len(day.ordinals)), timeout=None)
         ledger = await self._engine.ask(FinishDay(), expect=DayLedger, timeout=None)
+        await self._record_late(run)
         return run.result(Ledger.from_jsonl(ledger.jsonl), ledger.engine_ticks)
 
 

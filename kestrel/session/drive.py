@@ -1,25 +1,42 @@
 """Driving an authoring loop synchronously with an agent (the embedding used by `run_session`
-and tests; the actor driver does the same with messages)."""
+and tests; the actor driver does the same with messages).
+
+Every agent call is isolated (`kestrel.session.calls`): a blocking agent's call that outlives
+`timeout` is abandoned and the loop stands down fail-closed at once; its late reply, if any,
+lands in `late` (evidence only, never used)."""
 
 from __future__ import annotations
 
-from kestrel.session.loop import AuthoringLoop, Done
+from kestrel.session.calls import Answered, CallOutcome, LateReplies, call_agent
+from kestrel.session.loop import AuthoringLoop, Done, Outcome
 from kestrel.session.protocol import Agent
 
 
-def author_turn(loop: AuthoringLoop, agent: Agent) -> Done:
-    """Ask, feed the answer in, repeat until the loop is done. An agent exception becomes a
-    fail-closed stand-down (`receive_failure`) with the exception's text as the reason."""
+def feed(loop: AuthoringLoop, outcome: CallOutcome) -> Outcome:
+    """Give one call's outcome to the loop: a reply is interpreted, a failure or a timeout is
+    a fail-closed stand-down (`receive_failure`) naming it."""
+    if isinstance(outcome, Answered):
+        return loop.receive_reply(outcome.reply)
+    return loop.receive_failure(outcome.error)
+
+
+def author_turn(
+    loop: AuthoringLoop,
+    agent: Agent,
+    *,
+    timeout: float | None = None,
+    late: LateReplies | None = None,
+) -> Done:
+    """Ask, feed the answer in, repeat until the loop is done. An agent exception or a call
+    past `timeout` seconds (blocking agents only; None = no limit) becomes a fail-closed
+    stand-down with the error as the reason."""
+    box = late if late is not None else LateReplies()
     request = loop.next_request()
     while True:
-        try:
-            reply = agent.author(request)
-        except Exception as exc:  # any agent failure fails closed, never propagates a plan
-            return loop.receive_failure(f"{type(exc).__name__}: {exc}")
-        outcome = loop.receive_reply(reply)
+        outcome = feed(loop, call_agent(agent, request, timeout=timeout, late=box, date=loop.date))
         if isinstance(outcome, Done):
             return outcome
         request = outcome
 
 
-__all__ = ["author_turn"]
+__all__ = ["author_turn", "feed"]

@@ -68,6 +68,7 @@ class Evidence(msgspec.Struct, frozen=True, omit_defaults=True):
     error: str | None = None
     profile: str | None = None
     date: str | None = None
+    text: str | None = None
 
 
 class Kernel(msgspec.Struct, frozen=True):

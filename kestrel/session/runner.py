@@ -34,12 +34,13 @@ from kestrel.frame import DEFAULT_CATALOG, MarketData, Ordinal, PaneCatalog, Ses
 from kestrel.frame.account import AccountState
 from kestrel.frame.ticks import NS_PER_S, Ticks
 from kestrel.lang import ast
+from kestrel.session.calls import DEFAULT_AGENT_TIMEOUT_S, LateReplies, LateReply
 from kestrel.session.capture import CaptureHeader, CapturedTurn, encode_capture
 from kestrel.session.drive import author_turn
 from kestrel.session.loop import AuthoringLoop, Done, Evidence, LoopSettings
 from kestrel.session.ports import snapshot_ports
 from kestrel.session.profiles import Policy
-from kestrel.session.protocol import Agent, AgentTurn, StandDownTurn, Supersede
+from kestrel.session.protocol import Agent, AgentTurn, StandDownTurn, Supersede, Usage
 from kestrel.session.risk import RiskBounds
 from kestrel.session.schedule import DEFAULT_GUARD_S, cutoff_ns, ordinals
 
@@ -302,13 +303,37 @@ class DayRun:
 
     def close(self, i: int, loop: AuthoringLoop, done: Done) -> CapturedTurn:
         for record in loop.evidence:
-            self.evidence.append(record)
-            if self.sink is not None:
-                self.sink(record)
+            self._record(record)
         turn = CapturedTurn(self.day.date, self.day.ordinals[i].label, done.turn, self.agent_id)
         self.turns.append(turn)
         self._closed = (i, loop, done)
         return turn
+
+    def _record(self, record: Evidence) -> None:
+        self.evidence.append(record)
+        if self.sink is not None:
+            self.sink(record)
+
+    def record_late(self, late: LateReply) -> None:
+        """Evidence of an abandoned call that answered after its timeout (`late-reply`): the
+        reply is discarded, its text, usage and error are kept for the record."""
+        reply = late.reply
+        self._record(
+            Evidence(
+                ordinal=late.ordinal,
+                iteration=late.iteration,
+                kind="late-reply",
+                model=self.model,
+                usage=reply.usage if reply is not None else Usage(),
+                budget_exhausted=False,
+                latency_ms=late.elapsed_ms,
+                reason=f"discarded: answered after the {late.timeout:g}s timeout",
+                error=late.error,
+                profile=self.options.profile,
+                date=late.date,
+                text=reply.text if reply is not None else None,
+            )
+        )
 
     def settle(self, armed: str) -> None:
         if self._closed is None:
@@ -358,8 +383,14 @@ def run_day(
     agent: Agent,
     options: SessionOptions = SessionOptions(),
     sink: EvidenceSink | None = None,
+    *,
+    agent_timeout: float | None = DEFAULT_AGENT_TIMEOUT_S,
+    late: LateReplies | None = None,
 ) -> DayResult:
-    """One session, synchronously (see the module docstring for the steps)."""
+    """One session, synchronously (see the module docstring for the steps). A blocking
+    agent's call past `agent_timeout` seconds is abandoned (the ordinal stands down) and its
+    late reply, once it arrives, is `late-reply` evidence."""
+    box = late if late is not None else LateReplies()
     engine = Engine(options.engine, day.session, day.data.symbol, day.data.tick_size)
     run = DayRun(day, options, agent_id=agent.agent_id, model=agent.model,
                  iterative=agent.iterative, sink=sink)
@@ -368,12 +399,16 @@ def run_day(
     for i in range(len(day.ordinals)):
         advance(engine, day.segment(i), options.engine_path, tally)
         loop = run.open(i, engine.account(), incumbent)
-        done = author_turn(loop, agent)
+        done = author_turn(loop, agent, timeout=agent_timeout, late=box)
         run.close(i, loop, done)
         incumbent, armed = apply_turn(engine, done.turn, incumbent)
         run.settle(armed)
+        for record in box.take():
+            run.record_late(record)
     advance(engine, day.tail(), options.engine_path, tally)
     engine.finish()
+    for record in box.take():
+        run.record_late(record)
     return run.result(engine.ledger, tally)
 
 
@@ -386,12 +421,15 @@ def run_session(
     days: int = 1,
     sink: EvidenceSink | None = None,
     progress: Callable[[int, int], None] | None = None,
+    agent_timeout: float | None = DEFAULT_AGENT_TIMEOUT_S,
 ) -> SessionResult:
-    """Run `days` sessions ending at `date` (default: the data's last), one engine per day."""
+    """Run `days` sessions ending at `date` (default: the data's last), one engine per day.
+    `agent_timeout` bounds each call of a blocking agent, as on actors (`kestrel.session.calls`)."""
     plan = session_days(data, options, date, days)
+    late = LateReplies()
     results: list[DayResult] = []
     for k, day in enumerate(plan):
-        results.append(run_day(day, agent, options, sink))
+        results.append(run_day(day, agent, options, sink, agent_timeout=agent_timeout, late=late))
         if progress is not None:
             progress(k + 1, len(plan))
     return SessionResult(capture_header(data, plan, agent.agent_id, options), results, options.engine_path)

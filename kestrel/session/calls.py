@@ -1,0 +1,178 @@
+"""Isolated author calls: one agent call per request, a timed-out call abandoned, never queued.
+
+Invariants:
+- every call to a `blocking` agent runs on its own worker thread; the caller waits at most the
+  timeout for it, then ABANDONS it: the call's outcome becomes `TimedOut` and the caller moves
+  on at once (the next request starts its own call, whatever the abandoned one is doing);
+- an abandoned call that finishes later is never used: its reply (or error) is a `LateReply`
+  in the `LateReplies` box, which the session records as `late-reply` evidence;
+- a pure agent (`blocking = False`) is called inline: it cannot wait on I/O, so no timeout;
+- an agent exception is a `Failed` outcome with `<type>: <text>` (fail-closed, never a plan).
+
+`call_agent` runs one call with a plain thread (the synchronous `run_session` path); the actor
+shell (`actors.agent`) runs the same `AuthorCall.run` on an anyio worker thread, so both paths
+abandon, discard and record in the same way.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import msgspec
+
+from kestrel.session.protocol import Agent, AgentReply, AuthorRequest
+
+DEFAULT_AGENT_TIMEOUT_S = 120.0
+
+
+class Answered(msgspec.Struct, frozen=True, tag="answered"):
+    reply: AgentReply
+
+
+class Failed(msgspec.Struct, frozen=True, tag="failed"):
+    """The agent raised; `error` is `<exception type>: <text>`."""
+
+    error: str
+
+
+class TimedOut(msgspec.Struct, frozen=True, tag="timed_out"):
+    """The call did not answer within `timeout` seconds and was abandoned."""
+
+    timeout: float
+
+    @property
+    def error(self) -> str:
+        return f"timed out after {self.timeout:g}s"
+
+
+CallOutcome = Answered | Failed | TimedOut
+
+
+class LateReply(msgspec.Struct, frozen=True):
+    """What an abandoned call produced once it finished (discarded; evidence only)."""
+
+    ordinal: str
+    iteration: int
+    timeout: float
+    elapsed_ms: float
+    reply: AgentReply | None = None
+    error: str | None = None
+    date: str | None = None
+
+
+class LateReplies:
+    """A thread-safe box of late replies: worker threads `add`, the session `take`s them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._items: list[LateReply] = []
+
+    def add(self, late: LateReply) -> None:
+        with self._lock:
+            self._items.append(late)
+
+    def take(self) -> list[LateReply]:
+        with self._lock:
+            items, self._items = self._items, []
+        return items
+
+
+class AuthorCall:
+    """One isolated call of `agent.author(request)`. `run()` performs it (on a worker thread
+    for a blocking agent); `abandon()` gives up on it; `outcome()` is the result once run.
+    If the call finishes after it was abandoned, its result goes to `late` instead."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        request: AuthorRequest,
+        *,
+        timeout: float | None,
+        late: LateReplies,
+        date: str | None = None,
+    ) -> None:
+        self.agent = agent
+        self.request = request
+        self.timeout = timeout
+        self.date = date
+        self._late = late
+        self._lock = threading.Lock()
+        self._finished = threading.Event()
+        self._abandoned = False
+        self._result: Answered | Failed | None = None
+
+    def run(self) -> None:
+        start = time.perf_counter()
+        result: Answered | Failed
+        try:
+            result = Answered(self.agent.author(self.request))
+        except Exception as exc:  # any agent failure fails closed (the loop stands down)
+            result = Failed(f"{type(exc).__name__}: {exc}")
+        with self._lock:
+            self._result = result
+            self._finished.set()
+            abandoned = self._abandoned
+        if abandoned:
+            self._late.add(
+                LateReply(
+                    ordinal=self.request.ordinal,
+                    iteration=self.request.iteration,
+                    timeout=self.timeout or 0.0,
+                    elapsed_ms=round((time.perf_counter() - start) * 1000.0, 3),
+                    reply=result.reply if isinstance(result, Answered) else None,
+                    error=result.error if isinstance(result, Failed) else None,
+                    date=self.date,
+                )
+            )
+
+    def wait(self, timeout: float | None) -> bool:
+        """Block until the call finished or `timeout` passed; True when it finished."""
+        return self._finished.wait(timeout)
+
+    def abandon(self) -> CallOutcome:
+        """Give up on the call unless it finished meanwhile; returns the outcome to use."""
+        with self._lock:
+            if self._result is not None:
+                return self._result
+            self._abandoned = True
+        return TimedOut(self.timeout or 0.0)
+
+    def outcome(self) -> CallOutcome:
+        """The finished call's outcome (only after `run` returned)."""
+        if self._result is None:
+            raise RuntimeError("AuthorCall.outcome before the call finished")
+        return self._result
+
+
+def call_agent(
+    agent: Agent,
+    request: AuthorRequest,
+    *,
+    timeout: float | None,
+    late: LateReplies,
+    date: str | None = None,
+) -> CallOutcome:
+    """One isolated call, synchronously: a pure agent inline; a blocking agent on a daemon
+    thread, abandoned after `timeout` seconds (None = wait for it)."""
+    call = AuthorCall(agent, request, timeout=timeout, late=late, date=date)
+    if not agent.blocking or timeout is None:
+        call.run()
+        return call.outcome()
+    worker = threading.Thread(target=call.run, name=f"author-{request.ordinal}", daemon=True)
+    worker.start()
+    call.wait(timeout)
+    return call.abandon()
+
+
+__all__ = [
+    "DEFAULT_AGENT_TIMEOUT_S",
+    "Answered",
+    "AuthorCall",
+    "CallOutcome",
+    "Failed",
+    "LateReplies",
+    "LateReply",
+    "TimedOut",
+    "call_agent",
+]
