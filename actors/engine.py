@@ -10,6 +10,8 @@ process boundary unchanged (tick columns travel as raw little-endian bytes).
 
 from __future__ import annotations
 
+from typing import assert_never
+
 import msgspec
 import numpy as np
 
@@ -127,9 +129,11 @@ class EngineActor(Actor[EngineMessage]):
             return self._current().account()
         if isinstance(message, Sync):
             return ArmReport(self._armed, self._incumbent)
-        engine = self._current()
-        await self._publish(engine.finish())
-        return DayLedger(engine.ledger.to_jsonl(), dict(self._tally))
+        if isinstance(message, FinishDay):
+            engine = self._current()
+            await self._publish(engine.finish())
+            return DayLedger(engine.ledger.to_jsonl(), dict(self._tally))
+        assert_never(message)
 
 
 __all__ = [

@@ -136,3 +136,22 @@ def test_asyncio_and_trio_give_byte_identical_ledgers() -> None:
     assert len(a.ledger_jsonl().splitlines()) > 10
     with pytest.raises(ValueError, match="unknown backend"):
         run_simulation(data, BaselineAgent(), OPTS, backend="curio")
+
+
+async def test_the_engine_actor_refuses_an_unknown_message(anyio_backend: str) -> None:
+    # an unknown message is a bug in the sender: it fails the ask, it never finishes the day
+    from actors.engine import DayLedger, EngineActor, FinishDay, StartDay
+    from actors.errors import AskFailed
+    from actors.system import ActorSystem
+    from kestrel.engine.config import EngineConfig
+
+    data = load_sample()
+    async with ActorSystem() as system:
+        engine = system.spawn(lambda: EngineActor(EngineConfig(), data.symbol, data.tick_size), name="engine")
+        await engine.ask(StartDay(data.sessions[-1]), timeout=None)
+        with pytest.raises(AskFailed) as failed:
+            await engine.ask("finish, please", timeout=None)
+        assert isinstance(failed.value.error, AssertionError)
+        # the session was not finished by the bogus message: a FinishDay still needs a StartDay
+        await engine.ask(StartDay(data.sessions[-1]), timeout=None)
+        assert isinstance(await engine.ask(FinishDay(), timeout=None), DayLedger)

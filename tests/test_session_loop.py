@@ -44,6 +44,9 @@ TEXTS: dict[str, object] = {
     "VIEW peek": BAD_VIEW,
 }
 KNOWN_PANES = {"quote", "bars", "levels"}
+FAKE_LANGUAGE_ERRORS: tuple[type[Exception], ...] = (ValueError,)
+"""The fake language and catalog raise ValueError as their own errors (the real ones raise
+`LangError` and `ViewError`)."""
 U = Usage(input=100, output=20, thinking=5, cache_read=40, cache_write=0)
 
 
@@ -66,9 +69,10 @@ def fake_briefing(view: object | None, k: Kernel) -> str:
 
 
 PORTS = LoopPorts(
-    interpret=lambda text: interpret_reply(text, parse=fake_parse),
+    interpret=lambda text: interpret_reply(text, parse=fake_parse, errors=FAKE_LANGUAGE_ERRORS),
     resolve_view=fake_resolve,
     briefing=fake_briefing,
+    view_errors=FAKE_LANGUAGE_ERRORS,
 )
 
 
@@ -105,19 +109,19 @@ def view_ev(iteration: int, exhausted: bool = False) -> Evidence:
 
 
 def test_interpret_reply_kinds() -> None:
-    assert interpret_reply("  PLAN orb\n", parse=fake_parse) == TurnReply(Supersede(PLAN))
-    assert interpret_reply("PASS", parse=fake_parse) == TurnReply(PassTurn())
-    assert interpret_reply("STANDDOWN", parse=fake_parse) == TurnReply(StandDownTurn("too wide"))
-    assert interpret_reply("VIEW scout", parse=fake_parse) == RequestView("VIEW scout", "scout", SCOUT)
-    assert interpret_reply("hello", parse=fake_parse) == Invalid("1:1: unexpected 'hello'")
-    assert isinstance(interpret_reply("   ", parse=fake_parse), Invalid)
+    assert interpret_reply("  PLAN orb\n", parse=fake_parse, errors=FAKE_LANGUAGE_ERRORS) == TurnReply(Supersede(PLAN))
+    assert interpret_reply("PASS", parse=fake_parse, errors=FAKE_LANGUAGE_ERRORS) == TurnReply(PassTurn())
+    assert interpret_reply("STANDDOWN", parse=fake_parse, errors=FAKE_LANGUAGE_ERRORS) == TurnReply(StandDownTurn("too wide"))
+    assert interpret_reply("VIEW scout", parse=fake_parse, errors=FAKE_LANGUAGE_ERRORS) == RequestView("VIEW scout", "scout", SCOUT)
+    assert interpret_reply("hello", parse=fake_parse, errors=FAKE_LANGUAGE_ERRORS) == Invalid("1:1: unexpected 'hello'")
+    assert isinstance(interpret_reply("   ", parse=fake_parse, errors=FAKE_LANGUAGE_ERRORS), Invalid)
 
 
 def test_interpret_reply_checks_plans_and_rejects_modules() -> None:
     def check(plan: ast.Plan) -> None:
         raise ValueError("STOP must be below the entry for a BUY")
 
-    assert interpret_reply("PLAN orb", parse=fake_parse, check=check) == Invalid(
+    assert interpret_reply("PLAN orb", parse=fake_parse, check=check, errors=FAKE_LANGUAGE_ERRORS) == Invalid(
         "STOP must be below the entry for a BUY"
     )
     two = ast.Module((ast.Pass(), ast.Pass()))
@@ -294,3 +298,52 @@ def test_scripted_agent_fails_when_called_more_or_fewer_times() -> None:
 
 def _fields(e: Evidence) -> dict[str, object]:
     return {f: getattr(e, f) for f in e.__struct_fields__}
+
+
+# -- internal bugs surface as errors, never as repair text (issue 11, item 9) ---------------
+
+
+def test_a_bug_in_the_parser_propagates_instead_of_becoming_repair_text() -> None:
+    def buggy_parse(text: str) -> object:
+        raise KeyError("internal")
+
+    with pytest.raises(KeyError, match="internal"):
+        interpret_reply("PLAN orb", parse=buggy_parse)
+
+
+def test_the_real_language_error_is_repair_text() -> None:
+    from kestrel import lang
+
+    reply = interpret_reply("PLAN orb\nWHEN last >: BUY 1 MKT", parse=lang.parse)
+    assert isinstance(reply, Invalid) and reply.error.startswith("1 error in Kestrel document:")
+
+
+def test_a_bug_in_view_resolution_propagates_out_of_the_loop() -> None:
+    def buggy_resolve(view: ast.View) -> object:
+        raise ZeroDivisionError("division by zero in the catalog")
+
+    ports = LoopPorts(
+        interpret=PORTS.interpret, resolve_view=buggy_resolve, briefing=fake_briefing,
+    )
+    loop = AuthoringLoop(ordinal="OPEN", ports=ports)
+    loop.next_request()
+    with pytest.raises(ZeroDivisionError):
+        loop.receive_reply(AgentReply("VIEW scout"))
+    agent = ScriptedAgent(["VIEW scout"])
+    with pytest.raises(ZeroDivisionError):
+        author_turn(AuthoringLoop(ordinal="OPEN", ports=ports), agent)
+
+
+def test_the_catalog_view_error_is_still_a_repair() -> None:
+    from kestrel.frame.view import ViewError
+
+    def strict(view: ast.View) -> object:
+        raise ViewError(view.name, ["pane 'orderbook' is not in this catalog"])
+
+    ports = LoopPorts(interpret=PORTS.interpret, resolve_view=strict, briefing=fake_briefing)
+    loop = AuthoringLoop(ordinal="OPEN", ports=ports)
+    done = author_turn(loop, ScriptedAgent(["VIEW scout", "PASS"]))
+    assert done.turn == PassTurn()
+    assert [(e.kind, e.error) for e in loop.evidence] == [
+        ("view-request", "invalid VIEW scout: 1 problem\n- pane 'orderbook' is not in this catalog")
+    ]

@@ -45,8 +45,10 @@ def _briefing(view: object | None, k: Kernel) -> str:
     return f"{k.iteration}"
 
 
+FAKE_LANGUAGE_ERRORS: tuple[type[Exception], ...] = (ValueError,)  # the fakes' own errors
 PORTS = LoopPorts(
-    interpret=lambda t: interpret_reply(t, parse=_parse), resolve_view=_resolve, briefing=_briefing
+    interpret=lambda t: interpret_reply(t, parse=_parse, errors=FAKE_LANGUAGE_ERRORS), resolve_view=_resolve, briefing=_briefing,
+    view_errors=FAKE_LANGUAGE_ERRORS,
 )
 
 REPLIES = ["PLAN orb", "PASS", "STANDDOWN", "VIEW scout", "VIEW peek", "garbage"]

@@ -8,6 +8,7 @@ import msgspec
 import pytest
 
 from kestrel.agents.scripted import ScriptedAgent
+from kestrel.frame.view import ViewError
 from kestrel.lang import ast
 from kestrel.session import profiles
 from kestrel.session.drive import author_turn
@@ -27,7 +28,7 @@ from kestrel.session.profiles import (
     names,
     resolve,
 )
-from kestrel.session.protocol import AgentReply, StandDownTurn, Supersede, Usage, interpret_reply
+from kestrel.session.protocol import AgentReply, PassTurn, StandDownTurn, Supersede, Usage, interpret_reply
 from kestrel.session.risk import RiskAssessment, RiskBounds, RiskLevel, classify, dry_run
 
 
@@ -40,8 +41,9 @@ GOOD = _plan("good", ast.Order("buy", 10, "mkt", stop=ast.Offset("abs", -1.0)))
 BAD = _plan("bad", ast.Order("buy", 10, "mkt", stop=ast.Offset("abs", 1.0)))
 RISKY = _plan("risky", ast.Order("buy", 10, "mkt"))
 VIEW = ast.View("scout", (ast.PaneRef("quote"),))
+UNKNOWN_VIEW = ast.View("nope", (ast.PaneRef("orderbook"),))
 TEXTS: dict[str, object] = {"PLAN good": GOOD, "PLAN bad": BAD, "PLAN risky": RISKY,
-                            "VIEW scout": VIEW, "PASS": ast.Pass()}
+                            "VIEW scout": VIEW, "VIEW nope": UNKNOWN_VIEW, "PASS": ast.Pass()}
 U = Usage(input=10, output=10)
 
 
@@ -55,9 +57,16 @@ def _briefing(view: object | None, k: Kernel) -> str:
     return f"left={k.iterations_left} tokens={k.tokens_left}"
 
 
+FAKE_LANGUAGE_ERRORS: tuple[type[Exception], ...] = (ValueError,)  # the fakes' own errors
+def _resolve(view: ast.View) -> object:
+    if view.name == "nope":
+        raise ViewError("nope", ["pane 'orderbook' is not in this catalog"])
+    return view
+
+
 PORTS = LoopPorts(
-    interpret=lambda t: interpret_reply(t, parse=_parse),
-    resolve_view=lambda v: v,
+    interpret=lambda t: interpret_reply(t, parse=_parse, errors=FAKE_LANGUAGE_ERRORS),
+    resolve_view=_resolve,
     briefing=_briefing,
     dry_run=lambda p: ("STOP must be below the entry for a BUY",) if p.name == "bad" else (),
     classify=lambda p: RiskAssessment(RiskLevel.CRITICAL, ("no stop",))
@@ -324,8 +333,71 @@ def test_worst_case_loss_counts_the_contract_multiplier() -> None:
     )
 
 
-def test_module_exports() -> None:
-    assert profiles.DEFAULT_VIEW_REQUEST_CAP == 3 and profiles.DEFAULT_AUTHORING_TOKEN_BUDGET == 8000
+def test_unflagged_loop_allows_three_non_terminal_steps() -> None:
+    # the documented defaults as behaviour: three repairs are answered, the fourth stands down
+    done, loop, agent = drive(resolve(Flags()), ["x", "x", "x", "x"])
+    assert isinstance(done.turn, StandDownTurn)
+    assert "after a repair: view_request_cap 3 reached" in done.turn.reason
+    assert len(agent.requests) == 4 and loop.escalations == 0
+
+
+def test_unflagged_loop_spends_at_most_8000_tokens_on_non_terminal_steps() -> None:
+    big = AgentReply("x", Usage(input=3000, output=1000))  # 4000 tokens per reply
+    done, _, agent = drive(resolve(Flags()), [big, big])
+    assert isinstance(done.turn, StandDownTurn)
+    assert "authoring_token_budget 8000 spent (8000 tokens)" in done.turn.reason
+    assert [r.briefing for r in agent.requests] == ["left=3 tokens=8000", "left=2 tokens=4000"]
+
+
+# -- item 3 of issue 11: the loop as the seed says --------------------------------------------
+
+
+def test_a_view_that_fails_resolution_counts_toward_the_repair_streak() -> None:
+    # fast's cap of 1 would stand down on the second step; a failing VIEW then an invalid
+    # reply are two consecutive repairs, so the streak trigger escalates and the plan arrives
+    done, loop, agent = drive(resolve(Flags(), None, FAST), ["VIEW nope", "x", "PLAN good"])
+    assert done.turn == Supersede(GOOD)
+    assert [e.kind for e in loop.evidence] == ["view-request", "repair", "escalation"]
+    assert loop.evidence[0].error == "invalid VIEW nope: 1 problem\n- pane 'orderbook' is not in this catalog"
+    assert loop.evidence[2] == esc(1, "repair streak (2 consecutive repairs): " + RESTORED_ALL)
+    assert len(agent.requests) == 3
+
+
+def test_a_view_that_resolves_resets_the_repair_streak() -> None:
+    done, loop, _ = drive(resolve(Flags(view_request_cap=3), None, FAST), ["x", "VIEW scout", "x", "PASS"])
+    assert done.turn == PassTurn()
+    assert "escalation" not in [e.kind for e in loop.evidence]
+
+
+@pytest.mark.parametrize(
+    ("flags", "script"),
+    [
+        (Flags(self_correct=True, authoring_token_budget=20), ["PLAN bad"]),  # tokens spent
+        (Flags(self_correct=True, view_request_cap=1), ["VIEW scout", "PLAN bad"]),  # cap reached
+    ],
+)
+def test_no_budget_for_the_self_correction_re_ask_arms_the_plan_as_is(
+    flags: Flags, script: list[AgentReply | str]
+) -> None:
+    done, loop, agent = drive(resolve(flags), script)
+    assert done.turn == Supersede(BAD)  # a terminal reply ends the loop whatever it cost
+    record = loop.evidence[-1]
+    assert record.kind == "self-correction" and record.budget_exhausted
+    assert record.error == (
+        "self-correction: STOP must be below the entry for a BUY. "
+        "Correct the plan, or reply STANDDOWN or PASS."
+    )
+    assert record.reason == "no budget left for the self-correction re-ask: the plan is armed as is"
+    assert len(agent.requests) == len(script)
+
+
+def test_no_budget_for_the_risk_review_arms_the_plan_as_is() -> None:
+    # everything pinned: the escalation restores nothing, so no room is left for the review
+    flags = Flags(view_request_cap=9, authoring_token_budget=20, effort="medium")
+    done, loop, _ = drive(resolve(flags, None, FAST), ["PLAN risky"])
+    assert done.turn == Supersede(RISKY)
+    assert [e.kind for e in loop.evidence] == ["risk-review", "escalation"]
+    assert loop.evidence[0].reason == "no budget left for the risk-review re-ask: the plan is armed as is"
 
 
 # -- every fast trigger x every pinning: exactly one escalation, only displaced values back ----

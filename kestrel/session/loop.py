@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import msgspec
 
+from kestrel.frame.view import ViewError
 from kestrel.lang import ast
 from kestrel.session.profiles import (
     DEFAULT_AUTHORING_TOKEN_BUDGET,
@@ -112,7 +113,8 @@ class LoopPorts:
 
     - `interpret(text)`: the agent's raw text as a `Reply` (see `protocol.interpret_reply`);
     - `resolve_view(view)`: validate a VIEW against the catalog, returning an opaque resolved
-      view, or raise with the error text;
+      view, or raise one of `view_errors` (the catalog's `ViewError` by default) whose text is
+      the repair; any other exception is a runtime bug and propagates out of the loop;
     - `briefing(resolved_or_None, kernel)`: the kernel panes plus the materialized view (None =
       the default view), all rendered from the one frozen snapshot;
     - `dry_run(plan)`: the self-correction findings (empty = passes);
@@ -124,6 +126,7 @@ class LoopPorts:
     briefing: Callable[[object | None, Kernel], str]
     dry_run: Callable[[ast.Plan], Sequence[str]] | None = None
     classify: Callable[[ast.Plan], RiskAssessment] | None = None
+    view_errors: tuple[type[Exception], ...] = (ViewError,)
 
 
 Outcome = AuthorRequest | Done
@@ -166,6 +169,7 @@ class AuthoringLoop:
         self._view_name: str | None = None
         self._repair_error: str | None = None
         self._repair_streak = 0
+        self._streak_views = 0
         self._uncertain = 0
         self._escalated = False
         self._corrected = False
@@ -235,21 +239,36 @@ class AuthoringLoop:
                 self._uncertain == self._policy.uncertain_completions
             ):
                 trigger = f"uncertain completion #{self._uncertain}"
-        if isinstance(reply, Invalid):
+        resolved: object | None = None
+        view_error: str | None = None
+        if isinstance(reply, RequestView) and self._iterative:
+            resolved, view_error = self._resolve(reply.view)
+        # a repair: an invalid reply, or a VIEW the catalog cannot resolve (DESIGN §5.2)
+        if isinstance(reply, Invalid) or view_error is not None:
             self._repair_streak += 1
+            self._streak_views += view_error is not None
             p = self._policy
             if p and p.repair_streak and self._repair_streak == p.repair_streak and trigger is None:
-                trigger = f"repair streak ({self._repair_streak} consecutive invalid replies)"
+                what = "repairs" if self._streak_views else "invalid replies"
+                trigger = f"repair streak ({self._repair_streak} consecutive {what})"
         else:
-            self._repair_streak = 0
+            self._repair_streak = self._streak_views = 0
 
         if isinstance(reply, TurnReply):
             return self._terminal_or_review(step, reply.turn, trigger)
         if not self._iterative:
             return self._single_shot_refusal(step, reply)
         if isinstance(reply, RequestView):
-            return self._view_request(step, reply, trigger)
+            return self._view_request(step, reply, trigger, resolved, view_error)
         return self._repair(step, reply, trigger)
+
+    def _resolve(self, view: ast.View) -> tuple[object | None, str | None]:
+        """The resolved view, or the resolver's own error text (the repair guidance). Any
+        other exception is a bug and propagates."""
+        try:
+            return self._ports.resolve_view(view), None
+        except self._ports.view_errors as exc:
+            return None, str(exc).strip() or type(exc).__name__
 
     def receive_failure(self, error: str) -> Done:
         """The agent raised or timed out: stand down fail-closed with the error as reason."""
@@ -282,7 +301,7 @@ class AuthoringLoop:
             error = "self-correction: " + "; ".join(findings) + (
                 ". Correct the plan, or reply STANDDOWN or PASS."
             )
-            return self._non_terminal(step, "self-correction", trigger, error=error)
+            return self._non_terminal(step, "self-correction", trigger, error=error, valid=turn)
         p = self._policy
         if (
             p is not None
@@ -298,19 +317,20 @@ class AuthoringLoop:
                     f"risk review: the plan is classified {assessment.level.name} ({why}). "
                     "Revise it, or reply STANDDOWN or PASS."
                 )
-                return self._non_terminal(step, "risk-review", trigger, error=error)
+                return self._non_terminal(step, "risk-review", trigger, error=error, valid=turn)
         if trigger is not None:
             self._escalate(trigger)
             self._flush_escalation()
         return self._finish(turn)
 
-    def _view_request(self, step: AuthorStep, reply: RequestView, trigger: str | None) -> Outcome:
-        resolved: object | None = None
-        error: str | None = None
-        try:
-            resolved = self._ports.resolve_view(reply.view)
-        except Exception as exc:  # the catalog's error text is the repair guidance
-            error = str(exc).strip() or type(exc).__name__
+    def _view_request(
+        self,
+        step: AuthorStep,
+        reply: RequestView,
+        trigger: str | None,
+        resolved: object | None,
+        error: str | None,
+    ) -> Outcome:
         exhausted = self._apply_trigger(trigger)
         ok = error is None
         self.evidence.append(
@@ -340,10 +360,20 @@ class AuthoringLoop:
         return self._non_terminal(step, "repair", trigger, error=reply.error)
 
     def _non_terminal(
-        self, step: AuthorStep, kind: str, trigger: str | None, *, error: str
+        self,
+        step: AuthorStep,
+        kind: str,
+        trigger: str | None,
+        *,
+        error: str,
+        valid: Supersede | None = None,
     ) -> Outcome:
-        """A repair-like step: surface `error`, keep the last view, count against the budget."""
+        """A repair-like step: surface `error`, keep the last view, count against the budget.
+        A review of a `valid` plan (self-correction, risk review) only re-asks when budget is
+        left: a terminal reply ends the loop whatever it cost, so with no budget left the plan
+        is armed as is, its findings kept in the evidence (never a budget stand-down)."""
         exhausted = self._apply_trigger(trigger)
+        armed_as_is = exhausted and valid is not None
         self.evidence.append(
             self._record(
                 kind=kind,
@@ -351,9 +381,14 @@ class AuthoringLoop:
                 latency_ms=step.latency_ms,
                 exhausted=exhausted,
                 error=error,
+                reason=f"no budget left for the {kind} re-ask: the plan is armed as is"
+                if armed_as_is
+                else None,
             )
         )
         self._flush_escalation()
+        if valid is not None and exhausted:
+            return self._finish(valid)
         if exhausted:
             return self._finish(StandDownTurn(self._exhausted_reason(f"a {kind}")))
         self._repair_error = error

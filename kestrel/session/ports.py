@@ -23,6 +23,7 @@ from kestrel.frame import (
     ResolvedView,
     SessionSpec,
 )
+from kestrel.frame.view import ViewError
 from kestrel.frame import briefing as frame_briefing
 from kestrel.frame import resolve_view as frame_resolve_view
 from kestrel.frame.ticks import NS_PER_S
@@ -126,9 +127,10 @@ def snapshot_ports(
         if allowed is not None:
             banned = [p.name for p in view.panes if p.name not in allowed and p.name in catalog]
             if banned:
-                raise ValueError(
-                    f"invalid VIEW {view.name}: pane {banned[0]!r} is not allowed in this mode; "
-                    f"allowed panes: {', '.join(allowed)}"
+                raise ViewError(
+                    view.name,
+                    [f"pane {banned[0]!r} is not allowed in this mode; "
+                     f"allowed panes: {', '.join(allowed)}"],
                 )
         return frame_resolve_view(view, ordinal, catalog)
 

@@ -17,6 +17,7 @@ from typing import ClassVar, Protocol, TypeAlias, runtime_checkable
 import msgspec
 
 from kestrel.lang import ast
+from kestrel.lang.errors import LangError
 
 
 class Usage(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -146,9 +147,17 @@ class Agent(Protocol):
 
 ParseFn: TypeAlias = Callable[[str], object]
 CheckFn: TypeAlias = Callable[[ast.Plan], object]
+LANGUAGE_ERRORS: tuple[type[Exception], ...] = (LangError,)
+"""The language's own errors: their text is repair guidance for the author."""
 
 
-def interpret_reply(text: str, *, parse: ParseFn, check: CheckFn | None = None) -> Reply:
+def interpret_reply(
+    text: str,
+    *,
+    parse: ParseFn,
+    check: CheckFn | None = None,
+    errors: tuple[type[Exception], ...] = LANGUAGE_ERRORS,
+) -> Reply:
     """Turn raw agent text into a `Reply`.
 
     - one PLAN that parses and checks → `TurnReply(Supersede)`;
@@ -156,15 +165,16 @@ def interpret_reply(text: str, *, parse: ParseFn, check: CheckFn | None = None) 
     - one VIEW that parses → `RequestView` (resolution against the catalog is the loop's job);
     - anything else (empty text, several statements, a parse or type error) → `Invalid` with the
       language's error text.
-    `parse` raises on a syntax error; `check` raises on a type error (any exception's text is
-    surfaced verbatim).
+    `parse` raises on a syntax error and `check` on a type error, with one of `errors` (the
+    language's own, `LangError`, by default), whose text is surfaced verbatim. Any other
+    exception is a bug in the runtime and propagates: it is never shown to the agent.
     """
     body = text.strip()
     if not body:
         return Invalid("empty reply: answer with exactly one PLAN, VIEW, STANDDOWN or PASS")
     try:
         node = parse(body)
-    except Exception as exc:  # the language's error carries position, caret and hint
+    except errors as exc:  # the language's error carries position, caret and hint
         return Invalid(_message(exc))
     if isinstance(node, ast.Module):
         if len(node.statements) != 1:
@@ -177,7 +187,7 @@ def interpret_reply(text: str, *, parse: ParseFn, check: CheckFn | None = None) 
         if check is not None:
             try:
                 check(node)
-            except Exception as exc:
+            except errors as exc:
                 return Invalid(_message(exc))
         return TurnReply(Supersede(node))
     if isinstance(node, ast.StandDown):
@@ -202,6 +212,7 @@ __all__ = [
     "AuthorStep",
     "CheckFn",
     "Invalid",
+    "LANGUAGE_ERRORS",
     "ParseFn",
     "PassTurn",
     "Reply",
