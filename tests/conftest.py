@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,7 +10,8 @@ import pytest
 import structlog
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED_DATA = ROOT.parent / "shared" / "data"
+# `../shared/data` from the repo root; KESTREL_SHARED_DATA points elsewhere (e.g. from a worktree)
+SHARED_DATA = Path(os.environ.get("KESTREL_SHARED_DATA", str(ROOT.parent / "shared" / "data")))
 
 
 @pytest.fixture(params=["asyncio", "trio"])

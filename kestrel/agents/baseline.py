@@ -22,6 +22,8 @@ import msgspec
 from kestrel.agents.base import SingleShotAgent
 from kestrel.session.protocol import AgentReply, AuthorRequest
 
+_NO_TICKS = re.compile(r"^QUOTE \S+ no ticks yet", re.MULTILINE)
+_CUTOFF = re.compile(r"^CLOCK \S+ #\d+ (\S+) cutoff (\S+)", re.MULTILINE)
 _QUOTE = re.compile(r"^bid (\S+) ask (\S+) spr (\S+) last (\S+)", re.MULTILINE)
 _ATR = re.compile(r"^atr (\S+) rv (\S+?)%?(?:\s|$)", re.MULTILINE)
 _CLOCK = re.compile(r"^CLOCK \S+ #(\d+) ", re.MULTILINE)
@@ -67,6 +69,8 @@ class BaselineAgent(SingleShotAgent):
         quote = _QUOTE.search(briefing)
         stats = _ATR.search(briefing)
         clock = _CLOCK.search(briefing)
+        if quote is None and _NO_TICKS.search(briefing):
+            return f'STANDDOWN "{self._no_data(briefing)}"'
         if quote is None or stats is None or clock is None:
             return 'STANDDOWN "briefing lacks the quote, stats or clock pane"'
         try:
@@ -115,6 +119,19 @@ class BaselineAgent(SingleShotAgent):
             f"WHEN {guard} AND last < low(30m): SELL {qty} MKT STOP +{s} TARGET -{t}\n"
         )
 
+
+    def _no_data(self, briefing: str) -> str:
+        """The reason when the snapshot holds no tick at all: `no market data before the
+        17:00 cutoff (snapshot at 16:55:00)` (the ordinal's time: the session open for OPEN)."""
+        cut = _CUTOFF.search(briefing)
+        if cut is None:
+            return "no market data before the cutoff"
+        label, frozen = cut.group(1), cut.group(2)
+        at = label
+        if label == "OPEN":
+            m = _SESSION.search(briefing)
+            at = "the open" if m is None else f"{m.group(1)}:{m.group(2)}"
+        return f"no market data before the {at} cutoff (snapshot at {frozen})"
 
     def _window(self, briefing: str) -> tuple[str, str]:
         """Entries from the end of the opening range to a little before the close, read from

@@ -200,9 +200,21 @@ def _run_simulate(args: argparse.Namespace) -> int:
     )
     date = _date(args.date)
     check_agent_fits(agent, data, options, date, args.days, st.agent or "baseline")
+    _warn_partial(data, date, args.days)
     with _evidence_sink(args.evidence) as sink:
         result = _run(data, agent, options, args.backend, date, args.days, sink, args.json)
     return _finish(args, result, agent)
+
+
+def _warn_partial(data: Any, date: dt.date | None, days: int) -> None:
+    """One stderr line when the run includes a session the data does not span (a file that
+    starts or stops mid-session): its results cover only part of the session."""
+    from kestrel.session.coverage import coverage
+    from kestrel.session.runner import pick_sessions
+
+    partial = [c for c in (coverage(data, s) for s in pick_sessions(data, date, days)) if not c.complete]
+    if partial:
+        print(f"kestrel simulate: warning: {'; '.join(c.describe() for c in partial)}", file=sys.stderr)
 
 
 def _note_unused_loop_flags(args: argparse.Namespace, agent: Any, name: str) -> None:

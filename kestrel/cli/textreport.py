@@ -29,6 +29,9 @@ def summary(result: Any) -> dict[str, Any]:
         s = d.summary
         days.append({
             "date": d.date,
+            "partial": d.partial,
+            "coverage": d.coverage,
+            "currency": d.currency,
             "turns": [
                 {"ordinal": o.ordinal, "turn": _turn_kind(o.turn), "armed": o.armed,
                  "iterations": o.iterations, "tokens": o.tokens_spent, "escalations": o.escalations}
@@ -43,9 +46,11 @@ def summary(result: Any) -> dict[str, Any]:
         ticks.update(d.engine_ticks)
         net += s.net_pnl
         evidence.update(e.kind for e in d.evidence)
+    currencies = sorted({d.currency for d in result.days})
     return {
         "data": result.header.data,
         "symbol": result.header.symbol,
+        "currency": currencies[0] if len(currencies) == 1 else currencies,
         "agent": result.header.agent,
         "dates": list(result.header.dates),
         "schedule": list(result.header.schedule),
@@ -70,6 +75,9 @@ def report(result: Any) -> None:
     h = result.header
     con.print(f"[bold]kestrel simulate[/bold]  {h.symbol}  data {h.data}  agent {h.agent}  "
               f"sessions {', '.join(h.dates)}  schedule {' '.join(h.schedule)}")
+    for d in result.days:
+        if d.partial:
+            con.print(f"[bold]{d.coverage}[/bold]: the results cover only that span")
     turns = Table(title="Turns per ordinal", title_justify="left")
     for col in ("date", "ordinal", "turn", "armed", "iterations", "tokens"):
         turns.add_column(col, justify="right" if col in ("iterations", "tokens") else "left")
@@ -105,7 +113,8 @@ def report(result: Any) -> None:
         con.print(trades)
     else:
         con.print("No fills.")
-    pnl = Table(title="PnL", title_justify="left")
+    currencies = sorted({d.currency for d in result.days})
+    pnl = Table(title=f"PnL ({', '.join(currencies)})", title_justify="left")
     for col in ("date", "trades", "wins", "realized", "fees", "net", "max drawdown", "orders", "fills"):
         pnl.add_column(col, justify="left" if col == "date" else "right")
     for d in result.days:

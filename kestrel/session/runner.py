@@ -36,6 +36,7 @@ from kestrel.frame.ticks import NS_PER_S, Ticks
 from kestrel.lang import ast
 from kestrel.session.calls import DEFAULT_AGENT_TIMEOUT_S, LateReplies, LateReply
 from kestrel.session.capture import CaptureHeader, CapturedTurn, encode_capture
+from kestrel.session.coverage import Coverage, coverage, default_session_index
 from kestrel.session.drive import author_turn
 from kestrel.session.loop import AuthoringLoop, Done, Evidence, LoopSettings
 from kestrel.session.ports import snapshot_ports
@@ -111,7 +112,9 @@ def path_tally() -> dict[str, int]:
 class DayResult(msgspec.Struct):
     """One session's outcome. `engine_ticks` counts the ticks each engine path ran (it may
     differ between the direct and the actor run, which batch the ticks differently; the
-    ledger never does)."""
+    ledger never does). `partial` marks a session the data does not span and `coverage`
+    says how much it does (`kestrel.session.coverage`); PnL is in `currency`, the
+    instrument's quote currency."""
 
     date: str
     ledger: Ledger
@@ -121,6 +124,9 @@ class DayResult(msgspec.Struct):
     tz: str = "UTC"
     decimals: int = 2
     engine_ticks: dict[str, int] = msgspec.field(default_factory=path_tally)
+    partial: bool = False
+    coverage: str = ""
+    currency: str = "USD"
 
     @property
     def summary(self) -> LedgerSummary:
@@ -148,13 +154,14 @@ class SessionResult(msgspec.Struct):
 
 
 def pick_sessions(data: MarketData, date: dt.date | None = None, days: int = 1) -> list[SessionSpec]:
-    """The `days` sessions ending at `date` (default: the data's last session)."""
+    """The `days` sessions ending at `date` (default: the data's last COMPLETE session, see
+    `kestrel.session.coverage`)."""
     if not data.sessions:
         raise SessionError("the data holds no session: load data with a session schedule")
     if days < 1:
         raise SessionError(f"--days must be >= 1, got {days}")
     if date is None:
-        end = len(data.sessions) - 1
+        end = default_session_index(data)
     else:
         found = [i for i, s in enumerate(data.sessions) if s.date == date]
         if not found:
@@ -200,6 +207,11 @@ class SessionDay:
 
     def cutoff(self, o: Ordinal) -> int:
         return cutoff_ns(o, self.guard_s)
+
+    @property
+    def coverage(self) -> Coverage:
+        """How the data covers this session (complete or partial)."""
+        return coverage(self.data, self.session)
 
     def segment(self, i: int) -> Ticks:
         """Ticks the engine takes before ordinal `i` is armed (after ordinal i-1's cutoff)."""
@@ -355,9 +367,11 @@ class DayRun:
 
     def result(self, ledger: Ledger, engine_ticks: dict[str, int]) -> DayResult:
         day = self.day
+        cover = day.coverage
         return DayResult(
             day.date, ledger, self.outcomes, self.turns, self.evidence, day.session.tz,
-            day.data.price_decimals, dict(engine_ticks),
+            day.data.price_decimals, dict(engine_ticks), not cover.complete, cover.describe(),
+            day.data.instrument.currency,
         )
 
 
