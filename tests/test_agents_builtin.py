@@ -269,8 +269,9 @@ def _order(text: str) -> tuple[ast.Plan, ast.Order]:
     [
         # equity: stop 2 x 0.39 = 0.78; 0.5 x 400 / 0.78 = 256.4 -> 256 shares
         ("188.71", "0.01", "0.39", 256, 0.78),
-        # EUR/USD: stop 2 x 0.00012 = 0.00024; 200 / 0.00024 = 833333.3 -> 833333 units
-        ("1.37155", "0.00010", "0.00012", 833_333, 0.00024),
+        # EUR/USD: 2 x ATR = 0.00024 would sit inside the spread the plan may enter at
+        # (3 x 0.00010); the floor is 2 x 0.00030 = 0.0006: 200 / 0.0006 = 333333.3 -> 333333
+        ("1.37155", "0.00010", "0.00012", 333_333, 0.0006),
         # BTC: stop 2 x 60 = 120; 200 / 120 = 1.67 -> 1 unit
         ("38317.000", "0.500", "60.000", 1, 120.0),
         # exact quotient: stop 2 x 0.125 = 0.25; 200 / 0.25 = 800 (not 799)
@@ -286,9 +287,9 @@ def test_baseline_sizes_by_risk_on_any_instrument(
 
 
 def test_baseline_size_is_capped_by_maxpos_and_stands_down_when_one_unit_is_too_much() -> None:
-    capped = BaselineAgent(BaselineConfig(maxpos=500_000))
+    capped = BaselineAgent(BaselineConfig(maxpos=200_000))
     _, buy = _order(capped.write(_open_briefing("1.37155", "0.00010", "0.00012")))
-    assert buy.qty == 500_000
+    assert buy.qty == 200_000  # 333,333 by risk, capped
     # BTC: stop 2 x 120 = 240 > 0.5 x 400
     text = BaselineAgent().write(_open_briefing("38317.000", "0.500", "120.000"))
     assert text == 'STANDDOWN "a single unit risks 240 at the stop, more than the per-trade budget 200"'

@@ -2,11 +2,15 @@
 
 At OPEN it writes an opening-range breakout: after the first 30 minutes, buy a break above the
 rolling 30-minute high or sell a break below the 30-minute low, flat only, with a protective
-stop and a target sized to the ATR of the `stats` pane. It sizes by risk, so the same
-configuration is sensible on equities, FX and crypto alike: the plan's loss bound is `maxloss`,
-one trade risks `risk_fraction` of it at the stop (qty = floor(risk_fraction * maxloss / stop
-distance), whole units, capped by `maxpos`), and when a single unit already risks more than
-that it stands down. It stands down when the spread or the volatility is out of range
+stop and a target sized to the ATR of the `stats` pane, never inside the spread: both sit at
+least `min_bracket_spreads` times the widest spread the plan may enter at (its `spread <=`
+guard, `max_entry_spreads` times the current spread) beyond the entry side's price, so a buy
+filled at the ask is never stopped out by the bid it already sees. It sizes by risk in the
+instrument's units (the request's `Instrument`: tick size, contract multiplier, minimum lot),
+so the same configuration is sensible on equities, FX, crypto and futures alike: the plan's
+loss bound is `maxloss`, one trade risks `risk_fraction` of it at the stop (qty = floor(
+risk_fraction * maxloss / (stop distance * multiplier)), rounded down to whole lots, capped by
+`maxpos`), and when a single lot already risks more than that it stands down. It stands down when the spread or the volatility is out of range
 or the briefing lacks what it needs; at later ordinals it keeps the incumbent plan (PASS)
 unless the market has become untradeable. Single-shot: it never requests views.
 
@@ -20,6 +24,7 @@ import re
 import msgspec
 
 from kestrel.agents.base import SingleShotAgent
+from kestrel.frame.market import Instrument
 from kestrel.session.protocol import AgentReply, AuthorRequest
 
 _NO_TICKS = re.compile(r"^QUOTE \S+ no ticks yet", re.MULTILINE)
@@ -44,6 +49,8 @@ class BaselineConfig(msgspec.Struct, frozen=True):
     max_atr_pct: float = 1.0
     opening_range_min: int = 30
     flat_before_close_min: int = 15
+    max_entry_spreads: float = 3.0
+    min_bracket_spreads: float = 2.0
 
     def __post_init__(self) -> None:
         if not (self.maxloss > 0 and 0 < self.risk_fraction <= 1 and self.maxpos >= 1):
@@ -53,18 +60,33 @@ class BaselineConfig(msgspec.Struct, frozen=True):
             )
         if not (self.stop_atr > 0 and self.target_atr > 0):
             raise ValueError("BaselineConfig: stop_atr and target_atr must be > 0")
+        if not (self.max_entry_spreads >= 1 and self.min_bracket_spreads > 1):
+            raise ValueError(
+                "BaselineConfig: max_entry_spreads must be >= 1 and min_bracket_spreads > 1 (a "
+                "stop within one spread of the entry is hit by the quote it enters at), got "
+                f"max_entry_spreads={self.max_entry_spreads}, "
+                f"min_bracket_spreads={self.min_bracket_spreads}"
+            )
 
 
 class BaselineAgent(SingleShotAgent):
-    def __init__(self, config: BaselineConfig = BaselineConfig()) -> None:
+    """`instrument` is the default for requests that carry none (the session runtime always
+    sends the data's instrument)."""
+
+    def __init__(
+        self, config: BaselineConfig = BaselineConfig(), instrument: Instrument | None = None
+    ) -> None:
         super().__init__("baseline")
         self.config = config
+        self.instrument = instrument
 
     def author(self, request: AuthorRequest) -> AgentReply:
-        return AgentReply(text=self.write(request.briefing))
+        instrument = request.instrument if request.instrument is not None else self.instrument
+        return AgentReply(text=self.write(request.briefing, instrument))
 
-    def write(self, briefing: str) -> str:
-        """The reply for `briefing` (PLAN, STANDDOWN or PASS)."""
+    def write(self, briefing: str, instrument: Instrument | None = None) -> str:
+        """The reply for `briefing` (PLAN, STANDDOWN or PASS); sized in `instrument`'s units
+        (one unit, multiplier 1 and the quote's precision as the tick when None)."""
         c = self.config
         quote = _QUOTE.search(briefing)
         stats = _ATR.search(briefing)
@@ -95,22 +117,28 @@ class BaselineAgent(SingleShotAgent):
         if int(clock.group(1)) != 0:
             return "PASS"
         decimals = _decimals(quote.group(4))
-        stop = round(c.stop_atr * atr, decimals)
-        target = round(c.target_atr * atr, decimals)
-        step = 10.0 ** -decimals
-        stop = max(stop, step)
-        target = max(target, step)
+        tick = instrument.tick_size if instrument is not None else 10.0 ** -decimals
+        multiplier = instrument.multiplier if instrument is not None else 1.0
+        lot = instrument.min_qty if instrument is not None else 1
+        # the widest spread the plan enters at, and the brackets' floor beyond the entry side
+        entry_spread = max(spread * c.max_entry_spreads, tick * 2)
+        floor = _ticks_up(c.min_bracket_spreads * entry_spread, tick)
+        stop = max(_ticks(c.stop_atr * atr, tick), tick, floor)
+        target = max(_ticks(c.target_atr * atr, tick), tick, floor)
         risk = c.risk_fraction * c.maxloss
-        qty = min(c.maxpos, int(math.floor(risk / stop * (1.0 + 1e-12))))
-        if qty < 1:
+        per_unit = stop * multiplier
+        units = min(c.maxpos, int(math.floor(risk / per_unit * (1.0 + 1e-12))))
+        qty = units // lot * lot
+        if qty < lot:
+            one = "unit" if lot == 1 else f"lot of {lot}"
             return (
-                f'STANDDOWN "a single unit risks {stop:g} at the stop, more than the per-trade '
-                f'budget {risk:g}"'
+                f'STANDDOWN "a single {one} risks {round(per_unit * lot, 10):g} at the stop, more '
+                f'than the per-trade budget {risk:g}"'
             )
         maxloss = round(c.maxloss, 2)
         fmt = f"{{:.{decimals}f}}"
         s, t = fmt.format(stop), fmt.format(target)
-        spr = fmt.format(max(spread * 3.0, step * 2))
+        spr = fmt.format(entry_spread)
         start, until = self._window(briefing)
         guard = f"time >= {start} AND pos == 0 AND spread <= {spr}"
         return (
@@ -152,6 +180,16 @@ def _float_or_none(text: str) -> float | None:
         return float(text)
     except ValueError:
         return None
+
+
+def _ticks(x: float, tick: float) -> float:
+    """`x` rounded to the nearest multiple of `tick`."""
+    return round(x / tick) * tick
+
+
+def _ticks_up(x: float, tick: float) -> float:
+    """`x` rounded up to a multiple of `tick` (never below `x` beyond float noise)."""
+    return math.ceil(x / tick - 1e-9) * tick
 
 
 def _decimals(price_text: str) -> int:

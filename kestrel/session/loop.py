@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import msgspec
 
+from kestrel.frame.market import Instrument
 from kestrel.frame.view import ViewError
 from kestrel.lang import ast
 from kestrel.session.profiles import (
@@ -151,9 +152,11 @@ class AuthoringLoop:
         profile: str | None = None,
         iterative: bool = True,
         date: str | None = None,
+        instrument: Instrument | None = None,
     ) -> None:
         self.ordinal = ordinal
         self.date = date
+        self.instrument = instrument
         self._ports = ports
         self._policy = policy
         self._model = model
@@ -212,6 +215,7 @@ class AuthoringLoop:
                 repair_error=self._repair_error,
                 view_name=self._view_name,
                 effort=self._effort,
+                instrument=self.instrument,
             )
         return self._pending
 

@@ -16,6 +16,7 @@ from typing import ClassVar, Protocol, TypeAlias, runtime_checkable
 
 import msgspec
 
+from kestrel.frame.market import Instrument
 from kestrel.lang import ast
 from kestrel.lang.errors import LangError
 
@@ -106,7 +107,8 @@ class AgentReply(msgspec.Struct, frozen=True):
 
 class AuthorRequest(msgspec.Struct, frozen=True):
     """What the runtime asks the agent: the briefing (kernel panes + the current view), the
-    repair error to fix if any, and the posture knobs the agent may honour."""
+    repair error to fix if any, the posture knobs the agent may honour, and the instrument
+    traded (tick size, contract multiplier, currency, minimum lot: what sizing needs)."""
 
     ordinal: str
     iteration: int
@@ -114,6 +116,7 @@ class AuthorRequest(msgspec.Struct, frozen=True):
     repair_error: str | None = None
     view_name: str | None = None
     effort: str | None = None
+    instrument: Instrument | None = None
 
 
 @runtime_checkable

@@ -311,6 +311,7 @@ class DayRun:
             profile=options.profile,
             iterative=self.iterative,
             date=day.date,
+            instrument=day.data.instrument,
         )
 
     def close(self, i: int, loop: AuthoringLoop, done: Done) -> CapturedTurn:
