@@ -37,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ),
     )
     _data_flags(s)
-    s.add_argument("--date", help="session date YYYY-MM-DD (default: the data's last session)")
+    s.add_argument("--date", help="session date YYYY-MM-DD (default: the data's last complete session)")
     s.add_argument("--days", type=int, default=1, help="number of sessions ending at --date (default 1)")
     s.add_argument("--checkpoints", default="", help="authoring checkpoints after OPEN, e.g. 11:00,13:30")
     s.add_argument("--guard", type=int, default=300, help="snapshot guard before each ordinal, seconds (default 300)")
