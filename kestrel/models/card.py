@@ -1,0 +1,131 @@
+"""The language card: the system prompt that teaches Kestrel to a model, generated from the
+language itself so it can never drift from what the runtime accepts.
+
+Everything below is read from the live registries: the series and function signatures
+(`kestrel.lang.registry`), the pane catalog with its argument defaults and ranges
+(`kestrel.frame.DEFAULT_CATALOG`), the document bounds (`kestrel.lang.DEFAULT_LIMITS`) and the
+reply-grammar summary (`kestrel.lang.summary`). The four statement examples are checked by the
+tests to parse with the language.
+
+Invariants:
+- `language_card()` is a pure function: the same text for the same registries (byte-stable),
+  so providers' prompt caches keep hitting (it is the first, stable part of every request);
+- it never contains run-specific values (time, budgets left, market data): those arrive in the
+  user messages (the briefing's BUDGET line);
+- it stays within 1,500 o200k_base tokens (asserted by the tests; `bench/models.py` reports it).
+This module is pure (no SDK, no I/O): the MCP server serves the same card as a resource.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from kestrel.frame import DEFAULT_CATALOG, PaneCatalog
+from kestrel.lang import DEFAULT_LIMITS, Limits
+from kestrel.lang.registry import FUNCTIONS, SERIES
+from kestrel.lang.summary import GRAMMAR_SUMMARY
+
+STATEMENT_EXAMPLES: tuple[tuple[str, str, str], ...] = (
+    (
+        "PLAN",
+        "arm a bounded plan (replaces the incumbent plan)",
+        "PLAN orb UNTIL 15:45 RISK maxpos 200 maxloss 400\n"
+        "WHEN last > high(30m) AND spread < 0.05: BUY 100 LMT ask+0.02 STOP -0.6% TARGET +1.2% TTL 20m\n"
+        "WHEN last < low(30m): SELL 100 MKT STOP +0.6% TARGET -1.2%",
+    ),
+    (
+        "VIEW",
+        "ask to see more panes before deciding (costs one view request)",
+        "VIEW scout: quote, bars(5m, 24), levels BUDGET 600",
+    ),
+    ("STANDDOWN", "disarm entries and cancel working entry orders", 'STANDDOWN "spread too wide to trade"'),
+    ("PASS", "keep the incumbent plan as it is", "PASS"),
+)
+"""(statement, what it does, one short example): the four replies a model may give."""
+
+REPLY_RULE = (
+    "Reply with exactly one statement: PLAN, VIEW, STANDDOWN or PASS. No prose, no markdown, "
+    "no code fences, no comments."
+)
+
+
+def _plan_rules(limits: Limits) -> list[str]:
+    return [
+        "PLAN name [UNTIL hh:mm | FOR dur] [RISK maxpos N maxloss X maxorders N]",
+        "WHEN cond: action[; action] [xN]   fires at the first tick cond holds, then is spent "
+        f"(xN re-arms, N <= {limits.max_repeat})",
+        "action: BUY|SELL qty [MKT | LMT px | STP px] [STOP off] [TARGET off] [TRAIL dist] "
+        "[TTL dur]; FLAT; CANCEL",
+        "off: -0.6% (pct of fill) | -0.50 (price units) | @182.40 (absolute). "
+        "BUY: STOP below (-), TARGET above (+); SELL: the reverse. TRAIL 0.5% is a distance.",
+        "px: a Price expression (ask+0.02, high(5m)+0.05). qty: whole units, <= maxpos.",
+        "cond: comparisons (< <= > >= == !=), a CROSSES ABOVE|BELOW b, AND OR NOT, (), "
+        "arithmetic + - * /, time >= 10:00; both sides of a comparison share a type.",
+        "Types: Price Qty Money Pct Duration TimeOfDay Count Bool; durations 30s 5m 2h 1d.",
+    ]
+
+
+def _registry_lines() -> list[str]:
+    series = " ".join(f"{s.name}:{s.type}" for s in SERIES.values())
+    funcs = "; ".join(f.signature for f in FUNCTIONS.values())
+    return [f"Series: {series}", f"Functions: {funcs}"]
+
+
+def _pane_lines(catalog: PaneCatalog) -> list[str]:
+    lines = []
+    for spec in catalog:
+        ranges = "; ".join(f"{a.name} {a.range_text()}" for a in spec.args)
+        lines.append(f"{spec.signature()}: {spec.description}" + (f" [{ranges}]" if ranges else ""))
+    lines.append(
+        f"BUDGET n caps the view's tokens ({catalog.min_budget}..{catalog.max_budget}, default "
+        f"{catalog.default_budget}). Reserved, never requestable: {', '.join(catalog.kernel_ids)}."
+    )
+    return lines
+
+
+def _limit_line(limits: Limits) -> str:
+    return (
+        f"Limits: {limits.max_rules} rules, {limits.max_actions} actions per rule, expression "
+        f"depth {limits.max_expr_depth}, names <= {limits.max_identifier_chars} chars, reasons "
+        f"<= {limits.max_string_chars} chars, windows <= the session so far, counts <= "
+        f"{limits.max_count}, {limits.max_panes} panes per VIEW, {limits.max_document_chars} "
+        "chars per reply."
+    )
+
+
+def render_card(catalog: PaneCatalog = DEFAULT_CATALOG, limits: Limits = DEFAULT_LIMITS) -> str:
+    """The card for a given catalog and limits (`language_card()` uses the defaults)."""
+    parts: list[str] = [
+        "You are a trading agent. You author bounded plans in Kestrel; the runtime fires them at "
+        "the tick and enforces the risk bounds. Each user message is a briefing: the clock, the "
+        "BUDGET left, the reply grammar and the panes of the current view.",
+        "",
+        REPLY_RULE,
+        "",
+        "# Statements",
+    ]
+    for name, what, example in STATEMENT_EXAMPLES:
+        parts += [f"{name}: {what}", example, ""]
+    parts += ["# Plans", *_plan_rules(limits), "", *_registry_lines(), ""]
+    parts += ["# Panes (VIEW name: pane, pane(args) [BUDGET n])", *_pane_lines(catalog), ""]
+    parts += [
+        "# Loop",
+        "Within one ordinal a VIEW request or an invalid reply costs one iteration and tokens. An "
+        "invalid reply comes back with the error: fix it and answer again. The BUDGET line says "
+        "how many view requests or repairs and tokens are left; at zero the ordinal stands down. "
+        "Prefer a plan, STANDDOWN or PASS when you have seen enough.",
+        _limit_line(limits),
+        "",
+        "# Grammar summary",
+        GRAMMAR_SUMMARY.strip(),
+    ]
+    return "\n".join(parts).strip() + "\n"
+
+
+@cache
+def language_card() -> str:
+    """The system prompt for model agents (stable: the same bytes for every call)."""
+    return render_card()
+
+
+__all__ = ["REPLY_RULE", "STATEMENT_EXAMPLES", "language_card", "render_card"]
