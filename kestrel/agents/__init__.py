@@ -5,15 +5,17 @@ AgentReply` (raw text + usage), `iterative` (whether it takes part in the author
 - `BaselineAgent`: deterministic rule-based opening-range breakout (single-shot);
 - `FixedAgent`: arms one given `.kes` plan at each session's OPEN, then passes (single-shot);
 - `RecordedAgent`: replays captured turns (single-shot);
-- `ScriptedAgent`: plays scripted raw replies, for tests (iterative).
-Model adapters (OpenAI-compatible, Anthropic) plug in through the same protocol: return the
-model's text with normalized `Usage` and set `iterative = True`, `blocking = True`.
+- `ScriptedAgent`: plays scripted raw replies, for tests (iterative);
+- `RepliesAgent`: plays raw replies from a file (`replies:FILE`, blocks separated by `---`).
+Model adapters (`kestrel.models`: OpenAI-compatible, Anthropic) plug in through the same
+protocol: the model's text with normalized `Usage`, `iterative = True`, `blocking = True`.
 """
 
 from kestrel.agents.base import SingleShotAgent
 from kestrel.agents.baseline import BaselineAgent, BaselineConfig
 from kestrel.agents.fixed import FixedAgent, PlanFileError
 from kestrel.agents.recorded import RecordedAgent, ReplayError, turn_text
+from kestrel.agents.replies import RepliesAgent, RepliesError
 from kestrel.agents.scripted import Raise, ScriptedAgent, ScriptError
 
 __all__ = [
@@ -23,6 +25,8 @@ __all__ = [
     "PlanFileError",
     "Raise",
     "RecordedAgent",
+    "RepliesAgent",
+    "RepliesError",
     "ReplayError",
     "ScriptError",
     "ScriptedAgent",

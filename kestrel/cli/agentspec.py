@@ -3,28 +3,90 @@
 from __future__ import annotations
 
 import datetime as dt
+import importlib.util
+import os
 from typing import Any
 
 from kestrel.cli.errors import UsageError
 
+AGENT_HELP = "baseline, fixed:PLAN.kes, recorded:CAPTURE.jsonl, replies:FILE, openai:MODEL or anthropic:MODEL"
+API_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 
-def agent_of(spec: str) -> Any:
-    """The agent named by `--agent`; a plan file or capture is read and validated here, so a
-    bad one fails the command up front (exit 2) with the error and its place."""
+
+def agent_of(
+    spec: str,
+    *,
+    model: str | None = None,
+    base_url: str | None = None,
+    api_key_env: str | None = None,
+    timeout_s: float | None = None,
+) -> Any:
+    """The agent named by `--agent`; a plan file, capture or replies file is read and
+    validated here, and a model agent's SDK, model name and API key are checked, so a bad one
+    fails the command up front (exit 2) with the error and its place."""
     from kestrel.agents.baseline import BaselineAgent
     from kestrel.agents.fixed import FixedAgent
     from kestrel.agents.recorded import RecordedAgent
+    from kestrel.agents.replies import RepliesAgent
 
     kind, _, arg = spec.partition(":")
     kind = kind.strip().lower()
+    if kind in API_KEY_ENV:
+        return model_agent(kind, arg.strip(), model=model, base_url=base_url,
+                           api_key_env=api_key_env, timeout_s=timeout_s)
     if kind == "baseline" and not arg:
         return BaselineAgent()
-    if kind in ("fixed", "recorded") and arg:
+    if kind in ("fixed", "recorded", "replies") and arg:
         try:
-            return FixedAgent.from_file(arg) if kind == "fixed" else RecordedAgent.from_file(arg)
-        except ValueError as exc:  # PlanFileError, CaptureError
+            if kind == "fixed":
+                return FixedAgent.from_file(arg)
+            return RecordedAgent.from_file(arg) if kind == "recorded" else RepliesAgent.from_file(arg)
+        except ValueError as exc:  # PlanFileError, CaptureError, RepliesError
             raise UsageError(str(exc)) from None
-    raise UsageError(f"unknown --agent {spec!r}: use baseline, fixed:PLAN.kes or recorded:CAPTURE.jsonl")
+    raise UsageError(f"unknown --agent {spec!r}: use {AGENT_HELP}")
+
+
+def model_agent(
+    provider: str,
+    spec_model: str,
+    *,
+    model: str | None,
+    base_url: str | None,
+    api_key_env: str | None,
+    timeout_s: float | None,
+) -> Any:
+    """An `openai:` / `anthropic:` agent: the model from the spec or `--model`/the mode, the
+    key from the provider's variable or `--api-key-env`, `--base-url` handed to the SDK."""
+    from kestrel.models.adapter import DEFAULT_TIMEOUT_S, ModelAgent, ModelConfig
+    from kestrel.models.providers import AnthropicMessages, OpenAIChat
+
+    if spec_model and model and spec_model != model:
+        raise UsageError(
+            f"--agent {provider}:{spec_model} and --model {model} name different models: give one"
+        )
+    name = spec_model or model
+    if not name:
+        raise UsageError(f"--agent {provider} needs a model: write {provider}:MODEL or pass --model MODEL")
+    if importlib.util.find_spec(provider) is None:
+        raise UsageError(
+            f"--agent {provider}:{name} needs the {provider} SDK: pip install 'kestrel[{provider}]'"
+        )
+    if base_url is not None and not base_url.startswith(("http://", "https://")):
+        raise UsageError(f"--base-url {base_url!r} is not an http(s) URL: e.g. http://127.0.0.1:8000/v1")
+    env = api_key_env or API_KEY_ENV[provider]
+    key = os.environ.get(env, "")
+    if not key.strip():
+        raise UsageError(
+            f"missing API key for {provider}:{name}: set the environment variable {env}"
+            + ("" if api_key_env else " (or name another variable with --api-key-env NAME)")
+        )
+    try:
+        config = ModelConfig(provider, name, base_url=base_url,
+                             timeout_s=timeout_s if timeout_s is not None else DEFAULT_TIMEOUT_S)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    wire = OpenAIChat(config, key) if provider == "openai" else AnthropicMessages(config, key)
+    return ModelAgent(config, wire)
 
 
 def check_agent_fits(agent: Any, data: Any, options: Any, date: dt.date | None, days: int, spec: str) -> None:
@@ -57,4 +119,4 @@ def check_agent_fits(agent: Any, data: Any, options: Any, date: dt.date | None, 
             )
 
 
-__all__ = ["agent_of", "check_agent_fits"]
+__all__ = ["AGENT_HELP", "API_KEY_ENV", "agent_of", "check_agent_fits", "model_agent"]

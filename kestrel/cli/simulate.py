@@ -24,6 +24,8 @@ from kestrel.cli.errors import UsageError
 from kestrel.cli.textreport import report, summary
 
 DIRECT = "direct"
+EFFORT_LEVELS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")  # = profiles.EFFORT_LEVELS (tested)
+DEFAULT_AGENT_TIMEOUT_S = 120.0  # = actors.driver.DEFAULT_AGENT_TIMEOUT_S (tested)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -41,14 +43,22 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     s.add_argument("--days", type=int, default=1, help="number of sessions ending at --date (default 1)")
     s.add_argument("--checkpoints", default="", help="authoring checkpoints after OPEN, e.g. 11:00,13:30")
     s.add_argument("--guard", type=int, default=300, help="snapshot guard before each ordinal, seconds (default 300)")
-    s.add_argument("--agent", help="baseline (default) | fixed:PLAN.kes | recorded:CAPTURE.jsonl")
+    s.add_argument("--agent", help="baseline (default) | fixed:PLAN.kes | recorded:CAPTURE.jsonl | "
+                                   "replies:FILE | openai:MODEL | anthropic:MODEL")
     s.add_argument("--profile", help="execution profile: balanced | fast | thorough")
     s.add_argument("--mode", help="mode from the modes config (what runs: agent, model, panes)")
+    s.add_argument("--modes", metavar="PATH", help="a TOML file of [modes.NAME] tables merged over the built-in modes")
     s.add_argument("--max-iterations", type=int, help="view_request_cap: non-terminal iterations (default 3)")
     s.add_argument("--token-budget", type=int, help="authoring_token_budget per ordinal (default 8000)")
-    s.add_argument("--effort", choices=("low", "medium", "high"), help="reasoning effort for model agents")
+    s.add_argument("--effort", choices=EFFORT_LEVELS,
+                   help="reasoning effort for model agents, gated per model (kestrel/models/capabilities.toml)")
     s.add_argument("--self-correct", action="store_true", help="dry-run valid plans and allow one correction")
-    s.add_argument("--model", help="model name for model agents (recorded in evidence)")
+    s.add_argument("--model", help="model for openai/anthropic agents (or write --agent openai:MODEL)")
+    s.add_argument("--base-url", help="model endpoint handed to the SDK unchanged, e.g. http://127.0.0.1:8000/v1")
+    s.add_argument("--api-key-env", metavar="NAME",
+                   help="environment variable holding the API key (default OPENAI_API_KEY / ANTHROPIC_API_KEY)")
+    s.add_argument("--agent-timeout", type=float, default=DEFAULT_AGENT_TIMEOUT_S,
+                   help=f"seconds per agent call, handed to the model SDK too (default {DEFAULT_AGENT_TIMEOUT_S:g})")
     _output_flags(s)
     s.add_argument("--evidence", help="write the authoring-loop evidence as JSON lines to PATH")
     s.set_defaults(func=_simulate)
@@ -168,9 +178,12 @@ def _run_simulate(args: argparse.Namespace) -> int:
         raise UsageError("--seed applies to --data sample only")
     if args.data == "sample" and (args.preset is not None or args.crossed != "error"):
         raise UsageError("--preset and --crossed apply to --data PATH only (the sample is clean)")
+    if not 0 < args.agent_timeout <= 3600:
+        raise UsageError(f"--agent-timeout must be > 0 and <= 3600 seconds, got {args.agent_timeout:g}")
     try:
         profile = profiles.lookup(args.profile) if args.profile is not None else None
-        mode = profiles.lookup_mode(args.mode) if args.mode is not None else None
+        modes = _modes(args.modes)
+        mode = profiles.lookup_mode(args.mode, modes) if args.mode is not None else None
     except profiles.ProfileError as exc:
         raise UsageError(str(exc)) from None
     flags = profiles.Flags(
@@ -180,11 +193,15 @@ def _run_simulate(args: argparse.Namespace) -> int:
         self_correct=args.self_correct,
         agent=args.agent,
         model=args.model,
+        base_url=args.base_url,
+        api_key_env=args.api_key_env,
     )
     resolved = profiles.resolve(flags, mode, profile)
     st = resolved.settings
-    agent = agent_of(st.agent or "baseline")
-    _note_unused_loop_flags(args, agent, st.agent or "baseline")
+    spec = st.agent or "baseline"
+    agent = agent_of(spec, model=st.model, base_url=st.base_url, api_key_env=st.api_key_env,
+                     timeout_s=args.agent_timeout)
+    _note_unused_loop_flags(args, agent, spec)
     data = load_data(_data_name(args))
     if args.symbol and args.data == "sample" and args.symbol != data.symbol:
         raise UsageError(f"--symbol {args.symbol} does not match the sample's symbol {data.symbol}")
@@ -202,7 +219,8 @@ def _run_simulate(args: argparse.Namespace) -> int:
     check_agent_fits(agent, data, options, date, args.days, st.agent or "baseline")
     _warn_partial(data, date, args.days)
     with _evidence_sink(args.evidence) as sink:
-        result = _run(data, agent, options, args.backend, date, args.days, sink, args.json)
+        result = _run(data, agent, options, args.backend, date, args.days, sink, args.json,
+                      args.agent_timeout)
     return _finish(args, result, agent)
 
 
@@ -217,9 +235,38 @@ def _warn_partial(data: Any, date: dt.date | None, days: int) -> None:
         print(f"kestrel simulate: warning: {'; '.join(c.describe() for c in partial)}", file=sys.stderr)
 
 
+def _modes(path: str | None) -> Any:
+    """The built-in modes, with the user's `--modes` file merged over them (all validated)."""
+    from kestrel.frame import DEFAULT_CATALOG
+    from kestrel.session import profiles
+
+    panes = DEFAULT_CATALOG.names()
+    if path is None:
+        return profiles.load_modes(panes=panes)
+    try:
+        text = Path(path).read_text("utf-8")
+    except OSError as exc:
+        raise UsageError(f"--modes {path}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"--modes {path}: not UTF-8 text (byte {exc.start})") from None
+    return profiles.load_modes(over=text, source=f"--modes {path}", panes=panes)
+
+
 def _note_unused_loop_flags(args: argparse.Namespace, agent: Any, name: str) -> None:
     """Loop knobs do nothing for a single-shot agent: say so on stderr (never on stdout, and
     never in the ledger or capture, so a flagged run stays byte-identical to an unflagged one)."""
+    model_flags = [
+        flag
+        for flag, value in (("--model", args.model), ("--base-url", args.base_url),
+                            ("--api-key-env", args.api_key_env))
+        if value is not None
+    ]
+    if model_flags and name.partition(":")[0].strip().lower() not in ("openai", "anthropic"):
+        print(
+            f"kestrel simulate: note: agent {name!r} calls no model, so {', '.join(model_flags)} "
+            f"{'has' if len(model_flags) == 1 else 'have'} no effect on this run",
+            file=sys.stderr,
+        )
     if getattr(agent, "iterative", False):
         return
     given = [
@@ -259,7 +306,8 @@ def _evidence_sink(path: str | None) -> Iterator[Callable[[Any], None] | None]:
 
 
 def _run(data: Any, agent: Any, options: Any, backend: str, date: dt.date | None, days: int,
-         sink: Callable[[Any], None] | None, quiet: bool) -> Any:
+         sink: Callable[[Any], None] | None, quiet: bool,
+         agent_timeout: float = DEFAULT_AGENT_TIMEOUT_S) -> Any:
     from kestrel.session.runner import run_session
 
     progress_ctx: Any = nullcontext(None)
@@ -277,11 +325,12 @@ def _run(data: Any, agent: Any, options: Any, backend: str, date: dt.date | None
                 bar.update(task, completed=k)
 
         if backend == DIRECT:
-            return run_session(data, agent, options, date=date, days=days, sink=sink, progress=tick)
+            return run_session(data, agent, options, date=date, days=days, sink=sink, progress=tick,
+                               agent_timeout=agent_timeout)
         from actors.driver import run_simulation
 
         return run_simulation(data, agent, options, backend=backend, date=date, days=days, sink=sink,
-                              progress=tick)
+                              progress=tick, agent_timeout=agent_timeout)
 
 
 def _finish(args: argparse.Namespace, result: Any, agent: Any) -> int:

@@ -59,7 +59,40 @@ def summary(result: Any) -> dict[str, Any]:
         "days": days,
         "total": {**dict(sorted(totals.items())), "net_pnl": round(net, 6)},
         "evidence": dict(sorted(evidence.items())),
+        "cost": _cost(result),
     }
+
+
+def _cost(result: Any) -> dict[str, Any]:
+    from kestrel.models.cost import run_cost
+
+    return run_cost(result.header.agent, result.evidence, [o for d in result.days for o in d.outcomes])
+
+
+def _cost_section(con: Any, result: Any) -> None:
+    """Model calls with their tokens, latency and dollars; per ordinal; for the run."""
+    from rich.table import Table
+
+    cost = _cost(result)
+    if not cost["calls"]:
+        return
+
+    def usd(x: float | None) -> str:
+        return "n/a" if x is None else f"${x:.4f}"
+
+    calls = Table(title=f"Model calls ({cost['agent']})", title_justify="left")
+    for col in ("date", "ordinal", "iter", "kind", "input", "cached", "output", "thinking", "ms", "cost"):
+        calls.add_column(col, justify="left" if col in ("date", "ordinal", "kind") else "right")
+    for c in cost["calls"]:
+        calls.add_row(c["date"] or "", c["ordinal"], str(c["iteration"]), c["kind"], str(c["input"]),
+                      str(c["cache_read"] + c["cache_write"]), str(c["output"]), str(c["thinking"]),
+                      "" if c["latency_ms"] is None else f"{c['latency_ms']:.0f}", usd(c["usd"]))
+    con.print(calls)
+    per = ", ".join(f"{o['date']} {o['ordinal']} {o['tokens']} tok {usd(o['usd'])}" for o in cost["ordinals"])
+    t = cost["total"]
+    con.print(f"Cost per ordinal: {per}")
+    con.print(f"Cost of the run: {t['calls']} calls, {t['tokens']} tokens (input {t['input']}, "
+              f"output {t['output']}, thinking {t['thinking']}), {usd(t['usd'])}")
 
 
 def report(result: Any) -> None:
@@ -127,6 +160,7 @@ def report(result: Any) -> None:
         ticks.update(d.engine_ticks)
     con.print(f"Engine ({result.engine_path}): fast path {ticks['fast']} ticks, "
               f"reference path {ticks['reference']} ticks")
+    _cost_section(con, result)
     counts = Counter(e.kind for e in result.evidence)
     shown = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none (single-shot or first-reply turns)"
     con.print(f"Evidence records: {shown}")

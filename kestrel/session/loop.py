@@ -221,6 +221,11 @@ class AuthoringLoop:
 
     def receive_reply(self, reply: AgentReply) -> Outcome:
         """Interpret the agent's raw text with the runtime's language, then `receive` it."""
+        if reply.note is not None and self.done is None:
+            self.evidence.append(
+                self._record(kind="model-note", usage=Usage(), latency_ms=None, exhausted=False,
+                             reason=reply.note)
+            )
         step = AuthorStep(
             reply=self._ports.interpret(reply.text),
             usage=reply.usage,
@@ -259,7 +264,15 @@ class AuthoringLoop:
             self._repair_streak = self._streak_views = 0
 
         if isinstance(reply, TurnReply):
-            return self._terminal_or_review(step, reply.turn, trigger)
+            out = self._terminal_or_review(step, reply.turn, trigger)
+            if isinstance(out, Done) and step.latency_ms is not None:
+                # a model call: the terminal reply's usage and latency go to the evidence too
+                self.evidence.append(
+                    self._record(kind="reply", usage=step.usage, latency_ms=step.latency_ms,
+                                 exhausted=False,
+                                 reason="uncertain: truncated at the output limit" if step.uncertain else None)
+                )
+            return out
         if not self._iterative:
             return self._single_shot_refusal(step, reply)
         if isinstance(reply, RequestView):

@@ -28,6 +28,16 @@ _T = TypeVar("_T")
 DEFAULT_VIEW_REQUEST_CAP = 3
 DEFAULT_AUTHORING_TOKEN_BUDGET = 8000
 
+EFFORT_LEVELS: tuple[str, ...] = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+"""The one effort vocabulary (flags, modes, profiles), weakest first. A model adapter gates the
+resolved level through its capability table (`kestrel/models/capabilities.toml`)."""
+
+AGENT_KINDS: tuple[str, ...] = ("anthropic", "baseline", "fixed", "openai", "recorded", "replies")
+"""The agent kinds a `--agent` spec or a mode may name (`kind` or `kind:ARG`)."""
+
+PROVIDERS: tuple[str, ...] = ("anthropic", "openai")
+"""Agent kinds that are model providers (they take a model, a base URL and an API key)."""
+
 
 class Profile(msgspec.Struct, frozen=True):
     """A named posture. Zero/None fields inherit the run's value."""
@@ -137,35 +147,109 @@ def lookup(name: str) -> Profile:
 
 
 class Mode(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """What runs: the agent, the model and the panes the agent may request."""
+    """What runs: the agent (or a model `provider`), the model, its base URL and API-key
+    variable, the panes the agent may request, and optional loop knobs."""
 
     name: str
     agent: str | None = None
+    provider: str | None = None
     model: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
     panes: tuple[str, ...] | None = None
     view_request_cap: int | None = None
     authoring_token_budget: int | None = None
     effort: str | None = None
 
+    @property
+    def agent_spec(self) -> str | None:
+        """The agent this mode runs: `agent`, else `provider` (its model comes from `model`)."""
+        return self.agent if self.agent is not None else self.provider
 
-def load_modes(text: str | None = None) -> dict[str, Mode]:
-    """Modes from TOML (`[modes.NAME]` tables); the packaged `modes.toml` by default."""
-    if text is None:
-        text = resources.files("kestrel.session").joinpath("modes.toml").read_text("utf-8")
+
+def builtin_modes_text() -> str:
+    return resources.files("kestrel.session").joinpath("modes.toml").read_text("utf-8")
+
+
+def _mode_tables(text: str, source: str) -> dict[str, dict[str, object]]:
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ProfileError(f"modes file is not valid TOML: {exc}") from None
+        raise ProfileError(f"{source} is not valid TOML: {exc}") from None
     tables = raw.get("modes", {})
-    if not isinstance(tables, dict):
-        raise ProfileError("modes file: `modes` must be a table of [modes.NAME] tables")
+    if not isinstance(tables, dict) or not all(isinstance(t, dict) for t in tables.values()):
+        raise ProfileError(f"{source}: `modes` must hold [modes.NAME] tables")
+    out: dict[str, dict[str, object]] = {}
+    for name, table in tables.items():
+        key = name.strip().lower()
+        if key in out:
+            raise ProfileError(
+                f"{source}: mode {name!r} is defined twice (mode names are case-insensitive): "
+                "keep one table"
+            )
+        out[key] = dict(table)
+    return out
+
+
+def load_modes(
+    text: str | None = None,
+    *,
+    source: str = "modes file",
+    panes: tuple[str, ...] | None = None,
+    over: str | None = None,
+) -> dict[str, Mode]:
+    """Modes from TOML (`[modes.NAME]` tables; names case-insensitive); the packaged
+    `modes.toml` by default. With `over` (a user's TOML), its tables are merged key by key over
+    `text`'s (a user key replaces the built-in one; a new mode is added). Every mode is
+    validated (see `validate_mode`); `panes` are the known pane names (None: not checked)."""
+    tables = _mode_tables(builtin_modes_text() if text is None else text, "built-in modes.toml"
+                          if text is None else source)
+    if over is not None:
+        for name, table in _mode_tables(over, source).items():
+            tables[name] = {**tables.get(name, {}), **table}
     out: dict[str, Mode] = {}
     for name in sorted(tables):
         try:
-            out[name] = msgspec.convert({"name": name, **tables[name]}, Mode)
+            mode = msgspec.convert({**tables[name], "name": name}, Mode)
         except (msgspec.ValidationError, TypeError) as exc:
-            raise ProfileError(f"modes file: mode {name!r}: {exc}") from None
+            raise ProfileError(
+                f"{source}: mode {name!r}: {exc} (see kestrel/session/modes.toml for the keys)"
+            ) from None
+        validate_mode(mode, source=source, panes=panes)
+        out[name] = mode
     return out
+
+
+def validate_mode(mode: Mode, *, source: str = "modes file", panes: tuple[str, ...] | None = None) -> None:
+    """Reject a mode that could not run, naming the mode, the key and the fix (one line)."""
+
+    def bad(key: str, why: str) -> ProfileError:
+        return ProfileError(f"{source}: mode {mode.name!r}: {key} {why}")
+
+    for key, value in (
+        ("view_request_cap", mode.view_request_cap),
+        ("authoring_token_budget", mode.authoring_token_budget),
+    ):
+        if value is not None and value < 1:
+            raise bad(key, f"must be >= 1, got {value}: set a whole number >= 1 or remove the key")
+    if mode.effort is not None and mode.effort not in EFFORT_LEVELS:
+        raise bad("effort", f"{mode.effort!r} is not an effort level: use one of {', '.join(EFFORT_LEVELS)}")
+    if mode.agent is not None:
+        kind, sep, arg = mode.agent.partition(":")
+        if kind.strip().lower() not in AGENT_KINDS:
+            raise bad("agent", f"{mode.agent!r} names no known agent: use one of {', '.join(AGENT_KINDS)}")
+        if kind.strip().lower() in ("fixed", "recorded", "replies") and not arg.strip():
+            raise bad("agent", f"{mode.agent!r} needs a file: write {kind}:PATH")
+    if mode.provider is not None and mode.provider.strip().lower() not in PROVIDERS:
+        raise bad("provider", f"{mode.provider!r} is not a model provider: use one of {', '.join(PROVIDERS)}")
+    if mode.agent is not None and mode.provider is not None:
+        raise bad("provider", "and agent are both set: keep one (agent = \"openai:MODEL\" or provider + model)")
+    if panes is not None and mode.panes is not None:
+        unknown = [p for p in mode.panes if p not in panes]
+        if unknown:
+            raise bad("panes", f"names unknown pane {unknown[0]!r}: use panes from {', '.join(panes)}")
+    if mode.base_url is not None and not mode.base_url.startswith(("http://", "https://")):
+        raise bad("base_url", f"{mode.base_url!r} is not an http(s) URL: write e.g. http://127.0.0.1:8000/v1")
 
 
 def lookup_mode(name: str, modes: dict[str, Mode] | None = None) -> Mode:
@@ -189,6 +273,8 @@ class Flags(msgspec.Struct, frozen=True):
     self_correct: bool = False
     agent: str | None = None
     model: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
 
 
 class Settings(msgspec.Struct, frozen=True):
@@ -201,6 +287,8 @@ class Settings(msgspec.Struct, frozen=True):
     agent: str | None = None
     model: str | None = None
     panes: tuple[str, ...] | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
 
 
 class Resolved(msgspec.Struct, frozen=True):
@@ -237,9 +325,11 @@ def resolve(flags: Flags, mode: Mode | None = None, profile: Profile | None = No
         authoring_token_budget=budget if budget is not None else DEFAULT_AUTHORING_TOKEN_BUDGET,
         effort=effort,
         self_correct=self_correct,
-        agent=_first(flags.agent, m.agent),
+        agent=_first(flags.agent, m.agent_spec),
         model=_first(flags.model, m.model),
         panes=m.panes,
+        base_url=_first(flags.base_url, m.base_url),
+        api_key_env=_first(flags.api_key_env, m.api_key_env),
     )
     policy = (
         profile.policy(
@@ -264,7 +354,10 @@ __all__ = [
     "BALANCED",
     "DEFAULT_AUTHORING_TOKEN_BUDGET",
     "DEFAULT_VIEW_REQUEST_CAP",
+    "AGENT_KINDS",
+    "EFFORT_LEVELS",
     "FAST",
+    "PROVIDERS",
     "THOROUGH",
     "Flags",
     "Mode",
@@ -273,7 +366,9 @@ __all__ = [
     "ProfileError",
     "Resolved",
     "Settings",
+    "builtin_modes_text",
     "load_modes",
+    "validate_mode",
     "lookup",
     "lookup_mode",
     "names",

@@ -97,12 +97,16 @@ class AuthorStep(msgspec.Struct, frozen=True):
 
 
 class AgentReply(msgspec.Struct, frozen=True):
-    """What an agent returns: its raw text plus usage, before the runtime interprets it."""
+    """What an agent returns: its raw text plus usage, before the runtime interprets it.
+    `latency_ms` is set by agents that call a model (the loop then records every call, the
+    terminal one too, in the evidence); `note` is a one-line remark for the evidence (e.g. an
+    effort level the model does not support, degraded)."""
 
     text: str
     usage: Usage = Usage()
     latency_ms: float | None = None
     uncertain: bool = False
+    note: str | None = None
 
 
 class AuthorRequest(msgspec.Struct, frozen=True):

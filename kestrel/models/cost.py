@@ -1,0 +1,104 @@
+"""Dollar cost of model usage with `genai-prices` (an optional extra, imported lazily).
+
+`Usage.input` includes the cache reads and writes (genai-prices' convention too); thinking is
+billed as output. A model the price table does not know, or a missing package, costs None
+(unknown), never a guess.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from kestrel.session.protocol import Usage
+
+
+def dollars(provider: str, model: str, usage: Usage) -> float | None:
+    """The price in USD of `usage` on `model`, or None when it cannot be priced."""
+    try:
+        from genai_prices import Usage as PriceUsage
+        from genai_prices import calc_price
+    except ImportError:
+        return None
+    try:
+        price = calc_price(
+            PriceUsage(
+                input_tokens=usage.input,
+                cache_read_tokens=usage.cache_read,
+                cache_write_tokens=usage.cache_write,
+                output_tokens=usage.output + usage.thinking,
+            ),
+            model_ref=model,
+            provider_id=provider or None,
+        )
+    except (LookupError, ValueError):
+        return None
+    return float(price.total_price)
+
+
+
+
+MODEL_PROVIDERS = ("openai", "anthropic")
+
+
+def _usage_dict(u: Usage) -> dict[str, int]:
+    return {"input": u.input, "output": u.output, "thinking": u.thinking,
+            "cache_read": u.cache_read, "cache_write": u.cache_write}
+
+
+def _add(a: Usage, b: Usage) -> Usage:
+    return Usage(a.input + b.input, a.output + b.output, a.thinking + b.thinking,
+                 a.cache_read + b.cache_read, a.cache_write + b.cache_write)
+
+
+def _usd(x: float | None) -> float | None:
+    return None if x is None else round(x, 8)
+
+
+def run_cost(agent_id: str, evidence: Sequence[Any], outcomes: Sequence[Any]) -> dict[str, Any]:
+    """Tokens and dollars per call, per ordinal and for the run (the report's and `--json`'s
+    `cost`). Calls are the evidence records of model calls (those with a latency, plus agent
+    failures); tokens per ordinal are the loop's spend for any agent; dollars are None when
+    the agent is not a model or its model is not in the price table."""
+    provider = agent_id.partition(":")[0]
+    priced = provider in MODEL_PROVIDERS
+    calls: list[dict[str, Any]] = []
+    per: dict[tuple[str, str], dict[str, Any]] = {}
+    for o in outcomes:
+        per[(o.date, o.ordinal)] = {"date": o.date, "ordinal": o.ordinal, "calls": 0,
+                                    "tokens": o.tokens_spent, "usage": Usage(), "usd": 0.0 if priced else None}
+    total = Usage()
+    total_usd: float | None = 0.0 if priced else None
+    for e in evidence:
+        if e.latency_ms is None and e.kind != "agent-error":
+            continue
+        usd = dollars(provider, e.model, e.usage) if priced else None
+        calls.append({"date": e.date, "ordinal": e.ordinal, "iteration": e.iteration, "kind": e.kind,
+                      "model": e.model, "latency_ms": e.latency_ms, **_usage_dict(e.usage),
+                      "usd": _usd(usd)})
+        slot = per.setdefault((e.date or "", e.ordinal), {"date": e.date, "ordinal": e.ordinal, "calls": 0,
+                                                          "tokens": e.usage.spend, "usage": Usage(),
+                                                          "usd": 0.0 if priced else None})
+        slot["calls"] += 1
+        slot["usage"] = _add(slot["usage"], e.usage)
+        total = _add(total, e.usage)
+        if usd is None or slot["usd"] is None:
+            slot["usd"] = None
+        else:
+            slot["usd"] += usd
+        total_usd = None if usd is None or total_usd is None else total_usd + usd
+    ordinals = [
+        {"date": v["date"], "ordinal": v["ordinal"], "calls": v["calls"], "tokens": v["tokens"],
+         **_usage_dict(v["usage"]), "usd": _usd(v["usd"])}
+        for v in per.values()
+    ]
+    return {
+        "agent": agent_id,
+        "calls": calls,
+        "ordinals": ordinals,
+        "total": {"calls": len(calls), "tokens": sum(o["tokens"] for o in ordinals),
+                  **_usage_dict(total), "usd": _usd(total_usd)},
+    }
+
+
+__all__ = ["MODEL_PROVIDERS", "dollars", "run_cost"]

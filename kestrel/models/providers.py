@@ -1,0 +1,166 @@
+"""The two wire formats: OpenAI Chat Completions and Anthropic Messages, through the official
+SDKs (`openai`, `anthropic`: optional extras, imported on first use, never at import time).
+
+Each provider builds its SDK client once (API key, `base_url` handed over unchanged, the
+per-attempt timeout, bounded retries), sends the language card first (Anthropic: a system
+block with `cache_control`, so the stable prefix is cached), reads the reply defensively from
+the response's plain data (a missing or odd field counts as absent, never a crash) and turns
+every SDK error or malformed body into a one-line `ModelError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kestrel.models.adapter import Completion, ModelConfig, ModelError, one_line
+from kestrel.models.conversation import Message
+from kestrel.models.effort import EffortDecision, capability
+from kestrel.models.usage import anthropic_usage, openai_usage
+
+EXTRA_HINT = "install the extra: pip install 'kestrel[{extra}]'"
+
+
+def _import(name: str) -> Any:
+    try:
+        return __import__(name)
+    except ImportError:
+        raise ModelError(f"the {name} SDK is not installed: {EXTRA_HINT.format(extra=name)}") from None
+
+
+def _plain(response: object, what: str) -> Mapping[str, Any]:
+    """The response as plain data, or a ModelError naming the malformed body."""
+    dump = getattr(response, "model_dump", None)
+    data = dump() if callable(dump) else response
+    if not isinstance(data, Mapping):
+        raise ModelError(f"{what}: malformed response body (not a JSON object): {one_line(repr(data), 120)}")
+    return data
+
+
+def _describe(sdk: Any, exc: Exception, what: str) -> ModelError:
+    if isinstance(exc, sdk.APITimeoutError):
+        return ModelError(f"{what}: request timed out ({one_line(str(exc), 160)})")
+    if isinstance(exc, sdk.APIStatusError):
+        return ModelError(f"{what}: HTTP {exc.status_code} from the provider: {one_line(str(exc.message), 200)}")
+    if isinstance(exc, sdk.APIConnectionError):
+        return ModelError(f"{what}: connection failed: {one_line(str(exc), 200)}")
+    return ModelError(f"{what}: {type(exc).__name__}: {one_line(str(exc), 200)}")
+
+
+class OpenAIChat:
+    """Chat Completions (OpenAI and OpenAI-compatible servers: vLLM, llama.cpp, Ollama, ...)."""
+
+    def __init__(self, config: ModelConfig, api_key: str) -> None:
+        self.config = config
+        self._api_key = api_key
+        self._client: Any = None
+        self._max_tokens_param = capability("openai", config.model).max_tokens_param
+
+    def _sdk(self) -> Any:
+        return _import("openai")
+
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = self._sdk().OpenAI(
+                api_key=self._api_key,
+                base_url=self.config.base_url,
+                timeout=self.config.attempt_timeout_s,
+                max_retries=self.config.max_retries,
+            )
+        return self._client
+
+    def request(self, system: str, messages: tuple[Message, ...], effort: EffortDecision) -> dict[str, Any]:
+        """The keyword arguments of `chat.completions.create` (also used by the bench)."""
+        body: dict[str, Any] = {
+            "model": self.config.model,
+            "messages": [{"role": "system", "content": system}]
+            + [{"role": m.role, "content": m.content} for m in messages],
+            self._max_tokens_param: self.config.max_output_tokens,
+        }
+        body.update(effort.params)
+        return body
+
+    def complete(self, system: str, messages: tuple[Message, ...], effort: EffortDecision) -> Completion:
+        sdk = self._sdk()
+        what = f"openai {self.config.model}"
+        try:
+            response = self.client().chat.completions.create(**self.request(system, messages, effort))
+        except sdk.APIError as exc:
+            raise _describe(sdk, exc, what) from None
+        except ValueError as exc:  # the SDK's JSON decoding of a body that is not JSON
+            raise ModelError(f"{what}: malformed response body (not JSON: {one_line(str(exc), 120)})") from None
+        data = _plain(response, what)
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
+            raise ModelError(f"{what}: malformed response body (no choices)")
+        choice = choices[0]
+        message = choice.get("message")
+        content = message.get("content") if isinstance(message, Mapping) else None
+        if content is not None and not isinstance(content, str):
+            raise ModelError(f"{what}: malformed response body (message content is not text)")
+        usage = data.get("usage")
+        return Completion(
+            text=content or "",
+            usage=openai_usage(usage if isinstance(usage, Mapping) else None),
+            truncated=choice.get("finish_reason") == "length",
+        )
+
+
+class AnthropicMessages:
+    """The Anthropic Messages API."""
+
+    def __init__(self, config: ModelConfig, api_key: str) -> None:
+        self.config = config
+        self._api_key = api_key
+        self._client: Any = None
+
+    def _sdk(self) -> Any:
+        return _import("anthropic")
+
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = self._sdk().Anthropic(
+                api_key=self._api_key,
+                base_url=self.config.base_url,
+                timeout=self.config.attempt_timeout_s,
+                max_retries=self.config.max_retries,
+            )
+        return self._client
+
+    def request(self, system: str, messages: tuple[Message, ...], effort: EffortDecision) -> dict[str, Any]:
+        """The keyword arguments of `messages.create` (the card is a cached system block)."""
+        body: dict[str, Any] = {
+            "model": self.config.model,
+            "max_tokens": self.config.max_output_tokens + effort.thinking_budget,
+            "system": [{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}],
+            "messages": [{"role": m.role, "content": m.content} for m in messages],
+        }
+        body.update(effort.params)
+        return body
+
+    def complete(self, system: str, messages: tuple[Message, ...], effort: EffortDecision) -> Completion:
+        sdk = self._sdk()
+        what = f"anthropic {self.config.model}"
+        try:
+            response = self.client().messages.create(**self.request(system, messages, effort))
+        except sdk.APIError as exc:
+            raise _describe(sdk, exc, what) from None
+        except ValueError as exc:  # the SDK's JSON decoding of a body that is not JSON
+            raise ModelError(f"{what}: malformed response body (not JSON: {one_line(str(exc), 120)})") from None
+        data = _plain(response, what)
+        blocks = data.get("content")
+        if not isinstance(blocks, list):
+            raise ModelError(f"{what}: malformed response body (no content blocks)")
+        text = "".join(
+            b["text"] for b in blocks
+            if isinstance(b, Mapping) and b.get("type") == "text" and isinstance(b.get("text"), str)
+        )
+        usage = data.get("usage")
+        return Completion(
+            text=text,
+            usage=anthropic_usage(usage if isinstance(usage, Mapping) else None),
+            truncated=data.get("stop_reason") == "max_tokens",
+        )
+
+
+__all__ = ["AnthropicMessages", "OpenAIChat"]
