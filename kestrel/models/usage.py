@@ -8,6 +8,7 @@ details object of another shape counts 0 for it and never crashes.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 from kestrel.session.protocol import Usage
@@ -19,7 +20,7 @@ def _int(obj: object, *path: str) -> int:
         if not isinstance(obj, Mapping):
             return 0
         obj = obj.get(key)
-    if isinstance(obj, bool) or not isinstance(obj, int | float):
+    if isinstance(obj, bool) or not isinstance(obj, int | float) or not math.isfinite(obj):
         return 0
     return max(int(obj), 0)
 
