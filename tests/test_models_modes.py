@@ -47,6 +47,12 @@ def test_flags_win_over_the_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         capsys.readouterr()
         (body,) = srv.bodies()
     assert code == 0 and body["model"] == "gpt-5.1" and body["reasoning_effort"] == "low"
+    with serve(by_iteration(PLAN)) as srv:
+        modes = write(tmp_path, f'[modes.m]\nprovider = "openai"\nmodel = "gpt-4o"\nbase_url = "{srv.openai_url}"\n')
+        code = main(["simulate", "--modes", str(modes), "--mode", "m", "--agent", "openai:o3"])
+        capsys.readouterr()
+        (body,) = srv.bodies()
+    assert code == 0 and body["model"] == "o3"
 
 
 def test_user_modes_merge_over_the_builtin_ones() -> None:

@@ -199,7 +199,10 @@ def _run_simulate(args: argparse.Namespace) -> int:
     resolved = profiles.resolve(flags, mode, profile)
     st = resolved.settings
     spec = st.agent or "baseline"
-    agent = agent_of(spec, model=st.model, base_url=st.base_url, api_key_env=st.api_key_env,
+    model = st.model
+    if args.agent is not None and args.agent.partition(":")[2].strip() and args.model is None:
+        model = None  # an explicit --agent PROVIDER:MODEL wins over a mode's model
+    agent = agent_of(spec, model=model, base_url=st.base_url, api_key_env=st.api_key_env,
                      timeout_s=args.agent_timeout)
     _note_unused_loop_flags(args, agent, spec)
     data = load_data(_data_name(args))
