@@ -57,8 +57,8 @@ def _usd(x: float | None) -> float | None:
 
 def run_cost(agent_id: str, evidence: Sequence[Any], outcomes: Sequence[Any]) -> dict[str, Any]:
     """Tokens and dollars per call, per ordinal and for the run (the report's and `--json`'s
-    `cost`). Calls are the evidence records of model calls (those with a latency, plus agent
-    failures); tokens per ordinal are the loop's spend for any agent; dollars are None when
+    `cost`). Calls are the evidence records of model calls (those with a latency, including a
+    timed-out call's `late-reply`, plus agent failures not followed by a late reply); tokens per ordinal are the loop's spend for any agent; dollars are None when
     the agent is not a model or its model is not in the price table."""
     provider = agent_id.partition(":")[0]
     priced = provider in MODEL_PROVIDERS
@@ -69,9 +69,12 @@ def run_cost(agent_id: str, evidence: Sequence[Any], outcomes: Sequence[Any]) ->
                                     "tokens": o.tokens_spent, "usage": Usage(), "usd": 0.0 if priced else None}
     total = Usage()
     total_usd: float | None = 0.0 if priced else None
+    late = {(e.date, e.ordinal, e.iteration) for e in evidence if e.kind == "late-reply"}
     for e in evidence:
         if e.latency_ms is None and e.kind != "agent-error":
             continue
+        if e.kind == "agent-error" and (e.date, e.ordinal, e.iteration) in late:
+            continue  # the timed-out call is counted once, by its late reply (its tokens are billed)
         usd = dollars(provider, e.model, e.usage) if priced else None
         calls.append({"date": e.date, "ordinal": e.ordinal, "iteration": e.iteration, "kind": e.kind,
                       "model": e.model, "latency_ms": e.latency_ms, **_usage_dict(e.usage),
