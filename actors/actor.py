@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from actors.supervision import Restart, SupervisionPolicy
 
 if TYPE_CHECKING:
-    from actors.cell import Cell
-    from actors.ref import ActorRef
+    from actors._core.cell import Cell
+    from actors._core.ref import ActorRef
     from actors.system import ActorSystem
 
 M = TypeVar("M")

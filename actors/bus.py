@@ -18,6 +18,11 @@ for a full `BLOCK` subscription. So each subscriber sees one publisher's message
 order. The one extra hop is for an actor with `DROP_OLDEST`: its bounded buffer is forwarded
 into the mailbox by a small task, so that dropping never touches the actor's other messages.
 Subscriptions of a stopped actor or a closed stream are removed on the next publish.
+
+The bus sees its system through the narrow `BusHost` protocol (implemented by the system's
+runtime): `start_task` for forwarders and `cell_of(ref)`, the actor's mailbox entry
+(`post_nowait`/`post`, the same entry `ActorRef.tell` uses). Each subscription's delivery
+functions live in the bus's own `_Route`, not in the public `Subscription`.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import enum
 import itertools
 from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import msgspec
@@ -35,11 +40,10 @@ from anyio import BrokenResourceError, ClosedResourceError, EndOfStream, WouldBl
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from actors.actor import Actor
-from actors.errors import ActorStopped, message_kind
+from actors.errors import ActorStopped, MailboxFull, message_kind
 
 if TYPE_CHECKING:
     from actors.ref import ActorRef
-    from actors.system import ActorSystem
 
 DEFAULT_CAPACITY = 1024
 
@@ -101,10 +105,7 @@ BusCommand = Subscribe | Unsubscribe | GetStats
 class Subscription:
     """One subscriber's interest in one topic."""
 
-    __slots__ = (
-        "topic", "subscriber", "policy", "capacity", "drops", "active",
-        "_offer", "_send", "_close", "_pending",
-    )
+    __slots__ = ("topic", "subscriber", "policy", "capacity", "drops", "active", "_pending")
 
     def __init__(
         self,
@@ -112,9 +113,6 @@ class Subscription:
         subscriber: str,
         policy: SlowPolicy,
         capacity: int,
-        offer: Callable[[object], None],
-        send: Callable[[object], Awaitable[None]],
-        close: Callable[[], None],
         pending: Callable[[], int],
     ) -> None:
         self.topic = topic
@@ -125,9 +123,6 @@ class Subscription:
         self.drops = 0
         """Messages discarded by `DROP_OLDEST` because the subscriber was behind."""
         self.active = True
-        self._offer = offer
-        self._send = send
-        self._close = close
         self._pending = pending
 
     @property
@@ -151,7 +146,7 @@ class Subscription:
 class StreamSubscription(Subscription):
     """A subscription read as an async iterator; `async with` unsubscribes on exit."""
 
-    __slots__ = ("_recv", "_bus", "_sender")
+    __slots__ = ("_recv", "_bus")
 
     def __init__(
         self,
@@ -160,24 +155,11 @@ class StreamSubscription(Subscription):
         subscriber: str,
         policy: SlowPolicy,
         capacity: int,
-        send: MemoryObjectSendStream[Any],
         recv: MemoryObjectReceiveStream[Any],
     ) -> None:
-        offer = send.send_nowait if policy is SlowPolicy.BLOCK else self._offer_dropping
-        super().__init__(
-            topic, subscriber, policy, capacity, offer, send.send, send.close, self._buffered
-        )
+        super().__init__(topic, subscriber, policy, capacity, self._buffered)
         self._recv = recv
         self._bus = bus
-        self._sender = send
-
-    def _offer_dropping(self, message: object) -> None:
-        try:
-            self._sender.send_nowait(message)
-        except WouldBlock:
-            self._recv.receive_nowait()
-            self.drops += 1
-            self._sender.send_nowait(message)
 
     def _buffered(self) -> int:
         """Messages buffered for this subscriber, never more than `capacity`."""
@@ -210,12 +192,66 @@ class StreamSubscription(Subscription):
         self._recv.close()
 
 
+class Mailbox(Protocol):
+    """An actor's mailbox entry: `post_nowait` raises `WouldBlock` when full and
+    `ClosedResourceError` once the actor is stopped; `post` waits for room."""
+
+    def post_nowait(self, item: object) -> None: ...
+
+    async def post(self, item: object) -> None: ...
+
+
+class BusHost(Protocol):
+    """What a bus needs from its actor system."""
+
+    def start_task(self, func: Callable[[], Any], name: str) -> None:
+        """Run a helper task (a `DROP_OLDEST` forwarder) in the system's task group."""
+        ...
+
+    def cell_of(self, ref: ActorRef[Any]) -> Mailbox | None:
+        """The mailbox of the actor behind `ref`, or None once its task has ended."""
+        ...
+
+
+_Route = tuple[
+    "Subscription", Callable[[object], None], Callable[[object], Awaitable[None]], Callable[[], None]
+]
+"""How the bus delivers to one subscription: `(sub, offer, send, close)`. `offer` delivers now
+or raises (`WouldBlock`/`MailboxFull`: full; `ClosedResourceError`/`BrokenResourceError`/
+`ActorStopped`: gone); `send` waits for room; `close` ends it. A plain tuple: `publish`
+unpacks one per delivery, and only an exact tuple unpacks on the interpreter's fast path."""
+
+
+_FULL = (WouldBlock, MailboxFull)
+_GONE = (ClosedResourceError, BrokenResourceError, ActorStopped)
+
+
+def _stream_route(
+    sub: StreamSubscription,
+    send: MemoryObjectSendStream[Any],
+    recv: MemoryObjectReceiveStream[Any],
+) -> _Route:
+    """Deliver into a stream buffer; `DROP_OLDEST` discards the oldest message when full."""
+    if sub.policy is SlowPolicy.BLOCK:
+        return (sub, send.send_nowait, send.send, send.close)
+
+    def offer_dropping(message: object) -> None:
+        try:
+            send.send_nowait(message)
+        except WouldBlock:
+            recv.receive_nowait()
+            sub.drops += 1
+            send.send_nowait(message)
+
+    return (sub, offer_dropping, send.send, send.close)
+
+
 class Bus:
     """Topic fan-out for one `ActorSystem` (`system.bus`)."""
 
-    def __init__(self, system: ActorSystem) -> None:
-        self._system = system
-        self._topics: dict[str, tuple[Subscription, ...]] = {}
+    def __init__(self, host: BusHost) -> None:
+        self._host = host
+        self._topics: dict[str, tuple[_Route, ...]] = {}
         self._closed = False
         self._streams = itertools.count(1)
 
@@ -224,7 +260,7 @@ class Bus:
         return tuple(sorted(self._topics))
 
     def subscriptions(self, topic: str) -> tuple[Subscription, ...]:
-        return self._topics.get(topic, ())
+        return tuple(route[0] for route in self._topics.get(topic, ()))
 
     def subscribe(
         self,
@@ -238,19 +274,20 @@ class Bus:
         `capacity` is unused); with `DROP_OLDEST` up to `capacity` messages wait for it."""
         policy = self._check(topic, policy, capacity)
         if policy is SlowPolicy.BLOCK:
-            sub = Subscription(
-                topic, ref.name, policy, ref.capacity, ref._send_nowait, ref._send, _nothing,
-                lambda: ref.pending,
-            )
-        else:
-            send, recv = anyio.create_memory_object_stream[Any](capacity)
-            stream = StreamSubscription(self, topic, ref.name, policy, capacity, send, recv)
-            sub = stream
-            self._system.start_task(
-                lambda: self._forward(stream, ref), name=f"bus-forward:{topic}->{ref.name}"
-            )
-        self._add(sub)
-        return sub
+            sub = Subscription(topic, ref.name, policy, ref.capacity, lambda: ref.pending)
+            mailbox = self._host.cell_of(ref)
+            if mailbox is None:  # already ended: removed on the next publish, as any stopped one
+                self._add((sub, ref.tell_nowait, ref.tell, _nothing))
+            else:
+                self._add((sub, mailbox.post_nowait, mailbox.post, _nothing))
+            return sub
+        send, recv = anyio.create_memory_object_stream[Any](capacity)
+        stream = StreamSubscription(self, topic, ref.name, policy, capacity, recv)
+        self._host.start_task(
+            lambda: self._forward(stream, ref), name=f"bus-forward:{topic}->{ref.name}"
+        )
+        self._add(_stream_route(stream, send, recv))
+        return stream
 
     def subscribe_stream(
         self,
@@ -263,8 +300,8 @@ class Bus:
         policy = self._check(topic, policy, capacity)
         send, recv = anyio.create_memory_object_stream[Any](capacity)
         name = f"stream#{next(self._streams)}"
-        sub = StreamSubscription(self, topic, name, policy, capacity, send, recv)
-        self._add(sub)
+        sub = StreamSubscription(self, topic, name, policy, capacity, recv)
+        self._add(_stream_route(sub, send, recv))
         return sub
 
     def unsubscribe(self, sub: Subscription) -> None:
@@ -272,17 +309,19 @@ class Bus:
         if not sub.active:
             return
         sub.active = False
-        subs = self._topics.get(sub.topic, ())
-        rest = tuple(s for s in subs if s is not sub)
+        routes = self._topics.get(sub.topic, ())
+        rest = tuple(route for route in routes if route[0] is not sub)
         if rest:
             self._topics[sub.topic] = rest
         else:
             self._topics.pop(sub.topic, None)
-        sub._close()
+        for routed, _offer, _send, close in routes:
+            if routed is sub:
+                close()
 
     def unsubscribe_named(self, topic: str, subscriber: str) -> int:
         """Remove every subscription of `subscriber` (an actor or stream name) to `topic`."""
-        subs = [sub for sub in self._topics.get(topic, ()) if sub.subscriber == subscriber]
+        subs = [r[0] for r in self._topics.get(topic, ()) if r[0].subscriber == subscriber]
         for sub in subs:
             self.unsubscribe(sub)
         return len(subs)
@@ -291,7 +330,9 @@ class Bus:
         """Every live subscription's figures, by topic (sorted) then subscription order."""
         return BusStats(
             subscriptions=tuple(
-                sub.stats() for topic in sorted(self._topics) for sub in self._topics[topic]
+                route[0].stats()
+                for topic in sorted(self._topics)
+                for route in self._topics[topic]
             )
         )
 
@@ -303,16 +344,16 @@ class Bus:
         if self._closed:
             raise ActorStopped("bus", "the actor system is shutting down")
         count = 0
-        for sub in self._topics.get(topic, ()):
+        for sub, offer, send, _close in self._topics.get(topic, ()):
             try:
-                sub._offer(message)
-            except WouldBlock:
+                offer(message)
+            except _FULL:
                 try:
-                    await sub._send(message)
-                except (ClosedResourceError, BrokenResourceError):
+                    await send(message)
+                except _GONE:
                     self.unsubscribe(sub)
                     continue
-            except (ClosedResourceError, BrokenResourceError):
+            except _GONE:
                 self.unsubscribe(sub)
                 continue
             count += 1
@@ -321,9 +362,9 @@ class Bus:
     def close(self) -> None:
         """Unsubscribe everything (streams end once drained); later publishes raise."""
         self._closed = True
-        for subs in list(self._topics.values()):
-            for sub in subs:
-                self.unsubscribe(sub)
+        for routes in list(self._topics.values()):
+            for route in routes:
+                self.unsubscribe(route[0])
 
     def _check(self, topic: str, policy: SlowPolicy | str, capacity: int) -> SlowPolicy:
         """Validate a subscription request; the policy as a `SlowPolicy` (a plain str is taken)."""
@@ -341,8 +382,9 @@ class Bus:
             choices = ", ".join(repr(p.value) for p in SlowPolicy)
             raise ValueError(f"unknown slow policy {policy!r}; use one of: {choices}") from None
 
-    def _add(self, sub: Subscription) -> None:
-        self._topics[sub.topic] = self._topics.get(sub.topic, ()) + (sub,)
+    def _add(self, route: _Route) -> None:
+        topic = route[0].topic
+        self._topics[topic] = self._topics.get(topic, ()) + (route,)
 
     async def _forward(self, stream: StreamSubscription, ref: ActorRef[Any]) -> None:
         """Move `stream`'s messages into `ref`'s mailbox until either ends; then unsubscribe."""

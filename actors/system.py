@@ -7,12 +7,17 @@
     # leaving the block shuts the system down gracefully; no task outlives it
 
 Shutdown rule: no new actor may be spawned; top-level actors stop newest first, each by the
-graceful stop rule of `actors.cell` (close the mailbox, handle what it already accepted, stop
-its children newest first, run `on_stop`). If that takes longer than `grace` seconds, every
-actor still running is aborted: its task is cancelled (no `on_stop`), its pending `ask`s get
-`ActorStopped` and its pending `tell`s are counted in `rejected`. Bus streams are closed
-last. Leaving the block with an exception aborts at once. A failure escalated by a
+graceful stop rule of `actors._core.cell` (close the mailbox, handle what it already accepted,
+stop its children newest first, run `on_stop`). If that takes longer than `grace` seconds,
+every actor still running is aborted: its task is cancelled (no `on_stop`), its pending
+`ask`s get `ActorStopped` and its pending `tell`s are counted in `rejected`. Bus streams are
+closed last. Leaving the block with an exception aborts at once. A failure escalated by a
 top-level actor aborts the system and `__aexit__` raises `EscalationError`.
+
+Time: every timeout, grace period and restart window is read on the system's `clock`
+(default: the event loop's monotonic clock; a test passes `actors.testing.VirtualClock`).
+
+The system is a facade over its `actors._core.runtime.Runtime`, which hosts the actors' cells.
 """
 
 from __future__ import annotations
@@ -22,13 +27,10 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import anyio
-from anyio.abc import TaskGroup
-
+from actors._core.clock import Clock, EventLoopClock
+from actors._core.runtime import Runtime
 from actors.actor import Actor
-from actors.cell import Cell
-from actors.deadlines import AskDeadlines
-from actors.errors import ActorStopped, EscalationError
+from actors.errors import ActorStopped
 from actors.ref import ActorRef
 from actors.supervision import Restart, SupervisionPolicy
 
@@ -51,6 +53,7 @@ class ActorSystem:
         mailbox: int = DEFAULT_MAILBOX,
         batch: int = DEFAULT_BATCH,
         grace: float = DEFAULT_GRACE,
+        clock: Clock | None = None,
     ) -> None:
         if mailbox < 1:
             raise ValueError(f"mailbox capacity must be >= 1, got {mailbox}")
@@ -61,32 +64,33 @@ class ActorSystem:
         self.mailbox = mailbox
         self.batch = batch
         self.grace = grace
-        self.rejected = 0
-        """Pending `tell`s rejected by aborts and supervision stops, over the system's life."""
-        self._tg: TaskGroup | None = None
-        self._top: list[Cell[Any]] = []
-        self._live: dict[str, Cell[Any]] = {}
+        self._runtime = Runtime(self, EventLoopClock() if clock is None else clock)
         self._ids = itertools.count(1)
-        self._closing = False
-        self._failure: EscalationError | None = None
         self._bus: Bus | None = None
-        self._deadlines = AskDeadlines()
-        self._timer = anyio.CancelScope()
+
+    @property
+    def clock(self) -> Clock:
+        """The clock every timeout, grace period and restart window is read on."""
+        return self._runtime.clock
+
+    @property
+    def rejected(self) -> int:
+        """Pending `tell`s rejected by aborts and supervision stops, over the system's life."""
+        return self._runtime.rejected
+
+    @property
+    def pending_deadlines(self) -> int:
+        """Entries of the ask-deadline timer: unsettled asks with a timeout, plus answered
+        ones not dropped yet (the timer compacts itself, so this stays bounded)."""
+        return len(self._runtime.deadlines)
 
     # -- lifecycle ----------------------------------------------------------------------
 
     async def __aenter__(self) -> ActorSystem:
-        if self._tg is not None:
+        if self._runtime.entered:
             raise RuntimeError("an ActorSystem can be entered only once")
-        tg = anyio.create_task_group()
-        await tg.__aenter__()
-        self._tg = tg
-        tg.start_soon(self._run_timer, name="actors:ask-deadlines")
+        await self._runtime.open()
         return self
-
-    async def _run_timer(self) -> None:
-        with self._timer:
-            await self._deadlines.run()
 
     async def __aexit__(
         self,
@@ -94,51 +98,11 @@ class ActorSystem:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool | None:
-        tg = self._tg
-        assert tg is not None
-        try:
-            if exc is None and self._failure is None:
-                with anyio.CancelScope(shield=True):
-                    await self.shutdown()
-            else:
-                self._abort_all()
-        finally:
-            try:
-                handled = await tg.__aexit__(exc_type, exc, tb)
-            except BaseExceptionGroup as group:
-                # The body's own exception comes back wrapped by the task group: unwrap it.
-                if exc is not None and len(group.exceptions) == 1 and group.exceptions[0] is exc:
-                    return False
-                raise
-        if self._failure is not None:
-            raise self._failure
-        return handled
+        return await self._runtime.close(exc_type, exc, tb, self.grace)
 
     async def shutdown(self, grace: float | None = None) -> None:
         """Stop every actor by the shutdown rule (see the module docstring)."""
-        self._closing = True
-        with anyio.move_on_after(self.grace if grace is None else grace):
-            for cell in list(reversed(self._top)):  # a snapshot: stopped cells leave _top
-                await cell.stop()
-        self._abort_all()
-        for cell in list(self._live.values()):
-            await cell.done.wait()
-
-    def _abort_all(self) -> None:
-        self._closing = True
-        for cell in reversed(list(self._live.values())):
-            cell.abort()
-        if self._bus is not None:
-            self._bus.close()
-        self._timer.cancel()  # every pending ask settles: its actor rejects it as it ends
-
-    def _fail(self, actor: str, error: BaseException) -> None:
-        """A top-level actor escalated: abort everything; `__aexit__` raises."""
-        if self._failure is None:
-            self._failure = EscalationError(actor, error)
-        self._abort_all()
-        if self._tg is not None:
-            self._tg.cancel_scope.cancel()
+        await self._runtime.shutdown(self.grace if grace is None else grace)
 
     # -- actors -------------------------------------------------------------------------
 
@@ -156,32 +120,27 @@ class ActorSystem:
         `name` must be unique among live actors (a child's is `<parent>/<name>`); `mailbox` is
         its capacity (default: the system's); `policy` applies when its handler raises.
         """
-        tg = self._tg
-        if tg is None:
+        runtime = self._runtime
+        if not runtime.entered:
             raise RuntimeError("spawn needs a running system: use `async with ActorSystem() as s:`")
-        if self._closing:
+        if runtime.closing:
             raise ActorStopped("system", "it is shutting down and spawns no new actor")
         capacity = self.mailbox if mailbox is None else mailbox
         if capacity < 1:
             raise ValueError(f"mailbox capacity must be >= 1, got {capacity}")
-        parent_cell = None if parent is None else parent._cell
-        if parent_cell is not None and not parent_cell.accepting:
-            raise ActorStopped(parent_cell.name, "a stopping actor spawns no child")
+        parent_cell = None
+        if parent is not None:
+            parent_cell = runtime.cell_of(parent)
+            if parent_cell is None or not parent_cell.accepting:
+                raise ActorStopped(parent.name, "a stopping actor spawns no child")
         if name is None:
             name = f"{getattr(factory, '__name__', 'actor').lower()}-{next(self._ids)}"
         if not name or "/" in name:
             raise ValueError(f"actor name must be non-empty and without '/', got {name!r}")
         full = name if parent_cell is None else f"{parent_cell.name}/{name}"
-        if full in self._live:
+        if full in runtime.live:
             raise ValueError(f"an actor named {full!r} is already running; choose another name")
-        cell: Cell[M] = Cell(self, full, factory, policy, capacity, self.batch, parent_cell)
-        self._live[full] = cell
-        if parent_cell is None:
-            self._top.append(cell)
-        else:
-            parent_cell.children.append(cell)
-        tg.start_soon(cell.run, name=f"actor:{full}")
-        return cell.ref
+        return runtime.start(factory, full, policy, capacity, self.batch, parent_cell).ref
 
     async def stop(self, ref: ActorRef[Any], grace: float | None = None) -> None:
         """Stop one actor (see `ActorRef.stop`) and wait for it."""
@@ -189,22 +148,13 @@ class ActorSystem:
 
     def lookup(self, name: str) -> ActorRef[Any] | None:
         """The ref of the live actor called `name`, if any."""
-        cell = self._live.get(name)
+        cell = self._runtime.live.get(name)
         return None if cell is None else cell.ref
 
     @property
     def actors(self) -> tuple[str, ...]:
         """Names of the live actors, in spawn order."""
-        return tuple(self._live)
-
-    def _forget(self, cell: Cell[Any]) -> None:
-        if self._live.get(cell.name) is cell:
-            del self._live[cell.name]
-        if cell.parent is None:
-            if cell in self._top:
-                self._top.remove(cell)
-        elif cell in cell.parent.children:
-            cell.parent.children.remove(cell)
+        return tuple(self._runtime.live)
 
     # -- services -----------------------------------------------------------------------
 
@@ -214,11 +164,10 @@ class ActorSystem:
         if self._bus is None:
             from actors.bus import Bus
 
-            self._bus = Bus(self)
+            bus = self._bus = Bus(self._runtime)
+            self._runtime.at_abort(bus.close)
         return self._bus
 
     def start_task(self, func: Callable[[], Any], name: str) -> None:
         """Run a helper task (bus forwarders) in the system's task group."""
-        if self._tg is None:
-            raise RuntimeError("the actor system is not running")
-        self._tg.start_soon(func, name=name)
+        self._runtime.start_task(func, name)

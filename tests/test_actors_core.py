@@ -285,7 +285,7 @@ async def test_many_answered_asks_leave_no_pending_deadline_behind() -> None:
             await anyio.wait_all_tasks_blocked()
             for n in range(5000):
                 await counter.ask(Add(n=n))
-            assert len(system._deadlines) <= 1024
+            assert system.pending_deadlines <= 1024
             release.set()
 
 
@@ -296,7 +296,7 @@ async def test_ask_without_timeout_waits_and_negative_timeout_is_refused() -> No
         assert await ref.ask(Get(), timeout=None) == 4
         with pytest.raises(ValueError, match="timeout must be >= 0 seconds or None, got -1"):
             await ref.ask(Get(), timeout=-1)
-        assert len(system._deadlines) <= 1
+        assert system.pending_deadlines <= 1
 
 
 async def test_ask_timeout_zero_times_out_at_once() -> None:
