@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 import structlog
 
+pytest_plugins = ["actor_fixtures"]  # the actor tests' shared fixtures (the `clock`)
+
 ROOT = Path(__file__).resolve().parent.parent
 # `../shared/data` from the repo root; KESTREL_SHARED_DATA points elsewhere (e.g. from a worktree)
 SHARED_DATA = Path(os.environ.get("KESTREL_SHARED_DATA", str(ROOT.parent / "shared" / "data")))

@@ -8,6 +8,7 @@ import anyio
 import msgspec
 import pytest
 
+from actor_fixtures import settle_until
 from actors import Actor, ActorStopped, ActorSystem, SlowPolicy
 
 pytestmark = pytest.mark.anyio
@@ -116,9 +117,7 @@ async def test_drop_oldest_for_a_stalled_actor_is_bounded_and_counted() -> None:
         assert ref.pending == 2
         assert sub.drops == 100 - (1 + 2 + 1 + 3)
         gate.set()
-        with anyio.fail_after(5):
-            while len(seen) < 7:
-                await anyio.sleep(0.01)
+        await settle_until(lambda: len(seen) == 7)
     assert seen[:4] == [0, 1, 2, 3]  # taken before the actor stalled
     assert seen[4:] == [97, 98, 99]  # the newest survive, the rest were dropped
 
@@ -147,8 +146,11 @@ async def test_subscribe_validates_its_arguments() -> None:
         stream = system.bus.subscribe_stream("t", policy="block", capacity=1)  # type: ignore[arg-type]
         assert stream.policy is SlowPolicy.BLOCK
         await system.bus.publish("t", Fill(seq=1))
-        with anyio.move_on_after(0.05):
-            await system.bus.publish("t", Fill(seq=2))  # BLOCK: waits, never drops
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(system.bus.publish, "t", Fill(seq=2))  # BLOCK: waits, never drops
+            await anyio.wait_all_tasks_blocked()
+            assert stream.drops == 0 and stream.pending == 1
+            tg.cancel_scope.cancel()
         assert stream.drops == 0 and stream.pending == 1
         bus = system.bus
     with pytest.raises(ActorStopped, match="shutting down"):

@@ -1,4 +1,6 @@
-"""Actor basics: tell/ask, ask timeout and failure, ordering, backpressure, fairness."""
+"""Actor basics: tell/ask, ask timeout and failure, ordering, backpressure, fairness.
+
+Ask timeouts run on a `VirtualClock` (the `clock` fixture): exact, and no real waiting."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ import anyio
 import msgspec
 import pytest
 
+from actor_fixtures import Add, Gate, Get, Hang, Note
 from actors import (
     Actor,
     ActorStopped,
@@ -15,25 +18,9 @@ from actors import (
     MailboxFull,
     UnexpectedReply,
 )
+from actors.testing import VirtualClock
 
 pytestmark = pytest.mark.anyio
-
-
-class Add(msgspec.Struct, frozen=True, tag="add"):
-    n: int
-
-
-class Get(msgspec.Struct, frozen=True, tag="get"):
-    pass
-
-
-class Note(msgspec.Struct, frozen=True, tag="note"):
-    sender: str
-    seq: int
-
-
-class Hang(msgspec.Struct, frozen=True, tag="hang"):
-    pass
 
 
 class Fail(msgspec.Struct, frozen=True, tag="fail"):
@@ -61,20 +48,6 @@ class Recorder(Actor[Note]):
         self.log.append(message)
 
 
-class Gate(Actor[Add | Hang]):
-    """Handles `Hang` by waiting for `release`; records every `Add`."""
-
-    def __init__(self, release: anyio.Event, seen: list[int]) -> None:
-        self.release = release
-        self.seen = seen
-
-    async def receive(self, message: Add | Hang) -> None:
-        if isinstance(message, Hang):
-            await self.release.wait()
-        else:
-            self.seen.append(message.n)
-
-
 async def test_tell_then_ask_sees_every_message() -> None:
     async with ActorSystem() as system:
         ref = system.spawn(Counter, name="counter")
@@ -92,12 +65,13 @@ async def test_ask_returns_the_handler_value_and_checks_expect() -> None:
             await ref.ask(Get(), expect=str)
 
 
-async def test_ask_timeout_names_actor_and_message_kind() -> None:
+async def test_ask_timeout_names_actor_and_message_kind(clock: VirtualClock) -> None:
     release = anyio.Event()
-    async with ActorSystem() as system:
+    async with ActorSystem(clock=clock) as system:
         ref = system.spawn(lambda: Gate(release, []), name="gate")
         with pytest.raises(AskTimeout) as caught:
             await ref.ask(Hang(), timeout=0.05)
+        assert clock.now() == 0.05  # on its deadline exactly, not before
         assert caught.value.actor == "gate"
         assert caught.value.kind == "hang"
         assert "'gate'" in str(caught.value) and "'hang'" in str(caught.value)
@@ -123,16 +97,16 @@ async def test_per_sender_fifo_with_concurrent_senders_and_a_tiny_mailbox() -> N
     async with ActorSystem() as system:
         ref = system.spawn(lambda: Recorder(log), name="recorder", mailbox=2)
 
-        async def sender(name: str) -> None:
+        async def sender(index: int) -> None:
             for seq in range(200):
-                await ref.tell(Note(sender=name, seq=seq))
+                await ref.tell(Note(sender=index, seq=seq))
 
         async with anyio.create_task_group() as tg:
-            for name in ("a", "b", "c"):
-                tg.start_soon(sender, name)
+            for index in range(3):
+                tg.start_soon(sender, index)
     assert len(log) == 600
-    for name in ("a", "b", "c"):
-        assert [n.seq for n in log if n.sender == name] == list(range(200))
+    for index in range(3):
+        assert [n.seq for n in log if n.sender == index] == list(range(200))
 
 
 async def test_tell_blocks_while_the_mailbox_is_full() -> None:
@@ -232,29 +206,33 @@ async def test_spawn_outside_a_running_system_is_refused() -> None:
         ActorSystem().spawn(Counter)
 
 
-async def test_ask_timeout_covers_waiting_for_mailbox_room() -> None:
+async def test_ask_timeout_covers_waiting_for_mailbox_room(clock: VirtualClock) -> None:
     release = anyio.Event()
     seen: list[int] = []
-    async with ActorSystem() as system:
+    async with ActorSystem(clock=clock) as system:
         ref = system.spawn(lambda: Gate(release, seen), name="gate", mailbox=1)
         await ref.tell(Hang())
         await anyio.wait_all_tasks_blocked()
         await ref.tell(Add(n=1))  # the mailbox is full now
         with anyio.fail_after(2), pytest.raises(AskTimeout, match="after 0.05s"):
             await ref.ask(Add(n=2), timeout=0.05)
+        assert clock.now() == 0.05
         assert ref.pending == 1  # the timed-out ask was withdrawn, not left queued
         release.set()
         await ref.ask(Add(n=3))
     assert seen == [1, 3]
 
 
-async def test_a_shorter_ask_timeout_registered_later_still_fires_on_time() -> None:
+async def test_a_shorter_ask_timeout_registered_later_still_fires_on_time(
+    clock: VirtualClock,
+) -> None:
     # One timer serves every ask: a 0.05 s ask registered while it sleeps towards a 30 s one
     # must wake it (the deadline heap re-arms on an earlier deadline).
     release = anyio.Event()
+    entered = anyio.Event()
     outcomes: list[str] = []
-    async with ActorSystem() as system:
-        slow = system.spawn(lambda: Gate(release, []), name="slow")
+    async with ActorSystem(clock=clock) as system:
+        slow = system.spawn(lambda: Gate(release, [], entered), name="slow")
         quick = system.spawn(lambda: Gate(release, []), name="quick")
 
         async def long_ask() -> None:
@@ -266,9 +244,10 @@ async def test_a_shorter_ask_timeout_registered_later_still_fires_on_time() -> N
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(long_ask)
-            await anyio.wait_all_tasks_blocked()
+            await entered.wait()  # the 30 s ask is registered and its handler waits
             with anyio.fail_after(2), pytest.raises(AskTimeout, match="'quick'.*0.05s"):
                 await quick.ask(Hang(), timeout=0.05)
+            assert clock.now() == 0.05  # on time, although the timer slept towards 30 s
             release.set()
     assert outcomes == ["slow answered"]
 
@@ -299,10 +278,11 @@ async def test_ask_without_timeout_waits_and_negative_timeout_is_refused() -> No
         assert system.pending_deadlines <= 1
 
 
-async def test_ask_timeout_zero_times_out_at_once() -> None:
+async def test_ask_timeout_zero_times_out_at_once(clock: VirtualClock) -> None:
     release = anyio.Event()
-    async with ActorSystem() as system:
+    async with ActorSystem(clock=clock) as system:
         ref = system.spawn(lambda: Gate(release, []), name="gate")
         with anyio.fail_after(2), pytest.raises(AskTimeout):
             await ref.ask(Hang(), timeout=0)
+        assert clock.now() == 0.0  # no time passed
         release.set()

@@ -15,6 +15,7 @@ from anyio.lowlevel import checkpoint
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from actor_fixtures import Crash, Note, wait_for_cancellation
 from actors import (
     Actor,
     ActorStopped,
@@ -26,17 +27,9 @@ from actors import (
     Restart,
     Stop,
 )
+from actors.testing import VirtualClock
 
 pytestmark = pytest.mark.anyio
-
-
-class Note(msgspec.Struct, frozen=True, tag="note"):
-    sender: int
-    seq: int
-
-
-class Crash(msgspec.Struct, frozen=True, tag="crash"):
-    pass
 
 
 class WhoRuns(msgspec.Struct, frozen=True, tag="who"):
@@ -185,21 +178,24 @@ async def test_a_handed_off_failure_with_escalate_fails_the_system() -> None:
             await anyio.wait_all_tasks_blocked()
             with pytest.raises(AskFailed):
                 await ref.ask(Crash())
-            await anyio.sleep(5)
+            await wait_for_cancellation()  # cancelled by the escalation
 
 
-async def test_a_suspending_handler_still_times_out_on_time() -> None:
+async def test_a_suspending_handler_still_times_out_on_time(clock: VirtualClock) -> None:
     class Slow(Actor[Note]):
         async def receive(self, message: Note) -> object:
-            await anyio.sleep(10)
+            await self.ctx.system.clock.sleep(10)
             return None
 
-    async with ActorSystem(grace=0.1) as system:
+    async with ActorSystem(grace=0.1, clock=clock) as system:
         ref = system.spawn(Slow, name="slow")
         await anyio.wait_all_tasks_blocked()
         with anyio.fail_after(2):
             with pytest.raises(AskTimeout):
                 await ref.ask(Note(sender=0, seq=0), timeout=0.05)
+        assert clock.now() == 0.05
+    # The shutdown's grace, not the handler's 10 s sleep, ended the handler.
+    assert clock.now() == pytest.approx(0.15)
 
 
 LABEL: contextvars.ContextVar[str] = contextvars.ContextVar("LABEL", default="unset")

@@ -1,4 +1,6 @@
-"""Lifecycle: graceful shutdown drains, grace expiry rejects, no task outlives the system."""
+"""Lifecycle: graceful shutdown drains, grace expiry rejects, no task outlives the system.
+
+Grace periods run on a `VirtualClock` (the `clock` fixture): exact, and no real waiting."""
 
 from __future__ import annotations
 
@@ -6,17 +8,15 @@ import anyio
 import msgspec
 import pytest
 
+from actor_fixtures import Hang, task_ids
 from actors import Actor, ActorRef, ActorStopped, ActorSystem, SlowPolicy
+from actors.testing import VirtualClock
 
 pytestmark = pytest.mark.anyio
 
 
 class Item(msgspec.Struct, frozen=True, tag="item"):
     n: int
-
-
-class Hang(msgspec.Struct, frozen=True, tag="hang"):
-    pass
 
 
 class Sink(Actor[Item | Hang]):
@@ -32,10 +32,6 @@ class Sink(Actor[Item | Hang]):
             await anyio.sleep_forever()
         self.log.append(f"{self.name}:{message.n}")  # type: ignore[union-attr]
         return None
-
-
-def task_ids() -> set[tuple[int, str | None]]:
-    return {(task.id, task.name) for task in anyio.get_running_tasks()}
 
 
 async def test_shutdown_leaves_no_task_behind() -> None:
@@ -101,18 +97,21 @@ async def test_stopping_a_parent_drains_it_then_stops_its_children() -> None:
     assert log[3:] == ["child:stopped", "parent:stopped"]
 
 
-async def test_grace_expiry_rejects_pending_asks_and_ends_every_task() -> None:
+async def test_grace_expiry_rejects_pending_asks_and_ends_every_task(
+    clock: VirtualClock,
+) -> None:
     before = task_ids()
     log: list[str] = []
     outcomes: list[str] = []
     async with anyio.create_task_group() as outer:
-        async with ActorSystem(grace=0.1) as system:
+        async with ActorSystem(grace=0.1, clock=clock) as system:
             stuck = system.spawn(lambda: Sink("stuck", log), name="stuck")
             await stuck.tell(Hang())  # its handler never returns
 
             async def ask_later() -> None:
                 try:
-                    await stuck.ask(Item(n=1), timeout=30)
+                    with anyio.fail_after(5):  # real time: a safety net only
+                        await stuck.ask(Item(n=1), timeout=None)
                     outcomes.append("answered")
                 except ActorStopped as exc:
                     outcomes.append(str(exc))
@@ -120,6 +119,7 @@ async def test_grace_expiry_rejects_pending_asks_and_ends_every_task() -> None:
             outer.start_soon(ask_later)
             stuck.tell_nowait(Item(n=2))
             await anyio.wait_all_tasks_blocked()
+        assert clock.now() == 0.1  # aborted when the grace expired
         assert system.rejected == 1  # the pending tell
     assert outcomes == ["actor 'stuck' is stopped: it stopped before handling this message"]
     assert log == []  # aborted: no message handled, on_stop cancelled
@@ -144,20 +144,23 @@ async def test_spawn_during_shutdown_is_refused() -> None:
             system.spawn(lambda: Sink("y", []), name="y")
 
 
-async def test_stop_with_grace_aborts_a_stuck_actor_and_its_children() -> None:
+async def test_stop_with_grace_aborts_a_stuck_actor_and_its_children(
+    clock: VirtualClock,
+) -> None:
     log: list[str] = []
 
     class Parent(Sink):
         async def on_start(self) -> None:
             self.ctx.spawn(lambda: Sink("child", self.log), name="child")
 
-    async with ActorSystem() as system:
+    async with ActorSystem(clock=clock) as system:
         stuck = system.spawn(lambda: Parent("stuck", log), name="stuck")
         await stuck.tell(Hang())
         stuck.tell_nowait(Item(n=1))
         await anyio.wait_all_tasks_blocked()
         with anyio.fail_after(5):
             await stuck.stop(grace=0.05)
+        assert clock.now() == 0.05
         assert not stuck.alive
         assert system.rejected == 1
         assert system.actors == ()

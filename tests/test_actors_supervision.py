@@ -1,4 +1,6 @@
-"""Supervision: restart with fresh state, restart limit -> escalate, stop, escalate chains."""
+"""Supervision: restart with fresh state, restart limit -> escalate, stop, escalate chains.
+
+Restart windows run on a `VirtualClock` (the `clock` fixture): exact, and no real waiting."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ import anyio
 import msgspec
 import pytest
 
+from actor_fixtures import Add, Crash, Get, settle_until, task_ids, wait_for_cancellation
 from actors import (
     Actor,
     ActorStopped,
@@ -17,20 +20,9 @@ from actors import (
     Restart,
     Stop,
 )
+from actors.testing import VirtualClock
 
 pytestmark = pytest.mark.anyio
-
-
-class Add(msgspec.Struct, frozen=True, tag="add"):
-    n: int
-
-
-class Get(msgspec.Struct, frozen=True, tag="get"):
-    pass
-
-
-class Crash(msgspec.Struct, frozen=True, tag="crash"):
-    pass
 
 
 Msg = Add | Get | Crash
@@ -92,19 +84,21 @@ async def test_messages_queued_behind_a_failure_survive_the_restart() -> None:
         assert await ref.ask(Get()) == 30  # the failing message is dropped, later ones kept
 
 
-async def test_restart_limit_reached_escalates_to_the_system() -> None:
+async def test_restart_limit_reached_escalates_to_the_system(clock: VirtualClock) -> None:
     built: list[Flaky] = []
     with pytest.raises(EscalationError) as caught:
-        async with ActorSystem() as system:
+        async with ActorSystem(clock=clock) as system:
             ref = system.spawn(
                 lambda: Flaky(built), name="flaky", policy=Restart(max_restarts=2, within=60)
             )
             for _ in range(2):
                 with pytest.raises(AskFailed):
                     await ref.ask(Crash())
+                await clock.sleep(29.9)  # failures at 0 and 29.9 s: both restarted
+            assert ref.alive
             with pytest.raises(AskFailed):
-                await ref.ask(Crash())  # third failure in the window: over the limit
-            await anyio.sleep(10)  # cancelled by the escalation
+                await ref.ask(Crash())  # third failure, at 59.8 s: in the window, over the limit
+            await wait_for_cancellation()  # cancelled by the escalation
     assert caught.value.actor == "flaky"
     assert isinstance(caught.value.error, RuntimeError)
     assert len(built) == 3  # the original and two restarts, no third
@@ -146,8 +140,7 @@ async def test_child_restart_limit_escalates_to_the_parent_which_restarts() -> N
             await child.ask(Crash())  # over the limit: escalate to the parent
         with anyio.fail_after(2):
             await child.wait_stopped()
-            while built.count("parent") < 2:
-                await anyio.sleep(0.01)
+        await settle_until(lambda: built.count("parent") == 2)
         # The parent was restarted by its own policy: fresh instance, which spawned a new child.
         assert await parent.ask(Get()) is True
         assert system.lookup("parent/child") is not None
@@ -174,7 +167,7 @@ async def test_escalate_policy_reaches_the_parent_as_child_failed() -> None:
                 await child.ask(Crash())
             except AskFailed as exc:
                 failures.append(exc)
-            await anyio.sleep(10)  # cancelled by the escalation
+            await wait_for_cancellation()  # cancelled by the escalation
     assert len(failures) == 1
     assert caught.value.actor == "watcher"
     assert isinstance(caught.value.error, ChildFailed)
@@ -225,7 +218,7 @@ async def test_failing_on_start_is_supervised_like_a_failing_handler() -> None:
     with pytest.raises(EscalationError, match="cannot open the feed"):
         async with ActorSystem() as system:
             system.spawn(BadStart, name="bad", policy=Restart(max_restarts=3))
-            await anyio.sleep(10)
+            await wait_for_cancellation()  # cancelled by the escalation
     assert len(attempts) == 4  # first start + 3 restarts, then escalated
 
 
@@ -323,7 +316,7 @@ async def test_escalation_climbs_every_level_to_the_system() -> None:
         async def receive(self, message: Msg) -> object:
             raise RuntimeError(f"failed at depth {self.depth}")
 
-    before = {task.id for task in anyio.get_running_tasks()}
+    before = task_ids()
     with pytest.raises(EscalationError) as caught:
         async with ActorSystem() as system:
             system.spawn(lambda: Level(0), name="top", policy=Escalate())
@@ -332,7 +325,7 @@ async def test_escalation_climbs_every_level_to_the_system() -> None:
             assert leaf is not None
             with pytest.raises(AskFailed, match="failed at depth 2"):
                 await leaf.ask(Crash())
-            await anyio.sleep(10)  # cancelled by the escalation
+            await wait_for_cancellation()  # cancelled by the escalation
     top = caught.value
     assert top.actor == "top"
     middle = top.error
@@ -341,7 +334,7 @@ async def test_escalation_climbs_every_level_to_the_system() -> None:
     assert isinstance(inner, ChildFailed) and inner.child == "top/c/c"
     assert str(inner.error) == "failed at depth 2"
     assert system.actors == ()
-    assert {task.id for task in anyio.get_running_tasks()} == before  # nothing leaked
+    assert task_ids() == before  # nothing leaked
 
 
 async def test_asks_queued_behind_a_failure_are_answered_by_the_fresh_instance() -> None:
@@ -366,16 +359,43 @@ async def test_asks_queued_behind_a_failure_are_answered_by_the_fresh_instance()
     assert len(built) == 2
 
 
-async def test_failures_further_apart_than_the_window_keep_restarting() -> None:
+async def test_failures_further_apart_than_the_window_keep_restarting(
+    clock: VirtualClock,
+) -> None:
     built: list[Flaky] = []
-    async with ActorSystem() as system:
+    async with ActorSystem(clock=clock) as system:
         ref = system.spawn(
             lambda: Flaky(built), name="flaky", policy=Restart(max_restarts=1, within=0.05)
         )
         for _ in range(3):
             with pytest.raises(AskFailed):
                 await ref.ask(Crash())
-            await anyio.sleep(0.1)  # the previous restart leaves the 0.05 s window
+            await clock.sleep(0.1)  # the previous restart leaves the 0.05 s window
         assert ref.alive
         assert await ref.ask(Get()) == 0
     assert len(built) == 4  # the original and three restarts, none over the limit
+    assert clock.now() == pytest.approx(0.3)
+
+
+@pytest.mark.parametrize(("gap", "restarts"), [(0.05, True), (0.049, False)])
+async def test_the_restart_window_is_sliding_and_closed_at_its_end(
+    clock: VirtualClock, gap: float, restarts: bool
+) -> None:
+    # A restart `within` seconds after the last one is allowed again; one a moment sooner is
+    # over the limit (max_restarts=1) and escalates. Exact only on virtual time.
+    built: list[Flaky] = []
+    failed: list[EscalationError] = []
+    try:
+        async with ActorSystem(clock=clock) as system:
+            ref = system.spawn(
+                lambda: Flaky(built), name="flaky", policy=Restart(max_restarts=1, within=0.05)
+            )
+            with pytest.raises(AskFailed):
+                await ref.ask(Crash())  # restart 1 of 1, at 0 s
+            await clock.sleep(gap)
+            with pytest.raises(AskFailed):
+                await ref.ask(Crash())
+            await settle_until(lambda: len(built) == 3 or not ref.alive)
+    except EscalationError as exc:
+        failed.append(exc)
+    assert (len(built), bool(failed)) == ((3, False) if restarts else (2, True))
