@@ -23,6 +23,7 @@ from actors.bus import (
     SubscriptionStats,
     Unsubscribe,
 )
+from actors.clock import Clock, EventLoopClock
 from actors.codec import Codec, CodecError, Format
 from actors.errors import (
     ActorError,
@@ -54,10 +55,12 @@ __all__ = [
     "BusRefused",
     "BusStats",
     "ChildFailed",
+    "Clock",
     "Codec",
     "CodecError",
     "Escalate",
     "EscalationError",
+    "EventLoopClock",
     "Format",
     "GetStats",
     "MailboxFull",
