@@ -1,0 +1,252 @@
+"""One hosted session: driver + engine + feed + agent on the session's own actor system.
+
+`run_hosted` wires the same actors `actors.driver.simulate` wires (`DriverActor`, `EngineActor`,
+`FeedActor`: the same barrier, loop, capture and ledger), with two differences:
+
+- the agent actor is a `HostedAgentActor`: it emits a `RequestEvent` for every ask and answers
+  from an in-process `Agent`, or from a `ReplyPort` when the agent is external (its replies
+  arrive as messages); turns of a committed prefix (`committed`, for resuming a run after a
+  crash) are answered from the record, never asked again;
+- a `TapActor` subscribed to the session's `turns` and `ledger` topics turns what the bus
+  carries into `TurnEvent`s, `EvidenceEvent`s and `LedgerEvents` for the `Outlet`.
+
+Each session has its own `ActorSystem`, hence its own bus: sessions never see each other's
+turns or ledger events. The outlet's `emit` is awaited in line, so an observer that commits
+each event before returning (the daemon's store) holds the session until the commit is done.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, ClassVar
+
+import anyio
+import msgspec
+
+from actors import Actor, ActorRef, ActorSystem, Restart
+from actors.driver import DriverActor, RunSession
+from actors.engine import LEDGER_TOPIC, TURNS_TOPIC, EngineActor, LedgerBatch
+from actors.feed import DEFAULT_BATCH_TICKS, FeedActor
+from actors.host.events import (
+    BudgetLeft,
+    EvidenceEvent,
+    HostedRequest,
+    LedgerEvents,
+    RequestEvent,
+    SessionEvent,
+    TurnEvent,
+)
+from actors.host.port import ReplyPort
+from kestrel.agents.recorded import turn_text
+from kestrel.session.capture import CapturedTurn
+from kestrel.session.loop import Evidence
+from kestrel.session.protocol import Agent, AgentReply, AgentTurn, AuthorRequest, StandDownTurn
+from kestrel.session.runner import DayResult, SessionResult, capture_header
+from kestrel.session.spec import ResolvedRun, budget_left
+
+Emit = Callable[[SessionEvent], Awaitable[None]]
+Slot = tuple[str, str]
+
+
+class ExternalAgent:
+    """The identity of an agent whose replies arrive as messages (never called directly)."""
+
+    iterative: ClassVar[bool] = True
+    blocking: ClassVar[bool] = False
+
+    def __init__(self, agent_id: str, model: str = "") -> None:
+        self._agent_id = agent_id
+        self._model = model
+
+    @property
+    def agent_id(self) -> str:
+        return self._agent_id
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    def author(self, request: AuthorRequest) -> AgentReply:
+        raise RuntimeError("an external agent answers through its ReplyPort, not by a call")
+
+
+class Outlet:
+    """The session's ordered event output. Evidence records wait (`sink`) until the turn of
+    their loop is emitted, so they come out just before it."""
+
+    def __init__(self, emit: Emit) -> None:
+        self.emit = emit
+        self._evidence: list[Evidence] = []
+
+    def sink(self, record: Evidence) -> None:
+        self._evidence.append(record)
+
+    def take_evidence(self) -> list[Evidence]:
+        taken, self._evidence = self._evidence, []
+        return taken
+
+
+class Cursor:
+    """Which (date, ordinal) slot the agent is being asked about: a loop's first request has
+    iteration 0, so each iteration-0 request moves to the next slot. Shared by restarts."""
+
+    def __init__(self, slots: list[Slot]) -> None:
+        self._slots = slots
+        self._next = 0
+        self.current: Slot = slots[0] if slots else ("", "")
+
+    def at(self, request: AuthorRequest) -> Slot:
+        if request.iteration == 0 and self._next < len(self._slots):
+            self.current = self._slots[self._next]
+            self._next += 1
+        return self.current
+
+
+class Flush(msgspec.Struct, frozen=True, tag="tap_flush"):
+    """Answered once the tap has emitted everything it received before."""
+
+
+class TapActor(Actor[CapturedTurn | LedgerBatch | Flush]):
+    def __init__(self, outlet: Outlet, committed: Mapping[Slot, AgentTurn]) -> None:
+        self._outlet = outlet
+        self._committed = committed
+        self._date = ""
+        self._index = 0
+
+    async def receive(self, message: CapturedTurn | LedgerBatch | Flush) -> object:
+        out = self._outlet
+        if isinstance(message, CapturedTurn):
+            for record in out.take_evidence():
+                await out.emit(EvidenceEvent(record))
+            if message.date != self._date:
+                self._date, self._index = message.date, 0
+            replayed = (message.date, message.ordinal) in self._committed
+            await out.emit(TurnEvent(message, replayed=replayed))
+        elif isinstance(message, LedgerBatch):
+            await out.emit(LedgerEvents(self._date, self._index, message.events))
+            self._index += len(message.events)
+        return None
+
+
+def hosted_request(request: AuthorRequest, date: str) -> HostedRequest:
+    left = budget_left(request.briefing)
+    return HostedRequest(
+        date=date,
+        ordinal=request.ordinal,
+        iteration=request.iteration,
+        briefing=request.briefing,
+        repair_error=request.repair_error,
+        view_name=request.view_name,
+        budget_left=None if left is None else BudgetLeft(*left),
+        effort=request.effort,
+    )
+
+
+class HostedAgentActor(Actor[AuthorRequest]):
+    """Answers the driver's asks: from the committed prefix, else from the agent (in process,
+    on a worker thread when `blocking`) or its `ReplyPort` (external). An ended port answers
+    with a fail-closed STANDDOWN naming why (abandoned, closed)."""
+
+    def __init__(
+        self,
+        source: Agent | ReplyPort,
+        cursor: Cursor,
+        outlet: Outlet,
+        tap: ActorRef[Any],
+        committed: Mapping[Slot, AgentTurn],
+    ) -> None:
+        self._source = source
+        self._cursor = cursor
+        self._outlet = outlet
+        self._tap = tap
+        self._committed = committed
+
+    async def receive(self, message: AuthorRequest) -> AgentReply:
+        slot = self._cursor.at(message)
+        turn = self._committed.get(slot)
+        if turn is not None:
+            return AgentReply(turn_text(turn))
+        source = self._source
+        if isinstance(source, ReplyPort) and source.ended is not None:
+            return self._ended(source.ended)
+        await self._tap.ask(Flush(), timeout=None)  # the ledger so far goes out first
+        if isinstance(source, ReplyPort):
+            source.expect(message)
+        await self._outlet.emit(RequestEvent(hosted_request(message, slot[0])))
+        if isinstance(source, ReplyPort):
+            reply = await source.wait()
+            return self._ended(source.ended or "no reply") if reply is None else reply
+        if source.blocking:
+            return await anyio.to_thread.run_sync(source.author, message, abandon_on_cancel=True)
+        return source.author(message)
+
+
+    @staticmethod
+    def _ended(why: str) -> AgentReply:
+        return AgentReply(turn_text(StandDownTurn(f"{why} (fail-closed stand-down)")))
+
+
+def committed_turns(turns: list[CapturedTurn]) -> dict[Slot, AgentTurn]:
+    return {(t.date, t.ordinal): t.turn for t in turns}
+
+
+async def run_hosted(
+    run: ResolvedRun,
+    source: Agent | ReplyPort,
+    identity: Agent,
+    emit: Emit,
+    *,
+    committed: list[CapturedTurn] | None = None,
+    agent_timeout: float = 120.0,
+    batch: int = DEFAULT_BATCH_TICKS,
+) -> SessionResult:
+    """Run the session `run` on its own actor system (see the module docstring)."""
+    options, plan, data = run.options, run.schedule, run.data
+    prefix = committed_turns(committed or [])
+    outlet = Outlet(emit)
+    cursor = Cursor([(d.date, o.label) for d in plan for o in d.ordinals])
+    forever = Restart(max_restarts=1_000_000, within=1.0)  # an agent's failure is a stand-down
+    async with ActorSystem() as system:
+        engine = system.spawn(
+            lambda: EngineActor(options.engine, data.symbol, data.tick_size, options.engine_path),
+            name="engine",
+        )
+        tap = system.spawn(lambda: TapActor(outlet, prefix), name="tap")
+        system.bus.subscribe(TURNS_TOPIC, engine)
+        system.bus.subscribe(TURNS_TOPIC, tap)
+        system.bus.subscribe(LEDGER_TOPIC, tap)
+        feed = system.spawn(lambda: FeedActor(plan, engine, batch), name="feed")
+        agent = system.spawn(
+            lambda: HostedAgentActor(source, cursor, outlet, tap, prefix), name="agent", policy=forever
+        )
+        driver = system.spawn(
+            lambda: DriverActor(
+                plan,
+                agent=agent,
+                identity=identity,
+                engine=engine,
+                feed=feed,
+                options=options,
+                sink=outlet.sink,
+                progress=None,
+                agent_timeout=agent_timeout if math.isfinite(agent_timeout) else 1e9,
+            ),
+            name="driver",
+        )
+        results: list[DayResult] = await driver.ask(RunSession(), timeout=None)
+        await tap.ask(Flush(), timeout=None)
+    return SessionResult(capture_header(data, plan, identity.agent_id, options), results, options.engine_path)
+
+
+__all__ = [
+    "Cursor",
+    "ExternalAgent",
+    "Flush",
+    "HostedAgentActor",
+    "Outlet",
+    "TapActor",
+    "committed_turns",
+    "hosted_request",
+    "run_hosted",
+]
