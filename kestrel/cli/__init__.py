@@ -22,7 +22,9 @@ from kestrel import __version__
 INTERNAL_ERROR = 70  # EX_SOFTWARE: an unexpected failure inside Kestrel
 
 # One entry per command module, in help order.
-COMMAND_MODULES: tuple[str, ...] = ("kestrel.cli.lang", "kestrel.cli.frame", "kestrel.cli.simulate")
+COMMAND_MODULES: tuple[str, ...] = (
+    "kestrel.cli.lang", "kestrel.cli.frame", "kestrel.cli.simulate", "kestrel.cli.mcp",
+)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -1,0 +1,191 @@
+"""The MCP tools' structured results, as TypedDicts (the SDK derives each tool's outputSchema
+from its return annotation; a msgspec Struct would get none). `typing_extensions.TypedDict`
+so pydantic can read nested ones on Python 3.11."""
+
+from typing import Any
+
+from typing_extensions import NotRequired, TypedDict
+
+
+class Diagnostic(TypedDict):
+    line: int | None
+    col: int | None
+    message: str
+    code: str
+    hint: NotRequired[str]
+
+
+class CheckResult(TypedDict):
+    valid: bool
+    diagnostics: list[Diagnostic]
+    canonical: NotRequired[str]
+
+
+class FormatResult(TypedDict):
+    valid: bool
+    diagnostics: list[Diagnostic]
+    text: NotRequired[str]
+
+
+class PaneArg(TypedDict):
+    name: str
+    type: str
+    default: str
+    range: str
+    help: str
+
+
+class Pane(TypedDict):
+    name: str
+    description: str
+    signature: str
+    args: list[PaneArg]
+
+
+class ViewBudget(TypedDict):
+    default: int
+    min: int
+    max: int
+
+
+class PanesResult(TypedDict):
+    panes: list[Pane]
+    kernel_ids: list[str]
+    budget: ViewBudget
+
+
+class ViewResult(TypedDict):
+    text: str
+    tokens: int
+    panes: list[str]
+    budget: int
+    date: str
+    cutoff: str
+
+
+class TurnSummary(TypedDict):
+    ordinal: str
+    turn: str
+    armed: str
+    iterations: int
+    tokens: int
+    escalations: int
+
+
+class DaySummary(TypedDict):
+    date: str
+    turns: list[TurnSummary]
+    trades: int
+    wins: int
+    realized_pnl: float
+    fees: float
+    net_pnl: float
+    max_drawdown: float
+    orders: int
+    fills: int
+    engine_ticks: dict[str, int]
+
+
+class Summary(TypedDict):
+    """Exactly the `kestrel simulate --json` summary."""
+
+    data: str
+    symbol: str
+    agent: str
+    dates: list[str]
+    schedule: list[str]
+    engine_path: str
+    engine_ticks: dict[str, int]
+    days: list[DaySummary]
+    total: dict[str, float]
+    evidence: dict[str, int]
+
+
+class BudgetLeft(TypedDict):
+    iterations: int
+    tokens: int
+
+
+class Request(TypedDict):
+    """What the session asks its agent: answer with ONE statement via session_submit."""
+
+    date: str
+    ordinal: str
+    iteration: int
+    briefing: str
+    repair_error: str | None
+    view_name: str | None
+    budget_left: BudgetLeft | None
+
+
+class StartResult(TypedDict):
+    session_id: str
+    done: bool
+    request: NotRequired[Request]
+    summary: NotRequired[Summary]
+
+
+class SubmitResult(TypedDict):
+    session_id: str
+    done: bool
+    request: NotRequired[Request]
+    summary: NotRequired[Summary]
+    state: NotRequired[str]
+    reason: NotRequired[str]
+
+
+class StatusResult(TypedDict):
+    session_id: str
+    state: str
+    agent: str
+    data: str
+    symbol: str
+    dates: list[str]
+    schedule: list[str]
+    turns: int
+    events: int
+    request: Request | None
+    reason: str | None
+
+
+class SessionResultDoc(TypedDict):
+    session_id: str
+    summary: Summary
+    ledger: str
+    capture: str
+
+
+class CloseResult(TypedDict):
+    session_id: str
+    closed: bool
+    state: str
+
+
+def plain(value: Any) -> Any:
+    """A msgspec Struct (or anything msgspec encodes) as JSON-compatible builtins."""
+    import msgspec
+
+    return msgspec.to_builtins(value)
+
+
+__all__ = [
+    "BudgetLeft",
+    "CheckResult",
+    "CloseResult",
+    "DaySummary",
+    "Diagnostic",
+    "FormatResult",
+    "Pane",
+    "PaneArg",
+    "PanesResult",
+    "Request",
+    "SessionResultDoc",
+    "StartResult",
+    "StatusResult",
+    "SubmitResult",
+    "Summary",
+    "TurnSummary",
+    "ViewBudget",
+    "ViewResult",
+    "plain",
+]
