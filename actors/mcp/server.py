@@ -16,6 +16,7 @@ internal error.
 
 import datetime as dt
 import functools
+import inspect
 import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -80,6 +81,7 @@ def _tool(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
             get_logger("kestrel.mcp").error("tool.internal_error", tool=fn.__name__, error=describe(exc))
             raise ToolError(f"internal error in {fn.__name__}: {describe(exc)} (a bug in Kestrel)") from None
 
+    wrapper.__doc__ = inspect.cleandoc(fn.__doc__ or "")  # the tool's description, unindented
     return wrapper
 
 

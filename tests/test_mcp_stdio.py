@@ -1,0 +1,156 @@
+"""`kestrel mcp` as a real subprocess: the SDK's stdio client (both connection modes) against
+the server on asyncio and on trio, streamable HTTP on 127.0.0.1, and, where node and the
+official MCP inspector are installed, the inspector CLI's `tools/list`."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+pytest.importorskip("mcp")
+
+from mcp import Client  # noqa: E402
+from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+
+from kestrel.agents.fixed import FixedAgent  # noqa: E402
+from kestrel.data.sample import load_sample  # noqa: E402
+from kestrel.session.runner import SessionOptions, run_session  # noqa: E402
+
+pytestmark = pytest.mark.anyio
+
+ROOT = Path(__file__).resolve().parent.parent
+ORB = (
+    "PLAN orb UNTIL 15:45 RISK maxpos 100 maxloss 300\n"
+    "WHEN time >= 10:00 AND last > high(30m): BUY 100 MKT STOP -0.5 TARGET +1\n"
+)
+TOOLS = {
+    "check", "format", "panes", "view", "simulate", "session_start", "session_submit",
+    "session_status", "session_result", "session_close",
+}
+
+
+@asynccontextmanager
+async def spawned(backend: str, mode: str, errlog: Any) -> AsyncIterator[Client]:
+    # no env=: the SDK passes only its default variables (PATH, HOME, ...); the server must
+    # not need anything else
+    params = StdioServerParameters(command=sys.executable, args=["-m", "kestrel", "mcp", "--backend", backend],
+                                   cwd=str(ROOT))
+    async with Client(stdio_client(params, errlog=errlog), mode=mode) as client:  # type: ignore[arg-type]
+        yield client
+
+
+async def call(client: Client, tool: str, **args: Any) -> dict[str, Any]:
+    result = await client.call_tool(tool, args)
+    assert not result.is_error, result.content
+    assert result.structured_content is not None
+    return result.structured_content
+
+
+@pytest.mark.parametrize("server_backend", ["asyncio", "trio"])
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_stdio_session_with_view_repair_and_plan(anyio_backend: str, server_backend: str, mode: str) -> None:
+    with tempfile.TemporaryFile("w+") as errlog:
+        async with spawned(server_backend, mode, errlog) as c:
+            assert {t.name for t in (await c.list_tools()).tools} == TOOLS
+            assert (await call(c, "check", source=ORB))["valid"] is True
+            start = await call(c, "session_start", checkpoints="11:00")
+            sid = start["session_id"]
+            step = await call(c, "session_submit", session_id=sid, reply="VIEW scout: quote, levels")
+            assert step["request"]["view_name"] == "scout"
+            step = await call(c, "session_submit", session_id=sid, reply="PLAN")
+            assert step["request"]["repair_error"]
+            step = await call(c, "session_submit", session_id=sid, reply=ORB)
+            assert step["request"]["ordinal"] == "11:00"
+            done = await call(c, "session_submit", session_id=sid, reply="PASS")
+            assert done["done"] is True
+            result = await call(c, "session_result", session_id=sid)
+            # bad input: a tool error, and the server keeps serving
+            bad = await c.call_tool("session_submit", {"session_id": "nope", "reply": "PASS"})
+            assert bad.is_error and "unknown session" in bad.content[0].text  # type: ignore[union-attr]
+            bad = await c.call_tool("view", {"view": "VIEW v: nosuchpane", "at": "10:30"})
+            assert bad.is_error
+            bad = await c.call_tool("simulate", {"plan": ORB, "data": "/no/such/file.parquet"})
+            assert bad.is_error and "no such file" in bad.content[0].text  # type: ignore[union-attr]
+            assert (await call(c, "panes"))["panes"]
+        errlog.seek(0)
+        stderr = errlog.read()
+    assert "Traceback" not in stderr, stderr
+    fixed = run_session(load_sample(), FixedAgent(ORB), SessionOptions(checkpoints=("11:00",)))
+    assert result["ledger"].encode() == fixed.ledger_jsonl()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_streamable_http(anyio_backend: str) -> None:
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "kestrel", "mcp", "--http", str(port)], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, "server did not start"
+                await anyio.sleep(0.1)
+        async with Client(f"http://127.0.0.1:{port}/mcp") as c:
+            assert {t.name for t in (await c.list_tools()).tools} == TOOLS
+            start = await call(c, "session_start")
+            done = await call(c, "session_submit", session_id=start["session_id"], reply=ORB)
+            assert done["done"] is True and done["summary"]["days"][0]["turns"][0]["turn"] == "PLAN orb"
+    finally:
+        proc.terminate()
+        _, stderr = proc.communicate(timeout=30)
+    assert "Traceback" not in stderr, stderr
+
+
+def test_http_needs_asyncio_and_a_port() -> None:
+    for args, message in ((["--http", "8123", "--backend", "trio"], "asyncio only"),
+                          (["--http", "0"], "--http must be a port"),
+                          (["--abandon-after", "0"], "--abandon-after")):
+        out = subprocess.run([sys.executable, "-m", "kestrel", "mcp", *args], cwd=ROOT,
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr
+
+
+def _inspector() -> bool:
+    if shutil.which("npx") is None or shutil.which("node") is None:
+        return False
+    probe = subprocess.run(["npx", "--no-install", "@modelcontextprotocol/inspector", "--help"],
+                           capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+                           cwd=tempfile.gettempdir())
+    return probe.returncode == 0
+
+
+def test_inspector_cli_lists_the_tools() -> None:
+    if not _inspector():
+        pytest.skip("node/npx or the MCP inspector (npm i -g @modelcontextprotocol/inspector) is not installed")
+    out = subprocess.run(
+        ["npx", "--no-install", "@modelcontextprotocol/inspector", "--cli", sys.executable, "-m", "kestrel",
+         "mcp", "--method", "tools/list"],
+        capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL, cwd=ROOT,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    assert out.returncode == 0, out.stderr
+    import json
+
+    tools = json.loads(out.stdout)["tools"]
+    assert {t["name"] for t in tools} == TOOLS
+    assert all("outputSchema" in t for t in tools)
