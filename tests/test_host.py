@@ -241,3 +241,13 @@ async def test_the_dual_budget_and_profiles_apply_to_external_agents(anyio_backe
     assert end.state == "done"
     assert [e.kind for e in result.evidence] == ["repair", "repair", "escalation", "repair", "repair"]
     assert [r.request.iteration for r in asked[:4]] == [0, 1, 2, 3]
+
+
+def test_the_docs_example_runs() -> None:
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "mcp.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert len(blocks) == 1
+    exec(compile(blocks[0], "docs/mcp.md", "exec"), {"__name__": "docs_example"})

@@ -4,7 +4,7 @@ An agent may be in process (baseline, fixed, a model adapter) or external: its r
 arrive as messages (`HostClient.submit`), which is how an MCP client or a daemon client is
 the agent of a session. Every session emits an ordered stream of events (requests, evidence,
 terminal turns, ledger events, the end of the run) that transports follow and stores commit.
-See docs/host.md.
+See docs/mcp.md.
 """
 
 from actors.host.client import DataCache, HostClient, HostError, Outcome, Started, open_host
