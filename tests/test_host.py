@@ -251,3 +251,15 @@ def test_the_docs_example_runs() -> None:
     blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
     assert len(blocks) == 1
     exec(compile(blocks[0], "docs/mcp.md", "exec"), {"__name__": "docs_example"})
+
+
+async def test_finished_sessions_are_kept_up_to_a_bound(anyio_backend: str) -> None:
+    async with open_host(keep_finished=2) as host:
+        ids: list[str] = []
+        for _ in range(3):  # one after the other: each is done before the next starts
+            await host.run(RunSpec(), FixedAgent(ORB))
+            ids += [s.session_id for s in await host.sessions() if s.session_id not in ids]
+        waiting = (await host.start(RunSpec())).session_id  # running sessions are never dropped
+        assert sorted(s.session_id for s in await host.sessions()) == sorted([*ids[1:], waiting])
+        with pytest.raises(HostError, match="unknown session"):
+            await host.result(ids[0])

@@ -97,9 +97,11 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def test_streamable_http(anyio_backend: str) -> None:
+@pytest.mark.parametrize("server_backend", ["asyncio", "trio"])
+async def test_streamable_http(anyio_backend: str, server_backend: str) -> None:
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "kestrel", "mcp", "--http", str(port)], cwd=ROOT,
+    proc = subprocess.Popen([sys.executable, "-m", "kestrel", "mcp", "--http", str(port), "--backend", server_backend],
+                            cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 30
@@ -121,9 +123,9 @@ async def test_streamable_http(anyio_backend: str) -> None:
     assert "Traceback" not in stderr, stderr
 
 
-def test_http_needs_asyncio_and_a_port() -> None:
-    for args, message in ((["--http", "8123", "--backend", "trio"], "asyncio only"),
-                          (["--http", "0"], "--http must be a port"),
+def test_bad_flags_exit_2() -> None:
+    for args, message in ((["--http", "0"], "--http must be a port"),
+                          (["--backend", "curio"], "invalid choice"),
                           (["--abandon-after", "0"], "--abandon-after")):
         out = subprocess.run([sys.executable, "-m", "kestrel", "mcp", *args], cwd=ROOT,
                              capture_output=True, text=True, timeout=60)

@@ -27,6 +27,7 @@ from actors import ActorRef, ActorSystem, SlowPolicy, StreamSubscription
 from actors.host.events import RequestEvent, RunEnded, SessionEvent
 from actors.host.host import (
     DEFAULT_ABANDON_AFTER_S,
+    KEEP_FINISHED,
     Accepted,
     Backlog,
     Close,
@@ -211,10 +212,15 @@ class HostClient:
 
 @asynccontextmanager
 async def open_host(
-    *, abandon_after: float = DEFAULT_ABANDON_AFTER_S, observer: Observer | None = None
+    *,
+    abandon_after: float = DEFAULT_ABANDON_AFTER_S,
+    observer: Observer | None = None,
+    keep_finished: int = KEEP_FINISHED,
 ) -> AsyncIterator[HostClient]:
-    """A running session host on its own actor system; leaving the block ends every session."""
-    state = HostState(abandon_after=abandon_after, observer=observer)
+    """A running session host on its own actor system; leaving the block ends every session.
+    `abandon_after`: seconds an external agent may leave a request unanswered; `observer`: see
+    `actors.host.host`; `keep_finished`: finished sessions kept until closed (oldest go first)."""
+    state = HostState(abandon_after=abandon_after, observer=observer, keep_finished=keep_finished)
     async with ActorSystem() as system:
         ref = system.spawn(lambda: SessionHost(state), name="host")
         yield HostClient(system, ref)

@@ -27,7 +27,7 @@ from typing import Any
 import anyio
 import msgspec
 
-from actors import Actor, ActorRef, Stop
+from actors import Actor, ActorRef, ActorStopped, Stop
 from actors.errors import describe
 from actors.host.events import HostedRequest, RequestEvent, RunEnded, SessionEvent, TurnEvent
 from actors.host.port import PortRefused, ReplyPort
@@ -41,6 +41,8 @@ from kestrel.session.spec import ResolvedRun, estimate_usage
 Observer = Callable[[str, SessionEvent], Awaitable[None]]
 DEFAULT_ABANDON_AFTER_S = 600.0
 AGENT_TIMEOUT_S = 120.0
+KEEP_FINISHED = 256
+"""Finished sessions kept (oldest forgotten first) until their client closes them."""
 
 STATES = ("waiting", "running", "done", "closed", "failed")
 
@@ -200,6 +202,7 @@ class HostState:
 
     abandon_after: float = DEFAULT_ABANDON_AFTER_S
     observer: Observer | None = None
+    keep_finished: int = KEEP_FINISHED
     sessions: dict[str, HostedSession] = field(default_factory=dict)
     ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
@@ -231,6 +234,12 @@ class SessionActor(Actor[RunHosted]):
             await self._observer(self._session.session_id, event)
         await self._host.tell(Emitted(self._session.session_id, event))
 
+    async def _report(self, finished: Finished) -> None:
+        try:
+            await self._host.tell(finished)
+        except ActorStopped:  # the host is shutting down: nobody is left to tell
+            pass
+
     async def receive(self, message: RunHosted) -> None:
         s = self._session
         source: Agent | ReplyPort = self._agent if self._agent is not None else s.port  # type: ignore[assignment]
@@ -243,7 +252,7 @@ class SessionActor(Actor[RunHosted]):
             except Exception as exc:  # a session's failure ends that session only
                 get_logger("kestrel.host").error("session.failed", session=s.session_id, error=describe(exc))
                 finished = Finished(s.session_id, "failed", describe(exc))
-        await self._host.tell(finished)
+        await self._report(finished)
         self.ctx.stop()
 
 
@@ -357,6 +366,9 @@ class SessionHost(Actor[HostMessage]):
             s.reason = s.port.ended
         doc = summary(m.result) if m.result is not None else None
         await self._record(s.session_id, RunEnded(s.state, s.reason, doc))
+        finished = [k for k, v in self.state.sessions.items() if v.state not in ("waiting", "running")]
+        for k in finished[: max(0, len(finished) - self.state.keep_finished)]:
+            del self.state.sessions[k]
 
     async def _close(self, s: HostedSession) -> Closed:
         state = s.state
@@ -372,6 +384,7 @@ class SessionHost(Actor[HostMessage]):
 
 __all__ = [
     "DEFAULT_ABANDON_AFTER_S",
+    "KEEP_FINISHED",
     "Accepted",
     "Backlog",
     "Close",

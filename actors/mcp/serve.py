@@ -1,11 +1,14 @@
 """Serving the MCP server: a session host and the SDK's transport in one anyio run.
 
-stdio (the default) serves one client on stdin/stdout until it disconnects; streamable HTTP
-(`http_port`) serves any number of clients on 127.0.0.1 through uvicorn, which runs on asyncio
-only. Leaving either ends every session of the host.
+stdio (the default) serves one client on stdin/stdout until it disconnects. Streamable HTTP
+(`http_port`) serves any number of clients on 127.0.0.1 at `/mcp`: the SDK's ASGI app under
+hypercorn, whose asyncio and trio workers let it run on either backend. Leaving either ends
+every session of the host.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import anyio
 
@@ -15,14 +18,33 @@ from actors.mcp.server import build_server
 BACKENDS = ("asyncio", "trio")
 
 
-async def serve_async(*, http_port: int | None = None,
+async def _serve_http(app: Any, port: int, backend: str) -> None:
+    from hypercorn.config import Config
+
+    config = Config()
+    config.bind = [f"127.0.0.1:{port}"]
+    config.accesslog = None
+    config.errorlog = None  # failures reach the client as tool errors, never as tracebacks here
+    if backend == "trio":
+        from hypercorn.trio import serve as serve_trio
+
+        await serve_trio(app, config, mode="asgi")
+    else:
+        from hypercorn.asyncio import serve as serve_asyncio
+
+        await serve_asyncio(app, config, mode="asgi")
+
+
+async def serve_async(*, http_port: int | None = None, backend: str = "asyncio",
                       abandon_after: float = DEFAULT_ABANDON_AFTER_S) -> None:
+    """Serve until the stdio client leaves or the HTTP server is cancelled; `backend` names
+    the running anyio backend (it picks hypercorn's worker)."""
     async with open_host(abandon_after=abandon_after) as host:
         server = build_server(host)
         if http_port is None:
             await server.run_stdio_async()
         else:
-            await server.run_streamable_http_async(host="127.0.0.1", port=http_port)
+            await _serve_http(server.streamable_http_app(host="127.0.0.1"), http_port, backend)
 
 
 def serve(*, backend: str = "asyncio", http_port: int | None = None,
@@ -30,9 +52,8 @@ def serve(*, backend: str = "asyncio", http_port: int | None = None,
     """Run the server until its client leaves (stdio) or the process is interrupted (HTTP)."""
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}: use asyncio or trio")
-    if http_port is not None and backend != "asyncio":
-        raise ValueError("--http serves through uvicorn, which runs on asyncio only: drop --backend trio")
-    anyio.run(lambda: serve_async(http_port=http_port, abandon_after=abandon_after), backend=backend)
+    anyio.run(lambda: serve_async(http_port=http_port, backend=backend, abandon_after=abandon_after),
+              backend=backend)
 
 
 __all__ = ["BACKENDS", "serve", "serve_async"]

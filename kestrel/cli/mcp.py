@@ -18,7 +18,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ),
     )
     p.add_argument("--backend", choices=("asyncio", "trio"), default="asyncio",
-                   help="anyio backend (default asyncio; --http needs asyncio)")
+                   help="anyio backend (default asyncio)")
     p.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP on 127.0.0.1:PORT instead of stdio")
     p.add_argument("--abandon-after", type=float, default=600.0, metavar="S",
                    help="a session with no session_submit for S seconds stands down fail-closed (default 600)")
