@@ -113,22 +113,12 @@ def _data_name(args: argparse.Namespace) -> str:
 
 def load_data(name: str) -> Any:
     """Load the data named by a capture header's `data` field (see `_data_name`)."""
-    from kestrel.data import DataError, generate, load, load_sample
-    from kestrel.data.sample import SAMPLE_SPEC
+    from kestrel.session.spec import SpecError, load_named
 
-    head, *opts = name.split("|")
-    kv: dict[str, str] = {}
-    for o in opts:
-        k, _, v = o.partition("=")
-        kv[k] = v
     try:
-        if head == "sample":
-            return load_sample() if "seed" not in kv else generate(SAMPLE_SPEC, int(kv["seed"]))
-        loaded = load(head, kv.get("preset"), crossed=kv.get("crossed", "error"),  # type: ignore[arg-type]
-                      symbol=kv.get("symbol"))
-    except (DataError, OSError, ValueError) as exc:
+        return load_named(name)
+    except SpecError as exc:
         raise UsageError(str(exc)) from None
-    return loaded.data
 
 
 # ------------------------------------------------------------------------------------------
