@@ -7,9 +7,9 @@
             outcome = await host.submit(started.session_id, "PASS")
         result = await host.result(started.session_id)                      # SessionResult
 
-Every refusal is a `HostError` with a one-line reason. Specs are resolved (data loaded) on a
-worker thread, never in the host actor, so a large file never stalls the other sessions;
-loaded data is cached by name and file modification time.
+Every refusal is a `HostError` with a one-line reason. Specs are resolved by the caller, never
+in the host actor, and data is loaded on a worker thread, so a large file never stalls the
+other sessions; loaded data is cached by name and file modification time.
 """
 
 from __future__ import annotations
@@ -112,9 +112,10 @@ class HostClient:
         return reply
 
     async def resolve(self, spec: RunSpec) -> ResolvedRun:
-        """`spec` resolved on a worker thread (raises `SpecError`)."""
+        """`spec` resolved (raises `SpecError`): data not yet cached is loaded on a worker
+        thread; the rest (options, schedule: binary searches on the loaded ticks) is cheap."""
         data = await self.data.load(data_name(spec.data))
-        return await anyio.to_thread.run_sync(resolve_run, spec, data)
+        return resolve_run(spec, data)
 
     async def start(
         self,
