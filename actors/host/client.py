@@ -47,6 +47,7 @@ from actors.host.host import (
     topic,
 )
 from kestrel.frame import MarketData
+from kestrel.session.calls import DEFAULT_AGENT_TIMEOUT_S
 from kestrel.session.capture import CapturedTurn
 from kestrel.session.protocol import Agent
 from kestrel.session.runner import SessionResult
@@ -217,11 +218,14 @@ async def open_host(
     abandon_after: float = DEFAULT_ABANDON_AFTER_S,
     observer: Observer | None = None,
     keep_finished: int = KEEP_FINISHED,
+    agent_timeout: float = DEFAULT_AGENT_TIMEOUT_S,
 ) -> AsyncIterator[HostClient]:
     """A running session host on its own actor system; leaving the block ends every session.
     `abandon_after`: seconds an external agent may leave a request unanswered; `observer`: see
-    `actors.host.host`; `keep_finished`: finished sessions kept until closed (oldest go first)."""
-    state = HostState(abandon_after=abandon_after, observer=observer, keep_finished=keep_finished)
+    `actors.host.host`; `keep_finished`: finished sessions kept until closed (oldest go first);
+    `agent_timeout`: seconds per call of a blocking in-process agent (a model adapter)."""
+    state = HostState(abandon_after=abandon_after, observer=observer, keep_finished=keep_finished,
+                      agent_timeout=agent_timeout)
     async with ActorSystem() as system:
         ref = system.spawn(lambda: SessionHost(state), name="host")
         yield HostClient(system, ref)

@@ -33,6 +33,7 @@ from actors.host.events import HostedRequest, RequestEvent, RunEnded, SessionEve
 from actors.host.port import PortRefused, ReplyPort
 from actors.host.run import ExternalAgent, run_hosted
 from kestrel.logs import get_logger
+from kestrel.session.calls import DEFAULT_AGENT_TIMEOUT_S
 from kestrel.session.capture import CapturedTurn
 from kestrel.session.protocol import Agent, AgentReply, Usage
 from kestrel.session.runner import SessionResult
@@ -40,7 +41,6 @@ from kestrel.session.spec import ResolvedRun, estimate_usage
 
 Observer = Callable[[str, SessionEvent], Awaitable[None]]
 DEFAULT_ABANDON_AFTER_S = 600.0
-AGENT_TIMEOUT_S = 120.0
 KEEP_FINISHED = 256
 """Finished sessions kept (oldest forgotten first) until their client closes them."""
 
@@ -203,6 +203,8 @@ class HostState:
     abandon_after: float = DEFAULT_ABANDON_AFTER_S
     observer: Observer | None = None
     keep_finished: int = KEEP_FINISHED
+    agent_timeout: float = DEFAULT_AGENT_TIMEOUT_S
+    """Per call of a blocking in-process agent (a model adapter); see `kestrel.session.calls`."""
     sessions: dict[str, HostedSession] = field(default_factory=dict)
     ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
@@ -310,7 +312,7 @@ class SessionHost(Actor[HostMessage]):
         identity: Agent = m.agent if m.agent is not None else ExternalAgent(m.agent_id, m.model)
         s = HostedSession(sid, m.run, identity.agent_id, port)
         st.sessions[sid] = s
-        timeout = AGENT_TIMEOUT_S if port is None else st.abandon_after + AGENT_TIMEOUT_S
+        timeout = st.agent_timeout
         host = self.ctx.self_ref
         s.ref = self.ctx.spawn(
             lambda: SessionActor(host, s, m.agent, identity, list(m.committed), st.observer, timeout),

@@ -17,14 +17,13 @@ each event before returning (the daemon's store) holds the session until the com
 
 from __future__ import annotations
 
-import math
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar
 
-import anyio
 import msgspec
 
-from actors import Actor, ActorRef, ActorSystem, Restart
+from actors import Actor, ActorRef, ActorSystem
+from actors.agent import AgentActor, AgentMessage, TakeLate
 from actors.driver import DriverActor, RunSession
 from actors.engine import LEDGER_TOPIC, TURNS_TOPIC, EngineActor, LedgerBatch
 from actors.feed import DEFAULT_BATCH_TICKS, FeedActor
@@ -39,6 +38,7 @@ from actors.host.events import (
 )
 from actors.host.port import ReplyPort
 from kestrel.agents.recorded import turn_text
+from kestrel.session.calls import DEFAULT_AGENT_TIMEOUT_S, Answered, CallOutcome, LateReply
 from kestrel.session.capture import CapturedTurn
 from kestrel.session.loop import Evidence
 from kestrel.session.protocol import Agent, AgentReply, AgentTurn, AuthorRequest, StandDownTurn
@@ -87,22 +87,6 @@ class Outlet:
         return taken
 
 
-class Cursor:
-    """Which (date, ordinal) slot the agent is being asked about: a loop's first request has
-    iteration 0, so each iteration-0 request moves to the next slot. Shared by restarts."""
-
-    def __init__(self, slots: list[Slot]) -> None:
-        self._slots = slots
-        self._next = 0
-        self.current: Slot = slots[0] if slots else ("", "")
-
-    def at(self, request: AuthorRequest) -> Slot:
-        if request.iteration == 0 and self._next < len(self._slots):
-            self.current = self._slots[self._next]
-            self._next += 1
-        return self.current
-
-
 class Flush(msgspec.Struct, frozen=True, tag="tap_flush"):
     """Answered once the tap has emitted everything it received before."""
 
@@ -143,48 +127,49 @@ def hosted_request(request: AuthorRequest, date: str) -> HostedRequest:
     )
 
 
-class HostedAgentActor(Actor[AuthorRequest]):
-    """Answers the driver's asks: from the committed prefix, else from the agent (in process,
-    on a worker thread when `blocking`) or its `ReplyPort` (external). An ended port answers
-    with a fail-closed STANDDOWN naming why (abandoned, closed)."""
+class HostedAgentActor(Actor[AgentMessage]):
+    """Answers the driver's `Author` calls: from the committed prefix, else from the agent.
+    An in-process agent is called exactly as `AgentActor` calls it (its handler, reused: the
+    same isolated calls, timeouts and late replies); an external agent's reply is awaited on
+    its `ReplyPort`, and an ended port answers with a fail-closed STANDDOWN naming why
+    (abandoned, closed)."""
 
     def __init__(
         self,
         source: Agent | ReplyPort,
-        cursor: Cursor,
         outlet: Outlet,
         tap: ActorRef[Any],
         committed: Mapping[Slot, AgentTurn],
     ) -> None:
         self._source = source
-        self._cursor = cursor
+        self._inner = AgentActor(source) if not isinstance(source, ReplyPort) else None
         self._outlet = outlet
         self._tap = tap
         self._committed = committed
 
-    async def receive(self, message: AuthorRequest) -> AgentReply:
-        slot = self._cursor.at(message)
-        turn = self._committed.get(slot)
+    async def receive(self, message: AgentMessage) -> CallOutcome | list[LateReply]:
+        if isinstance(message, TakeLate):
+            return [] if self._inner is None else await self._inner.receive(message)
+        request, date = message.request, message.date or ""
+        turn = self._committed.get((date, request.ordinal))
         if turn is not None:
-            return AgentReply(turn_text(turn))
+            return Answered(AgentReply(turn_text(turn)))
         source = self._source
         if isinstance(source, ReplyPort) and source.ended is not None:
             return self._ended(source.ended)
         await self._tap.ask(Flush(), timeout=None)  # the ledger so far goes out first
         if isinstance(source, ReplyPort):
-            source.expect(message)
-        await self._outlet.emit(RequestEvent(hosted_request(message, slot[0])))
-        if isinstance(source, ReplyPort):
-            reply = await source.wait()
-            return self._ended(source.ended or "no reply") if reply is None else reply
-        if source.blocking:
-            return await anyio.to_thread.run_sync(source.author, message, abandon_on_cancel=True)
-        return source.author(message)
-
+            source.expect(request)
+        await self._outlet.emit(RequestEvent(hosted_request(request, date)))
+        if self._inner is not None:
+            return await self._inner.receive(message)
+        assert isinstance(source, ReplyPort)
+        reply = await source.wait()
+        return self._ended(source.ended or "no reply") if reply is None else Answered(reply)
 
     @staticmethod
-    def _ended(why: str) -> AgentReply:
-        return AgentReply(turn_text(StandDownTurn(f"{why} (fail-closed stand-down)")))
+    def _ended(why: str) -> Answered:
+        return Answered(AgentReply(turn_text(StandDownTurn(f"{why} (fail-closed stand-down)"))))
 
 
 def committed_turns(turns: list[CapturedTurn]) -> dict[Slot, AgentTurn]:
@@ -198,15 +183,13 @@ async def run_hosted(
     emit: Emit,
     *,
     committed: list[CapturedTurn] | None = None,
-    agent_timeout: float = 120.0,
+    agent_timeout: float = DEFAULT_AGENT_TIMEOUT_S,
     batch: int = DEFAULT_BATCH_TICKS,
 ) -> SessionResult:
     """Run the session `run` on its own actor system (see the module docstring)."""
     options, plan, data = run.options, run.schedule, run.data
     prefix = committed_turns(committed or [])
     outlet = Outlet(emit)
-    cursor = Cursor([(d.date, o.label) for d in plan for o in d.ordinals])
-    forever = Restart(max_restarts=1_000_000, within=1.0)  # an agent's failure is a stand-down
     async with ActorSystem() as system:
         engine = system.spawn(
             lambda: EngineActor(options.engine, data.symbol, data.tick_size, options.engine_path),
@@ -217,9 +200,7 @@ async def run_hosted(
         system.bus.subscribe(TURNS_TOPIC, tap)
         system.bus.subscribe(LEDGER_TOPIC, tap)
         feed = system.spawn(lambda: FeedActor(plan, engine, batch), name="feed")
-        agent = system.spawn(
-            lambda: HostedAgentActor(source, cursor, outlet, tap, prefix), name="agent", policy=forever
-        )
+        agent = system.spawn(lambda: HostedAgentActor(source, outlet, tap, prefix), name="agent")
         driver = system.spawn(
             lambda: DriverActor(
                 plan,
@@ -230,7 +211,7 @@ async def run_hosted(
                 options=options,
                 sink=outlet.sink,
                 progress=None,
-                agent_timeout=agent_timeout if math.isfinite(agent_timeout) else 1e9,
+                agent_timeout=agent_timeout,
             ),
             name="driver",
         )
@@ -240,7 +221,6 @@ async def run_hosted(
 
 
 __all__ = [
-    "Cursor",
     "ExternalAgent",
     "Flush",
     "HostedAgentActor",

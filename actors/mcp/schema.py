@@ -4,7 +4,12 @@ so pydantic can read nested ones on Python 3.11."""
 
 from typing import Any
 
+from pydantic import ConfigDict, with_config
 from typing_extensions import NotRequired, TypedDict
+
+_OPEN = ConfigDict(extra="allow")
+"""For mirrors of records defined elsewhere (the `--json` summary): a key added there passes
+through instead of being dropped by the output validation."""
 
 
 class Diagnostic(TypedDict):
@@ -72,8 +77,12 @@ class TurnSummary(TypedDict):
     escalations: int
 
 
+@with_config(_OPEN)
 class DaySummary(TypedDict):
     date: str
+    partial: bool
+    coverage: str
+    currency: str
     turns: list[TurnSummary]
     trades: int
     wins: int
@@ -86,11 +95,13 @@ class DaySummary(TypedDict):
     engine_ticks: dict[str, int]
 
 
+@with_config(_OPEN)
 class Summary(TypedDict):
     """Exactly the `kestrel simulate --json` summary."""
 
     data: str
     symbol: str
+    currency: str | list[str]
     agent: str
     dates: list[str]
     schedule: list[str]
