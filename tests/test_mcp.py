@@ -250,3 +250,34 @@ async def test_an_abandoned_client_session_stands_down(anyio_backend: str) -> No
         assert "abandoned" in msg
         result = await call(c, "session_result", session_id=sid)
         assert [t["turn"] for t in result["summary"]["days"][0]["turns"]] == ["STANDDOWN", "STANDDOWN"]
+
+
+FX = (
+    "PLAN fx RISK maxpos 100000 maxloss 300\n"
+    "WHEN last > high(30m): BUY 100000 MKT STOP -0.0010 TARGET +0.0020\n"
+)
+
+
+async def test_a_client_session_on_real_eurusd_quotes(
+    anyio_backend: str, shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = shared_data / "fx_quote_ticks" / "lean_oanda_eurusd_quote_ticks_20140501_20140515.parquet"
+    plan = tmp_path / "fx.kes"
+    plan.write_text(FX)
+    fixed_ledger = tmp_path / "fixed.jsonl"
+    fixed = cli_json(capsys, "simulate", "--data", str(path), "--agent", f"fixed:{plan}", "--days", "2",
+                     "--checkpoints", "12:00", "--ledger", str(fixed_ledger), "--json", "--backend", "direct")
+    async with connect("legacy") as c:
+        start = await call(c, "session_start", data=str(path), days=2, checkpoints="12:00")
+        sid, step = start["session_id"], start
+        replies = {("OPEN", 0): "VIEW v: quote, bars(15m, 8)", ("OPEN", 1): FX}
+        while not step["done"]:
+            req = step["request"]
+            reply = replies.get((req["ordinal"], req["iteration"]), FX if req["ordinal"] == "OPEN" else "PASS")
+            step = await call(c, "session_submit", session_id=sid, reply=reply)
+        result = await call(c, "session_result", session_id=sid)
+    assert result["ledger"].encode() == fixed_ledger.read_bytes()
+    assert result["summary"]["total"] == fixed["total"] and result["summary"]["dates"] == fixed["dates"]
+    capture = tmp_path / "capture.jsonl"
+    capture.write_text(result["capture"])
+    assert cli(["replay", str(capture), "--expect-ledger", str(fixed_ledger), "--backend", "direct", "--json"]) == 0
