@@ -79,6 +79,8 @@ async def test_tools_resources_and_prompt(anyio_backend: str, mode: str) -> None
         assert "orb_breakout" in names
         text = (await c.read_resource("kestrel://examples/orb_breakout")).contents[0].text  # type: ignore[union-attr]
         assert text == Path("examples/orb_breakout.kes").read_text()
+        with pytest.raises(Exception, match="no example named 'nope'"):
+            await c.read_resource("kestrel://examples/nope")
         prompt = await c.get_prompt("author_plan", {"goal": "trade the opening range"})
         body = prompt.messages[0].content.text  # type: ignore[union-attr]
         assert body.startswith(language_card()) and "trade the opening range" in body

@@ -84,6 +84,12 @@ async def test_stdio_session_with_view_repair_and_plan(anyio_backend: str, serve
             bad = await c.call_tool("simulate", {"plan": ORB, "data": "/no/such/file.parquet"})
             assert bad.is_error and "no such file" in bad.content[0].text  # type: ignore[union-attr]
             assert (await call(c, "panes"))["panes"]
+            for bad_call in (lambda: c.read_resource("kestrel://examples/nope"),
+                             lambda: c.get_prompt("nope", {}),
+                             lambda: c.read_resource("kestrel://nothing")):
+                with pytest.raises(Exception):  # an MCP error answer, whatever the SDK's wording
+                    await bad_call()
+            assert (await call(c, "check", source="PASS"))["valid"] is True
         errlog.seek(0)
         stderr = errlog.read()
     assert "Traceback" not in stderr, stderr

@@ -8,14 +8,35 @@ every session of the host.
 
 from __future__ import annotations
 
+import logging
+import sys
 from typing import Any
 
 import anyio
 
+from actors.errors import describe
 from actors.host import DEFAULT_ABANDON_AFTER_S, open_host
 from actors.mcp.server import build_server
 
 BACKENDS = ("asyncio", "trio")
+
+
+class OneLine(logging.Formatter):
+    """`level logger: message[: ExceptionType: text]` on one line: never a traceback."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = record.getMessage()
+        if record.exc_info and record.exc_info[1] is not None:
+            text = f"{text}: {describe(record.exc_info[1])}"
+        return f"{record.levelname.lower()} {record.name}: {' '.join(text.split())}"
+
+
+def one_line_logging(level: int = logging.WARNING) -> None:
+    """Process-wide stdlib logging (the SDK's, hypercorn's) as one line per record on stderr
+    (stdout carries the protocol). Set before the server is built, so the SDK keeps it."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(OneLine())
+    logging.basicConfig(level=level, handlers=[handler], force=True)
 
 
 async def _serve_http(app: Any, port: int, backend: str) -> None:
@@ -52,8 +73,9 @@ def serve(*, backend: str = "asyncio", http_port: int | None = None,
     """Run the server until its client leaves (stdio) or the process is interrupted (HTTP)."""
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}: use asyncio or trio")
+    one_line_logging()
     anyio.run(lambda: serve_async(http_port=http_port, backend=backend, abandon_after=abandon_after),
               backend=backend)
 
 
-__all__ = ["BACKENDS", "serve", "serve_async"]
+__all__ = ["BACKENDS", "OneLine", "one_line_logging", "serve", "serve_async"]

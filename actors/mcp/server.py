@@ -24,7 +24,7 @@ from typing import Any, ParamSpec, TypeVar
 
 import msgspec
 from mcp.server import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 
 from actors.errors import describe
 from actors.host import HostClient, HostError, RequestEvent, RunEnded
@@ -355,7 +355,7 @@ def build_server(host: HostClient, *, agent_id: str = "mcp") -> MCPServer[Any]:
         """One example plan (`kestrel://examples` lists the names)."""
         path = EXAMPLES / f"{name}.kes"
         if not _NAME.match(name) or not path.is_file():
-            raise ValueError(f"no example named {name!r}: read kestrel://examples for the names")
+            raise ResourceNotFoundError(f"no example named {name!r}: read kestrel://examples for the names")
         return path.read_text(encoding="utf-8")
 
     @server.prompt()
