@@ -20,6 +20,7 @@ def agent_of(
     base_url: str | None = None,
     api_key_env: str | None = None,
     timeout_s: float | None = None,
+    panes: tuple[str, ...] | None = None,
 ) -> Any:
     """The agent named by `--agent`; a plan file, capture or replies file is read and
     validated here, and a model agent's SDK, model name and API key are checked, so a bad one
@@ -33,7 +34,7 @@ def agent_of(
     kind = kind.strip().lower()
     if kind in API_KEY_ENV:
         return model_agent(kind, arg.strip(), model=model, base_url=base_url,
-                           api_key_env=api_key_env, timeout_s=timeout_s)
+                           api_key_env=api_key_env, timeout_s=timeout_s, panes=panes)
     if kind == "baseline" and not arg:
         return BaselineAgent()
     if kind in ("fixed", "recorded", "replies") and arg:
@@ -54,10 +55,15 @@ def model_agent(
     base_url: str | None,
     api_key_env: str | None,
     timeout_s: float | None,
+    panes: tuple[str, ...] | None = None,
 ) -> Any:
     """An `openai:` / `anthropic:` agent: the model from the spec or `--model`/the mode, the
-    key from the provider's variable or `--api-key-env`, `--base-url` handed to the SDK."""
-    from kestrel.models.adapter import DEFAULT_TIMEOUT_S, ModelAgent, ModelConfig
+    key from the provider's variable or `--api-key-env`, `--base-url` handed to the SDK, and
+    the system prompt listing only `panes` (a mode's restriction; None: every pane). The SDK
+    is imported and the client built here, before the session, so no call pays for it."""
+    from kestrel.frame import DEFAULT_CATALOG
+    from kestrel.models.adapter import DEFAULT_TIMEOUT_S, ModelAgent, ModelConfig, ModelError
+    from kestrel.models.card import render_card
     from kestrel.models.providers import AnthropicMessages, OpenAIChat
 
     if spec_model and model and spec_model != model:
@@ -86,7 +92,12 @@ def model_agent(
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     wire = OpenAIChat(config, key) if provider == "openai" else AnthropicMessages(config, key)
-    return ModelAgent(config, wire)
+    try:
+        wire.connect()
+    except ModelError as exc:
+        raise UsageError(str(exc)) from None
+    system = None if panes is None else render_card(DEFAULT_CATALOG.only(panes))
+    return ModelAgent(config, wire, system=system)
 
 
 def check_agent_fits(agent: Any, data: Any, options: Any, date: dt.date | None, days: int, spec: str) -> None:

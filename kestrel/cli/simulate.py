@@ -192,8 +192,10 @@ def _run_simulate(args: argparse.Namespace) -> int:
     model = st.model
     if args.agent is not None and args.agent.partition(":")[2].strip() and args.model is None:
         model = None  # an explicit --agent PROVIDER:MODEL wins over a mode's model
+    if resolved.note is not None:
+        print(f"kestrel simulate: note: {resolved.note}", file=sys.stderr)
     agent = agent_of(spec, model=model, base_url=st.base_url, api_key_env=st.api_key_env,
-                     timeout_s=args.agent_timeout)
+                     timeout_s=args.agent_timeout, panes=st.panes)
     _note_unused_loop_flags(args, agent, spec)
     data = load_data(_data_name(args))
     if args.symbol and args.data == "sample" and args.symbol != data.symbol:

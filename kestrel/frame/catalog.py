@@ -118,6 +118,13 @@ class PaneCatalog:
     def names(self) -> tuple[str, ...]:
         return tuple(self._specs)
 
+    def only(self, names: Iterable[str]) -> PaneCatalog:
+        """The same catalog restricted to the panes in `names` (a mode's allowed panes; names
+        it does not hold are ignored), keeping the kernel ids and the budget range."""
+        keep = set(names)
+        return PaneCatalog([s for s in self if s.name in keep], self.kernel_ids, self.default_budget,
+                           self.min_budget, self.max_budget)
+
     def describe(self) -> list[dict[str, object]]:
         """Plain data for `kestrel panes --json` and the MCP server."""
         return [

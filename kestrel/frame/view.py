@@ -188,14 +188,16 @@ def resolve_view(
 
 def default_view(ordinal: Ordinal | None = None, catalog: PaneCatalog = DEFAULT_CATALOG) -> ResolvedView:
     """The view shown when the agent asks for none. At OPEN (index 0) the bars are the prior
-    session's 30m shape; later ordinals show the last hour of 5m bars."""
+    session's 30m shape; later ordinals show the last hour of 5m bars. Only panes `catalog`
+    holds are shown (a mode's restricted catalog)."""
     at_open = ordinal is not None and ordinal.index == 0
     bars = PaneRef("bars", (PaneArg(Duration(30, "m")), PaneArg(Number(13)))) if at_open else PaneRef(
         "bars", (PaneArg(Duration(5, "m")), PaneArg(Number(12)))
     )
+    panes = ("quote", "levels", bars, "stats", PaneRef("tape", (PaneArg(Number(5)),)), "position", "plan")
+    # a restricted catalog (a mode's allowed panes) shows only the panes it holds
     sel = ViewSelection(
-        ("quote", "levels", bars, "stats", PaneRef("tape", (PaneArg(Number(5)),)), "position", "plan"),
-        name="default",
+        tuple(p for p in panes if (p if isinstance(p, str) else p.name) in catalog), name="default"
     )
     return resolve_view(sel, ordinal, catalog)
 

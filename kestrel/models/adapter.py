@@ -6,8 +6,11 @@ latency and normalizes usage. The provider call itself is a `Provider` (OpenAI C
 Completions or Anthropic Messages, each importing its SDK lazily on first use).
 
 Invariants:
-- the SDK gets the agent timeout (per attempt: timeout / (retries + 1), so the SDK gives up
-  before the shell's ask timeout) and a bounded retry count;
+- the provider's SDK client is built (the SDK imported) by `connect()`, before the session
+  starts, so a call's latency and timeout measure the call, never an import;
+- every call, its retries and the backoff between them fit in `CALL_BUDGET_FRACTION` of the
+  agent timeout (the adapter retries, the SDK's own retries are off), so the provider's clear
+  error arrives before the shell's timeout;
 - every provider failure (HTTP error, timeout, connection error, a malformed body) raises
   `ModelError` with a one-line reason; the loop turns it into a fail-closed stand-down;
 - a reply cut at the output limit is marked `uncertain`;
@@ -29,10 +32,21 @@ from kestrel.session.protocol import AgentReply, AuthorRequest, Usage
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_MAX_RETRIES = 1
 DEFAULT_MAX_OUTPUT_TOKENS = 2048
+CALL_BUDGET_FRACTION = 0.9
+"""A call's attempts and backoff end within this fraction of the agent timeout."""
+RETRY_BACKOFF_S = 0.5
+"""The pause before a retry (cut short so the retry still fits the budget)."""
+MIN_ATTEMPT_S = 0.05
+"""A retry is only made when at least this much of the budget is left for it."""
 
 
 class ModelError(RuntimeError):
-    """A provider call failed (one line: what and why); the ordinal stands down."""
+    """A provider call failed (one line: what and why); the ordinal stands down. `retryable`:
+    a timeout, a connection failure, HTTP 408/409/429 or 5xx (worth one more attempt)."""
+
+    def __init__(self, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.retryable = retryable
 
 
 class ModelConfig(msgspec.Struct, frozen=True):
@@ -54,24 +68,38 @@ class ModelConfig(msgspec.Struct, frozen=True):
             raise ValueError(f"max retries must be 0 to 10, got {self.max_retries}")
 
     @property
-    def attempt_timeout_s(self) -> float:
-        """The SDK's per-attempt timeout: the attempts and their backoff fit in 90% of the
-        agent timeout, so the SDK's error (a clear reason) comes before the shell's."""
-        return 0.9 * self.timeout_s / (self.max_retries + 1)
+    def call_budget_s(self) -> float:
+        """The seconds a call's attempts and backoff may take in all (see the invariants)."""
+        return CALL_BUDGET_FRACTION * self.timeout_s
 
 
 class Completion(msgspec.Struct, frozen=True):
-    """One provider answer: the reply text, normalized usage, and whether it was truncated."""
+    """One provider answer: the reply text, normalized usage, whether it was truncated, and
+    whether the usage is an estimate (the server sent none)."""
 
     text: str
     usage: Usage
     truncated: bool
+    estimated: bool = False
+
+
+ESTIMATE_NOTE = (
+    "usage estimated: the server sent no usage, so input and output tokens are "
+    "estimate_tokens() of the request and reply text"
+)
 
 
 class Provider(Protocol):
-    """One wire format. `complete` raises `ModelError` on any provider failure."""
+    """One wire format. `connect` builds the SDK client (imports the SDK; ModelError when it is
+    missing); `complete` makes one attempt within `timeout` seconds and raises `ModelError` on
+    any provider failure."""
 
-    def complete(self, system: str, messages: tuple[Message, ...], effort: EffortDecision) -> Completion:
+    def connect(self) -> None:
+        ...
+
+    def complete(
+        self, system: str, messages: tuple[Message, ...], effort: EffortDecision, timeout: float
+    ) -> Completion:
         ...
 
 
@@ -113,9 +141,11 @@ class ModelAgent:
         note = decision.note if key != self._last_effort else None
         self._last_effort = key
         start = time.perf_counter()
-        completion = self._provider.complete(self._system, messages, decision)
+        completion = self._call(messages, decision, start + self.config.call_budget_s)
         latency_ms = round((time.perf_counter() - start) * 1000.0, 3)
         self._conversation.answer(generation, completion.text)
+        if completion.estimated:
+            note = ESTIMATE_NOTE if note is None else f"{note}; {ESTIMATE_NOTE}"
         return AgentReply(
             completion.text,
             completion.usage,
@@ -124,9 +154,28 @@ class ModelAgent:
             note=note,
         )
 
+    def _call(self, messages: tuple[Message, ...], decision: EffortDecision, deadline: float) -> Completion:
+        """Up to `max_retries + 1` attempts, each with an equal share of the time left, a
+        retry only after a retryable error and only while it still fits before `deadline`."""
+        attempts = self.config.max_retries + 1
+        made = 0
+        while True:
+            share = max(deadline - time.perf_counter(), MIN_ATTEMPT_S) / (attempts - made)
+            try:
+                return self._provider.complete(self._system, messages, decision, share)
+            except ModelError as exc:
+                made += 1
+                left = deadline - time.perf_counter()
+                pause = min(RETRY_BACKOFF_S, max(left - MIN_ATTEMPT_S, 0.0) / 2)
+                if not exc.retryable or made == attempts or left - pause < MIN_ATTEMPT_S:
+                    raise
+                time.sleep(pause)
+
 
 __all__ = [
+    "CALL_BUDGET_FRACTION",
     "DEFAULT_MAX_OUTPUT_TOKENS",
+    "ESTIMATE_NOTE",
     "DEFAULT_MAX_RETRIES",
     "DEFAULT_TIMEOUT_S",
     "Completion",

@@ -34,12 +34,13 @@ class Capability(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     levels: tuple[str, ...] = ()
     budgets: dict[str, int] = msgspec.field(default_factory=dict)
     max_tokens_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    system_role: Literal["system", "developer", "user"] = "system"
 
     def __post_init__(self) -> None:
         unknown = [lv for lv in self.levels if lv not in EFFORT_LEVELS]
         if unknown:
             raise ValueError(f"capabilities.toml {self.patterns[0]!r}: unknown level {unknown[0]!r}")
-        if self.param == "thinking_budget":
+        if self.param in ("thinking_budget", "adaptive"):
             missing = [lv for lv in self.levels if lv != "none" and lv not in self.budgets]
             if missing:
                 raise ValueError(f"capabilities.toml {self.patterns[0]!r}: no budget for {missing[0]!r}")
@@ -51,7 +52,9 @@ class _Table(msgspec.Struct, frozen=True):
 
 class EffortDecision(msgspec.Struct, frozen=True):
     """What the request carries: `params` (merged into the SDK call), the level applied
-    (None = provider default) and a note when the requested level was changed or dropped."""
+    (None = provider default), a note when the requested level was changed or dropped, and
+    `thinking_budget`: the tokens Anthropic's `max_tokens` is raised by, so thinking (fixed
+    budget or adaptive) does not cut the reply off."""
 
     requested: str | None
     applied: str | None
@@ -102,9 +105,10 @@ def gate(provider: str, model: str, level: str | None) -> EffortDecision:
     budget = 0
     if row.param == "reasoning_effort":
         params["reasoning_effort"] = applied
-    elif row.param == "adaptive":
+    elif row.param == "adaptive":  # budgets: the max_tokens headroom for the thinking
         params["thinking"] = {"type": "adaptive"}
         params["output_config"] = {"effort": applied}
+        budget = row.budgets[applied]
     elif applied != "none":  # thinking_budget
         budget = row.budgets[applied]
         params["thinking"] = {"type": "enabled", "budget_tokens": budget}

@@ -1,11 +1,15 @@
 """The two wire formats: OpenAI Chat Completions and Anthropic Messages, through the official
 SDKs (`openai`, `anthropic`: optional extras, imported on first use, never at import time).
 
-Each provider builds its SDK client once (API key, `base_url` handed over unchanged, the
-per-attempt timeout, bounded retries), sends the language card first (Anthropic: a system
-block with `cache_control`, so the stable prefix is cached), reads the reply defensively from
-the response's plain data (a missing or odd field counts as absent, never a crash) and turns
-every SDK error or malformed body into a one-line `ModelError`.
+Each provider builds its SDK client once, in `connect()` before the session starts (API key,
+`base_url` handed over unchanged, the SDK's retries off: the adapter retries within the call
+budget), gives each attempt the timeout the adapter hands it, sends the language card first
+(Anthropic: a system block with `cache_control`, so the stable prefix is cached; a model the
+capability table marks `system_role = "user"` gets it as the first user message), reads the
+reply defensively from the response's plain data (a missing or odd field counts as absent,
+never a crash, never a warning on stderr) and turns every SDK error or malformed body into a
+one-line `ModelError`. A server that sends no usage gets an estimate (`estimate_tokens` of the
+request and reply text), marked as such, so the token budget still binds.
 """
 
 from __future__ import annotations
@@ -13,10 +17,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from kestrel.frame.text import estimate_tokens
 from kestrel.models.adapter import Completion, ModelConfig, ModelError, one_line
 from kestrel.models.conversation import Message
 from kestrel.models.effort import EffortDecision, capability
 from kestrel.models.usage import anthropic_usage, openai_usage
+from kestrel.session.protocol import Usage
+
+RETRYABLE_STATUS = frozenset({408, 409, 429})
+"""HTTP statuses worth one more attempt (besides 5xx), as the SDKs' own retry rule."""
 
 EXTRA_HINT = "install the extra: pip install 'kestrel[{extra}]'"
 
@@ -31,7 +40,9 @@ def _import(name: str) -> Any:
 def _plain(response: object, what: str) -> Mapping[str, Any]:
     """The response as plain data, or a ModelError naming the malformed body."""
     dump = getattr(response, "model_dump", None)
-    data = dump() if callable(dump) else response
+    # warnings=False: a body of the wrong shape is reported by us, not as pydantic's
+    # serializer warnings on stderr
+    data = dump(warnings=False) if callable(dump) else response
     if not isinstance(data, Mapping):
         raise ModelError(f"{what}: malformed response body (not a JSON object): {one_line(repr(data), 120)}")
     return data
@@ -39,12 +50,26 @@ def _plain(response: object, what: str) -> Mapping[str, Any]:
 
 def _describe(sdk: Any, exc: Exception, what: str) -> ModelError:
     if isinstance(exc, sdk.APITimeoutError):
-        return ModelError(f"{what}: request timed out ({one_line(str(exc), 160)})")
+        return ModelError(f"{what}: request timed out ({one_line(str(exc), 160)})", retryable=True)
     if isinstance(exc, sdk.APIStatusError):
-        return ModelError(f"{what}: HTTP {exc.status_code} from the provider: {one_line(str(exc.message), 200)}")
+        status = int(exc.status_code)
+        return ModelError(f"{what}: HTTP {status} from the provider: {one_line(str(exc.message), 200)}",
+                          retryable=status in RETRYABLE_STATUS or status >= 500)
     if isinstance(exc, sdk.APIConnectionError):
-        return ModelError(f"{what}: connection failed: {one_line(str(exc), 200)}")
+        return ModelError(f"{what}: connection failed: {one_line(str(exc), 200)}", retryable=True)
     return ModelError(f"{what}: {type(exc).__name__}: {one_line(str(exc), 200)}")
+
+
+def _completion(
+    usage: Usage | None, system: str, messages: tuple[Message, ...], text: str, truncated: bool
+) -> Completion:
+    """The completion; usage that is absent or counts no token at all (a server that sends
+    none, or `{}`) is replaced by the token estimate of the request and reply text."""
+    if usage is not None and usage.spend > 0:
+        return Completion(text=text, usage=usage, truncated=truncated)
+    estimate = Usage(input=estimate_tokens(system) + sum(estimate_tokens(m.content) for m in messages),
+                     output=estimate_tokens(text))
+    return Completion(text=text, usage=estimate, truncated=truncated, estimated=True)
 
 
 class OpenAIChat:
@@ -54,18 +79,24 @@ class OpenAIChat:
         self.config = config
         self._api_key = api_key
         self._client: Any = None
-        self._max_tokens_param = capability("openai", config.model).max_tokens_param
+        row = capability("openai", config.model)
+        self._max_tokens_param = row.max_tokens_param
+        self._system_role = row.system_role
 
     def _sdk(self) -> Any:
         return _import("openai")
+
+    def connect(self) -> None:
+        """Import the SDK and build the client (before the session: not inside a timed call)."""
+        self.client()
 
     def client(self) -> Any:
         if self._client is None:
             self._client = self._sdk().OpenAI(
                 api_key=self._api_key,
                 base_url=self.config.base_url,
-                timeout=self.config.attempt_timeout_s,
-                max_retries=self.config.max_retries,
+                timeout=self.config.call_budget_s,
+                max_retries=0,
             )
         return self._client
 
@@ -73,18 +104,22 @@ class OpenAIChat:
         """The keyword arguments of `chat.completions.create` (also used by the bench)."""
         body: dict[str, Any] = {
             "model": self.config.model,
-            "messages": [{"role": "system", "content": system}]
+            "messages": [{"role": self._system_role, "content": system}]
             + [{"role": m.role, "content": m.content} for m in messages],
             self._max_tokens_param: self.config.max_output_tokens,
         }
         body.update(effort.params)
         return body
 
-    def complete(self, system: str, messages: tuple[Message, ...], effort: EffortDecision) -> Completion:
+    def complete(
+        self, system: str, messages: tuple[Message, ...], effort: EffortDecision, timeout: float
+    ) -> Completion:
         sdk = self._sdk()
         what = f"openai {self.config.model}"
         try:
-            response = self.client().chat.completions.create(**self.request(system, messages, effort))
+            response = self.client().chat.completions.create(
+                **self.request(system, messages, effort), timeout=timeout
+            )
         except sdk.APIError as exc:
             raise _describe(sdk, exc, what) from None
         except ValueError as exc:  # the SDK's JSON decoding of a body that is not JSON
@@ -99,11 +134,8 @@ class OpenAIChat:
         if content is not None and not isinstance(content, str):
             raise ModelError(f"{what}: malformed response body (message content is not text)")
         usage = data.get("usage")
-        return Completion(
-            text=content or "",
-            usage=openai_usage(usage if isinstance(usage, Mapping) else None),
-            truncated=choice.get("finish_reason") == "length",
-        )
+        return _completion(openai_usage(usage) if isinstance(usage, Mapping) else None, system, messages,
+                           content or "", choice.get("finish_reason") == "length")
 
 
 class AnthropicMessages:
@@ -117,13 +149,17 @@ class AnthropicMessages:
     def _sdk(self) -> Any:
         return _import("anthropic")
 
+    def connect(self) -> None:
+        """Import the SDK and build the client (before the session: not inside a timed call)."""
+        self.client()
+
     def client(self) -> Any:
         if self._client is None:
             self._client = self._sdk().Anthropic(
                 api_key=self._api_key,
                 base_url=self.config.base_url,
-                timeout=self.config.attempt_timeout_s,
-                max_retries=self.config.max_retries,
+                timeout=self.config.call_budget_s,
+                max_retries=0,
             )
         return self._client
 
@@ -138,11 +174,13 @@ class AnthropicMessages:
         body.update(effort.params)
         return body
 
-    def complete(self, system: str, messages: tuple[Message, ...], effort: EffortDecision) -> Completion:
+    def complete(
+        self, system: str, messages: tuple[Message, ...], effort: EffortDecision, timeout: float
+    ) -> Completion:
         sdk = self._sdk()
         what = f"anthropic {self.config.model}"
         try:
-            response = self.client().messages.create(**self.request(system, messages, effort))
+            response = self.client().messages.create(**self.request(system, messages, effort), timeout=timeout)
         except sdk.APIError as exc:
             raise _describe(sdk, exc, what) from None
         except ValueError as exc:  # the SDK's JSON decoding of a body that is not JSON
@@ -156,11 +194,8 @@ class AnthropicMessages:
             if isinstance(b, Mapping) and b.get("type") == "text" and isinstance(b.get("text"), str)
         )
         usage = data.get("usage")
-        return Completion(
-            text=text,
-            usage=anthropic_usage(usage if isinstance(usage, Mapping) else None),
-            truncated=data.get("stop_reason") == "max_tokens",
-        )
+        return _completion(anthropic_usage(usage) if isinstance(usage, Mapping) else None, system, messages,
+                           text, data.get("stop_reason") == "max_tokens")
 
 
 __all__ = ["AnthropicMessages", "OpenAIChat"]

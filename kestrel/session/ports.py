@@ -121,6 +121,7 @@ def snapshot_ports(
 ) -> LoopPorts:
     """Ports for one ordinal's loop, all reading `snapshot`."""
     allowed = None if allowed_panes is None else tuple(allowed_panes)
+    shown = catalog if allowed is None else catalog.only(allowed)  # the briefing's panes
     reference = last_price(snapshot)
 
     def resolve(view: ast.View) -> object:
@@ -142,7 +143,7 @@ def snapshot_ports(
             else "single-shot: reply with one PLAN, STANDDOWN or PASS"
         )
         chosen = view if isinstance(view, ResolvedView) else None
-        return frame_briefing(snapshot, ordinal, chosen, {"budget": budget}, catalog)
+        return frame_briefing(snapshot, ordinal, chosen, {"budget": budget}, shown)
 
     def run_dry(plan: ast.Plan) -> tuple[str, ...]:
         return dry_run(plan, reference=reference, bounds=bounds, probe=lambda c: probe(snapshot, c))

@@ -244,6 +244,11 @@ def validate_mode(mode: Mode, *, source: str = "modes file", panes: tuple[str, .
         raise bad("provider", f"{mode.provider!r} is not a model provider: use one of {', '.join(PROVIDERS)}")
     if mode.agent is not None and mode.provider is not None:
         raise bad("provider", "and agent are both set: keep one (agent = \"openai:MODEL\" or provider + model)")
+    kind, _, spec_model = (mode.agent_spec or "").partition(":")
+    if kind.strip().lower() in PROVIDERS and not spec_model.strip() and not (mode.model or "").strip():
+        key = "provider" if mode.provider is not None else "agent"
+        raise bad("model", f"is missing: a mode with {key} = {mode.agent_spec!r} needs a model: add "
+                           f"model = \"MODEL\" (or write agent = \"{kind.strip().lower()}:MODEL\")")
     if panes is not None and mode.panes is not None:
         unknown = [p for p in mode.panes if p not in panes]
         if unknown:
@@ -292,14 +297,35 @@ class Settings(msgspec.Struct, frozen=True):
 
 
 class Resolved(msgspec.Struct, frozen=True):
+    """`note`: a one-line remark for stderr (mode keys dropped because `--agent` names another
+    agent kind than the mode's)."""
+
     settings: Settings
     profile: str | None
     policy: Policy | None
+    note: str | None = None
+
+
+def _kind(spec: str | None) -> str:
+    return (spec or "").partition(":")[0].strip().lower()
+
+
+def _own_mode(flags: Flags, mode: Mode) -> tuple[Mode, str | None]:
+    """The mode without its agent-specific keys (model, base_url, api_key_env) when `--agent`
+    names another agent kind: they belong to the mode's provider, never to the flag's."""
+    if flags.agent is None or mode.agent_spec is None or _kind(flags.agent) == _kind(mode.agent_spec):
+        return mode, None
+    dropped = [k for k in ("model", "base_url", "api_key_env") if getattr(mode, k) is not None]
+    if not dropped:
+        return mode, None
+    note = (f"--agent {flags.agent} is not mode {mode.name!r}'s agent ({mode.agent_spec}): the mode's "
+            f"{', '.join(dropped)} are not used")
+    return msgspec.structs.replace(mode, model=None, base_url=None, api_key_env=None), note
 
 
 def resolve(flags: Flags, mode: Mode | None = None, profile: Profile | None = None) -> Resolved:
     """Apply explicit flag > mode > profile > default (see the module invariants)."""
-    m = mode or Mode(name="")
+    m, note = _own_mode(flags, mode or Mode(name=""))
     cap = _first(flags.view_request_cap, m.view_request_cap)
     budget = _first(flags.authoring_token_budget, m.authoring_token_budget)
     effort = _first(flags.effort, m.effort)
@@ -340,7 +366,7 @@ def resolve(flags: Flags, mode: Mode | None = None, profile: Profile | None = No
         if profile is not None
         else None
     )
-    return Resolved(settings=settings, profile=profile.name if profile else None, policy=policy)
+    return Resolved(settings=settings, profile=profile.name if profile else None, policy=policy, note=note)
 
 
 def _first(*values: _T | None) -> _T | None:
