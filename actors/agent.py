@@ -17,7 +17,7 @@ import anyio
 import msgspec
 
 from actors.actor import Actor
-from kestrel.session.calls import AuthorCall, CallOutcome, LateReplies, LateReply
+from kestrel.session.calls import Abandoned, AuthorCall, CallOutcome, LateReplies, LateReply
 from kestrel.session.protocol import Agent, AuthorRequest
 
 
@@ -31,7 +31,11 @@ class Author(msgspec.Struct, frozen=True, tag="author"):
 
 
 class TakeLate(msgspec.Struct, frozen=True, tag="take_late"):
-    """Collect the late replies of abandoned calls received so far (answers a list)."""
+    """Collect the late replies of abandoned calls received so far (answers a list). With
+    `grace` > 0 (the end of a day) first wait up to `grace` seconds for abandoned calls still
+    running, and add an `Abandoned` for each one still running then."""
+
+    grace: float = 0.0
 
 
 AgentMessage = Author | TakeLate
@@ -42,9 +46,12 @@ class AgentActor(Actor[AgentMessage]):
         self.agent = agent
         self.late = LateReplies()
 
-    async def receive(self, message: AgentMessage) -> CallOutcome | list[LateReply]:
+    async def receive(self, message: AgentMessage) -> CallOutcome | list[LateReply | Abandoned]:
         if isinstance(message, TakeLate):
-            return self.late.take()
+            if message.grace > 0:
+                await anyio.to_thread.run_sync(self.late.settle, message.grace)
+            pending = self.late.pending() if message.grace > 0 else []  # first: none is lost
+            return [*pending, *self.late.take()]
         call = AuthorCall(
             self.agent, message.request, timeout=message.timeout, late=self.late, date=message.date
         )

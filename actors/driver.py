@@ -39,7 +39,15 @@ from actors.system import ActorSystem
 from kestrel.engine.ledger import Ledger
 from kestrel.frame import MarketData
 from kestrel.frame.account import AccountState
-from kestrel.session.calls import DEFAULT_AGENT_TIMEOUT_S, Answered, Failed, LateReply, TimedOut
+from kestrel.session.calls import (
+    DEFAULT_AGENT_TIMEOUT_S,
+    Abandoned,
+    Answered,
+    Failed,
+    LateReply,
+    TimedOut,
+    late_grace,
+)
 from kestrel.session.capture import CapturedTurn
 from kestrel.session.drive import feed
 from kestrel.session.loop import AuthoringLoop, Done
@@ -112,11 +120,16 @@ class DriverActor(Actor[RunSession]):
                 return out
             request = out
 
-    async def _record_late(self, run: DayRun) -> None:
-        """Record the late replies of abandoned calls (evidence; their replies are discarded)."""
-        late: list[LateReply] = await self._agent.ask(TakeLate(), timeout=None)
+    async def _record_late(self, run: DayRun, *, end: bool = False) -> None:
+        """Record the late replies of abandoned calls (evidence; their replies are discarded);
+        at the `end` of a day wait for the ones still running (bounded, `late_grace`)."""
+        grace = late_grace(self._timeout) if end else 0.0
+        late: list[LateReply | Abandoned] = await self._agent.ask(TakeLate(grace), timeout=None)
         for record in late:
-            run.record_late(record)
+            if isinstance(record, LateReply):
+                run.record_late(record)
+            else:
+                run.record_abandoned(record)
 
     async def _run_day(self, k: int, day: SessionDay) -> DayResult:
         a = self._identity
@@ -136,7 +149,7 @@ class DriverActor(Actor[RunSession]):
             await self._record_late(run)
         await self._feed.ask(AdvanceTo(len(day.ordinals)), timeout=None)
         ledger = await self._engine.ask(FinishDay(), expect=DayLedger, timeout=None)
-        await self._record_late(run)
+        await self._record_late(run, end=True)
         return run.result(Ledger.from_jsonl(ledger.jsonl), ledger.engine_ticks)
 
 

@@ -59,14 +59,15 @@ def summary(result: Any) -> dict[str, Any]:
         "days": days,
         "total": {**dict(sorted(totals.items())), "net_pnl": round(net, 6)},
         "evidence": dict(sorted(evidence.items())),
-        "cost": _cost(result),
+        "cost": _cost(result, latency=False),  # latencies are in the evidence: --json is deterministic
     }
 
 
-def _cost(result: Any) -> dict[str, Any]:
+def _cost(result: Any, *, latency: bool = True) -> dict[str, Any]:
     from kestrel.models.cost import run_cost
 
-    return run_cost(result.header.agent, result.evidence, [o for d in result.days for o in d.outcomes])
+    return run_cost(result.header.agent, result.evidence, [o for d in result.days for o in d.outcomes],
+                    latency=latency)
 
 
 def _cost_section(con: Any, result: Any) -> None:
@@ -81,18 +82,20 @@ def _cost_section(con: Any, result: Any) -> None:
         return "n/a" if x is None else f"${x:.4f}"
 
     calls = Table(title=f"Model calls ({cost['agent']})", title_justify="left")
-    for col in ("date", "ordinal", "iter", "kind", "input", "cached", "output", "thinking", "ms", "cost"):
+    for col in ("date", "ordinal", "iter", "kind", "input", "cache read", "cache write", "output", "thinking",
+                "ms", "cost"):
         calls.add_column(col, justify="left" if col in ("date", "ordinal", "kind") else "right")
     for c in cost["calls"]:
         calls.add_row(c["date"] or "", c["ordinal"], str(c["iteration"]), c["kind"], str(c["input"]),
-                      str(c["cache_read"] + c["cache_write"]), str(c["output"]), str(c["thinking"]),
+                      str(c["cache_read"]), str(c["cache_write"]), str(c["output"]), str(c["thinking"]),
                       "" if c["latency_ms"] is None else f"{c['latency_ms']:.0f}", usd(c["usd"]))
     con.print(calls)
     per = ", ".join(f"{o['date']} {o['ordinal']} {o['tokens']} tok {usd(o['usd'])}" for o in cost["ordinals"])
     t = cost["total"]
     con.print(f"Cost per ordinal: {per}")
     con.print(f"Cost of the run: {t['calls']} calls, {t['tokens']} tokens (input {t['input']}, "
-              f"output {t['output']}, thinking {t['thinking']}), {usd(t['usd'])}")
+              f"output {t['output']}, thinking {t['thinking']}), {usd(t['usd'])}"
+              + (f" + {t['abandoned']} abandoned calls of unknown cost" if t["abandoned"] else ""))
 
 
 def report(result: Any) -> None:

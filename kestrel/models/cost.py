@@ -36,8 +36,6 @@ def dollars(provider: str, model: str, usage: Usage) -> float | None:
     return float(price.total_price)
 
 
-
-
 MODEL_PROVIDERS = ("openai", "anthropic")
 
 
@@ -55,11 +53,32 @@ def _usd(x: float | None) -> float | None:
     return None if x is None else round(x, 8)
 
 
-def run_cost(agent_id: str, evidence: Sequence[Any], outcomes: Sequence[Any]) -> dict[str, Any]:
+def _calls_in_time_order(evidence: Sequence[Any]) -> list[Any]:
+    """The model-call records in the order the calls were made: a timed-out call's
+    `agent-error` is replaced, in place, by its `late-reply` (or `abandoned`) record, which the
+    session can only record later (after a later ordinal's calls)."""
+    later = {(e.date, e.ordinal, e.iteration): e for e in evidence if e.kind in ("late-reply", "abandoned")}
+    out = []
+    for e in evidence:
+        if e.kind in ("late-reply", "abandoned"):
+            continue  # placed where its call failed
+        if e.kind == "agent-error":
+            out.append(later.get((e.date, e.ordinal, e.iteration), e))
+        elif e.latency_ms is not None:
+            out.append(e)
+    return out
+
+
+def run_cost(
+    agent_id: str, evidence: Sequence[Any], outcomes: Sequence[Any], *, latency: bool = True
+) -> dict[str, Any]:
     """Tokens and dollars per call, per ordinal and for the run (the report's and `--json`'s
-    `cost`). Calls are the evidence records of model calls (those with a latency, including a
-    timed-out call's `late-reply`, plus agent failures not followed by a late reply); tokens per ordinal are the loop's spend for any agent; dollars are None when
-    the agent is not a model or its model is not in the price table."""
+    `cost`). Calls are the evidence records of model calls in time order (those with a
+    latency, and each agent failure: a timed-out call counts once, by its `late-reply`, or as
+    `abandoned` with unknown tokens and cost when it had not answered by the end of the run);
+    tokens per ordinal are the loop's spend for any agent; dollars are None when the agent is
+    not a model or its model is not in the price table. `latency=False` leaves the latencies
+    out (`--json` stays identical between runs; they are in the evidence file)."""
     provider = agent_id.partition(":")[0]
     priced = provider in MODEL_PROVIDERS
     calls: list[dict[str, Any]] = []
@@ -69,22 +88,24 @@ def run_cost(agent_id: str, evidence: Sequence[Any], outcomes: Sequence[Any]) ->
                                     "tokens": o.tokens_spent, "usage": Usage(), "usd": 0.0 if priced else None}
     total = Usage()
     total_usd: float | None = 0.0 if priced else None
-    late = {(e.date, e.ordinal, e.iteration) for e in evidence if e.kind == "late-reply"}
-    for e in evidence:
-        if e.latency_ms is None and e.kind != "agent-error":
-            continue
-        if e.kind == "agent-error" and (e.date, e.ordinal, e.iteration) in late:
-            continue  # the timed-out call is counted once, by its late reply (its tokens are billed)
-        usd = dollars(provider, e.model, e.usage) if priced else None
-        calls.append({"date": e.date, "ordinal": e.ordinal, "iteration": e.iteration, "kind": e.kind,
-                      "model": e.model, "latency_ms": e.latency_ms, **_usage_dict(e.usage),
-                      "usd": _usd(usd)})
+    abandoned = 0
+    for e in _calls_in_time_order(evidence):
+        unknown = e.kind == "abandoned"
+        abandoned += unknown
+        usd = dollars(provider, e.model, e.usage) if priced and not unknown else None
+        call = {"date": e.date, "ordinal": e.ordinal, "iteration": e.iteration, "kind": e.kind,
+                "model": e.model, **_usage_dict(e.usage), "usd": _usd(usd)}
+        if latency:
+            call["latency_ms"] = e.latency_ms
+        calls.append(call)
         slot = per.setdefault((e.date or "", e.ordinal), {"date": e.date, "ordinal": e.ordinal, "calls": 0,
                                                           "tokens": e.usage.spend, "usage": Usage(),
                                                           "usd": 0.0 if priced else None})
         slot["calls"] += 1
         slot["usage"] = _add(slot["usage"], e.usage)
         total = _add(total, e.usage)
+        if unknown:
+            continue  # its tokens and dollars are unknown: counted in `abandoned`, not guessed
         if usd is None or slot["usd"] is None:
             slot["usd"] = None
         else:
@@ -100,7 +121,7 @@ def run_cost(agent_id: str, evidence: Sequence[Any], outcomes: Sequence[Any]) ->
         "calls": calls,
         "ordinals": ordinals,
         "total": {"calls": len(calls), "tokens": sum(o["tokens"] for o in ordinals),
-                  **_usage_dict(total), "usd": _usd(total_usd)},
+                  **_usage_dict(total), "usd": _usd(total_usd), "abandoned": abandoned},
     }
 
 

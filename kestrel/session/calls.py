@@ -6,6 +6,10 @@ Invariants:
   on at once (the next request starts its own call, whatever the abandoned one is doing);
 - an abandoned call that finishes later is never used: its reply (or error) is a `LateReply`
   in the `LateReplies` box, which the session records as `late-reply` evidence;
+- the box knows the abandoned calls still running (`pending`): at the end of a session day the
+  runner waits for them at most `late_grace(timeout)` seconds (`settle`), so a late reply that
+  arrives just after the run is still recorded (and costed); one still running then is
+  recorded as `abandoned` (its tokens and cost unknown);
 - a pure agent (`blocking = False`) is called inline: it cannot wait on I/O, so no timeout;
 - an agent exception is a `Failed` outcome with `<type>: <text>` (fail-closed, never a plan).
 
@@ -61,21 +65,60 @@ class LateReply(msgspec.Struct, frozen=True):
     date: str | None = None
 
 
+LATE_GRACE_CAP_S = 10.0
+"""The longest wait for abandoned calls at the end of a session day."""
+
+
+def late_grace(timeout: float | None) -> float:
+    """How long the end of a day waits for abandoned calls: the agent timeout, capped."""
+    return 0.0 if timeout is None else min(timeout, LATE_GRACE_CAP_S)
+
+
+class Abandoned(msgspec.Struct, frozen=True):
+    """An abandoned call that had not answered when the day's wait for it ended."""
+
+    ordinal: str
+    iteration: int
+    timeout: float
+    date: str | None = None
+
+
 class LateReplies:
-    """A thread-safe box of late replies: worker threads `add`, the session `take`s them."""
+    """A thread-safe box of late replies: worker threads `add`, the session `take`s them; it
+    also tracks the abandoned calls still running (`abandon` / `add`, `settle`, `pending`)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._items: list[LateReply] = []
+        self._running: dict[int, Abandoned] = {}
 
-    def add(self, late: LateReply) -> None:
+    def abandon(self, key: int, call: Abandoned) -> None:
+        """A call was abandoned and is still running (`add` with the same key ends it)."""
+        with self._lock:
+            self._running[key] = call
+
+    def add(self, late: LateReply, key: int | None = None) -> None:
         with self._lock:
             self._items.append(late)
+            if key is not None:
+                self._running.pop(key, None)
+            self._lock.notify_all()
 
     def take(self) -> list[LateReply]:
         with self._lock:
             items, self._items = self._items, []
         return items
+
+    def settle(self, timeout: float) -> None:
+        """Wait until no abandoned call is running, at most `timeout` seconds."""
+        with self._lock:
+            self._lock.wait_for(lambda: not self._running, timeout)
+
+    def pending(self) -> list[Abandoned]:
+        """The abandoned calls still running; each is returned once (then forgotten)."""
+        with self._lock:
+            out, self._running = list(self._running.values()), {}
+        return out
 
 
 class AuthorCall:
@@ -115,7 +158,8 @@ class AuthorCall:
             abandoned = self._abandoned
         if abandoned:
             self._late.add(
-                LateReply(
+                key=id(self),
+                late=LateReply(
                     ordinal=self.request.ordinal,
                     iteration=self.request.iteration,
                     timeout=self.timeout or 0.0,
@@ -123,7 +167,7 @@ class AuthorCall:
                     reply=result.reply if isinstance(result, Answered) else None,
                     error=result.error if isinstance(result, Failed) else None,
                     date=self.date,
-                )
+                ),
             )
 
     def wait(self, timeout: float | None) -> bool:
@@ -136,6 +180,9 @@ class AuthorCall:
             if self._result is not None:
                 return self._result
             self._abandoned = True
+            # registered under the call's lock: `run` cannot report it before this
+            self._late.abandon(id(self), Abandoned(self.request.ordinal, self.request.iteration,
+                                                   self.timeout or 0.0, self.date))
         return TimedOut(self.timeout or 0.0)
 
     def outcome(self) -> CallOutcome:
@@ -167,6 +214,9 @@ def call_agent(
 
 __all__ = [
     "DEFAULT_AGENT_TIMEOUT_S",
+    "LATE_GRACE_CAP_S",
+    "Abandoned",
+    "late_grace",
     "Answered",
     "AuthorCall",
     "CallOutcome",

@@ -52,6 +52,16 @@ from kestrel.session.protocol import (
 from kestrel.session.risk import RiskAssessment
 
 
+TRUNCATED = "uncertain: truncated at the output limit"
+
+
+def _truncation(step: AuthorStep, reason: str | None) -> str | None:
+    """`reason`, saying so when the model's reply was cut at the output limit."""
+    if not step.uncertain:
+        return reason
+    return TRUNCATED if reason is None else f"{reason}; {TRUNCATED}"
+
+
 class Evidence(msgspec.Struct, frozen=True, omit_defaults=True):
     """One authoring-loop evidence record (above the determinism line; never replayed).
     `date` names the session (set by the session runner; None for a bare loop)."""
@@ -269,8 +279,7 @@ class AuthoringLoop:
                 # a model call: the terminal reply's usage and latency go to the evidence too
                 self.evidence.append(
                     self._record(kind="reply", usage=step.usage, latency_ms=step.latency_ms,
-                                 exhausted=False,
-                                 reason="uncertain: truncated at the output limit" if step.uncertain else None)
+                                 exhausted=False, reason=_truncation(step, None))
                 )
             return out
         if not self._iterative:
@@ -359,7 +368,7 @@ class AuthoringLoop:
                 panes=tuple(p.name for p in reply.view.panes) if ok else (),
                 view=reply.view_text,
                 view_budget=reply.view.budget if ok else None,
-                reason=reply.reason,
+                reason=_truncation(step, reply.reason),
                 error=error,
             )
         )
@@ -398,9 +407,10 @@ class AuthoringLoop:
                 latency_ms=step.latency_ms,
                 exhausted=exhausted,
                 error=error,
-                reason=f"no budget left for the {kind} re-ask: the plan is armed as is"
-                if armed_as_is
-                else None,
+                reason=_truncation(
+                    step,
+                    f"no budget left for the {kind} re-ask: the plan is armed as is" if armed_as_is else None,
+                ),
             )
         )
         self._flush_escalation()
@@ -422,6 +432,7 @@ class AuthoringLoop:
                 latency_ms=step.latency_ms,
                 exhausted=True,
                 error=detail,
+                reason=_truncation(step, None),
             )
         )
         return self._finish(

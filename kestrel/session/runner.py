@@ -34,7 +34,7 @@ from kestrel.frame import DEFAULT_CATALOG, MarketData, Ordinal, PaneCatalog, Ses
 from kestrel.frame.account import AccountState
 from kestrel.frame.ticks import NS_PER_S, Ticks
 from kestrel.lang import ast
-from kestrel.session.calls import DEFAULT_AGENT_TIMEOUT_S, LateReplies, LateReply
+from kestrel.session.calls import DEFAULT_AGENT_TIMEOUT_S, Abandoned, LateReplies, LateReply, late_grace
 from kestrel.session.capture import CaptureHeader, CapturedTurn, encode_capture
 from kestrel.session.coverage import Coverage, coverage, default_session_index
 from kestrel.session.drive import author_turn
@@ -348,6 +348,24 @@ class DayRun:
             )
         )
 
+    def record_abandoned(self, call: Abandoned) -> None:
+        """Evidence of an abandoned call that had not answered when the day's wait for it
+        ended (`abandoned`): its tokens and cost are unknown (the provider may bill it)."""
+        self._record(
+            Evidence(
+                ordinal=call.ordinal,
+                iteration=call.iteration,
+                kind="abandoned",
+                model=self.model,
+                usage=Usage(),
+                budget_exhausted=False,
+                reason=f"no answer after the {call.timeout:g}s timeout by the end of the run: "
+                       "tokens and cost unknown",
+                profile=self.options.profile,
+                date=call.date,
+            )
+        )
+
     def settle(self, armed: str) -> None:
         if self._closed is None:
             raise RuntimeError("DayRun.settle before close: close the ordinal's loop first")
@@ -404,7 +422,8 @@ def run_day(
 ) -> DayResult:
     """One session, synchronously (see the module docstring for the steps). A blocking
     agent's call past `agent_timeout` seconds is abandoned (the ordinal stands down) and its
-    late reply, once it arrives, is `late-reply` evidence."""
+    late reply, once it arrives, is `late-reply` evidence; at the end of the day abandoned
+    calls are waited for (at most `late_grace`), then any still running is `abandoned`."""
     box = late if late is not None else LateReplies()
     engine = Engine(options.engine, day.session, day.data.symbol, day.data.tick_size)
     run = DayRun(day, options, agent_id=agent.agent_id, model=agent.model,
@@ -422,6 +441,9 @@ def run_day(
             run.record_late(record)
     advance(engine, day.tail(), options.engine_path, tally)
     engine.finish()
+    box.settle(late_grace(agent_timeout))  # a late reply just after the run is still recorded
+    for call in box.pending():  # before `take`: a call ending in between is not lost
+        run.record_abandoned(call)
     for record in box.take():
         run.record_late(record)
     return run.result(engine.ledger, tally)
