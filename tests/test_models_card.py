@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -12,14 +13,72 @@ from kestrel.frame import DEFAULT_CATALOG
 from kestrel.lang import ast
 from kestrel.lang.registry import FUNCTIONS, SERIES
 from kestrel.models.card import STATEMENT_EXAMPLES, language_card
+from kestrel.models.grammar import grammar_lines, grammar_text, terminal_forms
 
 
 def test_card_examples_parse_to_their_statement() -> None:
     kinds = {"PLAN": ast.Plan, "VIEW": ast.View, "STANDDOWN": ast.StandDown, "PASS": ast.Pass}
     assert [name for name, _, _ in STATEMENT_EXAMPLES] == ["PLAN", "VIEW", "STANDDOWN", "PASS"]
     for name, _, example in STATEMENT_EXAMPLES:
-        assert isinstance(lang.parse(example), kinds[name])
+        node = lang.parse(example)
+        assert isinstance(node, kinds[name])
+        assert lang.check(node) == []
         assert example in language_card()
+
+
+def grammar_section(card: str) -> list[str]:
+    return card.split("# Grammar", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
+
+
+def test_card_grammar_is_the_parsers_grammar() -> None:
+    """Every rule of kestrel.lark (as lark compiles it) has its line in the card, and every
+    terminal an author can write shows there (keywords in their upper-case form)."""
+    from lark import Lark
+
+    text = grammar_text()
+    parser = Lark(text, parser="lalr", lexer="basic")
+    card = language_card()
+    section = "\n".join(grammar_section(card))
+    heads = {line.split(":", 1)[0] for line in grammar_section(card) if ":" in line}
+    names = {str(r.origin.name) for r in parser.rules}
+    rules = {n.strip("_") for n in names if not n.startswith("__") and n != "start"}  # __: lark's helpers
+    assert rules <= heads, rules - heads
+    expected = {
+        "PLAN", "VIEW", "STANDDOWN", "PASS", "ON", "UNTIL", "FOR", "RISK", "MAXPOS", "MAXLOSS",
+        "MAXORDERS", "BUDGET", "WHEN", "BUY", "SELL", "FLAT", "CANCEL", "MKT", "MARKET", "LMT", "LIMIT",
+        "STP", "STOP", "TARGET", "TRAIL", "TTL", "OR", "AND", "NOT", "CROSSES", "ABOVE", "BELOW",
+    }
+    words = set(re.findall(r"\b[A-Z]{2,}\b", section))
+    assert expected <= words, expected - words
+    ignored = set(parser.ignore_tokens)
+    for term in parser.terminals:
+        if term.name in ignored:
+            continue
+        for form in terminal_forms(text)[term.name]:
+            assert form in section, (term.name, form)
+    assert "on: ON SYMBOL" in section and "header: on | until | for | risk" in section
+
+
+def test_a_new_terminal_reaches_the_card_or_fails_loudly() -> None:
+    text = grammar_text()
+    grown = text.replace("_header: on | until | for_ | risk", "_header: on | until | for_ | risk | tag") + (
+        '\ntag: _TAG NAME\n_TAG.3: /tag\\b/i\n'
+    )
+    assert "tag: TAG name" in grammar_lines(grown)
+    assert "header: on | until | for | risk | tag" in grammar_lines(grown)
+    odd = grown.replace("tag: _TAG NAME", "tag: _TAG NAME CODE") + "\nCODE: /[a-f0-9]{8}/\n"
+    with pytest.raises(ValueError, match="CODE"):
+        grammar_lines(odd)
+
+
+def test_every_line_of_the_card_that_is_a_statement_parses_and_checks() -> None:
+    """The statement examples, and the card's statement-shaped lines outside the grammar."""
+    card = language_card()
+    body = card.split("# Statements", 1)[1].split("# Grammar", 1)[0]
+    blocks = [b.split("\n", 1)[1] for b in body.strip().split("\n\n")]
+    assert len(blocks) == 4
+    for block in blocks:
+        assert lang.check(lang.parse(block)) == []
 
 
 def test_card_names_every_series_function_and_pane() -> None:

@@ -155,14 +155,16 @@ class ModelAgent:
         )
 
     def _call(self, messages: tuple[Message, ...], decision: EffortDecision, deadline: float) -> Completion:
-        """Up to `max_retries + 1` attempts, each with an equal share of the time left, a
-        retry only after a retryable error and only while it still fits before `deadline`."""
+        """Up to `max_retries + 1` attempts, each allowed all the time left before `deadline`
+        (a slow model is not cut to a fraction of the budget); a retry only after a retryable
+        error (HTTP 5xx/429, a dropped connection: these come back fast) and only when it
+        still fits, after its backoff, before `deadline`."""
         attempts = self.config.max_retries + 1
         made = 0
         while True:
-            share = max(deadline - time.perf_counter(), MIN_ATTEMPT_S) / (attempts - made)
+            left = max(deadline - time.perf_counter(), MIN_ATTEMPT_S)
             try:
-                return self._provider.complete(self._system, messages, decision, share)
+                return self._provider.complete(self._system, messages, decision, left)
             except ModelError as exc:
                 made += 1
                 left = deadline - time.perf_counter()

@@ -4,8 +4,9 @@ language itself so it can never drift from what the runtime accepts.
 Everything below is read from the live registries: the series and function signatures
 (`kestrel.lang.registry`), the pane catalog with its argument defaults and ranges
 (`kestrel.frame.DEFAULT_CATALOG`), the document bounds (`kestrel.lang.DEFAULT_LIMITS`) and the
-reply-grammar summary (`kestrel.lang.summary`). The four statement examples are checked by the
-tests to parse with the language.
+reply grammar, rendered rule by rule from `kestrel/lang/kestrel.lark` (`kestrel.models.grammar`).
+The tests check that every terminal an author can write is in the card and that every example
+in it parses and checks.
 
 Invariants:
 - `language_card()` is a pure function: the same text for the same registries (byte-stable),
@@ -23,7 +24,7 @@ from functools import cache
 from kestrel.frame import DEFAULT_CATALOG, PaneCatalog
 from kestrel.lang import DEFAULT_LIMITS, Limits
 from kestrel.lang.registry import FUNCTIONS, SERIES
-from kestrel.lang.summary import GRAMMAR_SUMMARY
+from kestrel.models.grammar import grammar_lines
 
 STATEMENT_EXAMPLES: tuple[tuple[str, str, str], ...] = (
     (
@@ -49,19 +50,21 @@ REPLY_RULE = (
 )
 
 
-def _plan_rules(limits: Limits) -> list[str]:
+def _grammar_lines(limits: Limits) -> list[str]:
+    """The reply grammar generated from kestrel.lark, then what its placeholders mean (prose:
+    semantics the grammar cannot say)."""
     return [
-        "PLAN name [UNTIL hh:mm | FOR dur] [RISK maxpos N maxloss X maxorders N]",
-        "WHEN cond: action[; action] [xN]   fires at the first tick cond holds, then is spent "
-        f"(xN re-arms, N <= {limits.max_repeat})",
-        "action: BUY|SELL qty [MKT | LMT px | STP px] [STOP off] [TARGET off] [TRAIL dist] "
-        "[TTL dur]; FLAT; CANCEL",
-        "off: -0.6% (pct of fill) | -0.50 (price units) | @182.40 (absolute). "
+        "# Grammar (generated from the parser's grammar; keywords are case-insensitive)",
+        *grammar_lines(),
+        "name: letters, digits, _ (case-sensitive). SYMBOL: the instrument's symbol (ON is optional). "
+        "n: a number; n%: a percent; dur: 30s 5m 2h 1d; hh:mm: a time of day; \"text\": a reason.",
+        "A rule fires at the first tick its expr holds, then is spent; xN re-arms it "
+        f"(N <= {limits.max_repeat}). UNTIL/FOR bound the plan; RISK caps it.",
+        "offset: -0.6% (pct of fill) | -0.50 (price units) | @182.40 (absolute). "
         "BUY: STOP below (-), TARGET above (+); SELL: the reverse. TRAIL 0.5% is a distance.",
-        "px: a Price expression (ask+0.02, high(5m)+0.05). qty: whole units, <= maxpos.",
-        "cond: comparisons (< <= > >= == !=), a CROSSES ABOVE|BELOW b, AND OR NOT, (), "
-        "arithmetic + - * /, time >= 10:00; both sides of a comparison share a type.",
-        "Types: Price Qty Money Pct Duration TimeOfDay Count Bool; durations 30s 5m 2h 1d.",
+        "LMT/STP take a Price sum (ask+0.02, high(5m)+0.05). The order quantity is whole units, <= maxpos.",
+        "NOT binds tightest, then * /, + -, comparisons, AND, OR; both sides of a comparison "
+        "share a type. Types: Price Qty Money Pct Duration TimeOfDay Count Bool.",
     ]
 
 
@@ -106,7 +109,7 @@ def render_card(catalog: PaneCatalog = DEFAULT_CATALOG, limits: Limits = DEFAULT
     ]
     for name, what, example in STATEMENT_EXAMPLES:
         parts += [f"{name}: {what}", example, ""]
-    parts += ["# Plans", *_plan_rules(limits), "", *_registry_lines(), ""]
+    parts += [*_grammar_lines(limits), "", *_registry_lines(), ""]
     parts += ["# Panes (VIEW name: pane, pane(args) [BUDGET n])", *_pane_lines(catalog), ""]
     parts += [
         "# Loop",
@@ -115,9 +118,6 @@ def render_card(catalog: PaneCatalog = DEFAULT_CATALOG, limits: Limits = DEFAULT
         "how many view requests or repairs and tokens are left; at zero the ordinal stands down. "
         "Prefer a plan, STANDDOWN or PASS when you have seen enough.",
         _limit_line(limits),
-        "",
-        "# Grammar summary",
-        GRAMMAR_SUMMARY.strip(),
     ]
     return "\n".join(parts).strip() + "\n"
 
