@@ -38,7 +38,7 @@ from actors.host.events import (
 )
 from actors.host.port import ReplyPort
 from kestrel.agents.recorded import turn_text
-from kestrel.session.calls import DEFAULT_AGENT_TIMEOUT_S, Answered, CallOutcome, LateReply
+from kestrel.session.calls import DEFAULT_AGENT_TIMEOUT_S, Abandoned, Answered, CallOutcome, LateReply
 from kestrel.session.capture import CapturedTurn
 from kestrel.session.loop import Evidence
 from kestrel.session.protocol import Agent, AgentReply, AgentTurn, AuthorRequest, StandDownTurn
@@ -147,7 +147,7 @@ class HostedAgentActor(Actor[AgentMessage]):
         self._tap = tap
         self._committed = committed
 
-    async def receive(self, message: AgentMessage) -> CallOutcome | list[LateReply]:
+    async def receive(self, message: AgentMessage) -> CallOutcome | list[LateReply | Abandoned]:
         if isinstance(message, TakeLate):
             return [] if self._inner is None else await self._inner.receive(message)
         request, date = message.request, message.date or ""
