@@ -33,7 +33,7 @@ from actors.engine import (
     Sync,
 )
 from actors.errors import AskFailed, describe
-from actors.feed import DEFAULT_BATCH_TICKS, AdvanceTo, FeedActor, LoadDay
+from actors.feed import DEFAULT_BATCH_TICKS, AdvanceTo, FeedActor, LoadDay, Pace
 from actors.ref import ActorRef
 from actors.system import ActorSystem
 from kestrel.engine.ledger import Ledger
@@ -165,8 +165,10 @@ async def simulate(
     agent_timeout: float = DEFAULT_AGENT_TIMEOUT_S,
     batch: int = DEFAULT_BATCH_TICKS,
     turns: list[CapturedTurn] | None = None,
+    pace: Pace | None = None,
 ) -> SessionResult:
     """Run the session on an actor system (agent, driver, engine, feed and the bus).
+    `pace`, when given, has the feed release ticks by the wall clock (same ledger).
 
     `turns`, when given, receives every message published on the `turns` topic (what the bus
     carried), for inspection."""
@@ -180,7 +182,7 @@ async def simulate(
         # the tap is read after the run: room for every turn, so publishing never blocks on it
         room = max(1, sum(len(d.ordinals) for d in plan))
         tap = system.bus.subscribe_stream(TURNS_TOPIC, capacity=room) if turns is not None else None
-        feed = system.spawn(lambda: FeedActor(plan, engine, batch), name="feed")
+        feed = system.spawn(lambda: FeedActor(plan, engine, batch, pace), name="feed")
         agent_ref = system.spawn(lambda: AgentActor(agent), name="agent")
         driver = system.spawn(
             lambda: DriverActor(
@@ -215,6 +217,7 @@ def run_simulation(
     sink: EvidenceSink | None = None,
     progress: Callable[[int, int], None] | None = None,
     agent_timeout: float = DEFAULT_AGENT_TIMEOUT_S,
+    pace: Pace | None = None,
 ) -> SessionResult:
     """`simulate` from synchronous code, on the `asyncio` or `trio` backend."""
     if backend not in ("asyncio", "trio"):
@@ -223,7 +226,7 @@ def run_simulation(
     async def main() -> SessionResult:
         return await simulate(
             data, agent, options, date=date, days=days, sink=sink, progress=progress,
-            agent_timeout=agent_timeout,
+            agent_timeout=agent_timeout, pace=pace,
         )
 
     result: SessionResult = anyio.run(main, backend=backend)

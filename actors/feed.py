@@ -5,6 +5,12 @@ the driver releases them (`AdvanceTo(i)`), and the driver releases ordinal `i+1`
 after ordinal `i`'s terminal turn is armed. So no result depends on scheduling or on how long
 the agent takes. The reply to `AdvanceTo` comes after every batch is in the engine's mailbox
 (ahead of anything the driver sends the engine next).
+
+With a `Pace` the feed also releases ticks by the wall clock (`speed` times real time,
+anchored at each day's open; ticks before `resume_ns` go at once, for a resumed run): it
+sends the ticks already due, sleeps until the next one is, and answers `AdvanceTo(i)` once the
+clock reaches ordinal i's cutoff, so agents author at the real ordinals. The barrier is
+unchanged, so the ledger never depends on the pace.
 """
 
 from __future__ import annotations
@@ -12,16 +18,30 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import anyio
 import msgspec
+import numpy as np
 
 from actors.actor import Actor
 from actors.engine import TickBatch
 from actors.ref import ActorRef
+from kestrel.frame.ticks import NS_PER_S, Ticks
 from kestrel.session.runner import SessionDay
 
 DEFAULT_BATCH_TICKS = 65536
 """Ticks per `TickBatch` (~2.6 MB of columns at most). Large on purpose: the engine's fast
 path pays a fixed cost per batch, and the barrier is per ordinal, not per batch."""
+
+
+PACE_TICK_S = 0.005
+"""Shortest sleep of a paced feed: ticks due within it go out in one batch."""
+
+
+class Pace(msgspec.Struct, frozen=True):
+    """Release ticks at `speed` times real time; ticks at or before `resume_ns` at once."""
+
+    speed: float
+    resume_ns: int = 0
 
 
 class LoadDay(msgspec.Struct, frozen=True, tag="load_day"):
@@ -42,12 +62,17 @@ FeedMessage = LoadDay | AdvanceTo
 
 
 class FeedActor(Actor[FeedMessage]):
-    def __init__(self, days: Sequence[SessionDay], engine: ActorRef[Any], batch: int = DEFAULT_BATCH_TICKS) -> None:
+    def __init__(self, days: Sequence[SessionDay], engine: ActorRef[Any], batch: int = DEFAULT_BATCH_TICKS,
+                 pace: Pace | None = None) -> None:
         if batch < 1:
             raise ValueError(f"batch must be >= 1 tick, got {batch}")
+        if pace is not None and not pace.speed > 0:
+            raise ValueError(f"pace speed must be > 0, got {pace.speed}")
         self._days = list(days)
         self._engine = engine
         self._batch = batch
+        self._pace = pace
+        self._anchor: tuple[float, int] | None = None  # (wall clock, market ns) of the day
         self._day: SessionDay | None = None
         self._next = 0
 
@@ -55,6 +80,7 @@ class FeedActor(Actor[FeedMessage]):
         if isinstance(message, LoadDay):
             self._day = self._days[message.index]
             self._next = 0
+            self._anchor = None
             return None
         day = self._day
         if day is None:
@@ -65,13 +91,54 @@ class FeedActor(Actor[FeedMessage]):
             )
         sent = 0
         while self._next <= message.ordinal:
-            seg = day.segment(self._next) if self._next < len(day.ordinals) else day.tail()
-            for start in range(0, len(seg), self._batch):
-                part = seg.slice(start, min(start + self._batch, len(seg)))
-                await self._engine.tell(TickBatch.of(part))
-                sent += len(part)
+            last = self._next >= len(day.ordinals)
+            seg = day.tail() if last else day.segment(self._next)
+            if self._pace is None:
+                sent += await self._send(seg)
+            else:
+                end = None if last else day.cutoff(day.ordinals[self._next])
+                sent += await self._paced(day, seg, end)
             self._next += 1
         return Advanced(sent)
 
+    async def _send(self, seg: Ticks) -> int:
+        for start in range(0, len(seg), self._batch):
+            part = seg.slice(start, min(start + self._batch, len(seg)))
+            await self._engine.tell(TickBatch.of(part))
+        return len(seg)
 
-__all__ = ["DEFAULT_BATCH_TICKS", "AdvanceTo", "Advanced", "FeedActor", "FeedMessage", "LoadDay"]
+    async def _paced(self, day: SessionDay, seg: Ticks, end_ns: int | None) -> int:
+        """Send `seg` as its ticks fall due, then wait for `end_ns` (the cutoff) to be due."""
+        assert self._pace is not None
+        speed = self._pace.speed * NS_PER_S  # market ns per wall second
+        if self._anchor is None:
+            self._anchor = (anyio.current_time(), max(day.session.open_ns, self._pace.resume_ns))
+        wall0, market0 = self._anchor
+
+        def due_at(ns: int) -> float:
+            return wall0 + (ns - market0) / speed
+
+        pos = 0
+        while pos < len(seg):
+            now_ns = market0 + (anyio.current_time() - wall0) * speed
+            due = int(np.searchsorted(seg.ts, now_ns, side="right"))
+            if due > pos:
+                await self._send(seg.slice(pos, due))
+                pos = due
+                continue
+            await anyio.sleep_until(max(due_at(int(seg.ts[pos])), anyio.current_time() + PACE_TICK_S))
+        if end_ns is not None and end_ns > market0:
+            await anyio.sleep_until(due_at(end_ns))
+        return len(seg)
+
+
+__all__ = [
+    "DEFAULT_BATCH_TICKS",
+    "PACE_TICK_S",
+    "AdvanceTo",
+    "Advanced",
+    "FeedActor",
+    "FeedMessage",
+    "LoadDay",
+    "Pace",
+]

@@ -24,6 +24,7 @@ import anyio
 import msgspec
 
 from actors import ActorRef, ActorSystem, SlowPolicy, StreamSubscription
+from actors.feed import Pace
 from actors.host.events import RequestEvent, RunEnded, SessionEvent
 from actors.host.host import (
     DEFAULT_ABANDON_AFTER_S,
@@ -126,12 +127,17 @@ class HostClient:
         agent_id: str = "external",
         model: str = "",
         committed: list[CapturedTurn] | None = None,
+        pace: Pace | None = None,
+        session_id: str | None = None,
     ) -> Started:
         """Start a session; with no `agent` the caller is the agent (answer with `submit`).
-        Returns at the first request or, when nothing is asked, at the end of the run."""
+        Returns at the first request or, when nothing is asked, at the end of the run.
+        `committed` turns are re-applied without asking the agent (resume); `pace` has the
+        feed release ticks by the wall clock (`actors.feed.Pace`, same ledger); `session_id`
+        names the session (refused when in use)."""
         run = spec if isinstance(spec, ResolvedRun) else await self.resolve(spec)
         opened: Opened = await self._ask(
-            StartSession(run, agent, agent_id, model, list(committed or []))
+            StartSession(run, agent, agent_id, model, list(committed or []), pace, session_id)
         )
         return Started(opened.session_id, await self.next_outcome(opened.session_id, 0))
 

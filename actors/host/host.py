@@ -29,6 +29,7 @@ import msgspec
 
 from actors import Actor, ActorRef, ActorStopped, Stop
 from actors.errors import describe
+from actors.feed import Pace
 from actors.host.events import HostedRequest, RequestEvent, RunEnded, SessionEvent, TurnEvent
 from actors.host.port import PortRefused, ReplyPort
 from actors.host.run import ExternalAgent, run_hosted
@@ -58,13 +59,17 @@ def topic(session_id: str) -> str:
 
 class StartSession(msgspec.Struct, frozen=True, tag="host_start"):
     """Start `run` with `agent` (in process) or, when None, an external agent whose replies
-    arrive by `Submit`. `committed` turns are re-applied without asking the agent (resume)."""
+    arrive by `Submit`. `committed` turns are re-applied without asking the agent (resume);
+    `pace` releases the ticks by the wall clock (`actors.feed.Pace`); `session_id`, when
+    given, names the session (a store keying its records by it sees every event under it)."""
 
     run: ResolvedRun
     agent: Any = None
     agent_id: str = "external"
     model: str = ""
     committed: list[CapturedTurn] = []
+    pace: Pace | None = None
+    session_id: str | None = None
 
 
 class Submit(msgspec.Struct, frozen=True, tag="host_submit"):
@@ -222,7 +227,7 @@ class SessionActor(Actor[RunHosted]):
 
     def __init__(self, host: ActorRef[Any], session: HostedSession, agent: Agent | None,
                  identity: Agent, committed: list[CapturedTurn], observer: Observer | None,
-                 agent_timeout: float) -> None:
+                 agent_timeout: float, pace: Pace | None = None) -> None:
         self._host = host
         self._session = session
         self._agent = agent
@@ -230,6 +235,7 @@ class SessionActor(Actor[RunHosted]):
         self._committed = committed
         self._observer = observer
         self._timeout = agent_timeout
+        self._pace = pace
 
     async def _emit(self, event: SessionEvent) -> None:
         if self._observer is not None:
@@ -249,7 +255,8 @@ class SessionActor(Actor[RunHosted]):
         with s.scope:
             try:
                 result = await run_hosted(s.run, source, self._identity, self._emit,
-                                          committed=self._committed, agent_timeout=self._timeout)
+                                          committed=self._committed, agent_timeout=self._timeout,
+                                          pace=self._pace)
                 finished = Finished(s.session_id, "done", None, result)
             except Exception as exc:  # a session's failure ends that session only
                 get_logger("kestrel.host").error("session.failed", session=s.session_id, error=describe(exc))
@@ -305,9 +312,11 @@ class SessionHost(Actor[HostMessage]):
             return s.result
         return await self._close(s)
 
-    def _start(self, m: StartSession) -> Opened:
+    def _start(self, m: StartSession) -> Opened | Refused:
         st = self.state
-        sid = f"s{next(st.ids)}-{secrets.token_hex(3)}"
+        sid = m.session_id or f"s{next(st.ids)}-{secrets.token_hex(3)}"
+        if sid in st.sessions:
+            return Refused(f"session id {sid!r} is already in use")
         port = None if m.agent is not None else ReplyPort(st.abandon_after)
         identity: Agent = m.agent if m.agent is not None else ExternalAgent(m.agent_id, m.model)
         s = HostedSession(sid, m.run, identity.agent_id, port)
@@ -315,7 +324,8 @@ class SessionHost(Actor[HostMessage]):
         timeout = st.agent_timeout
         host = self.ctx.self_ref
         s.ref = self.ctx.spawn(
-            lambda: SessionActor(host, s, m.agent, identity, list(m.committed), st.observer, timeout),
+            lambda: SessionActor(host, s, m.agent, identity, list(m.committed), st.observer, timeout,
+                                 m.pace),
             name=sid, policy=Stop(),
         )
         s.ref.tell_nowait(RunHosted())

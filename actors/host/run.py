@@ -26,7 +26,7 @@ from actors import Actor, ActorRef, ActorSystem
 from actors.agent import AgentActor, AgentMessage, TakeLate
 from actors.driver import DriverActor, RunSession
 from actors.engine import LEDGER_TOPIC, TURNS_TOPIC, EngineActor, LedgerBatch
-from actors.feed import DEFAULT_BATCH_TICKS, FeedActor
+from actors.feed import DEFAULT_BATCH_TICKS, FeedActor, Pace
 from actors.host.events import (
     BudgetLeft,
     EvidenceEvent,
@@ -185,8 +185,10 @@ async def run_hosted(
     committed: list[CapturedTurn] | None = None,
     agent_timeout: float = DEFAULT_AGENT_TIMEOUT_S,
     batch: int = DEFAULT_BATCH_TICKS,
+    pace: Pace | None = None,
 ) -> SessionResult:
-    """Run the session `run` on its own actor system (see the module docstring)."""
+    """Run the session `run` on its own actor system (see the module docstring); `pace`
+    has the feed release ticks by the wall clock (`actors.feed`; same ledger)."""
     options, plan, data = run.options, run.schedule, run.data
     prefix = committed_turns(committed or [])
     outlet = Outlet(emit)
@@ -199,7 +201,7 @@ async def run_hosted(
         system.bus.subscribe(TURNS_TOPIC, engine)
         system.bus.subscribe(TURNS_TOPIC, tap)
         system.bus.subscribe(LEDGER_TOPIC, tap)
-        feed = system.spawn(lambda: FeedActor(plan, engine, batch), name="feed")
+        feed = system.spawn(lambda: FeedActor(plan, engine, batch, pace), name="feed")
         agent = system.spawn(lambda: HostedAgentActor(source, outlet, tap, prefix), name="agent")
         driver = system.spawn(
             lambda: DriverActor(

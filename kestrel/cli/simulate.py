@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="environment variable holding the API key (default OPENAI_API_KEY / ANTHROPIC_API_KEY)")
     s.add_argument("--agent-timeout", type=float, default=DEFAULT_AGENT_TIMEOUT_S,
                    help=f"seconds per agent call, handed to the model SDK too (default {DEFAULT_AGENT_TIMEOUT_S:g})")
+    s.add_argument("--pace", default="max", metavar="max|realtime|N",
+                   help="release ticks by the wall clock: realtime, N times real time, or max "
+                        "(default: as fast as possible); the ledger is the same at every pace")
     _output_flags(s)
     s.add_argument("--evidence", help="write the authoring-loop evidence as JSON lines to PATH")
     s.set_defaults(func=_simulate)
@@ -152,8 +156,31 @@ def _simulate(args: argparse.Namespace) -> int:
     return _guarded("simulate", lambda: _run_simulate(args))
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A `kestrel simulate` command line checked and resolved, ready to run."""
+
+    data: Any
+    agent: Any
+    options: Any
+    date: dt.date | None
+    days: int
+    pace: float | None
+
+
 def _run_simulate(args: argparse.Namespace) -> int:
+    run = prepare(args)
+    with _evidence_sink(args.evidence) as sink:
+        result = _run(run.data, run.agent, run.options, args.backend, run.date, run.days, sink, args.json,
+                      args.agent_timeout, run.pace)
+    return _finish(args, result, run.agent)
+
+
+def prepare(args: argparse.Namespace) -> Prepared:
+    """Check and resolve the flags of `kestrel simulate` (raises `UsageError`); the daemon
+    resolves `kestrel ctl submit` flags through here too, so both run the same session."""
     from kestrel.session import profiles
+    from kestrel.session.pace import PaceError, parse_pace
     from kestrel.session.loop import LoopSettings
     from kestrel.session.runner import SessionOptions
 
@@ -213,10 +240,13 @@ def _run_simulate(args: argparse.Namespace) -> int:
     date = _date(args.date)
     check_agent_fits(agent, data, options, date, args.days, st.agent or "baseline")
     _warn_partial(data, date, args.days)
-    with _evidence_sink(args.evidence) as sink:
-        result = _run(data, agent, options, args.backend, date, args.days, sink, args.json,
-                      args.agent_timeout)
-    return _finish(args, result, agent)
+    try:
+        pace = parse_pace(args.pace)
+    except PaceError as exc:
+        raise UsageError(str(exc)) from None
+    if pace is not None and args.backend == DIRECT:
+        raise UsageError("--pace needs the actor feed: use --backend asyncio or trio (or --pace max)")
+    return Prepared(data, agent, options, date, args.days, pace)
 
 
 def _warn_partial(data: Any, date: dt.date | None, days: int) -> None:
@@ -302,7 +332,7 @@ def _evidence_sink(path: str | None) -> Iterator[Callable[[Any], None] | None]:
 
 def _run(data: Any, agent: Any, options: Any, backend: str, date: dt.date | None, days: int,
          sink: Callable[[Any], None] | None, quiet: bool,
-         agent_timeout: float = DEFAULT_AGENT_TIMEOUT_S) -> Any:
+         agent_timeout: float = DEFAULT_AGENT_TIMEOUT_S, pace: float | None = None) -> Any:
     from kestrel.session.runner import run_session
 
     progress_ctx: Any = nullcontext(None)
@@ -323,9 +353,11 @@ def _run(data: Any, agent: Any, options: Any, backend: str, date: dt.date | None
             return run_session(data, agent, options, date=date, days=days, sink=sink, progress=tick,
                                agent_timeout=agent_timeout)
         from actors.driver import run_simulation
+        from actors.feed import Pace
 
         return run_simulation(data, agent, options, backend=backend, date=date, days=days, sink=sink,
-                              progress=tick, agent_timeout=agent_timeout)
+                              progress=tick, agent_timeout=agent_timeout,
+                              pace=None if pace is None else Pace(pace))
 
 
 def _finish(args: argparse.Namespace, result: Any, agent: Any) -> int:
@@ -404,4 +436,4 @@ def _guarded(command: str, run: Callable[[], int]) -> int:
         print(f"kestrel {command}: {exc}", file=sys.stderr)
         return 2
 
-__all__ = ["load_data", "register", "report", "summary"]
+__all__ = ["Prepared", "load_data", "prepare", "register", "report", "summary"]

@@ -1,0 +1,253 @@
+"""The control protocol of `kestrel daemon`: newline-delimited JSON-RPC 2.0 shaped messages.
+
+Every line is one UTF-8 JSON object, at most `MAX_LINE` bytes with its newline:
+- a `Request` (`{"jsonrpc": "2.0", "id": 1, "method": "runs", "params": {...}}`);
+- a `Response` with the same id and either `result` or `error` (`{code, message}`);
+- a `Notification` (no id) the server streams before the response of `follow`.
+
+The first request of a connection must be `hello` with the client's `protocol` version; a
+version the server does not speak is refused and the connection closed. The params and result
+of each method are the Structs below (`METHODS`), decoded strictly: a wrong type or an unknown
+field is an `INVALID_PARAMS` error naming it. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+PROTOCOL_VERSION = 1
+MAX_LINE = 1 << 20
+"""The longest line either side sends or accepts (1 MiB, newline included)."""
+
+# JSON-RPC 2.0 error codes (and the server's own, from -32000).
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+REFUSED = -32000
+"""The request was well formed but cannot be done (unknown run, bad flags, ...)."""
+TIMED_OUT = -32001
+
+
+class Request(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    jsonrpc: Literal["2.0"]
+    method: str
+    id: int | str | None = None
+    params: dict[str, Any] = {}
+
+
+class ErrorBody(msgspec.Struct, frozen=True):
+    code: int
+    message: str
+
+
+class Response(msgspec.Struct, frozen=True, omit_defaults=True):
+    id: int | str | None
+    result: Any = None
+    error: ErrorBody | None = None
+    jsonrpc: str = "2.0"
+
+
+class Notification(msgspec.Struct, frozen=True):
+    method: str
+    params: Any
+    jsonrpc: str = "2.0"
+
+
+class Params(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Base of every method's params."""
+
+
+class HelloParams(Params, frozen=True):
+    protocol: int
+    client: str = ""
+
+
+class HelloResult(msgspec.Struct, frozen=True):
+    protocol: int
+    server: str
+    pid: int
+    home: str
+
+
+class NoParams(Params, frozen=True):
+    pass
+
+
+class SubmitParams(Params, frozen=True):
+    """`argv` are `kestrel simulate` flags; relative paths in them are relative to `cwd`."""
+
+    argv: list[str]
+    cwd: str
+
+
+class Submitted(msgspec.Struct, frozen=True):
+    run: str
+    pace: str
+
+
+class RunParams(Params, frozen=True):
+    run: str
+
+
+class WaitParams(Params, frozen=True):
+    run: str
+    timeout: float | None = None
+
+
+class RunInfo(msgspec.Struct, frozen=True):
+    """One run as the store holds it."""
+
+    run: str
+    state: str
+    """running | done | failed | cancelled"""
+    argv: list[str]
+    pace: str
+    submitted: str
+    ended: str | None = None
+    reason: str | None = None
+    turns: int = 0
+    ledger_events: int = 0
+    fills: int = 0
+    resumed: int = 0
+    summary: dict[str, Any] | None = None
+
+
+class RunList(msgspec.Struct, frozen=True):
+    runs: list[RunInfo]
+
+
+class Exported(msgspec.Struct, frozen=True):
+    """The exact bytes `kestrel simulate --ledger/--capture/--evidence` write (as text)."""
+
+    run: str
+    ledger: str
+    capture: str
+    evidence: str
+
+
+class FollowItem(msgspec.Struct, frozen=True):
+    """One committed record of a run, streamed by `follow` as a notification `event`:
+    kind `turn` (a CapturedTurn), `ledger` (one LedgerEvent; `key` is `date/index`),
+    `evidence` (an Evidence record) or `end` (`{state, reason, summary}`)."""
+
+    run: str
+    kind: str
+    key: str
+    body: Any
+
+
+class Ok(msgspec.Struct, frozen=True):
+    ok: bool = True
+    message: str = ""
+
+
+METHODS: dict[str, type[Params]] = {
+    "hello": HelloParams,
+    "ping": NoParams,
+    "submit": SubmitParams,
+    "runs": NoParams,
+    "show": RunParams,
+    "wait": WaitParams,
+    "follow": RunParams,
+    "cancel": RunParams,
+    "export": RunParams,
+    "shutdown": NoParams,
+}
+
+TERMINAL_STATES = ("done", "failed", "cancelled")
+
+_encoder = msgspec.json.Encoder(order="deterministic")
+_request = msgspec.json.Decoder(Request)
+
+
+class ProtocolError(ValueError):
+    """A line that is not a valid request; `code` is the JSON-RPC error code to answer."""
+
+    def __init__(self, code: int, message: str, request_id: int | str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.request_id = request_id
+
+
+def decode_request(line: bytes) -> tuple[Request, Params]:
+    """The request on `line` and its typed params (raises `ProtocolError`)."""
+    try:
+        raw = msgspec.json.decode(line)
+    except msgspec.DecodeError as exc:
+        raise ProtocolError(PARSE_ERROR, f"not JSON: {exc}") from None
+    request_id = raw.get("id") if isinstance(raw, dict) else None
+    if not isinstance(request_id, int | str):
+        request_id = None
+    try:
+        request = msgspec.convert(raw, Request)
+    except msgspec.ValidationError as exc:
+        raise ProtocolError(
+            INVALID_REQUEST,
+            f"not a JSON-RPC 2.0 request ({exc}): send {{\"jsonrpc\": \"2.0\", \"id\": N, \"method\": M, \"params\": {{...}}}}",
+            request_id,
+        ) from None
+    kind = METHODS.get(request.method)
+    if kind is None:
+        raise ProtocolError(
+            METHOD_NOT_FOUND, f"unknown method {request.method!r}: use one of {', '.join(METHODS)}", request.id
+        )
+    try:
+        params = msgspec.convert(request.params, kind)
+    except msgspec.ValidationError as exc:
+        raise ProtocolError(INVALID_PARAMS, f"{request.method}: bad params: {exc}", request.id) from None
+    return request, params
+
+
+def encode(message: Response | Notification | Request) -> bytes:
+    """One line: the message as JSON plus a newline."""
+    return _encoder.encode(message) + b"\n"
+
+
+def request(method: str, request_id: int, params: Params | None = None) -> Request:
+    body = {} if params is None else msgspec.to_builtins(params)
+    return Request("2.0", method, request_id, body)
+
+
+def error(request_id: int | str | None, code: int, message: str) -> Response:
+    return Response(request_id, error=ErrorBody(code, message))
+
+
+__all__ = [
+    "INTERNAL_ERROR",
+    "INVALID_PARAMS",
+    "INVALID_REQUEST",
+    "MAX_LINE",
+    "METHODS",
+    "METHOD_NOT_FOUND",
+    "PARSE_ERROR",
+    "PROTOCOL_VERSION",
+    "REFUSED",
+    "TERMINAL_STATES",
+    "TIMED_OUT",
+    "ErrorBody",
+    "Exported",
+    "FollowItem",
+    "HelloParams",
+    "HelloResult",
+    "NoParams",
+    "Notification",
+    "Ok",
+    "Params",
+    "ProtocolError",
+    "Request",
+    "Response",
+    "RunInfo",
+    "RunList",
+    "RunParams",
+    "SubmitParams",
+    "Submitted",
+    "WaitParams",
+    "decode_request",
+    "encode",
+    "error",
+    "request",
+]
