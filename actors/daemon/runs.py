@@ -9,7 +9,7 @@
   committed turns, which the host answers from the record (the agent is not called for them),
   the engine re-running deterministically through them; ticks up to the crash point go at
   once, then the run continues at its pace. Records it re-emits are already stored and ignored
-  (`INSERT OR IGNORE`), so the store never holds a duplicate and the final ledger is the
+  (`ON CONFLICT DO NOTHING`), so the store never holds a duplicate and the final ledger is the
   uninterrupted run's.
 - the end of a run commits its state, its exact ledger, capture and summary, and an `end`
   record; `wait` and `follow` wake on each commit of their run.

@@ -44,6 +44,7 @@ from kestrel.daemon.protocol import (
     REFUSED,
     TIMED_OUT,
     Exported,
+    Failure,
     FollowItem,
     HelloParams,
     HelloResult,
@@ -127,7 +128,7 @@ class Daemon:
             if req.method == "shutdown":
                 self.stop.set()
 
-    async def _answer(self, req: Request, params: Params, send: Send) -> Response:
+    async def _answer(self, req: Request, params: Params, send: Send) -> Response | Failure:
         try:
             result = await self._call(req.method, params, send)
         except Refusal as exc:
@@ -139,7 +140,7 @@ class Daemon:
         except Exception as exc:
             self.log.error("request.failed", method=req.method, error=describe(exc))
             return error(req.id, INTERNAL_ERROR, f"internal error: {describe(exc)}")
-        return Response(req.id, result=msgspec.to_builtins(result))
+        return Response(req.id, msgspec.to_builtins(result))
 
     async def _call(self, method: str, params: Params, send: Send) -> Any:
         runs = self.runs

@@ -8,7 +8,7 @@ Invariants:
   transaction at open; a database from a newer Kestrel is refused; `PRAGMA integrity_check`
   runs at open and a damaged database is refused (`StoreError`, nothing is written);
 - `events` is append-only and idempotent: a record is keyed by (run, kind, key) and inserted
-  with `INSERT OR IGNORE`, so a resumed run that re-emits what it committed before its crash
+  with `ON CONFLICT DO NOTHING` (duplicates only: a broken CHECK still fails), so a resumed run that re-emits what it committed before its crash
   adds nothing, and the rowid order is the order things happened.
 """
 
@@ -169,7 +169,8 @@ class Store:
         try:
             for op in ops:
                 if isinstance(op, Insert):
-                    c.execute("INSERT OR IGNORE INTO events (run, kind, key, body) VALUES (?, ?, ?, ?)",
+                    c.execute("INSERT INTO events (run, kind, key, body) VALUES (?, ?, ?, ?) "
+                              "ON CONFLICT (run, kind, key) DO NOTHING",
                               (op.run, op.kind, op.key, op.body))
                 elif isinstance(op, NewRun):
                     self._n += 1

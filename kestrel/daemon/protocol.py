@@ -44,10 +44,19 @@ class ErrorBody(msgspec.Struct, frozen=True):
     message: str
 
 
-class Response(msgspec.Struct, frozen=True, omit_defaults=True):
+class Response(msgspec.Struct, frozen=True):
+    """A success: the method's result."""
+
     id: int | str | None
-    result: Any = None
-    error: ErrorBody | None = None
+    result: Any
+    jsonrpc: str = "2.0"
+
+
+class Failure(msgspec.Struct, frozen=True):
+    """An error answer (`id` is None when the request's id could not be read)."""
+
+    id: int | str | None
+    error: ErrorBody
     jsonrpc: str = "2.0"
 
 
@@ -202,7 +211,7 @@ def decode_request(line: bytes) -> tuple[Request, Params]:
     return request, params
 
 
-def encode(message: Response | Notification | Request) -> bytes:
+def encode(message: Response | Failure | Notification | Request) -> bytes:
     """One line: the message as JSON plus a newline."""
     return _encoder.encode(message) + b"\n"
 
@@ -212,8 +221,8 @@ def request(method: str, request_id: int, params: Params | None = None) -> Reque
     return Request("2.0", method, request_id, body)
 
 
-def error(request_id: int | str | None, code: int, message: str) -> Response:
-    return Response(request_id, error=ErrorBody(code, message))
+def error(request_id: int | str | None, code: int, message: str) -> Failure:
+    return Failure(request_id, ErrorBody(code, message))
 
 
 __all__ = [
@@ -230,6 +239,7 @@ __all__ = [
     "TIMED_OUT",
     "ErrorBody",
     "Exported",
+    "Failure",
     "FollowItem",
     "HelloParams",
     "HelloResult",
