@@ -1,0 +1,245 @@
+"""The daemon in process (a real socket, a real store, a real host) on asyncio and trio: the
+socket's permissions and peer check, bad input of every kind, submit/wait/export/follow/cancel,
+and a restart that resumes a run without calling its agent again for committed turns."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from daemon_support import Conn, running_daemon, submit_params
+from kestrel.agents.baseline import BaselineAgent
+from kestrel.cli.daemon import SimulatePlanner
+from kestrel.daemon.protocol import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    MAX_LINE,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    REFUSED,
+    TIMED_OUT,
+)
+from kestrel.data import load_sample
+from kestrel.logs import json_sink
+from kestrel.session.protocol import AgentReply, AuthorRequest
+from kestrel.session.runner import SessionOptions, evidence_logger, run_session
+
+pytestmark = pytest.mark.anyio
+CHECKS = ("--checkpoints", "11:00,13:30")
+
+
+def reference(agent: Any = None) -> tuple[bytes, bytes, bytes]:
+    """`kestrel simulate --checkpoints 11:00,13:30` run directly: ledger, capture, evidence."""
+    import io
+
+    out = io.StringIO()
+    result = run_session(load_sample(), agent or BaselineAgent(), SessionOptions(checkpoints=("11:00", "13:30")),
+                         sink=evidence_logger(json_sink(out)))
+    return result.ledger_jsonl(), result.capture_jsonl(), out.getvalue().encode()
+
+
+async def test_socket_is_owner_only_and_the_log_is_json_lines(anyio_backend: str, tmp_path: Path) -> None:
+    from actors.daemon.home import Home, configure_logs
+
+    home = tmp_path / "home"
+    log = configure_logs(Home(tmp_path), console=open(os.devnull, "w"))  # noqa: SIM115
+    async with running_daemon(home) as (daemon, _):
+        assert stat.S_IMODE(home.stat().st_mode) == 0o700
+        sock = home / "kestrel.sock"
+        assert stat.S_ISSOCK(sock.stat().st_mode) and stat.S_IMODE(sock.stat().st_mode) == 0o600
+        async with Conn.open(sock) as c:
+            assert (await c.result("ping"))["message"] == "pong"
+    assert not sock.exists()  # removed on shutdown
+    log.close()
+    lines = [json.loads(x) for x in (tmp_path / "daemon.log").read_text().splitlines()]
+    assert {"daemon.started", "daemon.stopping", "daemon.stopped"} <= {x["event"] for x in lines}
+    assert all("timestamp" in x and x["level"] for x in lines)
+
+
+async def test_a_peer_of_another_uid_is_refused(anyio_backend: str, tmp_path: Path) -> None:
+    async with running_daemon(tmp_path / "h", allowed_uid=os.getuid() + 1):
+        async with Conn.open(tmp_path / "h" / "kestrel.sock", hello=False) as c:
+            await c.send(b'{"jsonrpc":"2.0","id":1,"method":"hello","params":{"protocol":1}}\n')
+            first = await c.line()
+            assert first is not None and first["error"]["code"] == REFUSED
+            assert f"peer uid {os.getuid()}" in first["error"]["message"]
+            assert await c.line() is None  # and the connection is closed
+
+
+async def test_bad_input_gets_json_errors_and_the_daemon_lives_on(anyio_backend: str, tmp_path: Path) -> None:
+    sock = tmp_path / "h" / "kestrel.sock"
+    async with running_daemon(tmp_path / "h"):
+        async with Conn.open(sock, hello=False) as c:
+            await c.send(b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n')
+            assert "say hello first" in (await c.line() or {})["error"]["message"]
+            cases = [
+                (b"garbage\n", PARSE_ERROR),
+                (b"\xff\xfe\x00binary\n", PARSE_ERROR),
+                (b"[1,2,3]\n", INVALID_REQUEST),
+                (b'{"jsonrpc":"2.0","id":2,"method":["ping"]}\n', INVALID_REQUEST),
+                (b'{"jsonrpc":"2.0","id":3,"method":"explode"}\n', METHOD_NOT_FOUND),
+                (b'{"jsonrpc":"2.0","id":4,"method":"hello","params":{"protocol":"one"}}\n', INVALID_PARAMS),
+            ]
+            for raw, code in cases:
+                await c.send(raw)
+                reply = await c.line()
+                assert reply is not None and reply["error"]["code"] == code, (raw, reply)
+                assert "Traceback" not in reply["error"]["message"]
+            await c.send(b'{"jsonrpc":"2.0","id":5,"method":"hello","params":{"protocol":1}}\n')
+            assert (await c.line() or {})["result"]["protocol"] == 1
+            for raw, code in [
+                (b'{"jsonrpc":"2.0","id":6,"method":"wait","params":{"run":7}}\n', INVALID_PARAMS),
+                (b'{"jsonrpc":"2.0","id":7,"method":"show","params":{"run":"nope"}}\n', REFUSED),
+                (b'{"jsonrpc":"2.0","id":8,"method":"export","params":{"run":"nope"}}\n', REFUSED),
+                (b'{"jsonrpc":"2.0","id":9,"method":"submit","params":{"argv":["--bogus"],"cwd":"/"}}\n', REFUSED),
+                (b'{"jsonrpc":"2.0","id":10,"method":"wait","params":{"run":"x","timeout":-1}}\n', REFUSED),
+            ]:
+                await c.send(raw)
+                reply = await c.line()
+                assert reply is not None and reply["error"]["code"] == code, (raw, reply)
+        async with Conn.open(sock, hello=False) as c:
+            await c.send(b'{"jsonrpc":"2.0","id":1,"method":"hello","params":{"protocol":99}}\n')
+            assert "protocol 99" in (await c.line() or {})["error"]["message"]
+            assert await c.line() is None
+        async with Conn.open(sock, hello=False) as c:
+            await c.send(b"x" * (MAX_LINE + 10))  # no newline within the cap
+            reply = await c.line()
+            assert reply is not None and reply["error"]["code"] == INVALID_REQUEST
+            assert "over" in reply["error"]["message"]
+            assert await c.line() is None
+        async with Conn.open(sock, hello=False) as c:
+            await c.send(b'{"jsonrpc":"2.0","id":1,"meth')  # hang up mid-line
+        async with Conn.open(sock) as c:
+            assert (await c.result("ping"))["ok"] is True
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--checkpoints", "25:00"], "25:00"),
+        (["--data", "/nonexistent/ticks.csv"], "nonexistent"),
+        (["--agent", "fixed:/nonexistent.kes"], "nonexistent.kes"),
+        (["--pace", "soon"], "pace"),
+        (["--days", "0"], "days"),
+        (["--frobnicate"], "frobnicate"),
+    ],
+)
+async def test_bad_submissions_are_refused_before_anything_is_stored(
+        anyio_backend: str, tmp_path: Path, flags: list[str], says: str) -> None:
+    async with running_daemon(tmp_path / "h"):
+        async with Conn.open(tmp_path / "h" / "kestrel.sock") as c:
+            reply = await c.call("submit", submit_params(*flags))
+            assert reply["error"]["code"] == REFUSED and says in reply["error"]["message"]
+            assert (await c.result("runs"))["runs"] == []
+
+
+async def test_submit_wait_export_follow_equal_simulate(anyio_backend: str, tmp_path: Path) -> None:
+    ledger, capture, evidence = reference()
+    async with running_daemon(tmp_path / "h"):
+        async with Conn.open(tmp_path / "h" / "kestrel.sock") as c:
+            run = (await c.result("submit", submit_params(*CHECKS)))["run"]
+            done = await c.result("wait", {"run": run, "timeout": 60})
+            assert done["state"] == "done" and done["turns"] == 3
+            assert done["fills"] == ledger.count(b'"event":"fill"') > 0
+            out = await c.result("export", {"run": run})
+            assert (out["ledger"].encode(), out["capture"].encode(), out["evidence"].encode()) == (ledger, capture, evidence)
+            events: list[dict[str, Any]] = []
+            reply = await c.call("follow", {"run": run}, events)
+            assert reply["result"]["state"] == "done"
+            kinds = [e["kind"] for e in events]
+            assert kinds[-1] == "end" and kinds.count("turn") == 3
+            streamed = b"".join(json.dumps(e["body"], separators=(",", ":")).encode() + b"\n"
+                                for e in events if e["kind"] == "ledger")
+            assert [json.loads(x) for x in streamed.splitlines()] == [json.loads(x) for x in ledger.splitlines()]
+            listed = (await c.result("runs"))["runs"]
+            assert [r["run"] for r in listed] == [run] and listed[0]["summary"]["total"]["fills"] == done["fills"]
+
+
+async def test_follow_streams_a_paced_run_as_it_happens_and_cancel_ends_it(anyio_backend: str, tmp_path: Path) -> None:
+    sock = tmp_path / "h" / "kestrel.sock"
+    async with running_daemon(tmp_path / "h"):
+        async with Conn.open(sock) as c, Conn.open(sock) as watcher:
+            run = (await c.result("submit", submit_params(*CHECKS, "--pace", "20")))["run"]  # hours
+            reply = await c.call("wait", {"run": run, "timeout": 0.2})
+            assert reply["error"]["code"] == TIMED_OUT and "still running" in reply["error"]["message"]
+            events: list[dict[str, Any]] = []
+
+            async def follow() -> None:
+                events.append((await watcher.call("follow", {"run": run}, events))["result"])
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(follow)
+                with anyio.fail_after(30):
+                    while not any(e.get("kind") == "turn" for e in events):
+                        await anyio.sleep(0.02)  # OPEN is streamed while the run goes on
+                assert (await c.result("show", {"run": run}))["state"] == "running"
+                cancelled = await c.result("cancel", {"run": run})
+                assert cancelled["state"] == "cancelled"
+            assert events[-2]["kind"] == "end" and events[-2]["body"]["state"] == "cancelled"
+            assert events[-1]["state"] == "cancelled"
+            again = await c.call("cancel", {"run": run})
+            assert again["error"]["code"] == REFUSED
+            refused = await c.call("export", {"run": run})
+            assert "cancelled" in refused["error"]["message"]
+            assert (await c.result("wait", {"run": run}))["state"] == "cancelled"
+
+
+class Counting:
+    """The baseline agent, counting how often each (date, ordinal) is asked."""
+
+    iterative = False
+    blocking = False
+    agent_id = "baseline"
+    model = ""
+    asked: Counter[str] = Counter()
+
+    def __init__(self) -> None:
+        self.inner = BaselineAgent()
+
+    def author(self, request: AuthorRequest) -> AgentReply:
+        Counting.asked[request.ordinal] += 1
+        return self.inner.author(request)
+
+
+class CountingPlanner(SimulatePlanner):
+    def resolve(self, flags: dict[str, Any]) -> Any:
+        job = super().resolve(flags)
+        job.agent = Counting()
+        return job
+
+
+async def test_a_restarted_daemon_resumes_without_asking_for_committed_turns(anyio_backend: str, tmp_path: Path) -> None:
+    Counting.asked = Counter()
+    ledger, capture, _ = reference()
+    sock = tmp_path / "h" / "kestrel.sock"
+    async with running_daemon(tmp_path / "h", CountingPlanner()) as (_, stop):
+        async with Conn.open(sock) as c:
+            run = (await c.result("submit", submit_params(*CHECKS, "--pace", "3000")))["run"]
+            with anyio.fail_after(30):
+                while (await c.result("show", {"run": run}))["turns"] < 2:
+                    await anyio.sleep(0.05)
+        stop.set()  # the daemon stops mid-run (after OPEN and 11:00 were committed)
+    assert Counting.asked["OPEN"] == 1 and Counting.asked["11:00"] == 1
+    async with running_daemon(tmp_path / "h", CountingPlanner()):
+        async with Conn.open(sock) as c:
+            info = await c.result("wait", {"run": run, "timeout": 60})
+            assert (info["state"], info["resumed"]) == ("done", 1)
+            out = await c.result("export", {"run": run})
+    assert out["ledger"].encode() == ledger and out["capture"].encode() == capture
+    assert Counting.asked == Counter({"OPEN": 1, "11:00": 1, "13:30": 1})  # nothing asked twice
+
+
+async def test_shutdown_by_request_stops_the_daemon(anyio_backend: str, tmp_path: Path) -> None:
+    with anyio.fail_after(20):
+        async with running_daemon(tmp_path / "h") as (_, stop):
+            async with Conn.open(tmp_path / "h" / "kestrel.sock") as c:
+                assert (await c.result("shutdown"))["ok"] is True
+            await stop.wait()
+    assert not (tmp_path / "h" / "kestrel.sock").exists()
