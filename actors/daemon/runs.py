@@ -3,8 +3,13 @@
 - `submit`: the flags are resolved (a bad one is refused before anything is stored), the run
   is committed, then started on the host; the reply follows the commit.
 - `observe` is the host's observer: every terminal turn (with its ordinal's evidence, in the
-  same transaction) and every batch of ledger events is committed before the session goes on,
-  so nothing is acknowledged, published or followed that is not durable.
+  same transaction) and every batch of ledger events is queued for the one writer in the
+  order it happened (the session waits only when the queue is full) and group-committed
+  within 20 ms (`actors.daemon.writer.LINGER_S`), sooner when a commit somebody waits for
+  (a submit, an end, a cancel) takes it along.
+  Everything a client sees (follow, show, wait, export, the reply to submit and cancel) is
+  read from or follows a commit, so nothing is acknowledged that is not durable, and the
+  store always holds a prefix of each run's records.
 - `resume`: at start, every run the store holds as running is started again with its
   committed turns, which the host answers from the record (the agent is not called for them),
   the engine re-running deterministically through them; ticks up to the crash point go at
@@ -74,6 +79,7 @@ class LiveRun:
     run: str
     changed: anyio.Event = field(default_factory=anyio.Event)
     cancelled: bool = False
+    broken: str | None = None
     evidence: list[Evidence] = field(default_factory=list)
     seen: dict[Slot, int] = field(default_factory=dict)
 
@@ -102,8 +108,18 @@ class Runs:
                 event, live.changed = live.changed, anyio.Event()
                 event.set()
 
+    def on_error(self, ops: Sequence[Op], error: BaseException) -> None:
+        """A failed commit breaks the runs it carried (they end failed, naming the error)."""
+        from actors.errors import describe
+
+        for run in {op.run for op in ops}:
+            live = self.live.get(run)
+            if live is not None and live.broken is None:
+                live.broken = f"the store could not commit: {describe(error)}"
+        self.log.error("store.commit_failed", runs=sorted({op.run for op in ops}), error=str(error))
+
     async def observe(self, session_id: str, event: SessionEvent) -> None:
-        """The host's observer: commit what `event` carries before the session goes on."""
+        """The host's observer: queue what `event` carries for the writer, in order."""
         live = self.live.get(session_id)
         if live is None:
             return
@@ -124,7 +140,7 @@ class Runs:
             ops = [Insert(live.run, "ledger", f"{event.date}/{event.index + i:07d}", ledger_line(e))
                    for i, e in enumerate(event.events)]
         if ops:
-            await self.writer.commit(ops)
+            await self.writer.enqueue(ops)
 
     # -- submit, resume, drive ------------------------------------------------------------
 
@@ -137,9 +153,20 @@ class Runs:
         run = f"r{secrets.token_hex(5)}"
         pace = pace_name(job.pace)
         self.live[run] = LiveRun(run)
-        await self.writer.commit([NewRun(run, _enc.encode(flags), _enc.encode(canonical), pace)])
+        stored = await self.writer.enqueue([NewRun(run, _enc.encode(flags), _enc.encode(canonical), pace)],
+                                           urgent=True)
+        self.tg.start_soon(self._drive, run, job, [], 0)  # its records queue up behind the run's
+        try:
+            await self.writer.wait(stored)  # the reply follows the commit
+        except Exception as exc:
+            self.live[run].cancelled = True
+            with anyio.move_on_after(5):
+                try:
+                    await self.host.close(run)
+                except HostError:
+                    pass
+            raise Refusal(f"the store could not commit the run: {exc}") from None
         self.log.info("run.submitted", run=run, argv=canonical, pace=pace)
-        self.tg.start_soon(self._drive, run, job, [], 0)
         return Submitted(run, pace)
 
     async def resume_all(self) -> int:
@@ -173,8 +200,8 @@ class Runs:
                 outcome = await self.host.next_outcome(run, outcome.seq)
             if live.cancelled:
                 return
-            if outcome.state != "done":
-                await self._end(run, "failed", outcome.reason or f"the session ended {outcome.state}")
+            if outcome.state != "done" or live.broken is not None:
+                await self._end(run, "failed", live.broken or outcome.reason or f"the session ended {outcome.state}")
                 return
             result = await self.host.result(run)
             await self._end(run, "done", None, outcome.summary, result.ledger_jsonl(), result.capture_jsonl())

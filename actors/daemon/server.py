@@ -213,11 +213,15 @@ async def serve_daemon(
         if holder:
             holder[0].on_commit(ops)
 
+    def failed(ops: Any, error: BaseException) -> None:
+        if holder:
+            holder[0].on_error(ops, error)
+
     async def observe(session_id: str, event: Any) -> None:
         await holder[0].observe(session_id, event)
 
     try:
-        async with open_writer(store, woke) as writer, open_host(observer=observe, abandon_after=float("inf")) as host:
+        async with open_writer(store, woke, failed) as writer, open_host(observer=observe, abandon_after=float("inf")) as host:
             async with anyio.create_task_group() as runs_tg:
                 runs = Runs(host, writer, reader, planner, runs_tg)
                 holder.append(runs)

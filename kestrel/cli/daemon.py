@@ -107,7 +107,25 @@ class SimulatePlanner:
     """`actors.daemon.Planner` over `kestrel simulate`'s flags and resolution."""
 
     def __init__(self) -> None:
+        import threading
+
+        from actors.host import DataCache
+
         self.parser = submit_parser()
+        self._data = DataCache(size=4)  # by name and file mtime: a changed file is reloaded
+        self._lock = threading.Lock()
+
+    def load(self, name: str) -> Any:
+        """`kestrel simulate`'s loader, cached (resolutions run on worker threads)."""
+        from kestrel.cli.simulate import load_data
+
+        with self._lock:
+            data = self._data.get(name)
+        if data is None:
+            data = load_data(name)
+            with self._lock:
+                self._data.put(name, data)
+        return data
 
     def parse(self, argv: list[str], cwd: str) -> tuple[dict[str, Any], list[str]]:
         try:
@@ -133,7 +151,7 @@ class SimulatePlanner:
                 setattr(ns, k, v)
         ns.backend = "asyncio"  # the daemon's own backend runs it
         try:
-            run = prepare(ns)
+            run = prepare(ns, self.load)
             schedule = session_days(run.data, run.options, run.date, run.days)
         except (UsageError, SessionError, ScheduleError) as exc:
             raise ValueError(str(exc)) from None

@@ -176,9 +176,10 @@ def _run_simulate(args: argparse.Namespace) -> int:
     return _finish(args, result, run.agent)
 
 
-def prepare(args: argparse.Namespace) -> Prepared:
+def prepare(args: argparse.Namespace, load: Callable[[str], Any] = load_data) -> Prepared:
     """Check and resolve the flags of `kestrel simulate` (raises `UsageError`); the daemon
-    resolves `kestrel ctl submit` flags through here too, so both run the same session."""
+    resolves `kestrel ctl submit` flags through here too (with a caching `load`), so both run
+    the same session."""
     from kestrel.session import profiles
     from kestrel.session.pace import PaceError, parse_pace
     from kestrel.session.loop import LoopSettings
@@ -224,7 +225,7 @@ def prepare(args: argparse.Namespace) -> Prepared:
     agent = agent_of(spec, model=model, base_url=st.base_url, api_key_env=st.api_key_env,
                      timeout_s=args.agent_timeout, panes=st.panes)
     _note_unused_loop_flags(args, agent, spec)
-    data = load_data(_data_name(args))
+    data = load(_data_name(args))
     if args.symbol and args.data == "sample" and args.symbol != data.symbol:
         raise UsageError(f"--symbol {args.symbol} does not match the sample's symbol {data.symbol}")
     options = SessionOptions(
