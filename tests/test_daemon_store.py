@@ -147,3 +147,53 @@ async def test_a_failed_group_fails_its_callers_and_the_writer_goes_on(anyio_bac
     assert [r[2] for r in reader.events("r1")] == ["k"]
     reader.close()
     store.close()
+
+
+@pytest.mark.anyio
+async def test_queued_records_linger_until_an_awaited_commit_takes_them_along(anyio_backend: str, tmp_path: Path) -> None:
+    store = Store(tmp_path / "k.db")
+    new_run(store)
+    groups: list[list[str]] = []
+    async with open_writer(store, lambda ops: groups.append([getattr(o, "key", type(o).__name__) for o in ops]),
+                           linger=30.0) as writer:
+        first = await writer.enqueue([Insert("r1", "ledger", "d/0000000", b"{}")])
+        second = await writer.enqueue([Insert("r1", "ledger", "d/0000001", b"{}")])
+        await anyio.sleep(0.1)
+        assert groups == [] and not first.done.is_set()  # lingering: nobody waits for them
+        await writer.commit([Ended("r1", "done")])  # an awaited commit goes at once, with them
+        assert first.done.is_set() and second.done.is_set()
+    assert groups == [["d/0000000", "d/0000001", "Ended"]]
+    store.close()
+
+
+@pytest.mark.anyio
+async def test_a_lingering_record_is_committed_within_the_linger(anyio_backend: str, tmp_path: Path) -> None:
+    store = Store(tmp_path / "k.db")
+    new_run(store)
+    async with open_writer(store, linger=0.05) as writer:
+        queued = await writer.enqueue([Insert("r1", "turn", "d/OPEN", b"{}")])
+        with anyio.fail_after(10):
+            await writer.wait(queued)
+    store.close()
+
+
+@pytest.mark.anyio
+async def test_a_failed_queued_group_is_reported(anyio_backend: str, tmp_path: Path) -> None:
+    store = Store(tmp_path / "k.db")
+    new_run(store)
+    failures: list[tuple[int, str]] = []
+    async with open_writer(store, on_error=lambda ops, exc: failures.append((len(ops), type(exc).__name__)),
+                           linger=0.01) as writer:
+        bad = await writer.enqueue([Insert("r1", "bogus", "k", b"1")])
+        with pytest.raises(sqlite3.IntegrityError):
+            await writer.wait(bad)
+    assert failures == [(1, "IntegrityError")]
+    store.close()
+
+
+def test_the_home_defaults_follow_the_environment() -> None:
+    from actors.daemon.home import default_home
+
+    assert default_home({"KESTREL_HOME": "/srv/k", "XDG_STATE_HOME": "/x"}) == Path("/srv/k")
+    assert default_home({"XDG_STATE_HOME": "/x"}) == Path("/x/kestrel")
+    assert default_home({}) == Path("~/.local/state/kestrel").expanduser()
