@@ -302,3 +302,22 @@ def test_real_eurusd_paced_killed_and_resumed_equals_simulate(shared_data: Path,
         assert c.call("wait", WaitParams(run, 120))["state"] == "done"
         out = c.call("export", RunParams(run))
     assert out["ledger"].encode() == ledger and out["capture"].encode() == capture
+
+
+def test_a_damaged_store_stops_the_daemon_with_one_line(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    (home / "kestrel.db").write_bytes(b"not a database at all " * 200)
+    out = subprocess.run([sys.executable, "-m", "kestrel", "daemon", "--home", str(home)],
+                         capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert out.returncode == 2
+    assert "kestrel.db" in out.stderr and "move the file away" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert (home / "kestrel.db").read_bytes() == b"not a database at all " * 200  # untouched
+
+
+def test_a_home_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    out = subprocess.run([sys.executable, "-m", "kestrel", "daemon", "--home", str(tmp_path / "file")],
+                         capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert out.returncode == 2 and "kestrel daemon: home" in out.stderr and "Traceback" not in out.stderr

@@ -223,6 +223,8 @@ async def serve_daemon(
     try:
         async with open_writer(store, woke, failed) as writer, open_host(observer=observe, abandon_after=float("inf")) as host:
             async with anyio.create_task_group() as runs_tg:
+                if signals:  # from the start: a SIGTERM while resuming still stops cleanly
+                    runs_tg.start_soon(_watch_signals, stop)
                 runs = Runs(host, writer, reader, planner, runs_tg)
                 holder.append(runs)
                 resumed = await runs.resume_all()
@@ -238,8 +240,6 @@ async def serve_daemon(
                          backend=anyio_backend())
                 task_status.started(daemon)
                 async with anyio.create_task_group() as tg:
-                    if signals:
-                        tg.start_soon(_watch_signals, stop)
                     accepting = anyio.CancelScope()
                     tg.start_soon(_accept, listener, daemon, tg, accepting)
                     await stop.wait()
