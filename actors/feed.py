@@ -6,7 +6,7 @@ after ordinal `i`'s terminal turn is armed. So no result depends on scheduling o
 the agent takes. The reply to `AdvanceTo` comes after every batch is in the engine's mailbox
 (ahead of anything the driver sends the engine next).
 
-With a `Pace` the feed also releases ticks by the wall clock (`speed` times real time,
+With a `Pace` the feed also releases ticks by the system's clock (`speed` times real time,
 anchored at each day's open; ticks before `resume_ns` go at once, for a resumed run): it
 sends the ticks already due, sleeps until the next one is, and answers `AdvanceTo(i)` once the
 clock reaches ordinal i's cutoff, so agents author at the real ordinals. The barrier is
@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import anyio
 import msgspec
 import numpy as np
 
@@ -110,9 +109,10 @@ class FeedActor(Actor[FeedMessage]):
     async def _paced(self, day: SessionDay, seg: Ticks, end_ns: int | None) -> int:
         """Send `seg` as its ticks fall due, then wait for `end_ns` (the cutoff) to be due."""
         assert self._pace is not None
+        clock = self.ctx.system.clock  # the event loop's, or a test's virtual clock
         speed = self._pace.speed * NS_PER_S  # market ns per wall second
         if self._anchor is None:
-            self._anchor = (anyio.current_time(), max(day.session.open_ns, self._pace.resume_ns))
+            self._anchor = (clock.now(), max(day.session.open_ns, self._pace.resume_ns))
         wall0, market0 = self._anchor
 
         def due_at(ns: int) -> float:
@@ -120,15 +120,15 @@ class FeedActor(Actor[FeedMessage]):
 
         pos = 0
         while pos < len(seg):
-            now_ns = market0 + (anyio.current_time() - wall0) * speed
+            now_ns = market0 + (clock.now() - wall0) * speed
             due = int(np.searchsorted(seg.ts, now_ns, side="right"))
             if due > pos:
                 await self._send(seg.slice(pos, due))
                 pos = due
                 continue
-            await anyio.sleep_until(max(due_at(int(seg.ts[pos])), anyio.current_time() + PACE_TICK_S))
+            await clock.sleep_until(max(due_at(int(seg.ts[pos])), clock.now() + PACE_TICK_S))
         if end_ns is not None and end_ns > market0:
-            await anyio.sleep_until(due_at(end_ns))
+            await clock.sleep_until(due_at(end_ns))
         return len(seg)
 
 

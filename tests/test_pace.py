@@ -8,7 +8,9 @@ from pathlib import Path
 import anyio
 import pytest
 
+from actors import Actor
 from actors.driver import simulate
+from actors.engine import TickBatch
 from actors.feed import Pace
 from kestrel.agents.baseline import BaselineAgent
 from kestrel.agents.fixed import FixedAgent
@@ -132,3 +134,43 @@ def test_pacing_survives_the_runner_import_graph() -> None:
     import kestrel.session.pace as pace
 
     assert "anyio" not in pace.__dict__ and anyio is not None
+
+
+class Collect(Actor[TickBatch]):
+    """Stands where the engine stands: notes when each batch arrives (on the system's clock)."""
+
+    def __init__(self, seen: list[tuple[float, int, int]]) -> None:
+        self.seen = seen
+
+    async def receive(self, message: TickBatch) -> None:
+        t = message.ticks()
+        self.seen.append((self.ctx.system.clock.now(), int(t.ts[0]), int(t.ts[-1])))
+
+
+async def test_realtime_pace_releases_every_tick_at_its_market_time_on_virtual_time(anyio_backend: str) -> None:
+    from actors import ActorSystem
+    from actors.feed import AdvanceTo, FeedActor, LoadDay
+    from actors.testing import VirtualClock
+
+    data = load_sample()
+    day = session_days(data, SessionOptions(checkpoints=CHECKS))[0]
+    open_ns = day.session.open_ns
+    seen: list[tuple[float, int, int]] = []
+    async with VirtualClock() as clock, ActorSystem(clock=clock) as system:
+        sink = system.spawn(lambda: Collect(seen), name="engine")
+        feed = system.spawn(lambda: FeedActor([day], sink, pace=Pace(1.0)), name="feed")
+        await feed.ask(LoadDay(0), timeout=None)
+        answered = []
+        for i in range(len(day.ordinals) + 1):
+            await feed.ask(AdvanceTo(i), timeout=None)
+            answered.append(clock.now())
+        await anyio.wait_all_tasks_blocked()
+    assert sum(1 for _ in seen) > 100  # released bit by bit, not in one go
+    for at, first, last in seen:  # never early, and at most one pacing step late
+        assert (first - open_ns) / 1e9 <= at + 1e-6
+        assert (last - open_ns) / 1e9 <= at + 1e-6
+        assert at - (last - open_ns) / 1e9 <= 0.006 + 1e-6
+    for o, at in zip(day.ordinals[1:], answered[1:], strict=False):  # each cutoff at its real time
+        assert at == pytest.approx((day.cutoff(o) - open_ns) / 1e9, abs=1e-6)
+    assert answered[-1] == pytest.approx((int(day.ticks.ts[-1]) - open_ns) / 1e9, abs=0.006)
+    assert answered[-1] > 6 * 3600  # a whole 6.5 h session, in no real time
