@@ -204,9 +204,13 @@ class Runs:
                 await self._end(run, "failed", live.broken or outcome.reason or f"the session ended {outcome.state}")
                 return
             result = await self.host.result(run)
-            await self._end(run, "done", None, outcome.summary, result.ledger_jsonl(), result.capture_jsonl())
+            ledger, capture = result.ledger_jsonl(), result.capture_jsonl()
+            if job.outputs:  # written before the end is committed: `done` means they are there
+                await self.writer.commit([])  # every record of the run is in the store now
+                files = {"ledger": ledger, "capture": capture, "evidence": self.evidence_jsonl(run)}
+                await anyio.to_thread.run_sync(self._write_outputs, run, job, files)
+            await self._end(run, "done", None, outcome.summary, ledger, capture)
             await self.host.close(run)
-            self._write_outputs(run, job, result.ledger_jsonl(), result.capture_jsonl())
         except HostError as exc:
             if not live.cancelled:
                 await self._end(run, "failed", str(exc))
@@ -219,8 +223,7 @@ class Runs:
         self.live.pop(run, None)  # its waiters were woken by the commit and read the end
         self.log.info("run.ended", run=run, state=state, reason=reason)
 
-    def _write_outputs(self, run: str, job: Job, ledger: bytes, capture: bytes) -> None:
-        files = {"ledger": ledger, "capture": capture, "evidence": self.evidence_jsonl(run)}
+    def _write_outputs(self, run: str, job: Job, files: dict[str, bytes]) -> None:
         for kind, path in job.outputs.items():
             try:
                 Path(path).write_bytes(files[kind])
