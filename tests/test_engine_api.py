@@ -87,7 +87,7 @@ def test_ticks_without_a_plan_run_the_broker_only() -> None:
 def test_unknown_function_in_a_hand_built_plan_fails_closed() -> None:
     bad = ast.Plan("p", (ast.Rule(ast.Compare(">", ast.Series("last"), ast.Call("hihg", (ast.Duration(1, "m"),))),
                                   (ast.Order("buy", 1, "mkt"),)),))
-    with pytest.raises(PlanError, match="unknown function 'hihg'"):
+    with pytest.raises(PlanError, match="fails the checker: unknown function `hihg`"):
         engine().arm(bad)
 
 

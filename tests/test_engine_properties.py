@@ -32,7 +32,7 @@ def test_ledger_invariants(seed: int) -> None:
     filled: dict[int, int] = {}
     pos = 0
     bid, ask = ticks.bid, ticks.ask
-    slip = cfg.slippage_ticks * 0.01
+    slip = int(cfg.slippage_ticks)  # whole ticks in these configs
     for ev in events:
         if isinstance(ev, OrderPlaced):
             orders[ev.id] = ev
@@ -48,9 +48,10 @@ def test_ledger_invariants(seed: int) -> None:
             if o.type == "lmt":
                 assert ev.price <= o.price if ev.side == "buy" else ev.price >= o.price  # type: ignore[operator]
             if o.type in ("mkt", "stp", "trail"):
-                # market-style fills happen at the touch of the fill tick, slippage adverse
-                touch = ask[ev.tick] + slip if ev.side == "buy" else bid[ev.tick] - slip
-                assert ev.price == touch
+                # market-style fills happen at the touch of the fill tick, slippage adverse,
+                # on the 0.01 grid: the double a data file's decimal parses to
+                cents = round(ask[ev.tick] * 100) + slip if ev.side == "buy" else round(bid[ev.tick] * 100) - slip
+                assert ev.price == cents / 100
             filled[ev.id] = filled.get(ev.id, 0) + ev.qty
             assert filled[ev.id] <= o.qty
             if filled[ev.id] == o.qty:

@@ -24,7 +24,9 @@ FX_PLANS = [
 
 def test_fx_quotes_both_paths_agree(shared_data: Path) -> None:
     data = load_market_data(shared_data / "fx_quote_ticks" / "lean_oanda_eurusd_quote_ticks_20140501_20140515.parquet")
-    cfg = EngineConfig(fee_per_unit=0.00002, slippage_ticks=1, latency_ns=50_000_000)
+    # the operator allows FX sizes (the plans tighten maxloss where they set it)
+    cfg = EngineConfig(maxpos=100_000, maxloss=5000, fee_per_unit=0.00002, slippage_ticks=1,
+                       latency_ns=50_000_000)
     total_fills = 0
     for session in data.sessions[1:4]:
         day = data.ticks.between(session.open_ns, session.close_ns)

@@ -6,11 +6,15 @@ Per tick i (ts t, touch b/a), in this order (see docs/engine.md):
 2. broker: each eligible working order (created at a tick < i, past its latency) is
    checked in id order: TTL expiry cancels an entry, otherwise it may fill (see `orders`);
    fills update the position, create bracket children (OCO) and emit ledger events;
-3. risk: pnl = rpnl - fees + upnl (marked at the touch) against the plan's baseline; a
-   loss >= maxloss disarms the plan, cancels every working order and flattens at market;
+3. risk: pnl = rpnl - fees + upnl (marked at the touch) against the loss floor (the plan's
+   baseline - maxloss, or the session's -session_maxloss, whichever is higher); reaching
+   it disarms the plan (or stands the session down), cancels every working order and
+   flattens at market;
 4. plan expiry (UNTIL/FOR) disarms the plan's entries;
 5. indicators take tick i; armed rules are evaluated in order; a firing rule's orders
-   are checked against maxorders and maxpos (a breach disarms) and become eligible at i+1.
+   are checked against maxorders and maxpos (a breach rejects the order, the plan stays
+   armed) and the pre-trade loss check, and become eligible at i+1.
+Bounds bind as min(operator's `EngineConfig`, plan's `RISK`): a plan may only tighten.
 Steps 1-4 run only on ticks where the broker's envelope `env` says something may happen
 (a price crosses a working order's trigger, a deadline passes); elsewhere they are no-ops.
 """
@@ -18,11 +22,15 @@ Steps 1-4 run only on ticks where the broker's envelope `env` says something may
 from __future__ import annotations
 
 import math
-from itertools import islice
 from collections.abc import Sequence
+from fractions import Fraction
+from itertools import islice
 
+import msgspec
 import numpy as np
-from kestrel.engine.codegen import CompiledPlan, compile_plan
+
+from kestrel.engine.book import Book, Carry, CarriedOrder
+from kestrel.engine.codegen import CompiledPlan, compile_plan, time_literals
 from kestrel.engine.config import EngineConfig
 from kestrel.engine.fast import run_fast
 from kestrel.engine.indicators import PlanError, longest_lookback
@@ -31,6 +39,7 @@ from kestrel.engine.money import Money
 from kestrel.engine.ledger import (
     Armed,
     Cancelled,
+    Carried,
     Disarmed,
     Filled,
     Fired,
@@ -41,11 +50,20 @@ from kestrel.engine.ledger import (
     OrderRejected,
     PositionChanged,
 )
-from kestrel.engine.orders import OrderType, TickGrid, WorkingOrder, bracket_price, stop_distance
+from kestrel.engine.orders import (
+    OrderType,
+    TickGrid,
+    WorkingOrder,
+    bracket_price,
+    exact,
+    slipped,
+    stop_distance,
+)
 from kestrel.frame.account import AccountState
 from kestrel.frame.account import WorkingOrder as AccountOrder
 from kestrel.frame.session import SessionSpec
 from kestrel.frame.ticks import NS_PER_S, Ticks
+from kestrel.engine.plans import checked, clock_base_ns, clock_seconds
 from kestrel.lang import ast
 
 INF = math.inf
@@ -70,6 +88,7 @@ class Engine:
         session: SessionSpec,
         instrument: str,
         tick_size: float,
+        carry: Carry | None = None,
     ) -> None:
         if not (0 < tick_size < INF):
             raise ValueError(f"tick_size must be a finite number > 0, got {tick_size}")
@@ -79,11 +98,15 @@ class Engine:
         self.tick_size = tick_size
         self.grid = TickGrid(tick_size)
         self.slip = config.slippage_ticks * tick_size
+        self.slip_ticks = exact(config.slippage_ticks)
+        self._fee_unit = exact(config.fee_per_unit)
+        self._fee_order = exact(config.fee_per_order)
         self.money = Money.derive(tick_size, config.multiplier, config.slippage_ticks,
                                   config.fee_per_unit, config.fee_per_order, config.money_decimals)
         self.close_ns = session.close_ns
         self.open_ns = session.open_ns
         self.off_ns = session.utc_offset_ns
+        self.clock_base_ns = clock_base_ns(session)
         self.ledger = Ledger()
         self.last_path = "none"
         # clock
@@ -93,14 +116,8 @@ class Engine:
         self.a = NAN
         self.closed = False
         self._history = TickHistory()
-        # account
-        self.pos = 0
-        self.avg = 0.0
-        # money: whole quanta (exact integers); rpnl/fees are their amounts, kept in step
-        self._rpnl_k = 0
-        self._fees_k = 0
-        self.rpnl = 0.0
-        self.fees = 0.0
+        # account: the position and its money, exact (see `book`)
+        self.book = Book(self.money, config.multiplier)
         self.orders: dict[int, WorkingOrder] = {}
         self._next_id = 1
         self._next_oco = 1
@@ -113,6 +130,7 @@ class Engine:
         self.remaining: list[int] = []
         self.S: list[object] = []
         self.expiry_ns = NEVER
+        self.time_values: tuple[int, ...] = ()
         self.maxpos = config.maxpos
         self.maxloss = config.maxloss
         self.maxorders = config.maxorders
@@ -120,18 +138,58 @@ class Engine:
         self._baseline_k = 0  # the plan's pnl at arming, in money quanta
         self._maxloss_k = self.money.at_least(self.maxloss)
         self.loss_breached = False
+        # the session's loss limit counts from the open and never resets
+        self._session_floor_k = (
+            -self.money.at_least(config.session_maxloss) if config.session_maxloss is not None
+            else -(2**62))
+        self.session_down = ""
+        self._floor_k = max(-self._maxloss_k, self._session_floor_k)
         self._stale = False
         self._sizes: Sequence[float] | np.ndarray | None = None
         self._sizes_base = 0
         self.env: tuple[float, float, float, float, int, int] = _IDLE_ENV
         self.env_core = _IDLE_ENV  # env without the trailing stops (see fast.py)
         self.trails: list[WorkingOrder] = []
+        self.carried_in = carry
+        if carry is not None:
+            self._restore(carry)
         self._envelope(-1)
+
+    # the account, as the generated code and callers read it
+    @property
+    def pos(self) -> int:
+        return self.book.pos
+
+    @property
+    def avg(self) -> float:
+        return self.book.avg
+
+    @property
+    def rpnl(self) -> float:
+        return self.money.amount(self.book.rpnl_k)
+
+    @property
+    def fees(self) -> float:
+        return self.money.amount(self.book.fees_k)
+
+    def pnl_now(self, b: float, a: float) -> float:
+        """The `pnl` series: rpnl - fees + upnl at the touch, exactly what maxloss measures."""
+        return self.money.amount(self.book.pnl_k(b, a))
+
+    def upnl_now(self, b: float, a: float) -> float:
+        """The `upnl` series: unrealized PnL at the touch."""
+        return self.money.amount(self.book.upnl_k(b, a)) if self.book.pos else 0.0
 
     # ------------------------------------------------------------------ public API
     def arm(self, plan: ast.Plan) -> list[LedgerEvent]:
         """Arm `plan`, superseding the incumbent: its entries are disarmed and its working
-        entry orders cancelled; the position and its protective orders carry over."""
+        entry orders cancelled; the position and its protective orders carry over.
+
+        Only a checked plan is armed: `plan` is re-validated against the AST types (a Struct
+        built in code skips msgspec's validation) and run through the language checker; a
+        plan that fails either is refused (`PlanError`). The plan's RISK bounds only tighten
+        the operator's (`EngineConfig`): each effective bound is the smaller of the two."""
+        plan = checked(plan)
         if plan.instrument is not None and plan.instrument != self.instrument:
             raise PlanError(
                 f"plan {plan.name!r} trades {plan.instrument} but this engine runs "
@@ -154,20 +212,23 @@ class Engine:
         self.compiled = compiled
         self.plan_name = plan.name
         self.arm_tick = self.seen
+        self.time_values = tuple(
+            clock_seconds(self.session, tod) for tod in time_literals(compiled))
         self._rewarm()
-        self.armed = not self.closed
+        self.armed = not self.closed and not self.session_down
         n = len(plan.rules)
         self.R = [1 if self.armed else 0] * n
         self.remaining = [max(1, r.repeat) for r in plan.rules]
         risk = plan.risk
         cfg = self.config
-        self.maxpos = cfg.maxpos if risk.maxpos is None else risk.maxpos
-        self.maxloss = cfg.maxloss if risk.maxloss is None else risk.maxloss
-        self.maxorders = cfg.maxorders if risk.maxorders is None else risk.maxorders
+        self.maxpos = cfg.maxpos if risk.maxpos is None else min(cfg.maxpos, risk.maxpos)
+        self.maxloss = cfg.maxloss if risk.maxloss is None else min(cfg.maxloss, risk.maxloss)
+        self.maxorders = cfg.maxorders if risk.maxorders is None else min(cfg.maxorders, risk.maxorders)
         self.placed = 0
-        self.loss_breached = False
+        self.loss_breached = bool(self.session_down)
         self._maxloss_k = self.money.at_least(self.maxloss)
-        self._baseline_k = self._pnl_k(self.b, self.a)
+        self._baseline_k = self.book.pnl_k(self.b, self.a)
+        self._floor_k = max(self._baseline_k - self._maxloss_k, self._session_floor_k)
         exp = plan.expiry
         if isinstance(exp, ast.Until):
             self.expiry_ns = self.session.wall_clock_ns(exp.at.hour, exp.at.minute, exp.at.second)
@@ -177,7 +238,8 @@ class Engine:
             self.expiry_ns = self.close_ns
         self._emit(Armed(self.seen, self.t, plan.name, n, self.expiry_ns))
         if not self.armed:
-            self._emit(Disarmed(self.seen, self.t, plan.name, "session closed"))
+            self._emit(Disarmed(self.seen, self.t, plan.name,
+                                "session closed" if self.closed else self.session_down))
         elif self.expiry_ns <= self.t:  # UNTIL already past: nothing may fire
             self._disarm("expired")
         self._envelope(self.seen - 1)
@@ -206,7 +268,7 @@ class Engine:
                  batch.last.tolist(), batch.size.tolist())
         self._sizes, self._sizes_base = lists[4], g0
         if self.compiled is not None:
-            self.compiled.live(self, *lists, g0, self.S, self.R, self.off_ns, self.open_ns)
+            self.compiled.live(self, *lists, g0, self.S, self.R, self.consts())
         else:
             self._live_bare(*lists, g0)
         self._advance(g0 + n, lists[0][-1], lists[1][-1], lists[2][-1])
@@ -257,13 +319,42 @@ class Engine:
         return AccountState(
             position=self.pos,
             avg_entry=self.avg if self.pos else None,
-            upnl=self._upnl(self.b, self.a) if self.pos else 0.0,
+            upnl=self.upnl_now(self.b, self.a),
             rpnl=self.rpnl,
             fees=self.fees,
             orders=orders,
         )
 
+    def carry_out(self) -> Carry | None:
+        """What the next session takes over under `end_of_day="carry"`: the position, its
+        exact cost basis and its live protective orders (entries never carry); None when
+        flat."""
+        if not self.book.pos:
+            return None
+        kept = tuple(
+            CarriedOrder(o.role, o.side, o.remaining, o.type, o.price, o.oco,
+                         o.trail.mode if o.trail else None,
+                         float(o.trail.value) if o.trail else None, o.best)
+            for o in self.orders.values() if o.role in ("stop", "target", "trail"))
+        return Carry(self.book.pos, str(self.book.cost), kept)
+
     # ------------------------------------------------------------------ internals
+    def _restore(self, carry: Carry) -> None:
+        """Open the session with a carried position and its protective orders (eligible
+        from the first tick), marked in the ledger by a `carry` event."""
+        self.book.restore(carry.pos, Fraction(carry.cost))
+        self._emit(Carried(0, self.open_ns, carry.pos, self.book.avg, len(carry.orders)))
+        groups: dict[int | None, int | None] = {None: None}
+        for c in carry.orders:
+            if c.oco not in groups:
+                groups[c.oco] = self._next_oco
+                self._next_oco += 1
+            trail = (ast.Offset(c.trail_mode, c.trail_value)  # type: ignore[arg-type]
+                     if c.trail_mode is not None and c.trail_value is not None else None)
+            o = self._place("carried", -1, c.role, c.side, c.qty, c.type,  # type: ignore[arg-type]
+                            c.price, 0, self.open_ns, oco=groups[c.oco], trail=trail, best=c.best)
+            o.el_idx, o.el_ts = 0, self.open_ns
+
     def _fast_blocker(self) -> str:
         if self.compiled is None or not self.armed:
             return "no armed plan"
@@ -300,7 +391,7 @@ class Engine:
             if hi > lo:
                 part = h.slice(lo, hi)
                 fn(part.ts.tolist(), part.bid.tolist(), part.ask.tolist(), part.last.tolist(),
-                   part.size.tolist(), self.S, self.off_ns, self.open_ns)
+                   part.size.tolist(), self.S, self.consts())
         self._stale = False
 
     def _advance(self, seen: int, t: int, b: float, a: float) -> None:
@@ -324,27 +415,18 @@ class Engine:
     def _emit(self, e: LedgerEvent) -> None:
         self.ledger.events.append(e)
 
-    def _upnl_k(self, b: float, a: float) -> int:
-        """Unrealized PnL at the touch (bid for a long, ask for a short), in money quanta."""
-        if self.pos > 0:
-            return self.money.quanta(self.pos * (b - self.avg) * self.config.multiplier)
-        if self.pos < 0:
-            return self.money.quanta(self.pos * (a - self.avg) * self.config.multiplier)
-        return 0
-
-    def _upnl(self, b: float, a: float) -> float:
-        return self.money.amount(self._upnl_k(b, a)) if self.pos else 0.0
-
-    def _pnl_k(self, b: float, a: float) -> int:
-        """rpnl - fees + upnl in money quanta (exact)."""
-        k = self._rpnl_k - self._fees_k
-        return k + self._upnl_k(b, a) if self.pos else k
+    def consts(self) -> tuple[int, int, float, tuple[int, ...]]:
+        """The session constants the generated code reads: the clock base (`time` counts
+        seconds from it), the open, the price units of the exact indicators and the plan's
+        times of day as `time` values."""
+        return (self.clock_base_ns, self.open_ns, self.grid.units, self.time_values)
 
     def _mark(self, i: int, t: int, b: float, a: float) -> None:
-        u = self._upnl_k(b, a)
+        bk = self.book
+        u = bk.upnl_k(b, a)
         m = self.money
-        self._emit(Mark(i, t, self.pos, self.rpnl, m.amount(u), self.fees,
-                        m.amount(self._rpnl_k + u - self._fees_k)))
+        self._emit(Mark(i, t, bk.pos, m.amount(bk.rpnl_k), m.amount(u), m.amount(bk.fees_k),
+                        m.amount(bk.rpnl_k + u - bk.fees_k)))
 
     # broker step ---------------------------------------------------------------
     def _step(self, i: int, t: int, b: float, a: float) -> None:
@@ -367,7 +449,7 @@ class Engine:
                 qty = self._fill_qty(o, i)
                 if qty > 0:
                     self._fill(o, price, i, t, b, a, qty)
-        if not self.loss_breached and self._pnl_k(b, a) - self._baseline_k <= -self._maxloss_k:
+        if not self.loss_breached and self.book.pnl_k(b, a) <= self._floor_k:
             self._breach_loss(i, t, b, a)
         if self.armed and t >= self.expiry_ns:
             self._disarm("expired", i, t)
@@ -384,13 +466,13 @@ class Engine:
             if s >= 1.0:
                 q = min(q, int(s))
         if o.role != "entry":
-            q = min(q, abs(self.pos))
+            q = min(q, abs(self.pos)) if o.side * self.pos < 0 else 0
         return q
 
     def _fill_price(self, o: WorkingOrder, b: float, a: float) -> float | None:
         ty = o.type
         if ty == "mkt":
-            return a + self.slip if o.side > 0 else b - self.slip
+            return self._slipped(o.side, b, a)
         p = o.price
         assert p is not None or ty == "trail"
         if ty == "lmt":
@@ -401,55 +483,38 @@ class Engine:
         if ty == "stp":
             assert p is not None
             if o.side > 0:
-                return a + self.slip if a >= p else None
-            return b - self.slip if b <= p else None
+                return self._slipped(1, b, a) if a >= p else None
+            return self._slipped(-1, b, a) if b <= p else None
         # trail: check the level, then ratchet
         lvl = o.trail_level(self.grid)
         if o.side < 0:
             if b <= lvl:
-                return b - self.slip
+                return self._slipped(-1, b, a)
             if b > o.best:
                 o.best = b
         else:
             if a >= lvl:
-                return a + self.slip
+                return self._slipped(1, b, a)
             if a < o.best:
                 o.best = a
         return None
 
+    def _slipped(self, side: int, b: float, a: float) -> float:
+        """A market-style fill price: the touch with adverse slippage, on the tick grid."""
+        return slipped(a if side > 0 else b, side, self.slip_ticks, self.grid)
+
     def _fill(self, o: WorkingOrder, price: float, i: int, t: int, b: float, a: float,
               qty: int) -> None:
-        cfg = self.config
         m = self.money
-        fee_k = m.quanta(cfg.fee_per_unit * qty + (cfg.fee_per_order if o.filled == 0 else 0.0))
+        bk = self.book
+        fee_k = bk.charge(self._fee_unit * qty + (self._fee_order if o.filled == 0 else 0))
         o.filled += qty
         if o.filled >= o.qty:
             del self.orders[o.id]
         self._emit(Filled(i, t, o.id, "buy" if o.side > 0 else "sell", qty, price, m.amount(fee_k)))
-        self._fees_k += fee_k
-        self.fees = m.amount(self._fees_k)
-        q = o.side * qty
-        pos = self.pos
-        opened = qty  # the part of the fill that opens or adds to a position
-        if pos == 0:
-            self.avg = price
-            self.pos = q
-        elif (pos > 0) == (q > 0):
-            self.avg = (self.avg * abs(pos) + price * qty) / (abs(pos) + qty)
-            self.pos = pos + q
-        else:
-            closed = min(qty, abs(pos))
-            opened = qty - closed
-            # each realized increment is rounded to the money quantum once, then summed exactly
-            self._rpnl_k += m.quanta(
-                closed * (price - self.avg) * (1 if pos > 0 else -1) * cfg.multiplier)
-            self.rpnl = m.amount(self._rpnl_k)
-            self.pos = pos + q
-            if self.pos == 0:
-                self.avg = 0.0
-            elif (self.pos > 0) != (pos > 0):
-                self.avg = price
-        self._emit(PositionChanged(i, t, self.pos, self.avg if self.pos else None, self.rpnl))
+        pos = bk.pos
+        opened = bk.fill(o.side * qty, price)  # the part of the fill that opens or adds
+        self._emit(PositionChanged(i, t, bk.pos, bk.avg if bk.pos else None, self.rpnl))
         if o.role == "entry" and o.bracket is not None:
             if opened:
                 self._bracket(o, price, opened, i, t)
@@ -468,7 +533,7 @@ class Engine:
             # reversed: protective orders of the old side would now add to the position
             sign = 1 if self.pos > 0 else -1
             for other in list(self.orders.values()):
-                if other.role in ("stop", "target", "trail") and other.side == sign:
+                if other.role in ("stop", "target", "trail", "flat", "exit") and other.side == sign:
                     self._cancel(other, i, t, "reversed")
         self._mark(i, t, b, a)
 
@@ -524,6 +589,9 @@ class Engine:
     def _breach_loss(self, i: int, t: int, b: float, a: float) -> None:
         self.loss_breached = True
         reason = f"maxloss {self.maxloss:g} breached"
+        if self._session_floor_k >= self._baseline_k - self._maxloss_k:
+            reason = f"session maxloss {self.config.session_maxloss:g} breached"
+            self.session_down = reason + ": the session stands down"
         if self.armed:
             self._disarm(reason, i, t)
         else:
@@ -544,8 +612,7 @@ class Engine:
             if self.pos:
                 side = -1 if self.pos > 0 else 1
                 o = self._place(self.plan_name, -1, "exit", side, abs(self.pos), "mkt", None, i, t)
-                price = a + self.slip if side > 0 else b - self.slip
-                self._fill(o, price, i, t, b, a, o.qty)
+                self._fill(o, self._slipped(side, b, a), i, t, b, a, o.qty)
         self._mark(i, t, b, a)
         self._envelope(i)  # closed: idle
 
@@ -565,8 +632,10 @@ class Engine:
             if isinstance(act, ast.Order):
                 self._entry(j, act, price, i, t)
             elif isinstance(act, ast.Flat):
+                # a FLAT only reduces: it counts towards maxorders but is never refused
                 closing = any(o.role in ("flat", "exit") for o in self.orders.values())
-                if self.pos and not closing and self._count_order(j, i, t):
+                if self.pos and not closing:
+                    self.placed += 1
                     self._place(self.plan_name, j, "flat", -1 if self.pos > 0 else 1,
                                 abs(self.pos), "mkt", None, i, t)
             else:
@@ -575,25 +644,21 @@ class Engine:
                         self._cancel(o, i, t, f"rule {j} cancel")
         self._envelope(i)
 
-    def _count_order(self, j: int, i: int, t: int) -> bool:
-        if self.placed >= self.maxorders:
-            self._disarm(f"maxorders {self.maxorders} reached", i, t)
-            return False
-        self.placed += 1
-        return True
-
     def _entry(self, j: int, act: ast.Order, price: float | None, i: int, t: int) -> None:
         side = _SIDE[act.side]
         if act.order_type != "mkt" and (price is None or price != price):
             self._emit(OrderRejected(i, t, self.plan_name, j, "price undefined at this tick"))
+            return
+        if self.placed >= self.maxorders:
+            self._emit(OrderRejected(i, t, self.plan_name, j,
+                                     f"maxorders {self.maxorders} reached"))
             return
         working = sum(o.side * o.remaining for o in self.orders.values()
                       if o.role in ("entry", "flat"))
         projected = self.pos + working + side * act.qty
         if abs(projected) > self.maxpos:
             self._emit(OrderRejected(i, t, self.plan_name, j,
-                                     f"position would reach {projected}, over maxpos {self.maxpos}"))
-            self._disarm(f"maxpos {self.maxpos} breached", i, t)
+                                     f"maxpos {self.maxpos}: position would reach {projected}"))
             return
         if price is not None:
             price = self.grid.snap(price)
@@ -601,17 +666,18 @@ class Engine:
         if risk:
             committed = sum(o.risk * o.remaining for o in self.orders.values() if o.role == "entry")
             m = self.money
-            after_k = (self._pnl_k(self.b, self.a) - self._baseline_k
-                       - m.quanta(committed + risk * act.qty))
-            if after_k <= -self._maxloss_k:
+            after_k = self.book.pnl_k(self.b, self.a) - m.quanta(committed + risk * act.qty)
+            if after_k <= self._floor_k:
+                plan_floor = self._baseline_k - self._maxloss_k
+                bound = (f"maxloss {self.maxloss:g}" if plan_floor >= self._session_floor_k
+                         else f"session maxloss {self.config.session_maxloss:g}")
                 self._emit(OrderRejected(
                     i, t, self.plan_name, j,
                     f"worst-case loss {risk * act.qty:.2f} would take the plan's pnl to "
-                    f"{m.amount(after_k):.2f}, past maxloss {self.maxloss:g}"))
-                self._disarm(f"maxloss {self.maxloss:g} would be breached", i, t)
+                    f"{m.amount(after_k - self._baseline_k):.2f}, past {bound}"))
+                self._disarm(f"{bound} would be breached", i, t)
                 return
-        if not self._count_order(j, i, t):
-            return
+        self.placed += 1
         bracket = act if (act.stop or act.target or act.trail) else None
         ttl = None if act.ttl is None else act.ttl.seconds * NS_PER_S
         o = self._place(self.plan_name, j, "entry", side, act.qty, act.order_type, price, i, t,
@@ -685,9 +751,9 @@ class Engine:
                 trails.append(o)
         if self.pos and not self.loss_breached:
             mult = self.config.multiplier
-            m = self.money
+            bk = self.book
             # + one money quantum: upnl is rounded to the quantum before the check
-            room = m.amount(self._baseline_k) - self.maxloss - self.rpnl + self.fees + 1.0 / m.scale
+            room = (self._floor_k - bk.rpnl_k + bk.fees_k + 1) / self.money.scale
             thr = self.avg + room / (self.pos * mult)
             margin = 1e-6 * (1.0 + abs(thr))
             if self.pos > 0:
