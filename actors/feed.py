@@ -1,8 +1,9 @@
 """`FeedActor`: replays a session's ticks to the engine in columnar batches, up to a barrier.
 
-Simulated time is a barrier: the feed sends the ticks before ordinal `i`'s cutoff only when
-the driver releases them (`AdvanceTo(i)`), and the driver releases ordinal `i+1`'s ticks only
-after ordinal `i`'s terminal turn is armed. So no result depends on scheduling or on how long
+Simulated time is a barrier: the feed sends a day's stretches of ticks (`SessionDay.stretch`:
+up to ordinal i's cutoff, then its authoring window up to the ordinal's time, ...) only when
+the driver releases them (`AdvanceTo(k)`), and the driver releases ordinal `i`'s window only
+once its turn is authored, and ordinal `i+1`'s ticks only after that turn is armed. So no result depends on scheduling or on how long
 the agent takes. The reply to `AdvanceTo` comes after every batch is in the engine's mailbox
 (ahead of anything the driver sends the engine next).
 """
@@ -29,9 +30,10 @@ class LoadDay(msgspec.Struct, frozen=True, tag="load_day"):
 
 
 class AdvanceTo(msgspec.Struct, frozen=True, tag="advance"):
-    """Send the ticks up to ordinal `ordinal`'s cutoff (len(ordinals) = to the close)."""
+    """Send every stretch of the day up to and including stretch `stretch` (`SessionDay.stretch`:
+    2i ends at ordinal i's cutoff, 2i+1 at its time, 2n is the tail to the close)."""
 
-    ordinal: int
+    stretch: int
 
 
 class Advanced(msgspec.Struct, frozen=True):
@@ -59,13 +61,13 @@ class FeedActor(Actor[FeedMessage]):
         day = self._day
         if day is None:
             raise RuntimeError("FeedActor: no day loaded (send LoadDay first)")
-        if message.ordinal < self._next:
+        if message.stretch < self._next:
             raise RuntimeError(
-                f"FeedActor: ordinal {message.ordinal} is already behind the feed (at {self._next})"
+                f"FeedActor: stretch {message.stretch} is already behind the feed (at {self._next})"
             )
         sent = 0
-        while self._next <= message.ordinal:
-            seg = day.segment(self._next) if self._next < len(day.ordinals) else day.tail()
+        while self._next <= message.stretch:
+            seg = day.stretch(self._next)
             for start in range(0, len(seg), self._batch):
                 part = seg.slice(start, min(start + self._batch, len(seg)))
                 await self._engine.tell(TickBatch.of(part))
