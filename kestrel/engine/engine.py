@@ -1,22 +1,16 @@
 """The engine: arms compiled plans, runs them tick by tick against a simulated broker.
 
-Per tick i (ts t, touch b/a), in this order (see docs/engine.md):
-1. session close: the first tick with t >= close applies the end-of-day policy, and the
-   engine ignores later ticks for trading;
-2. broker: each eligible working order (created at a tick < i, past its latency) is
-   checked in id order: TTL expiry cancels an entry, otherwise it may fill (see `orders`);
-   fills update the position, create bracket children (OCO) and emit ledger events;
-3. risk: pnl = rpnl - fees + upnl (marked at the touch) against the loss floor (the plan's
-   baseline - maxloss, or the session's -session_maxloss, whichever is higher); reaching
-   it disarms the plan (or stands the session down), cancels every working order and
-   flattens at market;
+Per tick i (ts t, touch b/a), in this order (docs/engine.md states each rule once):
+1. session close: the end-of-day policy at the first tick with t >= close;
+2. broker: eligible working orders, in id order: TTL cancels, else fills (see `orders`);
+3. risk: pnl = rpnl - fees + upnl against the loss floor (the plan's baseline - maxloss or
+   the session's -session_maxloss, the higher); reaching it disarms (or stands the session
+   down), cancels every order and flattens at market;
 4. plan expiry (UNTIL/FOR) disarms the plan's entries;
-5. indicators take tick i; armed rules are evaluated in order; a firing rule's orders
-   are checked against maxorders and maxpos (a breach rejects the order, the plan stays
-   armed) and the pre-trade loss check, and become eligible at i+1.
-Bounds bind as min(operator's `EngineConfig`, plan's `RISK`): a plan may only tighten.
-Steps 1-4 run only on ticks where the broker's envelope `env` says something may happen
-(a price crosses a working order's trigger, a deadline passes); elsewhere they are no-ops.
+5. indicators take tick i; armed rules fire in order; an order over maxorders or maxpos is
+   rejected (the plan stays armed); orders are eligible from i+1.
+Bounds are min(operator's `EngineConfig`, plan's `RISK`): a plan may only tighten them.
+Steps 1-4 run only where the broker's envelope (`envelope`) says something may happen.
 """
 
 from __future__ import annotations
@@ -26,15 +20,15 @@ from collections.abc import Sequence
 from fractions import Fraction
 from itertools import islice
 
-import msgspec
 import numpy as np
 
 from kestrel.engine.book import Book, Carry, CarriedOrder
 from kestrel.engine.codegen import CompiledPlan, compile_plan, time_literals
 from kestrel.engine.config import EngineConfig
+from kestrel.engine.envelope import IDLE_ENV, NEVER, envelope
 from kestrel.engine.fast import run_fast
 from kestrel.engine.indicators import PlanError, longest_lookback
-from kestrel.engine.history import TickHistory
+from kestrel.engine.history import TickHistory, ticks_of
 from kestrel.engine.money import Money
 from kestrel.engine.ledger import (
     Armed,
@@ -55,9 +49,9 @@ from kestrel.engine.orders import (
     TickGrid,
     WorkingOrder,
     bracket_price,
+    entry_risk,
     exact,
     slipped,
-    stop_distance,
 )
 from kestrel.frame.account import AccountState
 from kestrel.frame.account import WorkingOrder as AccountOrder
@@ -66,10 +60,10 @@ from kestrel.frame.ticks import NS_PER_S, Ticks
 from kestrel.engine.plans import checked, clock_base_ns, clock_seconds
 from kestrel.lang import ast
 
+__all__ = ["Engine", "ticks_of"]  # ticks_of lives in `history`, re-exported here
+
 INF = math.inf
 NAN = float("nan")
-NEVER = 2**62
-_IDLE_ENV = (-INF, INF, -INF, INF, NEVER, NEVER)
 _SIDE = {"buy": 1, "sell": -1}
 
 
@@ -147,8 +141,8 @@ class Engine:
         self._stale = False
         self._sizes: Sequence[float] | np.ndarray | None = None
         self._sizes_base = 0
-        self.env: tuple[float, float, float, float, int, int] = _IDLE_ENV
-        self.env_core = _IDLE_ENV  # env without the trailing stops (see fast.py)
+        self.env: tuple[float, float, float, float, int, int] = IDLE_ENV
+        self.env_core = IDLE_ENV  # env without the trailing stops (see fast.py)
         self.trails: list[WorkingOrder] = []
         self.carried_in = carry
         if carry is not None:
@@ -662,7 +656,7 @@ class Engine:
             return
         if price is not None:
             price = self.grid.snap(price)
-        risk = self._entry_risk(act, side, price)
+        risk = entry_risk(act, side, price, self.b, self.a, self.slip, self.grid, self.config)
         if risk:
             committed = sum(o.risk * o.remaining for o in self.orders.values() if o.role == "entry")
             m = self.money
@@ -684,99 +678,19 @@ class Engine:
                         ttl_ns=ttl, bracket=bracket)
         o.risk = risk
 
-    def _entry_risk(self, act: ast.Order, side: int, price: float | None) -> float:
-        """Worst-case loss per unit of an entry if its protective stop is hit at its level:
-        the stop distance from the expected fill (the limit for LMT, the stop price for STP,
-        the current touch for MKT; slippage included) plus the exit's slippage, times the
-        multiplier, plus the round trip's fees. 0 when the entry has no STOP or TRAIL."""
-        if act.order_type == "lmt":
-            assert price is not None
-            expected = price
-        else:
-            ref = price if act.order_type == "stp" and price is not None else (
-                self.a if side > 0 else self.b)
-            expected = ref + side * self.slip
-        dist = stop_distance(act, expected, self.grid)
-        if dist is None:
-            return 0.0
-        cfg = self.config
-        fees = 2.0 * cfg.fee_per_unit + 2.0 * cfg.fee_per_order / act.qty
-        return (dist + self.slip) * cfg.multiplier + fees
-
     # envelope ------------------------------------------------------------------
     def _envelope(self, i: int) -> None:
-        """Recompute `env` after tick i: the broker must see tick k when bid <= lo_b or
-        bid >= hi_b or ask <= lo_a or ask >= hi_a or ts >= t_next or k >= i_next.
-
-        The envelope is conservative: `_step` on a tick where nothing triggers changes
-        nothing but the trailing stops' best price (an idempotent max). `env_core` leaves
-        the trailing stops out (`trails` lists them) for the fast path, which follows
-        them with a running max instead of stepping on every new best."""
+        """Recompute `env` (and `env_core`, `trails`) after tick i (see `envelope`)."""
         if self.closed:
-            self.env = self.env_core = _IDLE_ENV
+            self.env = self.env_core = IDLE_ENV
             self.trails = []
             return
-        trails: list[WorkingOrder] = []
-        lo_b, hi_b, lo_a, hi_a = -INF, INF, -INF, INF
-        t_next = self.close_ns
-        i_next = NEVER
-        if self.armed and self.expiry_ns < t_next:
-            t_next = self.expiry_ns
-        now = self.t
-        for o in self.orders.values():
-            if i + 1 < o.el_idx or now < o.el_ts:
-                if i + 1 < o.el_idx:
-                    i_next = min(i_next, o.el_idx)
-                if now < o.el_ts:
-                    t_next = min(t_next, o.el_ts)
-                continue
-            if o.expire_ts is not None:
-                t_next = min(t_next, o.expire_ts)
-            ty = o.type
-            if ty == "mkt":
-                i_next = min(i_next, i + 1)
-            elif ty == "lmt":
-                assert o.price is not None
-                if o.side > 0:
-                    lo_a = max(lo_a, o.price)
-                else:
-                    hi_b = min(hi_b, o.price)
-            elif ty == "stp":
-                assert o.price is not None
-                if o.side > 0:
-                    hi_a = min(hi_a, o.price)
-                else:
-                    lo_b = max(lo_b, o.price)
-            else:
-                trails.append(o)
-        if self.pos and not self.loss_breached:
-            mult = self.config.multiplier
-            bk = self.book
+        bk = self.book
+        loss_line = None
+        if bk.pos and not self.loss_breached:
             # + one money quantum: upnl is rounded to the quantum before the check
             room = (self._floor_k - bk.rpnl_k + bk.fees_k + 1) / self.money.scale
-            thr = self.avg + room / (self.pos * mult)
-            margin = 1e-6 * (1.0 + abs(thr))
-            if self.pos > 0:
-                lo_b = max(lo_b, thr + margin)
-            else:
-                hi_a = min(hi_a, thr - margin)
-        self.env_core = (lo_b, hi_b, lo_a, hi_a, t_next, i_next)
-        self.trails = trails
-        for o in trails:
-            lvl = o.trail_level(self.grid)
-            if o.side < 0:
-                lo_b = max(lo_b, lvl)
-                hi_b = min(hi_b, o.best)
-            else:
-                hi_a = min(hi_a, lvl)
-                lo_a = max(lo_a, o.best)
-        self.env = (lo_b, hi_b, lo_a, hi_a, t_next, i_next)
-
-
-def ticks_of(rows: Sequence[tuple[int, float, float]] | Sequence[tuple[int, float, float, float, float]]) -> Ticks:
-    """Build `Ticks` from rows (ts, bid, ask[, last, size]) — a helper for tests and tools."""
-    arr = list(zip(*rows))
-    ts = np.asarray(arr[0], dtype=np.int64)
-    if len(arr) >= 5:
-        return Ticks.from_arrays(ts, arr[1], arr[2], arr[3], arr[4])
-    return Ticks.from_arrays(ts, arr[1], arr[2])
+            loss_line = bk.avg + room / (bk.pos * self.config.multiplier)
+        t_next = min(self.close_ns, self.expiry_ns) if self.armed else self.close_ns
+        self.env, self.env_core, self.trails = envelope(
+            self.orders.values(), i, self.t, t_next, bk.pos, loss_line, self.grid)

@@ -28,6 +28,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
+from kestrel.engine.config import EngineConfig
 from kestrel.lang import ast
 
 OrderType = Literal["mkt", "lmt", "stp", "trail"]
@@ -166,6 +167,25 @@ def stop_distance(order: ast.Order, entry: float, grid: TickGrid) -> float | Non
     if order.trail is not None:
         levels.append(trail_level(entry, order.trail, 1 if order.side == "sell" else -1, grid))
     return min(abs(entry - lv) for lv in levels) if levels else None
+
+
+def entry_risk(act: ast.Order, side: int, price: float | None, bid: float, ask: float,
+               slip: float, grid: TickGrid, cfg: EngineConfig) -> float:
+    """Worst-case loss per unit of an entry if its protective stop is hit at its level:
+    the stop distance from the expected fill (the limit for LMT, the stop price for STP,
+    the current touch for MKT; slippage included) plus the exit's slippage, times the
+    multiplier, plus the round trip's fees. 0 when the entry has no STOP or TRAIL."""
+    if act.order_type == "lmt":
+        assert price is not None
+        expected = price
+    else:
+        ref = price if act.order_type == "stp" and price is not None else (ask if side > 0 else bid)
+        expected = ref + side * slip
+    dist = stop_distance(act, expected, grid)
+    if dist is None:
+        return 0.0
+    fees = 2.0 * cfg.fee_per_unit + 2.0 * cfg.fee_per_order / act.qty
+    return (dist + slip) * cfg.multiplier + fees
 
 
 def bracket_price(entry: float, off: ast.Offset, grid: TickGrid) -> float:
