@@ -107,11 +107,15 @@ class Book:
         return opened
 
     def upnl_k(self, b: float, a: float) -> int:
-        """Unrealized PnL at the touch (bid for a long, ask for a short), in quanta."""
+        """Unrealized PnL at the touch (bid for a long, ask for a short), in quanta; 0 before
+        the session's first tick (a carried position is marked at its average until then)."""
         pos = self.pos
         if pos == 0:
             return 0
-        touch = exact(b if pos > 0 else a)
+        x = b if pos > 0 else a
+        if x != x:
+            return 0
+        touch = exact(x)
         return round((pos * touch - self.cost) * self.mult * self.money.scale)
 
     def pnl_k(self, b: float, a: float) -> int:
