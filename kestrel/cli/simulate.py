@@ -21,6 +21,8 @@ import msgspec
 
 from kestrel.cli.agentspec import agent_of, check_agent_fits
 from kestrel.cli.errors import UsageError
+from kestrel.cli.execution import add_flags as _execution_flags
+from kestrel.cli.execution import engine_config
 from kestrel.cli.textreport import report, summary
 
 DIRECT = "direct"
@@ -59,6 +61,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="environment variable holding the API key (default OPENAI_API_KEY / ANTHROPIC_API_KEY)")
     s.add_argument("--agent-timeout", type=float, default=DEFAULT_AGENT_TIMEOUT_S,
                    help=f"seconds per agent call, handed to the model SDK too (default {DEFAULT_AGENT_TIMEOUT_S:g})")
+    _execution_flags(s)
     _output_flags(s)
     s.add_argument("--evidence", help="write the authoring-loop evidence as JSON lines to PATH")
     s.set_defaults(func=_simulate)
@@ -209,6 +212,7 @@ def _run_simulate(args: argparse.Namespace) -> int:
         allowed_panes=st.panes,
         data_name=_data_name(args),
         engine_path=args.engine_path,
+        engine=engine_config(args, mode),
     )
     date = _date(args.date)
     check_agent_fits(agent, data, options, date, args.days, st.agent or "baseline")
@@ -370,8 +374,11 @@ def _run_replay(args: argparse.Namespace) -> int:
     for flag, path in (("--capture", args.capture), ("--ledger", args.ledger)):
         _check_writable(flag, path)
     agent = RecordedAgent(turns, agent_id=header.agent, header=header)
+    from kestrel.engine.config import EngineConfig
+
     options = SessionOptions(checkpoints=header.schedule[1:], guard_s=header.guard_s,
-                             data_name=header.data, engine_path=args.engine_path)
+                             data_name=header.data, engine_path=args.engine_path,
+                             engine=header.engine or EngineConfig())
     result = _run(data, agent, options, args.backend, dt.date.fromisoformat(header.dates[-1]),
                   len(header.dates), None, args.json)
     try:

@@ -18,6 +18,13 @@ def _turn_kind(turn: Any) -> str:
     return "PASS"
 
 
+def _execution(result: Any) -> dict[str, Any]:
+    from kestrel.cli.execution import describe
+    from kestrel.engine.config import EngineConfig
+
+    return describe(result.header.engine or EngineConfig())
+
+
 def summary(result: Any) -> dict[str, Any]:
     """The machine-readable summary (`--json`): per day and in total."""
     days = []
@@ -56,6 +63,7 @@ def summary(result: Any) -> dict[str, Any]:
         "schedule": list(result.header.schedule),
         "engine_path": result.engine_path,
         "engine_ticks": dict(sorted(ticks.items())),
+        "execution": _execution(result),
         "days": days,
         "total": {**dict(sorted(totals.items())), "net_pnl": round(net, 6)},
         "evidence": dict(sorted(evidence.items())),
@@ -163,6 +171,10 @@ def report(result: Any) -> None:
         ticks.update(d.engine_ticks)
     con.print(f"Engine ({result.engine_path}): fast path {ticks['fast']} ticks, "
               f"reference path {ticks['reference']} ticks")
+    from kestrel.cli.execution import describe_line
+    from kestrel.engine.config import EngineConfig
+
+    con.print(describe_line(result.header.engine or EngineConfig()), markup=False)
     _cost_section(con, result)
     counts = Counter(e.kind for e in result.evidence)
     shown = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none (single-shot or first-reply turns)"

@@ -1,7 +1,8 @@
 """Captured turns: the replay input, as msgspec JSON lines.
 
 The first line is a `CaptureHeader` naming the data and the session (symbol, date, schedule,
-guard, agent id) so a replay needs no other flags; every further line is one `CapturedTurn`
+guard, agent id, and the engine config: execution model and operator bounds) so a replay
+needs no other flags; every further line is one `CapturedTurn`
 (ordinal, terminal turn, agent id). Never recorded: the profile, the backend, the run's
 timestamp or anything else that differs between equivalent runs, so a `balanced` run, an
 unflagged run and runs on asyncio and trio capture byte-identical files.
@@ -15,6 +16,7 @@ from pathlib import Path
 import msgspec
 
 from kestrel import lang
+from kestrel.engine.config import EngineConfig
 from kestrel.session.protocol import AgentTurn, Supersede
 
 CAPTURE_FORMAT = "kestrel-capture/1"
@@ -28,6 +30,8 @@ class CaptureHeader(msgspec.Struct, frozen=True, tag="header", tag_field="record
     guard_s: int
     agent: str
     format: str = CAPTURE_FORMAT
+    # the execution model and the operator's bounds the ledger was made under (replay uses it)
+    engine: EngineConfig | None = None
 
 
 class CapturedTurn(msgspec.Struct, frozen=True, tag="turn", tag_field="record"):

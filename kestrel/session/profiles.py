@@ -148,7 +148,8 @@ def lookup(name: str) -> Profile:
 
 class Mode(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """What runs: the agent (or a model `provider`), the model, its base URL and API-key
-    variable, the panes the agent may request, and optional loop knobs."""
+    variable, the panes the agent may request, and optional loop knobs; optionally the
+    execution model (latency, slippage, fees) and the operator's risk bounds."""
 
     name: str
     agent: str | None = None
@@ -160,6 +161,14 @@ class Mode(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     view_request_cap: int | None = None
     authoring_token_budget: int | None = None
     effort: str | None = None
+    # the execution model and the operator's risk bounds (`kestrel simulate` flags win)
+    maxpos: int | None = None
+    maxloss: float | None = None
+    session_maxloss: float | None = None
+    latency_ms: float | None = None
+    slippage_ticks: float | None = None
+    fee_per_unit: float | None = None
+    fee_per_order: float | None = None
 
     @property
     def agent_spec(self) -> str | None:

@@ -455,6 +455,7 @@ def capture_header(
         schedule=tuple(o.label for o in days[0].ordinals) if days else (),
         guard_s=options.guard_s,
         agent=agent_id,
+        engine=options.engine,
     )
 
 
