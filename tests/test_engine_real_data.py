@@ -85,3 +85,23 @@ def test_tick_sma_crosses_are_exact_on_quantized_crypto_ticks(shared_data: Path)
         e.run(data.ticks, path=path)
         fired = [f.tick for f in e.ledger.events if isinstance(f, Fired)]
         assert fired == exact[:100], path
+
+
+def test_fx_time_conditions_are_session_relative(shared_data: Path) -> None:
+    """On OANDA's 17:00-17:00 New York sessions `time >= 10:00` first holds at the first tick
+    at or after 10:00 the next morning (like UNTIL), not at the 17:00 open."""
+    import datetime as dt
+    from zoneinfo import ZoneInfo
+
+    data = load_market_data(shared_data / "fx_quote_ticks" / "lean_oanda_eurusd_quote_ticks_20140501_20140515.parquet")
+    ny = ZoneInfo("America/New_York")
+    for session in data.sessions[1:4]:
+        day = data.ticks.between(session.open_ns, session.close_ns)
+        ten = dt.datetime.combine(session.date + dt.timedelta(days=1), dt.time(10, 0), tzinfo=ny)
+        ten_ns = int(ten.timestamp()) * 1_000_000_000
+        expected = int((day.ts < ten_ns).sum())  # the first tick at or after 10:00 next morning
+        for path in ("reference", "fast"):
+            e = Engine(EngineConfig(maxpos=100_000), session, data.symbol, data.tick_size)
+            e.arm(plan("PLAN ten\nWHEN time >= 10:00: BUY 10000 MKT"))
+            e.run(day, path=path)
+            assert [f.tick for f in e.ledger.events if isinstance(f, Fired)] == [expected], (session.date, path)
