@@ -211,3 +211,16 @@ def test_filled_events_carry_exact_fees() -> None:
     e = run_on("reference", "PLAN f\nWHEN pos == 0: BUY 3 MKT", quotes(*[(100.0, 100.0)] * 2),
                EngineConfig(fee_per_unit=0.005, fee_per_order=0.35))
     assert [f.fee for f in e.ledger.events if isinstance(f, Filled)] == [0.365]
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_plan_exit_that_slips_past_the_session_limit_stands_the_session_down(path: str) -> None:
+    e = Engine(EngineConfig(session_maxloss=30), SESSION, "TEST", 0.01)
+    e.arm(plan("PLAN a RISK maxloss 25\nWHEN last >= 100: BUY 10 MKT"))
+    # long 10 @100; 97.5 -> -25: a's maxloss disarms it; the exit fills at 96.5 -> -35
+    e.run(ticks_of(quotes((100.0, 100.0), (100.0, 100.0), (97.5, 97.5), (96.5, 96.5))), path=path,
+          final=False)
+    assert disarm_reasons(e) == ["maxloss 25 breached"] and e.rpnl == -35.0
+    events = e.arm(plan("PLAN b\nWHEN last > 0: BUY 1 MKT"))
+    assert [type(x) for x in events] == [Armed, Disarmed] and not e.armed
+    assert events[-1].reason == "session maxloss 30 breached: the session stands down"  # type: ignore[union-attr]

@@ -16,12 +16,13 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from fractions import Fraction
 
 import msgspec
 
 from kestrel.engine.money import Money
-from kestrel.engine.orders import exact
+from kestrel.engine.orders import WorkingOrder, exact
 
 _ZERO = Fraction(0)
 
@@ -124,4 +125,17 @@ class Book:
         return k + self.upnl_k(b, a) if self.pos else k
 
 
-__all__ = ["Book", "Carry", "CarriedOrder"]
+def carry_of(book: Book, orders: Iterable[WorkingOrder]) -> Carry | None:
+    """What the next session takes over: the position, its exact cost basis and its live
+    protective orders (entries never carry); None when flat."""
+    if not book.pos:
+        return None
+    kept = tuple(
+        CarriedOrder(o.role, o.side, o.remaining, o.type, o.price, o.oco,
+                     o.trail.mode if o.trail else None,
+                     float(o.trail.value) if o.trail else None, o.best)
+        for o in orders if o.role in ("stop", "target", "trail"))
+    return Carry(book.pos, str(book.cost), kept)
+
+
+__all__ = ["Book", "Carry", "CarriedOrder", "carry_of"]

@@ -22,7 +22,7 @@ from itertools import islice
 
 import numpy as np
 
-from kestrel.engine.book import Book, Carry, CarriedOrder
+from kestrel.engine.book import Book, Carry, carry_of
 from kestrel.engine.codegen import CompiledPlan, compile_plan, time_literals
 from kestrel.engine.config import EngineConfig
 from kestrel.engine.envelope import IDLE_ENV, NEVER, envelope
@@ -138,6 +138,7 @@ class Engine:
             else -(2**62))
         self.session_down = ""
         self._floor_k = max(-self._maxloss_k, self._session_floor_k)
+        self._loss_guard = (-INF, INF)  # bid (long) / ask (short) at which pnl may reach the floor
         self._stale = False
         self._sizes: Sequence[float] | np.ndarray | None = None
         self._sizes_base = 0
@@ -209,20 +210,21 @@ class Engine:
         self.time_values = tuple(
             clock_seconds(self.session, tod) for tod in time_literals(compiled))
         self._rewarm()
+        risk, cfg = plan.risk, self.config
+        self.maxpos = cfg.maxpos if risk.maxpos is None else min(cfg.maxpos, risk.maxpos)
+        self.maxloss = cfg.maxloss if risk.maxloss is None else min(cfg.maxloss, risk.maxloss)
+        self.maxorders = cfg.maxorders if risk.maxorders is None else min(cfg.maxorders, risk.maxorders)
+        self._maxloss_k = self.money.at_least(self.maxloss)
+        self._baseline_k = self.book.pnl_k(self.b, self.a)
+        self._floor_k = max(self._baseline_k - self._maxloss_k, self._session_floor_k)
+        if not self.session_down and self._baseline_k <= self._session_floor_k:  # already past
+            self.session_down = f"session maxloss {cfg.session_maxloss:g} breached: the session stands down"
+        self.placed = 0
+        self.loss_breached = bool(self.session_down)
         self.armed = not self.closed and not self.session_down
         n = len(plan.rules)
         self.R = [1 if self.armed else 0] * n
         self.remaining = [max(1, r.repeat) for r in plan.rules]
-        risk = plan.risk
-        cfg = self.config
-        self.maxpos = cfg.maxpos if risk.maxpos is None else min(cfg.maxpos, risk.maxpos)
-        self.maxloss = cfg.maxloss if risk.maxloss is None else min(cfg.maxloss, risk.maxloss)
-        self.maxorders = cfg.maxorders if risk.maxorders is None else min(cfg.maxorders, risk.maxorders)
-        self.placed = 0
-        self.loss_breached = bool(self.session_down)
-        self._maxloss_k = self.money.at_least(self.maxloss)
-        self._baseline_k = self.book.pnl_k(self.b, self.a)
-        self._floor_k = max(self._baseline_k - self._maxloss_k, self._session_floor_k)
         exp = plan.expiry
         if isinstance(exp, ast.Until):
             self.expiry_ns = self.session.wall_clock_ns(exp.at.hour, exp.at.minute, exp.at.second)
@@ -323,14 +325,7 @@ class Engine:
         """What the next session takes over under `end_of_day="carry"`: the position, its
         exact cost basis and its live protective orders (entries never carry); None when
         flat."""
-        if not self.book.pos:
-            return None
-        kept = tuple(
-            CarriedOrder(o.role, o.side, o.remaining, o.type, o.price, o.oco,
-                         o.trail.mode if o.trail else None,
-                         float(o.trail.value) if o.trail else None, o.best)
-            for o in self.orders.values() if o.role in ("stop", "target", "trail"))
-        return Carry(self.book.pos, str(self.book.cost), kept)
+        return carry_of(self.book, self.orders.values())
 
     # ------------------------------------------------------------------ internals
     def _restore(self, carry: Carry) -> None:
@@ -432,6 +427,7 @@ class Engine:
         if t >= self.close_ns:
             self._session_close(i, t, b, a, "session close")
             return
+        filled = False
         for o in list(self.orders.values()):
             if o.id not in self.orders or i < o.el_idx or t < o.el_ts:
                 continue
@@ -443,7 +439,11 @@ class Engine:
                 qty = self._fill_qty(o, i)
                 if qty > 0:
                     self._fill(o, price, i, t, b, a, qty)
-        if not self.loss_breached and self.book.pnl_k(b, a) <= self._floor_k:
+                    filled = True
+        # pnl moves only with a fill or the touch; the exact check runs past the loss guard
+        near = b <= self._loss_guard[0] if self.book.pos > 0 else a >= self._loss_guard[1]
+        if (not self.loss_breached and (filled or (self.book.pos and near))
+                and self.book.pnl_k(b, a) <= self._floor_k):
             self._breach_loss(i, t, b, a)
         if self.armed and t >= self.expiry_ns:
             self._disarm("expired", i, t)
@@ -687,10 +687,13 @@ class Engine:
             return
         bk = self.book
         loss_line = None
+        self._loss_guard = (-INF, INF)
         if bk.pos and not self.loss_breached:
             # + one money quantum: upnl is rounded to the quantum before the check
             room = (self._floor_k - bk.rpnl_k + bk.fees_k + 1) / self.money.scale
             loss_line = bk.avg + room / (bk.pos * self.config.multiplier)
+            margin = 1e-6 * (1.0 + abs(loss_line))
+            self._loss_guard = (loss_line + margin, loss_line - margin)
         t_next = min(self.close_ns, self.expiry_ns) if self.armed else self.close_ns
         self.env, self.env_core, self.trails = envelope(
             self.orders.values(), i, self.t, t_next, bk.pos, loss_line, self.grid)
