@@ -224,3 +224,32 @@ def test_a_plan_exit_that_slips_past_the_session_limit_stands_the_session_down(p
     events = e.arm(plan("PLAN b\nWHEN last > 0: BUY 1 MKT"))
     assert [type(x) for x in events] == [Armed, Disarmed] and not e.armed
     assert events[-1].reason == "session maxloss 30 breached: the session stands down"  # type: ignore[union-attr]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.integers(1, 10_000_000), st.sampled_from([0.01, 0.25, 0.00001, 0.5]),
+       st.sampled_from(["pct", "abs"]), st.sampled_from([0.005, 0.03, 0.05, 0.125, 0.5, 1.0]),
+       st.sampled_from([1, -1]))
+def test_trailing_levels_are_exact_and_half_to_even(k: int, tick: float, mode: str, dist: float, side: int) -> None:
+    from decimal import ROUND_HALF_EVEN
+
+    from kestrel.engine.orders import TickGrid, trail_level
+    from kestrel.lang import ast
+
+    t = Decimal(repr(tick))
+    best = k * t
+    d = Decimal(repr(dist))
+    raw = (best * (1 - d / 100) if side < 0 else best * (1 + d / 100)) if mode == "pct" else (
+        best - d if side < 0 else best + d)
+    expected = float((raw / t).quantize(Decimal(1), rounding=ROUND_HALF_EVEN) * t)
+    got = trail_level(float(best), ast.Offset(mode, dist), side, TickGrid(tick))  # type: ignore[arg-type]
+    assert got == expected
+
+
+def test_a_trailing_level_on_a_half_tick_rounds_to_even() -> None:
+    from kestrel.engine.orders import TickGrid, trail_level
+    from kestrel.lang import ast
+
+    g = TickGrid(0.01)
+    assert trail_level(61830.0, ast.Offset("pct", 0.05), -1, g) == 61799.08  # 61799.085
+    assert trail_level(61830.0, ast.Offset("pct", 0.05), 1, g) == 61860.92   # 61860.915

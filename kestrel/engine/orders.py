@@ -20,6 +20,7 @@ to even: 61830 x 1.0005 = 61860.915 is 61860.92, never a binary product's 61860.
 
 from __future__ import annotations
 
+import math
 from decimal import Decimal
 from fractions import Fraction
 from functools import lru_cache
@@ -134,10 +135,27 @@ class WorkingOrder:
         return trail_level(self.best, self.trail, self.side, grid)
 
 
-@lru_cache(maxsize=65536)
 def trail_level(best: float, trail: ast.Offset, side: int, grid: TickGrid) -> float:
     """A trailing stop's level at its distance from `best`: below it for a sell stop
-    (`side` -1, protecting a long), above it for a buy stop; exact, on the tick grid."""
+    (`side` -1, protecting a long), above it for a buy stop; exact, on the tick grid.
+
+    The binary level is within 1e-6 tick of the exact one, so unless it falls near a half
+    tick its rounding is the exact rounding; near a half tick the level is computed exactly."""
+    dist = abs(float(trail.value))
+    pct = trail.mode == "pct"
+    if side < 0:
+        raw = best * (1.0 - dist / 100.0) if pct else best - dist
+    else:
+        raw = best * (1.0 + dist / 100.0) if pct else best + dist
+    k = raw / grid.tick
+    if abs(k) < 1e9 and abs(k - math.floor(k) - 0.5) > 1e-4:
+        n = round(k)
+        return n / grid.inv if grid.inv else float(n * grid.tick_exact)
+    return _trail_level_exact(best, trail, side, grid)
+
+
+@lru_cache(maxsize=4096)
+def _trail_level_exact(best: float, trail: ast.Offset, side: int, grid: TickGrid) -> float:
     dist = abs(exact(trail.value))
     b = exact(best)
     if trail.mode == "pct":
