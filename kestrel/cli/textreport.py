@@ -47,6 +47,7 @@ def summary(result: Any) -> dict[str, Any]:
             "trades": s.trades, "wins": s.wins, "realized_pnl": round(s.realized_pnl, 6),
             "fees": round(s.fees, 6), "net_pnl": round(s.net_pnl, 6),
             "max_drawdown": round(s.max_drawdown, 6), "orders": s.orders, "fills": s.fills,
+            "carried_in": s.carried_in, "carried_out": s.carried_out,
             "engine_ticks": dict(sorted(d.engine_ticks.items())),
         })
         totals.update(trades=s.trades, wins=s.wins, orders=s.orders, fills=s.fills)
