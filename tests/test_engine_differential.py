@@ -184,6 +184,7 @@ def random_config(rng: random.Random) -> EngineConfig:
         maxpos=rng.choice([50, 1000]),
         maxloss=rng.choice([20.0, 1000.0]),
         maxorders=rng.choice([10, 50]),
+        session_maxloss=rng.choice([None, None, 15.0, 60.0]),
         fee_per_unit=rng.choice([0.0, 0.005]),
         fee_per_order=rng.choice([0.0, 1.0]),
         slippage_ticks=rng.choice([0, 0, 1]),
@@ -250,7 +251,7 @@ def test_fast_path_matches_reference_byte_for_byte(monkeypatch: pytest.MonkeyPat
     wanted = {f"fill:{r}" for r in ("entry", "stop", "target", "trail", "flat", "exit")}
     wanted |= {"cancel:ttl", "cancel:oco", "cancel:expired", "cancel:reversed", "fill:long_day",
                "disarm:maxloss", "reject:maxpos", "reject:maxorders", "disarm:expired",
-               "disarm:session", "reject:worst-case"}
+               "disarm:session close", "disarm:session maxloss", "reject:worst-case"}
     assert {k for k, v in seen.items() if v >= 2} >= wanted, wanted - set(seen)
 
 
@@ -267,7 +268,8 @@ def _features(events: list[LedgerEvent], long_day: bool) -> Counter[str]:
         elif isinstance(e, Cancelled):
             out["cancel:" + e.reason.split()[0]] += 1
         elif isinstance(e, Disarmed):
-            out["disarm:" + e.reason.split()[0]] += 1
+            words = e.reason.split()
+            out["disarm:" + (" ".join(words[:2]) if words[0] == "session" else words[0])] += 1
         elif isinstance(e, OrderRejected):
             out["reject:" + e.reason.split()[0]] += 1
     return out
