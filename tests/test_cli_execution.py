@@ -115,7 +115,25 @@ def test_a_mode_sets_the_execution_model_and_flags_win() -> None:
     assert engine_config(_args(), None) == EngineConfig()
 
 
-def test_a_bad_mode_value_names_the_mode_key() -> None:
-    mode = lookup_mode("bad", load_modes('[modes.bad]\nslippage_ticks = -1\n'))
-    with pytest.raises(UsageError, match="mode 'bad' key slippage_ticks must be a finite number >= 0, got -1"):
-        engine_config(_args(), mode)
+def test_a_bad_mode_value_is_refused_naming_the_mode_and_key() -> None:
+    from kestrel.session.profiles import ProfileError
+
+    with pytest.raises(ProfileError, match="mode 'bad': slippage_ticks must be a finite number >= 0, got -1"):
+        load_modes('[modes.bad]\nslippage_ticks = -1\n')
+    with pytest.raises(ProfileError, match="mode 'bad': maxpos must be a finite number > 0, got 0"):
+        load_modes('[modes.bad]\nmaxpos = 0\n')
+
+
+def test_end_of_day_carry_from_the_cli_holds_over_two_days(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    plan = tmp_path / "hold.kes"
+    plan.write_text("PLAN hold\nWHEN pos == 0: BUY 10 MKT\n")
+    code, out, err = _run(capsys, "simulate", "--json", "--days", "2", "--agent", f"fixed:{plan}",
+                          "--end-of-day", "carry")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["execution"]["end_of_day"] == "carry"
+    d1, d2 = doc["days"]
+    assert (d1["fills"], d1["carried_in"], d1["carried_out"]) == (1, 0, 10)
+    assert (d2["fills"], d2["carried_in"], d2["carried_out"]) == (0, 10, 10)
+    mode = lookup_mode("hold", load_modes('[modes.hold]\nend_of_day = "carry"\n'))
+    assert engine_config(_args(end_of_day=None), mode).end_of_day == "carry"

@@ -40,6 +40,9 @@ def add_flags(p: argparse.ArgumentParser) -> None:
                    help="adverse slippage on market-style fills, in ticks (default 0)")
     g.add_argument("--fee-per-unit", type=float, help="fee per unit filled (default 0)")
     g.add_argument("--fee-per-order", type=float, help="fee per order, on its first fill (default 0)")
+    g.add_argument("--end-of-day", choices=("flatten", "carry"),
+                   help="at the close: flatten (default) or carry the position and its protective "
+                        "orders into the next session (--days > 1)")
 
 
 def engine_config(args: argparse.Namespace, mode: Any | None) -> EngineConfig:
@@ -59,6 +62,9 @@ def engine_config(args: argparse.Namespace, mode: Any | None) -> EngineConfig:
             bound = "> 0" if dest in ("maxpos", "maxloss", "session_maxloss") else ">= 0"
             raise UsageError(f"{where} must be a finite number {bound}, got {v:g}")
         values[field] = int(round(v * factor)) if field in ("maxpos", "latency_ns") else v * factor
+    eod = getattr(args, "end_of_day", None) or (getattr(mode, "end_of_day", None) if mode else None)
+    if eod is not None:
+        values["end_of_day"] = eod
     try:
         return EngineConfig(**values).validated()
     except ValueError as exc:
