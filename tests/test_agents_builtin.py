@@ -305,8 +305,15 @@ def test_baseline_on_real_eurusd_quotes_risks_its_budget(shared_data: Path) -> N
     from kestrel.data import load
     from kestrel.session.runner import SessionOptions, run_session
 
+    from kestrel.engine import EngineConfig
+
     data = load(shared_data / "fx_quote_ticks" / "lean_oanda_eurusd_quote_ticks_20140506.csv").data
-    result = run_session(data, BaselineAgent(), SessionOptions())
+    # the default operator caps the position at 1000 units: the baseline sizes within them
+    capped = run_session(data, BaselineAgent(), SessionOptions()).days[0].outcomes[0].turn
+    assert isinstance(capped, Supersede) and capped.plan.risk.maxpos == 1000
+    assert all(o.qty <= 1000 for r in capped.plan.rules for o in r.actions if isinstance(o, ast.Order))
+    # an operator who allows FX sizes gets a plan sized by risk
+    result = run_session(data, BaselineAgent(), SessionOptions(engine=EngineConfig(maxpos=1_000_000)))
     turn = result.days[0].outcomes[0].turn
     assert isinstance(turn, Supersede)
     _, buy = _order(lang.format(turn.plan))

@@ -362,6 +362,7 @@ class DayRun:
             iterative=self.iterative,
             date=day.date,
             instrument=day.data.instrument,
+            limits=bounds,
         )
 
     def close(self, i: int, loop: AuthoringLoop, done: Done) -> CapturedTurn:
