@@ -14,8 +14,8 @@ from kestrel.engine.ledger import Cancelled, Filled, OrderPlaced, PositionChange
 from kestrel.lang import Plan
 
 from lang_strategies import plans
-from test_engine_differential import random_config, random_day, random_plan_text
-from test_engine_helpers import plan
+from engine_cases import random_config, random_day, random_plan_text
+from engine_helpers import plan
 
 
 @settings(max_examples=40, deadline=None)
