@@ -114,24 +114,32 @@ def test_corpus_with_each_token_deleted_parses_alike(path: Any) -> None:
         _agree(text[: tok.start_pos] + text[tok.end_pos :])
 
 
-@pytest.mark.parametrize(
-    "text",
-    [
-        "PLAN a WHEN last > 30m.5: FLAT",  # DURATION may not run into a `.` (it had drifted)
-        "PLAN a WHEN last > 1.5.3: FLAT",  # nor NUMBER
-        "paſs",  # ASCII case folding only: the long s is not an s
-        "PASSè",  # an ASCII word boundary: PASS, then a character no token starts with
-        "VIEW plan: plan, when(n=x3)",  # keywords are names where only a name fits
-        "PLAN a ON BRK.B WHEN last > 1: FLAT x3",
-        "PLAN a ON aapl WHEN last > 1: FLAT",
-        "PLAN a WHEN last > 1: BUY 10 MKT x3y",
-        "PLAN a WHEN last > 1: BUY 0.01% MKT",  # NUMBER stops before no `%`
-        "PLAN a WHEN last > 1: BUY 15:45 MKT",  # nor starts where a TIME does
-        "PLAN a WHEN last > 1: BUY 9:305 MKT",
-        "VIEW v: bars(n==5)",  # `==` is never `=` `=`
-        "",
-        "PLAN",
-    ],
-)
-def test_edge_cases_parse_alike(text: str) -> None:
+def _at(text: str, part: str) -> int:
+    return text.index(part) + 1
+
+
+EDGE_CASES = [  # (text, where both stop: ok, or a token / a character at that column of line 1)
+    ("PLAN a WHEN last > 30m.5: FLAT", "char", "30m.5"),  # DURATION runs into no `.` (had drifted)
+    ("PLAN a WHEN last > 1.5.3: FLAT", "char", "1.5.3"),  # nor does NUMBER
+    ("pa\u017fs", "token", "pa"),  # ASCII case folding only: the long s is not an s
+    ("PASS\u00e8", "char", "\u00e8"),  # ASCII word boundary: PASS, then no token starts at è
+    ("VIEW plan: plan, when(n=x3)", "ok", ""),  # keywords are names where only a name fits
+    ("PLAN a ON BRK.B WHEN last > 1: FLAT x3", "ok", ""),
+    ("PLAN a ON aapl WHEN last > 1: FLAT", "token", "aapl"),
+    ("PLAN a WHEN last > 1: BUY 10 MKT x3y", "token", "x3y"),
+    ("PLAN a WHEN last > 1: BUY 0.01% MKT", "token", "0.01%"),  # a NUMBER stops before no `%`
+    ("PLAN a WHEN last > 1: BUY 15:45 MKT", "token", "15:45"),  # nor starts where a TIME does
+    ("PLAN a WHEN last > 1: BUY 9:305 MKT", "token", ":305"),
+    ("VIEW v: bars(n==5)", "token", "=="),  # `==` is never `=` `=`
+    ("", "ok", ""),
+    ("PLAN", "token", "PLAN"),  # the end, reported at the last token
+]
+
+
+@pytest.mark.parametrize(("text", "kind", "part"), EDGE_CASES)
+def test_edge_cases_parse_alike(text: str, kind: str, part: str) -> None:
     _agree(text)
+    outcome = fast(text)
+    assert outcome[0] == kind
+    if kind != "ok":
+        assert outcome[1:3] == (1, _at(text, part))
