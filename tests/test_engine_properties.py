@@ -74,8 +74,8 @@ _DAYS = [random_day(random.Random(k)) for k in range(3)]
 
 # About 4 in 10 generated plans look back further than a session and are refused at arm
 # (asserted below), so the example count leaves ~60 plans that run on both paths.
-# too_slow: generating a valid plan runs the checker as a filter, and each example runs a
-# whole day on both engine paths; deadline=None covers the run, too_slow the generation
+# too_slow: a generated plan is a deep nested structure (plans() draws hundreds of choices),
+# slow to generate on a loaded machine; deadline=None covers the two engine runs per example
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(plans(), st.integers(0, len(_DAYS) - 1), st.integers(0, 2**31 - 1))
 def test_any_valid_plan_gives_the_same_ledger_on_both_paths(p: Plan, day: int, seed: int) -> None:
