@@ -83,7 +83,7 @@ def _agree(text: str) -> None:
     assert fast(text) == stock(text), text
 
 
-DIFF = settings(max_examples=300, deadline=None)
+DIFF = settings(max_examples=200, deadline=None)
 
 
 @DIFF
@@ -92,13 +92,13 @@ def test_generated_documents_parse_alike(text: str) -> None:
     _agree(text)
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=1500, deadline=None)
 @given(mutated())
 def test_mutated_documents_parse_alike(text: str) -> None:
     _agree(text)
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=1500, deadline=None)
 @given(token_soups)
 def test_token_soups_parse_alike(text: str) -> None:
     _agree(text)

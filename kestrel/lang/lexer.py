@@ -50,7 +50,9 @@ class Vocabulary(NamedTuple):
     skip: re.Pattern[str]  # ignored text only
     symbol: re.Pattern[str]
     repeat: re.Pattern[str]
-    fixed: dict[str, tuple[str, ...]]  # a fixed string -> the terminals spelling it
+    spellings: dict[str, tuple[str, ...]]  # a fixed string -> the terminals spelling it
+    fixed: dict[str, str]  # a fixed string -> the first of them
+    shared: frozenset[str]  # first terminals of strings that several terminals spell
 
     @classmethod
     def of(cls, lark: Lark) -> Vocabulary:
@@ -94,14 +96,16 @@ class Vocabulary(NamedTuple):
             skip=re.compile(gap, _FLAGS),
             symbol=re.compile(roles[_SYMBOL], _FLAGS),
             repeat=re.compile(roles[_REPEAT], _FLAGS),
-            fixed=fixed,
+            spellings=fixed,
+            fixed={string: names[0] for string, names in fixed.items()},
+            shared=frozenset(names[0] for names in fixed.values() if len(names) > 1),
         )
 
     def check_table(self, table: dict[int, dict[str, Any]]) -> None:
         """No parser state accepts two terminals spelt the same (the choice between them
         is then always the state's); fails at the first parse if the grammar changes."""
         for row in table.values():
-            for string, names in self.fixed.items():
+            for string, names in self.spellings.items():
                 if sum(name in row for name in names) > 1:
                     raise TypeError(f"a parser state accepts {string!r} as {names}")
 
@@ -140,7 +144,8 @@ def tokens(
     words are typed by what the parser can take next. Raises `LexError` where no token fits."""
     match = vocab.master.match
     kw_of = vocab.keywords.get
-    symbol, repeat, fixed = vocab.symbol.match, vocab.repeat.fullmatch, vocab.fixed
+    symbol, repeat = vocab.symbol.match, vocab.repeat.fullmatch
+    fixed, shared = vocab.fixed, vocab.shared
     make = str.__new__
     pos, end = 0, len(text)
     line, line_start = 1, 0
@@ -166,24 +171,23 @@ def tokens(
         if kind == "WORD":
             acc = table[stack[-1]]
             kw = kw_of(value.lower())
-            if _SYMBOL in acc:
+            if "SYMBOL" in acc:
                 sm = symbol(text, start)
                 if sm is not None:
-                    value, stop, kind = sm.group(), sm.end(), _SYMBOL
+                    value, stop, kind = sm.group(), sm.end(), "SYMBOL"
                 else:
-                    kind = _NAME
-            elif kw is not None and (kw in acc or _NAME not in acc):
+                    kind = "NAME"
+            elif kw is not None and (kw in acc or "NAME" not in acc):
                 kind = kw
-            elif _REPEAT in acc and repeat(value):
-                kind = _REPEAT
+            elif "REPEAT" in acc and repeat(value):
+                kind = "REPEAT"
             else:
-                kind = _NAME
+                kind = "NAME"
         elif kind == "FIXED":
-            names = fixed[value]
-            kind = names[0]
-            if len(names) > 1:
+            kind = fixed[value]
+            if kind in shared:  # spelt by several terminals: the one this state accepts
                 acc = table[stack[-1]]
-                kind = next((n for n in names if n in acc), kind)
+                kind = next((n for n in vocab.spellings[value] if n in acc), kind)
         col = start - line_start + 1
         # a lark Token built field by field (what Token._future_new does, minus a call)
         tok = make(Token, value)
