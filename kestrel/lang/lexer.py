@@ -100,8 +100,8 @@ class Vocabulary(NamedTuple):
             symbol=re.compile(roles[_SYMBOL], _FLAGS),
             repeat=re.compile(roles[_REPEAT], _FLAGS),
             spellings=fixed,
-            fixed={string: names[0] for string, names in fixed.items()},
-            shared=frozenset(names[0] for names in fixed.values() if len(names) > 1),
+            fixed={string: terms[0] for string, terms in fixed.items()},
+            shared=frozenset(terms[0] for terms in fixed.values() if len(terms) > 1),
         )
 
     def check_table(self, table: dict[int, dict[str, Any]]) -> None:
