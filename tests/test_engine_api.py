@@ -18,7 +18,7 @@ from kestrel.engine import (
 from kestrel.engine.ledger import Fired
 from kestrel.lang import ast
 
-from test_engine_helpers import SESSION, S, T0, engine, fills, plan, quotes, run
+from engine_helpers import SESSION, S, T0, engine, fills, plan, quotes, run
 
 
 def test_plan_armed_mid_session_warms_its_indicators_on_history() -> None:

@@ -16,7 +16,7 @@ from kestrel.engine import Engine, EngineConfig, PlanError, ticks_of
 from kestrel.engine.codegen import compile_plan
 from kestrel.lang import ast
 
-from test_engine_helpers import SESSION, quotes
+from engine_helpers import SESSION, quotes
 
 FLAG = "KESTREL_TEST_PWNED"
 CODE = f"__import__('os').environ.__setitem__('{FLAG}', '1')"

@@ -15,7 +15,7 @@ from kestrel.engine import Engine, EngineConfig, ticks_of
 from kestrel.engine.ledger import Disarmed, Filled, Mark, PositionChanged
 from kestrel.engine.money import Money
 
-from test_engine_helpers import SESSION, S, T0, plan
+from engine_helpers import SESSION, S, T0, plan
 
 THREE_TRADES = (
     "PLAN p\n"

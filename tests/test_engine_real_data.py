@@ -8,7 +8,7 @@ from pathlib import Path
 from kestrel.data.load import load_market_data
 from kestrel.engine import Engine, EngineConfig, Filled, Fired
 
-from test_engine_helpers import plan
+from engine_helpers import plan
 
 FX_PLANS = [
     "PLAN cross RISK maxpos 100000 maxloss 500\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from kestrel.engine import Engine, EngineConfig, ticks_of
 from kestrel.engine.ledger import Disarmed, Fired, Mark, OrderRejected
 
-from test_engine_helpers import SESSION, S, T0, cancels, disarms, engine, fills, placed, plan, quotes, run
+from engine_helpers import SESSION, S, T0, cancels, disarms, engine, fills, placed, plan, quotes, run
 
 
 def fired(e: object) -> list[tuple[int, int]]:

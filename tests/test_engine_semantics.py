@@ -19,7 +19,7 @@ from kestrel.engine.ledger import Armed, Cancelled, Disarmed, Filled, Fired, Ord
 from kestrel.engine.money import Money
 from kestrel.frame.session import SessionSpec
 
-from test_engine_helpers import SESSION, S, T0, fills, plan, quotes
+from engine_helpers import SESSION, S, T0, fills, plan, quotes
 
 PATHS = ("reference", "fast")
 
