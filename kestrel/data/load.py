@@ -106,13 +106,26 @@ def _where(first_line: int | None, i: int) -> dict[str, int]:
     return {"line": first_line + i} if first_line is not None else {"row": i + 1}
 
 
+def columns_text(header: list[str]) -> str:
+    """A header's columns for a message: printable names as they are, others quoted and cut."""
+    if not header or header == [""]:
+        return "no columns"
+    names = [h if h.isprintable() and len(h) <= 40 else show(h, 40) for h in header[:20]]
+    return ", ".join(names) + (f" (and {len(header) - 20} more)" if len(header) > 20 else "")
+
+
+def show(text: str, width: int = 60) -> str:
+    """`text` quoted for a one-line message, cut to `width` characters."""
+    return repr(text[:width]) + ("..." if len(text) > width else "")
+
+
 @contextmanager
 def _timestamp_errors(path: Path, column: str, first_line: int | None) -> Iterator[None]:
     """Turn a timestamp parser's `BadValue` (or bad option) into a `DataError` naming the row."""
     try:
         yield
     except BadValue as e:
-        raise DataError(path, f"{e.reason}: {e.text!r}", column=column, **_where(first_line, e.index)) from None
+        raise DataError(path, f"{e.reason}: {show(e.text)}", column=column, **_where(first_line, e.index)) from None
     except ValueError as e:
         raise DataError(path, str(e), column=column) from None
 
@@ -131,7 +144,7 @@ def _resolve(path: Path, header: list[str], name: str, role: str) -> int:
         how = f"the header holds {other!r} but no ',': set LoadSpec.delimiter={other!r}"
     raise DataError(
         path,
-        f"missing column {name!r} needed for {role}; the file has {', '.join(header) or 'no columns'}"
+        f"missing column {name!r} needed for {role}; the file has {columns_text(header)}"
         f" ({how})",
         column=name,
     )
@@ -145,12 +158,12 @@ def _numbers(path: Path, col: npt.NDArray[np.str_], name: str, first_line: int |
             try:
                 float(s)
             except ValueError:
-                raise DataError(path, f"unparsable number {s!r}", column=name, **_where(first_line, i)) from None
+                raise DataError(path, f"unparsable number {show(s)}", column=name, **_where(first_line, i)) from None
         raise
     bad = np.flatnonzero(~np.isfinite(out))
     if bad.size:
         i = int(bad[0])
-        raise DataError(path, f"not a finite number: {str(col[i])!r}", column=name, **_where(first_line, i))
+        raise DataError(path, f"not a finite number: {show(str(col[i]))}", column=name, **_where(first_line, i))
     return out
 
 
@@ -188,6 +201,9 @@ def _quoted_rows(path: Path, lines: list[str], d: str, ncols: int, first: int) -
     reader = csv.reader(lines, delimiter=d, quotechar='"', strict=True)
     try:
         for i, row in enumerate(reader):
+            if reader.line_num != i + 1:
+                raise DataError(path, "unclosed quote: a quoted field runs past the end of the line",
+                                line=first + i)
             if len(row) != ncols:
                 raise DataError(path, f"expected {ncols} fields, found {len(row)}", line=first + i)
             rows.append([f.strip() for f in row])
@@ -257,6 +273,12 @@ def _read_csv(path: Path, spec: LoadSpec) -> _Table:
 # Parquet
 
 
+def _one_line(e: BaseException) -> str:
+    """A library's error text as one printable line."""
+    text = " ".join(str(e).split())
+    return "".join(c if c.isprintable() else "?" for c in text)[:200]
+
+
 def _pyarrow(path: Path) -> tuple[Any, Any, Any]:
     try:
         import pyarrow as pa
@@ -270,16 +292,28 @@ def _pyarrow(path: Path) -> tuple[Any, Any, Any]:
     return pa, pc, pq
 
 
+def _texts(path: Path, col: Any, name: str, pa: Any) -> npt.NDArray[np.str_]:
+    """A Parquet column as numpy text (invalid UTF-8 or an unconvertible type: `DataError`)."""
+    try:
+        out: npt.NDArray[np.str_] = np.asarray(col.cast(pa.string()).to_numpy(zero_copy_only=False)).astype(str)
+    except Exception as e:  # pyarrow: invalid UTF-8, an unsupported cast
+        raise DataError(path, f"cannot read the column as text: {_one_line(e)}", column=name) from None
+    return out
+
+
 def _read_parquet(path: Path, spec: LoadSpec) -> _Table:
     pa, pc, pq = _pyarrow(path)
     try:
         names = list(pq.read_schema(path).names)
     except Exception as e:  # pyarrow raises several types for a bad file
-        raise DataError(path, f"not a readable Parquet file: {e}") from None
+        raise DataError(path, f"not a readable Parquet file: {_one_line(e)}") from None
     _check_duplicates(path, names)
     ts_name = names[_resolve(path, names, spec.ts, "timestamps")]
     roles = {role: names[_resolve(path, names, n, role)] for role, n in spec.value_columns().items()}
-    table = pq.read_table(path, columns=[ts_name, *dict.fromkeys(roles.values())])
+    try:
+        table = pq.read_table(path, columns=[ts_name, *dict.fromkeys(roles.values())])
+    except Exception as e:  # a damaged column chunk, a bad page, ...
+        raise DataError(path, f"not a readable Parquet file: {_one_line(e)}") from None
     if table.num_rows == 0:
         raise DataError(path, "no data rows")
 
@@ -296,7 +330,7 @@ def _read_parquet(path: Path, spec: LoadSpec) -> _Table:
             with _timestamp_errors(path, ts_name, None):
                 ts = localize(ts, spec.tz)
     else:
-        strings = np.asarray(tcol.cast(pa.string()).to_numpy(zero_copy_only=False)).astype(str)
+        strings = _texts(path, tcol, ts_name, pa)
         with _timestamp_errors(path, ts_name, None):
             ts = parse_timestamps(strings, spec.ts_format, spec.tz)
     values: dict[str, F64] = {}
@@ -306,8 +340,7 @@ def _read_parquet(path: Path, spec: LoadSpec) -> _Table:
         try:
             arr = np.asarray(col.cast(pa.float64()).to_numpy(), dtype=np.float64)
         except Exception:
-            strings = np.asarray(col.cast(pa.string()).to_numpy(zero_copy_only=False)).astype(str)
-            arr = _numbers(path, strings, name, None)
+            arr = _numbers(path, _texts(path, col, name, pa), name, None)
         bad = np.flatnonzero(~np.isfinite(arr))
         if bad.size:
             i = int(bad[0])
@@ -591,20 +624,35 @@ def detect_preset(path: str | Path) -> str:
         try:
             header = list(pq.read_schema(p).names)
         except Exception as e:
-            raise DataError(p, f"not a readable Parquet file: {e}") from None
+            raise DataError(p, f"not a readable Parquet file: {_one_line(e)}") from None
     else:
+        with p.open("rb") as f:
+            head = f.read(4096)
+        check_text(p, head)
+        try:
+            head.decode("utf-8-sig")
+        except UnicodeDecodeError as e:
+            if e.start < len(head) - 3:  # not just a character cut at the 4096-byte edge
+                raise DataError(p, f"not UTF-8 text ({e.reason} at byte {e.start})") from None
         line = _first_line(p)
+        if not head.strip():
+            raise DataError(p, "file is empty: expected a header line and data rows")
         if _HISTDATA_LINE.match(line):
             return "histdata"
-        header = [h.strip() for h in line.split(",")]
+        header = _split_header(line, ",")
+        other = next((d for d in (";", "\t", "|") if len(header) == 1 and d in header[0]), None)
+        if other is not None:
+            raise DataError(p, f"the header holds {other!r} but no ',': the file is not comma-separated; "
+                            f"load it with a LoadSpec(delimiter={other!r}, ...) mapping its columns")
     for name, spec in PRESETS.items():
         if not spec.header:
             continue
         need = [spec.ts, *spec.value_columns().values()]
         if all(any(a in header for a in n.split("|")) for n in need):
             return name
+    shown = columns_text(header)
     raise DataError(
-        p, f"no preset matches columns {', '.join(header)}; pass a preset ({', '.join(sorted(PRESETS))}) "
+        p, f"no preset matches columns {shown}; pass a preset ({', '.join(sorted(PRESETS))}) "
         "or a LoadSpec with a column mapping"
     )
 
