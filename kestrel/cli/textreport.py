@@ -95,7 +95,7 @@ def _cost_section(con: Any, result: Any) -> None:
               f"output {t['output']}, thinking {t['thinking']}), {usd(t['usd'])}")
 
 
-def report(result: Any) -> None:
+def report(result: Any, command: str = "simulate") -> None:
     """The readable report: turns per ordinal, armed plans, trades, PnL and evidence counts."""
     from rich.console import Console
     from rich.table import Table
@@ -106,7 +106,7 @@ def report(result: Any) -> None:
 
     con = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 120)
     h = result.header
-    con.print(f"[bold]kestrel simulate[/bold]  {h.symbol}  data {h.data}  agent {h.agent}  "
+    con.print(f"[bold]kestrel {command}[/bold]  {h.symbol}  data {h.data}  agent {h.agent}  "
               f"sessions {', '.join(h.dates)}  schedule {' '.join(h.schedule)}")
     for d in result.days:
         if d.partial:
