@@ -126,8 +126,8 @@ def parse_iso(col: npt.NDArray[np.str_], tz: str) -> I64:
         d = at(k + 1).astype(np.int64) * 10 + at(k + 2) - 11 * 48
         mm = np.zeros(n, dtype=np.int64)
         if size > 3:
-            j = k + (4 if colon else 3)
-            mm = at(j).astype(np.int64) * 10 + at(j + 1) - 11 * 48
+            at_mm = k + (4 if colon else 3)
+            mm = at(at_mm).astype(np.int64) * 10 + at(at_mm + 1) - 11 * 48
         bad = has & ((d > 14) | (mm > 59))
         if bad.any():
             i = _first(bad)
@@ -162,7 +162,7 @@ def parse_iso(col: npt.NDArray[np.str_], tz: str) -> I64:
     ss = np.where(secs, _digits(d, 17, 19), 0)
     ns = np.zeros(n, dtype=np.int64)
     for j in range(20, _CORE):
-        ns += np.where(j < length, d[:, j], 0) * 10 ** (_CORE - 1 - j)
+        ns += np.where(j < length, d[:, j], 0).astype(np.int64) * (10 ** (_CORE - 1 - j))
     out_of_range = (y < MIN_YEAR) | (y > MAX_YEAR)
     if out_of_range.any():
         i = _first(out_of_range)
@@ -172,7 +172,7 @@ def parse_iso(col: npt.NDArray[np.str_], tz: str) -> I64:
         i = _first(~valid)
         raise BadValue(i, str(col[i]), "timestamp field out of range (no such date or time of day)")
     local = days_from_civil(y, mo, dd) * NS_PER_DAY + (hh * 3600 + mi * 60 + ss) * NS_PER_S + ns
-    utc_ns = local - offset_s * NS_PER_S
+    utc_ns: I64 = np.asarray(local - offset_s * NS_PER_S, dtype=np.int64)
     if not explicit.all():
         naive = np.flatnonzero(~explicit)
         utc_ns[naive] = _localize_rows(col, local[naive], tz, naive)

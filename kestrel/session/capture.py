@@ -67,7 +67,7 @@ def _check_format(raw: bytes, source: str, n: int) -> None:
     a `kestrel-capture/1` header names its data by a path string with no checksum, so a replay
     could not prove it runs on the same data."""
     try:
-        fmt = msgspec.json.decode(raw, type=dict).get("format")  # type: ignore[union-attr]
+        fmt = msgspec.json.decode(raw, type=dict).get("format")
     except (msgspec.DecodeError, RecursionError, AttributeError):
         return
     if fmt in OLD_FORMATS:
