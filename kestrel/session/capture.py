@@ -153,11 +153,24 @@ def _check_turns(header: CaptureHeader, turns: list[CapturedTurn], source: str) 
         )
 
 
+_partial: set[str] = set()  # temporary files being written by `atomic_write`
+
+
+def discard_partial_writes() -> None:
+    """Remove unfinished temporary files (called when the process is interrupted)."""
+    for tmp in list(_partial):
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
 def atomic_write(path: str | Path, data: bytes) -> None:
     """Write a whole file: to a temporary file in the same folder, flushed and synced, then
     renamed into place (a reader sees the old file or the new one, never a part)."""
     target = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or Path("."))
+    _partial.add(tmp)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -167,6 +180,8 @@ def atomic_write(path: str | Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    finally:
+        _partial.discard(tmp)
 
 
 def write_capture(path: str | Path, header: CaptureHeader, turns: Iterable[CapturedTurn]) -> None:
