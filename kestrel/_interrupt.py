@@ -23,7 +23,7 @@ INTERRUPTED = 130  # 128 + SIGINT
 
 
 def on_interrupt(signum: int, frame: FrameType | None) -> None:
-    discard = getattr(sys.modules.get("kestrel.session.capture"), "discard_partial_writes", None)
+    discard = getattr(sys.modules.get("kestrel.outputs"), "discard_partial_writes", None)
     if discard is not None:  # (None while that module is still being imported)
         discard()
     os.write(2, b"kestrel: interrupted\n")

@@ -314,7 +314,7 @@ def _finish(args: argparse.Namespace, result: Any, agent: Any, command: str = "s
 
 def _write(path: str | None, data: bytes) -> None:
     """A whole file, atomically (temporary file in the same folder, then renamed)."""
-    from kestrel.session.capture import atomic_write
+    from kestrel.outputs import atomic_write
 
     if path is None:
         return

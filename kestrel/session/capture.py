@@ -15,8 +15,6 @@ unflagged run and runs on asyncio and trio capture byte-identical files.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import IO
@@ -25,6 +23,7 @@ import msgspec
 
 from kestrel import lang
 from kestrel.data.source import DataSource
+from kestrel.outputs import atomic_write
 from kestrel.session.protocol import AgentTurn, Supersede
 
 CAPTURE_FORMAT = "kestrel-capture/2"
@@ -151,37 +150,6 @@ def _check_turns(header: CaptureHeader, turns: list[CapturedTurn], source: str) 
         raise CaptureError(
             f"{source}: the capture ends before {d} {o}: {len(slots) - len(turns)} turns missing"
         )
-
-
-_partial: set[str] = set()  # temporary files being written by `atomic_write`
-
-
-def discard_partial_writes() -> None:
-    """Remove unfinished temporary files (called when the process is interrupted)."""
-    for tmp in list(_partial):
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-
-
-def atomic_write(path: str | Path, data: bytes) -> None:
-    """Write a whole file: to a temporary file in the same folder, flushed and synced, then
-    renamed into place (a reader sees the old file or the new one, never a part)."""
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or Path("."))
-    _partial.add(tmp)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    finally:
-        _partial.discard(tmp)
 
 
 def write_capture(path: str | Path, header: CaptureHeader, turns: Iterable[CapturedTurn]) -> None:
