@@ -35,15 +35,29 @@ class BadValue(ValueError):
         super().__init__(f"row index {index}: {reason}: {text!r}")
 
 
+_SPACE = (32, 9, 13, 10, 11, 12)
+
+
 def _bytes_matrix(col: npt.NDArray[np.str_]) -> tuple[npt.NDArray[np.uint8], I64, int]:
-    try:
-        b = np.char.encode(col, "ascii")
-    except UnicodeEncodeError:
-        i = next(i for i, s in enumerate(col.tolist()) if not s.isascii())
-        raise BadValue(i, str(col[i]), "non-ASCII character in a timestamp") from None
-    w = b.dtype.itemsize
-    m = np.frombuffer(b.tobytes(), dtype=np.uint8).reshape(len(col), w).copy()
-    lengths = np.char.str_len(b).astype(np.int64)
+    """Text as an (n, width) uint8 matrix, its lengths and the width, with surrounding white
+    space removed: a zero-copy view of the UCS-4 code points (no per-row Python call); a
+    code point above 127 is a `BadValue` (timestamps are ASCII)."""
+    col = np.ascontiguousarray(col, dtype=str)
+    n, w = len(col), max(1, col.dtype.itemsize // 4)
+    if col.dtype.itemsize == 0:
+        return np.zeros((n, 1), dtype=np.uint8), np.zeros(n, dtype=np.int64), 1
+    cp = col.view(np.uint32).reshape(n, w)
+    wide = np.flatnonzero((cp > 127).any(axis=1))
+    if wide.size:
+        i = int(wide[0])
+        raise BadValue(i, str(col[i]), "non-ASCII character in a timestamp")
+    m = cp.astype(np.uint8)
+    space = np.isin(m, _SPACE)
+    if space[:, 0].any():  # leading white space: strip it the slow way (rare)
+        return _bytes_matrix(np.char.strip(col))
+    significant = (m != 0) & ~space
+    lengths = np.where(significant.any(axis=1), w - np.argmax(significant[:, ::-1], axis=1), 0).astype(np.int64)
+    m[np.arange(w)[None, :] >= lengths[:, None]] = 0
     return m, lengths, w
 
 
@@ -55,10 +69,11 @@ _FRACTION_DIGITS = 9
 _CORE = 20 + _FRACTION_DIGITS  # YYYY-MM-DDTHH:MM:SS.fffffffff
 
 
-def _digits(m: npt.NDArray[np.int64], a: int, b: int) -> I64:
-    out = np.zeros(m.shape[0], dtype=np.int64)
-    for j in range(a, b):
-        out = out * 10 + m[:, j]
+def _digits(d: npt.NDArray[np.int16], a: int, b: int) -> I64:
+    """The number written by character positions a..b-1 (rows of the transposed digit matrix)."""
+    out: I64 = d[a].astype(np.int64)
+    for j in range(a + 1, b):
+        out = out * 10 + d[j].astype(np.int64)
     return out
 
 
@@ -91,7 +106,7 @@ def parse_iso(col: npt.NDArray[np.str_], tz: str) -> I64:
     n = len(col)
     if n == 0:
         return np.empty(0, dtype=np.int64)
-    raw, length, w = _bytes_matrix(np.char.strip(col))
+    raw, length, w = _bytes_matrix(col)
     width = max(w, _CORE + 6)
     m = np.zeros((n, width), dtype=np.uint8)
     m[:, :w] = raw
@@ -137,20 +152,22 @@ def parse_iso(col: npt.NDArray[np.str_], tz: str) -> I64:
         length = np.where(has, k, length)
         explicit |= has
     # blank everything from the end of the core text on, then check the core field by field
+    # on the transposed matrix (one contiguous row per character position)
     m[np.arange(width)[None, :] >= length[:, None]] = 0
-    d = m.astype(np.int64) - 48
+    t = np.ascontiguousarray(m[:, :_CORE].T)
+    d = t.astype(np.int16) - 48
     digit = (d >= 0) & (d <= 9)
     shape_ok = (length == 10) | (length == 16) | (length == 19) | ((length >= 21) & (length <= _CORE))
-    sep_ok = (m[:, 4] == ord("-")) & (m[:, 7] == ord("-")) & digit[:, [0, 1, 2, 3, 5, 6, 8, 9]].all(axis=1)
+    sep_ok = (t[4] == ord("-")) & (t[7] == ord("-")) & digit[[0, 1, 2, 3, 5, 6, 8, 9]].all(axis=0)
     timed = length > 10
-    sep_ok &= ~timed | (((m[:, 10] == ord("T")) | (m[:, 10] == ord(" "))) & (m[:, 13] == ord(":"))
-                        & digit[:, [11, 12, 14, 15]].all(axis=1))
+    sep_ok &= ~timed | (((t[10] == ord("T")) | (t[10] == ord(" "))) & (t[13] == ord(":"))
+                        & digit[[11, 12, 14, 15]].all(axis=0))
     secs = length > 16
-    sep_ok &= ~secs | ((m[:, 16] == ord(":")) & digit[:, [17, 18]].all(axis=1))
+    sep_ok &= ~secs | ((t[16] == ord(":")) & digit[[17, 18]].all(axis=0))
     frac = length > 19
-    cols = np.arange(20, _CORE)[None, :]
-    frac_digits_ok = np.where(cols < length[:, None], digit[:, 20:_CORE], True).all(axis=1)
-    sep_ok &= ~frac | (((m[:, 19] == ord(".")) | (m[:, 19] == ord(","))) & frac_digits_ok)
+    rows_at = np.arange(20, _CORE)[:, None]
+    frac_digits_ok = np.where(rows_at < length[None, :], digit[20:_CORE], True).all(axis=0)
+    sep_ok &= ~frac | (((t[19] == ord(".")) | (t[19] == ord(","))) & frac_digits_ok)
     ok = shape_ok & sep_ok
     if not ok.all():
         i = _first(~ok)
@@ -161,8 +178,8 @@ def parse_iso(col: npt.NDArray[np.str_], tz: str) -> I64:
     mi = np.where(timed, _digits(d, 14, 16), 0)
     ss = np.where(secs, _digits(d, 17, 19), 0)
     ns = np.zeros(n, dtype=np.int64)
-    for j in range(20, _CORE):
-        ns += np.where(j < length, d[:, j], 0).astype(np.int64) * (10 ** (_CORE - 1 - j))
+    for j in range(20, _CORE):  # zeros past the end (blanked above) add nothing: 0 - 48 is masked
+        ns += np.where(j < length, d[j], 0).astype(np.int64) * (10 ** (_CORE - 1 - j))
     out_of_range = (y < MIN_YEAR) | (y > MAX_YEAR)
     if out_of_range.any():
         i = _first(out_of_range)
@@ -183,7 +200,7 @@ def parse_histdata(col: npt.NDArray[np.str_], tz: str) -> I64:
     n = len(col)
     if n == 0:
         return np.empty(0, dtype=np.int64)
-    m, length, w = _bytes_matrix(np.char.strip(col))
+    m, length, w = _bytes_matrix(col)
     ok = length == 18
     if w >= 18:
         d = m[:, :18].astype(np.int64) - 48
