@@ -55,6 +55,7 @@ def test_sigint_exits_130_with_one_line_at_any_moment(
     backend: str, long_data: Path, startup: float, tmp_path: Path
 ) -> None:
     failures = []
+    turns_kept: list[int] = []
     for k, delay in enumerate(DELAYS_S):
         capture = tmp_path / f"c{k}.jsonl"
         proc = subprocess.Popen(
@@ -78,7 +79,10 @@ def test_sigint_exits_130_with_one_line_at_any_moment(
         lines = [ln for ln in err.splitlines() if not ln.startswith("kestrel simulate: ")]  # load notes
         if proc.returncode != 130 or lines != ["kestrel: interrupted"] or took > 2.0:
             failures.append(f"{delay}s: exit {proc.returncode} after {took:.2f}s, stderr {err[-500:]!r}")
-        if capture.exists():  # every line written so far is a whole JSON record
-            for line in capture.read_bytes().splitlines():
-                json.loads(line)
+        if capture.exists() and capture.stat().st_size:  # every line written so far is a whole record
+            records = [json.loads(line) for line in capture.read_bytes().splitlines()]
+            assert records[0]["record"] == "header" and records[0]["ledger_sha256"] is None  # incomplete
+            assert all(r["record"] == "turn" for r in records[1:])
+            turns_kept.append(len(records) - 1)
     assert not failures, "\n".join(failures)
+    assert max(turns_kept, default=0) > 0  # the late interrupts kept the turns taken so far

@@ -30,11 +30,20 @@ class _Unreadable(Exception):
     pass
 
 
+MAX_READ_BYTES = 1 << 20  # far above any document the language accepts (see Limits)
+
+
 def _read(name: str) -> str:
     try:
-        data = sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
+        if name == "-":
+            data = sys.stdin.buffer.read(MAX_READ_BYTES + 1)
+        else:
+            with Path(name).open("rb") as f:  # (a device like /dev/zero never ends: read a bounded amount)
+                data = f.read(MAX_READ_BYTES + 1)
     except OSError as err:
         raise _Unreadable(f"{name}: cannot read: {err.strerror or err}") from None
+    if len(data) > MAX_READ_BYTES:
+        raise _Unreadable(f"{name}: larger than {MAX_READ_BYTES} bytes: not a Kestrel document")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:

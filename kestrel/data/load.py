@@ -674,7 +674,8 @@ def load(
     detected from its columns. Raises `DataError` on bad input."""
     p = Path(path)
     if not p.is_file():
-        raise DataError(p, "is a directory, not a data file" if p.is_dir() else "no such file")
+        raise DataError(p, "is a directory, not a data file" if p.is_dir()
+                        else "not a regular file" if p.exists() else "no such file")
     if crossed not in ("error", "drop", "keep"):
         raise ValueError(f"crossed policy must be error, drop or keep, got {crossed!r}")
     if spikes not in ("error", "drop", "keep"):
