@@ -19,7 +19,7 @@ DEADLINE_S = 5.0  # after the signal; the observed worst case is ~0.1 s
 # loading, the event loop and the engine's worker threads
 # an authoring turn every 20 minutes of the 24-hour FX session: a run of ~20 s to interrupt
 CHECKPOINTS = ",".join(f"{h:02d}:{m:02d}" for h in [*range(17, 24), *range(16)] for m in (0, 20, 40))[6:]
-DELAYS_S = (0.03, 0.06, 0.1, 0.2, 0.35, 0.6, 1.0, 1.5, 2.2)
+DELAYS_S = (0.03, 0.06, 0.1, 0.2, 0.35, 0.6, 1.0, 1.5, 2.2, 3.2, 4.5)
 
 
 @pytest.fixture(scope="module")
