@@ -73,6 +73,8 @@ def test_sample_captures_record_the_seed(capsys: pytest.CaptureFixture[str], tmp
     assert isinstance(src, dict) and (src["kind"], src["seed"], src["path"], src["sha256"]) == ("sample", 7, None, None)
     code, _, err = _run(capsys, "replay", str(cap), "--json")
     assert code == 0 and "ledger identical to the captured run's" in err
+    code, out, _ = _run(capsys, "replay", str(cap))
+    assert code == 0 and out.startswith("kestrel replay  SAMPLE  data sample (seed 7)")  # not a simulate banner
 
 
 def test_replay_from_another_folder_and_from_a_moved_copy(
