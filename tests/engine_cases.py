@@ -48,8 +48,8 @@ def random_day(rng: random.Random) -> tuple[SessionSpec, Ticks]:
     n = rng.randrange(1500, 5000)
     gaps = nrng.exponential(rng.choice([0.5, 1.0, 2.0]), n) * 1e9
     gaps[nrng.random(n) < 0.1] = 0  # equal timestamps
+    gaps[rng.randrange(1, n)] += rng.randrange(120, 1200) * 1e9  # a silence (not gaps[0]: dropped below)
     ts = session.open_ns + np.cumsum(gaps).astype(np.int64) - int(gaps[0])
-    gaps[rng.randrange(n)] += rng.randrange(120, 1200) * 1e9  # a silence
     steps = nrng.choice([-1, 0, 1], n, p=[0.3, 0.4, 0.3]) * rng.choice([1, 2])
     for _ in range(rng.randrange(0, 4)):  # price jumps
         steps[rng.randrange(n)] += rng.choice([-1, 1]) * rng.randrange(10, 60)

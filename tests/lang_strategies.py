@@ -13,6 +13,7 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
+from kestrel.lang.limits import VIEW_BUDGET_MAX, VIEW_BUDGET_MIN
 from kestrel.lang import (
     And,
     Arith,
@@ -255,7 +256,7 @@ views = st.builds(
     View,
     names,
     st.lists(panes(), min_size=1, max_size=4).map(tuple),
-    st.one_of(st.none(), st.integers(1, 20_000)),
+    st.one_of(st.none(), st.integers(VIEW_BUDGET_MIN, VIEW_BUDGET_MAX)),
 )
 reasons = st.text(
     st.characters(blacklist_categories=("Cs", "Cc", "Zl", "Zp")), max_size=60

@@ -165,8 +165,8 @@ def test_capture_round_trip_and_errors() -> None:
     data = encode_capture(header, turns)
     assert data.splitlines()[0] == (
         b'{"record":"header","data":"sample","symbol":"SAMPLE","dates":["2024-04-15"],'
-        b'"schedule":["OPEN"],"guard_s":300,"agent":"baseline","format":"kestrel-capture/1",'
-        b'"engine":null}'
+        b'"schedule":["OPEN"],"guard_s":300,"agent":"baseline","format":"kestrel-capture/2",'
+        b'"source":null,"ledger_sha256":null,"engine":null}'
     )
     assert decode_capture(data) == (header, turns)
     with pytest.raises(CaptureError, match="starts with its header"):

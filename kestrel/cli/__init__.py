@@ -18,6 +18,7 @@ import sys
 from collections.abc import Sequence
 
 from kestrel import __version__
+from kestrel._interrupt import INTERRUPTED, install
 
 INTERNAL_ERROR = 70  # EX_SOFTWARE: an unexpected failure inside Kestrel
 
@@ -52,6 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if argv is None:  # the program itself (sys.argv): Ctrl-C exits 130 at once, see kestrel._interrupt
+        install()
     parser = build_parser()
     args = parser.parse_args(argv)
     func = getattr(args, "func", None)
@@ -62,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = func(args)
     except KeyboardInterrupt:
         print("kestrel: interrupted", file=sys.stderr)
-        return 130
+        return INTERRUPTED
     except BrokenPipeError:
         # The reader went away (e.g. `kestrel panes | head`): nothing left to say.
         return 0

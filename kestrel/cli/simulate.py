@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
+import hashlib
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
@@ -20,6 +20,7 @@ from typing import Any
 import msgspec
 
 from kestrel.cli.agentspec import agent_of, check_agent_fits
+from kestrel.cli.dataflags import add_data_flags, agent_input, check_paths, load_from_args, parse_guard
 from kestrel.cli.errors import UsageError
 from kestrel.cli.execution import add_flags as _execution_flags
 from kestrel.cli.execution import engine_config
@@ -44,7 +45,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     s.add_argument("--date", help="session date YYYY-MM-DD (default: the data's last complete session)")
     s.add_argument("--days", type=int, default=1, help="number of sessions ending at --date (default 1)")
     s.add_argument("--checkpoints", default="", help="authoring checkpoints after OPEN, e.g. 11:00,13:30")
-    s.add_argument("--guard", type=int, default=300, help="snapshot guard before each ordinal, seconds (default 300)")
+    s.add_argument("--guard", default="300",
+                   help="snapshot guard before each ordinal: seconds (300) or a duration (30s, 5m, 1h); default 300")
     s.add_argument("--agent", help="baseline (default) | fixed:PLAN.kes | recorded:CAPTURE.jsonl | "
                                    "replies:FILE | openai:MODEL | anthropic:MODEL")
     s.add_argument("--profile", help="execution profile: balanced | fast | thorough")
@@ -72,22 +74,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Replay the captured terminal turns of a `kestrel simulate --capture` run.",
     )
     r.add_argument("capture", help="a capture file written by `kestrel simulate --capture`")
-    _output_flags(r)
-    r.add_argument("--expect-ledger", help="compare the replayed ledger with this file (exit 1 if different)")
+    r.add_argument("--data", help="the captured data file moved elsewhere: accepted when its SHA-256 matches")
+    _output_flags(r, capture_dest="capture_out")
+    r.add_argument("--expect-ledger", help="compare the replayed ledger with this file (exit 1 if different, "
+                                            "with the first differing line of each)")
     r.set_defaults(func=_replay)
 
 
 def _data_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data", default="sample", help="'sample' (default, bundled) or a CSV/Parquet file")
-    p.add_argument("--preset", help="loader preset for --data PATH (default: detected)")
-    p.add_argument("--crossed", choices=("error", "drop", "keep"), default="error",
-                   help="crossed quotes (ask < bid) in --data PATH: error (default), drop or keep")
-    p.add_argument("--symbol", help="instrument symbol (for --data PATH; checked against the sample)")
-    p.add_argument("--seed", type=int, help="with --data sample: generate the sample from this seed")
+    add_data_flags(p)
 
 
-def _output_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--capture", help="write the captured turns (replay input) to PATH")
+def _output_flags(p: argparse.ArgumentParser, capture_dest: str = "capture") -> None:
+    p.add_argument("--capture", dest=capture_dest, help="write the captured turns (replay input) to PATH")
     p.add_argument("--ledger", help="write the ledger (canonical JSON lines) to PATH")
     p.add_argument("--backend", choices=("asyncio", "trio", DIRECT), default="asyncio",
                    help="actor backend (default asyncio); `direct` runs without actors")
@@ -98,48 +97,7 @@ def _output_flags(p: argparse.ArgumentParser) -> None:
 
 
 # ------------------------------------------------------------------------------------------
-# data
-
-
-def _data_name(args: argparse.Namespace) -> str:
-    if args.data == "sample":
-        return "sample" if args.seed is None else f"sample|seed={args.seed}"
-    parts = [args.data]
-    if args.preset:
-        parts.append(f"preset={args.preset}")
-    if args.crossed != "error":
-        parts.append(f"crossed={args.crossed}")
-    if args.symbol:
-        parts.append(f"symbol={args.symbol}")
-    return "|".join(parts)
-
-
-def load_data(name: str) -> Any:
-    """Load the data named by a capture header's `data` field (see `_data_name`)."""
-    from kestrel.session.spec import SpecError, load_named
-
-    try:
-        return load_named(name)
-    except SpecError as exc:
-        raise UsageError(str(exc)) from None
-
-
-# ------------------------------------------------------------------------------------------
 # simulate
-
-
-def _check_writable(flag: str, path: str | None) -> None:
-    """An output path that cannot be written fails before the run, not after it."""
-    if path is None:
-        return
-    p = Path(path)
-    parent = p.parent if str(p.parent) else Path(".")
-    if p.is_dir():
-        raise UsageError(f"{flag} {path}: is a directory; give a file path")
-    if not parent.is_dir():
-        raise UsageError(f"{flag} {path}: no such directory {str(parent)!r}")
-    if not os.access(parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
-        raise UsageError(f"{flag} {path}: not writable")
 
 
 def _date(text: str | None) -> dt.date | None:
@@ -157,20 +115,17 @@ def _simulate(args: argparse.Namespace) -> int:
 
 def _run_simulate(args: argparse.Namespace) -> int:
     from kestrel.session import profiles
+    from kestrel.session.capture import CaptureWriter
     from kestrel.session.loop import LoopSettings
     from kestrel.session.runner import SessionOptions
 
     for flag, value in (("--max-iterations", args.max_iterations), ("--token-budget", args.token_budget)):
         if value is not None and value < 1:
             raise UsageError(f"{flag} must be >= 1, got {value}")
-    if not 0 <= args.guard < 86400:
-        raise UsageError(f"--guard must be 0 to 86399 seconds, got {args.guard}")
-    for flag, path in (("--capture", args.capture), ("--ledger", args.ledger), ("--evidence", args.evidence)):
-        _check_writable(flag, path)
-    if args.seed is not None and args.data != "sample":
-        raise UsageError("--seed applies to --data sample only")
-    if args.data == "sample" and (args.preset is not None or args.crossed != "error"):
-        raise UsageError("--preset and --crossed apply to --data PATH only (the sample is clean)")
+    guard_s = parse_guard(args.guard)
+    data_input = None if args.data.strip() in ("", "sample") else args.data
+    check_paths([("--capture", args.capture), ("--ledger", args.ledger), ("--evidence", args.evidence)],
+                [("--data", data_input), ("--agent", agent_input(args.agent)), ("--modes", args.modes)])
     if not 0 < args.agent_timeout <= 3600:
         raise UsageError(f"--agent-timeout must be > 0 and <= 3600 seconds, got {args.agent_timeout:g}")
     try:
@@ -200,26 +155,32 @@ def _run_simulate(args: argparse.Namespace) -> int:
     agent = agent_of(spec, model=model, base_url=st.base_url, api_key_env=st.api_key_env,
                      timeout_s=args.agent_timeout, panes=st.panes)
     _note_unused_loop_flags(args, agent, spec)
-    data = load_data(_data_name(args))
-    if args.symbol and args.data == "sample" and args.symbol != data.symbol:
-        raise UsageError(f"--symbol {args.symbol} does not match the sample's symbol {data.symbol}")
+    data, source, label = load_from_args(args, "simulate")
+    writer = CaptureWriter(args.capture) if args.capture else None
     options = SessionOptions(
         checkpoints=tuple(c for c in args.checkpoints.split(",") if c.strip()),
-        guard_s=args.guard,
+        guard_s=guard_s,
         settings=LoopSettings.of(st),
         policy=resolved.policy,
         profile=resolved.profile,
         allowed_panes=st.panes,
-        data_name=_data_name(args),
+        data_name=label,
         engine_path=args.engine_path,
         engine=engine_config(args, mode),
+        source=source,
+        on_turn=writer.turn if writer is not None else None,
     )
     date = _date(args.date)
     check_agent_fits(agent, data, options, date, args.days, st.agent or "baseline")
     _warn_partial(data, date, args.days)
-    with _evidence_sink(args.evidence) as sink:
-        result = _run(data, agent, options, args.backend, date, args.days, sink, args.json,
-                      args.agent_timeout)
+    _start_outputs(args, writer, data, options, agent, date, args.days)
+    try:
+        with _evidence_sink(args.evidence) as sink:
+            result = _run(data, agent, options, args.backend, date, args.days, sink, args.json,
+                          args.agent_timeout)
+    finally:
+        if writer is not None:
+            writer.close()
     return _finish(args, result, agent)
 
 
@@ -332,21 +293,39 @@ def _run(data: Any, agent: Any, options: Any, backend: str, date: dt.date | None
                               progress=tick, agent_timeout=agent_timeout)
 
 
-def _finish(args: argparse.Namespace, result: Any, agent: Any) -> int:
+def _start_outputs(args: argparse.Namespace, writer: Any, data: Any, options: Any, agent: Any,
+                   date: dt.date | None, days: int) -> None:
+    """Once every check passed: a stale ledger at the output path goes (an interrupted run must
+    not leave an older run's ledger next to its capture), the capture starts with its header."""
+    from kestrel.session.runner import capture_header, session_days
+
+    try:
+        if args.ledger:
+            Path(args.ledger).unlink(missing_ok=True)
+        if writer is not None:
+            writer.start(capture_header(data, session_days(data, options, date, days), agent.agent_id, options))
+    except OSError as exc:
+        raise UsageError(f"cannot write {exc.filename}: {exc.strerror}") from None
+
+
+def _finish(args: argparse.Namespace, result: Any, agent: Any, command: str = "simulate") -> int:
     _write(args.capture, result.capture_jsonl())
     _write(args.ledger, result.ledger_jsonl())
     if args.json:
         sys.stdout.write(msgspec.json.encode(summary(result)).decode() + "\n")
     else:
-        report(result)
+        report(result, command)
     return 0
 
 
 def _write(path: str | None, data: bytes) -> None:
+    """A whole file, atomically (temporary file in the same folder, then renamed)."""
+    from kestrel.outputs import atomic_write
+
     if path is None:
         return
     try:
-        Path(path).write_bytes(data)
+        atomic_write(path, data)
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror}") from None
 
@@ -361,24 +340,42 @@ def _replay(args: argparse.Namespace) -> int:
 
 def _run_replay(args: argparse.Namespace) -> int:
     from kestrel.agents.recorded import RecordedAgent
+    from kestrel.data import DataError
+    from kestrel.data.source import open_source
     from kestrel.session.capture import CaptureError, read_capture
     from kestrel.session.runner import SessionOptions
 
+    check_paths([("--capture", args.capture_out), ("--ledger", args.ledger)],
+                [("capture", args.capture), ("--data", args.data), ("--expect-ledger", args.expect_ledger)])
     try:
         header, turns = read_capture(args.capture)
     except CaptureError as exc:
         raise UsageError(str(exc)) from None
     if not header.dates:
         raise UsageError(f"{args.capture}: the capture names no session date")
-    data = load_data(header.data)
-    for flag, path in (("--capture", args.capture), ("--ledger", args.ledger)):
-        _check_writable(flag, path)
+    if header.source is None:
+        raise UsageError(f"{args.capture}: the capture records no data source, so its data cannot be checked; "
+                         "re-capture it with kestrel simulate ... --capture")
+    try:
+        data = open_source(header.source, args.data)
+    except DataError as exc:
+        raise UsageError(str(exc)) from None
+    if data.symbol != header.symbol:
+        raise UsageError(f"the data is {data.symbol}, the capture was made on {header.symbol}")
+    expected = None
+    if args.expect_ledger:
+        try:
+            expected = Path(args.expect_ledger).read_bytes()
+        except OSError as exc:
+            raise UsageError(f"cannot read {args.expect_ledger}: {exc.strerror}") from None
     agent = RecordedAgent(turns, agent_id=header.agent, header=header)
     from kestrel.engine.config import EngineConfig
 
     options = SessionOptions(checkpoints=header.schedule[1:], guard_s=header.guard_s,
                              data_name=header.data, engine_path=args.engine_path,
-                             engine=header.engine or EngineConfig())
+                             engine=header.engine or EngineConfig(), source=header.source)
+    if args.ledger:
+        Path(args.ledger).unlink(missing_ok=True)
     result = _run(data, agent, options, args.backend, dt.date.fromisoformat(header.dates[-1]),
                   len(header.dates), None, args.json)
     try:
@@ -386,17 +383,39 @@ def _run_replay(args: argparse.Namespace) -> int:
     except RuntimeError as exc:
         print(f"kestrel replay: {exc}", file=sys.stderr)
         return 1
-    code = _finish(args, result, agent)
-    if args.expect_ledger:
-        try:
-            expected = Path(args.expect_ledger).read_bytes()
-        except OSError as exc:
-            raise UsageError(f"cannot read {args.expect_ledger}: {exc.strerror}") from None
-        if expected != result.ledger_jsonl():
-            print("kestrel replay: the replayed ledger differs from --expect-ledger", file=sys.stderr)
-            return 1
-        print("kestrel replay: ledger identical to --expect-ledger", file=sys.stderr)
+    source_name = args.capture
+    args.capture = args.capture_out
+    code = _finish(args, result, agent, "replay")
+    ledger = result.ledger_jsonl()
+    if expected is not None and expected != ledger:
+        print(f"kestrel replay: the replayed ledger differs from --expect-ledger {args.expect_ledger}: "
+              + first_difference(expected, ledger), file=sys.stderr)
+        return 1
+    digest = hashlib.sha256(ledger).hexdigest()
+    if header.ledger_sha256 is None:
+        print(f"kestrel replay: note: {source_name} records no ledger checksum (an interrupted run?): "
+              "the replayed ledger is not verified", file=sys.stderr)
+    elif digest != header.ledger_sha256:
+        print(f"kestrel replay: the replayed ledger differs from the captured run's (sha256 {digest[:16]}…, "
+              f"recorded {header.ledger_sha256[:16]}…); pass --expect-ledger with that run's ledger to see "
+              "the first differing line", file=sys.stderr)
+        return 1
+    else:
+        what = " and --expect-ledger" if expected is not None else ""
+        print(f"kestrel replay: ledger identical to the captured run's{what} (sha256 {digest[:16]}…)", file=sys.stderr)
     return code
+
+
+def first_difference(expected: bytes, got: bytes) -> str:
+    """`line N: expected <...> / replayed <...>` for the first line where two texts differ."""
+    a, b = expected.decode("utf-8", "replace").splitlines(), got.decode("utf-8", "replace").splitlines()
+    for n, (x, y) in enumerate(zip(a, b), 1):
+        if x != y:
+            return f"line {n}: expected {x} / replayed {y}"
+    n = min(len(a), len(b)) + 1
+    if len(a) > len(b):
+        return f"line {n}: expected {a[n - 1]} / replayed (end of ledger)"
+    return f"line {n}: expected (end of ledger) / replayed {b[n - 1]}"
 
 
 def _guarded(command: str, run: Callable[[], int]) -> int:
@@ -411,4 +430,4 @@ def _guarded(command: str, run: Callable[[], int]) -> int:
         print(f"kestrel {command}: {exc}", file=sys.stderr)
         return 2
 
-__all__ = ["load_data", "register", "report", "summary"]
+__all__ = ["first_difference", "register", "report", "summary"]

@@ -107,7 +107,7 @@ def _cost_section(con: Any, result: Any) -> None:
               + (f" + {t['abandoned']} abandoned calls of unknown cost" if t["abandoned"] else ""))
 
 
-def report(result: Any) -> None:
+def report(result: Any, command: str = "simulate") -> None:
     """The readable report: turns per ordinal, armed plans, trades, PnL and evidence counts."""
     from rich.console import Console
     from rich.table import Table
@@ -118,7 +118,7 @@ def report(result: Any) -> None:
 
     con = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 120)
     h = result.header
-    con.print(f"[bold]kestrel simulate[/bold]  {h.symbol}  data {h.data}  agent {h.agent}  "
+    con.print(f"[bold]kestrel {command}[/bold]  {h.symbol}  data {h.data}  agent {h.agent}  "
               f"sessions {', '.join(h.dates)}  schedule {' '.join(h.schedule)}")
     for d in result.days:
         if d.partial:

@@ -584,9 +584,9 @@ class _Checker:
             named: set[str] = set()
             for arg in pane.args[: self.lim.max_pane_args]:
                 self.pane_arg(arg, named)
-        if v.budget is not None and not 1 <= v.budget <= self.lim.max_budget:
+        if v.budget is not None and not self.lim.min_budget <= v.budget <= self.lim.max_budget:
             self.err(v, "bad-budget",
-                     f"BUDGET must be between 1 and {self.lim.max_budget} tokens, got {v.budget}",
+                     f"BUDGET must be between {self.lim.min_budget} and {self.lim.max_budget} tokens, got {v.budget}",
                      field="budget")
 
     def pane_arg(self, arg: PaneArg, named: set[str]) -> None:

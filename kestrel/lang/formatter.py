@@ -223,8 +223,16 @@ def split_header(text: str) -> tuple[str, str]:
     return "\n".join(lines[:n]), "\n".join(lines[n:])
 
 
-def has_inner_comments(text: str) -> bool:
-    """True when `text` has a `#` comment after its leading comment block (outside strings):
+def inner_comment_lines(text: str) -> list[int]:
+    """The 1-based lines of `#` comments after the leading comment block (outside strings):
     such comments are not part of the AST and would be lost by reformatting."""
-    _, body = split_header(text)
-    return "#" in _STRING.sub("", body)
+    header, body = split_header(text)
+    first = header.count("\n") + 1 if header else 0
+    return [first + k + 1 for k, line in enumerate(body.split("\n")) if "#" in _STRING.sub("", line)]
+
+
+def has_inner_comments(text: str) -> bool:
+    """True when `text` has a `#` comment after its leading comment block (see
+    `inner_comment_lines`)."""
+    return bool(inner_comment_lines(text))
+

@@ -26,6 +26,7 @@ captures and evidence.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +34,7 @@ from typing import Any
 import msgspec
 
 from kestrel.engine.book import Carry
+from kestrel.data.source import DataSource
 from kestrel.engine.config import EngineConfig
 from kestrel.engine.engine import Engine
 from kestrel.engine.ledger import Ledger, LedgerEvent, LedgerSummary
@@ -83,6 +85,9 @@ class SessionOptions:
     catalog: PaneCatalog = DEFAULT_CATALOG
     data_name: str = "sample"
     engine_path: str = "auto"
+    source: DataSource | None = None  # recorded in the capture header, checked by replay
+    # called with each terminal turn as it is taken (e.g. a `CaptureWriter` appending it)
+    on_turn: Callable[[CapturedTurn], None] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not 0 <= self.guard_s < 86400:
@@ -149,7 +154,9 @@ class SessionResult(msgspec.Struct):
         return b"".join(d.ledger.to_jsonl() for d in self.days)
 
     def capture_jsonl(self) -> bytes:
-        return encode_capture(self.header, [t for d in self.days for t in d.turns])
+        """The capture, its header carrying the SHA-256 of `ledger_jsonl()`."""
+        header = msgspec.structs.replace(self.header, ledger_sha256=hashlib.sha256(self.ledger_jsonl()).hexdigest())
+        return encode_capture(header, [t for d in self.days for t in d.turns])
 
     @property
     def evidence(self) -> list[Evidence]:
@@ -370,6 +377,8 @@ class DayRun:
             self._record(record)
         turn = CapturedTurn(self.day.date, self.day.ordinals[i].label, done.turn, self.agent_id)
         self.turns.append(turn)
+        if self.options.on_turn is not None:
+            self.options.on_turn(turn)
         self._closed = (i, loop, done)
         return turn
 
@@ -457,6 +466,7 @@ def capture_header(
         guard_s=options.guard_s,
         agent=agent_id,
         engine=options.engine,
+        source=options.source,
     )
 
 
