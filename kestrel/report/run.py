@@ -180,23 +180,23 @@ def build(header: RunHeader, days: Sequence[DayInput], data: MarketData, *,
                                  read_ledger(d.events), _with_fates(d.turns, d.events, s.tz), curve,
                                  mts, meq, mmid.astype(np.float64)))
     capital = risk_capital if risk_capital is not None else config.maxloss
-    tokens = [t.tokens for d in reports for t in d.turns]
-    costs = [t.cost_usd for d in reports for t in d.turns]
+    tokens = [t.tokens for r in reports for t in r.turns]
+    costs = [t.cost_usd for r in reports for t in r.turns]
     metrics = _metrics(reports, capital, mult, tokens=None if any(x is None for x in tokens) else sum(
         x for x in tokens if x is not None),
         cost=None if not costs or any(c is None for c in costs) else round(sum(c for c in costs if c is not None), 9))
-    peak = max((abs(f.pos) for d in reports for f in d.facts.fills), default=0) or data.instrument.min_qty
+    peak = max((abs(f.pos) for r in reports for f in r.facts.fills), default=0) or data.instrument.min_qty
     baselines: dict[str, Metrics] = {}
     for kind in BASELINES:
         parts: list[DayReport] = []
-        for d, t in zip(reports, ticks_of):
+        for r, t in zip(reports, ticks_of):
             ev = _baseline_events(kind, len(t), t.bid, t.ask, t.ts, peak, mult, dec)
             c = mark_equity(ev, t.ts, t.bid, t.ask, multiplier=mult, money_decimals=dec)
-            mts, meq = c.per_minute(d.open_ns, d.close_ns)
-            parts.append(DayReport(d.date, d.tz, d.decimals, d.open_ns, d.close_ns, read_ledger(ev), [], c,
-                                   mts, meq, d.minute_mid))
+            mts, meq = c.per_minute(r.open_ns, r.close_ns)
+            parts.append(DayReport(r.date, r.tz, r.decimals, r.open_ns, r.close_ns, read_ledger(ev), [], c,
+                                   mts, meq, r.minute_mid))
         baselines[kind] = _metrics(parts, capital, mult, tokens=None, cost=None)
-    return RunReport(header, reports, EquityCurve.concat([d.curve for d in reports]), metrics, baselines)
+    return RunReport(header, reports, EquityCurve.concat([r.curve for r in reports]), metrics, baselines)
 
 
 def _metrics(days: Sequence[DayReport], capital: float, mult: float, *, tokens: int | None,
