@@ -99,15 +99,20 @@ def test_max_drawdown_is_marked_at_every_tick(capsys: pytest.CaptureFixture[str]
     data = load_sample()
     s = data.sessions[-1]
     t = data.ticks
-    # an independent per-tick marking: short 100 from the first fill to the second
+    # an independent per-tick marking: short 100 from the first fill to the second, then flat
     entry, exit_ = fills[0], fills[1]
-    assert (entry["side"], exit_["side"]) == ("sell", "buy")
-    worst = 0.0
+    assert (entry["side"], exit_["side"], len(fills)) == ("sell", "buy", 2)
+    against = peak = worst = 0.0
     for ts, ask in zip(t.ts.tolist(), t.ask.tolist()):
-        if s.open_ns <= ts and entry["ts"] <= ts < exit_["ts"]:
-            worst = max(worst, -100 * (entry["price"] - ask))
+        if not s.open_ns <= ts <= s.close_ns or ts < entry["ts"]:
+            continue
+        equity = 100 * (entry["price"] - ask) if ts < exit_["ts"] else exit_["realized"]
+        against = max(against, -equity)
+        peak = max(peak, equity)
+        worst = max(worst, peak - equity)
+    assert round(against, 2) == 23.0  # the adverse run the ledger's marks miss
     assert worst > 1.0
-    assert day["max_drawdown"] == pytest.approx(worst, abs=1e-9)
+    assert day["max_drawdown"] == pytest.approx(worst, abs=1e-6)
     assert day["max_drawdown_at"].endswith("EDT")
     text = _sim(capsys, "--agent", "fixed:examples/orb_breakout.kes")
     assert f"{worst:.2f}" in text

@@ -214,7 +214,7 @@ def _run_simulate(args: argparse.Namespace) -> int:
     with _evidence_sink(args.evidence) as sink:
         result = _run(data, agent, options, args.backend, date, args.days, sink, args.json,
                       args.agent_timeout)
-    return _finish(args, result, agent)
+    return _finish(args, result, data)
 
 
 def _warn_partial(data: Any, date: dt.date | None, days: int) -> None:
@@ -326,13 +326,13 @@ def _run(data: Any, agent: Any, options: Any, backend: str, date: dt.date | None
                               progress=tick, agent_timeout=agent_timeout)
 
 
-def _finish(args: argparse.Namespace, result: Any, agent: Any) -> int:
+def _finish(args: argparse.Namespace, result: Any, data: Any) -> int:
     _write(args.capture, result.capture_jsonl())
     _write(args.ledger, result.ledger_jsonl())
     if args.json:
-        sys.stdout.write(msgspec.json.encode(summary(result)).decode() + "\n")
+        sys.stdout.write(msgspec.json.encode(summary(result, data)).decode() + "\n")
     else:
-        report(result)
+        report(result, data)
     return 0
 
 
@@ -377,7 +377,7 @@ def _run_replay(args: argparse.Namespace) -> int:
     except RuntimeError as exc:
         print(f"kestrel replay: {exc}", file=sys.stderr)
         return 1
-    code = _finish(args, result, agent)
+    code = _finish(args, result, data)
     if args.expect_ledger:
         try:
             expected = Path(args.expect_ledger).read_bytes()
