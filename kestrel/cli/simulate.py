@@ -92,6 +92,8 @@ def _output_flags(p: argparse.ArgumentParser) -> None:
                    help="auto (default): the engine's vectorized fast path where it applies; "
                         "reference: always per tick (same ledger, slower)")
     p.add_argument("--json", action="store_true", help="print one machine-readable JSON summary")
+    p.add_argument("--report", help="also write the run's self-contained HTML report to PATH.html")
+    p.add_argument("--png", help="also write a PNG chart of the run (needs `pip install 'kestrel[plot]'`)")
 
 
 # ------------------------------------------------------------------------------------------
@@ -162,7 +164,8 @@ def _run_simulate(args: argparse.Namespace) -> int:
             raise UsageError(f"{flag} must be >= 1, got {value}")
     if not 0 <= args.guard < 86400:
         raise UsageError(f"--guard must be 0 to 86399 seconds, got {args.guard}")
-    for flag, path in (("--capture", args.capture), ("--ledger", args.ledger), ("--evidence", args.evidence)):
+    for flag, path in (("--capture", args.capture), ("--ledger", args.ledger), ("--evidence", args.evidence),
+                       ("--report", args.report), ("--png", args.png)):
         _check_writable(flag, path)
     if args.seed is not None and args.data != "sample":
         raise UsageError("--seed applies to --data sample only")
@@ -329,6 +332,15 @@ def _run(data: Any, agent: Any, options: Any, backend: str, date: dt.date | None
 def _finish(args: argparse.Namespace, result: Any, data: Any) -> int:
     _write(args.capture, result.capture_jsonl())
     _write(args.ledger, result.ledger_jsonl())
+    if args.report or args.png:
+        from kestrel.cli.report import write_run_report
+        from kestrel.report import data_sha256, from_result
+
+        try:
+            sha: str | None = data_sha256(result.header.data, data)
+        except OSError:
+            sha = None
+        write_run_report(from_result(result, data, data_sha256=sha), args.report, args.png)
     if args.json:
         sys.stdout.write(msgspec.json.encode(summary(result, data)).decode() + "\n")
     else:
@@ -365,7 +377,8 @@ def _run_replay(args: argparse.Namespace) -> int:
     if not header.dates:
         raise UsageError(f"{args.capture}: the capture names no session date")
     data = load_data(header.data)
-    for flag, path in (("--capture", args.capture), ("--ledger", args.ledger)):
+    for flag, path in (("--capture", args.capture), ("--ledger", args.ledger), ("--report", args.report),
+                       ("--png", args.png)):
         _check_writable(flag, path)
     agent = RecordedAgent(turns, agent_id=header.agent, header=header)
     options = SessionOptions(checkpoints=header.schedule[1:], guard_s=header.guard_s,
