@@ -12,7 +12,7 @@ import pytest
 from kestrel.cli import main
 from kestrel.data import load, load_sample
 
-FX = Path(__file__).resolve().parents[1].parent.parent / "shared" / "data" / "fx_quote_ticks" / \
+FX = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "fx_quote_ticks" / \
     "lean_oanda_eurusd_quote_ticks_20140506.csv"
 if not FX.exists():  # a worktree under /work/wt/NAME: the shared data sits at /work/shared
     FX = Path("/work/shared/data/fx_quote_ticks/lean_oanda_eurusd_quote_ticks_20140506.csv")

@@ -119,6 +119,8 @@ def _run_sweep(args: argparse.Namespace) -> int:
     from kestrel.sweep.worker import cached_data
 
     grid, out, jobs, scheduler = _grid(args)
+    grid = msgspec.structs.replace(grid, agents=tuple(_absolute_agent(a) for a in grid.agents),
+                                   data=tuple(_absolute_data(d) for d in grid.data))
     for a in grid.agents:
         agent_of(a)  # a bad agent or plan file fails here, before anything runs
     for p in grid.profiles:
@@ -160,6 +162,19 @@ def _run_sweep(args: argparse.Namespace) -> int:
                 print(f"failed {r['key']} ({r['agent']}, {r['profile']}, {r['data']}, {r['dates']}): {r['error']}")
         print_leaderboard(outcome.rows)
     return 1 if outcome.failed else 0
+
+
+def _absolute_agent(spec: str) -> str:
+    """`fixed:`/`recorded:` files as absolute paths, so workers started anywhere read them."""
+    kind, sep, arg = spec.partition(":")
+    if kind.strip().lower() in ("fixed", "recorded") and arg:
+        return f"{kind}{sep}{os.path.abspath(arg)}"
+    return spec
+
+
+def _absolute_data(name: str) -> str:
+    head, sep, opts = name.partition("|")
+    return name if head == "sample" else f"{os.path.abspath(head)}{sep}{opts}"
 
 
 @contextmanager

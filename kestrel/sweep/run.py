@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kestrel.report.source import data_path, data_sha256, file_sha256
-from kestrel.sweep.results import clear_failure, finished, record_failure, write_tables
+from kestrel.sweep.results import clear_failure, finished, normalized, record_failure, write_tables
 from kestrel.sweep.spec import RunSpec, agent_file, run_key
 from kestrel.sweep.worker import AgentFactory, DataLoader, RunTask, cached_data, execute, row_base
 
@@ -29,7 +29,7 @@ class SweepOutcome:
     ran: int = 0
     skipped: int = 0
     failed: int = 0
-    rows: list[dict[str, Any]] = field(default_factory=list)  # every run of the grid, in its order
+    rows: list[dict[str, Any]] = field(default_factory=list)  # every run of the grid, in its order, COLUMNS
     tables: list[str] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
@@ -97,7 +97,7 @@ def run_sweep(specs: Sequence[RunSpec], out: Path, *, agent_factory: AgentFactor
                 row = row_base(futures[fut])
                 row["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
                 done(row)
-    result.rows = [rows[k] for k in dict.fromkeys(t.key for t in tasks)]
+    result.rows = [normalized(rows[k]) for k in dict.fromkeys(t.key for t in tasks)]
     result.tables = write_tables(out, result.rows)
     return result
 
