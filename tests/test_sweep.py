@@ -175,3 +175,17 @@ def test_cli_sweep_usage_errors(capsys: pytest.CaptureFixture[str], tmp_path: Pa
     bad.write_text('agents = ["baseline"]\nout = "x"\ncolour = 3\n')
     assert main(["sweep", str(bad)]) == 2
     assert "colour" in capsys.readouterr().err
+
+
+def test_one_sweep_per_directory_and_stale_temporaries_are_removed(tmp_path: Path) -> None:
+    from kestrel.sweep.run import owned
+
+    stale = tmp_path / "runs" / ".tmp-abc-123"
+    stale.mkdir(parents=True)
+    (stale / "ledger.jsonl").write_bytes(b"half")
+    specs = [RunSpec("baseline", "balanced", "sample", ("2024-04-15",))]
+    with owned(tmp_path):
+        assert not stale.exists()
+        with pytest.raises(SweepError, match="another sweep is writing"):
+            run_sweep(specs, tmp_path, agent_factory=agent_of, data_loader=load_data)
+    assert run_sweep(specs, tmp_path, agent_factory=agent_of, data_loader=load_data).ran == 1

@@ -143,8 +143,11 @@ def _run_sweep(args: argparse.Namespace) -> int:
     if outdir.exists() and not outdir.is_dir():
         raise UsageError(f"--out {out}: not a directory")
     with _executor(jobs, scheduler) as executor, _progress(not args.json, len(specs)) as progress:
-        outcome = run_sweep(specs, outdir, agent_factory=agent_of, data_loader=load_data, executor=executor,
-                            progress=progress)
+        try:
+            outcome = run_sweep(specs, outdir, agent_factory=agent_of, data_loader=load_data, executor=executor,
+                                progress=progress)
+        except SweepError as exc:
+            raise UsageError(str(exc)) from None
     if args.report:
         from kestrel.cli.report import write_text
         from kestrel.report.html import render_leaderboard

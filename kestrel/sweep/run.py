@@ -4,21 +4,25 @@
 `out/runs/` (a rerun after a crash or Ctrl-C resumes), hands the rest to `executor` (any
 `concurrent.futures.Executor`: a `ProcessPoolExecutor`, a Dask client's `get_executor()`, or None
 to run serially in this process), records failed runs without stopping, and writes the results
-table in the grid's order. The runs' bytes do not depend on the executor: every run is the same
+table in the grid's order. One sweep writes a directory at a time (a lock file); a new sweep
+removes the half-written temporary directories a killed one left. The runs' bytes do not depend on the executor: every run is the same
 pure computation, wherever it executes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import fcntl
+import shutil
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, Future, as_completed
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kestrel.report.source import data_path, data_sha256, file_sha256
 from kestrel.sweep.results import clear_failure, finished, normalized, record_failure, write_tables
-from kestrel.sweep.spec import RunSpec, agent_file, run_key
+from kestrel.sweep.spec import RunSpec, SweepError, agent_file, run_key
 from kestrel.sweep.worker import AgentFactory, DataLoader, RunTask, cached_data, execute, row_base
 
 Progress = Callable[[dict[str, Any], int, int], None]
@@ -51,10 +55,32 @@ def plan_tasks(specs: Sequence[RunSpec], out: Path, data_loader: DataLoader) -> 
     return tasks
 
 
+@contextmanager
+def owned(out: Path) -> Iterator[None]:
+    """Hold `out/.lock` (one sweep writes a directory at a time; the kernel drops the lock when
+    the process dies, even on SIGKILL) and remove what a killed sweep left half-written."""
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / ".lock", "a+b") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SweepError(f"another sweep is writing {out}; wait for it or use another --out") from None
+        runs = out / "runs"
+        if runs.is_dir():
+            for stale in runs.glob(".tmp-*"):
+                shutil.rmtree(stale, ignore_errors=True)
+        yield
+
+
 def run_sweep(specs: Sequence[RunSpec], out: Path, *, agent_factory: AgentFactory, data_loader: DataLoader,
               executor: Executor | None = None, progress: Progress | None = None) -> SweepOutcome:
     """Run the grid's missing runs (see the module docstring)."""
-    out.mkdir(parents=True, exist_ok=True)
+    with owned(out):
+        return _run(specs, out, agent_factory, data_loader, executor, progress)
+
+
+def _run(specs: Sequence[RunSpec], out: Path, agent_factory: AgentFactory, data_loader: DataLoader,
+         executor: Executor | None, progress: Progress | None) -> SweepOutcome:
     tasks = plan_tasks(specs, out, data_loader)
     result = SweepOutcome()
     rows: dict[str, dict[str, Any]] = {}
