@@ -132,3 +132,13 @@ def test_png_export_is_deterministic(capsys: pytest.CaptureFixture[str], tmp_pat
     _run(capsys, "simulate", "--png", str(b), "--json")
     assert a.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert a.read_bytes() == b.read_bytes()
+
+
+def test_a_partial_session_is_named_in_the_report(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    fx = FX.with_name("lean_oanda_eurusd_quote_ticks_20140501_20140515.parquet")
+    if not fx.exists():
+        pytest.skip("shared data not present")
+    a = tmp_path / "a.html"
+    _run(capsys, "simulate", "--data", str(fx), "--date", "2014-05-15", "--report", str(a), "--json")
+    text = " ".join(assert_offline(a.read_text()).text)
+    assert "partial session 2014-05-15" in text and "the results cover only that span" in text

@@ -142,6 +142,8 @@ def _day(rep: RunReport, k: int) -> list[str]:
     d = rep.days[k]
     tz, dec = d.tz, d.decimals
     out = [f"<h2>Session {escape(d.date)} <span class=\"note\">({escape(tz)})</span></h2>"]
+    if d.note:
+        out.append(f'<p class="bad">{escape(d.note)}: the results cover only that span.</p>')
     xs = d.minute_ts.astype(np.float64)
     n = xs.shape[0]
     ticks = [(float(d.open_ns), _clock(d.open_ns, tz)), (float(xs[n // 2]) if n else 0.0,

@@ -74,6 +74,7 @@ class DayInput:
     session: SessionSpec
     events: Sequence[LedgerEvent]
     turns: Sequence[TurnRow]
+    note: str | None = None  # e.g. a partial session's coverage
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,7 @@ class DayReport:
     minute_ts: np.ndarray
     minute_equity: np.ndarray
     minute_mid: np.ndarray
+    note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -178,7 +180,7 @@ def build(header: RunHeader, days: Sequence[DayInput], data: MarketData, *,
         mmid = np.where(idx >= 0, mid[np.maximum(idx, 0)] if len(t) else 0.0, np.nan)
         reports.append(DayReport(s.date.isoformat(), s.tz, data.price_decimals, s.open_ns, s.close_ns,
                                  read_ledger(d.events), _with_fates(d.turns, d.events, s.tz), curve,
-                                 mts, meq, mmid.astype(np.float64)))
+                                 mts, meq, mmid.astype(np.float64), d.note))
     capital = risk_capital if risk_capital is not None else config.maxloss
     tokens = [t.tokens for r in reports for t in r.turns]
     costs = [t.cost_usd for r in reports for t in r.turns]
@@ -250,7 +252,8 @@ def from_result(result: Any, data: MarketData, *, config: EngineConfig = EngineC
         rows = [turn_row(d.date, o.ordinal, o.turn, iterations=o.iterations, tokens=o.tokens_spent,
                          cost_usd=getattr(o, "cost_usd", None), armed=o.armed) for o in d.outcomes]
         turns += [o.turn for o in d.outcomes]
-        days.append(DayInput(sessions[d.date], d.ledger.events, rows))
+        note = str(getattr(d, "coverage", "")) if getattr(d, "partial", False) else None
+        days.append(DayInput(sessions[d.date], d.ledger.events, rows, note))
     h = result.header
     header = RunHeader(h.symbol, h.data, data_sha256, h.agent, model, tuple(h.dates), tuple(h.schedule),
                        data.instrument.currency, config.multiplier)
