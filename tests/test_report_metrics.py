@@ -144,3 +144,73 @@ def test_flat_baseline_is_zero_and_buy_and_hold_is_first_ask_to_last_bid() -> No
     day = data.sessions[-1]
     t = data.ticks.between(day.open_ns, day.close_ns + 1)
     assert rep.baselines["buy-and-hold"].net_pnl == pytest.approx(7 * (t.bid[-1] - t.ask[0]), abs=0.01)
+
+
+# ------------------------------------------------------------------------------------------
+# properties over random fill sequences (average-cost bookkeeping as the engine keeps it)
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from kestrel.report.metrics import max_drawdown  # noqa: E402
+
+
+def _book(fills: list[tuple[int, int, int, int]]) -> tuple[list[LedgerEvent], int]:
+    """Ledger events for fills (tick, signed qty, price in cents, fee in cents): average cost,
+    realized PnL on the closed part; returns the events and the final position."""
+    events: list[LedgerEvent] = []
+    pos, avg, rpnl = 0, 0.0, 0.0
+    for oid, (tick, q, cents, fee) in enumerate(fills, 1):
+        price = cents / 100
+        side = "buy" if q > 0 else "sell"
+        t = int(T0 + tick * MIN)
+        events.append(OrderPlaced(tick, t, oid, "p", "entry", side, abs(q), "mkt", None, None))  # type: ignore[arg-type]
+        events.append(Filled(tick, t, oid, side, abs(q), price, fee / 100))  # type: ignore[arg-type]
+        new = pos + q
+        if pos and (pos > 0) != (q > 0):  # reduces, closes or reverses
+            closed = min(abs(q), abs(pos))
+            rpnl = round(rpnl + closed * (price - avg) * (1 if pos > 0 else -1), 2)
+            if new == 0:
+                avg = 0.0
+            elif (new > 0) != (pos > 0):
+                avg = price
+        else:
+            avg = (avg * abs(pos) + price * abs(q)) / abs(new)
+        pos = new
+        events.append(PositionChanged(tick, t, pos, avg if pos else None, rpnl))
+    return events, pos
+
+
+fill_lists = st.lists(st.tuples(st.integers(0, 11), st.integers(-5, 5).filter(bool),
+                                st.integers(9_800, 10_300), st.integers(0, 50)), max_size=12).map(
+    lambda xs: sorted(xs, key=lambda x: x[0]))
+
+
+@settings(max_examples=150, deadline=None)
+@given(fill_lists)
+def test_round_trips_account_for_all_realized_pnl_and_fees(fills: list[tuple[int, int, int, int]]) -> None:
+    events, pos = _book(fills)
+    facts = read_ledger(events)
+    closed = [t for t in facts.trips if t.exit_reason != "open"]
+    if pos == 0:
+        rpnl = events[-1].rpnl if events else 0.0  # type: ignore[union-attr]
+        fees = sum(f[3] for f in fills) / 100
+        assert sum(t.pnl for t in closed) == pytest.approx(rpnl - fees, abs=1e-6)
+        curve = mark_equity(events, TS, BID, ASK)
+        assert curve.equity[-1] == pytest.approx(rpnl - fees, abs=1e-6)
+    assert all(t.exit_reason in ("opposite entry", "reversal", "open") for t in facts.trips)
+    assert len(facts.fills) == len(fills)
+
+
+@settings(max_examples=150, deadline=None)
+@given(fill_lists, st.sets(st.integers(0, 11)))
+def test_the_tick_marked_drawdown_bounds_any_sampled_one(fills: list[tuple[int, int, int, int]],
+                                                         sample: set[int]) -> None:
+    events, _ = _book(fills)
+    curve = mark_equity(events, TS, BID, ASK)
+    full, at = max_drawdown(curve.ts, curve.equity)
+    idx = sorted(sample)
+    part, _ = max_drawdown(curve.ts[idx], curve.equity[idx])
+    assert full >= part - 1e-9 and full >= 0
+    if full > 0:
+        assert at is not None and at in curve.ts.tolist()
