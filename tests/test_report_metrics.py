@@ -214,3 +214,16 @@ def test_the_tick_marked_drawdown_bounds_any_sampled_one(fills: list[tuple[int, 
     assert full >= part - 1e-9 and full >= 0
     if full > 0:
         assert at is not None and at in curve.ts.tolist()
+
+
+def test_a_multi_session_ledger_splits_back_into_its_sessions() -> None:
+    from kestrel.agents.fixed import FixedAgent as Fixed
+    from kestrel.engine.ledger import Ledger
+    from kestrel.report.run import split_ledger
+
+    data = load_sample()
+    res = run_session(data, Fixed("PLAN b\nWHEN time >= 10:00: BUY 10 MKT STOP -0.5%"), SessionOptions(),
+                      days=4)
+    whole = Ledger.from_jsonl(res.ledger_jsonl())
+    parts = split_ledger(whole, list(data.sessions[-4:]))
+    assert [p for p in parts] == [d.ledger.events for d in res.days]

@@ -262,17 +262,20 @@ def from_result(result: Any, data: MarketData, *, config: EngineConfig = EngineC
 
 def split_ledger(ledger: Ledger, sessions: Sequence[SessionSpec]) -> list[list[LedgerEvent]]:
     """A multi-session ledger file (days one after another, each engine counting ticks from
-    0) split back into its sessions: a new session starts where the tick index falls back or
-    the time passes the previous session's close."""
+    0) split back into its sessions: a new session starts where the tick index falls back, the
+    time passes the previous session's close, or the time reaches the next session's open from
+    before it (a session without ticks)."""
     out: list[list[LedgerEvent]] = [[] for _ in sessions]
     k = 0
-    last_tick = -1
+    last_tick, last_ts = -1, -1
     for e in ledger.events:
-        while k + 1 < len(sessions) and (e.ts > sessions[k].close_ns or e.tick < last_tick):
+        while k + 1 < len(sessions) and (
+                e.ts > sessions[k].close_ns or e.tick < last_tick
+                or (e.ts >= sessions[k + 1].open_ns > last_ts and out[k])):
             k += 1
-            last_tick = -1
+            last_tick, last_ts = -1, -1
         out[k].append(e)
-        last_tick = e.tick
+        last_tick, last_ts = e.tick, e.ts
     return out
 
 
