@@ -255,6 +255,8 @@ def from_result(result: Any, data: MarketData, *, config: EngineConfig = EngineC
         note = str(getattr(d, "coverage", "")) if getattr(d, "partial", False) else None
         days.append(DayInput(sessions[d.date], d.ledger.events, rows, note))
     h = result.header
+    if model is None:  # the model the authoring loop recorded, if any
+        model = next((e.model for d in result.days for e in d.evidence if getattr(e, "model", "")), None)
     header = RunHeader(h.symbol, h.data, data_sha256, h.agent, model, tuple(h.dates), tuple(h.schedule),
                        data.instrument.currency, config.multiplier)
     return build(header, days, data, config=config, risk_capital=_plan_caps(turns, config))
