@@ -142,3 +142,29 @@ def test_a_partial_session_is_named_in_the_report(capsys: pytest.CaptureFixture[
     _run(capsys, "simulate", "--data", str(fx), "--date", "2014-05-15", "--report", str(a), "--json")
     text = " ".join(assert_offline(a.read_text()).text)
     assert "partial session 2014-05-15" in text and "the results cover only that span" in text
+
+
+def test_a_model_run_reports_its_tokens_and_dollars(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from model_server import by_iteration, serve
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-loopback")
+    plan = "PLAN fade UNTIL 15:30 RISK maxpos 100 maxloss 300\nWHEN last > high(30m): SELL 100 MKT STOP +0.5%"
+    page = tmp_path / "m.html"
+    with serve(by_iteration("VIEW deep: quote, stats BUDGET 800", plan)) as srv:
+        out = _run(capsys, "simulate", "--agent", "openai:gpt-4o", "--base-url", srv.openai_url,
+                   "--checkpoints", "11:00", "--report", str(page), "--json")
+    doc = json.loads(out)
+    usd, tokens = doc["cost"]["total"]["usd"], doc["cost"]["total"]["tokens"]
+    assert usd is not None and usd > 0 and tokens > 0
+    assert doc["metrics"]["cost_usd"] == pytest.approx(usd) and doc["metrics"]["tokens"] == tokens
+    html = page.read_text()
+    assert_offline(html)
+    assert "gpt-4o" in html
+    metrics = html.split("<h2>Metrics")[1].split("</table>")[0]
+    assert f"<td>{usd:.4f}</td>" in metrics and f"<td>{tokens}</td>" in metrics
+    per_ordinal = [o["usd"] for o in doc["cost"]["ordinals"]]
+    turns = html.split("<h3>Turns per ordinal</h3>")[1].split("</table>")[0]
+    assert all(f"<td>{x:.4f}</td>" in turns for x in per_ordinal)

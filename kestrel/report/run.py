@@ -244,13 +244,18 @@ def _plan_caps(turns: Sequence[Any], config: EngineConfig) -> float | None:
 
 def from_result(result: Any, data: MarketData, *, config: EngineConfig = EngineConfig(),
                 data_sha256: str | None = None, model: str | None = None) -> RunReport:
-    """The report of a `SessionResult` run on `data`."""
+    """The report of a `SessionResult` run on `data`. Dollars per ordinal and per run come from
+    `kestrel.models.cost.run_cost` (None for agents that are not priced models)."""
+    from kestrel.models.cost import run_cost
+
     sessions = {s.date.isoformat(): s for s in data.sessions}
     days: list[DayInput] = []
     turns: list[Any] = []
+    cost = run_cost(result.header.agent, result.evidence, [o for d in result.days for o in d.outcomes])
+    usd = {(c["date"], c["ordinal"]): c["usd"] for c in cost["ordinals"]}
     for d in result.days:
         rows = [turn_row(d.date, o.ordinal, o.turn, iterations=o.iterations, tokens=o.tokens_spent,
-                         cost_usd=getattr(o, "cost_usd", None), armed=o.armed) for o in d.outcomes]
+                         cost_usd=usd.get((d.date, o.ordinal)), armed=o.armed) for o in d.outcomes]
         turns += [o.turn for o in d.outcomes]
         note = str(getattr(d, "coverage", "")) if getattr(d, "partial", False) else None
         days.append(DayInput(sessions[d.date], d.ledger.events, rows, note))
