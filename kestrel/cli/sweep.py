@@ -36,7 +36,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ),
     )
     s.add_argument("grid", nargs="?", help="a TOML grid file (instead of --agents/--profiles/--data)")
-    s.add_argument("--agents", help="comma-separated agents: baseline, fixed:PLAN.kes, recorded:CAPTURE.jsonl")
+    s.add_argument("--agents", help="comma-separated agents: baseline, fixed:PLAN.kes, recorded:CAPTURE.jsonl, "
+                                    "replies:FILE, openai:MODEL, anthropic:MODEL (keys from the environment)")
     s.add_argument("--profiles", help="comma-separated execution profiles (default balanced)")
     s.add_argument("--data", help="comma-separated data files (or sample; default sample)")
     s.add_argument("--date", help="last session date YYYY-MM-DD (default: each file's last session)")
@@ -168,9 +169,10 @@ def _run_sweep(args: argparse.Namespace) -> int:
 
 
 def _absolute_agent(spec: str) -> str:
-    """`fixed:`/`recorded:` files as absolute paths, so workers started anywhere read them."""
+    """Agent files (`fixed:`, `recorded:`, `replies:`) as absolute paths, so workers started
+    anywhere read them."""
     kind, sep, arg = spec.partition(":")
-    if kind.strip().lower() in ("fixed", "recorded") and arg:
+    if kind.strip().lower() in ("fixed", "recorded", "replies") and arg:
         return f"{kind}{sep}{os.path.abspath(arg)}"
     return spec
 

@@ -5,7 +5,7 @@ Invariants:
 - a `RunSpec` is everything that decides a run's bytes besides the code: agent, profile, data
   name, session dates, checkpoints, guard;
 - `run_key` hashes the canonical JSON of the spec together with the data file's SHA-256 and
-  the agent file's SHA-256 (for `fixed:`/`recorded:` agents), so editing the data or the plan
+  the agent file's SHA-256 (for `fixed:`/`recorded:`/`replies:` agents), so editing the data or the plan
   gives a new key and a rerun never reuses a stale result;
 - `expand` orders runs agent, profile, data, day (the order of the results table).
 """
@@ -127,9 +127,9 @@ def expand(grid: Grid, sessions_of: Callable[[str], Sequence[str]]) -> list[RunS
 
 
 def agent_file(agent: str) -> str | None:
-    """The file a `fixed:`/`recorded:` agent spec reads, else None."""
+    """The file a `fixed:`/`recorded:`/`replies:` agent spec reads, else None."""
     kind, _, arg = agent.partition(":")
-    return arg if kind.strip().lower() in ("fixed", "recorded") and arg else None
+    return arg if kind.strip().lower() in ("fixed", "recorded", "replies") and arg else None
 
 
 def run_key(spec: RunSpec, data_sha256: str, agent_sha256: str | None = None) -> str:
