@@ -33,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kestrel.cli.agentspec import agent_of  # noqa: E402
-from kestrel.cli.simulate import load_data  # noqa: E402
+from kestrel.cli.datanames import load_named as load_data  # noqa: E402
 from kestrel.logs import configure_console  # noqa: E402
 from kestrel.sweep import Grid, RunSpec, expand, run_sweep  # noqa: E402
 from kestrel.sweep.worker import RunTask, cached_data, simulate  # noqa: E402

@@ -17,7 +17,7 @@ import pytest
 
 from kestrel.cli import main
 from kestrel.cli.agentspec import agent_of
-from kestrel.cli.simulate import load_data
+from kestrel.cli.datanames import load_named as load_data
 from kestrel.sweep import Grid, RunSpec, SweepError, expand, run_key, run_sweep, stored_rows
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -111,7 +111,7 @@ def run_report_of(capture: str, ledger_path: str | None) -> Any:
     import datetime as dt
 
     from kestrel.agents.recorded import RecordedAgent
-    from kestrel.cli.simulate import load_data
+    from kestrel.cli.datanames import load_named as load_data
     from kestrel.engine.ledger import Ledger
     from kestrel.report import from_ledger, from_result
     from kestrel.session.capture import CaptureError, read_capture

@@ -112,7 +112,7 @@ def _sweep(args: argparse.Namespace) -> int:
 
 def _run_sweep(args: argparse.Namespace) -> int:
     from kestrel.cli.agentspec import agent_of
-    from kestrel.cli.simulate import load_data
+    from kestrel.cli.datanames import load_named as load_data
     from kestrel.session import profiles
     from kestrel.session.schedule import ordinals
     from kestrel.sweep.run import run_sweep

@@ -220,6 +220,12 @@ def _metrics(days: Sequence[DayReport], capital: float, mult: float, *, tokens: 
 # adapters
 
 
+def _engine_of(header: Any) -> EngineConfig:
+    """The execution model a header records (captures that carry one), else the default."""
+    engine = getattr(header, "engine", None)
+    return engine if isinstance(engine, EngineConfig) else EngineConfig()
+
+
 def turn_row(date: str, ordinal: str, turn: Any, *, iterations: int | None = None,
              tokens: int | None = None, cost_usd: float | None = None, armed: str | None = None) -> TurnRow:
     """A `TurnRow` from a terminal turn (Supersede, StandDownTurn or PassTurn)."""
@@ -242,12 +248,14 @@ def _plan_caps(turns: Sequence[Any], config: EngineConfig) -> float | None:
     return max(caps) if caps else None
 
 
-def from_result(result: Any, data: MarketData, *, config: EngineConfig = EngineConfig(),
+def from_result(result: Any, data: MarketData, *, config: EngineConfig | None = None,
                 data_sha256: str | None = None, model: str | None = None) -> RunReport:
     """The report of a `SessionResult` run on `data`. Dollars per ordinal and per run come from
-    `kestrel.models.cost.run_cost` (None for agents that are not priced models)."""
+    `kestrel.models.cost.run_cost` (None for agents that are not priced models); the execution
+    model is `config`, else the one the capture header records, else the default."""
     from kestrel.models.cost import run_cost
 
+    config = config or _engine_of(result.header)
     sessions = {s.date.isoformat(): s for s in data.sessions}
     days: list[DayInput] = []
     turns: list[Any] = []
@@ -287,9 +295,10 @@ def split_ledger(ledger: Ledger, sessions: Sequence[SessionSpec]) -> list[list[L
 
 
 def from_ledger(header: Any, turns: Sequence[Any], ledger: Ledger, data: MarketData, *,
-                config: EngineConfig = EngineConfig(), data_sha256: str | None = None) -> RunReport:
+                config: EngineConfig | None = None, data_sha256: str | None = None) -> RunReport:
     """The report of a capture's turns (`header`, `turns` as read by `read_capture`) and the
     run's ledger, without re-running anything."""
+    config = config or _engine_of(header)
     sessions = {s.date.isoformat(): s for s in data.sessions}
     specs = [sessions[d] for d in header.dates]
     per_day = split_ledger(ledger, specs)
