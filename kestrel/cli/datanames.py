@@ -1,5 +1,6 @@
 """Data named as a capture header's `data` field (`sample`, `sample|seed=N`, or a path with
-`|preset=...|crossed=...|symbol=...` options), loaded for reports and sweeps."""
+`|preset=...|crossed=...|symbol=...` options), or recorded as its typed data source, loaded for
+reports and sweeps."""
 
 from __future__ import annotations
 
@@ -26,4 +27,21 @@ def load_named(name: str) -> Any:
     return loaded.data
 
 
-__all__ = ["load_named"]
+def capture_data(header: Any) -> Any:
+    """The data a capture was made on: from the typed data source its header records when it
+    has one (loaded and checked by `kestrel.data.source.open_source`), else from its name."""
+    import importlib
+
+    source = getattr(header, "source", None)
+    if source is None:
+        return load_named(str(header.data))
+    from kestrel.data import DataError
+
+    open_source = getattr(importlib.import_module("kestrel.data.source"), "open_source")
+    try:
+        return open_source(source)
+    except (DataError, OSError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+
+
+__all__ = ["capture_data", "load_named"]

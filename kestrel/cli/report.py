@@ -111,9 +111,10 @@ def run_report_of(capture: str, ledger_path: str | None) -> Any:
     import datetime as dt
 
     from kestrel.agents.recorded import RecordedAgent
-    from kestrel.cli.datanames import load_named as load_data
+    from kestrel.cli.datanames import capture_data
     from kestrel.engine.ledger import Ledger
     from kestrel.report import from_ledger, from_result
+    from kestrel.report.source import header_sha256
     from kestrel.session.capture import CaptureError, read_capture
     from kestrel.session.runner import SessionOptions, run_session
 
@@ -123,8 +124,8 @@ def run_report_of(capture: str, ledger_path: str | None) -> Any:
         raise UsageError(str(exc)) from None
     if not header.dates:
         raise UsageError(f"{capture}: the capture names no session date")
-    data = load_data(header.data)
-    sha = _sha(header.data, data)
+    data = capture_data(header)
+    sha = header_sha256(header, data)
     if ledger_path is not None:
         try:
             ledger = Ledger.from_jsonl(Path(ledger_path).read_bytes())
@@ -140,15 +141,6 @@ def run_report_of(capture: str, ledger_path: str | None) -> Any:
     options = SessionOptions(checkpoints=header.schedule[1:], guard_s=header.guard_s, data_name=header.data)
     result = run_session(data, agent, options, date=dt.date.fromisoformat(header.dates[-1]), days=len(header.dates))
     return from_result(result, data, data_sha256=sha)
-
-
-def _sha(name: str, data: Any) -> str | None:
-    from kestrel.report import data_sha256
-
-    try:
-        return data_sha256(name, data)
-    except OSError:
-        return None
 
 
 def _sweep_report(args: argparse.Namespace) -> int:

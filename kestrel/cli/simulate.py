@@ -334,13 +334,11 @@ def _finish(args: argparse.Namespace, result: Any, data: Any) -> int:
     _write(args.ledger, result.ledger_jsonl())
     if args.report or args.png:
         from kestrel.cli.report import write_run_report
-        from kestrel.report import data_sha256, from_result
+        from kestrel.report import from_result
+        from kestrel.report.source import header_sha256
 
-        try:
-            sha: str | None = data_sha256(result.header.data, data)
-        except OSError:
-            sha = None
-        write_run_report(from_result(result, data, data_sha256=sha), args.report, args.png)
+        write_run_report(from_result(result, data, data_sha256=header_sha256(result.header, data)),
+                         args.report, args.png)
     if args.json:
         sys.stdout.write(msgspec.json.encode(summary(result, data)).decode() + "\n")
     else:

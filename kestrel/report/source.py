@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -19,9 +20,10 @@ CHUNK = 1 << 20
 
 
 def data_path(name: str) -> str | None:
-    """The file a data name reads, or None for the bundled sample."""
+    """The file a data name reads, or None for the bundled sample (`sample`, `sample|seed=N`,
+    `sample (seed N)`)."""
     head = name.split("|", 1)[0]
-    return None if head == "sample" else head
+    return None if head == "sample" or head.startswith("sample (") else head
 
 
 @lru_cache(maxsize=64)
@@ -60,4 +62,20 @@ def data_sha256(name: str, data: MarketData | None = None) -> str:
     return ticks_sha256(data)
 
 
-__all__ = ["data_path", "data_sha256", "file_sha256", "ticks_sha256"]
+def header_sha256(header: Any, data: MarketData) -> str | None:
+    """The checksum of a run's data from its capture header: the SHA-256 the header's data
+    source records when it has one, else computed from the data name; None when the file is
+    gone."""
+    source = getattr(header, "source", None)
+    recorded = getattr(source, "sha256", None)
+    if isinstance(recorded, str) and recorded:
+        return recorded
+    if getattr(source, "kind", None) == "sample":
+        return ticks_sha256(data)
+    try:
+        return data_sha256(str(header.data), data)
+    except OSError:
+        return None
+
+
+__all__ = ["data_path", "data_sha256", "file_sha256", "header_sha256", "ticks_sha256"]
