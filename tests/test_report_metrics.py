@@ -4,6 +4,7 @@ round trips), marked equity against the engine's own marks, and exit reasons."""
 from __future__ import annotations
 
 import math
+from typing import Any
 import statistics
 
 import numpy as np
@@ -227,3 +228,25 @@ def test_a_multi_session_ledger_splits_back_into_its_sessions() -> None:
     whole = Ledger.from_jsonl(res.ledger_jsonl())
     parts = split_ledger(whole, list(data.sessions[-4:]))
     assert [p for p in parts] == [d.ledger.events for d in res.days]
+
+
+def test_a_session_opening_with_a_carried_position() -> None:
+    import msgspec
+
+    class Carried(msgspec.Struct, frozen=True, tag="carry", tag_field="event"):  # as the engine writes it
+        tick: int
+        ts: int
+        pos: int
+        avg_price: float
+        orders: int
+
+    ev: list[Any] = [
+        Carried(0, int(TS[0]), 10, 99.0, 1),
+        OrderPlaced(0, int(TS[0]), 1, "carried", "stop", "sell", 10, "stp", 98.0, None),
+        *_fill(4, 1, "stop", "sell", 10, 99.5, 0.0, 0, None, 5.0),
+    ]
+    curve = mark_equity(ev, TS, BID, ASK)
+    # marked from the carried average: 10 x (bid - 99.0) until the stop fills at 99.5
+    assert curve.equity.tolist()[:5] == [10.0, 10.0, 20.0, 0.0, 5.0]
+    (trip,) = read_ledger(ev).trips
+    assert (trip.side, trip.qty, trip.entry_price, trip.pnl, trip.exit_reason) == ("long", 10, 99.0, 5.0, "STOP")

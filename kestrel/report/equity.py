@@ -7,7 +7,8 @@ being the bid for a long and the ask for a short (the engine's own convention), 
 money quantum. Invariants:
 - the state at tick k is the one after every ledger event of tick k (a fill at tick k is marked
   at tick k's touch), so at each `Mark` event the series equals the mark's equity;
-- ticks before the first event are flat (equity 0); the series has one value per tick;
+- ticks before the first event are flat (equity 0), unless the session opens with a carried
+  position (a `carry` event), which is marked from its carried average; one value per tick;
 - `per_minute` samples the series at the end of each minute of the session (the last tick at
   or before it), which is the basis of the return metrics.
 """
@@ -21,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kestrel.engine.ledger import Filled, LedgerEvent, PositionChanged
+from kestrel.report.trips import carried_in
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -84,7 +86,10 @@ def mark_equity(events: Sequence[LedgerEvent], ts: I64, bid: F64, ask: F64, *,
     fees = rpnl = 0.0
     pos, avg = 0, 0.0
     for e in events:
-        if isinstance(e, Filled):
+        carry = carried_in(e)
+        if carry is not None:
+            pos, avg = carry
+        elif isinstance(e, Filled):
             fees = round((fees + e.fee) * scale) / scale
         elif isinstance(e, PositionChanged):
             pos, avg, rpnl = e.pos, e.avg_price or 0.0, e.rpnl

@@ -9,7 +9,9 @@ Invariants:
   FLAT), opposite entry (the other side's entry, to zero), reversal (an entry through zero),
   or for the engine's own exit orders the cause recorded at the tick the exit was placed: maxloss, end of day (session close, end of data),
   UNTIL (plan expiry), TTL; a trip still open at the end of the ledger is `open`;
-- every `OrderRejected` and `Disarmed` event is listed with its reason, nothing is dropped.
+- every `OrderRejected` and `Disarmed` event is listed with its reason, nothing is dropped;
+- a session that opens with a carried position (a `carry` event) starts that trip at the open,
+  at the carried average price, with realized PnL counted from there.
 """
 
 from __future__ import annotations
@@ -90,6 +92,16 @@ class LedgerFacts(msgspec.Struct, frozen=True):
     disarms: int
 
 
+def carried_in(e: object) -> tuple[int, float] | None:
+    """(position, average price) when `e` is the ledger's `carry` event (a session opening with
+    the previous session's position, under `end_of_day="carry"`), else None. Matched by its tag,
+    so ledgers without carry read the same."""
+    if getattr(getattr(type(e), "__struct_config__", None), "tag", None) != "carry":
+        return None
+    pos, avg = getattr(e, "pos", 0), getattr(e, "avg_price", 0.0)
+    return (int(pos), float(avg)) if pos else None
+
+
 def _cause(reasons: Sequence[str]) -> str:
     for r in reasons:
         low = r.lower()
@@ -116,7 +128,12 @@ def read_ledger(events: Sequence[LedgerEvent]) -> LedgerFacts:
     start: tuple[int, float, float] | None = None  # entry ts, rpnl, fees at the trip's start
     peak_qty, peak_avg = 0, 0.0
     for e in events:
-        if isinstance(e, OrderPlaced):
+        carry = carried_in(e)
+        if carry is not None:  # the trip began in an earlier session: it starts here, at its average
+            pos, rpnl = carry[0], 0.0
+            start = (e.ts, 0.0, fees)
+            peak_qty, peak_avg = abs(carry[0]), carry[1]
+        elif isinstance(e, OrderPlaced):
             orders += 1
             role[e.id] = e.role
             placed_at[e.id] = e.tick
