@@ -189,3 +189,16 @@ def test_one_sweep_per_directory_and_stale_temporaries_are_removed(tmp_path: Pat
         with pytest.raises(SweepError, match="another sweep is writing"):
             run_sweep(specs, tmp_path, agent_factory=agent_of, data_loader=load_data)
     assert run_sweep(specs, tmp_path, agent_factory=agent_of, data_loader=load_data).ran == 1
+
+
+def test_without_a_date_a_sweep_ends_at_the_last_complete_session(capsys: pytest.CaptureFixture[str],
+                                                                  tmp_path: Path) -> None:
+    fx = ROOT.parent / "shared" / "data" / "fx_quote_ticks" / "lean_oanda_eurusd_quote_ticks_20140501_20140515.parquet"
+    if not fx.exists():
+        fx = Path("/work/shared/data/fx_quote_ticks") / fx.name
+    if not fx.exists():
+        pytest.skip("shared data not present")
+    assert main(["sweep", "--agents", "baseline", "--data", str(fx), "--days", "2", "--out", str(tmp_path),
+                 "--jobs", "1", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [r["dates"] for r in doc["runs"]] == ["2014-05-13", "2014-05-14"]  # 05-15 is a 3-hour stub

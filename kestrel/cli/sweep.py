@@ -40,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                                     "replies:FILE, openai:MODEL, anthropic:MODEL (keys from the environment)")
     s.add_argument("--profiles", help="comma-separated execution profiles (default balanced)")
     s.add_argument("--data", help="comma-separated data files (or sample; default sample)")
-    s.add_argument("--date", help="last session date YYYY-MM-DD (default: each file's last session)")
+    s.add_argument("--date", help="last session date YYYY-MM-DD (default: each file's last complete session)")
     s.add_argument("--days", type=int, help="sessions ending at --date (default 1); each is one run")
     s.add_argument("--days-per-run", type=int, help="sessions per run (default 1; must divide --days)")
     s.add_argument("--checkpoints", help="authoring checkpoints after OPEN, e.g. 11:00,13:30")
@@ -114,6 +114,7 @@ def _run_sweep(args: argparse.Namespace) -> int:
     from kestrel.cli.agentspec import agent_of
     from kestrel.cli.datanames import load_named as load_data
     from kestrel.session import profiles
+    from kestrel.session.coverage import default_session_index
     from kestrel.session.schedule import ordinals
     from kestrel.sweep.run import run_sweep
     from kestrel.sweep.spec import SweepError, expand
@@ -131,10 +132,13 @@ def _run_sweep(args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from None
 
     def sessions_of(name: str) -> list[str]:
+        """The data's sessions; without --date up to the last complete one (as `simulate`)."""
         data = cached_data(name, load_data)
-        if data.sessions:
-            ordinals(data.sessions[-1], grid.checkpoints)  # a bad checkpoint fails up front
-        return [s.date.isoformat() for s in data.sessions]
+        if not data.sessions:
+            return []
+        ordinals(data.sessions[-1], grid.checkpoints)  # a bad checkpoint fails up front
+        end = len(data.sessions) if grid.date is not None else default_session_index(data) + 1
+        return [s.date.isoformat() for s in data.sessions[:end]]
 
     try:
         specs = expand(grid, sessions_of)
