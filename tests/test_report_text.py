@@ -80,7 +80,7 @@ def test_fill_times_carry_the_session_zone_and_calendar_date(capsys: pytest.Capt
     agent = ScriptedAgent(["PASS", "PLAN x\nWHEN time >= 00:00: BUY 1000 MKT"])
     result = run_session(data, agent, SessionOptions(checkpoints=("02:05",)), date=dt.date(2014, 5, 5))
     doc = summary(result, data)
-    fills = doc["days"][0]["fills"]
+    fills = doc["days"][0]["fill_log"]
     # the session of 2014-05-05 (17:00 to 17:00 New York): the buy is at 02:00 on the 6th
     assert fills[0]["time"].startswith("2014-05-06 02:00:01 EDT")
     assert doc["days"][0]["date"] == "2014-05-05"
@@ -95,7 +95,7 @@ def test_max_drawdown_is_marked_at_every_tick(capsys: pytest.CaptureFixture[str]
     # (fills and the close) see a drawdown of 1.0
     doc = json.loads(_sim(capsys, "--agent", "fixed:examples/orb_breakout.kes", "--json"))
     day = doc["days"][0]
-    fills = day["fills"]
+    fills = day["fill_log"]
     data = load_sample()
     s = data.sessions[-1]
     t = data.ticks

@@ -39,13 +39,13 @@ def _metrics_json(m: Metrics) -> dict[str, Any]:
 
 
 def _day_facts(d: Any, r: Any) -> dict[str, Any]:
-    """Per day: fills (zoned), round trips, rejections, disarms, the marked drawdown."""
+    """Per day: the fill log (zoned), round trips, rejections, disarms, the marked drawdown."""
     from kestrel.report.metrics import max_drawdown
 
     tz = r.tz
     dd, dd_ts = max_drawdown(r.curve.ts, r.curve.equity)
     return {
-        "fills": [{"time": local_time(f.ts, tz), "ts": f.ts, "order": f.role, "side": f.side, "qty": f.qty,
+        "fill_log": [{"time": local_time(f.ts, tz), "ts": f.ts, "order": f.role, "side": f.side, "qty": f.qty,
                    "price": f.price, "fee": f.fee, "position": f.pos, "realized": f.rpnl}
                   for f in r.facts.fills],
         "round_trips": [{"side": t.side, "qty": t.qty, "entry": local_time(t.entry_ts, tz),
