@@ -214,8 +214,10 @@ def test_report_pairs_each_fill_with_its_own_position_on_a_shared_tick(
     ])
     header = CaptureHeader("sample", "SAMPLE", ("2024-04-15",), ("OPEN",), 300, "baseline")
     day = DayResult("2024-04-15", ledger, [], [], [], "America/New_York", 2)
-    report(SessionResult(header, [day]))
-    rows = [line for line in capsys.readouterr().out.splitlines() if "09:30:00" in line]
+    from kestrel.data import load_sample
+
+    report(SessionResult(header, [day]), load_sample())
+    rows = [line for line in capsys.readouterr().out.splitlines() if "09:30:00" in line and "│ buy" in line]
     assert [[c.strip() for c in r.split("│")[3:8]] for r in rows] == [
         ["buy", "100", "10.00", "0", "-50.00"],
         ["buy", "100", "10.01", "100", "-50.00"],

@@ -366,7 +366,7 @@ class SessionHost(Actor[HostMessage]):
         s.pending = None
         if s.port is not None and s.port.ended is not None and s.state == "done":
             s.reason = s.port.ended
-        doc = summary(m.result) if m.result is not None else None
+        doc = summary(m.result, s.run.data) if m.result is not None else None
         await self._record(s.session_id, RunEnded(s.state, s.reason, doc))
         finished = [k for k, v in self.state.sessions.items() if v.state not in ("waiting", "running")]
         for k in finished[: max(0, len(finished) - self.state.keep_finished)]:

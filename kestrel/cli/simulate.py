@@ -94,6 +94,8 @@ def _output_flags(p: argparse.ArgumentParser, capture_dest: str = "capture") -> 
                    help="auto (default): the engine's vectorized fast path where it applies; "
                         "reference: always per tick (same ledger, slower)")
     p.add_argument("--json", action="store_true", help="print one machine-readable JSON summary")
+    p.add_argument("--report", help="also write the run's self-contained HTML report to PATH.html")
+    p.add_argument("--png", help="also write a PNG chart of the run (needs `pip install 'kestrel[plot]'`)")
 
 
 # ------------------------------------------------------------------------------------------
@@ -124,7 +126,8 @@ def _run_simulate(args: argparse.Namespace) -> int:
             raise UsageError(f"{flag} must be >= 1, got {value}")
     guard_s = parse_guard(args.guard)
     data_input = None if args.data.strip() in ("", "sample") else args.data
-    check_paths([("--capture", args.capture), ("--ledger", args.ledger), ("--evidence", args.evidence)],
+    check_paths([("--capture", args.capture), ("--ledger", args.ledger), ("--evidence", args.evidence),
+                 ("--report", args.report), ("--png", args.png)],
                 [("--data", data_input), ("--agent", agent_input(args.agent)), ("--modes", args.modes)])
     if not 0 < args.agent_timeout <= 3600:
         raise UsageError(f"--agent-timeout must be > 0 and <= 3600 seconds, got {args.agent_timeout:g}")
@@ -181,7 +184,7 @@ def _run_simulate(args: argparse.Namespace) -> int:
     finally:
         if writer is not None:
             writer.close()
-    return _finish(args, result, agent)
+    return _finish(args, result, data)
 
 
 def _warn_partial(data: Any, date: dt.date | None, days: int) -> None:
@@ -308,13 +311,20 @@ def _start_outputs(args: argparse.Namespace, writer: Any, data: Any, options: An
         raise UsageError(f"cannot write {exc.filename}: {exc.strerror}") from None
 
 
-def _finish(args: argparse.Namespace, result: Any, agent: Any, command: str = "simulate") -> int:
+def _finish(args: argparse.Namespace, result: Any, data: Any, command: str = "simulate") -> int:
     _write(args.capture, result.capture_jsonl())
     _write(args.ledger, result.ledger_jsonl())
+    if args.report or args.png:
+        from kestrel.cli.report import write_run_report
+        from kestrel.report import from_result
+        from kestrel.report.source import header_sha256
+
+        write_run_report(from_result(result, data, data_sha256=header_sha256(result.header, data)),
+                         args.report, args.png)
     if args.json:
-        sys.stdout.write(msgspec.json.encode(summary(result)).decode() + "\n")
+        sys.stdout.write(msgspec.json.encode(summary(result, data)).decode() + "\n")
     else:
-        report(result, command)
+        report(result, data, command)
     return 0
 
 
@@ -345,7 +355,8 @@ def _run_replay(args: argparse.Namespace) -> int:
     from kestrel.session.capture import CaptureError, read_capture
     from kestrel.session.runner import SessionOptions
 
-    check_paths([("--capture", args.capture_out), ("--ledger", args.ledger)],
+    check_paths([("--capture", args.capture_out), ("--ledger", args.ledger), ("--report", args.report),
+                 ("--png", args.png)],
                 [("capture", args.capture), ("--data", args.data), ("--expect-ledger", args.expect_ledger)])
     try:
         header, turns = read_capture(args.capture)
@@ -385,7 +396,7 @@ def _run_replay(args: argparse.Namespace) -> int:
         return 1
     source_name = args.capture
     args.capture = args.capture_out
-    code = _finish(args, result, agent, "replay")
+    code = _finish(args, result, data, "replay")
     ledger = result.ledger_jsonl()
     if expected is not None and expected != ledger:
         print(f"kestrel replay: the replayed ledger differs from --expect-ledger {args.expect_ledger}: "
