@@ -5,8 +5,9 @@ helpers), runs the ordinal schedule and the bounded authoring loop against the a
 publishes ONLY the terminal turn on the bus (topic `turns`: the engine arms it, the capture
 records it), and writes the iteration evidence to the evidence sink, never to the bus.
 
-Per ordinal: release the feed up to the cutoff → read the account → author → publish the
-turn → `Sync` with the engine (the turn is armed) → only then release the next ticks. The
+Per ordinal: release the feed up to the cutoff → read the account → author → release the
+authoring window (cutoff to the ordinal's time, run by the incumbent) → publish the turn →
+`Sync` with the engine (the turn is armed) → only then release the next ticks. The
 same steps as `run_session`, so both give byte-identical ledgers and captures, on asyncio and
 on trio.
 """
@@ -60,6 +61,7 @@ from kestrel.session.runner import (
     SessionOptions,
     SessionResult,
     capture_header,
+    engine_config,
     session_days,
 )
 
@@ -139,18 +141,21 @@ class DriverActor(Actor[RunSession]):
         await self._feed.ask(LoadDay(k), timeout=None)
         report = ArmReport("none", None)
         for i in range(len(day.ordinals)):
-            await self._feed.ask(AdvanceTo(i), timeout=None)  # the barrier: ticks up to the cutoff
+            await self._feed.ask(AdvanceTo(2 * i), timeout=None)  # the barrier: up to the cutoff
             account = await self._engine.ask(AccountQuery(), expect=AccountState, timeout=None)
             loop = run.open(i, account, report.incumbent)
             done = await self._author(loop)
-            await self.ctx.system.bus.publish(TURNS_TOPIC, run.close(i, loop, done))
+            turn = run.close(i, loop, done)
+            # the authoring window runs under the incumbent; the turn takes effect at the ordinal
+            await self._feed.ask(AdvanceTo(2 * i + 1), timeout=None)
+            await self.ctx.system.bus.publish(TURNS_TOPIC, turn)
             report = await self._engine.ask(Sync(), expect=ArmReport, timeout=None)  # armed
             run.settle(report.armed)
             await self._record_late(run)
-        await self._feed.ask(AdvanceTo(len(day.ordinals)), timeout=None)
+        await self._feed.ask(AdvanceTo(day.stretches - 1), timeout=None)
         ledger = await self._engine.ask(FinishDay(), expect=DayLedger, timeout=None)
         await self._record_late(run, end=True)
-        return run.result(Ledger.from_jsonl(ledger.jsonl), ledger.engine_ticks)
+        return run.result(Ledger.from_jsonl(ledger.jsonl), ledger.engine_ticks, ledger.carry)
 
 
 async def simulate(
@@ -173,9 +178,10 @@ async def simulate(
     `turns`, when given, receives every message published on the `turns` topic (what the bus
     carried), for inspection."""
     plan = session_days(data, options, date, days)
+    config = engine_config(options, data)
     async with ActorSystem() as system:
         engine = system.spawn(
-            lambda: EngineActor(options.engine, data.symbol, data.tick_size, options.engine_path),
+            lambda: EngineActor(config, data.symbol, data.tick_size, options.engine_path),
             name="engine",
         )
         system.bus.subscribe(TURNS_TOPIC, engine)

@@ -16,6 +16,7 @@ import msgspec
 import numpy as np
 
 from actors.actor import Actor
+from kestrel.engine.book import Carry
 from kestrel.engine.config import EngineConfig
 from kestrel.engine.engine import Engine
 from kestrel.engine.ledger import LedgerEvent
@@ -77,10 +78,12 @@ class FinishDay(msgspec.Struct, frozen=True, tag="finish_day"):
 
 
 class DayLedger(msgspec.Struct, frozen=True):
-    """The finished day's canonical ledger and the ticks each engine path ran."""
+    """The finished day's canonical ledger, the ticks each engine path ran and what the next
+    session opens with (`end_of_day="carry"`)."""
 
     jsonl: bytes
     engine_ticks: dict[str, int]
+    carry: Carry | None = None
 
 
 class LedgerBatch(msgspec.Struct, frozen=True):
@@ -121,7 +124,9 @@ class EngineActor(Actor[EngineMessage]):
             await self._publish(engine.ledger.events[mark:])
             return None
         if isinstance(message, StartDay):
-            self._engine = Engine(self._config, message.session, self._symbol, self._tick_size)
+            # a carried position (end_of_day="carry") opens the next session's engine
+            carry = self._engine.carry_out() if self._engine is not None else None
+            self._engine = Engine(self._config, message.session, self._symbol, self._tick_size, carry)
             self._incumbent, self._armed = None, "none"
             self._tally = path_tally()
             return None
@@ -132,7 +137,7 @@ class EngineActor(Actor[EngineMessage]):
         if isinstance(message, FinishDay):
             engine = self._current()
             await self._publish(engine.finish())
-            return DayLedger(engine.ledger.to_jsonl(), dict(self._tally))
+            return DayLedger(engine.ledger.to_jsonl(), dict(self._tally), engine.carry_out())
         assert_never(message)
 
 

@@ -1,15 +1,17 @@
 """`FeedActor`: replays a session's ticks to the engine in columnar batches, up to a barrier.
 
-Simulated time is a barrier: the feed sends the ticks before ordinal `i`'s cutoff only when
-the driver releases them (`AdvanceTo(i)`), and the driver releases ordinal `i+1`'s ticks only
-after ordinal `i`'s terminal turn is armed. So no result depends on scheduling or on how long
+Simulated time is a barrier: the feed sends a day's stretches of ticks (`SessionDay.stretch`:
+up to ordinal i's cutoff, then its authoring window up to the ordinal's time, ...) only when
+the driver releases them (`AdvanceTo(k)`), and the driver releases ordinal `i`'s window only
+once its turn is authored, and ordinal `i+1`'s ticks only after that turn is armed. So no result depends on scheduling or on how long
 the agent takes. The reply to `AdvanceTo` comes after every batch is in the engine's mailbox
 (ahead of anything the driver sends the engine next).
 
 With a `Pace` the feed also releases ticks by the system's clock (`speed` times real time,
 anchored at each day's open; ticks before `resume_ns` go at once, for a resumed run): it
-sends the ticks already due, sleeps until the next one is, and answers `AdvanceTo(i)` once the
-clock reaches ordinal i's cutoff, so agents author at the real ordinals. The barrier is
+sends the ticks already due, sleeps until the next one is, and answers `AdvanceTo(k)` once the
+clock reaches the stretch's end (ordinal i's cutoff for 2i, its time for 2i+1), so agents
+author at the real ordinals. The barrier is
 unchanged, so the ledger never depends on the pace.
 """
 
@@ -48,9 +50,10 @@ class LoadDay(msgspec.Struct, frozen=True, tag="load_day"):
 
 
 class AdvanceTo(msgspec.Struct, frozen=True, tag="advance"):
-    """Send the ticks up to ordinal `ordinal`'s cutoff (len(ordinals) = to the close)."""
+    """Send every stretch of the day up to and including stretch `stretch` (`SessionDay.stretch`:
+    2i ends at ordinal i's cutoff, 2i+1 at its time, 2n is the tail to the close)."""
 
-    ordinal: int
+    stretch: int
 
 
 class Advanced(msgspec.Struct, frozen=True):
@@ -84,19 +87,17 @@ class FeedActor(Actor[FeedMessage]):
         day = self._day
         if day is None:
             raise RuntimeError("FeedActor: no day loaded (send LoadDay first)")
-        if message.ordinal < self._next:
+        if message.stretch < self._next:
             raise RuntimeError(
-                f"FeedActor: ordinal {message.ordinal} is already behind the feed (at {self._next})"
+                f"FeedActor: stretch {message.stretch} is already behind the feed (at {self._next})"
             )
         sent = 0
-        while self._next <= message.ordinal:
-            last = self._next >= len(day.ordinals)
-            seg = day.tail() if last else day.segment(self._next)
+        while self._next <= message.stretch:
+            seg = day.stretch(self._next)
             if self._pace is None:
                 sent += await self._send(seg)
             else:
-                end = None if last else day.cutoff(day.ordinals[self._next])
-                sent += await self._paced(day, seg, end)
+                sent += await self._paced(day, seg, _stretch_end(day, self._next))
             self._next += 1
         return Advanced(sent)
 
@@ -130,6 +131,15 @@ class FeedActor(Actor[FeedMessage]):
         if end_ns is not None and end_ns > market0:
             await clock.sleep_until(due_at(end_ns))
         return len(seg)
+
+
+def _stretch_end(day: SessionDay, k: int) -> int | None:
+    """Market time stretch `k` ends at: ordinal i's cutoff (2i), its time (2i+1); the tail none."""
+    i, window = divmod(k, 2)
+    if i >= len(day.ordinals):
+        return None
+    o = day.ordinals[i]
+    return o.time_ns if window else day.cutoff(o)
 
 
 __all__ = [

@@ -9,9 +9,11 @@ expression is built only from Price parts) and filtered by `check` as a last saf
 from __future__ import annotations
 
 from functools import lru_cache
+from pathlib import Path
 
 from hypothesis import strategies as st
 
+from kestrel.lang.limits import VIEW_BUDGET_MAX, VIEW_BUDGET_MIN
 from kestrel.lang import (
     And,
     Arith,
@@ -45,6 +47,7 @@ from kestrel.lang import (
     Until,
     View,
     check,
+    format,
 )
 
 PRICE_SERIES = ("last", "bid", "ask", "mid", "spread", "vwap", "open")
@@ -253,7 +256,7 @@ views = st.builds(
     View,
     names,
     st.lists(panes(), min_size=1, max_size=4).map(tuple),
-    st.one_of(st.none(), st.integers(1, 20_000)),
+    st.one_of(st.none(), st.integers(VIEW_BUDGET_MIN, VIEW_BUDGET_MAX)),
 )
 reasons = st.text(
     st.characters(blacklist_categories=("Cs", "Cc", "Zl", "Zp")), max_size=60
@@ -290,14 +293,68 @@ documents: st.SearchStrategy[Module | Statement] = st.one_of(statements(), modul
 )
 valid_plans: st.SearchStrategy[Plan] = plans().filter(_valid)
 
+
+# ---- broken and half-broken text (for fuzzing and differential tests)
+
+CORPUS = sorted((Path(__file__).resolve().parent.parent / "examples").glob("*.kes"))
+
+# fragments a mutation inserts: keywords, near-keywords, literals valid and not, punctuation,
+# characters the lexer must reject (non-ASCII letters, NUL, a Unicode line separator)
+VOCAB = [
+    "PLAN", "WHEN", "BUY", "SELL", "MKT", "LMT", "STP", "STOP", "TARGET", "TRAIL", "TTL", "FLAT",
+    "CANCEL", "AND", "OR", "NOT", "CROSSES", "ABOVE", "VIEW", "PASS", "STANDDOWN", "RISK", "ON",
+    "UNTIL", "FOR", "maxpos", "x3", "last", "high(", "sma(", ")", "(", ":", ";", ",", "-", "+",
+    "*", "/", "@", ">", "==", "30m", "0m", "15:45", "99:99", "0.6%", "1e9", "1.5h", "\"", "#",
+    "\n", " ", "\u00e9", "\x00", "9" * 40, "\u2028", "=", "&&",
+]
+
+# whole tokens (and near-tokens) for token soups: each soup reaches deep parser states
+TOKENS = [
+    *VOCAB, "plan", "when", "buy", "Market", "limit", "BRK.B", "AAPL", "aapl", "x12", "X3", "xx3",
+    "planet", "pass_", "30s", "2h", "1d", "5x", "182.40", "0.05", "1.", ".5", "1.2.3", "7%",
+    "9:30:15", "24:00", "\"why\"", "\"a \\\" b\"", "BUDGET", "maxloss", "maxorders", "BELOW",
+    "<=", "!=", "<", "paſs", "planè", "ＰＬＡＮ", "_x", "upnl", "vwap", "spread", "n=", "tf=",
+]
+
+
+@st.composite
+def mutated(draw: st.DrawFn) -> str:
+    """A corpus file or a formatted valid document with 1-4 random edits."""
+    base = draw(st.one_of(st.sampled_from(CORPUS).map(lambda p: p.read_text()), documents.map(format)))
+    for _ in range(draw(st.integers(1, 4))):
+        if not base:
+            break
+        i = draw(st.integers(0, len(base) - 1))
+        op = draw(st.sampled_from(["delete", "insert", "replace", "duplicate"]))
+        if op == "delete":
+            j = draw(st.integers(i, min(len(base), i + 12)))
+            base = base[:i] + base[j:]
+        elif op == "insert":
+            base = base[:i] + draw(st.sampled_from(VOCAB)) + base[i:]
+        elif op == "replace":
+            base = base[:i] + draw(st.sampled_from(VOCAB)) + base[i + 1 :]
+        else:
+            j = draw(st.integers(i, min(len(base), i + 30)))
+            base = base[:j] + base[i:j] + base[j:]
+    return base
+
+
+token_soups: st.SearchStrategy[str] = st.lists(st.sampled_from(TOKENS), max_size=30).map(" ".join)
+
+
 __all__ = [
+    "CORPUS",
+    "TOKENS",
+    "VOCAB",
     "bool_expr",
     "documents",
     "modules",
+    "mutated",
     "orders",
     "plans",
     "price_expr",
     "statements",
+    "token_soups",
     "valid_plans",
     "views",
 ]

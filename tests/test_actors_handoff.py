@@ -90,6 +90,8 @@ async def test_ask_behind_pending_tells_is_not_handed_off_and_sees_them_all() ->
         assert await ref.ask(WhoRuns()) == anyio.get_current_task().id  # idle again
 
 
+# function_scoped_fixture: `anyio_backend` is parametrized per test, not per example; each
+# example builds its own actor system, so nothing leaks between examples
 @settings(
     max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

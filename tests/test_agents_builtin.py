@@ -165,7 +165,8 @@ def test_capture_round_trip_and_errors() -> None:
     data = encode_capture(header, turns)
     assert data.splitlines()[0] == (
         b'{"record":"header","data":"sample","symbol":"SAMPLE","dates":["2024-04-15"],'
-        b'"schedule":["OPEN"],"guard_s":300,"agent":"baseline","format":"kestrel-capture/1"}'
+        b'"schedule":["OPEN"],"guard_s":300,"agent":"baseline","format":"kestrel-capture/2",'
+        b'"source":null,"ledger_sha256":null,"engine":null}'
     )
     assert decode_capture(data) == (header, turns)
     with pytest.raises(CaptureError, match="starts with its header"):
@@ -304,8 +305,15 @@ def test_baseline_on_real_eurusd_quotes_risks_its_budget(shared_data: Path) -> N
     from kestrel.data import load
     from kestrel.session.runner import SessionOptions, run_session
 
+    from kestrel.engine import EngineConfig
+
     data = load(shared_data / "fx_quote_ticks" / "lean_oanda_eurusd_quote_ticks_20140506.csv").data
-    result = run_session(data, BaselineAgent(), SessionOptions())
+    # the default operator caps the position at 1000 units: the baseline sizes within them
+    capped = run_session(data, BaselineAgent(), SessionOptions()).days[0].outcomes[0].turn
+    assert isinstance(capped, Supersede) and capped.plan.risk.maxpos == 1000
+    assert all(o.qty <= 1000 for r in capped.plan.rules for o in r.actions if isinstance(o, ast.Order))
+    # an operator who allows FX sizes gets a plan sized by risk
+    result = run_session(data, BaselineAgent(), SessionOptions(engine=EngineConfig(maxpos=1_000_000)))
     turn = result.days[0].outcomes[0].turn
     assert isinstance(turn, Supersede)
     _, buy = _order(lang.format(turn.plan))

@@ -35,14 +35,17 @@ pytestmark = pytest.mark.anyio
 CHECKS = ("--checkpoints", "11:00,13:30")
 
 
-def reference(agent: Any = None) -> tuple[bytes, bytes, bytes]:
-    """`kestrel simulate --checkpoints 11:00,13:30` run directly: ledger, capture, evidence."""
-    import io
+def reference(tmp: Path) -> tuple[bytes, bytes, bytes]:
+    """`kestrel simulate --checkpoints 11:00,13:30` (the CLI, in process, direct: the same bytes as
+    on actors): ledger, capture, evidence."""
+    from kestrel.cli import main
 
-    out = io.StringIO()
-    result = run_session(load_sample(), agent or BaselineAgent(), SessionOptions(checkpoints=("11:00", "13:30")),
-                         sink=evidence_logger(json_sink(out)))
-    return result.ledger_jsonl(), result.capture_jsonl(), out.getvalue().encode()
+    paths = [tmp / "ref.ledger", tmp / "ref.capture", tmp / "ref.evidence"]
+    argv = ["simulate", "--checkpoints", "11:00,13:30", "--json", "--backend", "direct", "--ledger", str(paths[0]),
+            "--capture", str(paths[1]), "--evidence", str(paths[2])]
+    assert main(argv) == 0
+    ledger, capture, evidence = (p.read_bytes() for p in paths)
+    return ledger, capture, evidence
 
 
 async def test_socket_is_owner_only_and_the_log_is_json_lines(anyio_backend: str, tmp_path: Path) -> None:
@@ -140,7 +143,7 @@ async def test_bad_submissions_are_refused_before_anything_is_stored(
 
 
 async def test_submit_wait_export_follow_equal_simulate(anyio_backend: str, tmp_path: Path) -> None:
-    ledger, capture, evidence = reference()
+    ledger, capture, evidence = reference(tmp_path)
     async with running_daemon(tmp_path / "h"):
         async with Conn.open(tmp_path / "h" / "kestrel.sock") as c:
             run = (await c.result("submit", submit_params(*CHECKS)))["run"]
@@ -216,7 +219,7 @@ class CountingPlanner(SimulatePlanner):
 
 async def test_a_restarted_daemon_resumes_without_asking_for_committed_turns(anyio_backend: str, tmp_path: Path) -> None:
     Counting.asked = Counter()
-    ledger, capture, _ = reference()
+    ledger, capture, _ = reference(tmp_path)
     sock = tmp_path / "h" / "kestrel.sock"
     async with running_daemon(tmp_path / "h", CountingPlanner()) as (_, stop):
         async with Conn.open(sock) as c:

@@ -18,7 +18,7 @@ from kestrel.engine import (
 from kestrel.engine.ledger import Fired
 from kestrel.lang import ast
 
-from test_engine_helpers import SESSION, S, T0, engine, fills, plan, quotes, run
+from engine_helpers import SESSION, S, T0, engine, fills, plan, quotes, run
 
 
 def test_plan_armed_mid_session_warms_its_indicators_on_history() -> None:
@@ -31,12 +31,16 @@ def test_plan_armed_mid_session_warms_its_indicators_on_history() -> None:
 
 
 def test_vwap_and_open_come_from_the_whole_session() -> None:
-    e = engine()
-    e.on_ticks(ticks_of(quotes((90.0, 90.0), (110.0, 110.0))))
-    e.arm(plan("PLAN p\nWHEN last < open + 5 AND last < vwap: SELL 1 MKT"))
-    # open 90; vwap (no volume) = mean(90, 110, 94) = 98 at tick 2; 94 < 95 and 94 < 98
-    e.on_ticks(ticks_of([(T0 + 2 * S, 94.0, 94.0)]))
-    assert any(isinstance(x, Fired) for x in e.ledger.events)
+    for path in ("reference", "fast"):
+        e = engine()
+        e.on_ticks(ticks_of(quotes((90.0, 90.0), (110.0, 110.0))))
+        e.arm(plan("PLAN p\nWHEN last > open + 3 AND last < vwap: SELL 1 MKT"))
+        # open is the session's first last (90): 94 > 93. Taken from the first tick after
+        # arming (94) or the latest before it (110) it would be false. vwap (no volume) is the
+        # mean of every last of the session (90, 110, 94) = 98 > 94; over the ticks since
+        # arming it would be 94, and 94 < 94 is false.
+        e.run(ticks_of([(T0 + 2 * S, 94.0, 94.0)]), path=path, final=False)
+        assert [(f.tick, f.rule) for f in e.ledger.events if isinstance(f, Fired)] == [(2, 0)]
 
 
 def test_run_picks_the_fast_path_for_static_plans() -> None:
@@ -87,7 +91,7 @@ def test_ticks_without_a_plan_run_the_broker_only() -> None:
 def test_unknown_function_in_a_hand_built_plan_fails_closed() -> None:
     bad = ast.Plan("p", (ast.Rule(ast.Compare(">", ast.Series("last"), ast.Call("hihg", (ast.Duration(1, "m"),))),
                                   (ast.Order("buy", 1, "mkt"),)),))
-    with pytest.raises(PlanError, match="unknown function 'hihg'"):
+    with pytest.raises(PlanError, match="fails the checker: unknown function `hihg`"):
         engine().arm(bad)
 
 

@@ -11,7 +11,7 @@ from kestrel.engine.ledger import Filled, Mark, PositionChanged
 
 from kestrel.engine import ticks_of
 
-from test_engine_helpers import S, T0, cancels, engine, fills, placed, plan, quotes, run
+from engine_helpers import S, T0, cancels, engine, fills, placed, plan, quotes, run
 
 
 def test_mkt_buy_fills_at_next_ticks_ask() -> None:

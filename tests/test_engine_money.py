@@ -7,13 +7,15 @@ Hand-computed: three round trips of 100 shares, 181.34 -> 181.11, 188.47 -> 188.
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 
 from kestrel.engine import Engine, EngineConfig, ticks_of
 from kestrel.engine.ledger import Disarmed, Filled, Mark, PositionChanged
 from kestrel.engine.money import Money
 
-from test_engine_helpers import SESSION, S, T0, plan
+from engine_helpers import SESSION, S, T0, plan
 
 THREE_TRADES = (
     "PLAN p\n"
@@ -40,12 +42,17 @@ def _run(text: str, path: str, cfg: EngineConfig | None = None) -> Engine:
     return e
 
 
-def test_naive_float_sum_is_noisy() -> None:
-    # the premise of this file: the plain float sum is not -96
-    r = 0.0
-    for buy, sell in ((181.34, 181.11), (188.47, 188.16), (187.64, 187.22)):
-        r += 100 * (sell - buy)
-    assert r != -96.0
+@pytest.mark.parametrize("path", ["reference", "fast"])
+def test_realized_pnl_is_the_decimal_sum_not_the_binary_one(path: str) -> None:
+    trips = ((181.34, 181.11), (188.47, 188.16), (187.64, 187.22))
+    exact = sum(100 * (Decimal(repr(sell)) - Decimal(repr(buy))) for buy, sell in trips)
+    naive = 0.0
+    for buy, sell in trips:
+        naive += 100 * (sell - buy)
+    e = _run(THREE_TRADES, path)
+    assert exact == Decimal(-96)
+    assert Decimal(repr(e.rpnl)) == exact
+    assert e.rpnl != naive  # the engine does not accumulate binary increments
 
 
 @pytest.mark.parametrize("path", ["reference", "fast"])

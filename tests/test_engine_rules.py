@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from kestrel.engine import EngineConfig, ticks_of
+from kestrel.engine import Engine, EngineConfig, ticks_of
 from kestrel.engine.ledger import Disarmed, Fired, Mark, OrderRejected
 
-from test_engine_helpers import SESSION, S, T0, cancels, disarms, engine, fills, placed, plan, quotes, run
+from engine_helpers import SESSION, S, T0, cancels, disarms, engine, fills, placed, plan, quotes, run
 
 
 def fired(e: object) -> list[tuple[int, int]]:
@@ -146,28 +146,40 @@ def test_end_of_data_applies_the_close_policy() -> None:
 # --------------------------------------------------------------------------- risk
 
 
-def test_maxpos_breach_rejects_and_disarms() -> None:
-    rows = quotes(*[(m, m) for m in (100.0, 99.0, 100.0, 99.0, 100.0)])
-    e = run("PLAN p RISK maxpos 15\nWHEN last >= 100: BUY 10 MKT x3", rows)
-    # 10 ok; 20 would exceed 15 -> rejected, plan disarmed
-    assert [o.qty for o in placed(e.ledger)] == [10]
-    assert disarms(e.ledger) == [(2, "maxpos 15 breached")]
+def rejects(e: Engine) -> list[tuple[int, int, str]]:
+    return [(r.tick, r.rule, r.reason) for r in e.ledger.events if isinstance(r, OrderRejected)]
+
+
+def test_maxpos_breach_rejects_the_order_and_keeps_the_plan_armed() -> None:
+    rows = quotes(*[(m, m) for m in (100.0, 99.0, 100.0, 99.0, 100.0, 98.0, 98.0)])
+    e = run("PLAN p RISK maxpos 15\nWHEN last >= 100: BUY 10 MKT x3\nWHEN last < 99: FLAT", rows)
+    # 10 ok; 20 would exceed 15 at ticks 2 and 4 -> rejected and recorded, the plan stays
+    # armed, and its FLAT rule still closes the position at tick 5 (fills at 6)
+    assert [o.qty for o in placed(e.ledger)] == [10, 10]
+    assert [o.role for o in placed(e.ledger)] == ["entry", "flat"]
+    assert rejects(e) == [(2, 0, "maxpos 15: position would reach 20"),
+                          (4, 0, "maxpos 15: position would reach 20")]
+    assert disarms(e.ledger) == []
+    assert e.armed and e.pos == 0
+    assert fills(e.ledger) == [(1, "buy", 10, 99.0), (6, "sell", 10, 98.0)]
 
 
 def test_maxpos_counts_working_entries() -> None:
     rows = quotes((100.0, 100.0), (101.0, 101.0), (100.0, 100.0))
     e = run("PLAN p RISK maxpos 15\nWHEN last >= 100: BUY 10 LMT 90\nWHEN last > 100: BUY 10 LMT 90",
             rows)
-    assert disarms(e.ledger) == [(1, "maxpos 15 breached")]
-    assert cancels(e.ledger) == [(1, 1, "maxpos 15 breached")]
+    assert rejects(e) == [(1, 1, "maxpos 15: position would reach 20")]
+    assert disarms(e.ledger) == [] and cancels(e.ledger) == []
+    assert [o.id for o in placed(e.ledger)] == [1] and e.armed
 
 
-def test_maxorders_breach_disarms() -> None:
+def test_maxorders_breach_rejects_and_keeps_the_plan_armed() -> None:
     mids = [101, 99, 101, 99, 101]
     rows = quotes(*[(m, m) for m in mids])
     e = run("PLAN p RISK maxorders 2 maxpos 100\nWHEN last > 100: BUY 1 MKT x3", rows)
     assert len(placed(e.ledger)) == 2
-    assert disarms(e.ledger) == [(4, "maxorders 2 reached")]
+    assert rejects(e) == [(4, 0, "maxorders 2 reached")]
+    assert disarms(e.ledger) == [] and e.armed
 
 
 def test_maxloss_breach_disarms_cancels_and_flattens() -> None:
@@ -367,12 +379,14 @@ def test_superseding_plans_maxloss_counts_from_its_own_baseline() -> None:
     assert fills(e.ledger)[-1] == (5, "sell", 10, 95.0) and e.pos == 0
 
 
-def test_maxorders_counts_flat_orders() -> None:
-    rows = quotes((100.0, 100.0), (100.0, 100.0), (99.0, 99.0), (99.0, 99.0))
-    e = run("PLAN p RISK maxorders 1\nWHEN last >= 100: BUY 10 MKT\nWHEN last < 100: FLAT", rows)
-    assert [o.role for o in placed(e.ledger)] == ["entry"]
-    assert disarms(e.ledger) == [(2, "maxorders 1 reached")]
-    assert e.pos == 10
+def test_maxorders_counts_flat_orders_but_never_refuses_one() -> None:
+    rows = quotes((100.0, 100.0), (100.0, 100.0), (99.0, 99.0), (99.0, 99.0), (100.0, 100.0),
+                  (100.0, 100.0))
+    e = run("PLAN p RISK maxorders 1\nWHEN last >= 100: BUY 10 MKT x2\nWHEN last < 100: FLAT", rows)
+    # the FLAT only reduces: it goes out past the cap; the second entry is refused (2 >= 1)
+    assert [o.role for o in placed(e.ledger)] == ["entry", "flat"]
+    assert rejects(e) == [(4, 0, "maxorders 1 reached")]
+    assert disarms(e.ledger) == [] and e.pos == 0
 
 
 def test_a_plan_armed_after_its_until_is_disarmed_at_once() -> None:

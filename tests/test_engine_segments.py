@@ -12,7 +12,7 @@ from kestrel.engine import Engine
 from kestrel.engine.history import TickHistory
 from kestrel.frame.ticks import Ticks
 
-from test_engine_differential import armed, random_config, random_plan_text, realistic_day
+from engine_cases import armed, random_config, random_plan_text, realistic_day
 
 # armed all day: the rules keep re-arming, so every segment evaluates them on the fast path
 ALL_DAY = [

@@ -40,7 +40,7 @@ def test_view_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None
     assert main(["view", "VIEW v: quote", "--at", "25:00"]) == 2
     assert "--at must be a time hh:mm, got '25:00'" in capsys.readouterr().err
     assert main(["view", "VIEW v: quote", "--guard", "soon"]) == 2
-    assert "--guard must be a duration" in capsys.readouterr().err
+    assert "--guard must be seconds like 300 or a duration like 30s, 5m or 1h, got 'soon'" in capsys.readouterr().err
     bad = tmp_path / "b.csv"
     bad.write_text("")
     assert main(["view", "VIEW v: quote", "--data", str(bad), "--preset", "oanda"]) == 2
@@ -75,5 +75,6 @@ def test_view_tick_size_usage_errors(capsys: pytest.CaptureFixture[str]) -> None
     assert "expected a positive number like 0.01, got '-1'" in capsys.readouterr().err
     assert main(["view", "VIEW v: quote", "--tick-size", "0.01"]) == 2
     assert capsys.readouterr().err == (
-        "kestrel view: --tick-size, --preset and --crossed apply to --data PATH, not to the sample\n")
+        "kestrel view: --tick-size applies to --data PATH only (the sample is generated clean, with a fixed "
+        "instrument)\n")
     assert main(["view", "VIEW v: quote", "--crossed", "drop"]) == 2

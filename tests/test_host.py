@@ -73,7 +73,8 @@ async def test_external_session_equals_the_fixed_agent_and_replays(anyio_backend
     header, turns = decode_capture(result.capture_jsonl())
     assert header.agent == "external" and header.schedule == ("OPEN", *CHECKS)
     assert [type(t.turn) for t in turns] == [Supersede, PassTurn, PassTurn]
-    replay = run_session(load_sample(), RecordedAgent(turns, agent_id=header.agent), SessionOptions(checkpoints=CHECKS))
+    replay = run_session(load_sample(), RecordedAgent(turns, agent_id=header.agent),
+                         SessionOptions(checkpoints=CHECKS, source=header.source))
     assert replay.ledger_jsonl() == result.ledger_jsonl()
     assert replay.capture_jsonl() == result.capture_jsonl()
     kinds = [e.kind for e in result.evidence]

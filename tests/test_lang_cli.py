@@ -129,9 +129,15 @@ def test_unreadable_files_are_all_reported_and_nothing_is_done(
     err = capsys.readouterr().err.splitlines()
     assert [line.split(":")[0] for line in err] == [missing1, missing2]
     assert Path(ugly).read_text() == UGLY  # a usage error rewrites nothing
-    assert main(["check", "--json", write(tmp_path, "bad.kes", INVALID), missing1]) == 2
+    bad = write(tmp_path, "bad.kes", INVALID)
+    assert main(["check", "--json", bad, missing1]) == 2
     out = capsys.readouterr()
-    assert out.out == "" and out.err.startswith(f"{missing1}: cannot read")
+    assert out.err.startswith(f"{missing1}: cannot read")
+    # --json still prints JSON: the unreadable file with its error, the others not checked
+    assert json.loads(out.out) == [
+        {"file": bad, "ok": None, "diagnostics": [], "error": "not checked: another file is unreadable"},
+        {"file": missing1, "ok": False, "diagnostics": [], "error": f"{missing1}: cannot read: No such file or directory"},
+    ]
 
 
 def test_crlf_and_bom_files_check_clean_and_fmt_normalises_them(

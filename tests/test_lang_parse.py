@@ -110,22 +110,94 @@ def test_design_example_parses_to_the_expected_ast() -> None:
     assert parse(DESIGN_EXAMPLE) == expected
 
 
+def _when(cond: object, *actions: object, repeat: int = 1) -> Rule:
+    return Rule(cond, actions, repeat)  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize(
-    "text",
+    ("text", "expected"),
     [
-        "PLAN p FOR 90m RISK maxpos 200 maxloss 400 maxorders 5\nWHEN last > vwap: BUY 10 MKT x3",
-        "PLAN p\nWHEN sma(mid,20) > ema(last,50) AND atr(14) < 2 AND chg(5m) > 0.5% AND "
-        "range(30m) < 3: FLAT",
-        "PLAN p\nWHEN last > 1: BUY 100 MKT STOP -0.50 TARGET @182.40 TRAIL 0.3%",
-        "PLAN p\nWHEN pos > 0 AND upnl < -100 AND time > 15:00: FLAT",
-        "PLAN p\nWHEN last > 1: CANCEL",
-        "STANDDOWN",
-        "PASS",
-        "VIEW v: quote",
+        (
+            "PLAN p FOR 90m RISK maxpos 200 maxloss 400 maxorders 5\nWHEN last > vwap: BUY 10 MKT x3",
+            Plan(
+                "p",
+                (_when(Compare(">", Series("last"), Series("vwap")), Order("buy", 10, "mkt"), repeat=3),),
+                expiry=For(Duration(90, "m")),
+                risk=Risk(maxpos=200, maxloss=400.0, maxorders=5),
+            ),
+        ),
+        (
+            "PLAN p\nWHEN sma(mid,20) > ema(last,50) AND atr(14) < 2 AND chg(5m) > 0.5% AND "
+            "range(30m) < 3: FLAT",
+            Plan(
+                "p",
+                (
+                    _when(
+                        And(
+                            (
+                                Compare(
+                                    ">",
+                                    Call("sma", (Series("mid"), Number(20))),
+                                    Call("ema", (Series("last"), Number(50))),
+                                ),
+                                Compare("<", Call("atr", (Number(14),)), Number(2)),
+                                Compare(">", Call("chg", (Duration(5, "m"),)), Percent(0.5)),
+                                Compare("<", Call("range", (Duration(30, "m"),)), Number(3)),
+                            )
+                        ),
+                        Flat(),
+                    ),
+                ),
+            ),
+        ),
+        (
+            "PLAN p\nWHEN last > 1: BUY 100 MKT STOP -0.50 TARGET @182.40 TRAIL 0.3%",
+            Plan(
+                "p",
+                (
+                    _when(
+                        Compare(">", Series("last"), Number(1)),
+                        Order(
+                            "buy",
+                            100,
+                            "mkt",
+                            stop=Offset("abs", -0.5),
+                            target=Offset("at", 182.4),
+                            trail=Offset("pct", 0.3),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+        (
+            "PLAN p\nWHEN pos > 0 AND upnl < -100 AND time > 15:00: FLAT",
+            Plan(
+                "p",
+                (
+                    _when(
+                        And(
+                            (
+                                Compare(">", Series("pos"), Number(0)),
+                                Compare("<", Series("upnl"), Number(-100)),
+                                Compare(">", Series("time"), TimeOfDay(15, 0)),
+                            )
+                        ),
+                        Flat(),
+                    ),
+                ),
+            ),
+        ),
+        (
+            "PLAN p\nWHEN last > 1: CANCEL",
+            Plan("p", (_when(Compare(">", Series("last"), Number(1)), Cancel()),)),
+        ),
+        ("STANDDOWN", StandDown()),
+        ("PASS", Pass()),
+        ("VIEW v: quote", View("v", (PaneRef("quote"),))),
     ],
 )
-def test_design_fragments_parse(text: str) -> None:
-    parse(text)
+def test_design_fragments_parse(text: str, expected: object) -> None:
+    assert parse(text) == expected
 
 
 def test_single_statement_is_returned_bare_and_several_as_module() -> None:

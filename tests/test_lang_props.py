@@ -5,16 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kestrel.lang import LangError, Module, Statement, check, format, parse
-from lang_strategies import documents, modules, plans, statements
+from kestrel.lang import LangError, Module, Pass, StandDown, Statement, check, format, parse
+from lang_strategies import CORPUS, documents, modules, mutated, plans, statements
 
-ROOT = Path(__file__).resolve().parent.parent
-CORPUS = sorted((ROOT / "examples").glob("*.kes"))
-
-FAST = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+FAST = settings(max_examples=150, deadline=None)
 
 
 @FAST
@@ -59,48 +56,30 @@ def test_random_text_raises_only_lang_error(text: str) -> None:
     _parse_closed(text)
 
 
-VOCAB = [
-    "PLAN", "WHEN", "BUY", "SELL", "MKT", "LMT", "STP", "STOP", "TARGET", "TRAIL", "TTL", "FLAT",
-    "CANCEL", "AND", "OR", "NOT", "CROSSES", "ABOVE", "VIEW", "PASS", "STANDDOWN", "RISK", "ON",
-    "UNTIL", "FOR", "maxpos", "x3", "last", "high(", "sma(", ")", "(", ":", ";", ",", "-", "+",
-    "*", "/", "@", ">", "==", "30m", "0m", "15:45", "99:99", "0.6%", "1e9", "1.5h", "\"", "#",
-    "\n", " ", "\u00e9", "\x00", "9" * 40, "\u2028", "=", "&&",
-]
-
-
-@st.composite
-def mutated(draw: st.DrawFn) -> str:
-    base = draw(st.one_of(st.sampled_from(CORPUS).map(lambda p: p.read_text()), documents.map(format)))
-    for _ in range(draw(st.integers(1, 4))):
-        if not base:
-            break
-        i = draw(st.integers(0, len(base) - 1))
-        op = draw(st.sampled_from(["delete", "insert", "replace", "duplicate"]))
-        if op == "delete":
-            j = draw(st.integers(i, min(len(base), i + 12)))
-            base = base[:i] + base[j:]
-        elif op == "insert":
-            base = base[:i] + draw(st.sampled_from(VOCAB)) + base[i:]
-        elif op == "replace":
-            base = base[:i] + draw(st.sampled_from(VOCAB)) + base[i + 1 :]
-        else:
-            j = draw(st.integers(i, min(len(base), i + 30)))
-            base = base[:j] + base[i:j] + base[j:]
-    return base
-
-
-@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=300, deadline=None)
 @given(mutated())
 def test_mutated_valid_documents_raise_only_lang_error(text: str) -> None:
     _parse_closed(text)
 
 
 @pytest.mark.parametrize(
-    "value",
-    [b"PASS", None, 42, "PASS\udcff", "\ufeffPASS", "PLAN \x00", "\r\n" * 3, "PASS\r\nPASS\r\n"],
+    ("value", "code"),
+    [
+        (b"PASS", "not-text"),
+        (None, "not-text"),
+        (42, "not-text"),
+        ("PASS\udcff", "syntax"),  # a lone surrogate is no token
+        ("PLAN \x00", "syntax"),
+        ("\r\n" * 3, "empty"),
+    ],
 )
-def test_odd_inputs_raise_only_lang_error(value: object) -> None:
-    try:
+def test_odd_inputs_raise_a_lang_error_that_says_what_was_wrong(value: object, code: str) -> None:
+    with pytest.raises(LangError) as exc:
         parse(value)  # type: ignore[arg-type]
-    except LangError:
-        pass
+    assert [d.code for d in exc.value.diagnostics] == [code]
+
+
+def test_a_byte_order_mark_and_crlf_line_ends_are_read_as_plain_text() -> None:
+    assert parse("\ufeffPASS") == Pass()
+    assert parse("PASS\r\nPASS\r\n") == Module((Pass(), Pass()))
+    assert parse("PASS\rSTANDDOWN") == Module((Pass(), StandDown()))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kestrel.models.adapter import ModelAgent, ModelConfig
@@ -60,7 +60,7 @@ junk = st.one_of(st.none(), st.sampled_from(["", "12", "x"]), st.integers(-5, 10
                                                      "thinking_tokens": st.integers(-5, 99)}))
 
 
-@settings(suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100)
 @given(st.dictionaries(st.sampled_from(list(OPENAI_FULL) + list(ANTHROPIC_CACHED)), junk))
 def test_odd_usage_never_crashes_and_stays_non_negative(raw: dict[str, Any]) -> None:
     o, a = openai_usage(raw), anthropic_usage(raw)

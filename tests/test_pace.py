@@ -161,8 +161,8 @@ async def test_realtime_pace_releases_every_tick_at_its_market_time_on_virtual_t
         feed = system.spawn(lambda: FeedActor([day], sink, pace=Pace(1.0)), name="feed")
         await feed.ask(LoadDay(0), timeout=None)
         answered = []
-        for i in range(len(day.ordinals) + 1):
-            await feed.ask(AdvanceTo(i), timeout=None)
+        for k in range(day.stretches):
+            await feed.ask(AdvanceTo(k), timeout=None)
             answered.append(clock.now())
         await anyio.wait_all_tasks_blocked()
     assert sum(1 for _ in seen) > 100  # released bit by bit, not in one go
@@ -170,7 +170,8 @@ async def test_realtime_pace_releases_every_tick_at_its_market_time_on_virtual_t
         assert (first - open_ns) / 1e9 <= at + 1e-6
         assert (last - open_ns) / 1e9 <= at + 1e-6
         assert at - (last - open_ns) / 1e9 <= 0.006 + 1e-6
-    for o, at in zip(day.ordinals[1:], answered[1:], strict=False):  # each cutoff at its real time
-        assert at == pytest.approx((day.cutoff(o) - open_ns) / 1e9, abs=1e-6)
+    for i, o in enumerate(day.ordinals[1:], start=1):  # each cutoff and ordinal time at its real time
+        assert answered[2 * i] == pytest.approx((day.cutoff(o) - open_ns) / 1e9, abs=1e-6)
+        assert answered[2 * i + 1] == pytest.approx((o.time_ns - open_ns) / 1e9, abs=1e-6)
     assert answered[-1] == pytest.approx((int(day.ticks.ts[-1]) - open_ns) / 1e9, abs=0.006)
     assert answered[-1] > 6 * 3600  # a whole 6.5 h session, in no real time

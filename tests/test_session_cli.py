@@ -173,8 +173,8 @@ def test_json_summary_says_which_engine_path_ran(capsys: pytest.CaptureFixture[s
         (("--max-iterations", "0"), "--max-iterations must be >= 1"),
         (("--data", "/no/such.csv"), "no such file"),
         (("--seed", "3", "--data", "/x.csv"), "--seed applies to --data sample only"),
-        (("--preset", "oanda"), "--preset and --crossed apply to --data PATH only"),
-        (("--crossed", "drop"), "--preset and --crossed apply to --data PATH only"),
+        (("--preset", "oanda"), "--preset applies to --data PATH only"),
+        (("--crossed", "drop"), "--crossed applies to --data PATH only"),
         (("--symbol", "AAPL"), "does not match the sample's symbol"),
         (("--days", "9"), "holds only 6 sessions"),
     ],
@@ -194,7 +194,7 @@ def test_replay_of_a_bad_capture_is_a_usage_error(capsys: pytest.CaptureFixture[
 def test_seeded_sample_and_mode(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = _run(capsys, "simulate", "--json", "--seed", "7", "--mode", "scout")
     assert code == 0, err
-    assert json.loads(out)["data"] == "sample|seed=7"
+    assert json.loads(out)["data"] == "sample (seed 7)"
 
 
 def test_report_pairs_each_fill_with_its_own_position_on_a_shared_tick(
@@ -214,8 +214,10 @@ def test_report_pairs_each_fill_with_its_own_position_on_a_shared_tick(
     ])
     header = CaptureHeader("sample", "SAMPLE", ("2024-04-15",), ("OPEN",), 300, "baseline")
     day = DayResult("2024-04-15", ledger, [], [], [], "America/New_York", 2)
-    report(SessionResult(header, [day]))
-    rows = [line for line in capsys.readouterr().out.splitlines() if "09:30:00" in line]
+    from kestrel.data import load_sample
+
+    report(SessionResult(header, [day]), load_sample())
+    rows = [line for line in capsys.readouterr().out.splitlines() if "09:30:00" in line and "│ buy" in line]
     assert [[c.strip() for c in r.split("│")[3:8]] for r in rows] == [
         ["buy", "100", "10.00", "0", "-50.00"],
         ["buy", "100", "10.01", "100", "-50.00"],

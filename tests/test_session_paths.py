@@ -3,6 +3,8 @@ per-tick reference path give byte-identical ledgers and captures, directly and o
 
 from __future__ import annotations
 
+from kestrel.engine import EngineConfig
+
 from pathlib import Path
 
 import pytest
@@ -122,8 +124,11 @@ def test_paths_agree_on_real_eurusd_quotes(shared_data: Path) -> None:
     from kestrel.data import load
 
     data = load(shared_data / "fx_quote_ticks" / "lean_oanda_eurusd_quote_ticks_20140501_20140515.parquet").data
+    # the operator's caps bind: allow FX sizes (the baseline agent sizes in units)
+    operator = EngineConfig(maxpos=1_000_000)
     results = {
-        path: run_session(data, BaselineAgent(), SessionOptions(checkpoints=("03:00", "09:00"), engine_path=path), days=4)
+        path: run_session(data, BaselineAgent(), SessionOptions(checkpoints=("03:00", "09:00"), engine=operator,
+                                                               engine_path=path), days=4)
         for path in ("auto", "reference")
     }
     auto, ref = results["auto"], results["reference"]

@@ -281,9 +281,17 @@ def test_classify() -> None:
     assert classify(lossy, reference=100.0, bounds=BOUNDS).reasons == (
         "order 1 (BUY 60) worst-case loss 60.00 exceeds maxloss 50",
     )
-    # the plan's own RISK clause overrides the defaults
-    allowed = _plan("p", ast.Order("buy", 60, "mkt", stop=ast.Offset("at", 99.0)), risk=ast.Risk(maxloss=80.0))
-    assert classify(allowed, reference=100.0, bounds=BOUNDS).level == RiskLevel.HIGH
+    # the plan's own RISK clause can only tighten the operator's bounds (as the engine does)
+    looser = _plan("p", ast.Order("buy", 60, "mkt", stop=ast.Offset("at", 99.0)), risk=ast.Risk(maxloss=80.0))
+    assert classify(looser, reference=100.0, bounds=BOUNDS).reasons == (
+        "order 1 (BUY 60) worst-case loss 60.00 exceeds maxloss 50",
+    )
+    small = _plan("p", ast.Order("buy", 45, "mkt", stop=ast.Offset("at", 99.0)))
+    assert classify(small, reference=100.0, bounds=BOUNDS).level == RiskLevel.HIGH
+    tighter = _plan("p", ast.Order("buy", 45, "mkt", stop=ast.Offset("at", 99.0)), risk=ast.Risk(maxloss=40.0))
+    assert classify(tighter, reference=100.0, bounds=BOUNDS).reasons == (
+        "order 1 (BUY 45) worst-case loss 45.00 exceeds maxloss 40",
+    )
 
 
 def test_dry_run_findings() -> None:

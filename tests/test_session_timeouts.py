@@ -71,7 +71,9 @@ def check_only_open_stands_down(result: SessionResult, agent: SlowFirstAgent) ->
     assert late[0].text is not None and late[0].text.startswith("PLAN late")
     assert late[0].reason == f"discarded: answered after the {TIMEOUT:g}s timeout"
     # the late plan was never armed: nothing in the capture or the ledger names it
-    assert b"late" not in result.capture_jsonl()
+    # (matched as the plan's name: the capture header's engine config spells "latency")
+    assert b'"name":"late"' not in result.capture_jsonl()
+    assert b'"plan":"late"' not in result.ledger_jsonl()
 
 
 @pytest.mark.anyio

@@ -25,7 +25,6 @@ from __future__ import annotations
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
@@ -39,6 +38,7 @@ from actors.host import EvidenceEvent, HostClient, HostError, LedgerEvents, RunE
 from kestrel.daemon.protocol import TERMINAL_STATES, RunInfo, Submitted
 from kestrel.engine.ledger import Ledger
 from kestrel.logs import get_logger
+from kestrel.outputs import atomic_write
 from kestrel.session.capture import CapturedTurn
 from kestrel.session.loop import Evidence
 from kestrel.session.pace import pace_name
@@ -55,12 +55,14 @@ class Refusal(ValueError):
 
 @dataclass
 class Job:
-    """A resolved submission: what runs, who authors, how fast, where the files go at the end."""
+    """A resolved submission: what runs, who authors, how fast, where the files go at the end,
+    how long one agent call may take (the submit's `--agent-timeout`)."""
 
     run: ResolvedRun
     agent: Agent
     pace: float | None
     outputs: dict[str, str] = field(default_factory=dict)
+    agent_timeout: float | None = None
 
 
 class Planner(Protocol):
@@ -194,7 +196,8 @@ class Runs:
         try:
             pace = None if job.pace is None else Pace(job.pace, resume_ns)
             started = await self.host.start(job.run, job.agent, agent_id=job.agent.agent_id,
-                                            committed=committed, pace=pace, session_id=run)
+                                            committed=committed, pace=pace, session_id=run,
+                                            agent_timeout=job.agent_timeout)
             outcome = started.outcome
             while not isinstance(outcome, RunEnded):
                 outcome = await self.host.next_outcome(run, outcome.seq)
@@ -226,7 +229,7 @@ class Runs:
     def _write_outputs(self, run: str, job: Job, files: dict[str, bytes]) -> None:
         for kind, path in job.outputs.items():
             try:
-                Path(path).write_bytes(files[kind])
+                atomic_write(path, files[kind])
             except OSError as exc:
                 self.log.error("run.output_failed", run=run, path=path, error=exc.strerror or str(exc))
 

@@ -129,15 +129,17 @@ class HostClient:
         committed: list[CapturedTurn] | None = None,
         pace: Pace | None = None,
         session_id: str | None = None,
+        agent_timeout: float | None = None,
     ) -> Started:
         """Start a session; with no `agent` the caller is the agent (answer with `submit`).
         Returns at the first request or, when nothing is asked, at the end of the run.
         `committed` turns are re-applied without asking the agent (resume); `pace` has the
         feed release ticks by the wall clock (`actors.feed.Pace`, same ledger); `session_id`
-        names the session (refused when in use)."""
+        names the session (refused when in use); `agent_timeout` bounds each agent call
+        (default: the host's)."""
         run = spec if isinstance(spec, ResolvedRun) else await self.resolve(spec)
         opened: Opened = await self._ask(
-            StartSession(run, agent, agent_id, model, list(committed or []), pace, session_id)
+            StartSession(run, agent, agent_id, model, list(committed or []), pace, session_id, agent_timeout)
         )
         return Started(opened.session_id, await self.next_outcome(opened.session_id, 0))
 

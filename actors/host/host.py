@@ -61,7 +61,9 @@ class StartSession(msgspec.Struct, frozen=True, tag="host_start"):
     """Start `run` with `agent` (in process) or, when None, an external agent whose replies
     arrive by `Submit`. `committed` turns are re-applied without asking the agent (resume);
     `pace` releases the ticks by the wall clock (`actors.feed.Pace`); `session_id`, when
-    given, names the session (a store keying its records by it sees every event under it)."""
+    given, names the session (a store keying its records by it sees every event under it);
+    `agent_timeout`, when given, bounds each agent call of this session instead of the host's
+    default."""
 
     run: ResolvedRun
     agent: Any = None
@@ -70,6 +72,7 @@ class StartSession(msgspec.Struct, frozen=True, tag="host_start"):
     committed: list[CapturedTurn] = []
     pace: Pace | None = None
     session_id: str | None = None
+    agent_timeout: float | None = None
 
 
 class Submit(msgspec.Struct, frozen=True, tag="host_submit"):
@@ -321,7 +324,7 @@ class SessionHost(Actor[HostMessage]):
         identity: Agent = m.agent if m.agent is not None else ExternalAgent(m.agent_id, m.model)
         s = HostedSession(sid, m.run, identity.agent_id, port)
         st.sessions[sid] = s
-        timeout = st.agent_timeout
+        timeout = st.agent_timeout if m.agent_timeout is None else m.agent_timeout
         host = self.ctx.self_ref
         s.ref = self.ctx.spawn(
             lambda: SessionActor(host, s, m.agent, identity, list(m.committed), st.observer, timeout,
@@ -376,7 +379,7 @@ class SessionHost(Actor[HostMessage]):
         s.pending = None
         if s.port is not None and s.port.ended is not None and s.state == "done":
             s.reason = s.port.ended
-        doc = summary(m.result) if m.result is not None else None
+        doc = summary(m.result, s.run.data) if m.result is not None else None
         await self._record(s.session_id, RunEnded(s.state, s.reason, doc))
         finished = [k for k, v in self.state.sessions.items() if v.state not in ("waiting", "running")]
         for k in finished[: max(0, len(finished) - self.state.keep_finished)]:

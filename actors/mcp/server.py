@@ -124,10 +124,10 @@ def _spec(data: str, date: str | None, days: int, checkpoints: str | list[str] |
         raise ToolError(str(exc)) from None
 
 
-def _summary(result: Any) -> Summary:
+def _summary(result: Any, data: Any) -> Summary:
     from kestrel.cli.textreport import summary
 
-    doc: Summary = summary(result)  # type: ignore[assignment]
+    doc: Summary = summary(result, data)  # type: ignore[assignment]
     return doc
 
 
@@ -255,7 +255,7 @@ def build_server(host: HostClient, *, agent_id: str = "mcp") -> MCPServer[Any]:
             Engine(run.options.engine, first, run.data.symbol, run.data.tick_size).arm(agent.plan)
         except ValueError as exc:
             raise ToolError(f"the engine refuses plan {agent.plan.name!r}: {exc}") from None
-        return _summary(await host.run(run, agent))
+        return _summary(await host.run(run, agent), run.data)
 
     @server.tool()
     @_tool
@@ -320,9 +320,10 @@ def build_server(host: HostClient, *, agent_id: str = "mcp") -> MCPServer[Any]:
         `kestrel simulate --ledger/--capture` writes; the capture replays with
         `kestrel replay`)."""
         result = await host.result(session_id)
+        data = await host.data.load((await host.status(session_id)).data)
         return {
             "session_id": session_id,
-            "summary": _summary(result),
+            "summary": _summary(result, data),
             "ledger": result.ledger_jsonl().decode(),
             "capture": result.capture_jsonl().decode(),
         }

@@ -10,7 +10,8 @@ instrument's units (the request's `Instrument`: tick size, contract multiplier, 
 so the same configuration is sensible on equities, FX, crypto and futures alike: the plan's
 loss bound is `maxloss`, one trade risks `risk_fraction` of it at the stop (qty = floor(
 risk_fraction * maxloss / (stop distance * multiplier)), rounded down to whole lots, capped by
-`maxpos`), and when a single lot already risks more than that it stands down. It stands down when the spread or the volatility is out of range
+`maxpos`; both bounds are capped by the operator's `AuthorRequest.limits`, which the engine
+enforces), and when a single lot already risks more than that it stands down. It stands down when the spread or the volatility is out of range
 or the briefing lacks what it needs; at later ordinals it keeps the incumbent plan (PASS)
 unless the market has become untradeable. Single-shot: it never requests views.
 
@@ -26,6 +27,7 @@ import msgspec
 from kestrel.agents.base import SingleShotAgent
 from kestrel.frame.market import Instrument
 from kestrel.session.protocol import AgentReply, AuthorRequest
+from kestrel.session.risk import RiskBounds
 
 _NO_TICKS = re.compile(r"^QUOTE \S+ no ticks yet", re.MULTILINE)
 _CUTOFF = re.compile(r"^CLOCK \S+ #\d+ (\S+) cutoff (\S+)", re.MULTILINE)
@@ -82,12 +84,17 @@ class BaselineAgent(SingleShotAgent):
 
     def author(self, request: AuthorRequest) -> AgentReply:
         instrument = request.instrument if request.instrument is not None else self.instrument
-        return AgentReply(text=self.write(request.briefing, instrument))
+        return AgentReply(text=self.write(request.briefing, instrument, request.limits))
 
-    def write(self, briefing: str, instrument: Instrument | None = None) -> str:
+    def write(self, briefing: str, instrument: Instrument | None = None,
+              limits: RiskBounds | None = None) -> str:
         """The reply for `briefing` (PLAN, STANDDOWN or PASS); sized in `instrument`'s units
-        (one unit, multiplier 1 and the quote's precision as the tick when None)."""
+        (one unit, multiplier 1 and the quote's precision as the tick when None) and within
+        the operator's `limits` (the engine enforces min(operator, plan))."""
         c = self.config
+        if limits is not None:
+            c = msgspec.structs.replace(c, maxpos=min(c.maxpos, limits.maxpos),
+                                        maxloss=min(c.maxloss, limits.maxloss))
         quote = _QUOTE.search(briefing)
         stats = _ATR.search(briefing)
         clock = _CLOCK.search(briefing)

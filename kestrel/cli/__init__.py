@@ -18,13 +18,14 @@ import sys
 from collections.abc import Sequence
 
 from kestrel import __version__
+from kestrel._interrupt import INTERRUPTED, install
 
 INTERNAL_ERROR = 70  # EX_SOFTWARE: an unexpected failure inside Kestrel
 
 # One entry per command module, in help order.
 COMMAND_MODULES: tuple[str, ...] = (
-    "kestrel.cli.lang", "kestrel.cli.frame", "kestrel.cli.simulate", "kestrel.cli.mcp",
-    "kestrel.cli.daemon",
+    "kestrel.cli.lang", "kestrel.cli.frame", "kestrel.cli.simulate", "kestrel.cli.report",
+    "kestrel.cli.sweep", "kestrel.cli.mcp", "kestrel.cli.daemon",
 )
 
 
@@ -53,6 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if argv is None:  # the program itself (sys.argv): Ctrl-C exits 130 at once, see kestrel._interrupt
+        install()
     parser = build_parser()
     args = parser.parse_args(argv)
     func = getattr(args, "func", None)
@@ -63,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = func(args)
     except KeyboardInterrupt:
         print("kestrel: interrupted", file=sys.stderr)
-        return 130
+        return INTERRUPTED
     except BrokenPipeError:
         # The reader went away (e.g. `kestrel panes | head`): nothing left to say.
         return 0

@@ -21,10 +21,13 @@ def agent_of(
     api_key_env: str | None = None,
     timeout_s: float | None = None,
     panes: tuple[str, ...] | None = None,
+    content: bytes | None = None,
 ) -> Any:
     """The agent named by `--agent`; a plan file, capture or replies file is read and
     validated here, and a model agent's SDK, model name and API key are checked, so a bad one
-    fails the command up front (exit 2) with the error and its place."""
+    fails the command up front (exit 2) with the error and its place. `content`, when given,
+    is that file's bytes as read earlier (the daemon keeps them with the run, so a resumed run
+    plays the file as it was at submit, not as it is now); the agent is the one the file gives."""
     from kestrel.agents.baseline import BaselineAgent
     from kestrel.agents.fixed import FixedAgent
     from kestrel.agents.recorded import RecordedAgent
@@ -37,6 +40,8 @@ def agent_of(
                            api_key_env=api_key_env, timeout_s=timeout_s, panes=panes)
     if kind == "baseline" and not arg:
         return BaselineAgent()
+    if kind in ("fixed", "recorded", "replies") and arg and content is not None:
+        return _agent_from_bytes(kind, arg, content)
     if kind in ("fixed", "recorded", "replies") and arg:
         try:
             if kind == "fixed":
@@ -45,6 +50,48 @@ def agent_of(
         except ValueError as exc:  # PlanFileError, CaptureError, RepliesError
             raise UsageError(str(exc)) from None
     raise UsageError(f"unknown --agent {spec!r}: use {AGENT_HELP}")
+
+
+def read_agent_input(spec: str | None) -> bytes | None:
+    """The bytes of the file `spec` names (`fixed:`, `recorded:`, `replies:`), None for other
+    agents; `UsageError` when it cannot be read."""
+    from pathlib import Path
+
+    from kestrel.cli.dataflags import agent_input
+
+    path = agent_input(spec)
+    if path is None:
+        return None
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read the --agent file {path!r}: {exc.strerror}") from None
+
+
+def _agent_from_bytes(kind: str, path: str, content: bytes) -> Any:
+    """What `FixedAgent/RecordedAgent/RepliesAgent.from_file(path)` gives for a file holding
+    `content` (same agent id, same error texts)."""
+    from pathlib import Path
+
+    from kestrel.agents.fixed import FixedAgent
+    from kestrel.agents.recorded import RecordedAgent
+    from kestrel.agents.replies import RepliesAgent, split_replies
+    from kestrel.session.capture import decode_capture
+
+    p = Path(path)
+    try:
+        if kind == "recorded":
+            header, turns = decode_capture(content, source=p.name)
+            return RecordedAgent(turns, agent_id=header.agent, header=header)
+        try:
+            text = content.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise UsageError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+        if kind == "fixed":
+            return FixedAgent(text, name=p.stem, source=path)
+        return RepliesAgent(split_replies(text), name=p.stem, source=path)
+    except ValueError as exc:  # PlanFileError, CaptureError, RepliesError
+        raise UsageError(str(exc)) from None
 
 
 def model_agent(
@@ -130,4 +177,4 @@ def check_agent_fits(agent: Any, data: Any, options: Any, date: dt.date | None, 
             )
 
 
-__all__ = ["AGENT_HELP", "API_KEY_ENV", "agent_of", "check_agent_fits", "model_agent"]
+__all__ = ["AGENT_HELP", "API_KEY_ENV", "agent_of", "check_agent_fits", "model_agent", "read_agent_input"]

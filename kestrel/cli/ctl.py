@@ -258,15 +258,15 @@ def _cancel(c: Client, args: argparse.Namespace) -> int:
 
 
 def _export(c: Client, args: argparse.Namespace) -> int:
-    from kestrel.cli.simulate import _check_writable
+    from kestrel.cli.dataflags import check_paths
+    from kestrel.outputs import atomic_write
 
-    for flag, path in (("--ledger", args.ledger), ("--capture", args.capture), ("--evidence", args.evidence)):
-        _check_writable(flag, path)
+    check_paths([("--ledger", args.ledger), ("--capture", args.capture), ("--evidence", args.evidence)], [])
     r = c.call("export", RunParams(args.run))
     for path, key in ((args.ledger, "ledger"), (args.capture, "capture"), (args.evidence, "evidence")):
         if path:
             try:
-                Path(path).write_bytes(r[key].encode())
+                atomic_write(path, r[key].encode())
             except OSError as exc:
                 raise UsageError(f"cannot write {path}: {exc.strerror}") from None
     print(f"exported run {args.run}")

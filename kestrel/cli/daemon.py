@@ -8,11 +8,16 @@ runs exactly the session `kestrel simulate FLAGS` runs. The client is `kestrel.c
 from __future__ import annotations
 
 import argparse
+import base64
 import sys
 from pathlib import Path
 from typing import Any
 
+from kestrel.cli.agentspec import read_agent_input
 from kestrel.cli.errors import UsageError
+
+AGENT_FILE = "agent_file"
+"""The stored flags' key for the `--agent` file's bytes (base64), read at submit."""
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -93,12 +98,14 @@ def absolutize(ns: argparse.Namespace, cwd: str) -> None:
     def full(p: str) -> str:
         return str((base / Path(p).expanduser()).resolve())
 
-    if ns.data != "sample":
+    from kestrel.cli.dataflags import agent_input
+
+    if ns.data.strip() not in ("", "sample"):
         ns.data = full(ns.data)
-    kind, sep, arg = (ns.agent or "").partition(":")
-    if sep and kind.strip().lower() in ("fixed", "recorded") and arg:
-        ns.agent = f"{kind}:{full(arg)}"
-    for flag in ("capture", "ledger", "evidence"):
+    path = agent_input(ns.agent)
+    if path is not None:
+        ns.agent = f"{ns.agent.partition(':')[0]}:{full(path)}"
+    for flag in ("capture", "ledger", "evidence", "modes"):
         if getattr(ns, flag, None):
             setattr(ns, flag, full(getattr(ns, flag)))
 
@@ -108,24 +115,38 @@ class SimulatePlanner:
 
     def __init__(self) -> None:
         import threading
-
-        from actors.host import DataCache
+        from collections import OrderedDict
 
         self.parser = submit_parser()
-        self._data = DataCache(size=4)  # by name and file mtime: a changed file is reloaded
+        # (data flags, file mtime and size) -> (MarketData, DataSource, label); a changed file is reloaded
+        self._data: OrderedDict[tuple[Any, ...], tuple[Any, Any, str]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def load(self, name: str) -> Any:
-        """`kestrel simulate`'s loader, cached (resolutions run on worker threads)."""
-        from kestrel.cli.simulate import load_data
+    def load(self, ns: argparse.Namespace) -> tuple[Any, Any, str]:
+        """`kestrel simulate`'s `load_from_args`, cached on the data flags and the file's
+        mtime and size (resolutions run on worker threads)."""
+        import os
 
+        from kestrel.cli.dataflags import DATA_FLAGS, load_from_args
+
+        name = ns.data.strip()
+        try:
+            st = os.stat(name) if name != "sample" else None
+        except OSError:
+            st = None
+        key = (tuple(getattr(ns, k, None) for k in DATA_FLAGS),
+               None if st is None else (st.st_mtime_ns, st.st_size))
         with self._lock:
-            data = self._data.get(name)
-        if data is None:
-            data = load_data(name)
+            hit = self._data.get(key)
+        if hit is not None:
+            return hit
+        loaded = load_from_args(ns, "daemon")
+        if st is not None or name == "sample":
             with self._lock:
-                self._data.put(name, data)
-        return data
+                self._data[key] = loaded
+                while len(self._data) > 4:
+                    self._data.popitem(last=False)
+        return loaded
 
     def parse(self, argv: list[str], cwd: str) -> tuple[dict[str, Any], list[str]]:
         try:
@@ -134,8 +155,18 @@ class SimulatePlanner:
             raise ValueError(f"kestrel ctl submit: {exc}") from None
         if not Path(cwd).is_absolute():
             raise ValueError(f"cwd must be an absolute path, got {cwd!r}")
+        for flag in ("report", "png"):
+            if getattr(ns, flag, None):
+                raise ValueError(f"kestrel ctl submit: --{flag} is not written by the daemon: export the "
+                                 f"run's capture and ledger, then `kestrel report --capture C --ledger L`")
         absolutize(ns, cwd)
-        flags = {k: v for k, v in vars(ns).items() if k != "func"}
+        flags: dict[str, Any] = {k: v for k, v in vars(ns).items() if k != "func"}
+        try:  # kept with the run: a resumed run plays the file as it was at submit
+            content = read_agent_input(ns.agent)
+        except UsageError as exc:
+            raise ValueError(f"kestrel ctl submit: {exc}") from None
+        if content is not None:
+            flags[AGENT_FILE] = base64.b64encode(content).decode("ascii")
         return flags, list(argv)
 
     def resolve(self, flags: dict[str, Any]) -> Any:
@@ -150,14 +181,16 @@ class SimulatePlanner:
             if hasattr(ns, k):
                 setattr(ns, k, v)
         ns.backend = "asyncio"  # the daemon's own backend runs it
+        stored = flags.get(AGENT_FILE)
+        content = base64.b64decode(stored) if isinstance(stored, str) else None
         try:
-            run = prepare(ns, self.load)
+            run = prepare(ns, self.load, agent_content=content)
             schedule = session_days(run.data, run.options, run.date, run.days)
         except (UsageError, SessionError, ScheduleError) as exc:
             raise ValueError(str(exc)) from None
         outputs = {k: getattr(ns, k) for k in ("capture", "ledger", "evidence") if getattr(ns, k, None)}
         resolved = ResolvedRun(RunSpec(), run.data, run.options, run.date, run.days, schedule)
-        return Job(resolved, run.agent, run.pace, outputs)
+        return Job(resolved, run.agent, run.pace, outputs, agent_timeout=ns.agent_timeout)
 
 
-__all__ = ["SimulatePlanner", "absolutize", "home_of", "register", "submit_parser"]
+__all__ = ["AGENT_FILE", "SimulatePlanner", "absolutize", "home_of", "register", "submit_parser"]

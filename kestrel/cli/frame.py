@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import math
 import re
 import sys
 
 import msgspec
 
-_DUR = re.compile(r"^(\d+)([smh])$")
+from kestrel.cli.dataflags import add_data_flags, load_from_args, parse_guard
+from kestrel.cli.errors import UsageError
+
 _TOD = re.compile(r"^(\d{1,2}):(\d{2})$")
 
 
@@ -23,26 +24,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description='Render a VIEW, e.g. kestrel view "VIEW scout: quote, bars(5m, 24) BUDGET 600".',
     )
     v.add_argument("view", help='a VIEW statement, e.g. "VIEW v: quote, bars(5m, 12)"')
-    v.add_argument("--data", default="sample", help="'sample' (default) or a CSV/Parquet file")
-    v.add_argument("--preset", default=None, help="loader preset for --data PATH (default: detected)")
-    v.add_argument("--tick-size", type=_positive_float, default=None, metavar="T",
-                   help="the instrument's tick size for --data PATH (default: inferred from the prices)")
-    v.add_argument("--crossed", choices=("error", "drop", "keep"), default="error",
-                   help="what to do with crossed quotes (ask < bid)")
+    add_data_flags(v)
     v.add_argument("--at", default=None, help="ordinal time hh:mm on the last session (default: open + 1h)")
-    v.add_argument("--guard", default="5m", help="freeze at the ordinal time minus this (default 5m)")
+    v.add_argument("--guard", default="5m",
+                   help="freeze at the ordinal time minus this: seconds (300) or a duration (30s, 5m, 1h); default 5m")
     v.add_argument("--no-kernel", action="store_true", help="print the view only, without kernel panes")
     v.set_defaults(func=_view)
-
-
-def _positive_float(text: str) -> float:
-    try:
-        x = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number like 0.01, got {text!r}") from None
-    if not (x > 0 and math.isfinite(x)):
-        raise argparse.ArgumentTypeError(f"expected a positive number like 0.01, got {text!r}")
-    return x
 
 
 def _panes(args: argparse.Namespace) -> int:
@@ -75,15 +62,14 @@ def _fail(msg: str, code: int) -> int:
 
 
 def _view(args: argparse.Namespace) -> int:
-    from kestrel.data import DataError, load, load_sample
     from kestrel.frame import Ordinal, ViewError, briefing, freeze, materialize, resolve_view
     from kestrel.frame.ticks import NS_PER_S
     from kestrel.lang import LangError, View, parse
 
-    g = _DUR.match(args.guard.strip())
-    if g is None:
-        return _fail(f"--guard must be a duration like 5m, 30s or 1h, got {args.guard!r}", 2)
-    guard_ns = int(g.group(1)) * {"s": 1, "m": 60, "h": 3600}[g.group(2)] * NS_PER_S
+    try:
+        guard_ns = parse_guard(args.guard) * NS_PER_S
+    except UsageError as e:
+        return _fail(str(e), 2)
     try:
         stmt = parse(args.view)
     except LangError as e:
@@ -91,16 +77,8 @@ def _view(args: argparse.Namespace) -> int:
     if not isinstance(stmt, View):
         return _fail(f"expected one VIEW statement, got {type(stmt).__name__}", 1)
     try:
-        if args.data == "sample":
-            if args.tick_size is not None or args.preset is not None or args.crossed != "error":
-                return _fail("--tick-size, --preset and --crossed apply to --data PATH, not to the sample", 2)
-            data = load_sample()
-        else:
-            loaded = load(args.data, args.preset, crossed=args.crossed, tick_size=args.tick_size)
-            data = loaded.data
-            for note in loaded.report.notes():
-                print(f"kestrel view: {note}", file=sys.stderr)
-    except (DataError, OSError) as e:
+        data, _, _ = load_from_args(args, "view")
+    except UsageError as e:
         return _fail(str(e), 2)
     if not data.sessions:
         return _fail("the data has no session with ticks", 2)
@@ -114,6 +92,10 @@ def _view(args: argparse.Namespace) -> int:
             return _fail(f"--at must be a time hh:mm, got {args.at!r}", 2)
         at_ns = session.wall_clock_ns(int(m.group(1)), int(m.group(2)))
         label = args.at.strip()
+        if not session.open_ns <= at_ns <= session.close_ns:
+            return _fail(
+                f"--at {label} is outside the last session ({session.open:%H:%M}-{session.close:%H:%M} "
+                f"{session.tz} on {session.date}); give a time within it", 2)
     ordinal = Ordinal(0 if at_ns <= session.open_ns else 1, label, at_ns)
     try:
         resolved = resolve_view(stmt, ordinal)

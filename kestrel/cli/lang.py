@@ -14,18 +14,36 @@ from typing import Any
 import msgspec
 
 from kestrel.lang import Diagnostic, LangError, format_source, parse
-from kestrel.lang.formatter import has_inner_comments
+from kestrel.lang.formatter import inner_comment_lines
+from kestrel.outputs import atomic_write
+
+
+def _comments_why(lines: list[int]) -> str:
+    where = f"line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines[:10]))}"
+    return (f"the comment{'s' if len(lines) > 1 else ''} on {where} follow{'' if len(lines) > 1 else 's'} "
+            "the leading comment block, and the canonical form is printed from the parsed plan, "
+            "which holds no comments, so they would be lost; move them into the comment block at "
+            "the top of the file (kept verbatim), then run kestrel fmt --write")
 
 
 class _Unreadable(Exception):
     pass
 
 
+MAX_READ_BYTES = 1 << 20  # far above any document the language accepts (see Limits)
+
+
 def _read(name: str) -> str:
     try:
-        data = sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
+        if name == "-":
+            data = sys.stdin.buffer.read(MAX_READ_BYTES + 1)
+        else:
+            with Path(name).open("rb") as f:  # (a device like /dev/zero never ends: read a bounded amount)
+                data = f.read(MAX_READ_BYTES + 1)
     except OSError as err:
         raise _Unreadable(f"{name}: cannot read: {err.strerror or err}") from None
+    if len(data) > MAX_READ_BYTES:
+        raise _Unreadable(f"{name}: larger than {MAX_READ_BYTES} bytes: not a Kestrel document")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -62,6 +80,17 @@ def _report(name: str, err: LangError) -> None:
 def _check(args: argparse.Namespace) -> int:
     texts = _read_all(args.files)
     if texts is None:
+        if args.json:  # the JSON still comes: one entry per file, the unreadable ones with their error
+            entries: list[dict[str, Any]] = []
+            for name in args.files:
+                try:
+                    if name != "-":  # standard input was read once already
+                        _read(name)
+                    entries.append({"file": _label(name), "ok": None, "diagnostics": [],
+                                    "error": "not checked: another file is unreadable"})
+                except _Unreadable as err:
+                    entries.append({"file": _label(name), "ok": False, "diagnostics": [], "error": str(err)})
+            sys.stdout.write(msgspec.json.encode(entries).decode() + "\n")
         return 2
     status = 0
     report: list[dict[str, Any]] = []
@@ -99,12 +128,10 @@ def _fmt(args: argparse.Namespace) -> int:
             status = 1
             _report(name, err)
             continue
-        if args.write and has_inner_comments(text.removeprefix("\ufeff")):
-            print(
-                f"{_label(name)}: not rewritten: comments after the leading comment block "
-                "would be lost; move them to the top of the file",
-                file=sys.stderr,
-            )
+        inner = inner_comment_lines(text.removeprefix("\ufeff"))
+        if canonical != text and inner and (args.write or args.check):
+            print(f"{_label(name)}: not in canonical form, and kestrel fmt --write cannot rewrite it: "
+                  f"{_comments_why(inner)}", file=sys.stderr)
             status = 1
             continue
         if args.check:
@@ -114,9 +141,15 @@ def _fmt(args: argparse.Namespace) -> int:
                 status = 1
         elif args.write:
             if canonical != text:
-                Path(name).write_text(canonical, encoding="utf-8")
+                try:
+                    atomic_write(name, canonical.encode("utf-8"))
+                except OSError as err:
+                    print(f"{_label(name)}: cannot write: {err.strerror or err}", file=sys.stderr)
+                    return 2
         else:
             sys.stdout.write(canonical)
+            if inner:
+                print(f"{_label(name)}: note: {_comments_why(inner)}", file=sys.stderr)
     return status
 
 

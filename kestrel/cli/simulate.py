@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
+import hashlib
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
@@ -21,7 +21,10 @@ from typing import Any
 import msgspec
 
 from kestrel.cli.agentspec import agent_of, check_agent_fits
+from kestrel.cli.dataflags import add_data_flags, agent_input, check_paths, load_from_args, parse_guard
 from kestrel.cli.errors import UsageError
+from kestrel.cli.execution import add_flags as _execution_flags
+from kestrel.cli.execution import engine_config
 from kestrel.cli.textreport import report, summary
 
 DIRECT = "direct"
@@ -43,7 +46,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     s.add_argument("--date", help="session date YYYY-MM-DD (default: the data's last complete session)")
     s.add_argument("--days", type=int, default=1, help="number of sessions ending at --date (default 1)")
     s.add_argument("--checkpoints", default="", help="authoring checkpoints after OPEN, e.g. 11:00,13:30")
-    s.add_argument("--guard", type=int, default=300, help="snapshot guard before each ordinal, seconds (default 300)")
+    s.add_argument("--guard", default="300",
+                   help="snapshot guard before each ordinal: seconds (300) or a duration (30s, 5m, 1h); default 300")
     s.add_argument("--agent", help="baseline (default) | fixed:PLAN.kes | recorded:CAPTURE.jsonl | "
                                    "replies:FILE | openai:MODEL | anthropic:MODEL")
     s.add_argument("--profile", help="execution profile: balanced | fast | thorough")
@@ -60,6 +64,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="environment variable holding the API key (default OPENAI_API_KEY / ANTHROPIC_API_KEY)")
     s.add_argument("--agent-timeout", type=float, default=DEFAULT_AGENT_TIMEOUT_S,
                    help=f"seconds per agent call, handed to the model SDK too (default {DEFAULT_AGENT_TIMEOUT_S:g})")
+    _execution_flags(s)
     s.add_argument("--pace", default="max", metavar="max|realtime|N",
                    help="release ticks by the wall clock: realtime, N times real time, or max "
                         "(default: as fast as possible); the ledger is the same at every pace")
@@ -73,22 +78,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Replay the captured terminal turns of a `kestrel simulate --capture` run.",
     )
     r.add_argument("capture", help="a capture file written by `kestrel simulate --capture`")
-    _output_flags(r)
-    r.add_argument("--expect-ledger", help="compare the replayed ledger with this file (exit 1 if different)")
+    r.add_argument("--data", help="the captured data file moved elsewhere: accepted when its SHA-256 matches")
+    _output_flags(r, capture_dest="capture_out")
+    r.add_argument("--expect-ledger", help="compare the replayed ledger with this file (exit 1 if different, "
+                                            "with the first differing line of each)")
     r.set_defaults(func=_replay)
 
 
 def _data_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data", default="sample", help="'sample' (default, bundled) or a CSV/Parquet file")
-    p.add_argument("--preset", help="loader preset for --data PATH (default: detected)")
-    p.add_argument("--crossed", choices=("error", "drop", "keep"), default="error",
-                   help="crossed quotes (ask < bid) in --data PATH: error (default), drop or keep")
-    p.add_argument("--symbol", help="instrument symbol (for --data PATH; checked against the sample)")
-    p.add_argument("--seed", type=int, help="with --data sample: generate the sample from this seed")
+    add_data_flags(p)
 
 
-def _output_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--capture", help="write the captured turns (replay input) to PATH")
+def _output_flags(p: argparse.ArgumentParser, capture_dest: str = "capture") -> None:
+    p.add_argument("--capture", dest=capture_dest, help="write the captured turns (replay input) to PATH")
     p.add_argument("--ledger", help="write the ledger (canonical JSON lines) to PATH")
     p.add_argument("--backend", choices=("asyncio", "trio", DIRECT), default="asyncio",
                    help="actor backend (default asyncio); `direct` runs without actors")
@@ -96,51 +98,12 @@ def _output_flags(p: argparse.ArgumentParser) -> None:
                    help="auto (default): the engine's vectorized fast path where it applies; "
                         "reference: always per tick (same ledger, slower)")
     p.add_argument("--json", action="store_true", help="print one machine-readable JSON summary")
-
-
-# ------------------------------------------------------------------------------------------
-# data
-
-
-def _data_name(args: argparse.Namespace) -> str:
-    if args.data == "sample":
-        return "sample" if args.seed is None else f"sample|seed={args.seed}"
-    parts = [args.data]
-    if args.preset:
-        parts.append(f"preset={args.preset}")
-    if args.crossed != "error":
-        parts.append(f"crossed={args.crossed}")
-    if args.symbol:
-        parts.append(f"symbol={args.symbol}")
-    return "|".join(parts)
-
-
-def load_data(name: str) -> Any:
-    """Load the data named by a capture header's `data` field (see `_data_name`)."""
-    from kestrel.session.spec import SpecError, load_named
-
-    try:
-        return load_named(name)
-    except SpecError as exc:
-        raise UsageError(str(exc)) from None
+    p.add_argument("--report", help="also write the run's self-contained HTML report to PATH.html")
+    p.add_argument("--png", help="also write a PNG chart of the run (needs `pip install 'kestrel[plot]'`)")
 
 
 # ------------------------------------------------------------------------------------------
 # simulate
-
-
-def _check_writable(flag: str, path: str | None) -> None:
-    """An output path that cannot be written fails before the run, not after it."""
-    if path is None:
-        return
-    p = Path(path)
-    parent = p.parent if str(p.parent) else Path(".")
-    if p.is_dir():
-        raise UsageError(f"{flag} {path}: is a directory; give a file path")
-    if not parent.is_dir():
-        raise UsageError(f"{flag} {path}: no such directory {str(parent)!r}")
-    if not os.access(parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
-        raise UsageError(f"{flag} {path}: not writable")
 
 
 def _date(text: str | None) -> dt.date | None:
@@ -162,24 +125,43 @@ class Prepared:
 
     data: Any
     agent: Any
-    options: Any
+    options: Any  # SessionOptions with the DataSource and engine config (no on_turn)
     date: dt.date | None
     days: int
     pace: float | None
 
 
+Loader = Callable[[argparse.Namespace], "tuple[Any, Any, str]"]
+
+
+def _load(args: argparse.Namespace) -> tuple[Any, Any, str]:
+    return load_from_args(args, "simulate")
+
+
 def _run_simulate(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from kestrel.session.capture import CaptureWriter
+
     run = prepare(args)
-    with _evidence_sink(args.evidence) as sink:
-        result = _run(run.data, run.agent, run.options, args.backend, run.date, run.days, sink, args.json,
-                      args.agent_timeout, run.pace)
-    return _finish(args, result, run.agent)
+    writer = CaptureWriter(args.capture) if args.capture else None
+    options = dataclasses.replace(run.options, on_turn=writer.turn if writer is not None else None)
+    _start_outputs(args, writer, run.data, options, run.agent, run.date, run.days)
+    try:
+        with _evidence_sink(args.evidence) as sink:
+            result = _run(run.data, run.agent, options, args.backend, run.date, run.days, sink, args.json,
+                          args.agent_timeout, run.pace)
+    finally:
+        if writer is not None:
+            writer.close()
+    return _finish(args, result, run.data)
 
 
-def prepare(args: argparse.Namespace, load: Callable[[str], Any] = load_data) -> Prepared:
-    """Check and resolve the flags of `kestrel simulate` (raises `UsageError`); the daemon
-    resolves `kestrel ctl submit` flags through here too (with a caching `load`), so both run
-    the same session."""
+def prepare(args: argparse.Namespace, load: Loader = _load, agent_content: bytes | None = None) -> Prepared:
+    """Check and resolve the flags of `kestrel simulate` (raises `UsageError`): paths, data
+    (with its `DataSource`), agent, engine config, pace. The daemon resolves `kestrel ctl
+    submit` flags through here too (with a caching `load`, and the `--agent` file's bytes as
+    stored at submit), so both run the same session."""
     from kestrel.session import profiles
     from kestrel.session.pace import PaceError, parse_pace
     from kestrel.session.loop import LoopSettings
@@ -188,14 +170,11 @@ def prepare(args: argparse.Namespace, load: Callable[[str], Any] = load_data) ->
     for flag, value in (("--max-iterations", args.max_iterations), ("--token-budget", args.token_budget)):
         if value is not None and value < 1:
             raise UsageError(f"{flag} must be >= 1, got {value}")
-    if not 0 <= args.guard < 86400:
-        raise UsageError(f"--guard must be 0 to 86399 seconds, got {args.guard}")
-    for flag, path in (("--capture", args.capture), ("--ledger", args.ledger), ("--evidence", args.evidence)):
-        _check_writable(flag, path)
-    if args.seed is not None and args.data != "sample":
-        raise UsageError("--seed applies to --data sample only")
-    if args.data == "sample" and (args.preset is not None or args.crossed != "error"):
-        raise UsageError("--preset and --crossed apply to --data PATH only (the sample is clean)")
+    guard_s = parse_guard(args.guard)
+    data_input = None if args.data.strip() in ("", "sample") else args.data
+    check_paths([("--capture", args.capture), ("--ledger", args.ledger), ("--evidence", args.evidence),
+                 ("--report", args.report), ("--png", args.png)],
+                [("--data", data_input), ("--agent", agent_input(args.agent)), ("--modes", args.modes)])
     if not 0 < args.agent_timeout <= 3600:
         raise UsageError(f"--agent-timeout must be > 0 and <= 3600 seconds, got {args.agent_timeout:g}")
     try:
@@ -223,20 +202,20 @@ def prepare(args: argparse.Namespace, load: Callable[[str], Any] = load_data) ->
     if resolved.note is not None:
         print(f"kestrel simulate: note: {resolved.note}", file=sys.stderr)
     agent = agent_of(spec, model=model, base_url=st.base_url, api_key_env=st.api_key_env,
-                     timeout_s=args.agent_timeout, panes=st.panes)
+                     timeout_s=args.agent_timeout, panes=st.panes, content=agent_content)
     _note_unused_loop_flags(args, agent, spec)
-    data = load(_data_name(args))
-    if args.symbol and args.data == "sample" and args.symbol != data.symbol:
-        raise UsageError(f"--symbol {args.symbol} does not match the sample's symbol {data.symbol}")
+    data, source, label = load(args)
     options = SessionOptions(
         checkpoints=tuple(c for c in args.checkpoints.split(",") if c.strip()),
-        guard_s=args.guard,
+        guard_s=guard_s,
         settings=LoopSettings.of(st),
         policy=resolved.policy,
         profile=resolved.profile,
         allowed_panes=st.panes,
-        data_name=_data_name(args),
+        data_name=label,
         engine_path=args.engine_path,
+        engine=engine_config(args, mode),
+        source=source,
     )
     date = _date(args.date)
     check_agent_fits(agent, data, options, date, args.days, st.agent or "baseline")
@@ -361,21 +340,46 @@ def _run(data: Any, agent: Any, options: Any, backend: str, date: dt.date | None
                               pace=None if pace is None else Pace(pace))
 
 
-def _finish(args: argparse.Namespace, result: Any, agent: Any) -> int:
+def _start_outputs(args: argparse.Namespace, writer: Any, data: Any, options: Any, agent: Any,
+                   date: dt.date | None, days: int) -> None:
+    """Once every check passed: a stale ledger at the output path goes (an interrupted run must
+    not leave an older run's ledger next to its capture), the capture starts with its header."""
+    from kestrel.session.runner import capture_header, session_days
+
+    try:
+        if args.ledger:
+            Path(args.ledger).unlink(missing_ok=True)
+        if writer is not None:
+            writer.start(capture_header(data, session_days(data, options, date, days), agent.agent_id, options))
+    except OSError as exc:
+        raise UsageError(f"cannot write {exc.filename}: {exc.strerror}") from None
+
+
+def _finish(args: argparse.Namespace, result: Any, data: Any, command: str = "simulate") -> int:
     _write(args.capture, result.capture_jsonl())
     _write(args.ledger, result.ledger_jsonl())
+    if args.report or args.png:
+        from kestrel.cli.report import write_run_report
+        from kestrel.report import from_result
+        from kestrel.report.source import header_sha256
+
+        write_run_report(from_result(result, data, data_sha256=header_sha256(result.header, data)),
+                         args.report, args.png)
     if args.json:
-        sys.stdout.write(msgspec.json.encode(summary(result)).decode() + "\n")
+        sys.stdout.write(msgspec.json.encode(summary(result, data)).decode() + "\n")
     else:
-        report(result)
+        report(result, data, command)
     return 0
 
 
 def _write(path: str | None, data: bytes) -> None:
+    """A whole file, atomically (temporary file in the same folder, then renamed)."""
+    from kestrel.outputs import atomic_write
+
     if path is None:
         return
     try:
-        Path(path).write_bytes(data)
+        atomic_write(path, data)
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror}") from None
 
@@ -390,21 +394,43 @@ def _replay(args: argparse.Namespace) -> int:
 
 def _run_replay(args: argparse.Namespace) -> int:
     from kestrel.agents.recorded import RecordedAgent
+    from kestrel.data import DataError
+    from kestrel.data.source import open_source
     from kestrel.session.capture import CaptureError, read_capture
     from kestrel.session.runner import SessionOptions
 
+    check_paths([("--capture", args.capture_out), ("--ledger", args.ledger), ("--report", args.report),
+                 ("--png", args.png)],
+                [("capture", args.capture), ("--data", args.data), ("--expect-ledger", args.expect_ledger)])
     try:
         header, turns = read_capture(args.capture)
     except CaptureError as exc:
         raise UsageError(str(exc)) from None
     if not header.dates:
         raise UsageError(f"{args.capture}: the capture names no session date")
-    data = load_data(header.data)
-    for flag, path in (("--capture", args.capture), ("--ledger", args.ledger)):
-        _check_writable(flag, path)
+    if header.source is None:
+        raise UsageError(f"{args.capture}: the capture records no data source, so its data cannot be checked; "
+                         "re-capture it with kestrel simulate ... --capture")
+    try:
+        data = open_source(header.source, args.data)
+    except DataError as exc:
+        raise UsageError(str(exc)) from None
+    if data.symbol != header.symbol:
+        raise UsageError(f"the data is {data.symbol}, the capture was made on {header.symbol}")
+    expected = None
+    if args.expect_ledger:
+        try:
+            expected = Path(args.expect_ledger).read_bytes()
+        except OSError as exc:
+            raise UsageError(f"cannot read {args.expect_ledger}: {exc.strerror}") from None
     agent = RecordedAgent(turns, agent_id=header.agent, header=header)
+    from kestrel.engine.config import EngineConfig
+
     options = SessionOptions(checkpoints=header.schedule[1:], guard_s=header.guard_s,
-                             data_name=header.data, engine_path=args.engine_path)
+                             data_name=header.data, engine_path=args.engine_path,
+                             engine=header.engine or EngineConfig(), source=header.source)
+    if args.ledger:
+        Path(args.ledger).unlink(missing_ok=True)
     result = _run(data, agent, options, args.backend, dt.date.fromisoformat(header.dates[-1]),
                   len(header.dates), None, args.json)
     try:
@@ -412,17 +438,39 @@ def _run_replay(args: argparse.Namespace) -> int:
     except RuntimeError as exc:
         print(f"kestrel replay: {exc}", file=sys.stderr)
         return 1
-    code = _finish(args, result, agent)
-    if args.expect_ledger:
-        try:
-            expected = Path(args.expect_ledger).read_bytes()
-        except OSError as exc:
-            raise UsageError(f"cannot read {args.expect_ledger}: {exc.strerror}") from None
-        if expected != result.ledger_jsonl():
-            print("kestrel replay: the replayed ledger differs from --expect-ledger", file=sys.stderr)
-            return 1
-        print("kestrel replay: ledger identical to --expect-ledger", file=sys.stderr)
+    source_name = args.capture
+    args.capture = args.capture_out
+    code = _finish(args, result, data, "replay")
+    ledger = result.ledger_jsonl()
+    if expected is not None and expected != ledger:
+        print(f"kestrel replay: the replayed ledger differs from --expect-ledger {args.expect_ledger}: "
+              + first_difference(expected, ledger), file=sys.stderr)
+        return 1
+    digest = hashlib.sha256(ledger).hexdigest()
+    if header.ledger_sha256 is None:
+        print(f"kestrel replay: note: {source_name} records no ledger checksum (an interrupted run?): "
+              "the replayed ledger is not verified", file=sys.stderr)
+    elif digest != header.ledger_sha256:
+        print(f"kestrel replay: the replayed ledger differs from the captured run's (sha256 {digest[:16]}…, "
+              f"recorded {header.ledger_sha256[:16]}…); pass --expect-ledger with that run's ledger to see "
+              "the first differing line", file=sys.stderr)
+        return 1
+    else:
+        what = " and --expect-ledger" if expected is not None else ""
+        print(f"kestrel replay: ledger identical to the captured run's{what} (sha256 {digest[:16]}…)", file=sys.stderr)
     return code
+
+
+def first_difference(expected: bytes, got: bytes) -> str:
+    """`line N: expected <...> / replayed <...>` for the first line where two texts differ."""
+    a, b = expected.decode("utf-8", "replace").splitlines(), got.decode("utf-8", "replace").splitlines()
+    for n, (x, y) in enumerate(zip(a, b), 1):
+        if x != y:
+            return f"line {n}: expected {x} / replayed {y}"
+    n = min(len(a), len(b)) + 1
+    if len(a) > len(b):
+        return f"line {n}: expected {a[n - 1]} / replayed (end of ledger)"
+    return f"line {n}: expected (end of ledger) / replayed {b[n - 1]}"
 
 
 def _guarded(command: str, run: Callable[[], int]) -> int:
@@ -437,4 +485,4 @@ def _guarded(command: str, run: Callable[[], int]) -> int:
         print(f"kestrel {command}: {exc}", file=sys.stderr)
         return 2
 
-__all__ = ["Prepared", "load_data", "prepare", "register", "report", "summary"]
+__all__ = ["Prepared", "first_difference", "prepare", "register", "report", "summary"]

@@ -1,12 +1,21 @@
-"""The readable report and the `--json` summary of a simulated run (terminal output only)."""
+"""The readable report and the `--json` summary of a simulated run (terminal output only).
+
+Both read the run through `kestrel.report` (equity marked at every tick, the ledger's facts),
+so they state what the ledger says: how each armed plan ended (disarmed, with its reason),
+every rejected order and disarm with its reason, each round trip with its exit reason, fill
+times with the session's calendar date and zone, and the max drawdown of marked equity.
+"""
 
 from __future__ import annotations
 
-import datetime as dt
 import sys
 from collections import Counter
 from typing import Any
-from zoneinfo import ZoneInfo
+
+from kestrel.report import RunReport, from_result, local_time
+from kestrel.report.metrics import Metrics
+from kestrel.report.text import metric_rows, sparkline
+
 
 def _turn_kind(turn: Any) -> str:
     from kestrel.session.protocol import StandDownTurn, Supersede
@@ -18,28 +27,74 @@ def _turn_kind(turn: Any) -> str:
     return "PASS"
 
 
-def summary(result: Any) -> dict[str, Any]:
+def _execution(result: Any) -> dict[str, Any]:
+    from kestrel.cli.execution import describe
+    from kestrel.engine.config import EngineConfig
+
+    return describe(result.header.engine or EngineConfig())
+
+
+def _run_report(result: Any, data: Any) -> RunReport:
+    return from_result(result, data)
+
+
+def _metrics_json(m: Metrics) -> dict[str, Any]:
+    import msgspec
+
+    out: dict[str, Any] = msgspec.to_builtins(m)
+    return out
+
+
+def _day_facts(d: Any, r: Any) -> dict[str, Any]:
+    """Per day: the fill log (zoned), round trips, rejections, disarms, the marked drawdown."""
+    from kestrel.report.metrics import max_drawdown
+
+    tz = r.tz
+    dd, dd_ts = max_drawdown(r.curve.ts, r.curve.equity)
+    return {
+        "fill_log": [{"time": local_time(f.ts, tz), "ts": f.ts, "order": f.role, "side": f.side, "qty": f.qty,
+                   "price": f.price, "fee": f.fee, "position": f.pos, "realized": f.rpnl}
+                  for f in r.facts.fills],
+        "round_trips": [{"side": t.side, "qty": t.qty, "entry": local_time(t.entry_ts, tz),
+                         "entry_price": t.entry_price,
+                         "exit": local_time(t.exit_ts, tz) if t.exit_ts is not None else None,
+                         "exit_price": t.exit_price, "pnl": t.pnl, "fees": t.fees,
+                         "exit_reason": t.exit_reason} for t in r.facts.trips],
+        "rejections": [{"time": local_time(n.ts, tz), "plan": n.plan, "rule": n.rule, "reason": n.reason}
+                       for n in r.facts.notices if n.kind == "rejected"],
+        "disarms": [{"time": local_time(n.ts, tz), "plan": n.plan, "reason": n.reason}
+                    for n in r.facts.notices if n.kind == "disarmed"],
+        "max_drawdown": round(dd, 6),
+        "max_drawdown_at": local_time(dd_ts, tz) if dd_ts is not None else None,
+    }
+
+
+def summary(result: Any, data: Any) -> dict[str, Any]:
     """The machine-readable summary (`--json`): per day and in total."""
+    rep = _run_report(result, data)
     days = []
     totals: Counter[str] = Counter()
     net = 0.0
     evidence: Counter[str] = Counter()
     ticks: Counter[str] = Counter(fast=0, reference=0)
-    for d in result.days:
+    for d, r in zip(result.days, rep.days):
         s = d.summary
         days.append({
             "date": d.date,
             "partial": d.partial,
             "coverage": d.coverage,
             "currency": d.currency,
+            "timezone": r.tz,
             "turns": [
-                {"ordinal": o.ordinal, "turn": _turn_kind(o.turn), "armed": o.armed,
+                {"ordinal": o.ordinal, "turn": _turn_kind(o.turn), "armed": o.armed, "fate": row.fate,
                  "iterations": o.iterations, "tokens": o.tokens_spent, "escalations": o.escalations}
-                for o in d.outcomes
+                for o, row in zip(d.outcomes, r.turns)
             ],
             "trades": s.trades, "wins": s.wins, "realized_pnl": round(s.realized_pnl, 6),
             "fees": round(s.fees, 6), "net_pnl": round(s.net_pnl, 6),
-            "max_drawdown": round(s.max_drawdown, 6), "orders": s.orders, "fills": s.fills,
+            "orders": s.orders, "fills": s.fills,
+            "carried_in": s.carried_in, "carried_out": s.carried_out,
+            **_day_facts(d, r),
             "engine_ticks": dict(sorted(d.engine_ticks.items())),
         })
         totals.update(trades=s.trades, wins=s.wins, orders=s.orders, fills=s.fills)
@@ -56,8 +111,11 @@ def summary(result: Any) -> dict[str, Any]:
         "schedule": list(result.header.schedule),
         "engine_path": result.engine_path,
         "engine_ticks": dict(sorted(ticks.items())),
+        "execution": _execution(result),
         "days": days,
         "total": {**dict(sorted(totals.items())), "net_pnl": round(net, 6)},
+        "metrics": _metrics_json(rep.metrics),
+        "baselines": {k: _metrics_json(v) for k, v in rep.baselines.items()},
         "evidence": dict(sorted(evidence.items())),
         "cost": _cost(result, latency=False),  # latencies are in the evidence: --json is deterministic
     }
@@ -98,75 +156,129 @@ def _cost_section(con: Any, result: Any) -> None:
               + (f" + {t['abandoned']} abandoned calls of unknown cost" if t["abandoned"] else ""))
 
 
-def report(result: Any) -> None:
-    """The readable report: turns per ordinal, armed plans, trades, PnL and evidence counts."""
+def report(result: Any, data: Any, command: str = "simulate") -> None:
+    """The readable report: turns per ordinal and how each plan ended, armed plans, fills,
+    round trips, rejections and disarms, PnL, key metrics and evidence counts."""
     from rich.console import Console
-    from rich.table import Table
 
-    from kestrel import lang
-    from kestrel.engine.ledger import Filled, PositionChanged
-    from kestrel.session.protocol import StandDownTurn, Supersede
-
+    rep = _run_report(result, data)
     con = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 120)
     h = result.header
-    con.print(f"[bold]kestrel simulate[/bold]  {h.symbol}  data {h.data}  agent {h.agent}  "
+    con.print(f"[bold]kestrel {command}[/bold]  {h.symbol}  data {h.data}  agent {h.agent}  "
               f"sessions {', '.join(h.dates)}  schedule {' '.join(h.schedule)}")
     for d in result.days:
         if d.partial:
             con.print(f"[bold]{d.coverage}[/bold]: the results cover only that span")
-    turns = Table(title="Turns per ordinal", title_justify="left")
-    for col in ("date", "ordinal", "turn", "armed", "iterations", "tokens"):
-        turns.add_column(col, justify="right" if col in ("iterations", "tokens") else "left")
-    plans: dict[str, str] = {}
-    for d in result.days:
-        for o in d.outcomes:
-            kind = _turn_kind(o.turn)
-            if isinstance(o.turn, StandDownTurn):
-                kind += f": {o.turn.reason}"
-            if isinstance(o.turn, Supersede):
-                plans.setdefault(lang.format(o.turn.plan).rstrip("\n"), f"{d.date} {o.ordinal}")
-            turns.add_row(d.date, o.ordinal, kind, o.armed, str(o.iterations), str(o.tokens_spent))
-    con.print(turns)
-    for text, where in plans.items():
-        con.print(f"[bold]Armed plan[/bold] ({where}):")
-        con.print(text, markup=False)
-    trades = Table(title="Fills", title_justify="left")
-    for col in ("date", "time", "side", "qty", "price", "position", "realized"):
-        trades.add_column(col, justify="left" if col in ("date", "time", "side") else "right")
-    for d in result.days:
-        # the engine emits each fill's PositionChanged right after it (several fills may share
-        # a tick), so a fill's position is the next event's
-        events = d.ledger.events
-        for k, e in enumerate(events):
-            if not isinstance(e, Filled):
-                continue
-            nxt = events[k + 1] if k + 1 < len(events) else None
-            p = nxt if isinstance(nxt, PositionChanged) else None
-            clock = dt.datetime.fromtimestamp(e.ts // 10**9, ZoneInfo(d.tz)).strftime("%H:%M:%S")
-            trades.add_row(d.date, clock, e.side, str(e.qty), f"{e.price:.{d.decimals}f}",
-                           str(p.pos) if p else "", f"{p.rpnl:+.2f}" if p else "")
-    if trades.row_count:
-        con.print(trades)
-    else:
-        con.print("No fills.")
-    currencies = sorted({d.currency for d in result.days})
-    pnl = Table(title=f"PnL ({', '.join(currencies)})", title_justify="left")
-    for col in ("date", "trades", "wins", "realized", "fees", "net", "max drawdown", "orders", "fills"):
-        pnl.add_column(col, justify="left" if col == "date" else "right")
-    for d in result.days:
-        s = d.summary
-        pnl.add_row(d.date, str(s.trades), str(s.wins), f"{s.realized_pnl:+.2f}", f"{s.fees:.2f}",
-                    f"{s.net_pnl:+.2f}", f"{s.max_drawdown:.2f}", str(s.orders), str(s.fills))
-    con.print(pnl)
+    _turns(con, result, rep)
+    _fills(con, rep)
+    _trips(con, rep)
+    _notices(con, rep)
+    _pnl(con, result, rep)
+    _summary_lines(con, rep)
     ticks: Counter[str] = Counter()
     for d in result.days:
         ticks.update(d.engine_ticks)
     con.print(f"Engine ({result.engine_path}): fast path {ticks['fast']} ticks, "
               f"reference path {ticks['reference']} ticks")
+    from kestrel.cli.execution import describe_line
+    from kestrel.engine.config import EngineConfig
+
+    con.print(describe_line(result.header.engine or EngineConfig()), markup=False)
     _cost_section(con, result)
     counts = Counter(e.kind for e in result.evidence)
     shown = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none (single-shot or first-reply turns)"
     con.print(f"Evidence records: {shown}")
+
+
+def _table(title: str, cols: tuple[str, ...], left: tuple[str, ...]) -> Any:
+    from rich.table import Table
+
+    t = Table(title=title, title_justify="left")
+    for col in cols:
+        t.add_column(col, justify="left" if col in left else "right")
+    return t
+
+
+def _turns(con: Any, result: Any, rep: RunReport) -> None:
+    from kestrel.session.protocol import StandDownTurn
+
+    turns = _table("Turns per ordinal", ("date", "ordinal", "turn", "armed", "iterations", "tokens"),
+                   ("date", "ordinal", "turn", "armed"))
+    plans: dict[str, str] = {}
+    for d, r in zip(result.days, rep.days):
+        for o, row in zip(d.outcomes, r.turns):
+            kind = _turn_kind(o.turn)
+            if isinstance(o.turn, StandDownTurn):
+                kind += f": {o.turn.reason}"
+            if row.plan_text is not None:
+                plans.setdefault(row.plan_text, f"{d.date} {o.ordinal}")
+            armed = o.armed if row.fate is None else f"{o.armed}; {row.fate}"
+            turns.add_row(d.date, o.ordinal, kind, armed, str(o.iterations), str(o.tokens_spent))
+    con.print(turns)
+    for text, where in plans.items():
+        con.print(f"[bold]Armed plan[/bold] ({where}):")
+        con.print(text, markup=False)
+
+
+def _fills(con: Any, rep: RunReport) -> None:
+    # fill times in the session's zone with their own calendar date: an overnight session's
+    # fill after midnight shows the next day's date
+    fills = _table("Fills", ("date", "time", "side", "qty", "price", "position", "realized", "order"),
+                   ("date", "time", "side", "order"))
+    for r in rep.days:
+        for f in r.facts.fills:
+            fills.add_row(r.date, local_time(f.ts, r.tz), f.side, str(f.qty), f"{f.price:.{r.decimals}f}",
+                          str(f.pos), f"{f.rpnl:+.2f}", f.role)
+    if fills.row_count:
+        con.print(fills)
+    else:
+        con.print("No fills.")
+
+
+def _trips(con: Any, rep: RunReport) -> None:
+    trips = _table("Round trips", ("date", "side", "qty", "entry", "entry price", "exit", "exit price",
+                                   "pnl", "exit reason"),
+                   ("date", "side", "entry", "exit", "exit reason"))
+    for r in rep.days:
+        for t in r.facts.trips:
+            trips.add_row(r.date, t.side, str(t.qty), local_time(t.entry_ts, r.tz),
+                          f"{t.entry_price:.{r.decimals}f}",
+                          local_time(t.exit_ts, r.tz) if t.exit_ts is not None else "",
+                          f"{t.exit_price:.{r.decimals}f}" if t.exit_price is not None else "",
+                          f"{t.pnl:+.2f}", t.exit_reason)
+    if trips.row_count:
+        con.print(trips)
+
+
+def _notices(con: Any, rep: RunReport) -> None:
+    notes = _table("Rejections and disarms", ("date", "time", "event", "plan", "reason"),
+                   ("date", "time", "event", "plan", "reason"))
+    for r in rep.days:
+        for n in r.facts.notices:
+            what = n.kind if n.rule is None else f"{n.kind} (rule {n.rule})"
+            notes.add_row(r.date, local_time(n.ts, r.tz), what, n.plan, n.reason)
+    if notes.row_count:
+        con.print(notes)
+
+
+def _pnl(con: Any, result: Any, rep: RunReport) -> None:
+    from kestrel.report.metrics import max_drawdown
+
+    currencies = sorted({d.currency for d in result.days})
+    pnl = _table(f"PnL ({', '.join(currencies)})", ("date", "trades", "wins", "realized", "fees", "net",
+                                                     "max drawdown (marked)", "orders", "fills"), ("date",))
+    for d, r in zip(result.days, rep.days):
+        s = d.summary
+        dd, _ = max_drawdown(r.curve.ts, r.curve.equity)
+        pnl.add_row(d.date, str(s.trades), str(s.wins), f"{s.realized_pnl:+.2f}", f"{s.fees:.2f}",
+                    f"{s.net_pnl:+.2f}", f"{dd:.2f}", str(s.orders), str(s.fills))
+    con.print(pnl)
+
+
+def _summary_lines(con: Any, rep: RunReport) -> None:
+    con.print(f"Equity {sparkline(rep.curve)}  {rep.metrics.net_pnl:+.2f} {rep.header.currency}",
+              markup=False)
+    con.print("  ".join(f"{k} {v}" for k, v in metric_rows(rep.metrics, rep.days)), markup=False)
 
 
 __all__ = ["report", "summary"]

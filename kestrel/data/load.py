@@ -17,6 +17,7 @@ carries a quarter of the bar's volume; bid = ask = last.
 
 from __future__ import annotations
 
+import csv
 import datetime as dt
 import math
 import re
@@ -31,9 +32,9 @@ import numpy as np
 import numpy.typing as npt
 
 from kestrel.data.errors import DataError
-from kestrel.data.spec import PRESETS, CrossedPolicy, LoadSpec, SessionKind, preset
+from kestrel.data.spec import DEFAULT_SPIKE_FACTOR, PRESETS, CrossedPolicy, LoadSpec, SessionKind, SpikePolicy, preset
 from kestrel.data.timestamps import BadValue, localize, parse_timestamps
-from kestrel.frame.market import MarketData
+from kestrel.frame.market import Instrument, MarketData
 from kestrel.frame.session import NS_PER_DAY, SessionSpec
 from kestrel.frame.ticks import F64, I64, NS_PER_S, Ticks
 
@@ -55,6 +56,10 @@ class LoadReport(msgspec.Struct, frozen=True):
     crossed: int = 0
     crossed_policy: str = "error"
     dropped: int = 0
+    spikes: int = 0
+    spikes_policy: str = "error"
+    spikes_dropped: int = 0
+    spike_factor: float = DEFAULT_SPIKE_FACTOR
 
     def notes(self) -> list[str]:
         out = [f"{self.rows} rows → {self.ticks} ticks in {self.sessions} session{'s' if self.sessions != 1 else ''}"
@@ -62,6 +67,9 @@ class LoadReport(msgspec.Struct, frozen=True):
         if self.crossed:
             did = f"dropped {self.dropped}" if self.crossed_policy == "drop" else "kept as is"
             out.append(f"{self.crossed} crossed quotes (ask < bid): {did}")
+        if self.spikes:
+            did = f"dropped {self.spikes_dropped}" if self.spikes_policy == "drop" else "kept as is"
+            out.append(f"{self.spikes} price spikes (> {self.spike_factor:g}x from both neighbours): {did}")
         return out
 
 
@@ -80,9 +88,16 @@ class _Table:
     values: dict[str, F64]
     columns: dict[str, str]
     first_line: int | None  # CSV: file line of data row 0; None for Parquet
+    index: I64 | None = None  # after rows were dropped: each row's index in the file's data
 
     def where(self, i: int) -> dict[str, int]:
-        return _where(self.first_line, i)
+        return _where(self.first_line, i if self.index is None else int(self.index[i]))
+
+    def keep(self, mask: npt.NDArray[np.bool_]) -> _Table:
+        """The rows where `mask` holds (error messages still name their file lines)."""
+        index = np.flatnonzero(mask) if self.index is None else self.index[mask]
+        return _Table(self.path, self.ts[mask], {k: v[mask] for k, v in self.values.items()},
+                      self.columns, self.first_line, index)
 
 
 def _where(first_line: int | None, i: int) -> dict[str, int]:
@@ -91,13 +106,26 @@ def _where(first_line: int | None, i: int) -> dict[str, int]:
     return {"line": first_line + i} if first_line is not None else {"row": i + 1}
 
 
+def columns_text(header: list[str]) -> str:
+    """A header's columns for a message: printable names as they are, others quoted and cut."""
+    if not header or header == [""]:
+        return "no columns"
+    names = [h if h.isprintable() and len(h) <= 40 else show(h, 40) for h in header[:20]]
+    return ", ".join(names) + (f" (and {len(header) - 20} more)" if len(header) > 20 else "")
+
+
+def show(text: str, width: int = 60) -> str:
+    """`text` quoted for a one-line message, cut to `width` characters."""
+    return repr(text[:width]) + ("..." if len(text) > width else "")
+
+
 @contextmanager
 def _timestamp_errors(path: Path, column: str, first_line: int | None) -> Iterator[None]:
     """Turn a timestamp parser's `BadValue` (or bad option) into a `DataError` naming the row."""
     try:
         yield
     except BadValue as e:
-        raise DataError(path, f"{e.reason}: {e.text!r}", column=column, **_where(first_line, e.index)) from None
+        raise DataError(path, f"{e.reason}: {show(e.text)}", column=column, **_where(first_line, e.index)) from None
     except ValueError as e:
         raise DataError(path, str(e), column=column) from None
 
@@ -116,7 +144,7 @@ def _resolve(path: Path, header: list[str], name: str, role: str) -> int:
         how = f"the header holds {other!r} but no ',': set LoadSpec.delimiter={other!r}"
     raise DataError(
         path,
-        f"missing column {name!r} needed for {role}; the file has {', '.join(header) or 'no columns'}"
+        f"missing column {name!r} needed for {role}; the file has {columns_text(header)}"
         f" ({how})",
         column=name,
     )
@@ -130,17 +158,72 @@ def _numbers(path: Path, col: npt.NDArray[np.str_], name: str, first_line: int |
             try:
                 float(s)
             except ValueError:
-                raise DataError(path, f"unparsable number {s!r}", column=name, **_where(first_line, i)) from None
+                raise DataError(path, f"unparsable number {show(s)}", column=name, **_where(first_line, i)) from None
         raise
     bad = np.flatnonzero(~np.isfinite(out))
     if bad.size:
         i = int(bad[0])
-        raise DataError(path, f"not a finite number: {str(col[i])!r}", column=name, **_where(first_line, i))
+        raise DataError(path, f"not a finite number: {show(str(col[i]))}", column=name, **_where(first_line, i))
     return out
+
+
+_BINARY_MAGIC = (
+    (b"\x1f\x8b", "gzip-compressed data: decompress it first (gunzip)"),
+    (b"PK\x03\x04", "a zip archive: extract the CSV first"),
+    (b"PAR1", "Parquet data: give the file a .parquet extension"),
+    (b"\xfd7zXZ", "xz-compressed data: decompress it first"),
+    (b"BZh", "bzip2-compressed data: decompress it first"),
+)
+
+
+def check_text(path: Path, head: bytes) -> None:
+    """Refuse binary data before it is read as text: the message names what it looks like
+    and never echoes the bytes."""
+    for magic, what in _BINARY_MAGIC:
+        if head.startswith(magic):
+            raise DataError(path, f"not a CSV text file: {what}")
+    if b"\x00" in head:
+        raise DataError(path, "not a CSV text file: it holds NUL bytes (binary data?)")
+
+
+def _check_duplicates(path: Path, header: list[str]) -> None:
+    seen: dict[str, int] = {}
+    for k, name in enumerate(header):
+        if name in seen:
+            raise DataError(path, f"duplicate column {name!r} in the header (columns {seen[name] + 1} and {k + 1}); "
+                            "rename or remove one", column=name)
+        seen[name] = k
+
+
+def _quoted_rows(path: Path, lines: list[str], d: str, ncols: int, first: int) -> list[list[str]]:
+    """Rows of a file with quoted fields, via the csv module (a quote may hold the delimiter)."""
+    rows: list[list[str]] = []
+    reader = csv.reader(lines, delimiter=d, quotechar='"', strict=True)
+    try:
+        for i, row in enumerate(reader):
+            if reader.line_num != i + 1:
+                raise DataError(path, "unclosed quote: a quoted field runs past the end of the line",
+                                line=first + i)
+            if len(row) != ncols:
+                raise DataError(path, f"expected {ncols} fields, found {len(row)}", line=first + i)
+            rows.append([f.strip() for f in row])
+    except csv.Error as e:
+        raise DataError(path, f"bad CSV quoting ({e})", line=first + len(rows)) from None
+    return rows
+
+
+def _split_header(line: str, d: str) -> list[str]:
+    if '"' in line:
+        try:
+            return [h.strip() for h in next(csv.reader([line], delimiter=d, strict=True))]
+        except (csv.Error, StopIteration):
+            pass
+    return [h.strip() for h in line.split(d)]
 
 
 def _read_csv(path: Path, spec: LoadSpec) -> _Table:
     raw = path.read_bytes()
+    check_text(path, raw[:4096])
     if not raw.strip():
         raise DataError(path, "file is empty: expected a header line and data rows")
     try:
@@ -150,7 +233,7 @@ def _read_csv(path: Path, spec: LoadSpec) -> _Table:
     lines = text.replace("\r\n", "\n").rstrip("\n").split("\n")
     d = spec.delimiter
     if spec.header:
-        header = [h.strip() for h in lines[0].split(d)]
+        header = _split_header(lines[0], d)
         body = lines[1:]
         first = 2
     else:
@@ -159,16 +242,20 @@ def _read_csv(path: Path, spec: LoadSpec) -> _Table:
         header = list(spec.names)
         body = lines
         first = 1
+    _check_duplicates(path, header)
     if not body:
         raise DataError(path, "no data rows after the header")
     ncols = len(header)
-    fields = d.join(body).split(d)
-    if len(fields) != len(body) * ncols:
-        for i, line in enumerate(body):
-            k = line.count(d) + 1
-            if k != ncols:
-                raise DataError(path, f"expected {ncols} fields ({d.join(header)}), found {k}", line=first + i)
-    grid = np.array(fields, dtype=str).reshape(len(body), ncols)
+    if any('"' in line for line in body):
+        grid = np.array(_quoted_rows(path, body, d, ncols, first), dtype=str).reshape(len(body), ncols)
+    else:
+        fields = d.join(body).split(d)
+        if len(fields) != len(body) * ncols:
+            for i, line in enumerate(body):
+                k = line.count(d) + 1
+                if k != ncols:
+                    raise DataError(path, f"expected {ncols} fields ({d.join(header)}), found {k}", line=first + i)
+        grid = np.array(fields, dtype=str).reshape(len(body), ncols)
     ts_i = _resolve(path, header, spec.ts, "timestamps")
     with _timestamp_errors(path, header[ts_i], first):
         ts = parse_timestamps(grid[:, ts_i], spec.ts_format, spec.tz)
@@ -186,6 +273,12 @@ def _read_csv(path: Path, spec: LoadSpec) -> _Table:
 # Parquet
 
 
+def _one_line(e: BaseException) -> str:
+    """A library's error text as one printable line."""
+    text = " ".join(str(e).split())
+    return "".join(c if c.isprintable() else "?" for c in text)[:200]
+
+
 def _pyarrow(path: Path) -> tuple[Any, Any, Any]:
     try:
         import pyarrow as pa
@@ -199,15 +292,28 @@ def _pyarrow(path: Path) -> tuple[Any, Any, Any]:
     return pa, pc, pq
 
 
+def _texts(path: Path, col: Any, name: str, pa: Any) -> npt.NDArray[np.str_]:
+    """A Parquet column as numpy text (invalid UTF-8 or an unconvertible type: `DataError`)."""
+    try:
+        out: npt.NDArray[np.str_] = np.asarray(col.cast(pa.string()).to_numpy(zero_copy_only=False)).astype(str)
+    except Exception as e:  # pyarrow: invalid UTF-8, an unsupported cast
+        raise DataError(path, f"cannot read the column as text: {_one_line(e)}", column=name) from None
+    return out
+
+
 def _read_parquet(path: Path, spec: LoadSpec) -> _Table:
     pa, pc, pq = _pyarrow(path)
     try:
         names = list(pq.read_schema(path).names)
     except Exception as e:  # pyarrow raises several types for a bad file
-        raise DataError(path, f"not a readable Parquet file: {e}") from None
+        raise DataError(path, f"not a readable Parquet file: {_one_line(e)}") from None
+    _check_duplicates(path, names)
     ts_name = names[_resolve(path, names, spec.ts, "timestamps")]
     roles = {role: names[_resolve(path, names, n, role)] for role, n in spec.value_columns().items()}
-    table = pq.read_table(path, columns=[ts_name, *dict.fromkeys(roles.values())])
+    try:
+        table = pq.read_table(path, columns=[ts_name, *dict.fromkeys(roles.values())])
+    except Exception as e:  # a damaged column chunk, a bad page, ...
+        raise DataError(path, f"not a readable Parquet file: {_one_line(e)}") from None
     if table.num_rows == 0:
         raise DataError(path, "no data rows")
 
@@ -224,7 +330,7 @@ def _read_parquet(path: Path, spec: LoadSpec) -> _Table:
             with _timestamp_errors(path, ts_name, None):
                 ts = localize(ts, spec.tz)
     else:
-        strings = np.asarray(tcol.cast(pa.string()).to_numpy(zero_copy_only=False)).astype(str)
+        strings = _texts(path, tcol, ts_name, pa)
         with _timestamp_errors(path, ts_name, None):
             ts = parse_timestamps(strings, spec.ts_format, spec.tz)
     values: dict[str, F64] = {}
@@ -234,8 +340,7 @@ def _read_parquet(path: Path, spec: LoadSpec) -> _Table:
         try:
             arr = np.asarray(col.cast(pa.float64()).to_numpy(), dtype=np.float64)
         except Exception:
-            strings = np.asarray(col.cast(pa.string()).to_numpy(zero_copy_only=False)).astype(str)
-            arr = _numbers(path, strings, name, None)
+            arr = _numbers(path, _texts(path, col, name, pa), name, None)
         bad = np.flatnonzero(~np.isfinite(arr))
         if bad.size:
             i = int(bad[0])
@@ -367,6 +472,30 @@ def _check_signs(t: _Table) -> None:
                             column=t.columns[role], **t.where(i))
 
 
+PRICE_ROLES = ("bid", "ask", "price", "open", "high", "low", "close")
+
+
+def _spikes_in(v: F64, factor: float) -> npt.NDArray[np.bool_]:
+    mid, prev, nxt = v[1:-1], v[:-2], v[2:]
+    up = (mid > factor * prev) & (mid > factor * nxt)
+    down = (mid * factor < prev) & (mid * factor < nxt)
+    out: npt.NDArray[np.bool_] = np.concatenate(([False], up | down, [False]))
+    return out
+
+
+def spike_rows(values: dict[str, F64], factor: float) -> npt.NDArray[np.bool_]:
+    """Rows where a price jumps by more than `factor` (up or down) from BOTH its neighbours
+    in the same column: a one-row excursion that reverts (a fat-finger tick). Rows at the
+    ends have one neighbour and are never flagged. Prices are positive here (checked before)."""
+    n = len(next(iter(values.values())))
+    mask = np.zeros(n, dtype=bool)
+    if n >= 3:
+        for role in PRICE_ROLES:
+            if role in values:
+                mask |= _spikes_in(values[role], factor)
+    return mask
+
+
 def _bars_to_ticks(t: _Table, spec: LoadSpec) -> tuple[I64, F64, F64]:
     o, h, lo, c = (t.values[k] for k in ("open", "high", "low", "close"))
     v = t.values.get("volume", np.zeros_like(o))
@@ -392,10 +521,33 @@ def _bars_to_ticks(t: _Table, spec: LoadSpec) -> tuple[I64, F64, F64]:
 
 
 def _assemble(t: _Table, spec: LoadSpec, crossed: CrossedPolicy, preset_name: str | None,
-              symbol: str | None, tick_size: float | None) -> Loaded:
+              symbol: str | None, tick_size: float | None, spikes: SpikePolicy = "error",
+              spike_factor: float = DEFAULT_SPIKE_FACTOR, multiplier: float | None = None,
+              currency: str | None = None) -> Loaded:
     rows = len(t.ts)
     _check_monotonic(t)
     _check_signs(t)
+    if not (spike_factor > 1 and math.isfinite(spike_factor)):
+        raise ValueError(f"spike factor must be a number > 1, got {spike_factor!r}")
+    spiky = spike_rows(t.values, spike_factor)
+    n_spikes = int(spiky.sum())
+    spikes_dropped = 0
+    if n_spikes:
+        if spikes == "error":
+            i = int(np.flatnonzero(spiky)[0])
+            role = next(r for r in PRICE_ROLES if r in t.values and _spikes_in(t.values[r], spike_factor)[i])
+            v = t.values[role]
+            raise DataError(
+                t.path,
+                f"price spike: {float(v[i])!r} between {float(v[i - 1])!r} and {float(v[i + 1])!r} (more than "
+                f"{spike_factor:g}x from both neighbours); {n_spikes} such row{'s' if n_spikes != 1 else ''}; "
+                "pass spikes='drop' or 'keep' (CLI --spikes drop|keep) or a larger spike factor (--spike-factor)",
+                column=t.columns[role],
+                **t.where(i),
+            )
+        if spikes == "drop":
+            t = t.keep(~spiky)
+            spikes_dropped = n_spikes
     n_crossed = dropped = 0
     if spec.kind == "quotes":
         bid, ask = t.values["bid"], t.values["ask"]
@@ -436,12 +588,21 @@ def _assemble(t: _Table, spec: LoadSpec, crossed: CrossedPolicy, preset_name: st
         check_tick_grid(t, float(tick))
     ticks = Ticks(ts, bid, ask, last, np.ascontiguousarray(size, dtype=np.float64))
     sessions = build_sessions(ts, spec.session)
-    data = MarketData(symbol or spec.symbol, float(tick), ticks, sessions,
-                      crossed_kept=crossed == "keep" and n_crossed > 0)
+    sym = symbol or spec.symbol
+    try:
+        instrument = Instrument(symbol=sym, tick_size=float(tick),
+                                multiplier=spec.multiplier if multiplier is None else float(multiplier),
+                                currency=spec.currency if currency is None else currency,
+                                min_qty=spec.min_qty)
+    except ValueError as e:
+        raise DataError(t.path, str(e)) from None
+    data = MarketData(sym, float(tick), ticks, sessions,
+                      crossed_kept=crossed == "keep" and n_crossed > 0, instrument=instrument)
     report = LoadReport(
         path=str(t.path), preset=preset_name, kind=spec.kind, rows=rows, ticks=len(ticks),
         sessions=len(sessions), tick_size=float(tick), tick_size_inferred=inferred,
         crossed=n_crossed, crossed_policy=crossed, dropped=dropped,
+        spikes=n_spikes, spikes_policy=spikes, spikes_dropped=spikes_dropped, spike_factor=spike_factor,
     )
     return Loaded(data, report)
 
@@ -463,20 +624,35 @@ def detect_preset(path: str | Path) -> str:
         try:
             header = list(pq.read_schema(p).names)
         except Exception as e:
-            raise DataError(p, f"not a readable Parquet file: {e}") from None
+            raise DataError(p, f"not a readable Parquet file: {_one_line(e)}") from None
     else:
+        with p.open("rb") as f:
+            head = f.read(4096)
+        check_text(p, head)
+        try:
+            head.decode("utf-8-sig")
+        except UnicodeDecodeError as e:
+            if e.start < len(head) - 3:  # not just a character cut at the 4096-byte edge
+                raise DataError(p, f"not UTF-8 text ({e.reason} at byte {e.start})") from None
         line = _first_line(p)
+        if not head.strip():
+            raise DataError(p, "file is empty: expected a header line and data rows")
         if _HISTDATA_LINE.match(line):
             return "histdata"
-        header = [h.strip() for h in line.split(",")]
+        header = _split_header(line, ",")
+        other = next((d for d in (";", "\t", "|") if len(header) == 1 and d in header[0]), None)
+        if other is not None:
+            raise DataError(p, f"the header holds {other!r} but no ',': the file is not comma-separated; "
+                            f"load it with a LoadSpec(delimiter={other!r}, ...) mapping its columns")
     for name, spec in PRESETS.items():
         if not spec.header:
             continue
         need = [spec.ts, *spec.value_columns().values()]
         if all(any(a in header for a in n.split("|")) for n in need):
             return name
+    shown = columns_text(header)
     raise DataError(
-        p, f"no preset matches columns {', '.join(header)}; pass a preset ({', '.join(sorted(PRESETS))}) "
+        p, f"no preset matches columns {shown}; pass a preset ({', '.join(sorted(PRESETS))}) "
         "or a LoadSpec with a column mapping"
     )
 
@@ -489,14 +665,21 @@ def load(
     crossed: CrossedPolicy = "error",
     symbol: str | None = None,
     tick_size: float | None = None,
+    spikes: SpikePolicy = "error",
+    spike_factor: float = DEFAULT_SPIKE_FACTOR,
+    multiplier: float | None = None,
+    currency: str | None = None,
 ) -> Loaded:
     """Load a CSV or Parquet file (by extension) with a preset, an explicit spec, or a preset
     detected from its columns. Raises `DataError` on bad input."""
     p = Path(path)
     if not p.is_file():
-        raise DataError(p, "is a directory, not a data file" if p.is_dir() else "no such file")
+        raise DataError(p, "is a directory, not a data file" if p.is_dir()
+                        else "not a regular file" if p.exists() else "no such file")
     if crossed not in ("error", "drop", "keep"):
         raise ValueError(f"crossed policy must be error, drop or keep, got {crossed!r}")
+    if spikes not in ("error", "drop", "keep"):
+        raise ValueError(f"spikes policy must be error, drop or keep, got {spikes!r}")
     if spec is None:
         try:
             preset_name = preset_name or detect_preset(p)
@@ -506,7 +689,8 @@ def load(
                 raise
             raise DataError(p, str(e)) from None
     table = _read_parquet(p, spec) if p.suffix.lower() == ".parquet" else _read_csv(p, spec)
-    return _assemble(table, spec, crossed, preset_name, symbol, tick_size)
+    return _assemble(table, spec, crossed, preset_name, symbol, tick_size, spikes, spike_factor,
+                     multiplier, currency)
 
 
 def load_market_data(path: str | Path, preset_name: str | None = None, **options: Any) -> MarketData:

@@ -11,6 +11,8 @@ Kind = Literal["quotes", "trades", "bars"]
 TsFormat = Literal["iso", "unix_s", "unix_ms", "unix_us", "unix_ns", "histdata"]
 SessionKind = Literal["utc", "fx", "us_equity", "cme"]
 CrossedPolicy = Literal["error", "drop", "keep"]
+SpikePolicy = Literal["error", "drop", "keep"]
+DEFAULT_SPIKE_FACTOR = 2.0  # a one-row +100% / -50% move that reverts; the shared tapes peak at 1.46
 
 
 class LoadSpec(msgspec.Struct, frozen=True):
@@ -28,7 +30,9 @@ class LoadSpec(msgspec.Struct, frozen=True):
       US equity regular hours, CME 17:00–16:00 Chicago);
     - `tick_size`: None infers the greatest common step of the price grid (see
       `infer_tick_size`); a given tick must divide every recorded price;
-    - `bar_seconds`: bar length for `bars` (each bar becomes 4 synthetic ticks).
+    - `bar_seconds`: bar length for `bars` (each bar becomes 4 synthetic ticks);
+    - `multiplier`, `currency`, `min_qty`: the instrument (money per price point per unit, the
+      quote currency, the smallest tradable quantity), carried to `MarketData.instrument`.
     """
 
     kind: Kind
@@ -52,6 +56,9 @@ class LoadSpec(msgspec.Struct, frozen=True):
     tick_size: float | None = None
     bar_seconds: int = 60
     description: str = ""
+    multiplier: float = 1.0
+    currency: str = "USD"
+    min_qty: int = 1
 
     def value_columns(self) -> dict[str, str]:
         """Role → file column for the value columns this kind needs (size optional)."""
@@ -85,20 +92,20 @@ PRESETS: dict[str, LoadSpec] = {
         description="HistData ASCII ticks, headerless, EST (UTC-5 all year)",
     ),
     "truefx": LoadSpec(
-        kind="quotes", ts="timestamp", bid="bid", ask="ask", session="fx", symbol="USDJPY",
+        kind="quotes", ts="timestamp", bid="bid", ask="ask", session="fx", symbol="USDJPY", currency="JPY",
         description="TrueFX quotes: timestamp (ISO with offset), bid, ask",
     ),
     "binance_bookticker": LoadSpec(
         kind="quotes", ts="local_ts_ns", ts_format="unix_ns", bid="bid_px", ask="ask_px",
-        symbol="BTCUSDT", description="Binance book ticker (hftbacktest): local_ts_ns, bid_px, ask_px",
+        symbol="BTCUSDT", currency="USDT", description="Binance book ticker (hftbacktest): local_ts_ns, bid_px, ask_px",
     ),
     "binance_trades": LoadSpec(
         kind="trades", ts="local_ts_ns", ts_format="unix_ns", price="price", size="qty",
-        symbol="BTCUSDT", description="Binance trades (hftbacktest): local_ts_ns, price, qty",
+        symbol="BTCUSDT", currency="USDT", description="Binance trades (hftbacktest): local_ts_ns, price, qty",
     ),
     "cme_bars": LoadSpec(
         kind="bars", ts="timestamp_utc", open="open", high="high", low="low", close="close",
-        volume="volume", session="cme", symbol="6EH4",
+        volume="volume", session="cme", symbol="6EH4", multiplier=125_000.0, currency="USD",
         description="CME 1-minute bars (Nautilus): timestamp_utc = bar open",
     ),
     "btc_bars": LoadSpec(
@@ -108,7 +115,7 @@ PRESETS: dict[str, LoadSpec] = {
     ),
     "freqtrade_trades": LoadSpec(
         kind="trades", ts="timestamp_ms", ts_format="unix_ms", price="price", size="amount",
-        symbol="XRPETH", description="freqtrade trades: timestamp_ms, price, amount",
+        symbol="XRPETH", currency="ETH", description="freqtrade trades: timestamp_ms, price, amount",
     ),
     "pyalgotrade_trades": LoadSpec(
         kind="trades", ts="unix_s", ts_format="unix_s", price="price", size="amount",

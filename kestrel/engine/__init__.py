@@ -3,12 +3,14 @@
 Pure, synchronous and sans-IO: `Engine.on_ticks(batch)` in, ledger events out.
 """
 
+from kestrel.engine.book import Carry, CarriedOrder
 from kestrel.engine.config import EngineConfig
 from kestrel.engine.engine import Engine, ticks_of
 from kestrel.engine.indicators import PlanError
 from kestrel.engine.ledger import (
     Armed,
     Cancelled,
+    Carried,
     Disarmed,
     Filled,
     Fired,
@@ -24,6 +26,9 @@ from kestrel.engine.ledger import (
 __all__ = [
     "Armed",
     "Cancelled",
+    "Carried",
+    "Carry",
+    "CarriedOrder",
     "Disarmed",
     "Engine",
     "EngineConfig",

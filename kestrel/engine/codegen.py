@@ -7,13 +7,25 @@ exec'd once; the per-tick loop then never touches the AST. Undefined values are 
 comparison using one is false (`!=` is guarded explicitly).
 
 Two functions are generated from the same update code:
-- `warm(tsl, bl, al, ll, sl, S, OFF_, OPEN_)` feeds history to the indicators only, and
+- `warm(tsl, bl, al, ll, sl, S, K_)` feeds history to the indicators only, and
   `warmx` (same signature) also to the crosses (history after the plan was armed);
-- `live(E, tsl, bl, al, ll, sl, g0, S, R, OFF_, OPEN_)` also calls the broker (`E._step`) on ticks where
+- `live(E, tsl, bl, al, ll, sl, g0, S, R, K_)` also calls the broker (`E._step`) on ticks where
   the broker's envelope `E.env` is breached and evaluates the armed rules (`R` holds each
   rule's state: 0 spent, 1 armed, 2 waiting for a false evaluation before re-arming),
   calling `E._fire` when one fires. Crosses start fresh in `live` after arming.
-`OFF_`/`OPEN_` are the session's UTC offset and open (ns). `S` is the list of persisted state variables (loaded into locals, stored back at the end).
+`K_` holds the session constants (`Engine.consts`): the clock base `time` counts from, the
+open (ns), the price units of the exact indicators (half ticks) and the plan's times of day
+as `time` values. `S` is the list of persisted state variables (loaded into locals, stored
+back at the end).
+
+Exact tick-series indicators: `mid`, `spread` and the tick and bar `sma` of a quantized
+price series (last, bid, ask, mid, spread, open) work on whole numbers of half ticks, so
+running sums are exact integers and the mean `(S_i - S_{i-n}) / (n x units)` is the double
+nearest to the exact mean: a mid equal to its sma compares equal.
+
+Safety: only a checked plan reaches this module (`plans.checked`), and even then no string
+of the plan is spliced into the source: operators, directions and series come from fixed
+tables, numbers are re-read as finite floats or ints, times of day become table entries.
 """
 
 from __future__ import annotations
@@ -26,7 +38,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from kestrel.engine.indicators import IndicatorSpec, PlanError, fast_blocker, resolve
-from kestrel.frame.session import NS_PER_DAY
 from kestrel.frame.ticks import NS_PER_S
 from kestrel.lang import ast
 
@@ -38,7 +49,7 @@ SERIES_SRC = {
     "bid": "b",
     "ask": "a",
     "mid": "m",
-    "spread": "(a - b)",
+    "spread": "sp",
     "size": "s",
     "vol": "cv",
     "vwap": "vw",
@@ -46,9 +57,34 @@ SERIES_SRC = {
     "time": "tod",
     "pos": "E.pos",
     "rpnl": "E.rpnl",
-    "upnl": "E._upnl(b, a)",
-    "pnl": "E.money.amount(E._rpnl_k + E._upnl_k(b, a))",  # exact: rpnl + upnl in quanta
+    "upnl": "E.upnl_now(b, a)",
+    "pnl": "E.pnl_now(b, a)",  # exact, net of fees: what maxloss measures
 }
+# a quantized series as a whole number of half ticks (U_ = units per price point)
+QUANT_SRC = {
+    "last": "round(l * U_)",
+    "bid": "round(b * U_)",
+    "ask": "round(a * U_)",
+    "mid": "km",
+    "spread": "ksp",
+    "open": "kop",
+}
+_CMP = {"<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "==", "!=": "!="}
+_ARITH = {"+": "+", "-": "-", "*": "*", "/": "/"}
+_DIRECTIONS = ("above", "below")
+
+
+def _number(v: object) -> str:
+    """A plan number as source: a finite int or float, re-read, never the plan's text."""
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+        raise PlanError(f"not a finite number: {v!r}")
+    return repr(float(v))
+
+
+def _op(table: dict[str, str], op: object, what: str) -> str:
+    if not isinstance(op, str) or op not in table:
+        raise PlanError(f"unknown {what} {op!r}")
+    return table[op]
 
 
 def _div(x: float, y: float) -> float:
@@ -70,15 +106,18 @@ class CompiledPlan:
     live: Callable[..., None]
     init_state: Callable[[], list[Any]]
     fast_blocker: str
+    tods: tuple[ast.TimeOfDay, ...] = ()
 
 
-def _running_mean(k: str, v: str, x: str, n: int, ind: str) -> list[str]:
+def _running_mean(k: str, v: str, x: str, n: int, ind: str, units: bool = False) -> list[str]:
     """Lines updating the mean of the last n values of x: (S_i - S_{i-n}) / n on the running
-    sum S (`cs{k}`), with S_{i-n} kept in a bounded deque (`dq{k}`)."""
+    sum S (`cs{k}`), with S_{i-n} kept in a bounded deque (`dq{k}`). With `units` x is a
+    whole number of half ticks: S is an exact integer and the mean is divided by n x U_."""
+    div = f"({float(n)!r} * U_)" if units else repr(float(n))
     return [
         f"{ind}cs{k} += {x}",
         f"{ind}dq{k}.append(cs{k})",
-        f"{ind}{v} = (cs{k} - dq{k}[0]) / {float(n)!r} if len(dq{k}) > {n} else nan",
+        f"{ind}{v} = (cs{k} - dq{k}[0]) / {div} if len(dq{k}) > {n} else nan",
     ]
 
 
@@ -99,6 +138,7 @@ class _Gen:
         self.bars: dict[int, list[tuple[str, IndicatorSpec]]] = {}
         self.crosses: list[tuple[str, str, str, str]] = []
         self.cross_var: dict[ast.Crosses, str] = {}
+        self.tods: list[ast.TimeOfDay] = []
 
     def var(self, name: str, init: str) -> str:
         self.state.append((name, init))
@@ -107,7 +147,7 @@ class _Gen:
     def series(self, name: str) -> str:
         if name not in SERIES_SRC:
             raise PlanError(f"unknown series {name!r}")
-        if name in ("mid", "vol", "vwap", "open", "time"):
+        if name in ("mid", "spread", "vol", "vwap", "open", "time"):
             self.base.add(name)
         return SERIES_SRC[name]
 
@@ -119,6 +159,8 @@ class _Gen:
         self.spec_var[spec] = v
         if spec.kind == "sma" or spec.kind == "ema":
             self.series(spec.x)
+            if spec.kind == "sma" and spec.x in QUANT_SRC:
+                self.base.add("q" + spec.x)
         if spec.kind in ("high", "low"):
             self.var(f"dq{k}", "deque()")
             self.windows.append((v, spec))
@@ -127,13 +169,15 @@ class _Gen:
             self.chgs.append((v, spec))
         elif spec.tf_ns == 0:
             if spec.kind == "sma":
-                self.var(f"cs{k}", "0.0")
-                self.var(f"dq{k}", f"deque([0.0], maxlen={spec.n + 1})")
+                zero = "0" if spec.x in QUANT_SRC else "0.0"
+                self.var(f"cs{k}", zero)
+                self.var(f"dq{k}", f"deque([{zero}], maxlen={int(spec.n) + 1})")
             self.ticks.append((v, spec))
         else:
             if spec.kind in ("sma", "atr"):
-                self.var(f"cs{k}", "0.0")
-                self.var(f"dq{k}", f"deque([0.0], maxlen={spec.n + 1})")
+                zero = "0" if spec.kind == "sma" and spec.x in QUANT_SRC else "0.0"
+                self.var(f"cs{k}", zero)
+                self.var(f"dq{k}", f"deque([{zero}], maxlen={int(spec.n) + 1})")
             if spec.kind == "atr":
                 self.var(f"pc{k}", "nan")
             self.bars.setdefault(spec.tf_ns, []).append((v, spec))
@@ -141,9 +185,11 @@ class _Gen:
 
     def expr(self, e: ast.Expr) -> str:
         if isinstance(e, ast.Number | ast.Percent):
-            return repr(float(e.value))
+            return _number(e.value)
         if isinstance(e, ast.TimeOfDay):
-            return str(e.seconds)
+            if e not in self.tods:
+                self.tods.append(e)
+            return f"tl{self.tods.index(e)}"
         if isinstance(e, ast.Series):
             return self.series(e.name)
         if isinstance(e, ast.Call):
@@ -154,17 +200,21 @@ class _Gen:
             return f"(-{self.expr(e.operand)})"
         if isinstance(e, ast.Arith):
             x, y = self.expr(e.left), self.expr(e.right)
-            return f"_div({x}, {y})" if e.op == "/" else f"({x} {e.op} {y})"
+            op = _op(_ARITH, e.op, "operator")
+            return f"_div({x}, {y})" if op == "/" else f"({x} {op} {y})"
         if isinstance(e, ast.Compare):
             x, y = self.expr(e.left), self.expr(e.right)
-            return f"_ne({x}, {y})" if e.op == "!=" else f"({x} {e.op} {y})"
+            op = _op(_CMP, e.op, "comparison")
+            return f"_ne({x}, {y})" if op == "!=" else f"({x} {op} {y})"
         if isinstance(e, ast.Crosses):
             if e in self.cross_var:
                 return self.cross_var[e]
             x, y = self.expr(e.left), self.expr(e.right)
+            if e.direction not in _DIRECTIONS:
+                raise PlanError(f"unknown CROSSES direction {e.direction!r}")
             k = len(self.crosses)
             name = f"x{k}"
-            self.crosses.append((name, x, y, e.direction))
+            self.crosses.append((name, x, y, "above" if e.direction == "above" else "below"))
             self.cross_var[e] = name
             return name
         if isinstance(e, ast.And):
@@ -179,10 +229,14 @@ class _Gen:
     def updates(self) -> list[str]:
         """Per-tick indicator update lines (indented for the loop body)."""
         L: list[str] = []
-        if "mid" in self.base:
-            L.append("m = (b + a) / 2.0")
+        if self.base & {"mid", "qmid"}:
+            L.append("km = round((b + a) * H_)")
+            L.append("m = km / U_")
+        if self.base & {"spread", "qspread"}:
+            L.append("ksp = round((a - b) * U_)")
+            L.append("sp = ksp / U_")
         if "time" in self.base:
-            L.append(f"tod = ((t + OFF_) % {NS_PER_DAY}) // {NS_PER_S}")
+            L.append(f"tod = (t - BASE_) // {NS_PER_S}")
         if self.base & {"vol", "vwap"}:
             L.append("cv += s")
             if "vwap" in self.base:
@@ -199,13 +253,13 @@ class _Gen:
             L.append("    pt = t")
             for v, spec in self.windows:
                 k = v[1:]
-                L.append(f"lo_ = t - {spec.window_ns}")
+                L.append(f"lo_ = t - {int(spec.window_ns)}")
                 L.append(f"while dq{k} and dq{k}[0][0] < lo_: dq{k}.popleft()")
                 L.append(f"{v} = dq{k}[0][1] if dq{k} and lo_ >= t0 else nan")
             L.append("pend.append(l)")
         for v, spec in self.chgs:
             k = v[1:]
-            L.append(f"lo_ = t - {spec.window_ns}")
+            L.append(f"lo_ = t - {int(spec.window_ns)}")
             L.append(f"while len(dq{k}) > 1 and dq{k}[1][0] <= lo_: dq{k}.popleft()")
             L.append(f"ref_ = dq{k}[0][1] if dq{k} and dq{k}[0][0] <= lo_ else nan")
             L.append(f"{v} = 100.0 * (l / ref_ - 1.0) if ref_ else nan")
@@ -213,12 +267,14 @@ class _Gen:
         for v, spec in self.ticks:
             k = v[1:]
             x = SERIES_SRC[spec.x]
-            if spec.kind == "sma":
-                L += _running_mean(k, v, x, spec.n, "")
+            if spec.kind == "sma" and spec.x in QUANT_SRC:
+                L += _running_mean(k, v, QUANT_SRC[spec.x], int(spec.n), "", units=True)
+            elif spec.kind == "sma":
+                L += _running_mean(k, v, x, int(spec.n), "")
             else:
-                L += _ema(v, x, spec.n, "")
+                L += _ema(v, x, int(spec.n), "")
         for g, (tf, items) in enumerate(sorted(self.bars.items())):
-            L.append(f"k_ = (t - OPEN_) // {tf}")
+            L.append(f"k_ = (t - OPEN_) // {int(tf)}")
             L.append(f"if k_ != bk{g}:")
             L.append(f"    if bk{g} != {SENTINEL}:")
             for v, spec in items:
@@ -227,10 +283,12 @@ class _Gen:
                     L.append(f"        tr_ = bh{g} - bw{g} if pc{k} != pc{k} else max(bh{g}, pc{k}) - min(bw{g}, pc{k})")
                     L.append(f"        pc{k} = bc{g}")
                     L += _running_mean(k, v, "tr_", spec.n, "        ")
+                elif spec.kind == "sma" and spec.x in QUANT_SRC:
+                    L += _running_mean(k, v, f"bq{g}_{spec.x}", int(spec.n), "        ", units=True)
                 elif spec.kind == "sma":
-                    L += _running_mean(k, v, f"bx{g}_{spec.x}", spec.n, "        ")
+                    L += _running_mean(k, v, f"bx{g}_{spec.x}", int(spec.n), "        ")
                 else:
-                    L += _ema(v, f"bx{g}_{spec.x}", spec.n, "        ")
+                    L += _ema(v, f"bx{g}_{spec.x}", int(spec.n), "        ")
             L.append(f"    bk{g} = k_")
             L.append(f"    bh{g} = l")
             L.append(f"    bw{g} = l")
@@ -240,6 +298,8 @@ class _Gen:
             L.append(f"bc{g} = l")
             for x in sorted({s.x for _, s in items if s.kind != "atr"}):
                 L.append(f"bx{g}_{x} = {SERIES_SRC[x]}")
+            for x in sorted({s.x for _, s in items if s.kind == "sma" and s.x in QUANT_SRC}):
+                L.append(f"bq{g}_{x} = {QUANT_SRC[x]}")
         return L
 
     def bar_state(self) -> None:
@@ -249,6 +309,8 @@ class _Gen:
                 self.var(name, "nan")
             for x in sorted({s.x for _, s in items if s.kind != "atr"}):
                 self.var(f"bx{g}_{x}", "nan")
+            for x in sorted({s.x for _, s in items if s.kind == "sma" and s.x in QUANT_SRC}):
+                self.var(f"bq{g}_{x}", "0")
 
 
 @functools.lru_cache(maxsize=256)
@@ -266,7 +328,7 @@ def compile_plan(plan: ast.Plan) -> CompiledPlan:
         ]
         prices.append("(" + "".join(p + ", " for p in ps) + ")")
     # base state (declared after walking so that only what is used exists)
-    base_vars: list[tuple[str, str]] = [("t0", "-1"), ("op", "nan")]
+    base_vars: list[tuple[str, str]] = [("t0", "-1"), ("op", "nan"), ("kop", "0")]
     if g.base & {"vol", "vwap"}:
         base_vars += [("cv", "0.0"), ("cpv", "0.0"), ("cl", "0.0"), ("cn", "0")]
     if g.windows:
@@ -291,10 +353,16 @@ def compile_plan(plan: ast.Plan) -> CompiledPlan:
             return []
         return [f"{ind}S[:] = [{', '.join(names)}]"]
 
+    tl = [f"tl{k}" for k in range(len(g.tods))]
     head = [
+        "    BASE_, OPEN_, U_, TL_ = K_",
+        "    H_ = U_ / 2.0",
+        f"    {''.join(n + ', ' for n in tl)}= TL_" if tl else "    pass",
         "    if tsl:",
         "        if t0 < 0: t0 = tsl[0]",
-        "        if op != op: op = ll[0]",
+        "        if op != op:",
+        "            op = ll[0]",
+        "            kop = round(op * U_)",
     ]
     cross_lines: list[str] = []
     for name, x, y, d in g.crosses:
@@ -308,7 +376,7 @@ def compile_plan(plan: ast.Plan) -> CompiledPlan:
         cross_lines.append(f"p{name}r = cr_")
     src: list[str] = []
     for fname, extra in (("warm", []), ("warmx", cross_lines)):
-        src += [f"def {fname}(tsl, bl, al, ll, sl, S, OFF_, OPEN_):", "    nan = _NAN"]
+        src += [f"def {fname}(tsl, bl, al, ll, sl, S, K_):", "    nan = _NAN"]
         src += unpack("    ") + head
         src.append("    for t, b, a, l, s in zip(tsl, bl, al, ll, sl):")
         src += ["        " + u for u in upd + extra] or ["        pass"]
@@ -317,7 +385,7 @@ def compile_plan(plan: ast.Plan) -> CompiledPlan:
 
     reload_env = "lo_b, hi_b, lo_a, hi_a, t_next, i_next = E.env"
     reload_r = (", ".join(rvars) + ", = R") if rvars else "pass"
-    src += ["def live(E, tsl, bl, al, ll, sl, g0, S, R, OFF_, OPEN_):", "    nan = _NAN"]
+    src += ["def live(E, tsl, bl, al, ll, sl, g0, S, R, K_):", "    nan = _NAN"]
     src += unpack("    ") + head
     dead = "if not (" + " or ".join(rvars) + "): break"
     src += ["    " + reload_env, "    " + reload_r, "    i = g0 - 1"]
@@ -360,7 +428,7 @@ def compile_plan(plan: ast.Plan) -> CompiledPlan:
     src.append(f"def init_state():\n    nan = _NAN\n    return [{inits}]\n")
     source = "\n".join(src)
     namespace: dict[str, Any] = {"_NAN": NAN, "deque": deque, "_div": _div, "_ne": _ne, "math": math}
-    exec(compile(source, f"<kestrel plan {plan.name}>", "exec"), namespace)
+    exec(compile(source, "<kestrel plan>", "exec"), namespace)
     return CompiledPlan(
         plan=plan,
         source=source,
@@ -369,4 +437,11 @@ def compile_plan(plan: ast.Plan) -> CompiledPlan:
         live=namespace["live"],
         init_state=namespace["init_state"],
         fast_blocker=fast_blocker(plan),
+        tods=tuple(g.tods),
     )
+
+
+def time_literals(compiled: CompiledPlan) -> tuple[ast.TimeOfDay, ...]:
+    """The plan's times of day in the order of the generated `tl0, tl1, ...` (the engine
+    turns them into the session's `time` values, see `plans.clock_seconds`)."""
+    return compiled.tods

@@ -14,8 +14,13 @@ import msgspec
 
 
 class EngineConfig(msgspec.Struct, frozen=True, kw_only=True):
-    """Execution model and default risk bounds.
+    """Execution model and the operator's risk bounds.
 
+    - `maxpos`, `maxloss`, `maxorders`: the operator's caps; a plan's `RISK` may only
+      tighten them (each effective bound is min(operator, plan)); `maxloss` counts from the
+      plan's arming;
+    - `session_maxloss`: the session's loss limit (net PnL since the open, fees included),
+      never reset by a new plan; reaching it stands the session down (None: no limit);
     - `slippage_ticks`: adverse slippage, in ticks of the instrument's tick size, added to
       every market-style fill (MKT, triggered STP, trailing stop, flatten);
     - `latency_ticks` / `latency_ns`: an order created at tick i is eligible from tick
@@ -33,6 +38,7 @@ class EngineConfig(msgspec.Struct, frozen=True, kw_only=True):
     maxpos: int = 1000
     maxloss: float = 1000.0
     maxorders: int = 50
+    session_maxloss: float | None = None
     fee_per_unit: float = 0.0
     fee_per_order: float = 0.0
     multiplier: float = 1.0
@@ -46,8 +52,11 @@ class EngineConfig(msgspec.Struct, frozen=True, kw_only=True):
     def validated(self) -> EngineConfig:
         """Return self, or raise ValueError naming the bad field and the fix."""
         # written as `not (x > 0)` so that NaN fails too
-        if not (self.maxpos > 0 and self.maxorders > 0 and self.maxloss > 0):
-            raise ValueError("EngineConfig: maxpos, maxloss and maxorders must be > 0")
+        if not (self.maxpos > 0 and self.maxorders > 0 and 0 < self.maxloss < math.inf):
+            raise ValueError("EngineConfig: maxpos, maxloss and maxorders must be > 0 (maxloss finite)")
+        if self.session_maxloss is not None and not (0 < self.session_maxloss < math.inf):
+            raise ValueError(
+                f"EngineConfig: session_maxloss must be a finite number > 0 or None, got {self.session_maxloss}")
         for name in ("fee_per_unit", "fee_per_order", "slippage_ticks"):
             v = getattr(self, name)
             if not (0 <= v < math.inf):

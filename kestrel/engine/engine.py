@@ -1,36 +1,39 @@
 """The engine: arms compiled plans, runs them tick by tick against a simulated broker.
 
-Per tick i (ts t, touch b/a), in this order (see docs/engine.md):
-1. session close: the first tick with t >= close applies the end-of-day policy, and the
-   engine ignores later ticks for trading;
-2. broker: each eligible working order (created at a tick < i, past its latency) is
-   checked in id order: TTL expiry cancels an entry, otherwise it may fill (see `orders`);
-   fills update the position, create bracket children (OCO) and emit ledger events;
-3. risk: pnl = rpnl - fees + upnl (marked at the touch) against the plan's baseline; a
-   loss >= maxloss disarms the plan, cancels every working order and flattens at market;
+Per tick i (ts t, touch b/a), in this order (docs/engine.md states each rule once):
+1. session close: the end-of-day policy at the first tick with t >= close;
+2. broker: eligible working orders, in id order: TTL cancels, else fills (see `orders`);
+3. risk: pnl = rpnl - fees + upnl against the loss floor (the plan's baseline - maxloss or
+   the session's -session_maxloss, the higher); reaching it disarms (or stands the session
+   down), cancels every order and flattens at market;
 4. plan expiry (UNTIL/FOR) disarms the plan's entries;
-5. indicators take tick i; armed rules are evaluated in order; a firing rule's orders
-   are checked against maxorders and maxpos (a breach disarms) and become eligible at i+1.
-Steps 1-4 run only on ticks where the broker's envelope `env` says something may happen
-(a price crosses a working order's trigger, a deadline passes); elsewhere they are no-ops.
+5. indicators take tick i; armed rules fire in order; an order over maxorders or maxpos is
+   rejected (the plan stays armed); orders are eligible from i+1.
+Bounds are min(operator's `EngineConfig`, plan's `RISK`): a plan may only tighten them.
+Steps 1-4 run only where the broker's envelope (`envelope`) says something may happen.
 """
 
 from __future__ import annotations
 
 import math
-from itertools import islice
 from collections.abc import Sequence
+from fractions import Fraction
+from itertools import islice
 
 import numpy as np
-from kestrel.engine.codegen import CompiledPlan, compile_plan
+
+from kestrel.engine.book import Book, Carry, carry_of
+from kestrel.engine.codegen import CompiledPlan, compile_plan, time_literals
 from kestrel.engine.config import EngineConfig
+from kestrel.engine.envelope import IDLE_ENV, NEVER, envelope
 from kestrel.engine.fast import run_fast
 from kestrel.engine.indicators import PlanError, longest_lookback
-from kestrel.engine.history import TickHistory
+from kestrel.engine.history import TickHistory, ticks_of
 from kestrel.engine.money import Money
 from kestrel.engine.ledger import (
     Armed,
     Cancelled,
+    Carried,
     Disarmed,
     Filled,
     Fired,
@@ -41,17 +44,26 @@ from kestrel.engine.ledger import (
     OrderRejected,
     PositionChanged,
 )
-from kestrel.engine.orders import OrderType, TickGrid, WorkingOrder, bracket_price, stop_distance
+from kestrel.engine.orders import (
+    OrderType,
+    TickGrid,
+    WorkingOrder,
+    bracket_price,
+    entry_risk,
+    exact,
+    slipped,
+)
 from kestrel.frame.account import AccountState
 from kestrel.frame.account import WorkingOrder as AccountOrder
 from kestrel.frame.session import SessionSpec
 from kestrel.frame.ticks import NS_PER_S, Ticks
+from kestrel.engine.plans import checked, clock_base_ns, clock_seconds
 from kestrel.lang import ast
+
+__all__ = ["Engine", "ticks_of"]  # ticks_of lives in `history`, re-exported here
 
 INF = math.inf
 NAN = float("nan")
-NEVER = 2**62
-_IDLE_ENV = (-INF, INF, -INF, INF, NEVER, NEVER)
 _SIDE = {"buy": 1, "sell": -1}
 
 
@@ -70,6 +82,7 @@ class Engine:
         session: SessionSpec,
         instrument: str,
         tick_size: float,
+        carry: Carry | None = None,
     ) -> None:
         if not (0 < tick_size < INF):
             raise ValueError(f"tick_size must be a finite number > 0, got {tick_size}")
@@ -79,11 +92,15 @@ class Engine:
         self.tick_size = tick_size
         self.grid = TickGrid(tick_size)
         self.slip = config.slippage_ticks * tick_size
+        self.slip_ticks = exact(config.slippage_ticks)
+        self._fee_unit = exact(config.fee_per_unit)
+        self._fee_order = exact(config.fee_per_order)
         self.money = Money.derive(tick_size, config.multiplier, config.slippage_ticks,
                                   config.fee_per_unit, config.fee_per_order, config.money_decimals)
         self.close_ns = session.close_ns
         self.open_ns = session.open_ns
         self.off_ns = session.utc_offset_ns
+        self.clock_base_ns = clock_base_ns(session)
         self.ledger = Ledger()
         self.last_path = "none"
         # clock
@@ -93,14 +110,8 @@ class Engine:
         self.a = NAN
         self.closed = False
         self._history = TickHistory()
-        # account
-        self.pos = 0
-        self.avg = 0.0
-        # money: whole quanta (exact integers); rpnl/fees are their amounts, kept in step
-        self._rpnl_k = 0
-        self._fees_k = 0
-        self.rpnl = 0.0
-        self.fees = 0.0
+        # account: the position and its money, exact (see `book`)
+        self.book = Book(self.money, config.multiplier)
         self.orders: dict[int, WorkingOrder] = {}
         self._next_id = 1
         self._next_oco = 1
@@ -113,6 +124,7 @@ class Engine:
         self.remaining: list[int] = []
         self.S: list[object] = []
         self.expiry_ns = NEVER
+        self.time_values: tuple[int, ...] = ()
         self.maxpos = config.maxpos
         self.maxloss = config.maxloss
         self.maxorders = config.maxorders
@@ -120,18 +132,59 @@ class Engine:
         self._baseline_k = 0  # the plan's pnl at arming, in money quanta
         self._maxloss_k = self.money.at_least(self.maxloss)
         self.loss_breached = False
+        # the session's loss limit counts from the open and never resets
+        self._session_floor_k = (
+            -self.money.at_least(config.session_maxloss) if config.session_maxloss is not None
+            else -(2**62))
+        self.session_down = ""
+        self._floor_k = max(-self._maxloss_k, self._session_floor_k)
+        self._loss_guard = (-INF, INF)  # bid (long) / ask (short) at which pnl may reach the floor
         self._stale = False
         self._sizes: Sequence[float] | np.ndarray | None = None
         self._sizes_base = 0
-        self.env: tuple[float, float, float, float, int, int] = _IDLE_ENV
-        self.env_core = _IDLE_ENV  # env without the trailing stops (see fast.py)
+        self.env: tuple[float, float, float, float, int, int] = IDLE_ENV
+        self.env_core = IDLE_ENV  # env without the trailing stops (see fast.py)
         self.trails: list[WorkingOrder] = []
+        self.carried_in = carry
+        if carry is not None:
+            self._restore(carry)
         self._envelope(-1)
+
+    # the account, as the generated code and callers read it
+    @property
+    def pos(self) -> int:
+        return self.book.pos
+
+    @property
+    def avg(self) -> float:
+        return self.book.avg
+
+    @property
+    def rpnl(self) -> float:
+        return self.money.amount(self.book.rpnl_k)
+
+    @property
+    def fees(self) -> float:
+        return self.money.amount(self.book.fees_k)
+
+    def pnl_now(self, b: float, a: float) -> float:
+        """The `pnl` series: rpnl - fees + upnl at the touch, exactly what maxloss measures."""
+        return self.money.amount(self.book.pnl_k(b, a))
+
+    def upnl_now(self, b: float, a: float) -> float:
+        """The `upnl` series: unrealized PnL at the touch."""
+        return self.money.amount(self.book.upnl_k(b, a)) if self.book.pos else 0.0
 
     # ------------------------------------------------------------------ public API
     def arm(self, plan: ast.Plan) -> list[LedgerEvent]:
         """Arm `plan`, superseding the incumbent: its entries are disarmed and its working
-        entry orders cancelled; the position and its protective orders carry over."""
+        entry orders cancelled; the position and its protective orders carry over.
+
+        Only a checked plan is armed: `plan` is re-validated against the AST types (a Struct
+        built in code skips msgspec's validation) and run through the language checker; a
+        plan that fails either is refused (`PlanError`). The plan's RISK bounds only tighten
+        the operator's (`EngineConfig`): each effective bound is the smaller of the two."""
+        plan = checked(plan)
         if plan.instrument is not None and plan.instrument != self.instrument:
             raise PlanError(
                 f"plan {plan.name!r} trades {plan.instrument} but this engine runs "
@@ -154,20 +207,24 @@ class Engine:
         self.compiled = compiled
         self.plan_name = plan.name
         self.arm_tick = self.seen
+        self.time_values = tuple(
+            clock_seconds(self.session, tod) for tod in time_literals(compiled))
         self._rewarm()
-        self.armed = not self.closed
+        risk, cfg = plan.risk, self.config
+        self.maxpos = cfg.maxpos if risk.maxpos is None else min(cfg.maxpos, risk.maxpos)
+        self.maxloss = cfg.maxloss if risk.maxloss is None else min(cfg.maxloss, risk.maxloss)
+        self.maxorders = cfg.maxorders if risk.maxorders is None else min(cfg.maxorders, risk.maxorders)
+        self._maxloss_k = self.money.at_least(self.maxloss)
+        self._baseline_k = self.book.pnl_k(self.b, self.a)
+        self._floor_k = max(self._baseline_k - self._maxloss_k, self._session_floor_k)
+        if not self.session_down and self._baseline_k <= self._session_floor_k:  # already past
+            self.session_down = f"session maxloss {cfg.session_maxloss:g} breached: the session stands down"
+        self.placed = 0
+        self.loss_breached = bool(self.session_down)
+        self.armed = not self.closed and not self.session_down
         n = len(plan.rules)
         self.R = [1 if self.armed else 0] * n
         self.remaining = [max(1, r.repeat) for r in plan.rules]
-        risk = plan.risk
-        cfg = self.config
-        self.maxpos = cfg.maxpos if risk.maxpos is None else risk.maxpos
-        self.maxloss = cfg.maxloss if risk.maxloss is None else risk.maxloss
-        self.maxorders = cfg.maxorders if risk.maxorders is None else risk.maxorders
-        self.placed = 0
-        self.loss_breached = False
-        self._maxloss_k = self.money.at_least(self.maxloss)
-        self._baseline_k = self._pnl_k(self.b, self.a)
         exp = plan.expiry
         if isinstance(exp, ast.Until):
             self.expiry_ns = self.session.wall_clock_ns(exp.at.hour, exp.at.minute, exp.at.second)
@@ -177,7 +234,8 @@ class Engine:
             self.expiry_ns = self.close_ns
         self._emit(Armed(self.seen, self.t, plan.name, n, self.expiry_ns))
         if not self.armed:
-            self._emit(Disarmed(self.seen, self.t, plan.name, "session closed"))
+            self._emit(Disarmed(self.seen, self.t, plan.name,
+                                "session closed" if self.closed else self.session_down))
         elif self.expiry_ns <= self.t:  # UNTIL already past: nothing may fire
             self._disarm("expired")
         self._envelope(self.seen - 1)
@@ -206,7 +264,7 @@ class Engine:
                  batch.last.tolist(), batch.size.tolist())
         self._sizes, self._sizes_base = lists[4], g0
         if self.compiled is not None:
-            self.compiled.live(self, *lists, g0, self.S, self.R, self.off_ns, self.open_ns)
+            self.compiled.live(self, *lists, g0, self.S, self.R, self.consts())
         else:
             self._live_bare(*lists, g0)
         self._advance(g0 + n, lists[0][-1], lists[1][-1], lists[2][-1])
@@ -257,13 +315,35 @@ class Engine:
         return AccountState(
             position=self.pos,
             avg_entry=self.avg if self.pos else None,
-            upnl=self._upnl(self.b, self.a) if self.pos else 0.0,
+            upnl=self.upnl_now(self.b, self.a),
             rpnl=self.rpnl,
             fees=self.fees,
             orders=orders,
         )
 
+    def carry_out(self) -> Carry | None:
+        """What the next session takes over under `end_of_day="carry"`: the position, its
+        exact cost basis and its live protective orders (entries never carry); None when
+        flat."""
+        return carry_of(self.book, self.orders.values())
+
     # ------------------------------------------------------------------ internals
+    def _restore(self, carry: Carry) -> None:
+        """Open the session with a carried position and its protective orders (eligible
+        from the first tick), marked in the ledger by a `carry` event."""
+        self.book.restore(carry.pos, Fraction(carry.cost))
+        self._emit(Carried(0, self.open_ns, carry.pos, self.book.avg, len(carry.orders)))
+        groups: dict[int | None, int | None] = {None: None}
+        for c in carry.orders:
+            if c.oco not in groups:
+                groups[c.oco] = self._next_oco
+                self._next_oco += 1
+            trail = (ast.Offset(c.trail_mode, c.trail_value)  # type: ignore[arg-type]
+                     if c.trail_mode is not None and c.trail_value is not None else None)
+            o = self._place("carried", -1, c.role, c.side, c.qty, c.type,  # type: ignore[arg-type]
+                            c.price, 0, self.open_ns, oco=groups[c.oco], trail=trail, best=c.best)
+            o.el_idx, o.el_ts = 0, self.open_ns
+
     def _fast_blocker(self) -> str:
         if self.compiled is None or not self.armed:
             return "no armed plan"
@@ -300,7 +380,7 @@ class Engine:
             if hi > lo:
                 part = h.slice(lo, hi)
                 fn(part.ts.tolist(), part.bid.tolist(), part.ask.tolist(), part.last.tolist(),
-                   part.size.tolist(), self.S, self.off_ns, self.open_ns)
+                   part.size.tolist(), self.S, self.consts())
         self._stale = False
 
     def _advance(self, seen: int, t: int, b: float, a: float) -> None:
@@ -324,27 +404,18 @@ class Engine:
     def _emit(self, e: LedgerEvent) -> None:
         self.ledger.events.append(e)
 
-    def _upnl_k(self, b: float, a: float) -> int:
-        """Unrealized PnL at the touch (bid for a long, ask for a short), in money quanta."""
-        if self.pos > 0:
-            return self.money.quanta(self.pos * (b - self.avg) * self.config.multiplier)
-        if self.pos < 0:
-            return self.money.quanta(self.pos * (a - self.avg) * self.config.multiplier)
-        return 0
-
-    def _upnl(self, b: float, a: float) -> float:
-        return self.money.amount(self._upnl_k(b, a)) if self.pos else 0.0
-
-    def _pnl_k(self, b: float, a: float) -> int:
-        """rpnl - fees + upnl in money quanta (exact)."""
-        k = self._rpnl_k - self._fees_k
-        return k + self._upnl_k(b, a) if self.pos else k
+    def consts(self) -> tuple[int, int, float, tuple[int, ...]]:
+        """The session constants the generated code reads: the clock base (`time` counts
+        seconds from it), the open, the price units of the exact indicators and the plan's
+        times of day as `time` values."""
+        return (self.clock_base_ns, self.open_ns, self.grid.units, self.time_values)
 
     def _mark(self, i: int, t: int, b: float, a: float) -> None:
-        u = self._upnl_k(b, a)
+        bk = self.book
+        u = bk.upnl_k(b, a)
         m = self.money
-        self._emit(Mark(i, t, self.pos, self.rpnl, m.amount(u), self.fees,
-                        m.amount(self._rpnl_k + u - self._fees_k)))
+        self._emit(Mark(i, t, bk.pos, m.amount(bk.rpnl_k), m.amount(u), m.amount(bk.fees_k),
+                        m.amount(bk.rpnl_k + u - bk.fees_k)))
 
     # broker step ---------------------------------------------------------------
     def _step(self, i: int, t: int, b: float, a: float) -> None:
@@ -356,6 +427,7 @@ class Engine:
         if t >= self.close_ns:
             self._session_close(i, t, b, a, "session close")
             return
+        filled = False
         for o in list(self.orders.values()):
             if o.id not in self.orders or i < o.el_idx or t < o.el_ts:
                 continue
@@ -367,7 +439,11 @@ class Engine:
                 qty = self._fill_qty(o, i)
                 if qty > 0:
                     self._fill(o, price, i, t, b, a, qty)
-        if not self.loss_breached and self._pnl_k(b, a) - self._baseline_k <= -self._maxloss_k:
+                    filled = True
+        # pnl moves only with a fill or the touch; the exact check runs past the loss guard
+        near = b <= self._loss_guard[0] if self.book.pos > 0 else a >= self._loss_guard[1]
+        if (not self.loss_breached and (filled or (self.book.pos and near))
+                and self.book.pnl_k(b, a) <= self._floor_k):
             self._breach_loss(i, t, b, a)
         if self.armed and t >= self.expiry_ns:
             self._disarm("expired", i, t)
@@ -384,13 +460,13 @@ class Engine:
             if s >= 1.0:
                 q = min(q, int(s))
         if o.role != "entry":
-            q = min(q, abs(self.pos))
+            q = min(q, abs(self.pos)) if o.side * self.pos < 0 else 0
         return q
 
     def _fill_price(self, o: WorkingOrder, b: float, a: float) -> float | None:
         ty = o.type
         if ty == "mkt":
-            return a + self.slip if o.side > 0 else b - self.slip
+            return self._slipped(o.side, b, a)
         p = o.price
         assert p is not None or ty == "trail"
         if ty == "lmt":
@@ -401,55 +477,38 @@ class Engine:
         if ty == "stp":
             assert p is not None
             if o.side > 0:
-                return a + self.slip if a >= p else None
-            return b - self.slip if b <= p else None
+                return self._slipped(1, b, a) if a >= p else None
+            return self._slipped(-1, b, a) if b <= p else None
         # trail: check the level, then ratchet
         lvl = o.trail_level(self.grid)
         if o.side < 0:
             if b <= lvl:
-                return b - self.slip
+                return self._slipped(-1, b, a)
             if b > o.best:
                 o.best = b
         else:
             if a >= lvl:
-                return a + self.slip
+                return self._slipped(1, b, a)
             if a < o.best:
                 o.best = a
         return None
 
+    def _slipped(self, side: int, b: float, a: float) -> float:
+        """A market-style fill price: the touch with adverse slippage, on the tick grid."""
+        return slipped(a if side > 0 else b, side, self.slip_ticks, self.grid)
+
     def _fill(self, o: WorkingOrder, price: float, i: int, t: int, b: float, a: float,
               qty: int) -> None:
-        cfg = self.config
         m = self.money
-        fee_k = m.quanta(cfg.fee_per_unit * qty + (cfg.fee_per_order if o.filled == 0 else 0.0))
+        bk = self.book
+        fee_k = bk.charge(self._fee_unit * qty + (self._fee_order if o.filled == 0 else 0))
         o.filled += qty
         if o.filled >= o.qty:
             del self.orders[o.id]
         self._emit(Filled(i, t, o.id, "buy" if o.side > 0 else "sell", qty, price, m.amount(fee_k)))
-        self._fees_k += fee_k
-        self.fees = m.amount(self._fees_k)
-        q = o.side * qty
-        pos = self.pos
-        opened = qty  # the part of the fill that opens or adds to a position
-        if pos == 0:
-            self.avg = price
-            self.pos = q
-        elif (pos > 0) == (q > 0):
-            self.avg = (self.avg * abs(pos) + price * qty) / (abs(pos) + qty)
-            self.pos = pos + q
-        else:
-            closed = min(qty, abs(pos))
-            opened = qty - closed
-            # each realized increment is rounded to the money quantum once, then summed exactly
-            self._rpnl_k += m.quanta(
-                closed * (price - self.avg) * (1 if pos > 0 else -1) * cfg.multiplier)
-            self.rpnl = m.amount(self._rpnl_k)
-            self.pos = pos + q
-            if self.pos == 0:
-                self.avg = 0.0
-            elif (self.pos > 0) != (pos > 0):
-                self.avg = price
-        self._emit(PositionChanged(i, t, self.pos, self.avg if self.pos else None, self.rpnl))
+        pos = bk.pos
+        opened = bk.fill(o.side * qty, price)  # the part of the fill that opens or adds
+        self._emit(PositionChanged(i, t, bk.pos, bk.avg if bk.pos else None, self.rpnl))
         if o.role == "entry" and o.bracket is not None:
             if opened:
                 self._bracket(o, price, opened, i, t)
@@ -468,7 +527,7 @@ class Engine:
             # reversed: protective orders of the old side would now add to the position
             sign = 1 if self.pos > 0 else -1
             for other in list(self.orders.values()):
-                if other.role in ("stop", "target", "trail") and other.side == sign:
+                if other.role in ("stop", "target", "trail", "flat", "exit") and other.side == sign:
                     self._cancel(other, i, t, "reversed")
         self._mark(i, t, b, a)
 
@@ -524,6 +583,9 @@ class Engine:
     def _breach_loss(self, i: int, t: int, b: float, a: float) -> None:
         self.loss_breached = True
         reason = f"maxloss {self.maxloss:g} breached"
+        if self._session_floor_k >= self._baseline_k - self._maxloss_k:
+            reason = f"session maxloss {self.config.session_maxloss:g} breached"
+            self.session_down = reason + ": the session stands down"
         if self.armed:
             self._disarm(reason, i, t)
         else:
@@ -544,8 +606,7 @@ class Engine:
             if self.pos:
                 side = -1 if self.pos > 0 else 1
                 o = self._place(self.plan_name, -1, "exit", side, abs(self.pos), "mkt", None, i, t)
-                price = a + self.slip if side > 0 else b - self.slip
-                self._fill(o, price, i, t, b, a, o.qty)
+                self._fill(o, self._slipped(side, b, a), i, t, b, a, o.qty)
         self._mark(i, t, b, a)
         self._envelope(i)  # closed: idle
 
@@ -565,8 +626,10 @@ class Engine:
             if isinstance(act, ast.Order):
                 self._entry(j, act, price, i, t)
             elif isinstance(act, ast.Flat):
+                # a FLAT only reduces: it counts towards maxorders but is never refused
                 closing = any(o.role in ("flat", "exit") for o in self.orders.values())
-                if self.pos and not closing and self._count_order(j, i, t):
+                if self.pos and not closing:
+                    self.placed += 1
                     self._place(self.plan_name, j, "flat", -1 if self.pos > 0 else 1,
                                 abs(self.pos), "mkt", None, i, t)
             else:
@@ -575,142 +638,62 @@ class Engine:
                         self._cancel(o, i, t, f"rule {j} cancel")
         self._envelope(i)
 
-    def _count_order(self, j: int, i: int, t: int) -> bool:
-        if self.placed >= self.maxorders:
-            self._disarm(f"maxorders {self.maxorders} reached", i, t)
-            return False
-        self.placed += 1
-        return True
-
     def _entry(self, j: int, act: ast.Order, price: float | None, i: int, t: int) -> None:
         side = _SIDE[act.side]
         if act.order_type != "mkt" and (price is None or price != price):
             self._emit(OrderRejected(i, t, self.plan_name, j, "price undefined at this tick"))
+            return
+        if self.placed >= self.maxorders:
+            self._emit(OrderRejected(i, t, self.plan_name, j,
+                                     f"maxorders {self.maxorders} reached"))
             return
         working = sum(o.side * o.remaining for o in self.orders.values()
                       if o.role in ("entry", "flat"))
         projected = self.pos + working + side * act.qty
         if abs(projected) > self.maxpos:
             self._emit(OrderRejected(i, t, self.plan_name, j,
-                                     f"position would reach {projected}, over maxpos {self.maxpos}"))
-            self._disarm(f"maxpos {self.maxpos} breached", i, t)
+                                     f"maxpos {self.maxpos}: position would reach {projected}"))
             return
         if price is not None:
             price = self.grid.snap(price)
-        risk = self._entry_risk(act, side, price)
+        risk = entry_risk(act, side, price, self.b, self.a, self.slip, self.grid, self.config)
         if risk:
             committed = sum(o.risk * o.remaining for o in self.orders.values() if o.role == "entry")
             m = self.money
-            after_k = (self._pnl_k(self.b, self.a) - self._baseline_k
-                       - m.quanta(committed + risk * act.qty))
-            if after_k <= -self._maxloss_k:
+            after_k = self.book.pnl_k(self.b, self.a) - m.quanta(committed + risk * act.qty)
+            if after_k <= self._floor_k:
+                plan_floor = self._baseline_k - self._maxloss_k
+                bound = (f"maxloss {self.maxloss:g}" if plan_floor >= self._session_floor_k
+                         else f"session maxloss {self.config.session_maxloss:g}")
                 self._emit(OrderRejected(
                     i, t, self.plan_name, j,
                     f"worst-case loss {risk * act.qty:.2f} would take the plan's pnl to "
-                    f"{m.amount(after_k):.2f}, past maxloss {self.maxloss:g}"))
-                self._disarm(f"maxloss {self.maxloss:g} would be breached", i, t)
+                    f"{m.amount(after_k - self._baseline_k):.2f}, past {bound}"))
+                self._disarm(f"{bound} would be breached", i, t)
                 return
-        if not self._count_order(j, i, t):
-            return
+        self.placed += 1
         bracket = act if (act.stop or act.target or act.trail) else None
         ttl = None if act.ttl is None else act.ttl.seconds * NS_PER_S
         o = self._place(self.plan_name, j, "entry", side, act.qty, act.order_type, price, i, t,
                         ttl_ns=ttl, bracket=bracket)
         o.risk = risk
 
-    def _entry_risk(self, act: ast.Order, side: int, price: float | None) -> float:
-        """Worst-case loss per unit of an entry if its protective stop is hit at its level:
-        the stop distance from the expected fill (the limit for LMT, the stop price for STP,
-        the current touch for MKT; slippage included) plus the exit's slippage, times the
-        multiplier, plus the round trip's fees. 0 when the entry has no STOP or TRAIL."""
-        if act.order_type == "lmt":
-            assert price is not None
-            expected = price
-        else:
-            ref = price if act.order_type == "stp" and price is not None else (
-                self.a if side > 0 else self.b)
-            expected = ref + side * self.slip
-        dist = stop_distance(act, expected, self.grid)
-        if dist is None:
-            return 0.0
-        cfg = self.config
-        fees = 2.0 * cfg.fee_per_unit + 2.0 * cfg.fee_per_order / act.qty
-        return (dist + self.slip) * cfg.multiplier + fees
-
     # envelope ------------------------------------------------------------------
     def _envelope(self, i: int) -> None:
-        """Recompute `env` after tick i: the broker must see tick k when bid <= lo_b or
-        bid >= hi_b or ask <= lo_a or ask >= hi_a or ts >= t_next or k >= i_next.
-
-        The envelope is conservative: `_step` on a tick where nothing triggers changes
-        nothing but the trailing stops' best price (an idempotent max). `env_core` leaves
-        the trailing stops out (`trails` lists them) for the fast path, which follows
-        them with a running max instead of stepping on every new best."""
+        """Recompute `env` (and `env_core`, `trails`) after tick i (see `envelope`)."""
         if self.closed:
-            self.env = self.env_core = _IDLE_ENV
+            self.env = self.env_core = IDLE_ENV
             self.trails = []
             return
-        trails: list[WorkingOrder] = []
-        lo_b, hi_b, lo_a, hi_a = -INF, INF, -INF, INF
-        t_next = self.close_ns
-        i_next = NEVER
-        if self.armed and self.expiry_ns < t_next:
-            t_next = self.expiry_ns
-        now = self.t
-        for o in self.orders.values():
-            if i + 1 < o.el_idx or now < o.el_ts:
-                if i + 1 < o.el_idx:
-                    i_next = min(i_next, o.el_idx)
-                if now < o.el_ts:
-                    t_next = min(t_next, o.el_ts)
-                continue
-            if o.expire_ts is not None:
-                t_next = min(t_next, o.expire_ts)
-            ty = o.type
-            if ty == "mkt":
-                i_next = min(i_next, i + 1)
-            elif ty == "lmt":
-                assert o.price is not None
-                if o.side > 0:
-                    lo_a = max(lo_a, o.price)
-                else:
-                    hi_b = min(hi_b, o.price)
-            elif ty == "stp":
-                assert o.price is not None
-                if o.side > 0:
-                    hi_a = min(hi_a, o.price)
-                else:
-                    lo_b = max(lo_b, o.price)
-            else:
-                trails.append(o)
-        if self.pos and not self.loss_breached:
-            mult = self.config.multiplier
-            m = self.money
+        bk = self.book
+        loss_line = None
+        self._loss_guard = (-INF, INF)
+        if bk.pos and not self.loss_breached:
             # + one money quantum: upnl is rounded to the quantum before the check
-            room = m.amount(self._baseline_k) - self.maxloss - self.rpnl + self.fees + 1.0 / m.scale
-            thr = self.avg + room / (self.pos * mult)
-            margin = 1e-6 * (1.0 + abs(thr))
-            if self.pos > 0:
-                lo_b = max(lo_b, thr + margin)
-            else:
-                hi_a = min(hi_a, thr - margin)
-        self.env_core = (lo_b, hi_b, lo_a, hi_a, t_next, i_next)
-        self.trails = trails
-        for o in trails:
-            lvl = o.trail_level(self.grid)
-            if o.side < 0:
-                lo_b = max(lo_b, lvl)
-                hi_b = min(hi_b, o.best)
-            else:
-                hi_a = min(hi_a, lvl)
-                lo_a = max(lo_a, o.best)
-        self.env = (lo_b, hi_b, lo_a, hi_a, t_next, i_next)
-
-
-def ticks_of(rows: Sequence[tuple[int, float, float]] | Sequence[tuple[int, float, float, float, float]]) -> Ticks:
-    """Build `Ticks` from rows (ts, bid, ask[, last, size]) — a helper for tests and tools."""
-    arr = list(zip(*rows))
-    ts = np.asarray(arr[0], dtype=np.int64)
-    if len(arr) >= 5:
-        return Ticks.from_arrays(ts, arr[1], arr[2], arr[3], arr[4])
-    return Ticks.from_arrays(ts, arr[1], arr[2])
+            room = (self._floor_k - bk.rpnl_k + bk.fees_k + 1) / self.money.scale
+            loss_line = bk.avg + room / (bk.pos * self.config.multiplier)
+            margin = 1e-6 * (1.0 + abs(loss_line))
+            self._loss_guard = (loss_line + margin, loss_line - margin)
+        t_next = min(self.close_ns, self.expiry_ns) if self.armed else self.close_ns
+        self.env, self.env_core, self.trails = envelope(
+            self.orders.values(), i, self.t, t_next, bk.pos, loss_line, self.grid)

@@ -21,7 +21,7 @@ from kestrel.frame.ticks import Ticks
 from kestrel.lang import ast
 
 from kestrel.engine.indicators import DYNAMIC_SERIES, series_in
-from kestrel.engine.orders import TickGrid, WorkingOrder
+from kestrel.engine.orders import TickGrid, WorkingOrder, trail_level, trail_level_approx
 
 if TYPE_CHECKING:
     from kestrel.engine.engine import Engine
@@ -41,7 +41,7 @@ class _Masks:
     def __init__(self, engine: Engine, full: Ticks, start: int, upto: int) -> None:
         compiled = engine.compiled
         assert compiled is not None
-        self.cols = cols = Columns(full.slice(0, upto), engine.session, engine.arm_tick)
+        self.cols = cols = Columns(full.slice(0, upto), engine.session, engine.arm_tick, engine.grid.units)
         self.rules = rules = compiled.plan.rules
         self.dynamic = [bool(series_in(r.cond) & DYNAMIC_SERIES) for r in rules]
         cols.account = self._account(engine)
@@ -153,28 +153,31 @@ def run_fast(engine: Engine, batch: Ticks) -> None:
 def _next_trail_trigger(o: WorkingOrder, touch: np.ndarray, i: int, end: int,
                         grid: TickGrid) -> int:
     """The first k in [i, end) where trailing stop `o` triggers (its level computed from the
-    best touch over ticks before k, with the same arithmetic as `trail_level`), else end."""
-    assert o.trail is not None
-    dist = abs(o.trail.value)
-    pct = o.trail.mode == "pct"
+    best touch over ticks before k, exactly as `trail_level`), else end. The binary levels
+    are within a tick of the exact ones: ticks within a tick of them are candidates, checked
+    in order with the exact level."""
+    trail = o.trail
+    assert trail is not None
     best = o.best
+    side = o.side
+    tick = grid.tick
     k = i
     chunk = _FIRST_CHUNK
     while k < end:
         e = min(end, k + chunk)
         seg = touch[k:e]
-        if o.side < 0:
+        if side < 0:
             prev = np.maximum.accumulate(np.concatenate(([best], seg[:-1])))
-            lvl = grid.snap_array(prev * (1.0 - dist / 100.0) if pct else prev - dist)
-            hit = seg <= lvl
+            cand = np.flatnonzero(seg <= trail_level_approx(prev, trail, side, grid) + tick)
             best = max(best, float(seg.max()))
         else:
             prev = np.minimum.accumulate(np.concatenate(([best], seg[:-1])))
-            lvl = grid.snap_array(prev * (1.0 + dist / 100.0) if pct else prev + dist)
-            hit = seg >= lvl
+            cand = np.flatnonzero(seg >= trail_level_approx(prev, trail, side, grid) - tick)
             best = min(best, float(seg.min()))
-        if hit.any():
-            return k + int(hit.argmax())
+        for c in cand.tolist():
+            lvl = trail_level(float(prev[c]), trail, side, grid)
+            if (seg[c] <= lvl) if side < 0 else (seg[c] >= lvl):
+                return k + c
         k = e
         chunk *= 4
     return end

@@ -11,6 +11,8 @@ later appends.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from kestrel.frame.ticks import Ticks
@@ -72,4 +74,13 @@ class TickHistory:
         return Ticks(self._ts[:n], self._bid[:n], self._ask[:n], self._last[:n], self._size[:n])
 
 
-__all__ = ["TickHistory"]
+def ticks_of(rows: Sequence[tuple[int, float, float]] | Sequence[tuple[int, float, float, float, float]]) -> Ticks:
+    """Build `Ticks` from rows (ts, bid, ask[, last, size]) — a helper for tests and tools."""
+    arr = list(zip(*rows))
+    ts = np.asarray(arr[0], dtype=np.int64)
+    if len(arr) >= 5:
+        return Ticks.from_arrays(ts, arr[1], arr[2], arr[3], arr[4])
+    return Ticks.from_arrays(ts, arr[1], arr[2])
+
+
+__all__ = ["TickHistory", "ticks_of"]

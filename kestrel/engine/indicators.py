@@ -15,13 +15,14 @@ with the same spec share one indicator. Semantics (shared with the language):
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Literal
 
 import msgspec
 
 from kestrel.frame.ticks import NS_PER_S
 from kestrel.lang import ast
+from kestrel.lang.ast import children as children  # re-exported: moved to kestrel.lang.ast
+from kestrel.lang.ast import walk as walk
 from kestrel.lang.registry import FUNCTIONS, PRICE_SERIES
 
 DYNAMIC_SERIES = frozenset({"pos", "upnl", "rpnl", "pnl"})
@@ -83,28 +84,6 @@ def resolve(call: ast.Call) -> tuple[IndicatorSpec, ...]:
     # atr
     tf = _duration_ns(a[1], what) if len(a) > 1 else 60 * NS_PER_S
     return (IndicatorSpec("atr", n=_count(a[0], what), tf_ns=tf),)
-
-
-def children(x: ast.Expr) -> tuple[ast.Expr, ...]:
-    """The direct subexpressions of `x` (a call's arguments included)."""
-    if isinstance(x, ast.Call):
-        return x.args
-    if isinstance(x, ast.Neg | ast.Not):
-        return (x.operand,)
-    if isinstance(x, ast.Arith | ast.Compare | ast.Crosses):
-        return (x.left, x.right)
-    if isinstance(x, ast.And | ast.Or):
-        return x.operands
-    return ()
-
-
-def walk(*roots: ast.Expr | None) -> Iterator[ast.Expr]:
-    """Every expression under `roots` (themselves included), each once per occurrence."""
-    stack = [r for r in roots if r is not None]
-    while stack:
-        x = stack.pop()
-        yield x
-        stack.extend(children(x))
 
 
 def series_in(e: ast.Expr | None) -> set[str]:

@@ -28,6 +28,18 @@ class Armed(msgspec.Struct, frozen=True, tag="armed", tag_field="event"):
     expiry_ts: int
 
 
+class Carried(msgspec.Struct, frozen=True, tag="carry", tag_field="event"):
+    """The session opened with a position carried from the previous one (`end_of_day =
+    "carry"`): its size, average price and how many protective orders came with it (they
+    follow as `order` events of plan `carried`)."""
+
+    tick: int
+    ts: int
+    pos: int
+    avg_price: float
+    orders: int
+
+
 class Disarmed(msgspec.Struct, frozen=True, tag="disarmed", tag_field="event"):
     tick: int
     ts: int
@@ -101,7 +113,7 @@ class Mark(msgspec.Struct, frozen=True, tag="mark", tag_field="event"):
 
 
 LedgerEvent: TypeAlias = (
-    Armed | Disarmed | Fired | OrderPlaced | OrderRejected | Filled | Cancelled
+    Armed | Carried | Disarmed | Fired | OrderPlaced | OrderRejected | Filled | Cancelled
     | PositionChanged | Mark
 )
 
@@ -120,7 +132,10 @@ class LedgerSummary(msgspec.Struct, frozen=True):
     """Figures over a ledger. A trade is a round trip from flat back to flat; it wins when
     its realized PnL net of the fees paid during it is > 0. `max_drawdown` is the largest
     peak-to-trough fall of `Mark.equity`, the peak starting at 0 (the equity before any
-    trade); `exposure_ns` the time spent with a position. Money figures are computed in
+    trade); `exposure_ns` the time spent with a position. `carried_in` is the position the
+    session opened with (carried from the previous session), `carried_out` the position it
+    ended with (non-zero only under `end_of_day="carry"`); a carried position's trade counts
+    in the session that closes it, its realized PnL measured from the carried average. Money figures are computed in
     decimal from the ledger's amounts, so they are exact to the engine's money quantum
     (`-96.0`, not `-95.99999999999795`)."""
 
@@ -134,6 +149,8 @@ class LedgerSummary(msgspec.Struct, frozen=True):
     exposure_ns: int
     orders: int
     fills: int
+    carried_in: int = 0
+    carried_out: int = 0
 
 
 class Ledger:
@@ -165,9 +182,13 @@ class Ledger:
         peak = _ZERO  # equity starts at 0: a first trade that only loses is a drawdown
         max_dd = _ZERO
         last_fee = _ZERO
+        carried_in = 0
         for e in self.events:
             last_ts = max(last_ts, e.ts)
-            if isinstance(e, OrderPlaced):
+            if isinstance(e, Carried):
+                carried_in = pos = e.pos
+                open_since = e.ts
+            elif isinstance(e, OrderPlaced):
                 orders += 1
             elif isinstance(e, Filled):
                 fills += 1
@@ -206,12 +227,15 @@ class Ledger:
             exposure_ns=exposure,
             orders=orders,
             fills=fills,
+            carried_in=carried_in,
+            carried_out=pos,
         )
 
 
 __all__ = [
     "Armed",
     "Cancelled",
+    "Carried",
     "Disarmed",
     "Filled",
     "Fired",

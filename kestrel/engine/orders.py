@@ -11,21 +11,36 @@ Fill rules at a tick whose touch is (bid b, ask a), for an eligible order:
   the level is checked first, then ratchets.
 
 Every computed order price (an entry's LMT/STP expression, a bracket's STOP/TARGET, a
-trailing level) is snapped to the instrument's tick grid (`TickGrid`), so a stop at 189.89
-triggers when the ask prints 189.89 (189.11 + 0.78 is 189.89000000000001 in binary).
+trailing level, a slipped fill) is on the instrument's tick grid (`TickGrid`), so a stop at
+189.89 triggers when the ask prints 189.89 (189.11 + 0.78 is 189.89000000000001 in binary).
+Bracket and trailing levels and slipped fills are computed exactly, in decimal (each price
+at its shortest decimal form, the one its data file printed), and rounded to the grid half
+to even: 61830 x 1.0005 = 61860.915 is 61860.92, never a binary product's 61860.91.
 """
 
 from __future__ import annotations
 
+import math
+from decimal import Decimal
+from fractions import Fraction
+from functools import lru_cache
 from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
+from kestrel.engine.config import EngineConfig
 from kestrel.lang import ast
 
 OrderType = Literal["mkt", "lmt", "stp", "trail"]
 F64 = npt.NDArray[np.float64]
+
+
+@lru_cache(maxsize=65536)
+def exact(x: float) -> Fraction:
+    """The decimal a double stands for: its shortest round-trip form, exactly (0.1 is 1/10,
+    not the binary 0.1000000000000000055...). Prices, offsets and fees are read this way."""
+    return Fraction(Decimal(repr(float(x))))
 
 
 class TickGrid:
@@ -34,14 +49,24 @@ class TickGrid:
     When 1/tick is a whole number (0.01, 0.25, 0.0001 ...) the result is k / (1/tick),
     the double nearest to the decimal price, i.e. the same double a data file's "189.89"
     parses to; otherwise k * tick. `snap` and `snap_array` perform the same IEEE
-    operations (the fast path relies on it)."""
+    operations (the fast path relies on it). `snap_exact` rounds an exact value (a
+    `Fraction`) half to even and returns the double nearest to the grid price.
 
-    __slots__ = ("tick", "inv")
+    `quantum` is the price unit of the exact tick-series indicators: half a tick (a mid
+    is a whole number of half ticks), as `units` per price point (2/tick)."""
+
+    __slots__ = ("tick", "inv", "tick_exact", "units")
 
     def __init__(self, tick: float) -> None:
         inv = float(round(1.0 / tick))
         self.tick = tick
         self.inv = inv if inv >= 1.0 and abs(inv * tick - 1.0) <= 1e-9 else 0.0
+        self.tick_exact = exact(tick)
+        self.units = 2.0 * (self.inv if self.inv else 1.0 / tick)
+
+    def snap_exact(self, x: Fraction) -> float:
+        k = round(x / self.tick_exact)  # Fraction.__round__: half to even, exact
+        return k / self.inv if self.inv else float(k * self.tick_exact)
 
     def snap(self, p: float) -> float:
         k = round(p / self.tick)
@@ -112,13 +137,42 @@ class WorkingOrder:
 
 def trail_level(best: float, trail: ast.Offset, side: int, grid: TickGrid) -> float:
     """A trailing stop's level at its distance from `best`: below it for a sell stop
-    (`side` -1, protecting a long), above it for a buy stop; on the tick grid."""
-    dist = abs(trail.value)
+    (`side` -1, protecting a long), above it for a buy stop; exact, on the tick grid.
+
+    The binary level is within 1e-6 tick of the exact one, so unless it falls near a half
+    tick its rounding is the exact rounding; near a half tick the level is computed exactly."""
+    dist = abs(float(trail.value))
+    pct = trail.mode == "pct"
     if side < 0:
-        raw = best * (1.0 - dist / 100.0) if trail.mode == "pct" else best - dist
+        raw = best * (1.0 - dist / 100.0) if pct else best - dist
     else:
-        raw = best * (1.0 + dist / 100.0) if trail.mode == "pct" else best + dist
-    return grid.snap(raw)
+        raw = best * (1.0 + dist / 100.0) if pct else best + dist
+    k = raw / grid.tick
+    if abs(k) < 1e9 and abs(k - math.floor(k) - 0.5) > 1e-4:
+        n = round(k)
+        return n / grid.inv if grid.inv else float(n * grid.tick_exact)
+    return _trail_level_exact(best, trail, side, grid)
+
+
+@lru_cache(maxsize=4096)
+def _trail_level_exact(best: float, trail: ast.Offset, side: int, grid: TickGrid) -> float:
+    dist = abs(exact(trail.value))
+    b = exact(best)
+    if trail.mode == "pct":
+        raw = b * (1 - dist / 100) if side < 0 else b * (1 + dist / 100)
+    else:
+        raw = b - dist if side < 0 else b + dist
+    return grid.snap_exact(raw)
+
+
+def trail_level_approx(prev: F64, trail: ast.Offset, side: int, grid: TickGrid) -> F64:
+    """`trail_level` over an array of best touches in binary floating point: within a tick
+    of the exact level (the fast path uses it to find candidates, then checks them exactly)."""
+    dist = abs(float(trail.value))
+    pct = trail.mode == "pct"
+    if side < 0:
+        return grid.snap_array(prev * (1.0 - dist / 100.0) if pct else prev - dist)
+    return grid.snap_array(prev * (1.0 + dist / 100.0) if pct else prev + dist)
 
 
 def stop_distance(order: ast.Order, entry: float, grid: TickGrid) -> float | None:
@@ -133,10 +187,39 @@ def stop_distance(order: ast.Order, entry: float, grid: TickGrid) -> float | Non
     return min(abs(entry - lv) for lv in levels) if levels else None
 
 
+def entry_risk(act: ast.Order, side: int, price: float | None, bid: float, ask: float,
+               slip: float, grid: TickGrid, cfg: EngineConfig) -> float:
+    """Worst-case loss per unit of an entry if its protective stop is hit at its level:
+    the stop distance from the expected fill (the limit for LMT, the stop price for STP,
+    the current touch for MKT; slippage included) plus the exit's slippage, times the
+    multiplier, plus the round trip's fees. 0 when the entry has no STOP or TRAIL."""
+    if act.order_type == "lmt":
+        assert price is not None
+        expected = price
+    else:
+        ref = price if act.order_type == "stp" and price is not None else (ask if side > 0 else bid)
+        expected = ref + side * slip
+    dist = stop_distance(act, expected, grid)
+    if dist is None:
+        return 0.0
+    fees = 2.0 * cfg.fee_per_unit + 2.0 * cfg.fee_per_order / act.qty
+    return (dist + slip) * cfg.multiplier + fees
+
+
 def bracket_price(entry: float, off: ast.Offset, grid: TickGrid) -> float:
-    """A STOP/TARGET price from the entry fill price, on the tick grid."""
+    """A STOP/TARGET price from the entry fill price: exact in decimal, rounded half to even
+    onto the tick grid (61830 x (1 + 0.05/100) = 61860.915 -> 61860.92 at 0.01)."""
+    v = exact(off.value)
     if off.mode == "pct":
-        return grid.snap(entry * (1.0 + off.value / 100.0))
+        return grid.snap_exact(exact(entry) * (1 + v / 100))
     if off.mode == "abs":
-        return grid.snap(entry + off.value)
-    return grid.snap(off.value)
+        return grid.snap_exact(exact(entry) + v)
+    return grid.snap_exact(v)
+
+
+def slipped(touch: float, side: int, slip_ticks: Fraction, grid: TickGrid) -> float:
+    """A market-style fill at `touch` with `slip_ticks` ticks of adverse slippage (added for
+    a buy, subtracted for a sell): exact, on the tick grid. No slippage: the touch as is."""
+    if not slip_ticks:
+        return touch
+    return grid.snap_exact(exact(touch) + side * slip_ticks * grid.tick_exact)

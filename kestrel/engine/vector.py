@@ -5,6 +5,9 @@ exactly the values the generated reference code computes tick by tick: the same
 floating-point operations in the same order (running sums via `np.cumsum`, which
 accumulates sequentially; windowed max/min are exact; ema and bar recurrences use the same
 scalar Python loop). Undefined values are NaN; comparisons follow Python's NaN rules.
+Quantized series (mid, spread and the sma inputs) are whole numbers of half ticks as the
+generated code computes them (`np.rint` rounds half to even like `round`), and their sums
+are exact int64 cumulative sums.
 """
 
 from __future__ import annotations
@@ -15,23 +18,26 @@ import numpy as np
 import numpy.typing as npt
 
 from kestrel.engine.indicators import IndicatorSpec, PlanError, resolve
-from kestrel.frame.session import NS_PER_DAY, SessionSpec
+from kestrel.engine.plans import clock_base_ns, clock_seconds
+from kestrel.frame.session import SessionSpec
 from kestrel.frame.ticks import NS_PER_S, Ticks
 from kestrel.lang import ast
 
 F64 = npt.NDArray[np.float64]
 Arr = npt.NDArray[Any]
 NAN = float("nan")
+QUANTIZED = frozenset({"last", "bid", "ask", "mid", "spread", "open"})
 
 
 class Columns:
     """Lazily computed arrays for one session's ticks; `arm` is the index where the plan was
     armed (crosses start fresh there)."""
 
-    def __init__(self, ticks: Ticks, session: SessionSpec, arm: int) -> None:
+    def __init__(self, ticks: Ticks, session: SessionSpec, arm: int, units: float) -> None:
         self.t = ticks
         self.session = session
         self.arm = arm
+        self.units = units
         self.n = len(ticks)
         self._cache: dict[object, Arr] = {}
         self._cross: dict[ast.Crosses, Arr] = {}
@@ -50,10 +56,8 @@ class Columns:
             out = t.bid
         elif name == "ask":
             out = t.ask
-        elif name == "mid":
-            out = (t.bid + t.ask) / 2.0
-        elif name == "spread":
-            out = t.ask - t.bid
+        elif name in ("mid", "spread"):
+            out = self.quantized(name) / self.units
         elif name == "size":
             out = t.size
         elif name == "vol":
@@ -68,11 +72,30 @@ class Columns:
         elif name == "open":
             out = np.full(self.n, t.last[0] if self.n else NAN)
         elif name == "time":
-            out = ((t.ts + self.session.utc_offset_ns) % NS_PER_DAY) // NS_PER_S
+            out = (t.ts - clock_base_ns(self.session)) // NS_PER_S
         else:
             raise PlanError(f"series {name!r} is not available on the fast path")
         self._cache[key] = out
         return out
+
+    def quantized(self, name: str) -> Arr:
+        """A quantized price series in whole half ticks (int64), as the generated code's
+        `round(x * U_)`, `km` (mid) and `ksp` (spread)."""
+        key = ("q", name)
+        if key in self._cache:
+            return self._cache[key]
+        t, u = self.t, self.units
+        if name == "mid":
+            out = np.rint((t.bid + t.ask) * (u / 2.0))
+        elif name == "spread":
+            out = np.rint((t.ask - t.bid) * u)
+        elif name == "open":
+            out = np.full(self.n, np.rint(t.last[0] * u) if self.n else 0.0)
+        else:
+            out = np.rint(self.series(name) * u)
+        q: Arr = out.astype(np.int64)
+        self._cache[key] = q
+        return q
 
     # indicators --------------------------------------------------------------------
     def indicator(self, spec: IndicatorSpec) -> F64:
@@ -82,6 +105,8 @@ class Columns:
             out = self._window(spec)
         elif spec.kind == "chg":
             out = self._chg(spec)
+        elif spec.tf_ns == 0 and spec.kind == "sma" and spec.x in QUANTIZED:
+            out = self._sma_units(self.quantized(spec.x), spec.n, self.units)
         elif spec.tf_ns == 0:
             out = self._sma(self.series(spec.x), spec.n) if spec.kind == "sma" else self._ema(
                 self.series(spec.x), spec.n)
@@ -149,6 +174,15 @@ class Columns:
         return out
 
     @staticmethod
+    def _sma_units(k: Arr, n: int, units: float) -> F64:
+        """The mean of the last n whole-half-tick values: exact int64 sums / (n x units)."""
+        cs = np.concatenate((np.zeros(1, dtype=np.int64), np.cumsum(k)))
+        out = np.full(k.shape[0], NAN)
+        if k.shape[0] >= n:
+            out[n - 1:] = (cs[n:] - cs[:-n]).astype(np.float64) / (float(n) * units)
+        return out
+
+    @staticmethod
     def _mean_list(xs: list[float], n: int) -> list[float]:
         """Mean of the last n values at each value, (S_i - S_{i-n}) / n on the running sum S
         (the generated code's `_running_mean`); NaN until n values are in."""
@@ -159,6 +193,19 @@ class Columns:
             acc += x
             hist.append(acc)
             out.append((acc - hist[-1 - n]) / float(n) if len(hist) > n else NAN)
+        return out
+
+    @staticmethod
+    def _mean_units_list(ks: list[int], n: int, units: float) -> list[float]:
+        """`_mean_list` on whole half ticks: exact integer sums / (n x units)."""
+        acc = 0
+        hist = [0]
+        out: list[float] = []
+        div = float(n) * units
+        for k in ks:
+            acc += k
+            hist.append(acc)
+            out.append((acc - hist[-1 - n]) / div if len(hist) > n else NAN)
         return out
 
     @staticmethod
@@ -197,6 +244,9 @@ class Columns:
                 trs.append(bh - bw if pc != pc else max(bh, pc) - min(bw, pc))
                 pc = c
             vals = self._mean_list(trs, spec.n)
+        elif spec.kind == "sma" and spec.x in QUANTIZED:
+            kc = self.quantized(spec.x)[ends - 1].tolist()[:done]
+            vals = self._mean_units_list(kc, spec.n, self.units)
         else:
             closes = self.series(spec.x)[ends - 1].tolist()[:done]
             vals = (self._mean_list if spec.kind == "sma" else self._ema_list)(closes, spec.n)
@@ -213,7 +263,7 @@ class Columns:
         if isinstance(e, ast.Number | ast.Percent):
             return np.full(n, float(e.value))
         if isinstance(e, ast.TimeOfDay):
-            return np.full(n, e.seconds, dtype=np.int64)
+            return np.full(n, clock_seconds(self.session, e), dtype=np.int64)
         if isinstance(e, ast.Series):
             if e.name in self.account:
                 return np.full(n, self.account[e.name])

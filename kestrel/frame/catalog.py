@@ -18,6 +18,7 @@ import msgspec
 from kestrel.frame import panes
 from kestrel.frame.snapshot import FrozenSnapshot
 from kestrel.frame.text import fmt_duration
+from kestrel.lang.limits import VIEW_BUDGET_MAX, VIEW_BUDGET_MIN
 
 ArgType = Literal["duration", "count", "ident"]
 ArgValue = int | str
@@ -27,8 +28,8 @@ Builder = Callable[[FrozenSnapshot, Mapping[str, ArgValue]], str]
 KERNEL_IDS: tuple[str, ...] = ("clock", "ordinal", "cutoff", "budget", "grammar")
 
 DEFAULT_BUDGET = 900
-MIN_BUDGET = 64
-MAX_BUDGET = 4000
+MIN_BUDGET = VIEW_BUDGET_MIN  # the one BUDGET range lives in kestrel.lang.limits
+MAX_BUDGET = VIEW_BUDGET_MAX
 
 
 class ArgSpec(msgspec.Struct, frozen=True):

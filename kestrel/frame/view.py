@@ -13,7 +13,6 @@ Invariants:
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Mapping
 
@@ -26,6 +25,7 @@ from kestrel.frame.text import estimate_tokens
 from kestrel.lang import GRAMMAR_SUMMARY
 from kestrel.lang.ast import Duration, Ident, Number, PaneArg, PaneArgValue, PaneRef, View
 from kestrel.lang.formatter import expr as format_expr
+from kestrel.lang.suggest import closest
 
 
 class ViewError(ValueError):
@@ -111,8 +111,8 @@ def _coerce(pane: str, spec: ArgSpec, v: PaneArgValue) -> ArgValue | str:
 
 
 def _did_you_mean(name: str, options: tuple[str, ...]) -> str:
-    close = difflib.get_close_matches(name, options, n=1, cutoff=0.5)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    close = closest(name, options)
+    return f" (did you mean {close!r}?)" if close is not None else ""
 
 
 def _resolve_pane(ref: PaneRef, spec: PaneSpec, problems: list[str]) -> ResolvedPane:

@@ -9,9 +9,10 @@ from kestrel.lang.ast import *  # noqa: F403
 from kestrel.lang.ast import __all__ as _ast_all
 from kestrel.lang.checker import check
 from kestrel.lang.errors import Diagnostic, KestrelSyntaxError, LangError
-from kestrel.lang.formatter import format, format_ast, format_source
+from kestrel.lang.formatter import format, format_ast
 from kestrel.lang.limits import DEFAULT_LIMITS, Limits
 from kestrel.lang.parser import parse
+from kestrel.lang.source import format_source
 from kestrel.lang.summary import GRAMMAR_SUMMARY
 
 __all__ = [

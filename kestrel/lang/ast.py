@@ -15,6 +15,7 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Literal, TypeAlias
 
 import msgspec
@@ -288,6 +289,28 @@ class Module(msgspec.Struct, frozen=True, tag="module", tag_field="kind"):
     statements: tuple[Statement, ...]
 
 
+def children(x: Expr) -> tuple[Expr, ...]:
+    """The direct subexpressions of `x` (a call's arguments included)."""
+    if isinstance(x, Call):
+        return x.args
+    if isinstance(x, Neg | Not):
+        return (x.operand,)
+    if isinstance(x, Arith | Compare | Crosses):
+        return (x.left, x.right)
+    if isinstance(x, And | Or):
+        return x.operands
+    return ()
+
+
+def walk(*roots: Expr | None) -> Iterator[Expr]:
+    """Every expression under `roots` (themselves included), each once per occurrence."""
+    stack = [r for r in roots if r is not None]
+    while stack:
+        x = stack.pop()
+        yield x
+        stack.extend(children(x))
+
+
 __all__ = [
     "Action",
     "And",
@@ -326,4 +349,6 @@ __all__ = [
     "TimeOfDay",
     "Until",
     "View",
+    "children",
+    "walk",
 ]

@@ -11,7 +11,6 @@ callback), else by a path such as `statement 2, rule 1, action 1`.
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from collections.abc import Callable, Iterable
@@ -50,10 +49,11 @@ from kestrel.lang.ast import (
     View,
 )
 from kestrel.lang.errors import Diagnostic
-from kestrel.lang.formatter import num as _num
-from kestrel.lang.lexer import KEYWORDS
+from kestrel.lang.lexer import keywords
 from kestrel.lang.limits import DEFAULT_LIMITS, Limits
+from kestrel.lang.numbers import num as _num
 from kestrel.lang.registry import FUNCTIONS, PRICE_SERIES, SERIES, Param, ValueType
+from kestrel.lang.suggest import closest
 
 
 class Loc(NamedTuple):
@@ -413,7 +413,7 @@ class _Checker:
             fn = FUNCTIONS[e.name]
             self.err(e, "not-series", f"`{e.name}` is a function, not a series",
                      hint=f"call it: {fn.signature}")
-        elif e.name.lower() in KEYWORDS:
+        elif e.name.lower() in keywords():
             hint = "keywords cannot stand for values"
             if self.price_of is not None:
                 kind = self.price_of.upper()
@@ -584,9 +584,9 @@ class _Checker:
             named: set[str] = set()
             for arg in pane.args[: self.lim.max_pane_args]:
                 self.pane_arg(arg, named)
-        if v.budget is not None and not 1 <= v.budget <= self.lim.max_budget:
+        if v.budget is not None and not self.lim.min_budget <= v.budget <= self.lim.max_budget:
             self.err(v, "bad-budget",
-                     f"BUDGET must be between 1 and {self.lim.max_budget} tokens, got {v.budget}",
+                     f"BUDGET must be between {self.lim.min_budget} and {self.lim.max_budget} tokens, got {v.budget}",
                      field="budget")
 
     def pane_arg(self, arg: PaneArg, named: set[str]) -> None:
@@ -636,10 +636,10 @@ _SERIES_SYNONYMS: dict[str, str] = {
 
 def _did_you_mean(name: str, names: Iterable[str]) -> str | None:
     pool = list(names)
-    close = difflib.get_close_matches(name, pool, n=1, cutoff=0.6)
-    if not close:
-        close = [n for n in pool if n == name.lower()]
-    return f"did you mean `{close[0]}`?" if close else None
+    close = closest(name, pool)
+    if close is None and name.lower() in pool:
+        close = name.lower()
+    return f"did you mean `{close}`?" if close is not None else None
 
 
 def _dur(seconds: int) -> str:

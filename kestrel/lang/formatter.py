@@ -10,7 +10,6 @@ blank line.
 from __future__ import annotations
 
 import re
-from decimal import Decimal
 
 from kestrel.lang.ast import (
     And,
@@ -45,18 +44,7 @@ from kestrel.lang.ast import (
     View,
 )
 from kestrel.lang.errors import Diagnostic, LangError
-from kestrel.lang.limits import Limits
-
-
-def num(v: float) -> str:
-    """Shortest decimal text that reads back as the same float, never in exponent form."""
-    f = float(v)
-    if f.is_integer() and abs(f) < 1e15:
-        return str(int(f))
-    text = repr(f)
-    if "e" in text or "E" in text:
-        text = f"{Decimal(text):f}"
-    return text
+from kestrel.lang.numbers import num
 
 
 # Precedence levels (higher binds tighter).
@@ -217,7 +205,7 @@ def format_ast(node: Module | Statement) -> str:
 
 format = format_ast  # noqa: A001 - the public name the issue asks for
 
-__all__ = ["expr", "format", "format_ast", "format_source", "has_inner_comments", "num"]
+__all__ = ["expr", "format", "format_ast", "has_inner_comments", "num", "split_header"]
 
 
 _STRING = re.compile(r'"(?:[^"\\\r\n]|\\["\\])*"')
@@ -235,21 +223,16 @@ def split_header(text: str) -> tuple[str, str]:
     return "\n".join(lines[:n]), "\n".join(lines[n:])
 
 
-def has_inner_comments(text: str) -> bool:
-    """True when `text` has a `#` comment after its leading comment block (outside strings):
+def inner_comment_lines(text: str) -> list[int]:
+    """The 1-based lines of `#` comments after the leading comment block (outside strings):
     such comments are not part of the AST and would be lost by reformatting."""
-    _, body = split_header(text)
-    return "#" in _STRING.sub("", body)
+    header, body = split_header(text)
+    first = header.count("\n") + 1 if header else 0
+    return [first + k + 1 for k, line in enumerate(body.split("\n")) if "#" in _STRING.sub("", line)]
 
 
-def format_source(text: str, limits: Limits | None = None) -> str:
-    """Canonical text of a source document: its leading comment block (trailing spaces
-    trimmed) followed by `format(parse(text))`. Raises LangError for an invalid document."""
-    from kestrel.lang.parser import parse
+def has_inner_comments(text: str) -> bool:
+    """True when `text` has a `#` comment after its leading comment block (see
+    `inner_comment_lines`)."""
+    return bool(inner_comment_lines(text))
 
-    text = text.removeprefix("\ufeff")  # a byte-order mark is not part of the header
-    header, _ = split_header(text)
-    canonical = format_ast(parse(text, limits))
-    if not header:
-        return canonical
-    return "\n".join(line.rstrip() for line in header.split("\n")) + "\n" + canonical

@@ -9,6 +9,11 @@ from __future__ import annotations
 
 import msgspec
 
+# The one range of a VIEW's `BUDGET` (tokens): the parser's check and the pane catalog's both
+# read it from here (`Limits.min_budget/max_budget`, `kestrel.frame.catalog`).
+VIEW_BUDGET_MIN = 64
+VIEW_BUDGET_MAX = 4000
+
 
 class Limits(msgspec.Struct, frozen=True):
     """Configurable bounds (all inclusive maxima). The defaults are safe for agent replies."""
@@ -26,9 +31,10 @@ class Limits(msgspec.Struct, frozen=True):
     max_repeat: int = 100
     max_panes: int = 16
     max_pane_args: int = 8
-    max_budget: int = 20_000
+    min_budget: int = VIEW_BUDGET_MIN
+    max_budget: int = VIEW_BUDGET_MAX
 
 
 DEFAULT_LIMITS = Limits()
 
-__all__ = ["DEFAULT_LIMITS", "Limits"]
+__all__ = ["DEFAULT_LIMITS", "VIEW_BUDGET_MAX", "VIEW_BUDGET_MIN", "Limits"]

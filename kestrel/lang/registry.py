@@ -79,8 +79,8 @@ SERIES: dict[str, SeriesSpec] = _series(
     ("last", "Price", "price of the current tick's trade"),
     ("bid", "Price", "best bid at the current tick"),
     ("ask", "Price", "best ask at the current tick"),
-    ("mid", "Price", "(bid + ask) / 2"),
-    ("spread", "Price", "ask - bid"),
+    ("mid", "Price", "(bid + ask) / 2, exact to the half tick"),
+    ("spread", "Price", "ask - bid, exact to the half tick"),
     ("size", "Qty", "size of the current tick's trade"),
     ("vol", "Qty", "session volume so far"),
     (
@@ -92,8 +92,8 @@ SERIES: dict[str, SeriesSpec] = _series(
     ("pos", "Qty", "signed position of the plan (long > 0, short < 0)"),
     ("upnl", "Money", "unrealised P&L of the open position"),
     ("rpnl", "Money", "realised P&L of the session"),
-    ("pnl", "Money", "upnl + rpnl"),
-    ("time", "TimeOfDay", "session wall clock at the current tick"),
+    ("pnl", "Money", "rpnl + upnl - fees (net of fees: what maxloss measures)"),
+    ("time", "TimeOfDay", "session clock; hh:mm is its first occurrence in the session, as UNTIL"),
 )
 
 _WINDOW = (Param("d", "Duration"),)

@@ -44,8 +44,10 @@ def grammar_text() -> str:
 
 
 def _literals(value: str) -> list[str] | None:
-    """The literal alternatives a regex matches (`(buy|sell)\\b`, `(?:<=|>=)`), else None."""
-    v = value[:-2] if value.endswith(r"\b") else value
+    """The literal alternatives a regex matches (`(buy|sell)\\b`, `(?:<=|>=)`, `=(?!=)`), else
+    None. A trailing word boundary or negative lookahead only limits where the text ends."""
+    v = re.sub(r"\(\?!(?:[^()\\]|\\.)*\)$", "", value)
+    v = v[:-2] if v.endswith(r"\b") else v
     if v.startswith("(?:") and v.endswith(")"):
         v = v[3:-1]
     elif v.startswith("(") and v.endswith(")"):

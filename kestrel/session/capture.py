@@ -1,9 +1,16 @@
 """Captured turns: the replay input, as msgspec JSON lines.
 
 The first line is a `CaptureHeader` naming the data and the session (symbol, date, schedule,
-guard, agent id) so a replay needs no other flags; every further line is one `CapturedTurn`
-(ordinal, terminal turn, agent id). Never recorded: the profile, the backend, the run's
-timestamp or anything else that differs between equivalent runs, so a `balanced` run, an
+guard, agent id, and the engine config: execution model and operator bounds) so a replay
+needs no other flags; every further line is one `CapturedTurn`
+(ordinal, terminal turn, agent id). The header's `source` is a typed `DataSource` (the data
+file's path and SHA-256 with every loading option, or the sample's seed) and `ledger_sha256`
+the SHA-256 of the run's ledger, so a replay can prove it runs on the same data and reproduces
+the same ledger. `CaptureWriter` writes a capture while the run goes: the header first, then
+each terminal turn appended and flushed as it is taken (an interrupted run keeps every
+completed turn, and its header has no `ledger_sha256`: incomplete); at the end the whole file
+is replaced atomically by the final one, whose header carries the ledger's checksum. Never
+recorded: the profile, the backend, the run's timestamp or anything else that differs between equivalent runs, so a `balanced` run, an
 unflagged run and runs on asyncio and trio capture byte-identical files.
 """
 
@@ -11,16 +18,23 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import IO
 
 import msgspec
 
 from kestrel import lang
+from kestrel.data.source import DataSource
+from kestrel.engine.config import EngineConfig
+from kestrel.outputs import atomic_write
 from kestrel.session.protocol import AgentTurn, Supersede
 
-CAPTURE_FORMAT = "kestrel-capture/1"
+CAPTURE_FORMAT = "kestrel-capture/2"
+OLD_FORMATS = ("kestrel-capture/1",)
 
 
 class CaptureHeader(msgspec.Struct, frozen=True, tag="header", tag_field="record"):
+    """`data` is a human label (the report prints it); `source` is what replay loads and checks."""
+
     data: str
     symbol: str
     dates: tuple[str, ...]
@@ -28,6 +42,10 @@ class CaptureHeader(msgspec.Struct, frozen=True, tag="header", tag_field="record
     guard_s: int
     agent: str
     format: str = CAPTURE_FORMAT
+    source: DataSource | None = None
+    ledger_sha256: str | None = None
+    # the execution model and the operator's bounds the ledger was made under (replay uses it)
+    engine: EngineConfig | None = None
 
 
 class CapturedTurn(msgspec.Struct, frozen=True, tag="turn", tag_field="record"):
@@ -47,6 +65,21 @@ class CaptureError(ValueError):
     """A capture file that cannot be read back (with the line that failed)."""
 
 
+def _check_format(raw: bytes, source: str, n: int) -> None:
+    """Old formats get a clear "re-capture" message instead of a field-by-field decode error:
+    a `kestrel-capture/1` header names its data by a path string with no checksum, so a replay
+    could not prove it runs on the same data."""
+    try:
+        fmt = msgspec.json.decode(raw, type=dict).get("format")
+    except (msgspec.DecodeError, RecursionError, AttributeError):
+        return
+    if fmt in OLD_FORMATS:
+        raise CaptureError(
+            f"{source}:{n}: capture format {fmt!r} records no data checksum, so a replay cannot "
+            f"check its data; re-capture it with this version (kestrel simulate ... --capture)"
+        )
+
+
 def encode_capture(header: CaptureHeader, turns: Iterable[CapturedTurn]) -> bytes:
     lines = [_encoder.encode(header)] + [_encoder.encode(t) for t in turns]
     return b"\n".join(lines) + b"\n"
@@ -58,10 +91,14 @@ def decode_capture(data: bytes, *, source: str = "capture") -> tuple[CaptureHead
     for n, raw in enumerate(data.splitlines(), 1):
         if not raw.strip():
             continue
+        if header is None and not turns:
+            _check_format(raw, source, n)
         try:
             rec = _decoder.decode(raw)
         except msgspec.DecodeError as exc:
             raise CaptureError(f"{source}:{n}: not a capture record: {exc}") from None
+        except RecursionError:
+            raise CaptureError(f"{source}:{n}: not a capture record: nested too deeply") from None
         if isinstance(rec, CaptureHeader):
             if header is not None or turns:
                 raise CaptureError(f"{source}:{n}: the header must be the first line, once")
@@ -103,6 +140,8 @@ def _check_turns(header: CaptureHeader, turns: list[CapturedTurn], source: str) 
             try:
                 ok = lang.parse(lang.format(plan)) == plan
                 why = "its canonical text parses to another plan"
+            except RecursionError:
+                ok, why = False, "it is nested too deeply"
             except Exception as exc:  # the language says what is wrong with the plan
                 ok, why = False, " ".join(str(exc).split())
             if not ok:
@@ -118,7 +157,39 @@ def _check_turns(header: CaptureHeader, turns: list[CapturedTurn], source: str) 
 
 
 def write_capture(path: str | Path, header: CaptureHeader, turns: Iterable[CapturedTurn]) -> None:
-    Path(path).write_bytes(encode_capture(header, turns))
+    atomic_write(path, encode_capture(header, turns))
+
+
+class CaptureWriter:
+    """A capture written while the run goes (see the module docstring): `start(header)` writes
+    the header, `turn(t)` appends one turn and flushes it, `finish(final)` replaces the file
+    atomically with the final capture."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._file: IO[bytes] | None = None
+
+    def start(self, header: CaptureHeader) -> None:
+        self._file = self.path.open("wb")
+        self._line(_encoder.encode(header))
+
+    def turn(self, turn: CapturedTurn) -> None:
+        if self._file is not None:
+            self._line(_encoder.encode(turn))
+
+    def _line(self, raw: bytes) -> None:
+        assert self._file is not None
+        self._file.write(raw + b"\n")
+        self._file.flush()
+
+    def finish(self, final: bytes) -> None:
+        self.close()
+        atomic_write(self.path, final)
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
 
 def read_capture(path: str | Path) -> tuple[CaptureHeader, list[CapturedTurn]]:
@@ -133,6 +204,8 @@ def read_capture(path: str | Path) -> tuple[CaptureHeader, list[CapturedTurn]]:
 __all__ = [
     "CAPTURE_FORMAT",
     "CaptureError",
+    "CaptureWriter",
+    "atomic_write",
     "CaptureHeader",
     "CaptureLine",
     "CapturedTurn",

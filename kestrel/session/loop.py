@@ -49,7 +49,7 @@ from kestrel.session.protocol import (
     TurnReply,
     Usage,
 )
-from kestrel.session.risk import RiskAssessment
+from kestrel.session.risk import RiskAssessment, RiskBounds
 
 
 TRUNCATED = "uncertain: truncated at the output limit"
@@ -163,10 +163,12 @@ class AuthoringLoop:
         iterative: bool = True,
         date: str | None = None,
         instrument: Instrument | None = None,
+        limits: RiskBounds | None = None,
     ) -> None:
         self.ordinal = ordinal
         self.date = date
         self.instrument = instrument
+        self.limits = limits
         self._ports = ports
         self._policy = policy
         self._model = model
@@ -226,6 +228,7 @@ class AuthoringLoop:
                 view_name=self._view_name,
                 effort=self._effort,
                 instrument=self.instrument,
+                limits=self.limits,
             )
         return self._pending
 

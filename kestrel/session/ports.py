@@ -14,6 +14,7 @@ import msgspec
 
 from kestrel import lang
 from kestrel.engine.indicators import PlanError, resolve
+from kestrel.engine.orders import TickGrid
 from kestrel.engine.vector import Columns
 from kestrel.frame import (
     DEFAULT_CATALOG,
@@ -68,9 +69,10 @@ def probe(snapshot: FrozenSnapshot, cond: ast.Expr) -> bool | None:
     n = len(snapshot.ticks)
     if session is None or n == 0:
         return None
-    quote = Columns(snapshot.ticks.slice(n - 1, n), session, arm=0)
+    units = TickGrid(snapshot.data.tick_size).units
+    quote = Columns(snapshot.ticks.slice(n - 1, n), session, 0, units)
     today = snapshot.session_ticks()
-    windows = Columns(today, session, arm=max(len(today) - 1, 0))
+    windows = Columns(today, session, max(len(today) - 1, 0), units)
 
     def value(e: ast.Expr) -> float | None:
         if isinstance(e, ast.Number):

@@ -15,9 +15,10 @@ Invariants:
 
 from __future__ import annotations
 
+import math
 import tomllib
 from importlib import resources
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 import msgspec
 
@@ -148,7 +149,8 @@ def lookup(name: str) -> Profile:
 
 class Mode(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """What runs: the agent (or a model `provider`), the model, its base URL and API-key
-    variable, the panes the agent may request, and optional loop knobs."""
+    variable, the panes the agent may request, and optional loop knobs; optionally the
+    execution model (latency, slippage, fees) and the operator's risk bounds."""
 
     name: str
     agent: str | None = None
@@ -160,6 +162,15 @@ class Mode(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     view_request_cap: int | None = None
     authoring_token_budget: int | None = None
     effort: str | None = None
+    # the execution model and the operator's risk bounds (`kestrel simulate` flags win)
+    maxpos: int | None = None
+    maxloss: float | None = None
+    session_maxloss: float | None = None
+    latency_ms: float | None = None
+    slippage_ticks: float | None = None
+    fee_per_unit: float | None = None
+    fee_per_order: float | None = None
+    end_of_day: Literal["flatten", "carry"] | None = None
 
     @property
     def agent_spec(self) -> str | None:
@@ -232,6 +243,17 @@ def validate_mode(mode: Mode, *, source: str = "modes file", panes: tuple[str, .
     ):
         if value is not None and value < 1:
             raise bad(key, f"must be >= 1, got {value}: set a whole number >= 1 or remove the key")
+    bounds: tuple[tuple[str, float | None, int | None], ...] = (
+        ("maxpos", mode.maxpos, 1), ("maxloss", mode.maxloss, 0), ("session_maxloss", mode.session_maxloss, 0),
+        ("latency_ms", mode.latency_ms, None), ("slippage_ticks", mode.slippage_ticks, None),
+        ("fee_per_unit", mode.fee_per_unit, None), ("fee_per_order", mode.fee_per_order, None),
+    )
+    for key, amount, floor in bounds:
+        if amount is None:
+            continue
+        if not (math.isfinite(amount) and (amount >= 0 if floor is None else amount > 0)):
+            need = "a finite number >= 0" if floor is None else "a finite number > 0"
+            raise bad(key, f"must be {need}, got {amount:g}: fix the value or remove the key")
     if mode.effort is not None and mode.effort not in EFFORT_LEVELS:
         raise bad("effort", f"{mode.effort!r} is not an effort level: use one of {', '.join(EFFORT_LEVELS)}")
     if mode.agent is not None:

@@ -19,6 +19,7 @@ import msgspec
 from kestrel.frame.market import Instrument
 from kestrel.lang import ast
 from kestrel.lang.errors import LangError
+from kestrel.session.risk import RiskBounds
 
 
 class Usage(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -121,6 +122,9 @@ class AuthorRequest(msgspec.Struct, frozen=True):
     view_name: str | None = None
     effort: str | None = None
     instrument: Instrument | None = None
+    # the operator's bounds: the engine enforces min(these, the plan's RISK), so a plan sized
+    # past them has its orders rejected (None: not known to the caller)
+    limits: RiskBounds | None = None
 
 
 @runtime_checkable

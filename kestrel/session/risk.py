@@ -29,7 +29,7 @@ class RiskLevel(enum.IntEnum):
 
 
 class RiskBounds(msgspec.Struct, frozen=True):
-    """The configured default bounds a plan's own RISK clause may tighten or loosen, the
+    """The operator's bounds (a plan's own RISK clause may only tighten them), the
     instrument's `multiplier` (money per price point per unit, as in the engine's config)
     and its `tick_size` (stops are placed on its grid, as the engine places them)."""
 
@@ -37,6 +37,15 @@ class RiskBounds(msgspec.Struct, frozen=True):
     maxloss: float = 1000.0
     multiplier: float = 1.0
     tick_size: float = 0.01
+
+
+def effective_bounds(plan: ast.Plan, bounds: RiskBounds) -> tuple[int, float]:
+    """maxpos and maxloss as the engine enforces them: a plan's RISK only tightens the
+    operator's bounds (the minimum of the two)."""
+    r = plan.risk
+    maxpos = bounds.maxpos if r.maxpos is None else min(bounds.maxpos, r.maxpos)
+    maxloss = bounds.maxloss if r.maxloss is None else min(bounds.maxloss, r.maxloss)
+    return maxpos, maxloss
 
 
 class RiskAssessment(msgspec.Struct, frozen=True):
@@ -74,8 +83,7 @@ def classify(plan: ast.Plan, *, reference: float | None, bounds: RiskBounds) -> 
     flats = any(isinstance(a, ast.Flat) for rule in plan.rules for a in rule.actions)
     if not orders and not flats:
         return RiskAssessment(RiskLevel.LOW)
-    maxpos = plan.risk.maxpos if plan.risk.maxpos is not None else bounds.maxpos
-    maxloss = plan.risk.maxloss if plan.risk.maxloss is not None else bounds.maxloss
+    maxpos, maxloss = effective_bounds(plan, bounds)
     reasons: list[str] = []
     for i, order in enumerate(orders, 1):
         label = f"order {i} ({order.side.upper()} {order.qty})"
@@ -107,8 +115,7 @@ def dry_run(
     Checks brackets on the right side of the entry, entries not already triggered at the
     cutoff, worst-case loss within `maxloss` and sizes within bounds. Empty = passes.
     """
-    maxpos = plan.risk.maxpos if plan.risk.maxpos is not None else bounds.maxpos
-    maxloss = plan.risk.maxloss if plan.risk.maxloss is not None else bounds.maxloss
+    maxpos, maxloss = effective_bounds(plan, bounds)
     findings: list[str] = []
     for r, rule in enumerate(plan.rules, 1):
         orders = [a for a in rule.actions if isinstance(a, ast.Order)]

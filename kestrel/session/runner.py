@@ -6,9 +6,14 @@ Per session (trading day) and per ordinal of its schedule, in order:
    reference path (`engine_path="reference"`); both give the same ledger byte for byte;
 2. the snapshot is frozen at the cutoff with the engine's account and the incumbent plan;
 3. the bounded authoring loop runs against the agent (single-shot agents answer once);
-4. the terminal turn is armed at the cutoff (supersede / stand down / pass), captured, and
-   the evidence goes to the sink;
-then the engine runs the rest of the session and applies its end-of-day policy.
+4. the guard is the authoring window: the engine takes the ticks from the cutoff up to the
+   ordinal's time under the incumbent plan, and only then is the terminal turn armed
+   (supersede / stand down / pass), captured, and the evidence sent to the sink. The feed
+   is a barrier, so no result depends on how long the agent really took;
+then the engine runs the rest of the session and applies its end-of-day policy. Under
+`end_of_day="carry"` the next session's engine opens with the position, its average price
+and its protective orders (`Engine.carry_out`); entry rules never carry. The engine's money
+uses the instrument's contract multiplier (`MarketData.instrument.multiplier`).
 
 The actor shell (`actors.driver`) runs exactly these steps through messages, using the same
 sans-IO pieces (`SessionDay` for the schedule and tick ranges, `DayRun` for the loop and the
@@ -21,12 +26,15 @@ captures and evidence.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 
+from kestrel.engine.book import Carry
+from kestrel.data.source import DataSource
 from kestrel.engine.config import EngineConfig
 from kestrel.engine.engine import Engine
 from kestrel.engine.ledger import Ledger, LedgerEvent, LedgerSummary
@@ -43,7 +51,7 @@ from kestrel.session.ports import snapshot_ports
 from kestrel.session.profiles import Policy
 from kestrel.session.protocol import Agent, AgentTurn, StandDownTurn, Supersede, Usage
 from kestrel.session.risk import RiskBounds
-from kestrel.session.schedule import DEFAULT_GUARD_S, cutoff_ns, ordinals
+from kestrel.session.schedule import DEFAULT_GUARD_S, ScheduleError, cutoff_ns, ordinals
 
 EvidenceSink = Callable[[Evidence], None]
 ENGINE_PATHS = ("auto", "reference")
@@ -77,6 +85,9 @@ class SessionOptions:
     catalog: PaneCatalog = DEFAULT_CATALOG
     data_name: str = "sample"
     engine_path: str = "auto"
+    source: DataSource | None = None  # recorded in the capture header, checked by replay
+    # called with each terminal turn as it is taken (e.g. a `CaptureWriter` appending it)
+    on_turn: Callable[[CapturedTurn], None] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not 0 <= self.guard_s < 86400:
@@ -127,6 +138,7 @@ class DayResult(msgspec.Struct):
     partial: bool = False
     coverage: str = ""
     currency: str = "USD"
+    carry: Carry | None = None  # what the next session opens with (end_of_day="carry")
 
     @property
     def summary(self) -> LedgerSummary:
@@ -142,7 +154,9 @@ class SessionResult(msgspec.Struct):
         return b"".join(d.ledger.to_jsonl() for d in self.days)
 
     def capture_jsonl(self) -> bytes:
-        return encode_capture(self.header, [t for d in self.days for t in d.turns])
+        """The capture, its header carrying the SHA-256 of `ledger_jsonl()`."""
+        header = msgspec.structs.replace(self.header, ledger_sha256=hashlib.sha256(self.ledger_jsonl()).hexdigest())
+        return encode_capture(header, [t for d in self.days for t in d.turns])
 
     @property
     def evidence(self) -> list[Evidence]:
@@ -180,7 +194,9 @@ def pick_sessions(data: MarketData, date: dt.date | None = None, days: int = 1) 
 @dataclass
 class SessionDay:
     """One session's schedule and ticks: ordinals, their cutoffs, and the tick ranges the
-    engine takes before each ordinal (`segment(i)`) and after the last one (`tail()`)."""
+    engine takes: `stretch(2i)` runs up to ordinal i's cutoff (the snapshot's), `stretch(2i+1)`
+    from the cutoff to the ordinal's time (the authoring window, under the incumbent plan);
+    the turn is armed after it; `stretch(2n)` runs to the close (n ordinals)."""
 
     data: MarketData
     session: SessionSpec
@@ -194,8 +210,16 @@ class SessionDay:
         lo = t.index_at(self.session.open_ns, side="left")
         hi = t.index_at(self.session.close_ns, side="right")
         self.ticks = t.slice(lo, hi)
-        self.bounds = [0] + [self.ticks.index_at(self.cutoff(o)) for o in self.ordinals]
-        self.bounds = [max(self.bounds[: i + 1]) for i in range(len(self.bounds))]
+        for before, o in zip(self.ordinals, self.ordinals[1:]):
+            if self.cutoff(o) < before.time_ns:
+                raise ScheduleError(
+                    f"checkpoint {o.label} is within the {self.guard_s} s guard of "
+                    f"{before.label}: its snapshot would be frozen before {before.label}'s turn "
+                    "takes effect; space checkpoints further apart or shorten --guard")
+        cuts: list[int] = [0]
+        for o in self.ordinals:
+            cuts += [self.ticks.index_at(self.cutoff(o)), self.ticks.index_at(o.time_ns)]
+        self.bounds = [max(cuts[: i + 1]) for i in range(len(cuts))]
 
     @classmethod
     def of(cls, data: MarketData, session: SessionSpec, checkpoints: Sequence[str], guard_s: int) -> SessionDay:
@@ -213,13 +237,46 @@ class SessionDay:
         """How the data covers this session (complete or partial)."""
         return coverage(self.data, self.session)
 
+    @property
+    def stretches(self) -> int:
+        """How many stretches the day has: two per ordinal and the tail."""
+        return 2 * len(self.ordinals) + 1
+
+    def stretch(self, k: int) -> Ticks:
+        """The k-th stretch of ticks (see the class docstring)."""
+        hi = self.bounds[k + 1] if k + 1 < len(self.bounds) else len(self.ticks)
+        return self.ticks.slice(self.bounds[k], hi)
+
     def segment(self, i: int) -> Ticks:
-        """Ticks the engine takes before ordinal `i` is armed (after ordinal i-1's cutoff)."""
-        return self.ticks.slice(self.bounds[i], self.bounds[i + 1])
+        """Ticks the engine takes before ordinal `i`'s snapshot (up to its cutoff)."""
+        return self.stretch(2 * i)
+
+    def window(self, i: int) -> Ticks:
+        """Ordinal `i`'s authoring window: from its cutoff up to its time (the incumbent runs)."""
+        return self.stretch(2 * i + 1)
 
     def tail(self) -> Ticks:
-        """Ticks after the last ordinal's cutoff, to the close."""
-        return self.ticks.slice(self.bounds[-1], len(self.ticks))
+        """Ticks after the last ordinal's time, to the close."""
+        return self.stretch(2 * len(self.ordinals))
+
+
+def engine_config(options: SessionOptions, data: MarketData) -> EngineConfig:
+    """The engine's config for `data`: the options' with the instrument's contract multiplier
+    (money per price point per unit). A multiplier set in the options must agree with it."""
+    cfg = options.engine
+    mult = data.instrument.multiplier
+    if cfg.multiplier == mult:
+        return cfg
+    if cfg.multiplier != 1.0:
+        raise SessionError(
+            f"the engine config's multiplier {cfg.multiplier:g} disagrees with the instrument's "
+            f"{mult:g} ({data.symbol}); set the multiplier on the data's instrument")
+    return msgspec.structs.replace(cfg, multiplier=mult)
+
+
+def new_engine(day: SessionDay, config: EngineConfig, carry: Carry | None) -> Engine:
+    """The engine of one session, opening with `carry` (the previous session's, or None)."""
+    return Engine(config, day.session, day.data.symbol, day.data.tick_size, carry)
 
 
 def session_days(
@@ -296,7 +353,7 @@ class DayRun:
         day, options = self.day, self.options
         o = day.ordinals[i]
         snap = freeze(day.data, o.time_ns, day.guard_s * NS_PER_S, account, incumbent)
-        cfg = options.engine
+        cfg = engine_config(options, day.data)
         bounds = RiskBounds(maxpos=cfg.maxpos, maxloss=cfg.maxloss, multiplier=cfg.multiplier,
                             tick_size=day.data.tick_size)
         ports = snapshot_ports(
@@ -312,6 +369,7 @@ class DayRun:
             iterative=self.iterative,
             date=day.date,
             instrument=day.data.instrument,
+            limits=bounds,
         )
 
     def close(self, i: int, loop: AuthoringLoop, done: Done) -> CapturedTurn:
@@ -319,6 +377,8 @@ class DayRun:
             self._record(record)
         turn = CapturedTurn(self.day.date, self.day.ordinals[i].label, done.turn, self.agent_id)
         self.turns.append(turn)
+        if self.options.on_turn is not None:
+            self.options.on_turn(turn)
         self._closed = (i, loop, done)
         return turn
 
@@ -384,13 +444,14 @@ class DayRun:
             )
         )
 
-    def result(self, ledger: Ledger, engine_ticks: dict[str, int]) -> DayResult:
+    def result(self, ledger: Ledger, engine_ticks: dict[str, int],
+               carry: Carry | None = None) -> DayResult:
         day = self.day
         cover = day.coverage
         return DayResult(
             day.date, ledger, self.outcomes, self.turns, self.evidence, day.session.tz,
             day.data.price_decimals, dict(engine_ticks), not cover.complete, cover.describe(),
-            day.data.instrument.currency,
+            day.data.instrument.currency, carry,
         )
 
 
@@ -404,6 +465,8 @@ def capture_header(
         schedule=tuple(o.label for o in days[0].ordinals) if days else (),
         guard_s=options.guard_s,
         agent=agent_id,
+        engine=options.engine,
+        source=options.source,
     )
 
 
@@ -416,16 +479,18 @@ def run_day(
     agent: Agent,
     options: SessionOptions = SessionOptions(),
     sink: EvidenceSink | None = None,
+    carry: Carry | None = None,
     *,
     agent_timeout: float | None = DEFAULT_AGENT_TIMEOUT_S,
     late: LateReplies | None = None,
 ) -> DayResult:
-    """One session, synchronously (see the module docstring for the steps). A blocking
-    agent's call past `agent_timeout` seconds is abandoned (the ordinal stands down) and its
-    late reply, once it arrives, is `late-reply` evidence; at the end of the day abandoned
-    calls are waited for (at most `late_grace`), then any still running is `abandoned`."""
+    """One session, synchronously (see the module docstring for the steps); `carry` is the
+    previous session's carried position (`DayResult.carry`). A blocking agent's call past
+    `agent_timeout` seconds is abandoned (the ordinal stands down) and its late reply, once
+    it arrives, is `late-reply` evidence; at the end of the day abandoned calls are waited
+    for (at most `late_grace`), then any still running is `abandoned`."""
     box = late if late is not None else LateReplies()
-    engine = Engine(options.engine, day.session, day.data.symbol, day.data.tick_size)
+    engine = new_engine(day, engine_config(options, day.data), carry)
     run = DayRun(day, options, agent_id=agent.agent_id, model=agent.model,
                  iterative=agent.iterative, sink=sink)
     tally = path_tally()
@@ -435,6 +500,7 @@ def run_day(
         loop = run.open(i, engine.account(), incumbent)
         done = author_turn(loop, agent, timeout=agent_timeout, late=box)
         run.close(i, loop, done)
+        advance(engine, day.window(i), options.engine_path, tally)  # the incumbent runs
         incumbent, armed = apply_turn(engine, done.turn, incumbent)
         run.settle(armed)
         for record in box.take():
@@ -446,7 +512,7 @@ def run_day(
         run.record_abandoned(call)
     for record in box.take():
         run.record_late(record)
-    return run.result(engine.ledger, tally)
+    return run.result(engine.ledger, tally, engine.carry_out())
 
 
 def run_session(
@@ -464,9 +530,12 @@ def run_session(
     `agent_timeout` bounds each call of a blocking agent, as on actors (`kestrel.session.calls`)."""
     plan = session_days(data, options, date, days)
     late = LateReplies()
+    engine_config(options, data)  # a multiplier conflict fails before anything runs
     results: list[DayResult] = []
+    carry: Carry | None = None
     for k, day in enumerate(plan):
-        results.append(run_day(day, agent, options, sink, agent_timeout=agent_timeout, late=late))
+        results.append(run_day(day, agent, options, sink, carry, agent_timeout=agent_timeout, late=late))
+        carry = results[-1].carry
         if progress is not None:
             progress(k + 1, len(plan))
     return SessionResult(capture_header(data, plan, agent.agent_id, options), results, options.engine_path)
@@ -486,6 +555,8 @@ __all__ = [
     "evidence_logger",
     "capture_header",
     "advance",
+    "engine_config",
+    "new_engine",
     "path_tally",
     "pick_sessions",
     "run_day",

@@ -3,8 +3,9 @@
 Invariants:
 - ordinal 0 is OPEN at the session open; optional checkpoints follow in time order, each
   strictly after the open and before the close, labelled by their wall-clock time ("10:30");
-- an ordinal's snapshot is frozen at `time_ns - guard` (its cutoff); its terminal turn is armed
-  at that cutoff and governs the ticks after it up to the next ordinal's cutoff (or the close).
+- an ordinal's snapshot is frozen at `time_ns - guard` (its cutoff); the guard is the authoring
+  window, run by the incumbent plan; its terminal turn is armed at the ordinal's time and
+  governs the ticks from there up to the next ordinal's time (or the close).
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import msgspec
 
+from kestrel.data.source import DataSource
 from kestrel.frame import MarketData
 from kestrel.frame.text import estimate_tokens
 from kestrel.session import profiles
@@ -80,10 +81,17 @@ def data_name(data: str) -> str:
 
 
 def load_named(name: str) -> MarketData:
-    """Load the data a capture header or a spec names (see the module docstring); the one
-    reader of data names (`kestrel simulate` and `kestrel replay` use it too)."""
+    """Load the data a spec names (see the module docstring)."""
+    return open_named(name)[0]
+
+
+def open_named(name: str, data: MarketData | None = None) -> tuple[MarketData, DataSource]:
+    """The data a spec names and its `DataSource` (what the capture header records, so the
+    run replays under `kestrel replay`'s checks). `data`, when given, is that data already
+    loaded (a cache's); the file is still hashed, so the source proves what was run."""
     from kestrel.data import DataError, generate, load, load_sample
     from kestrel.data.sample import SAMPLE_SPEC
+    from kestrel.data.source import DataSource, file_sha256, sample_source
 
     head, *opts = name.split("|")
     kv: dict[str, str] = {}
@@ -92,9 +100,20 @@ def load_named(name: str) -> MarketData:
         kv[k] = v
     try:
         if head == "sample":
-            return load_sample() if "seed" not in kv else generate(SAMPLE_SPEC, int(kv["seed"]))
-        return load(head, kv.get("preset"), crossed=kv.get("crossed", "error"),  # type: ignore[arg-type]
-                    symbol=kv.get("symbol")).data
+            seed = int(kv["seed"]) if "seed" in kv else None
+            if data is None:
+                data = load_sample() if seed is None else generate(SAMPLE_SPEC, seed)
+            return data, sample_source(data, seed)
+        crossed = kv.get("crossed", "error")
+        if data is None:
+            data = load(head, kv.get("preset"), crossed=crossed,  # type: ignore[arg-type]
+                        symbol=kv.get("symbol")).data
+        inst = data.instrument
+        source = DataSource(kind="file", symbol=data.symbol, tick_size=data.tick_size,
+                            multiplier=inst.multiplier, currency=inst.currency, path=head,
+                            sha256=file_sha256(head), preset=kv.get("preset"),
+                            crossed=crossed)  # type: ignore[arg-type]
+        return data, source
     except (DataError, OSError, ValueError) as exc:
         raise SpecError(str(exc)) from None
 
@@ -130,6 +149,7 @@ def resolve_run(spec: RunSpec, data: MarketData | None = None) -> ResolvedRun:
     resolved = profiles.resolve(flags, None, profile)
     name = data_name(spec.data)
     try:
+        market, source = open_named(name, data)
         options = SessionOptions(
             checkpoints=tuple(c.strip() for c in spec.checkpoints if c.strip()),
             guard_s=spec.guard_s,
@@ -138,8 +158,8 @@ def resolve_run(spec: RunSpec, data: MarketData | None = None) -> ResolvedRun:
             profile=resolved.profile,
             data_name=name,
             engine_path=spec.engine_path,
+            source=source,
         )
-        market = load_named(name) if data is None else data
         schedule = session_days(market, options, date, spec.days)
     except (SessionError, ScheduleError) as exc:
         raise SpecError(str(exc)) from None
@@ -173,5 +193,6 @@ __all__ = [
     "data_name",
     "estimate_usage",
     "load_named",
+    "open_named",
     "resolve_run",
 ]

@@ -1,0 +1,154 @@
+"""Flags shared by the commands that load market data (`simulate`, `view`) and write files.
+
+- `add_data_flags` / `load_from_args`: `--data sample|PATH` with the loading options, giving
+  the `MarketData`, its `DataSource` (what a capture records) and a label for reports; the
+  load report goes to stderr;
+- `parse_guard`: `--guard` as seconds (`300`) or a duration (`30s`, `5m`, `1h`), one syntax for
+  every command;
+- `check_paths`: outputs that collide with each other or with an input, and output folders
+  that do not exist or cannot be written, are refused before anything runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from kestrel.cli.errors import UsageError
+
+_DURATION = re.compile(r"^(\d+)([smh]?)$")
+# every flag `load_from_args` reads (a cache of loaded data keys on them)
+DATA_FLAGS = ("data", "preset", "crossed", "spikes", "spike_factor", "symbol", "tick_size", "multiplier",
+              "currency", "seed")
+_FILE_ONLY = ("preset", "crossed", "spikes", "spike_factor", "tick_size", "multiplier", "currency")
+
+
+def positive_float(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number like 0.01, got {text!r}") from None
+    if not (x > 0 and math.isfinite(x)):
+        raise argparse.ArgumentTypeError(f"expected a positive number like 0.01, got {text!r}")
+    return x
+
+
+def add_data_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", default="sample", help="'sample' (default, generated) or a CSV/Parquet file")
+    p.add_argument("--preset", help="loader preset for --data PATH (default: detected from the columns)")
+    p.add_argument("--crossed", choices=("error", "drop", "keep"), default=None,
+                   help="crossed quotes (ask < bid) in --data PATH: error (default), drop or keep")
+    p.add_argument("--spikes", choices=("error", "drop", "keep"), default=None,
+                   help="one-row price spikes that revert in --data PATH: error (default), drop or keep")
+    p.add_argument("--spike-factor", type=positive_float, default=None, metavar="F",
+                   help="a price more than F times away from both neighbours is a spike (default 2)")
+    p.add_argument("--symbol", help="instrument symbol (for --data PATH; checked against the sample)")
+    p.add_argument("--tick-size", type=positive_float, default=None, metavar="T",
+                   help="the instrument's tick size for --data PATH (default: inferred from the prices)")
+    p.add_argument("--multiplier", type=positive_float, default=None, metavar="M",
+                   help="money per price point per unit for --data PATH (default: the preset's, else 1)")
+    p.add_argument("--currency", default=None, help="the quote currency for --data PATH (default: the preset's)")
+    p.add_argument("--seed", type=int, help="with --data sample: generate the sample from this seed (>= 0)")
+
+
+def load_from_args(args: argparse.Namespace, command: str) -> tuple[Any, Any, str]:
+    """(MarketData, DataSource, label) for the data flags; `UsageError` on any bad input."""
+    from kestrel.data import DataError, generate, load, load_sample
+    from kestrel.data.sample import SAMPLE_SPEC
+    from kestrel.data.source import file_sha256, file_source, sample_source
+
+    name = args.data.strip()
+    if not name:
+        raise UsageError("--data is empty: give 'sample' or the path of a CSV/Parquet file")
+    if name == "sample":
+        given = [f"--{k.replace('_', '-')}" for k in _FILE_ONLY if getattr(args, k, None) is not None]
+        if given:
+            raise UsageError(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to --data PATH only "
+                             "(the sample is generated clean, with a fixed instrument)")
+        if args.seed is not None and args.seed < 0:
+            raise UsageError(f"--seed must be a whole number >= 0, got {args.seed}")
+        data = load_sample() if args.seed is None else generate(SAMPLE_SPEC, args.seed)
+        if args.symbol and args.symbol != data.symbol:
+            raise UsageError(f"--symbol {args.symbol} does not match the sample's symbol {data.symbol}")
+        label = "sample" if args.seed is None else f"sample (seed {args.seed})"
+        return data, sample_source(data, args.seed), label
+    if args.seed is not None:
+        raise UsageError("--seed applies to --data sample only")
+    options: dict[str, Any] = {
+        "crossed": args.crossed or "error", "spikes": args.spikes or "error", "symbol": args.symbol,
+        "tick_size": args.tick_size, "multiplier": args.multiplier, "currency": args.currency,
+    }
+    if args.spike_factor is not None:
+        if args.spike_factor <= 1:
+            raise UsageError(f"--spike-factor must be a number > 1, got {args.spike_factor:g}")
+        options["spike_factor"] = args.spike_factor
+    try:
+        loaded = load(name, args.preset, **options)
+        digest = file_sha256(name)
+    except (DataError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {name}: {exc.strerror or exc}") from None
+    for note in loaded.report.notes():
+        print(f"kestrel {command}: {note}", file=sys.stderr)
+    return loaded.data, file_source(loaded.report, loaded.data, digest), name
+
+
+def parse_guard(text: str | int) -> int:
+    """`--guard` in seconds: a whole number (`300`) or a duration (`30s`, `5m`, `1h`), 0..86399."""
+    m = _DURATION.match(str(text).strip())
+    if m is None:
+        raise UsageError(f"--guard must be seconds like 300 or a duration like 30s, 5m or 1h, got {text!r}")
+    seconds = int(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+    if not 0 <= seconds < 86400:
+        raise UsageError(f"--guard must be 0 to 86399 seconds (under a day), got {text!r}")
+    return seconds
+
+
+def _key(path: str) -> str:
+    return os.path.realpath(os.path.expanduser(path))
+
+
+def check_paths(outputs: list[tuple[str, str | None]], inputs: list[tuple[str, str | None]]) -> None:
+    """Refuse, before anything runs: two outputs at one path, an output that is an input, an
+    output that is a folder, in a folder that does not exist, or not writable."""
+    seen: dict[str, str] = {}
+    for label, path in inputs:
+        if path:
+            seen.setdefault(_key(path), f"the input {label}")
+    for flag, path in outputs:
+        if not path:
+            continue
+        key = _key(path)
+        other = seen.get(key)
+        if other is None and Path(path).exists():
+            other = next((what for k, what in seen.items() if Path(k).exists() and os.path.samefile(k, path)), None)
+        if other is not None:
+            raise UsageError(f"{flag} {path} is the same file as {other}: give each output its own path")
+        seen[key] = flag
+        p = Path(path)
+        parent = p.parent if str(p.parent) else Path(".")
+        if p.is_dir():
+            raise UsageError(f"{flag} {path}: is a directory; give a file path")
+        if not parent.is_dir():
+            raise UsageError(f"{flag} {path}: no such directory {str(parent)!r}")
+        if not os.access(parent, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
+            raise UsageError(f"{flag} {path}: not writable")
+
+
+def agent_input(spec: str | None) -> str | None:
+    """The file an agent spec reads (`fixed:PLAN.kes`, `recorded:CAPTURE.jsonl`,
+    `replies:FILE`), if any."""
+    if spec and ":" in spec:
+        kind, _, path = spec.partition(":")
+        if kind in ("fixed", "recorded", "replies") and path:
+            return path
+    return None
+
+
+__all__ = ["DATA_FLAGS", "add_data_flags", "agent_input", "check_paths", "load_from_args", "parse_guard", "positive_float"]

@@ -1,0 +1,174 @@
+"""`kestrel report`: a run's self-contained HTML page (from a capture, with or without its
+ledger) or a sweep's leaderboard; plus the terminal summary and an optional PNG."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from kestrel.cli.errors import UsageError
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    r = subparsers.add_parser(
+        "report",
+        help="write a run's HTML report (from a capture and ledger) or a sweep's leaderboard",
+        description=(
+            "Write one self-contained HTML file (inline SVG and CSS, no script, nothing from the "
+            "network). With --capture: the run's equity marked to market, drawdown, price with fills "
+            "and stop/target levels, turns, round trips, rejections and disarms, metrics against "
+            "buy-and-hold and flat; the capture is replayed when no --ledger is given. With --sweep: "
+            "the leaderboard of a `kestrel sweep` directory."
+        ),
+    )
+    src = r.add_mutually_exclusive_group(required=True)
+    src.add_argument("--capture", help="a capture written by `kestrel simulate --capture`")
+    src.add_argument("--sweep", help="a directory written by `kestrel sweep --out`")
+    r.add_argument("--ledger", help="the run's ledger (default: replay the capture to get it)")
+    r.add_argument("-o", "--output", required=True, help="the HTML file to write")
+    r.add_argument("--png", help="also write a PNG chart (needs `pip install 'kestrel[plot]'`)")
+    r.set_defaults(func=_report)
+
+
+def check_writable(flag: str, path: str | None) -> None:
+    if path is None:
+        return
+    p = Path(path)
+    parent = p.parent if str(p.parent) else Path(".")
+    if p.is_dir():
+        raise UsageError(f"{flag} {path}: is a directory; give a file path")
+    if not parent.is_dir():
+        raise UsageError(f"{flag} {path}: no such directory {str(parent)!r}")
+    if not os.access(parent, os.W_OK):
+        raise UsageError(f"{flag} {path}: not writable")
+
+
+def write_text(path: str, text: str) -> None:
+    """Write `path` atomically (a temporary file renamed into place)."""
+    p = Path(path)
+    tmp = p.with_name(f".{p.name}.tmp")
+    try:
+        tmp.write_text(text, "utf-8")
+        os.replace(tmp, p)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+
+
+def write_run_report(rep: Any, html_path: str | None, png_path: str | None = None) -> None:
+    """The run's HTML page (and PNG) at the given paths."""
+    from kestrel.report.html import render_run
+
+    if html_path is not None:
+        write_text(html_path, render_run(rep))
+    if png_path is not None:
+        from kestrel.report.png import PlotUnavailable, write_png
+
+        try:
+            write_png(rep, png_path)
+        except PlotUnavailable as exc:
+            raise UsageError(str(exc)) from None
+        except OSError as exc:
+            raise UsageError(f"cannot write {png_path}: {exc.strerror}") from None
+
+
+def print_summary(rep: Any) -> None:
+    """The terminal summary: an equity sparkline and the key metrics."""
+    from kestrel.report.text import metric_rows, sparkline
+
+    h = rep.header
+    print(f"{h.agent} on {h.symbol} {', '.join(h.dates)}  data {h.data} sha256 {(h.data_sha256 or '?')[:16]}")
+    print(f"equity {sparkline(rep.curve)} {rep.metrics.net_pnl:+.2f} {h.currency}")
+    print("  ".join(f"{k} {v}" for k, v in metric_rows(rep.metrics, rep.days)))
+    for name, m in rep.baselines.items():
+        print(f"baseline {name}: net {m.net_pnl:+.2f}  max dd {m.max_drawdown:.2f}")
+
+
+def _report(args: argparse.Namespace) -> int:
+    from kestrel.cli.simulate import _guarded
+
+    return _guarded("report", lambda: _run_report(args))
+
+
+def _run_report(args: argparse.Namespace) -> int:
+    check_writable("-o", args.output)
+    check_writable("--png", args.png)
+    if args.sweep is not None:
+        if args.ledger is not None or args.png is not None:
+            raise UsageError("--ledger and --png apply to --capture reports only")
+        return _sweep_report(args)
+    rep = run_report_of(args.capture, args.ledger)
+    write_run_report(rep, args.output, args.png)
+    print_summary(rep)
+    print(f"wrote {args.output}" + (f" and {args.png}" if args.png else ""), file=sys.stderr)
+    return 0
+
+
+def run_report_of(capture: str, ledger_path: str | None) -> Any:
+    """The report of a capture: with its ledger as given, else by replaying the capture."""
+    import datetime as dt
+
+    from kestrel.agents.recorded import RecordedAgent
+    from kestrel.cli.datanames import capture_data
+    from kestrel.engine.ledger import Ledger
+    from kestrel.report import from_ledger, from_result
+    from kestrel.report.source import header_sha256
+    from kestrel.session.capture import CaptureError, read_capture
+    from kestrel.session.runner import SessionOptions, run_session
+
+    try:
+        header, turns = read_capture(capture)
+    except CaptureError as exc:
+        raise UsageError(str(exc)) from None
+    if not header.dates:
+        raise UsageError(f"{capture}: the capture names no session date")
+    data = capture_data(header)
+    sha = header_sha256(header, data)
+    if ledger_path is not None:
+        try:
+            ledger = Ledger.from_jsonl(Path(ledger_path).read_bytes())
+        except OSError as exc:
+            raise UsageError(f"cannot read {ledger_path}: {exc.strerror}") from None
+        except ValueError as exc:
+            raise UsageError(f"{ledger_path}: not a Kestrel ledger: {exc}") from None
+        missing = [d for d in header.dates if d not in {s.date.isoformat() for s in data.sessions}]
+        if missing:
+            raise UsageError(f"the data holds no session on {', '.join(missing)}")
+        return from_ledger(header, turns, ledger, data, data_sha256=sha)
+    agent = RecordedAgent(turns, agent_id=header.agent, header=header)
+    options = SessionOptions(checkpoints=header.schedule[1:], guard_s=header.guard_s, data_name=header.data)
+    result = run_session(data, agent, options, date=dt.date.fromisoformat(header.dates[-1]), days=len(header.dates))
+    return from_result(result, data, data_sha256=sha)
+
+
+def _sweep_report(args: argparse.Namespace) -> int:
+    from kestrel.report.html import render_leaderboard
+    from kestrel.sweep.results import stored_rows
+
+    out = Path(args.sweep)
+    if not out.is_dir():
+        raise UsageError(f"--sweep {args.sweep}: no such directory (run `kestrel sweep --out {args.sweep}` first)")
+    rows = stored_rows(out)
+    if not rows:
+        raise UsageError(f"--sweep {args.sweep}: no finished or failed runs in it")
+    write_text(args.output, render_leaderboard(rows, title=f"Kestrel sweep {out.name}"))
+    print_leaderboard(rows)
+    print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
+def print_leaderboard(rows: Any) -> None:
+    from kestrel.report.html import LEADER_COLS, leaderboard
+
+    board = leaderboard(rows)
+    head = [label for _, label, _ in LEADER_COLS]
+    lines = [[fmt(g[k]) for k, _, fmt in LEADER_COLS] for g in board]
+    widths = [max(len(h), *(len(x[i]) for x in lines)) if lines else len(h) for i, h in enumerate(head)]
+    print("  ".join(h.ljust(w) for h, w in zip(head, widths)))
+    for x in lines:
+        print("  ".join(c.ljust(w) for c, w in zip(x, widths)))
+
+
+__all__ = ["print_leaderboard", "print_summary", "register", "run_report_of", "write_run_report", "write_text"]

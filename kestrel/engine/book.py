@@ -1,0 +1,141 @@
+"""The position and its money, kept exactly: what a fill does to the position, the cost basis
+and realized PnL.
+
+Invariants:
+- prices are read at their shortest decimal form (`orders.exact`), so the position's cost
+  basis `cost` (signed: the sum of signed quantity x price of the open part) and the realized
+  PnL `realized` are exact rationals; closing part of a position takes the same share of its
+  cost (average cost), so a round trip flat -> flat realizes exactly its cash flow: buy 1 @
+  100.00, buy 1 @ 100.01, sell 2 @ 100.05 realizes +0.09;
+- money (`rpnl_k`, `fees_k`, `upnl_k`) is a whole number of the engine's quanta (`money`):
+  realized PnL is the cumulative exact amount x multiplier rounded once, half to even (so a
+  flat book's realized PnL is its cash flow to the quantum), each fee is rounded where it is
+  charged, unrealized PnL at a touch is `(pos x touch - cost) x multiplier` rounded;
+- `avg` is the double nearest to cost / pos (the exact average entry), 0.0 when flat.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from fractions import Fraction
+
+import msgspec
+
+from kestrel.engine.money import Money
+from kestrel.engine.orders import WorkingOrder, exact
+
+_ZERO = Fraction(0)
+
+
+class CarriedOrder(msgspec.Struct, frozen=True):
+    """A protective order carried into the next session: role stop | target | trail, its
+    side (+1 buy / -1 sell), remaining quantity, price (stop / target) or the trail's
+    offset and best touch so far, and its OCO group."""
+
+    role: str
+    side: int
+    qty: int
+    type: str
+    price: float | None
+    oco: int | None
+    trail_mode: str | None = None
+    trail_value: float | None = None
+    best: float = 0.0
+
+
+class Carry(msgspec.Struct, frozen=True):
+    """What a session hands the next under `end_of_day="carry"`: the position, its exact cost
+    basis (as a decimal string), and its live protective orders (`CarriedOrder`)."""
+
+    pos: int
+    cost: str
+    orders: tuple[CarriedOrder, ...] = ()
+
+    @property
+    def avg_price(self) -> float:
+        return float(Fraction(self.cost) / self.pos) if self.pos else 0.0
+
+
+class Book:
+    """The position of one engine and its exact money (see the module invariants)."""
+
+    __slots__ = ("money", "mult", "pos", "cost", "realized", "rpnl_k", "fees_k", "avg")
+
+    def __init__(self, money: Money, multiplier: float) -> None:
+        self.money = money
+        self.mult = exact(multiplier)
+        self.pos = 0
+        self.cost = _ZERO
+        self.realized = _ZERO
+        self.rpnl_k = 0
+        self.fees_k = 0
+        self.avg = 0.0
+
+    def restore(self, pos: int, cost: Fraction) -> None:
+        """Start from a carried position (no realized PnL, no fees yet this session)."""
+        self.pos = pos
+        self.cost = cost if pos else _ZERO
+        self.avg = float(cost / pos) if pos else 0.0
+
+    def charge(self, fee: Fraction) -> int:
+        """Charge a fee (exact amount); returns it in quanta."""
+        k = round(fee * self.money.scale)
+        self.fees_k += k
+        return k
+
+    def fill(self, q: int, price: float) -> int:
+        """Apply a fill of signed quantity `q` at `price`; returns the part that opens or adds
+        to a position (0 when the fill only reduces it)."""
+        pos = self.pos
+        p = exact(price)
+        opened = abs(q)
+        if pos == 0 or (pos > 0) == (q > 0):
+            self.cost += q * p
+            self.pos = pos + q
+        else:
+            closed = min(abs(q), abs(pos))
+            opened = abs(q) - closed
+            share = self.cost * closed / abs(pos)
+            self.realized += (closed * p if pos > 0 else -closed * p) - share
+            self.cost -= share
+            self.pos = pos + q
+            if self.pos == 0:
+                self.cost = _ZERO
+            elif (self.pos > 0) != (pos > 0):
+                self.cost = self.pos * p
+            self.rpnl_k = round(self.realized * self.mult * self.money.scale)
+        self.avg = float(self.cost / self.pos) if self.pos else 0.0
+        return opened
+
+    def upnl_k(self, b: float, a: float) -> int:
+        """Unrealized PnL at the touch (bid for a long, ask for a short), in quanta; 0 before
+        the session's first tick (a carried position is marked at its average until then)."""
+        pos = self.pos
+        if pos == 0:
+            return 0
+        x = b if pos > 0 else a
+        if x != x:
+            return 0
+        touch = exact(x)
+        return round((pos * touch - self.cost) * self.mult * self.money.scale)
+
+    def pnl_k(self, b: float, a: float) -> int:
+        """rpnl - fees + upnl, in quanta (exact)."""
+        k = self.rpnl_k - self.fees_k
+        return k + self.upnl_k(b, a) if self.pos else k
+
+
+def carry_of(book: Book, orders: Iterable[WorkingOrder]) -> Carry | None:
+    """What the next session takes over: the position, its exact cost basis and its live
+    protective orders (entries never carry); None when flat."""
+    if not book.pos:
+        return None
+    kept = tuple(
+        CarriedOrder(o.role, o.side, o.remaining, o.type, o.price, o.oco,
+                     o.trail.mode if o.trail else None,
+                     float(o.trail.value) if o.trail else None, o.best)
+        for o in orders if o.role in ("stop", "target", "trail"))
+    return Carry(book.pos, str(book.cost), kept)
+
+
+__all__ = ["Book", "Carry", "CarriedOrder", "carry_of"]

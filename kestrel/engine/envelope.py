@@ -1,0 +1,75 @@
+"""The broker's envelope: the price band and deadlines outside which a tick needs the broker.
+
+Invariant: the broker must see tick k when bid <= lo_b or bid >= hi_b or ask <= lo_a or
+ask >= hi_a or ts >= t_next or k >= i_next; anywhere else `Engine._step` would change nothing
+but the trailing stops' best price (an idempotent max). The envelope is conservative (the
+loss line carries a small margin). `core` leaves the trailing stops out (listed apart) for
+the fast path, which follows them with a running max instead of stepping on every new best.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from kestrel.engine.orders import TickGrid, WorkingOrder
+
+INF = math.inf
+NEVER = 2**62
+Envelope = tuple[float, float, float, float, int, int]
+IDLE_ENV: Envelope = (-INF, INF, -INF, INF, NEVER, NEVER)
+
+
+def envelope(orders: Iterable[WorkingOrder], i: int, now: int, t_next: int, pos: int,
+             loss_line: float | None, grid: TickGrid) -> tuple[Envelope, Envelope, list[WorkingOrder]]:
+    """(env, core, trails) after tick i at time `now`: `t_next` is the next plan deadline
+    (close or expiry), `loss_line` the touch at which the loss floor would be reached for the
+    open position `pos` (None: no running loss check)."""
+    trails: list[WorkingOrder] = []
+    lo_b, hi_b, lo_a, hi_a = -INF, INF, -INF, INF
+    i_next = NEVER
+    for o in orders:
+        if i + 1 < o.el_idx or now < o.el_ts:
+            if i + 1 < o.el_idx:
+                i_next = min(i_next, o.el_idx)
+            if now < o.el_ts:
+                t_next = min(t_next, o.el_ts)
+            continue
+        if o.expire_ts is not None:
+            t_next = min(t_next, o.expire_ts)
+        ty = o.type
+        if ty == "mkt":
+            i_next = min(i_next, i + 1)
+        elif ty == "lmt":
+            assert o.price is not None
+            if o.side > 0:
+                lo_a = max(lo_a, o.price)
+            else:
+                hi_b = min(hi_b, o.price)
+        elif ty == "stp":
+            assert o.price is not None
+            if o.side > 0:
+                hi_a = min(hi_a, o.price)
+            else:
+                lo_b = max(lo_b, o.price)
+        else:
+            trails.append(o)
+    if loss_line is not None:
+        margin = 1e-6 * (1.0 + abs(loss_line))
+        if pos > 0:
+            lo_b = max(lo_b, loss_line + margin)
+        else:
+            hi_a = min(hi_a, loss_line - margin)
+    core = (lo_b, hi_b, lo_a, hi_a, t_next, i_next)
+    for o in trails:
+        lvl = o.trail_level(grid)
+        if o.side < 0:
+            lo_b = max(lo_b, lvl)
+            hi_b = min(hi_b, o.best)
+        else:
+            hi_a = min(hi_a, lvl)
+            lo_a = max(lo_a, o.best)
+    return (lo_b, hi_b, lo_a, hi_a, t_next, i_next), core, trails
+
+
+__all__ = ["IDLE_ENV", "NEVER", "Envelope", "envelope"]

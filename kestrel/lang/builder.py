@@ -1,0 +1,436 @@
+"""The AST builder: lark's reduction callbacks for `kestrel.lark`, one method per rule.
+
+The LALR driver (`lalr`) calls a method when it reduces that rule; the method gets the rule's
+children (tokens and already built nodes, placeholders as None) and returns the AST node.
+Token positions are recorded on the side in `pos` (a `Loc` is computed only when a
+diagnostic needs one); problems only the builder can see (a fractional quantity, a field given
+twice) go to `diags`. One builder per thread: it holds one parse's state.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, TypeVar
+
+from lark import Token, Transformer
+
+from kestrel.lang.ast import (
+    And,
+    Arith,
+    Call,
+    Cancel,
+    Compare,
+    Crosses,
+    Duration,
+    Expr,
+    Flat,
+    For,
+    Ident,
+    Neg,
+    Not,
+    Number,
+    Offset,
+    Or,
+    Order,
+    PaneArg,
+    PaneRef,
+    Pass,
+    Percent,
+    Plan,
+    Risk,
+    Rule,
+    Series,
+    StandDown,
+    Statement,
+    TimeOfDay,
+    Until,
+    View,
+)
+from kestrel.lang.errors import Diagnostic
+from kestrel.lang.numbers import float_literal as _float
+from kestrel.lang.numbers import is_whole as _is_whole
+from kestrel.lang.numbers import whole as _whole
+from kestrel.lang.numbers import whole_literal as _int
+
+N = TypeVar("N")
+
+# id(node) or (id(node), field) -> (node kept alive, first token, last token)
+Positions = dict[Any, tuple[object, Token, Token]]
+
+_ESCAPE = re.compile(r'\\(["\\])')
+
+
+class Builder(Transformer[Token, Any]):
+    """Builds AST nodes during the LALR parse; positions go to `self.pos` keyed by
+    `id(node)` or `(id(node), field)`; the node is kept alive alongside so ids stay unique."""
+
+    def __init__(self) -> None:
+        super().__init__(visit_tokens=False)
+        self.reset()
+
+    def reset(self) -> None:
+        self.pos: Positions = {}
+        self.parens: set[int] = set()
+        self.diags: list[Diagnostic] = []
+
+    # ---- positions (tokens only; a Loc is computed when a diagnostic needs one)
+    def _at(self, node: N, tok: Token, end: Token | None = None, field: str | None = None) -> N:
+        self.pos[id(node) if field is None else (id(node), field)] = (
+            node,
+            tok,
+            tok if end is None else end,
+        )
+        return node
+
+    def _span(self, node: N, first: object, last: object) -> N:
+        pos = self.pos
+        a = pos.get(id(first))
+        if a is not None:
+            b = pos.get(id(last))
+            pos[id(node)] = (node, a[1], a[2] if b is None else b[2])
+        return node
+
+    def _copy(self, node: Any, source: Any) -> None:
+        hit = self.pos.get(id(source))
+        if hit is not None:
+            self.pos[id(node)] = (node, hit[1], hit[2])
+
+    def _diag(self, code: str, message: str, tok: Token, hint: str | None = None) -> None:
+        self.diags.append(
+            Diagnostic(code, message, tok.line, tok.column, max(1, len(tok)), hint=hint)
+        )
+
+    # ---- literals
+    def number(self, c: list[Token]) -> Number:
+        return self._at(Number(_float(c[0])), c[0])
+
+    def neg_number(self, c: list[Token]) -> Number:
+        return self._at(Number(-_float(c[1])), c[0], c[1])
+
+    def percent(self, c: list[Token]) -> Percent:
+        return self._at(Percent(_float(c[0][:-1])), c[0])
+
+    def neg_percent(self, c: list[Token]) -> Percent:
+        return self._at(Percent(-_float(c[1][:-1])), c[0], c[1])
+
+    def duration(self, c: list[Token]) -> Duration:
+        t = c[0]
+        return self._at(Duration(_int(t[:-1]), t[-1]), t)  # type: ignore[arg-type]
+
+    def tod(self, c: list[Token]) -> TimeOfDay:
+        parts = [int(p) for p in c[0].split(":")]
+        return self._at(TimeOfDay(*parts), c[0])
+
+    def ident(self, c: list[Token]) -> Ident:
+        return self._at(Ident(str(c[0])), c[0])
+
+    # ---- expressions
+    def series(self, c: list[Token]) -> Series:
+        return self._at(Series(str(c[0])), c[0])
+
+    def call(self, c: list[Any]) -> Call:
+        name: Token = c[0]
+        args = tuple(a for a in c[1:] if a is not None)
+        node = Call(str(name), args)
+        self._at(node, name)
+        self._at(node, name, field="name")
+        return node
+
+    def paren(self, c: list[Any]) -> Expr:
+        inner: Expr = c[1]
+        self.parens.add(id(inner))
+        return inner
+
+    def neg(self, c: list[Any]) -> Expr:
+        minus: Token = c[0]
+        operand = c[1]
+        if isinstance(operand, (Number, Percent)) and id(operand) not in self.parens:
+            node: Expr = type(operand)(-operand.value)
+        else:
+            node = Neg(operand)
+        hit = self.pos.get(id(operand))
+        self.pos[id(node)] = (node, minus, minus if hit is None else hit[2])
+        return node
+
+    def sum(self, c: list[Any]) -> Expr:
+        """`a op b op c ...` flat: fold `*` `/` first, then `+` `-`, both left-associative."""
+        terms: list[Expr] = [c[0]]
+        ops: list[Token] = []
+        for i in range(1, len(c), 2):
+            op, right = c[i], c[i + 1]
+            if op.type in ("STAR", "SLASH"):
+                terms[-1] = self._arith(terms[-1], op, right)
+            else:
+                ops.append(op)
+                terms.append(right)
+        node: Expr = terms[0]
+        for op, right in zip(ops, terms[1:]):
+            node = self._arith(node, op, right)
+        return node
+
+    def _arith(self, left: Expr, op: Token, right: Expr) -> Arith:
+        node = Arith(str(op), left, right)  # type: ignore[arg-type]
+        self._at(node, op, field="op")
+        return self._span(node, left, right)
+
+    def compare(self, c: list[Any]) -> Compare:
+        node = Compare(str(c[1]), c[0], c[2])  # type: ignore[arg-type]
+        self._at(node, c[1], field="op")
+        return self._span(node, c[0], c[2])
+
+    def crosses(self, c: list[Any]) -> Crosses:
+        node = Crosses(c[1].lower(), c[0], c[2])
+        self._at(node, c[1], field="op")
+        return self._span(node, c[0], c[2])
+
+    def not_(self, c: list[Any]) -> Not:
+        node = Not(c[1])
+        self._at(node, c[0])
+        return node
+
+    def bool_seq(self, c: list[Any]) -> Expr:
+        """`a AND b OR c ...` flat: AND binds tighter than OR; chains become one node."""
+        groups: list[list[Any]] = [[c[0]]]
+        for i in range(1, len(c), 2):
+            if c[i].type == "OR":
+                groups.append([c[i + 1]])
+            else:
+                groups[-1].append(c[i + 1])
+        terms = [
+            g[0] if len(g) == 1 else self._span(And(tuple(g)), g[0], g[-1]) for g in groups
+        ]
+        if len(terms) == 1:
+            return terms[0]
+        return self._span(Or(tuple(terms)), terms[0], terms[-1])
+
+    # ---- actions
+    def offset(self, c: list[Token]) -> Offset:
+        first, last = c[0], c[-1]
+        if first.type == "AT":
+            return self._at(Offset("at", _float(last)), first, last)
+        sign = -1.0 if first.type == "MINUS" else 1.0
+        if last.type == "PERCENT":
+            return self._at(Offset("pct", sign * _float(last[:-1])), first, last)
+        return self._at(Offset("abs", sign * _float(last)), first, last)
+
+    def stop(self, c: list[Any]) -> tuple[str, Any, Token]:
+        return ("stop", c[1], c[0])
+
+    def target(self, c: list[Any]) -> tuple[str, Any, Token]:
+        return ("target", c[1], c[0])
+
+    def trail(self, c: list[Any]) -> tuple[str, Any, Token]:
+        off: Offset = c[1]
+        if off.mode != "at" and off.value < 0:
+            flipped = Offset(off.mode, -off.value)
+            self._copy(flipped, off)
+            off = flipped
+        return ("trail", off, c[0])
+
+    def ttl(self, c: list[Token]) -> tuple[str, Any, Token]:
+        return ("ttl", self.duration([c[1]]), c[0])
+
+    def order(self, c: list[Any]) -> Order:
+        side_tok: Token = c[0]
+        i = 1
+        negative = False
+        if isinstance(c[i], Token) and c[i].type == "MINUS":
+            negative, i = True, i + 1
+        qty_tok: Token = c[i]
+        i += 1
+        if "." in qty_tok and not _is_whole(float(qty_tok)):
+            low = _whole(float(qty_tok))
+            self._diag(
+                "bad-qty",
+                f"quantity must be a whole number of shares, got {qty_tok}",
+                qty_tok,
+                hint=f"write {low} or {low + 1}",
+            )
+        qty = _int(qty_tok.split(".")[0])
+        qty = -qty if negative else qty
+        order_type = "mkt"
+        price: Expr | None = None
+        fields: dict[str, Any] = {}
+        while i < len(c):
+            item = c[i]
+            if isinstance(item, Token):
+                order_type = item.type.lower()
+                if order_type in ("lmt", "stp"):
+                    price = c[i + 1]
+                    i += 1
+            else:
+                key, value, kw = item
+                if key in fields:
+                    self._diag(
+                        "duplicate",
+                        f"{kw.upper()} given twice in one order",
+                        kw,
+                        hint=f"keep a single {kw.upper()}",
+                    )
+                fields[key] = value
+            i += 1
+        node = Order(
+            side_tok.lower(),  # type: ignore[arg-type]
+            qty,
+            order_type,  # type: ignore[arg-type]
+            price,
+            fields.get("stop"),
+            fields.get("target"),
+            fields.get("trail"),
+            fields.get("ttl"),
+        )
+        self._at(node, side_tok)
+        self._at(node, c[1], qty_tok, field="qty")
+        return node
+
+    def flat(self, c: list[Token]) -> Flat:
+        return self._at(Flat(), c[0])
+
+    def cancel(self, c: list[Token]) -> Cancel:
+        return self._at(Cancel(), c[0])
+
+    def rule(self, c: list[Any]) -> Rule:
+        when: Token = c[0]
+        repeat = 1
+        rest = c[2:]
+        rep_tok: Token | None = None
+        if rest and isinstance(rest[-1], Token):
+            rep_tok = rest.pop()
+            repeat = _int(rep_tok[1:])
+        node = Rule(c[1], tuple(rest), repeat)
+        self._at(node, when)
+        if rep_tok is not None:
+            self._at(node, rep_tok, field="repeat")
+        return node
+
+    # ---- statements
+    def on(self, c: list[Token]) -> tuple[str, Any, Token]:
+        return ("instrument", str(c[0]), c[0])
+
+    def until(self, c: list[Any]) -> tuple[str, Any, Token]:
+        tod = self.tod(c)
+        node = Until(tod)
+        self._at(node, c[0])
+        return ("expiry", node, c[0])
+
+    def for_(self, c: list[Token]) -> tuple[str, Any, Token]:
+        node = For(self.duration(c))
+        self._at(node, c[0])
+        return ("expiry", node, c[0])
+
+    def risk_item(self, c: list[Token]) -> tuple[str, float, Token, Token]:
+        negative = len(c) == 3
+        value = _float(c[-1])
+        return (c[0].lower(), -value if negative else value, c[0], c[-1])
+
+    def risk(self, c: list[Any]) -> tuple[str, Any, Token]:
+        values: dict[str, float] = {}
+        toks: dict[str, tuple[Token, Token]] = {}
+        for key, value, kt, vt in c:
+            if key in values:
+                self._diag("duplicate", f"{key} given twice", kt, hint=f"keep a single {key}")
+            if key != "maxloss" and not _is_whole(value):
+                low = _whole(value)
+                self._diag(
+                    "bad-risk", f"{key} must be a whole number, got {vt}", vt,
+                    hint=f"write {key} {low} or {key} {low + 1}",
+                )
+            values[key] = value
+            toks[key] = (kt, vt)
+
+        def whole(key: str) -> int | None:
+            v = values.get(key)
+            return None if v is None else _whole(v)
+
+        ml = values.get("maxloss")
+        node = Risk(whole("maxpos"), ml, whole("maxorders"))
+        for key, (kt, vt) in toks.items():
+            self._at(node, kt, vt, field=key)
+        return ("risk", node, c[0][2])
+
+    def plan(self, c: list[Any]) -> Plan:
+        plan_tok: Token = c[0]
+        name_tok: Token = c[1]
+        header: dict[str, Any] = {}
+        rules: list[Rule] = []
+        for item in c[2:]:
+            if isinstance(item, Rule):
+                rules.append(item)
+                continue
+            key, value, tok = item
+            if key in header:
+                what = {"instrument": "ON", "expiry": "an expiry (UNTIL or FOR)", "risk": "RISK"}
+                self._diag(
+                    "duplicate",
+                    f"the plan header gives {what[key]} twice",
+                    tok,
+                    hint="give each header part once: PLAN name [ON SYM] [UNTIL hh:mm | FOR dur] [RISK ...]",
+                )
+            header[key] = (value, tok)
+        inst = header.get("instrument")
+        expiry = header.get("expiry")
+        risk = header.get("risk")
+        node = Plan(
+            str(name_tok),
+            tuple(rules),
+            inst[0] if inst else None,
+            expiry[0] if expiry else None,
+            risk[0] if risk else Risk(),
+        )
+        self._at(node, plan_tok)
+        self._at(node, name_tok, field="name")
+        if inst:
+            self._at(node, inst[1], field="instrument")
+        return node
+
+    def named_arg(self, c: list[Any]) -> PaneArg:
+        node = PaneArg(c[1], str(c[0]))
+        self._at(node, c[0])
+        return node
+
+    def pos_arg(self, c: list[Any]) -> PaneArg:
+        node = PaneArg(c[0])
+        self._copy(node, c[0])
+        return node
+
+    def pane(self, c: list[Any]) -> PaneRef:
+        node = PaneRef(str(c[0]), tuple(a for a in c[1:] if a is not None))
+        self._at(node, c[0])
+        return node
+
+    def budget(self, c: list[Token]) -> tuple[str, float, Token]:
+        value = _float(c[-1])
+        return ("budget", -value if len(c) == 2 else value, c[0])
+
+    def view(self, c: list[Any]) -> View:
+        budget: int | None = None
+        panes = list(c[2:])
+        if panes and isinstance(panes[-1], tuple):
+            _, value, tok = panes.pop()
+            if not _is_whole(value):
+                self._diag("bad-budget", "BUDGET must be a whole number of tokens", tok,
+                           hint=f"write BUDGET {max(1, _whole(value))}")
+            budget = _whole(value)
+        node = View(str(c[1]), tuple(panes), budget)
+        self._at(node, c[0])
+        self._at(node, c[1], field="name")
+        if budget is not None:
+            self._at(node, c[-1][2], field="budget")
+        return node
+
+    def standdown(self, c: list[Token]) -> StandDown:
+        reason = _ESCAPE.sub(r"\1", c[1][1:-1]) if len(c) > 1 else None
+        node = StandDown(reason)
+        self._at(node, c[0])
+        if len(c) > 1:
+            self._at(node, c[1], field="reason")
+        return node
+
+    def pass_(self, c: list[Token]) -> Pass:
+        return self._at(Pass(), c[0])
+
+    def start(self, c: list[Any]) -> list[Statement]:
+        return c
+
+
+__all__ = ["Builder", "Positions"]

@@ -1,0 +1,47 @@
+"""Number literals both ways (a leaf module): the parser's bounded conversions and the
+formatter's shortest round-tripping text, shared by the parser, checker and formatter."""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+
+# A whole-number literal longer than this is clamped (and then rejected by the range check)
+# instead of being converted, so no input can make int() do quadratic work or fail.
+MAX_DIGITS = 18
+BIG: int = 10**MAX_DIGITS
+
+
+def whole_literal(text: str) -> int:
+    """The value of a digits-only literal; over `MAX_DIGITS` digits, the clamped `BIG`."""
+    return BIG if len(text) > MAX_DIGITS else int(text)
+
+
+def float_literal(text: str) -> float:
+    """Linear in the (size-bounded) text; huge values become inf -> a range error later."""
+    return float(text)
+
+
+def whole(v: float) -> int:
+    """`int(v)` for finite values below 1e18, else a clamped value the range check rejects."""
+    if math.isfinite(v) and abs(v) < 1e18:
+        return int(v)
+    return -BIG if v < 0 else BIG
+
+
+def is_whole(v: float) -> bool:
+    return not math.isfinite(v) or v == whole(v)
+
+
+def num(v: float) -> str:
+    """Shortest decimal text that reads back as the same float, never in exponent form."""
+    f = float(v)
+    if f.is_integer() and abs(f) < 1e15:
+        return str(int(f))
+    text = repr(f)
+    if "e" in text or "E" in text:
+        text = f"{Decimal(text):f}"
+    return text
+
+
+__all__ = ["BIG", "MAX_DIGITS", "float_literal", "is_whole", "num", "whole", "whole_literal"]

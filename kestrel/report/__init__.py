@@ -1,0 +1,48 @@
+"""Run reports: equity marked at every tick, metrics traders use, baselines, and a
+self-contained HTML page. Pure and deterministic (no clock, no network, no scripts).
+
+Metrics are defined once in docs/report.md (`kestrel.report.metrics` is that definition).
+"""
+
+from kestrel.report.equity import EquityCurve, mark_equity
+from kestrel.report.metrics import Metrics, compute, max_drawdown, sharpe_sortino
+from kestrel.report.run import (
+    BASELINES,
+    DayInput,
+    DayReport,
+    RunHeader,
+    RunReport,
+    TurnRow,
+    build,
+    from_ledger,
+    from_result,
+    session_ticks,
+)
+from kestrel.report.source import data_sha256, file_sha256
+from kestrel.report.trips import LedgerFacts, Notice, RoundTrip, local_time, read_ledger
+
+__all__ = [
+    "BASELINES",
+    "DayInput",
+    "DayReport",
+    "EquityCurve",
+    "LedgerFacts",
+    "Metrics",
+    "Notice",
+    "RoundTrip",
+    "RunHeader",
+    "RunReport",
+    "TurnRow",
+    "build",
+    "compute",
+    "data_sha256",
+    "file_sha256",
+    "from_ledger",
+    "from_result",
+    "local_time",
+    "mark_equity",
+    "max_drawdown",
+    "read_ledger",
+    "session_ticks",
+    "sharpe_sortino",
+]

@@ -1,0 +1,280 @@
+"""One self-contained HTML page per run, and a leaderboard page per sweep.
+
+Invariants: the page holds inline CSS and inline SVG only: no script, no external stylesheet,
+image, font or link (it names no URL at all), so it reads offline and in a headless browser;
+it holds no wall-clock time or random id, so the same run gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Mapping, Sequence
+from html import escape
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import numpy as np
+
+from kestrel.report.metrics import Metrics
+from kestrel.report.run import BASELINES, RunReport
+from kestrel.report.svg import Mark, Segment, equity_chart, price_chart
+from kestrel.report.trips import local_time
+
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px;color:#1d2430;max-width:960px}
+h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:28px 0 8px;border-bottom:1px solid #d8dde6}
+h3{font-size:14px;margin:18px 0 6px}
+table{border-collapse:collapse;margin:6px 0 12px;font-size:13px}
+th,td{border:1px solid #d8dde6;padding:3px 8px;text-align:right;vertical-align:top}
+th{background:#f1f4f8}td.l,th.l{text-align:left}
+pre{margin:0;font:12px/1.35 ui-monospace,Menlo,Consolas,monospace;white-space:pre-wrap;text-align:left}
+.meta td{text-align:left}.note{color:#5b6575;font-size:12px}.bad{color:#a4262c}.good{color:#1e7a3c}
+svg.chart{display:block;margin:6px 0;background:#fff}
+.plot{fill:#fbfcfe;stroke:#c9d0da}.grid{stroke:#e6e9ef}.zero{stroke:#9aa4b2;stroke-dasharray:3 3}
+.yl{font-size:10px;text-anchor:end;fill:#5b6575}.xl{font-size:10px;text-anchor:middle;fill:#5b6575}
+.eq{fill:none;stroke:#1f5fbf;stroke-width:1.5}.dd{fill:#d9534f;fill-opacity:.22;stroke:none}
+.trough{fill:#d9534f}.px{fill:none;stroke:#44505f;stroke-width:1.2}
+.fill.buy{fill:#1e7a3c}.fill.sell{fill:#a4262c}
+.lv{stroke-width:1.4;stroke-dasharray:5 3}.lv.stop,.lv.trail{stroke:#a4262c}.lv.target{stroke:#1e7a3c}
+""".strip()
+
+# (field, label, format) in display order
+METRIC_ROWS: tuple[tuple[str, str, str], ...] = (
+    ("net_pnl", "net PnL", "{:+.2f}"),
+    ("return_on_risk", "return on risk capital", "{:+.2%}"),
+    ("risk_capital", "risk capital (maxloss)", "{:.2f}"),
+    ("sharpe", "Sharpe (annualized)", "{:.2f}"),
+    ("sortino", "Sortino (annualized)", "{:.2f}"),
+    ("max_drawdown", "max drawdown (marked per tick)", "{:.2f}"),
+    ("max_drawdown_ts", "max drawdown at", "time"),
+    ("trades", "round trips", "{}"),
+    ("win_rate", "win rate", "{:.0%}"),
+    ("profit_factor", "profit factor", "{:.2f}"),
+    ("avg_win", "average win", "{:+.2f}"),
+    ("avg_loss", "average loss", "{:+.2f}"),
+    ("exposure", "exposure (time in a position)", "{:.1%}"),
+    ("turnover", "turnover", "{:.2f}"),
+    ("fees", "fees", "{:.2f}"),
+    ("orders", "orders", "{}"),
+    ("fills", "fills", "{}"),
+    ("rejections", "rejections", "{}"),
+    ("disarms", "disarms", "{}"),
+    ("tokens", "tokens", "{}"),
+    ("cost_usd", "cost (USD)", "{:.4f}"),
+)
+
+
+def _fmt(value: Any, fmt: str, tz: str) -> str:
+    if value is None:
+        return "n/a"
+    if fmt == "time":
+        return local_time(int(value), tz)
+    return fmt.format(value)
+
+
+def _table(head: Sequence[str], rows: Sequence[Sequence[str]], left: Sequence[int] = (0,),
+           raw: Sequence[int] = ()) -> str:
+    """A table; cells are escaped except columns in `raw` (already HTML)."""
+    if not rows:
+        return '<p class="note">none</p>'
+    cls = ["l" if k in left else "" for k in range(len(head))]
+    h = "".join(f'<th class="{c}">{escape(x)}</th>' if c else f"<th>{escape(x)}</th>" for c, x in zip(cls, head))
+    body = []
+    for r in rows:
+        cells = []
+        for k, x in enumerate(r):
+            text = x if k in raw else escape(x)
+            cells.append(f'<td class="{cls[k]}">{text}</td>' if cls[k] else f"<td>{text}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><tr>{h}</tr>{''.join(body)}</table>"
+
+
+def _page(title: str, body: Sequence[str]) -> str:
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{escape(title)}</title><style>{CSS}</style></head><body>\n"
+            + "\n".join(body) + "\n</body></html>\n")
+
+
+def _clock(ts: int, tz: str) -> str:
+    return dt.datetime.fromtimestamp(ts // 10**9, dt.timezone.utc).astimezone(ZoneInfo(tz)).strftime("%H:%M")
+
+
+def _metrics_table(rep: RunReport, tz: str) -> str:
+    cols: list[tuple[str, Metrics]] = [("this run", rep.metrics)] + [(k, rep.baselines[k]) for k in BASELINES
+                                                                    if k in rep.baselines]
+    rows = [[label] + [_fmt(getattr(m, field), fmt, tz) for _, m in cols] for field, label, fmt in METRIC_ROWS]
+    note = (f'<p class="note">Metrics are defined in docs/report.md. Sharpe and Sortino use per-minute '
+            f'returns of marked equity over the risk capital, annualized by sqrt({rep.metrics.periods_per_year}) '
+            f'(252 sessions a year of {rep.metrics.periods_per_year // 252} minutes). Baselines: buy-and-hold buys at '
+            'each session\'s first ask and sells at its last bid, in the run\'s largest position; flat never '
+            f'trades; both without fees. Money in {escape(rep.header.currency)}.</p>')
+    return _table(["metric"] + [c for c, _ in cols], rows) + note
+
+
+def _equity(rep: RunReport) -> str:
+    xs_parts, eq_parts, ticks = [], [], []
+    base, offset = 0.0, 0
+    trough: tuple[float, float] | None = None
+    dd_ts = rep.metrics.max_drawdown_ts
+    for d in rep.days:
+        n = d.minute_equity.shape[0]
+        xs_parts.append(np.arange(offset, offset + n, dtype=np.float64))
+        eq_parts.append(d.minute_equity + base)
+        label = d.date if len(rep.days) > 1 else _clock(d.open_ns, d.tz)
+        ticks.append((float(offset), label))
+        if dd_ts is not None and d.open_ns <= dd_ts <= d.close_ns and trough is None:
+            k = int(np.searchsorted(d.curve.ts, dd_ts, side="right")) - 1
+            m = int(np.searchsorted(d.minute_ts, dd_ts, side="left"))
+            trough = (float(offset + min(m, n - 1)), float(d.curve.equity[max(k, 0)] + base))
+        base += d.curve.final
+        offset += n
+    if len(rep.days) == 1:
+        d = rep.days[0]
+        n = d.minute_equity.shape[0]
+        ticks = [(0.0, _clock(d.open_ns, d.tz)), (float(n // 2), _clock(int(d.minute_ts[n // 2 - 1]) if n > 1 else d.open_ns, d.tz)),
+                 (float(n - 1), _clock(d.close_ns, d.tz))]
+    xs = np.concatenate(xs_parts) if xs_parts else np.zeros(0)
+    eq = np.concatenate(eq_parts) if eq_parts else np.zeros(0)
+    return equity_chart(xs, eq, ticks, trough)
+
+
+def _day(rep: RunReport, k: int) -> list[str]:
+    d = rep.days[k]
+    tz, dec = d.tz, d.decimals
+    out = [f"<h2>Session {escape(d.date)} <span class=\"note\">({escape(tz)})</span></h2>"]
+    if d.note:
+        out.append(f'<p class="bad">{escape(d.note)}: the results cover only that span.</p>')
+    xs = d.minute_ts.astype(np.float64)
+    n = xs.shape[0]
+    ticks = [(float(d.open_ns), _clock(d.open_ns, tz)), (float(xs[n // 2]) if n else 0.0,
+             _clock(int(xs[n // 2]) if n else d.open_ns, tz)), (float(d.close_ns), _clock(d.close_ns, tz))]
+    fills = [Mark(float(f.ts), f.price, f.side, f"{f.side} {f.qty} @ {f.price:.{dec}f} ({f.role}) "
+                  f"{local_time(f.ts, tz)}") for f in d.facts.fills]
+    levels = [Segment(float(lv.start_ts), float(lv.end_ts if lv.end_ts is not None else d.close_ns), lv.price,
+                      lv.role, f"{lv.role} {lv.price:.{dec}f}") for lv in d.facts.levels]
+    out.append("<h3>Price (mid per minute) with fills and stop/target levels</h3>")
+    out.append(price_chart(np.concatenate(([float(d.open_ns)], xs)),
+                           np.concatenate(([d.minute_mid[0] if n else np.nan], d.minute_mid)),
+                           ticks, "{:." + str(dec) + "f}", fills, levels))
+    out.append("<h3>Turns per ordinal</h3>")
+    rows = []
+    for t in d.turns:
+        plan = f"<pre>{escape(t.plan_text)}</pre>" if t.plan_text else ""
+        rows.append([t.ordinal, t.kind + (f" {t.plan}" if t.plan else ""), plan, t.reason or "",
+                     _opt(t.iterations), _opt(t.tokens), _opt(t.cost_usd, "{:.4f}"),
+                     "; ".join(x for x in (t.armed, t.fate) if x)])
+    out.append(_table(["ordinal", "turn", "plan", "stand-down reason", "iterations", "tokens", "cost (USD)",
+                       "outcome"], rows, left=(0, 1, 2, 3, 7), raw=(2,)))
+    out.append("<h3>Round trips</h3>")
+    out.append(_table(["side", "qty", "entry", "entry price", "exit", "exit price", "pnl", "fees", "exit reason"],
+                      [[t.side, str(t.qty), local_time(t.entry_ts, tz), f"{t.entry_price:.{dec}f}",
+                        local_time(t.exit_ts, tz) if t.exit_ts is not None else "",
+                        f"{t.exit_price:.{dec}f}" if t.exit_price is not None else "",
+                        f"{t.pnl:+.2f}", f"{t.fees:.2f}", t.exit_reason] for t in d.facts.trips],
+                      left=(0, 2, 4, 8)))
+    out.append("<h3>Rejections and disarms</h3>")
+    out.append(_table(["time", "event", "plan", "rule", "reason"],
+                      [[local_time(x.ts, tz), x.kind, x.plan, "" if x.rule is None else str(x.rule), x.reason]
+                       for x in d.facts.notices], left=(0, 1, 2, 4)))
+    out.append("<h3>Fills</h3>")
+    out.append(_table(["time", "order", "side", "qty", "price", "fee", "position", "realized"],
+                      [[local_time(f.ts, tz), f.role, f.side, str(f.qty), f"{f.price:.{dec}f}", f"{f.fee:.2f}",
+                        str(f.pos), f"{f.rpnl:+.2f}"] for f in d.facts.fills], left=(0, 1, 2)))
+    return out
+
+
+def _opt(x: float | int | None, fmt: str = "{}") -> str:
+    return "" if x is None else fmt.format(x)
+
+
+def render_run(rep: RunReport) -> str:
+    """The run's page (see the module docstring)."""
+    h = rep.header
+    tz = rep.days[0].tz if rep.days else "UTC"
+    meta = [["symbol", h.symbol], ["agent", h.agent], ["model", h.model or "-"],
+            ["sessions", ", ".join(h.dates)], ["schedule", " ".join(h.schedule)],
+            ["data", h.data], ["data SHA-256", h.data_sha256 or "unknown"],
+            ["currency / multiplier", f"{h.currency} / {h.multiplier:g}"]]
+    body = [f"<h1>Kestrel run: {escape(h.agent)} on {escape(h.symbol)}</h1>",
+            _table(["", ""], meta, left=(0, 1)).replace("<table>", '<table class="meta">', 1),
+            "<h2>Metrics</h2>", _metrics_table(rep, tz),
+            "<h2>Equity marked to market (per minute), drawdown shaded</h2>", _equity(rep)]
+    for k in range(len(rep.days)):
+        body += _day(rep, k)
+    body.append("<h2>Data source</h2>")
+    body.append(f"<p>{escape(h.data)}<br>SHA-256 <code>{escape(h.data_sha256 or 'unknown')}</code></p>")
+    return _page(f"Kestrel run {h.agent} {h.symbol} {' '.join(h.dates)}", body)
+
+
+LEADER_COLS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
+    ("agent", "agent", str), ("model", "model", str), ("profile", "profile", str),
+    ("runs", "runs", str), ("failed", "failed", str),
+    ("net_pnl", "net PnL (sum)", lambda x: f"{x:+.2f}"),
+    ("return_on_risk", "return on risk (mean)", lambda x: f"{x:+.2%}"),
+    ("sharpe", "Sharpe (mean)", lambda x: "n/a" if x is None else f"{x:.2f}"),
+    ("max_drawdown", "max drawdown (worst)", lambda x: f"{x:.2f}"),
+    ("win_rate", "win rate", lambda x: "n/a" if x is None else f"{x:.0%}"),
+    ("tokens", "tokens", lambda x: "n/a" if x is None else str(x)),
+    ("cost_usd", "cost (USD)", lambda x: "n/a" if x is None else f"{x:.4f}"),
+)
+
+
+def leaderboard(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One line per (agent, model, profile) over its runs, best total net PnL first (ties by
+    name): sums, means and the worst drawdown of its finished runs."""
+    groups: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((str(r.get("agent")), str(r.get("model") or "-"), str(r.get("profile"))), []).append(r)
+    out = []
+    for (agent, model, profile), rs in groups.items():
+        ok = [r for r in rs if not r.get("error")]
+        sharpes = [r["sharpe"] for r in ok if r.get("sharpe") is not None]
+        trades = sum(int(r.get("trades") or 0) for r in ok)
+        wins = sum(int(r.get("wins") or 0) for r in ok)
+        tokens = [r.get("tokens") for r in ok]
+        costs = [r.get("cost_usd") for r in ok]
+        out.append({
+            "agent": agent, "model": model, "profile": profile, "runs": len(rs), "failed": len(rs) - len(ok),
+            "net_pnl": round(sum(float(r.get("net_pnl") or 0.0) for r in ok), 9),
+            "return_on_risk": round(sum(float(r.get("return_on_risk") or 0.0) for r in ok) / len(ok), 9) if ok else 0.0,
+            "sharpe": round(sum(sharpes) / len(sharpes), 6) if sharpes else None,
+            "max_drawdown": max((float(r.get("max_drawdown") or 0.0) for r in ok), default=0.0),
+            "win_rate": round(wins / trades, 6) if trades else None,
+            "tokens": None if not ok or any(t is None for t in tokens) else sum(int(t) for t in tokens if t is not None),
+            "cost_usd": None if not ok or any(c is None for c in costs) else round(sum(float(c) for c in costs if c is not None), 9),
+        })
+    out.sort(key=lambda g: (-float(str(g["net_pnl"])), str(g["agent"]), str(g["model"]), str(g["profile"])))
+    return out
+
+
+RUN_COLS = ("key", "agent", "profile", "data", "dates", "net_pnl", "sharpe", "max_drawdown", "trades",
+            "tokens", "ledger_sha256", "error")
+
+
+def render_leaderboard(rows: Sequence[Mapping[str, Any]], title: str = "Kestrel sweep") -> str:
+    """The sweep's page: the leaderboard and every run (failed runs with their error)."""
+    board = leaderboard(rows)
+    head = [label for _, label, _ in LEADER_COLS]
+    lines = [[fmt(g[k]) for k, _, fmt in LEADER_COLS] for g in board]
+    runs = sorted(rows, key=lambda r: (str(r.get("agent")), str(r.get("profile")), str(r.get("data")),
+                                       str(r.get("dates")), str(r.get("key"))))
+    run_rows = []
+    for r in runs:
+        cells = []
+        for c in RUN_COLS:
+            v = r.get(c)
+            if c == "ledger_sha256" and v:
+                v = str(v)[:16]
+            elif isinstance(v, float):
+                v = f"{v:.2f}"
+            cells.append("" if v is None else str(v))
+        run_rows.append(cells)
+    body = [f"<h1>{escape(title)}: leaderboard</h1>",
+            f'<p class="note">{len(rows)} runs; grouped by agent, model and profile; best total net PnL first. '
+            'Metrics are defined in docs/report.md.</p>',
+            _table(head, lines, left=(0, 1, 2)),
+            "<h2>Runs</h2>", _table(list(RUN_COLS), run_rows, left=(0, 1, 2, 3, 4, 10, 11))]
+    return _page(title, body)
+
+
+__all__ = ["CSS", "leaderboard", "render_leaderboard", "render_run"]

@@ -1,0 +1,313 @@
+"""A run's report model: per session the marked equity, the ledger's facts and the turns, and
+the run's metrics next to the buy-and-hold and flat baselines.
+
+Built from a `SessionResult` (`from_result`) or from a capture's turns and a ledger
+(`from_ledger`); both go through `build`, so a report reads the same whichever way the run
+reached it. Pure and deterministic: nothing here reads the clock or the network.
+
+Baselines (same sessions, same marking, no fees): `buy-and-hold` buys at each session's first
+ask and sells at its last bid, in the run's largest absolute position (1 unit when the run never
+traded); `flat` never trades.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from kestrel.engine.config import EngineConfig
+from kestrel.engine.ledger import (
+    Armed,
+    Disarmed,
+    Filled,
+    Ledger,
+    LedgerEvent,
+    OrderPlaced,
+    PositionChanged,
+)
+from kestrel.engine.money import Money
+from kestrel.frame.market import MarketData
+from kestrel.frame.session import SessionSpec
+from kestrel.frame.ticks import Ticks
+from kestrel.report.equity import NS_PER_MIN, EquityCurve, mark_equity
+from kestrel.report.metrics import Metrics, compute
+from kestrel.report.trips import LedgerFacts, local_time, read_ledger
+
+BASELINES = ("buy-and-hold", "flat")
+
+
+class TurnRow(msgspec.Struct, frozen=True):
+    """One ordinal's terminal turn and what became of it. Loop figures are None when the
+    source does not know them (a report from a capture and a ledger)."""
+
+    date: str
+    ordinal: str
+    kind: str  # PLAN | STANDDOWN | PASS
+    plan: str | None = None
+    plan_text: str | None = None
+    reason: str | None = None
+    iterations: int | None = None
+    tokens: int | None = None
+    cost_usd: float | None = None
+    armed: str | None = None  # what the runtime did with the turn
+    fate: str | None = None  # how the armed plan ended, from the ledger
+
+
+class RunHeader(msgspec.Struct, frozen=True):
+    symbol: str
+    data: str
+    data_sha256: str | None
+    agent: str
+    model: str | None
+    dates: tuple[str, ...]
+    schedule: tuple[str, ...]
+    currency: str = "USD"
+    multiplier: float = 1.0
+
+
+@dataclass(frozen=True)
+class DayInput:
+    session: SessionSpec
+    events: Sequence[LedgerEvent]
+    turns: Sequence[TurnRow]
+    note: str | None = None  # e.g. a partial session's coverage
+
+
+@dataclass(frozen=True)
+class DayReport:
+    date: str
+    tz: str
+    decimals: int
+    open_ns: int
+    close_ns: int
+    facts: LedgerFacts
+    turns: list[TurnRow]
+    curve: EquityCurve  # this session alone, starting at 0
+    minute_ts: np.ndarray
+    minute_equity: np.ndarray
+    minute_mid: np.ndarray
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class RunReport:
+    header: RunHeader
+    days: list[DayReport]
+    curve: EquityCurve  # the sessions chained
+    metrics: Metrics
+    baselines: dict[str, Metrics] = field(default_factory=dict)
+
+
+def session_ticks(data: MarketData, session: SessionSpec) -> Ticks:
+    """The ticks the engine ran for `session` (open to close inclusive, as the runner feeds)."""
+    t = data.ticks
+    return t.slice(t.index_at(session.open_ns, side="left"), t.index_at(session.close_ns, side="right"))
+
+
+def _money_decimals(data: MarketData, cfg: EngineConfig) -> int:
+    return Money.derive(data.tick_size, cfg.multiplier, cfg.slippage_ticks, cfg.fee_per_unit,
+                        cfg.fee_per_order, cfg.money_decimals).decimals
+
+
+def _fates(events: Sequence[LedgerEvent], tz: str) -> list[tuple[str, str]]:
+    """(plan, how it ended) for each `Armed` event in order."""
+    out: list[tuple[str, str]] = []
+    open_idx: dict[str, int] = {}
+    for e in events:
+        if isinstance(e, Armed):
+            open_idx[e.plan] = len(out)
+            out.append((e.plan, "armed to the end"))
+        elif isinstance(e, Disarmed) and e.plan in open_idx:
+            k = open_idx.pop(e.plan)
+            out[k] = (e.plan, f"disarmed {local_time(e.ts, tz)}: {e.reason}")
+    return out
+
+
+def _with_fates(turns: Sequence[TurnRow], events: Sequence[LedgerEvent], tz: str) -> list[TurnRow]:
+    fates = _fates(events, tz)
+    out: list[TurnRow] = []
+    for t in turns:
+        fate = None
+        if t.plan is not None and (t.armed is None or t.armed.startswith("armed")):
+            for k, (plan, how) in enumerate(fates):
+                if plan == t.plan:
+                    fate = how
+                    del fates[k]
+                    break
+        out.append(msgspec.structs.replace(t, fate=fate))
+    return out
+
+
+def _baseline_events(kind: str, n: int, bid: np.ndarray, ask: np.ndarray, ts: np.ndarray,
+                     qty: int, multiplier: float, decimals: int) -> list[LedgerEvent]:
+    if kind == "flat" or n == 0:
+        return []
+    buy, sell = float(ask[0]), float(bid[n - 1])
+    scale = 10**decimals
+    rpnl = round(qty * (sell - buy) * multiplier * scale) / scale
+    t0, t1 = int(ts[0]), int(ts[n - 1])
+    return [
+        OrderPlaced(0, t0, 1, kind, "entry", "buy", qty, "mkt", None, None),
+        Filled(0, t0, 1, "buy", qty, buy, 0.0),
+        PositionChanged(0, t0, qty, buy, 0.0),
+        Disarmed(n - 1, t1, kind, "session close"),
+        OrderPlaced(n - 1, t1, 2, kind, "exit", "sell", qty, "mkt", None, None),
+        Filled(n - 1, t1, 2, "sell", qty, sell, 0.0),
+        PositionChanged(n - 1, t1, 0, None, rpnl),
+    ]
+
+
+def build(header: RunHeader, days: Sequence[DayInput], data: MarketData, *,
+          config: EngineConfig = EngineConfig(), risk_capital: float | None = None) -> RunReport:
+    """The report of a run over `days` (see the module docstring). `risk_capital` is the
+    plans' largest `maxloss` (the adapters take it from the armed plans), else the engine's."""
+    mult = config.multiplier
+    dec = _money_decimals(data, config)
+    reports: list[DayReport] = []
+    ticks_of: list[Ticks] = []
+    for d in days:
+        s = d.session
+        t = session_ticks(data, s)
+        ticks_of.append(t)
+        curve = mark_equity(d.events, t.ts, t.bid, t.ask, multiplier=mult, money_decimals=dec)
+        mts, meq = curve.per_minute(s.open_ns, s.close_ns)
+        idx = np.searchsorted(t.ts, mts, side="right") - 1
+        mid = (t.bid + t.ask) / 2.0
+        mmid = np.where(idx >= 0, mid[np.maximum(idx, 0)] if len(t) else 0.0, np.nan)
+        reports.append(DayReport(s.date.isoformat(), s.tz, data.price_decimals, s.open_ns, s.close_ns,
+                                 read_ledger(d.events), _with_fates(d.turns, d.events, s.tz), curve,
+                                 mts, meq, mmid.astype(np.float64), d.note))
+    capital = risk_capital if risk_capital is not None else config.maxloss
+    tokens = [t.tokens for r in reports for t in r.turns]
+    costs = [t.cost_usd for r in reports for t in r.turns]
+    metrics = _metrics(reports, capital, mult, tokens=None if any(x is None for x in tokens) else sum(
+        x for x in tokens if x is not None),
+        cost=None if not costs or any(c is None for c in costs) else round(sum(c for c in costs if c is not None), 9))
+    peak = max((abs(f.pos) for r in reports for f in r.facts.fills), default=0) or data.instrument.min_qty
+    baselines: dict[str, Metrics] = {}
+    for kind in BASELINES:
+        parts: list[DayReport] = []
+        for r, t in zip(reports, ticks_of):
+            ev = _baseline_events(kind, len(t), t.bid, t.ask, t.ts, peak, mult, dec)
+            c = mark_equity(ev, t.ts, t.bid, t.ask, multiplier=mult, money_decimals=dec)
+            mts, meq = c.per_minute(r.open_ns, r.close_ns)
+            parts.append(DayReport(r.date, r.tz, r.decimals, r.open_ns, r.close_ns, read_ledger(ev), [], c,
+                                   mts, meq, r.minute_mid))
+        baselines[kind] = _metrics(parts, capital, mult, tokens=None, cost=None)
+    return RunReport(header, reports, EquityCurve.concat([r.curve for r in reports]), metrics, baselines)
+
+
+def _metrics(days: Sequence[DayReport], capital: float, mult: float, *, tokens: int | None,
+             cost: float | None) -> Metrics:
+    curve = EquityCurve.concat([d.curve for d in days])
+    base = 0.0
+    minute: list[np.ndarray] = []
+    for d in days:
+        minute.append(d.minute_equity + base)
+        base += d.curve.final
+    meq = np.concatenate(minute) if minute else np.zeros(0)
+    span = sum(d.close_ns - d.open_ns for d in days)
+    per_session = max(1, round(span / max(1, len(days)) / NS_PER_MIN))
+    return compute(curve, meq, [d.facts for d in days], risk_capital=capital, span_ns=span,
+                   minutes_per_session=per_session, multiplier=mult, tokens=tokens, cost_usd=cost)
+
+
+# ------------------------------------------------------------------------------------------
+# adapters
+
+
+def _engine_of(header: Any) -> EngineConfig:
+    """The execution model a header records (captures that carry one), else the default."""
+    engine = getattr(header, "engine", None)
+    return engine if isinstance(engine, EngineConfig) else EngineConfig()
+
+
+def turn_row(date: str, ordinal: str, turn: Any, *, iterations: int | None = None,
+             tokens: int | None = None, cost_usd: float | None = None, armed: str | None = None) -> TurnRow:
+    """A `TurnRow` from a terminal turn (Supersede, StandDownTurn or PassTurn)."""
+    from kestrel import lang
+    from kestrel.session.protocol import StandDownTurn, Supersede
+
+    if isinstance(turn, Supersede):
+        return TurnRow(date, ordinal, "PLAN", turn.plan.name, lang.format(turn.plan).rstrip("\n"), None,
+                       iterations, tokens, cost_usd, armed)
+    if isinstance(turn, StandDownTurn):
+        return TurnRow(date, ordinal, "STANDDOWN", None, None, turn.reason, iterations, tokens, cost_usd, armed)
+    return TurnRow(date, ordinal, "PASS", None, None, None, iterations, tokens, cost_usd, armed)
+
+
+def _plan_caps(turns: Sequence[Any], config: EngineConfig) -> float | None:
+    from kestrel.session.protocol import Supersede
+
+    caps = [t.plan.risk.maxloss if t.plan.risk.maxloss is not None else config.maxloss
+            for t in turns if isinstance(t, Supersede)]
+    return max(caps) if caps else None
+
+
+def from_result(result: Any, data: MarketData, *, config: EngineConfig | None = None,
+                data_sha256: str | None = None, model: str | None = None) -> RunReport:
+    """The report of a `SessionResult` run on `data`. Dollars per ordinal and per run come from
+    `kestrel.models.cost.run_cost` (None for agents that are not priced models); the execution
+    model is `config`, else the one the capture header records, else the default."""
+    from kestrel.models.cost import run_cost
+
+    config = config or _engine_of(result.header)
+    sessions = {s.date.isoformat(): s for s in data.sessions}
+    days: list[DayInput] = []
+    turns: list[Any] = []
+    cost = run_cost(result.header.agent, result.evidence, [o for d in result.days for o in d.outcomes])
+    usd = {(c["date"], c["ordinal"]): c["usd"] for c in cost["ordinals"]}
+    for d in result.days:
+        rows = [turn_row(d.date, o.ordinal, o.turn, iterations=o.iterations, tokens=o.tokens_spent,
+                         cost_usd=usd.get((d.date, o.ordinal)), armed=o.armed) for o in d.outcomes]
+        turns += [o.turn for o in d.outcomes]
+        note = str(getattr(d, "coverage", "")) if getattr(d, "partial", False) else None
+        days.append(DayInput(sessions[d.date], d.ledger.events, rows, note))
+    h = result.header
+    if model is None:  # the model the authoring loop recorded, if any
+        model = next((e.model for d in result.days for e in d.evidence if getattr(e, "model", "")), None)
+    header = RunHeader(h.symbol, h.data, data_sha256, h.agent, model, tuple(h.dates), tuple(h.schedule),
+                       data.instrument.currency, config.multiplier)
+    return build(header, days, data, config=config, risk_capital=_plan_caps(turns, config))
+
+
+def split_ledger(ledger: Ledger, sessions: Sequence[SessionSpec]) -> list[list[LedgerEvent]]:
+    """A multi-session ledger file (days one after another, each engine counting ticks from
+    0) split back into its sessions: a new session starts where the tick index falls back, the
+    time passes the previous session's close, or the time reaches the next session's open from
+    before it (a session without ticks)."""
+    out: list[list[LedgerEvent]] = [[] for _ in sessions]
+    k = 0
+    last_tick, last_ts = -1, -1
+    for e in ledger.events:
+        while k + 1 < len(sessions) and (
+                e.ts > sessions[k].close_ns or e.tick < last_tick
+                or (e.ts >= sessions[k + 1].open_ns > last_ts and out[k])):
+            k += 1
+            last_tick, last_ts = -1, -1
+        out[k].append(e)
+        last_tick, last_ts = e.tick, e.ts
+    return out
+
+
+def from_ledger(header: Any, turns: Sequence[Any], ledger: Ledger, data: MarketData, *,
+                config: EngineConfig | None = None, data_sha256: str | None = None) -> RunReport:
+    """The report of a capture's turns (`header`, `turns` as read by `read_capture`) and the
+    run's ledger, without re-running anything."""
+    config = config or _engine_of(header)
+    sessions = {s.date.isoformat(): s for s in data.sessions}
+    specs = [sessions[d] for d in header.dates]
+    per_day = split_ledger(ledger, specs)
+    days = [DayInput(s, ev, [turn_row(t.date, t.ordinal, t.turn) for t in turns if t.date == s.date.isoformat()])
+            for s, ev in zip(specs, per_day)]
+    rh = RunHeader(header.symbol, header.data, data_sha256, header.agent, None, tuple(header.dates),
+                   tuple(header.schedule), data.instrument.currency, config.multiplier)
+    return build(rh, days, data, config=config, risk_capital=_plan_caps([t.turn for t in turns], config))
+
+
+__all__ = ["BASELINES", "DayInput", "DayReport", "RunHeader", "RunReport", "TurnRow", "build",
+           "from_ledger", "from_result", "session_ticks", "split_ledger", "turn_row"]

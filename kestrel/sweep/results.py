@@ -1,0 +1,117 @@
+"""The sweep's results table: one row per run, in the grid's order, as CSV and Parquet.
+
+Columns: the run (key, agent, model, profile, data, data_sha256, dates, checkpoints), every
+metric of `kestrel.report.Metrics`, `ledger_sha256` and `error` (None for a finished run).
+Finished runs are read back from `runs/KEY/result.json`, failed ones from `failed/KEY.json`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from kestrel.report.metrics import Metrics
+from kestrel.sweep.worker import RESULT
+
+RUN_COLUMNS = ("key", "agent", "model", "profile", "data", "data_sha256", "dates", "checkpoints")
+COLUMNS: tuple[str, ...] = RUN_COLUMNS + tuple(Metrics.__struct_fields__) + ("ledger_sha256", "error")
+
+
+def finished(out: Path, key: str) -> dict[str, Any] | None:
+    """The stored row of a finished run, or None."""
+    p = out / "runs" / key / RESULT
+    try:
+        row: dict[str, Any] = msgspec.json.decode(p.read_bytes())
+    except (OSError, msgspec.DecodeError):
+        return None
+    return row
+
+
+def record_failure(out: Path, row: dict[str, Any]) -> None:
+    d = out / "failed"
+    d.mkdir(parents=True, exist_ok=True)
+    _atomic(d / f"{row['key']}.json", msgspec.json.encode(row, order="deterministic") + b"\n")
+
+
+def clear_failure(out: Path, key: str) -> None:
+    try:
+        (out / "failed" / f"{key}.json").unlink()
+    except FileNotFoundError:
+        pass
+
+
+def stored_rows(out: Path) -> list[dict[str, Any]]:
+    """Every finished and failed run stored under `out` (finished first, each by key)."""
+    rows: list[dict[str, Any]] = []
+    runs = out / "runs"
+    if runs.is_dir():
+        for d in sorted(p for p in runs.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            r = finished(out, d.name)
+            if r is not None:
+                rows.append(r)
+    failed = out / "failed"
+    if failed.is_dir():
+        done = {r["key"] for r in rows}
+        for f in sorted(failed.glob("*.json")):
+            try:
+                r = msgspec.json.decode(f.read_bytes())
+            except msgspec.DecodeError:
+                continue
+            if r.get("key") not in done:
+                rows.append(r)
+    return rows
+
+
+def normalized(row: dict[str, Any]) -> dict[str, Any]:
+    return {c: row.get(c) for c in COLUMNS}
+
+
+def to_csv(rows: Sequence[dict[str, Any]]) -> bytes:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(COLUMNS)
+    for r in rows:
+        w.writerow(["" if r.get(c) is None else r.get(c) for c in COLUMNS])
+    return buf.getvalue().encode()
+
+
+def write_tables(out: Path, rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Write `results.csv` and (when pyarrow is installed) `results.parquet`; returns the paths."""
+    rows = [normalized(r) for r in rows]
+    _atomic(out / "results.csv", to_csv(rows))
+    written = [str(out / "results.csv")]
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        return written
+    table = pa.Table.from_pylist(rows, schema=_schema(pa))
+    tmp = out / ".results.parquet.tmp"
+    pq.write_table(table, tmp)
+    os.replace(tmp, out / "results.parquet")
+    written.append(str(out / "results.parquet"))
+    return written
+
+
+def _schema(pa: Any) -> Any:
+    ints = {"periods_per_year", "max_drawdown_ts", "trades", "wins", "losses", "orders", "fills", "rejections",
+            "disarms", "tokens"}
+    strs = set(RUN_COLUMNS) | {"ledger_sha256", "error"}
+    fields = [pa.field(c, pa.string() if c in strs else pa.int64() if c in ints else pa.float64()) for c in COLUMNS]
+    return pa.schema(fields)
+
+
+def _atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+__all__ = ["COLUMNS", "clear_failure", "finished", "normalized", "record_failure", "stored_rows", "to_csv",
+           "write_tables"]
