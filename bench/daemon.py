@@ -2,12 +2,17 @@
 
 Prints one JSON line:
 - `day_seconds_daemon`: submit -> done of the sample day (baseline agent, OPEN + 2 checkpoints,
-  pace max) through the socket (`submit`, then `wait`), every turn and ledger event committed
-  to SQLite (WAL, synchronous=FULL) on the way;
+  pace max) through the socket (`submit`, then `wait`): the run's flags, every turn, ledger
+  event and evidence record, and its final ledger and capture committed to SQLite (WAL,
+  synchronous=FULL: an fsync per commit, at least two: the submit's and the end's);
 - `day_seconds_inprocess`: `kestrel simulate` with the same flags in this process
-  (`kestrel.cli.main`, output discarded: the reference measured in the same run);
-  `daemon_vs_inprocess_ratio` = daemon / in process (target <= 1.5). Best of N interleaved;
-  the exported ledger is asserted equal to the in-process one;
+  (`kestrel.cli.main`, the reference measured in the same run) writing the same durable
+  results: `--capture` (appended turn by turn while the run goes, then replaced atomically
+  with an fsync) and `--ledger` (written atomically with an fsync), `--json` to a discarded
+  stdout; `daemon_vs_inprocess_ratio` = daemon / that (target <= 1.5). Best of N interleaved;
+  the exported ledger and capture are asserted equal to the in-process files;
+- `day_seconds_inprocess_nofiles` and `daemon_vs_inprocess_nofiles_ratio`: the same against
+  `kestrel simulate --json` that writes nothing (no fsync at all), for comparison;
 - `concurrent_runs`: runs submitted at once (50 sample days, two configurations) that
   completed with exactly the ledger of their configuration (target >= 50), and
   `concurrent_seconds` for all of them;
@@ -42,13 +47,9 @@ ROOT = HERE.parent
 sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != HERE]
 
 from actors.daemon.store import Insert, NewRun, Store  # noqa: E402
-from actors.driver import run_simulation  # noqa: E402
-from kestrel.agents.baseline import BaselineAgent  # noqa: E402
 from kestrel.cli import main as kestrel_main  # noqa: E402
 from kestrel.cli.ctl import Client, NoDaemon  # noqa: E402
 from kestrel.daemon.protocol import RunParams, SubmitParams, WaitParams  # noqa: E402
-from kestrel.data import load_sample  # noqa: E402
-from kestrel.session.runner import SessionOptions  # noqa: E402
 
 DAY = ["--checkpoints", "11:00,13:30"]
 OTHER = ["--agent", "fixed:examples/orb_breakout.kes", "--checkpoints", "11:00"]
@@ -92,25 +93,32 @@ def submit(c: Client, flags: list[str]) -> str:
     return run
 
 
-def day_figures(d: Daemon, repeats: int) -> dict[str, float]:
-    options = SessionOptions(checkpoints=("11:00", "13:30"), data_name="sample")
-    data = load_sample()
-    reference = run_simulation(data, BaselineAgent(), options).ledger_jsonl()
-    best_d = best_i = float("inf")
+def day_figures(d: Daemon, repeats: int, out: Path) -> dict[str, float]:
+    ledger, capture = out / "day.ledger", out / "day.capture"
+    durable = ["simulate", *DAY, "--json", "--ledger", str(ledger), "--capture", str(capture)]
+    best_d = best_i = best_n = float("inf")
     with d.client() as c:
         for _ in range(repeats):
             t = time.perf_counter()
             with contextlib.redirect_stdout(io.StringIO()):
-                assert kestrel_main(["simulate", *DAY, "--json"]) == 0
+                assert kestrel_main(durable) == 0
             best_i = min(best_i, time.perf_counter() - t)
             t = time.perf_counter()
             run = submit(c, DAY)
             info = c.call("wait", WaitParams(run, 120))
             best_d = min(best_d, time.perf_counter() - t)
             assert info["state"] == "done", info
-            assert c.call("export", RunParams(run))["ledger"].encode() == reference
+            exported = c.call("export", RunParams(run))
+            assert exported["ledger"].encode() == ledger.read_bytes()
+            assert exported["capture"].encode() == capture.read_bytes()
+            t = time.perf_counter()
+            with contextlib.redirect_stdout(io.StringIO()):
+                assert kestrel_main(["simulate", *DAY, "--json"]) == 0
+            best_n = min(best_n, time.perf_counter() - t)
     return {"day_seconds_daemon": round(best_d, 4), "day_seconds_inprocess": round(best_i, 4),
-            "daemon_vs_inprocess_ratio": round(best_d / best_i, 3)}
+            "daemon_vs_inprocess_ratio": round(best_d / best_i, 3),
+            "day_seconds_inprocess_nofiles": round(best_n, 4),
+            "daemon_vs_inprocess_nofiles_ratio": round(best_d / best_n, 3)}
 
 
 def concurrent(d: Daemon, n: int) -> dict[str, float]:
@@ -192,7 +200,7 @@ def main() -> None:
         d.start()
         try:
             out: dict[str, Any] = {"backend": args.backend}
-            out.update(day_figures(d, 5 if args.quick else 9))
+            out.update(day_figures(d, 5 if args.quick else 9, Path(tmp)))
             out.update(concurrent(d, 50 if args.quick else 80))
             out.update(kill9(d, 2 if args.quick else 5, rng))
             out["commit_us_per_turn"] = commit_cost(Path(tmp))

@@ -116,9 +116,19 @@ class Follower(threading.Thread):
 
 RUNS = [
     ["--checkpoints", "11:00,13:30"],
-    ["--agent", "fixed:examples/orb_breakout.kes", "--checkpoints", "11:00"],
-    ["--data", "sample", "--seed", "7", "--checkpoints", "10:30,12:00,14:00"],
+    ["--agent", "fixed:examples/orb_breakout.kes", "--checkpoints", "11:00", "--latency", "40", "--slippage", "1"],
+    ["--data", "sample", "--seed", "7", "--checkpoints", "10:30,12:00,14:00", "--maxpos", "40",
+     "--fee-per-order", "0.5"],
 ]
+
+
+def replays(tmp_path: Path, name: str, ledger: bytes, capture: bytes) -> None:
+    """`kestrel replay CAPTURE --expect-ledger LEDGER` accepts an exported run (its data
+    source and engine config are in the header) and reproduces its ledger."""
+    (tmp_path / f"{name}.x.ledger").write_bytes(ledger)
+    (tmp_path / f"{name}.x.capture").write_bytes(capture)
+    assert main(["replay", str(tmp_path / f"{name}.x.capture"), "--json", "--backend", "direct",
+                 "--expect-ledger", str(tmp_path / f"{name}.x.ledger")]) == 0
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -154,6 +164,7 @@ def test_kill9_rounds_lose_nothing_and_ledgers_equal_simulate(backend: str, tmp_
     for run, (ledger, capture), out in zip(runs, expected, exported, strict=True):
         assert out["ledger"].encode() == ledger
         assert out["capture"].encode() == capture
+        replays(tmp_path, run, ledger, capture)
         lines = ledger.decode().splitlines()
         turns = [json.loads(x) for x in capture.decode().splitlines()[1:]]
         for (r, kind, key), body in acked.items():
@@ -306,6 +317,38 @@ def test_real_eurusd_paced_killed_and_resumed_equals_simulate(shared_data: Path,
     d.start()
     with d.client() as c:
         assert c.call("wait", WaitParams(run, 120))["state"] == "done"
+        out = c.call("export", RunParams(run))
+    assert out["ledger"].encode() == ledger and out["capture"].encode() == capture
+    assert json.loads(capture.splitlines()[0])["source"]["sha256"]  # the file's hash is recorded
+    replays(tmp_path, "eurusd", ledger, capture)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_resumed_run_plays_its_agent_file_as_it_was_at_submit(backend: str, tmp_path: Path,
+                                                                daemon_factory: Any) -> None:
+    # a recorded agent answers every ordinal from its file: were the file re-read on resume,
+    # the edit below would change the turns after the kill (and the capture header's agent)
+    checks = ["--checkpoints", "11:00,13:30"]
+    plan = ["--agent", f"fixed:{ROOT / 'examples' / 'orb_breakout.kes'}", *checks]
+    simulate_files(tmp_path, "orb", plan)
+    simulate_files(tmp_path, "base", checks)
+    agent_file = tmp_path / "agent.capture"
+    agent_file.write_bytes((tmp_path / "orb.capture").read_bytes())
+    flags = ["--agent", f"recorded:{agent_file}", *checks]
+    ledger, capture = simulate_files(tmp_path, "ref", flags)
+    d = daemon_factory(backend)
+    d.start()
+    with d.client() as c:
+        run = c.call("submit", SubmitParams([*flags, "--pace", "3000"], str(ROOT)))["run"]
+        deadline = time.monotonic() + 30
+        while c.call("show", RunParams(run))["turns"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+    agent_file.write_bytes((tmp_path / "base.capture").read_bytes())  # edited after submit
+    d.kill9()
+    d.start()
+    with d.client() as c:
+        info = c.call("wait", WaitParams(run, 120))
+        assert (info["state"], info["resumed"]) == ("done", 1)
         out = c.call("export", RunParams(run))
     assert out["ledger"].encode() == ledger and out["capture"].encode() == capture
 

@@ -245,3 +245,44 @@ async def test_shutdown_by_request_stops_the_daemon(anyio_backend: str, tmp_path
                 assert (await c.result("shutdown"))["ok"] is True
             await stop.wait()
     assert not (tmp_path / "h" / "kestrel.sock").exists()
+
+
+class Slow:
+    """The baseline agent, taking 0.6 s (on its thread) to author OPEN."""
+
+    iterative = False
+    blocking = True
+    agent_id = "baseline"
+    model = ""
+
+    def __init__(self) -> None:
+        self.inner = BaselineAgent()
+
+    def author(self, request: AuthorRequest) -> AgentReply:
+        import time
+
+        if request.ordinal == "OPEN":
+            time.sleep(0.6)
+        return self.inner.author(request)
+
+
+class SlowPlanner(SimulatePlanner):
+    def resolve(self, flags: dict[str, Any]) -> Any:
+        job = super().resolve(flags)
+        job.agent = Slow()
+        return job
+
+
+async def test_the_submits_agent_timeout_bounds_its_agent_calls(anyio_backend: str, tmp_path: Path) -> None:
+    # the host's own default is 120 s: only the submit's --agent-timeout can time OPEN out
+    async with running_daemon(tmp_path / "h", SlowPlanner()):
+        async with Conn.open(tmp_path / "h" / "kestrel.sock") as c:
+            opens = {}
+            for timeout in ("0.2", "30"):
+                run = (await c.result("submit", submit_params(*CHECKS, "--agent-timeout", timeout)))["run"]
+                assert (await c.result("wait", {"run": run, "timeout": 60}))["state"] == "done"
+                capture = (await c.result("export", {"run": run}))["capture"]
+                opens[timeout] = json.loads(capture.splitlines()[1])
+    assert opens["0.2"]["ordinal"] == "OPEN" and "agent failed" in json.dumps(opens["0.2"])
+    assert "timed out" in json.dumps(opens["0.2"]) or "timeout" in json.dumps(opens["0.2"]).lower()
+    assert "agent failed" not in json.dumps(opens["30"])

@@ -36,6 +36,7 @@ from actors.daemon.writer import Writer
 from actors.feed import Pace
 from actors.host import EvidenceEvent, HostClient, HostError, LedgerEvents, RunEnded, SessionEvent, TurnEvent
 from kestrel.daemon.protocol import TERMINAL_STATES, RunInfo, Submitted
+from kestrel.agents.resume import ResumeError, skip_committed
 from kestrel.engine.ledger import Ledger
 from kestrel.logs import get_logger
 from kestrel.outputs import atomic_write
@@ -183,6 +184,11 @@ class Runs:
                 continue
             rows = self.reader.events(s.run, kinds=("turn",), limit=1_000_000)
             committed = [msgspec.json.decode(r[3], type=CapturedTurn) for r in rows]
+            try:
+                skip_committed(job.agent, committed)  # a file agent continues after them
+            except ResumeError as exc:
+                await self._end(s.run, "failed", f"cannot resume: {exc}")
+                continue
             at = resume_point(job.run, committed, self.reader.events(s.run, kinds=("ledger",), limit=1_000_000))
             await self.writer.commit([Resumed(s.run)])
             self.log.info("run.resumed", run=s.run, committed_turns=len(committed), resume_ns=at)

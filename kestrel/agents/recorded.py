@@ -65,6 +65,14 @@ class RecordedAgent(SingleShotAgent):
         """The (date, ordinal) of every captured turn, in order (what a session must ask)."""
         return [(t.date, t.ordinal) for t in self.turns]
 
+    def skip(self, slots: list[tuple[str, str]]) -> None:
+        """The turns of `slots` (date, ordinal) were already played (a resumed run answers
+        them from its record): the next call is for the turn after them. `ReplayError` when
+        they are not this capture's first turns."""
+        if self._next != 0 or slots != self.slots()[: len(slots)]:
+            raise ReplayError(f"the {len(slots)} turns already played are not this capture's first turns")
+        self._next = len(slots)
+
     def author(self, request: AuthorRequest) -> AgentReply:
         if self._next >= len(self.turns):
             raise ReplayError(
