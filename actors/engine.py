@@ -25,6 +25,7 @@ from kestrel.frame.ticks import Ticks
 from kestrel.lang import ast
 from kestrel.session.capture import CapturedTurn
 from kestrel.session.runner import advance, apply_turn, path_tally
+from kestrel.session.schedule import ordinal_time_ns
 
 TURNS_TOPIC = "turns"
 LEDGER_TOPIC = "ledger"
@@ -120,7 +121,8 @@ class EngineActor(Actor[EngineMessage]):
         if isinstance(message, CapturedTurn):
             engine = self._current()
             mark = len(engine.ledger)
-            self._incumbent, self._armed = apply_turn(engine, message.turn, self._incumbent)
+            at = ordinal_time_ns(engine.session, message.ordinal)
+            self._incumbent, self._armed = apply_turn(engine, message.turn, self._incumbent, at)
             await self._publish(engine.ledger.events[mark:])
             return None
         if isinstance(message, StartDay):

@@ -52,11 +52,11 @@ def test_rejected_orders_are_reported_with_their_reason(capsys: pytest.CaptureFi
     agent = _plan(tmp_path, MAXPOS)
     doc = json.loads(_sim(capsys, "--agent", agent, "--json"))
     day = doc["days"][0]
-    assert [r["reason"] for r in day["rejections"]] == ["position would reach 200, over maxpos 100"]
+    assert [r["reason"] for r in day["rejections"]] == ["maxpos 100: position would reach 200"]
     assert day["rejections"][0]["rule"] == 1
-    assert any(d["reason"] == "maxpos 100 breached" for d in day["disarms"])
+    assert not any("maxpos" in d["reason"] for d in day["disarms"])  # a rejection keeps the plan armed
     text = _sim(capsys, "--agent", agent)
-    assert "position would reach 200, over maxpos 100" in text
+    assert "maxpos 100: position would reach 200" in text
     assert "Rejections and disarms" in text
 
 
@@ -81,13 +81,14 @@ def test_fill_times_carry_the_session_zone_and_calendar_date(capsys: pytest.Capt
     result = run_session(data, agent, SessionOptions(checkpoints=("02:05",)), date=dt.date(2014, 5, 5))
     doc = summary(result, data)
     fills = doc["days"][0]["fill_log"]
-    # the session of 2014-05-05 (17:00 to 17:00 New York): the buy is at 02:00 on the 6th
-    assert fills[0]["time"].startswith("2014-05-06 02:00:01 EDT")
+    # the session of 2014-05-05 (17:00 to 17:00 New York): the plan takes effect at the 02:05
+    # ordinal, so the buy is at 02:05:07 on the 6th
+    assert fills[0]["time"].startswith("2014-05-06 02:05:07 EDT")
     assert doc["days"][0]["date"] == "2014-05-05"
     report(result, data)
     out = capsys.readouterr().out
-    assert "2014-05-06 02:00:01 EDT" in out
-    assert not any(" 02:00:01 " in line and "2014-05-06" not in line for line in out.splitlines())
+    assert "2014-05-06 02:05:07 EDT" in out
+    assert not any(" 02:05:07 " in line and "2014-05-06" not in line for line in out.splitlines())
 
 
 def test_max_drawdown_is_marked_at_every_tick(capsys: pytest.CaptureFixture[str]) -> None:

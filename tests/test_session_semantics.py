@@ -13,7 +13,7 @@ from actors.driver import run_simulation
 from kestrel.agents import FixedAgent, ScriptedAgent
 from kestrel.data import load_sample
 from kestrel.engine import EngineConfig
-from kestrel.engine.ledger import Armed, Carried, Filled, Fired, OrderPlaced
+from kestrel.engine.ledger import Armed, Carried, Disarmed, Filled, Fired, OrderPlaced
 from kestrel.frame.market import Instrument, MarketData
 from kestrel.frame.session import NS_PER_S
 from kestrel.session import SessionOptions, run_session
@@ -50,9 +50,26 @@ def test_a_turn_takes_effect_at_its_ordinal_and_the_incumbent_runs_the_window() 
     # b is armed at the ordinal: before the first tick at or after 11:00, after every earlier one
     armed_b = next(e for e in events if isinstance(e, Armed) and e.plan == "b")
     assert armed_b.tick == day.ticks.index_at(eleven)
-    assert armed_b.ts == int(day.ticks.ts[armed_b.tick - 1]) and armed_b.ts >= eleven - 300 * NS_PER_S
+    assert armed_b.ts == eleven  # stamped with the ordinal's instant, not the last tick's
+    superseded = next(e for e in events if isinstance(e, Disarmed) and e.plan == "a")
+    assert superseded.ts == eleven and superseded.reason == "superseded by b"
     fills = [e for e in events if isinstance(e, Filled)]
     assert [f.side for f in fills][:2] == ["buy", "sell"] and fills[1].ts >= eleven
+
+
+def test_a_for_plan_counts_from_its_ordinal_not_from_the_last_tick_before_it() -> None:
+    """FOR 1m armed at the 11:00 checkpoint lives 11:00 to 11:01, whenever the last tick of
+    the authoring window was (a quiet market could leave it minutes before the ordinal)."""
+    day0 = DATA.sessions[0]
+    options = SessionOptions(checkpoints=("11:00",), guard_s=300)
+    script = ["PASS", "PLAN f FOR 1m\nWHEN time >= 11:00:50: BUY 10 MKT"]
+    result = all_backends(lambda: ScriptedAgent(script), options, date=day0.date)
+    events = result.days[0].ledger.events
+    eleven = day0.wall_clock_ns(11, 0)
+    armed = next(e for e in events if isinstance(e, Armed) and e.plan == "f")
+    assert (armed.ts, armed.expiry_ts) == (eleven, eleven + 60 * NS_PER_S)
+    fired = [e for e in events if isinstance(e, Fired) and e.plan == "f"]
+    assert len(fired) == 1 and eleven + 50 * NS_PER_S <= fired[0].ts < eleven + 60 * NS_PER_S
 
 
 def test_checkpoints_closer_than_the_guard_are_refused() -> None:

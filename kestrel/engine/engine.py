@@ -176,9 +176,11 @@ class Engine:
         return self.money.amount(self.book.upnl_k(b, a)) if self.book.pos else 0.0
 
     # ------------------------------------------------------------------ public API
-    def arm(self, plan: ast.Plan) -> list[LedgerEvent]:
+    def arm(self, plan: ast.Plan, at_ns: int | None = None) -> list[LedgerEvent]:
         """Arm `plan`, superseding the incumbent: its entries are disarmed and its working
-        entry orders cancelled; the position and its protective orders carry over.
+        entry orders cancelled; the position and its protective orders carry over. `at_ns`
+        is the instant the plan takes effect (a session's ordinal, after the last tick seen;
+        default: the last tick's time): its events carry it and `FOR` counts from it.
 
         Only a checked plan is armed: `plan` is re-validated against the AST types (a Struct
         built in code skips msgspec's validation) and run through the language checker; a
@@ -202,8 +204,9 @@ class Engine:
             )
         mark = len(self.ledger)
         compiled = compile_plan(plan)
+        now = self.t if at_ns is None else max(self.t, int(at_ns))
         if self.armed:
-            self._disarm(f"superseded by {plan.name}")
+            self._disarm(f"superseded by {plan.name}", t=now)
         self.compiled = compiled
         self.plan_name = plan.name
         self.arm_tick = self.seen
@@ -229,23 +232,24 @@ class Engine:
         if isinstance(exp, ast.Until):
             self.expiry_ns = self.session.wall_clock_ns(exp.at.hour, exp.at.minute, exp.at.second)
         elif isinstance(exp, ast.For):
-            self.expiry_ns = self.t + exp.span.seconds * NS_PER_S
+            self.expiry_ns = now + exp.span.seconds * NS_PER_S
         else:
             self.expiry_ns = self.close_ns
-        self._emit(Armed(self.seen, self.t, plan.name, n, self.expiry_ns))
+        self._emit(Armed(self.seen, now, plan.name, n, self.expiry_ns))
         if not self.armed:
-            self._emit(Disarmed(self.seen, self.t, plan.name,
+            self._emit(Disarmed(self.seen, now, plan.name,
                                 "session closed" if self.closed else self.session_down))
-        elif self.expiry_ns <= self.t:  # UNTIL already past: nothing may fire
-            self._disarm("expired")
+        elif self.expiry_ns <= now:  # UNTIL already past: nothing may fire
+            self._disarm("expired", t=now)
         self._envelope(self.seen - 1)
         return self.ledger.events[mark:]
 
-    def stand_down(self, reason: str = "stand down") -> list[LedgerEvent]:
-        """Disarm entries and cancel working entry orders; protective exits stay live."""
+    def stand_down(self, reason: str = "stand down", at_ns: int | None = None) -> list[LedgerEvent]:
+        """Disarm entries and cancel working entry orders; protective exits stay live. `at_ns`
+        as in `arm`."""
         mark = len(self.ledger)
         if self.armed:
-            self._disarm(reason)
+            self._disarm(reason, t=self.t if at_ns is None else max(self.t, int(at_ns)))
             self._envelope(self.seen - 1)
         return self.ledger.events[mark:]
 

@@ -72,19 +72,20 @@ def _completion(
     return Completion(text=text, usage=estimate, truncated=truncated, estimated=True)
 
 
-class OpenAIChat:
-    """Chat Completions (OpenAI and OpenAI-compatible servers: vLLM, llama.cpp, Ollama, ...)."""
+class _SdkClient:
+    """An official SDK's synchronous client, imported and built once (`connect`, before the
+    session, so no timed call pays for the import); the SDK's own retries are off."""
+
+    sdk_name = ""
+    client_class = ""
 
     def __init__(self, config: ModelConfig, api_key: str) -> None:
         self.config = config
         self._api_key = api_key
         self._client: Any = None
-        row = capability("openai", config.model)
-        self._max_tokens_param = row.max_tokens_param
-        self._system_role = row.system_role
 
     def _sdk(self) -> Any:
-        return _import("openai")
+        return _import(self.sdk_name)
 
     def connect(self) -> None:
         """Import the SDK and build the client (before the session: not inside a timed call)."""
@@ -92,13 +93,26 @@ class OpenAIChat:
 
     def client(self) -> Any:
         if self._client is None:
-            self._client = self._sdk().OpenAI(
+            self._client = getattr(self._sdk(), self.client_class)(
                 api_key=self._api_key,
                 base_url=self.config.base_url,
                 timeout=self.config.call_budget_s,
                 max_retries=0,
             )
         return self._client
+
+
+class OpenAIChat(_SdkClient):
+    """Chat Completions (OpenAI and OpenAI-compatible servers: vLLM, llama.cpp, Ollama, ...)."""
+
+    sdk_name = "openai"
+    client_class = "OpenAI"
+
+    def __init__(self, config: ModelConfig, api_key: str) -> None:
+        super().__init__(config, api_key)
+        row = capability("openai", config.model)
+        self._max_tokens_param = row.max_tokens_param
+        self._system_role = row.system_role
 
     def request(self, system: str, messages: tuple[Message, ...], effort: EffortDecision) -> dict[str, Any]:
         """The keyword arguments of `chat.completions.create` (also used by the bench)."""
@@ -138,30 +152,11 @@ class OpenAIChat:
                            content or "", choice.get("finish_reason") == "length")
 
 
-class AnthropicMessages:
+class AnthropicMessages(_SdkClient):
     """The Anthropic Messages API."""
 
-    def __init__(self, config: ModelConfig, api_key: str) -> None:
-        self.config = config
-        self._api_key = api_key
-        self._client: Any = None
-
-    def _sdk(self) -> Any:
-        return _import("anthropic")
-
-    def connect(self) -> None:
-        """Import the SDK and build the client (before the session: not inside a timed call)."""
-        self.client()
-
-    def client(self) -> Any:
-        if self._client is None:
-            self._client = self._sdk().Anthropic(
-                api_key=self._api_key,
-                base_url=self.config.base_url,
-                timeout=self.config.call_budget_s,
-                max_retries=0,
-            )
-        return self._client
+    sdk_name = "anthropic"
+    client_class = "Anthropic"
 
     def request(self, system: str, messages: tuple[Message, ...], effort: EffortDecision) -> dict[str, Any]:
         """The keyword arguments of `messages.create` (the card is a cached system block)."""

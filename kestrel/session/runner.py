@@ -302,19 +302,21 @@ def advance(engine: Engine, ticks: Ticks, path: str, tally: dict[str, int]) -> l
     return engine.ledger.events[mark:]
 
 
-def apply_turn(engine: Engine, turn: AgentTurn, incumbent: ast.Plan | None) -> tuple[ast.Plan | None, str]:
-    """Arm the terminal turn; returns the new incumbent plan and what was done. A plan the
-    engine refuses stands the session down (fail closed) with the engine's reason."""
+def apply_turn(engine: Engine, turn: AgentTurn, incumbent: ast.Plan | None,
+               at_ns: int | None = None) -> tuple[ast.Plan | None, str]:
+    """Arm the terminal turn at `at_ns` (its ordinal's instant); returns the new incumbent
+    plan and what was done. A plan the engine refuses stands the session down (fail closed)
+    with the engine's reason."""
     if isinstance(turn, Supersede):
         try:
-            engine.arm(turn.plan)
+            engine.arm(turn.plan, at_ns)
         except ValueError as exc:
             reason = " ".join(f"plan {turn.plan.name} refused by the engine: {exc}".split())
-            engine.stand_down(reason)
+            engine.stand_down(reason, at_ns)
             return None, f"refused: {reason}"
         return turn.plan, f"armed {turn.plan.name}"
     if isinstance(turn, StandDownTurn):
-        engine.stand_down(turn.reason)
+        engine.stand_down(turn.reason, at_ns)
         return None, f"stood down: {turn.reason}"
     return incumbent, "passed" if incumbent is None else f"kept {incumbent.name}"
 
@@ -501,7 +503,7 @@ def run_day(
         done = author_turn(loop, agent, timeout=agent_timeout, late=box)
         run.close(i, loop, done)
         advance(engine, day.window(i), options.engine_path, tally)  # the incumbent runs
-        incumbent, armed = apply_turn(engine, done.turn, incumbent)
+        incumbent, armed = apply_turn(engine, done.turn, incumbent, day.ordinals[i].time_ns)
         run.settle(armed)
         for record in box.take():
             run.record_late(record)

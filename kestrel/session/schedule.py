@@ -60,6 +60,15 @@ def ordinals(session: SessionSpec, checkpoints: Sequence[str] = ()) -> tuple[Ord
     return tuple(out)
 
 
+def ordinal_time_ns(session: SessionSpec, label: str) -> int:
+    """The instant an ordinal `label` stands for ("OPEN" or a checkpoint's "hh:mm"), as
+    `ordinals` computes it: a captured turn's label is enough to know when it took effect."""
+    if label == "OPEN":
+        return session.open_ns
+    hour, minute = parse_checkpoint(label)
+    return session.wall_clock_ns(hour, minute)
+
+
 def cutoff_ns(ordinal: Ordinal, guard_s: int = DEFAULT_GUARD_S) -> int:
     return ordinal.time_ns - guard_s * NS_PER_S
 
