@@ -1,5 +1,5 @@
-"""The actor runtime's seams: no module reads another object's private members, no module
-over 700 lines, and the historical module paths still export the public names."""
+"""The seams of `actors/` and `kestrel/`: no module reads another object's private members, no
+module over 700 lines, and the historical module paths still export the public names."""
 
 from __future__ import annotations
 
@@ -10,9 +10,29 @@ from pathlib import Path
 import pytest
 
 import actors
+import kestrel
 
 ACTORS = Path(actors.__file__).resolve().parent
+KESTREL = Path(kestrel.__file__).resolve().parent
 MAX_LINES = 700
+
+# Underscore names that are documented public API of the standard library, not private members.
+PUBLIC_UNDERSCORE = frozenset({"os._exit"})
+
+# Known reads of `Engine` privates by the fast path, owned by issue 12 item 1 (the broker kernel
+# gives the fast path and the generated loop a public surface). The scan fails on any read not
+# listed here; an entry that no longer occurs is fine (item 1 removes them).
+KNOWN_ENGINE_FRIENDS = frozenset({
+    "kestrel/engine/fast.py: engine._accept",
+    "kestrel/engine/fast.py: engine._history",
+    "kestrel/engine/fast.py: engine._sizes",
+    "kestrel/engine/fast.py: engine._sizes_base",
+    "kestrel/engine/fast.py: engine._envelope",
+    "kestrel/engine/fast.py: engine._step",
+    "kestrel/engine/fast.py: engine._fire",
+    "kestrel/engine/fast.py: engine._advance",
+    "kestrel/engine/fast.py: engine._stale",
+})
 
 
 def private_reads(source: str, filename: str = "<source>") -> list[str]:
@@ -29,7 +49,8 @@ def private_reads(source: str, filename: str = "<source>") -> list[str]:
     found: list[tuple[int, int, str]] = []
     for node in ast.walk(ast.parse(source, filename)):
         if isinstance(node, ast.Attribute) and private(node.attr) and not own(node.value):
-            found.append((node.lineno, node.col_offset, ast.unparse(node)))
+            if ast.unparse(node) not in PUBLIC_UNDERSCORE:
+                found.append((node.lineno, node.col_offset, ast.unparse(node)))
         elif (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Name)
@@ -79,11 +100,37 @@ def test_no_module_of_the_runtime_reads_another_objects_private_members() -> Non
     assert found == []
 
 
-def test_no_module_of_the_runtime_is_over_700_lines() -> None:
+def kestrel_modules() -> list[Path]:
+    found = sorted(KESTREL.rglob("*.py"))
+    assert KESTREL / "session" / "runner.py" in found
+    return found
+
+
+def test_no_module_of_kestrel_reads_another_objects_private_members() -> None:
+    found = [
+        hit
+        for path in kestrel_modules()
+        for hit in private_reads(path.read_text(), str(path.relative_to(KESTREL.parent)))
+    ]
+    unknown = [
+        hit for hit in found
+        if f"{hit.split(':', 1)[0]}: {hit.split(': ', 1)[1]}" not in KNOWN_ENGINE_FRIENDS
+    ]
+    assert unknown == []
+
+
+def test_the_scan_spares_documented_underscore_names_only() -> None:
+    source = "import os, argparse\nos._exit(1)\nargparse._SubParsersAction\n"
+    assert private_reads(source, "b.py") == ["b.py:3: argparse._SubParsersAction"]
+
+
+@pytest.mark.parametrize("root", [ACTORS, KESTREL], ids=["actors", "kestrel"])
+def test_no_module_is_over_700_lines(root: Path) -> None:
     sizes = {
-        str(path.relative_to(ACTORS.parent)): len(path.read_text().splitlines())
-        for path in modules()
+        str(path.relative_to(root.parent)): len(path.read_text().splitlines())
+        for path in sorted(root.rglob("*.py"))
     }
+    assert len(sizes) > 10
     assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
 
 

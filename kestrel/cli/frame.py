@@ -10,11 +10,12 @@ import msgspec
 
 from kestrel.cli.dataflags import add_data_flags, load_from_args, parse_guard
 from kestrel.cli.errors import UsageError
+from kestrel.cli.subcommands import Subcommands
 
 _TOD = re.compile(r"^(\d{1,2}):(\d{2})$")
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(subparsers: Subcommands) -> None:
     p = subparsers.add_parser("panes", help="list the pane catalog (arguments, defaults, ranges)")
     p.add_argument("--json", action="store_true", help="machine-readable JSON")
     p.set_defaults(func=_panes)

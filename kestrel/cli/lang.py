@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 
+from kestrel.cli.subcommands import Subcommands
 from kestrel.lang import Diagnostic, LangError, format_source, parse
 from kestrel.lang.formatter import inner_comment_lines
 from kestrel.outputs import atomic_write
@@ -153,7 +154,7 @@ def _fmt(args: argparse.Namespace) -> int:
     return status
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: Subcommands) -> None:
     check = subparsers.add_parser(
         "check", help="validate Kestrel documents (exit 1 if any is invalid)"
     )

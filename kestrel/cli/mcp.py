@@ -6,8 +6,10 @@ import argparse
 import math
 import sys
 
+from kestrel.cli.subcommands import Subcommands
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+
+def register(subparsers: Subcommands) -> None:
     p = subparsers.add_parser(
         "mcp",
         help="serve Kestrel to MCP clients (check, panes, view, simulate, and sessions the client authors)",

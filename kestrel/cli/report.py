@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from kestrel.cli.errors import UsageError
+from kestrel.cli.subcommands import Subcommands
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(subparsers: Subcommands) -> None:
     r = subparsers.add_parser(
         "report",
         help="write a run's HTML report (from a capture and ledger) or a sweep's leaderboard",

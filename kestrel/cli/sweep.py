@@ -20,9 +20,10 @@ from typing import Any
 import msgspec
 
 from kestrel.cli.errors import UsageError
+from kestrel.cli.subcommands import Subcommands
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(subparsers: Subcommands) -> None:
     s = subparsers.add_parser(
         "sweep",
         help="run agents x profiles x data files x days; resumable; local processes or Dask",
