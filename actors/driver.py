@@ -40,6 +40,7 @@ from actors.system import ActorSystem
 from kestrel.engine.ledger import Ledger
 from kestrel.frame import MarketData
 from kestrel.frame.account import AccountState
+from kestrel.session import day as steps
 from kestrel.session.calls import (
     DEFAULT_AGENT_TIMEOUT_S,
     Abandoned,
@@ -50,12 +51,12 @@ from kestrel.session.calls import (
     late_grace,
 )
 from kestrel.session.capture import CapturedTurn
+from kestrel.session.day import DayDriver
 from kestrel.session.drive import feed
 from kestrel.session.loop import AuthoringLoop, Done
 from kestrel.session.protocol import Agent
 from kestrel.session.runner import (
     DayResult,
-    DayRun,
     EvidenceSink,
     SessionDay,
     SessionOptions,
@@ -70,8 +71,8 @@ class RunSession(msgspec.Struct, frozen=True, tag="run_session"):
 
 
 class DriverActor(Actor[RunSession]):
-    """Runs the days' schedules: the sans-IO `DayRun` does the loop and the bookkeeping, this
-    actor only moves messages (feed barrier, account, agent asks, bus, engine sync)."""
+    """Runs the days' schedules: the sans-IO `DayDriver` (shared with `run_day`) says what comes
+    next, this actor only moves messages (feed barrier, account, agent asks, bus, engine sync)."""
 
     def __init__(
         self,
@@ -122,40 +123,40 @@ class DriverActor(Actor[RunSession]):
                 return out
             request = out
 
-    async def _record_late(self, run: DayRun, *, end: bool = False) -> None:
-        """Record the late replies of abandoned calls (evidence; their replies are discarded);
-        at the `end` of a day wait for the ones still running (bounded, `late_grace`)."""
+    async def _late(self, end: bool) -> list[LateReply | Abandoned]:
+        """The late replies of abandoned calls (evidence; their replies are discarded); at the
+        `end` of a day after waiting for the ones still running (bounded, `late_grace`)."""
         grace = late_grace(self._timeout) if end else 0.0
         late: list[LateReply | Abandoned] = await self._agent.ask(TakeLate(grace), timeout=None)
-        for record in late:
-            if isinstance(record, LateReply):
-                run.record_late(record)
-            else:
-                run.record_abandoned(record)
+        return late
 
     async def _run_day(self, k: int, day: SessionDay) -> DayResult:
+        """Drive the day's `DayDriver` (the same state machine as `run_day`) through messages."""
         a = self._identity
-        run = DayRun(day, self._options, agent_id=a.agent_id, model=a.model,
-                     iterative=a.iterative, sink=self._sink)
+        driver = DayDriver(day, self._options, agent_id=a.agent_id, model=a.model,
+                           iterative=a.iterative, sink=self._sink)
         await self._engine.ask(StartDay(day.session), timeout=None)
         await self._feed.ask(LoadDay(k), timeout=None)
-        report = ArmReport("none", None)
-        for i in range(len(day.ordinals)):
-            await self._feed.ask(AdvanceTo(2 * i), timeout=None)  # the barrier: up to the cutoff
-            account = await self._engine.ask(AccountQuery(), expect=AccountState, timeout=None)
-            loop = run.open(i, account, report.incumbent)
-            done = await self._author(loop)
-            turn = run.close(i, loop, done)
-            # the authoring window runs under the incumbent; the turn takes effect at the ordinal
-            await self._feed.ask(AdvanceTo(2 * i + 1), timeout=None)
-            await self.ctx.system.bus.publish(TURNS_TOPIC, turn)
-            report = await self._engine.ask(Sync(), expect=ArmReport, timeout=None)  # armed
-            run.settle(report.armed)
-            await self._record_late(run)
-        await self._feed.ask(AdvanceTo(day.stretches - 1), timeout=None)
-        ledger = await self._engine.ask(FinishDay(), expect=DayLedger, timeout=None)
-        await self._record_late(run, end=True)
-        return run.result(Ledger.from_jsonl(ledger.jsonl), ledger.engine_ticks, ledger.carry)
+        while True:
+            step = driver.next_step()
+            if isinstance(step, steps.RunTicks):  # the feed is the barrier
+                await self._feed.ask(AdvanceTo(step.stretch), timeout=None)
+                driver.ran()
+            elif isinstance(step, steps.ReadAccount):
+                driver.account(await self._engine.ask(AccountQuery(), expect=AccountState, timeout=None))
+            elif isinstance(step, steps.Author):
+                driver.authored(await self._author(step.loop))
+            elif isinstance(step, steps.Arm):  # the engine arms what the bus carries
+                await self.ctx.system.bus.publish(TURNS_TOPIC, step.turn)
+                report = await self._engine.ask(Sync(), expect=ArmReport, timeout=None)
+                driver.armed(report.armed, report.incumbent)
+            elif isinstance(step, steps.CollectLate):
+                driver.late(await self._late(step.end))
+            elif isinstance(step, steps.FinishDay):
+                ledger = await self._engine.ask(FinishDay(), expect=DayLedger, timeout=None)
+                driver.finished(Ledger.from_jsonl(ledger.jsonl), ledger.engine_ticks, ledger.carry)
+            else:
+                return step.result
 
 
 async def simulate(

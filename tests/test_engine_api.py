@@ -3,6 +3,7 @@ ledger summary and its canonical serialization."""
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from kestrel.engine import (
@@ -119,18 +120,33 @@ def test_windows_within_the_session_arm() -> None:
 
 
 def test_bad_config_fails_closed() -> None:
+    # a bad config cannot be built: the Struct validates itself (construction and decoding)
     with pytest.raises(ValueError, match="slippage_ticks must be >= 0"):
-        Engine(EngineConfig(slippage_ticks=-1), SESSION, "X", 0.01)
+        EngineConfig(slippage_ticks=-1)
     with pytest.raises(ValueError, match="tick_size"):
         Engine(EngineConfig(), SESSION, "X", 0.0)
     nan = float("nan")
-    for bad, field in ((EngineConfig(maxloss=nan), "maxloss"), (EngineConfig(fee_per_unit=nan), "fee_per_unit"),
-                       (EngineConfig(slippage_ticks=float("inf")), "slippage_ticks"),
-                       (EngineConfig(multiplier=nan), "multiplier")):
+    bad: dict[str, float] = {"maxloss": nan, "fee_per_unit": nan, "slippage_ticks": float("inf"),
+                             "multiplier": nan, "maxpos": 0, "maxorders": -1, "latency_ns": -5,
+                             "session_maxloss": float("inf")}
+    for field, value in bad.items():
         with pytest.raises(ValueError, match=field):
-            Engine(bad, SESSION, "X", 0.01)
+            EngineConfig(**{field: value})  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="tick_size"):
         Engine(EngineConfig(), SESSION, "X", nan)
+
+
+def test_config_decoding_validates_the_bounds() -> None:
+    ok = msgspec.json.decode(b'{"maxpos": 5, "fee_per_unit": 0.01}', type=EngineConfig)
+    assert (ok.maxpos, ok.fee_per_unit, ok.maxloss) == (5, 0.01, 1000.0)
+    assert ok.validated() is ok
+    for doc, where in ((b'{"maxpos": 0}', "maxpos"), (b'{"latency_ns": -1}', "latency_ns"),
+                       (b'{"money_decimals": 12}', "money_decimals"),
+                       (b'{"end_of_day": "hold"}', "end_of_day")):
+        with pytest.raises(msgspec.ValidationError, match=where):
+            msgspec.json.decode(doc, type=EngineConfig)
+    with pytest.raises(msgspec.ValidationError, match="multiplier must be a finite number > 0"):
+        msgspec.convert({"multiplier": float("inf")}, EngineConfig)
 
 
 def test_unknown_path_fails_closed() -> None:

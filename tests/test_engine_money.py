@@ -131,9 +131,9 @@ def test_quantum_override_and_validation() -> None:
     e = Engine(EngineConfig(money_decimals=0), SESSION, "TEST", 0.01)
     assert e.money.decimals == 0
     with pytest.raises(ValueError, match="money_decimals"):
-        EngineConfig(money_decimals=10).validated()
+        EngineConfig(money_decimals=10)
     with pytest.raises(ValueError, match="money_decimals"):
-        EngineConfig(money_decimals=-1).validated()
+        EngineConfig(money_decimals=-1)
 
 
 def test_whole_dollar_quantum_rounds_each_increment_half_to_even() -> None:

@@ -66,7 +66,7 @@ def engine_config(args: argparse.Namespace, mode: Any | None) -> EngineConfig:
     if eod is not None:
         values["end_of_day"] = eod
     try:
-        return EngineConfig(**values).validated()
+        return EngineConfig(**values)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 

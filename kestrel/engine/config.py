@@ -1,16 +1,23 @@
 """Engine configuration: default risk bounds, fees, slippage, latency, end-of-day policy.
 
-Invariants: every field is validated by `EngineConfig.validated()` (non-negative costs,
-positive bounds); the engine never reads wall-clock time, so a config fully determines
+Invariants: every field is validated when the Struct is built or decoded (`__post_init__`, and
+the `Meta` bounds on decode: non-negative costs, positive finite bounds), so an `EngineConfig`
+that exists is valid; the engine never reads wall-clock time, so a config fully determines
 the execution model together with the ticks and the plans.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
+from msgspec import Meta
+
+Positive = Annotated[int, Meta(gt=0)]
+PositiveMoney = Annotated[float, Meta(gt=0)]
+NonNegative = Annotated[float, Meta(ge=0)]
+NonNegativeInt = Annotated[int, Meta(ge=0)]
 
 
 class EngineConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -35,22 +42,27 @@ class EngineConfig(msgspec.Struct, frozen=True, kw_only=True):
       from the tick size, multiplier, slippage and fees (at least cents; see `money`).
     """
 
-    maxpos: int = 1000
-    maxloss: float = 1000.0
-    maxorders: int = 50
-    session_maxloss: float | None = None
-    fee_per_unit: float = 0.0
-    fee_per_order: float = 0.0
-    multiplier: float = 1.0
-    slippage_ticks: float = 0.0
-    latency_ticks: int = 0
-    latency_ns: int = 0
+    maxpos: Positive = 1000
+    maxloss: PositiveMoney = 1000.0
+    maxorders: Positive = 50
+    session_maxloss: PositiveMoney | None = None
+    fee_per_unit: NonNegative = 0.0
+    fee_per_order: NonNegative = 0.0
+    multiplier: PositiveMoney = 1.0
+    slippage_ticks: NonNegative = 0.0
+    latency_ticks: NonNegativeInt = 0
+    latency_ns: NonNegativeInt = 0
     end_of_day: Literal["flatten", "carry"] = "flatten"
     partial_fills: bool = False
-    money_decimals: int | None = None
+    money_decimals: Annotated[int, Meta(ge=0, le=9)] | None = None
 
     def validated(self) -> EngineConfig:
-        """Return self, or raise ValueError naming the bad field and the fix."""
+        """Self: a built `EngineConfig` is already valid (kept for compatibility)."""
+        return self
+
+    def __post_init__(self) -> None:
+        """Raise ValueError naming the bad field and the fix (construction and decoding; the
+        `Meta` bounds alone apply to decoding only, and cannot say "finite")."""
         # written as `not (x > 0)` so that NaN fails too
         if not (self.maxpos > 0 and self.maxorders > 0 and 0 < self.maxloss < math.inf):
             raise ValueError("EngineConfig: maxpos, maxloss and maxorders must be > 0 (maxloss finite)")
@@ -68,4 +80,3 @@ class EngineConfig(msgspec.Struct, frozen=True, kw_only=True):
         if self.money_decimals is not None and not (0 <= self.money_decimals <= 9):
             raise ValueError(
                 f"EngineConfig: money_decimals must be 0..9 or None (derived), got {self.money_decimals}")
-        return self

@@ -12,7 +12,8 @@ Typical embedding::
     result.capture_jsonl()  # the replay input
 
 To drive sessions from your own loop, use the sans-IO pieces `run_session` is made of:
-`session_days`, `DayRun`, `advance` and `apply_turn` (see `kestrel.session.runner`).
+`session_days` and the day driver `DayDriver` (see `kestrel.session.day`; `DayRun`, `advance`
+and `apply_turn` are its parts).
 See docs/session.md.
 """
 
@@ -39,6 +40,7 @@ from kestrel.session.protocol import (
 from kestrel.session.risk import RiskAssessment, RiskBounds, RiskLevel, classify, dry_run
 from kestrel.session.runner import (
     ENGINE_PATHS,
+    DayDriver,
     DayResult,
     DayRun,
     SessionDay,
@@ -62,6 +64,7 @@ __all__ = [
     "AuthoringLoop",
     "CaptureHeader",
     "CapturedTurn",
+    "DayDriver",
     "DayResult",
     "DayRun",
     "Done",

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import msgspec
 
@@ -62,13 +63,30 @@ def _truncation(step: AuthorStep, reason: str | None) -> str | None:
     return TRUNCATED if reason is None else f"{reason}; {TRUNCATED}"
 
 
+EvidenceKind = Literal[
+    "reply",  # a model reply (terminal or a view request's answer)
+    "view-request",  # the agent asked for panes
+    "repair",  # an invalid reply, re-asked with the error
+    "self-correction",  # a valid plan's self-correction re-ask
+    "risk-review",  # a valid plan over the risk bounds, re-asked
+    "model-note",  # a note from the model adapter (e.g. an ignored setting)
+    "agent-error",  # the agent call failed or timed out
+    "single-shot-refusal",  # a single-shot agent's invalid reply (no loop to repair it)
+    "escalation",  # the profile policy escalated
+    "late-reply",  # an abandoned call answered after its timeout (discarded)
+    "abandoned",  # an abandoned call never answered by the end of the run
+]
+"""Every kind of evidence record; a closed set, so a typo in a producer is a type error."""
+RepairKind = Literal["repair", "self-correction", "risk-review"]
+
+
 class Evidence(msgspec.Struct, frozen=True, omit_defaults=True):
     """One authoring-loop evidence record (above the determinism line; never replayed).
     `date` names the session (set by the session runner; None for a bare loop)."""
 
     ordinal: str
     iteration: int
-    kind: str
+    kind: EvidenceKind
     model: str
     usage: Usage
     budget_exhausted: bool
@@ -391,7 +409,7 @@ class AuthoringLoop:
     def _non_terminal(
         self,
         step: AuthorStep,
-        kind: str,
+        kind: RepairKind,
         trigger: str | None,
         *,
         error: str,
@@ -491,7 +509,7 @@ class AuthoringLoop:
     def _record(
         self,
         *,
-        kind: str,
+        kind: EvidenceKind,
         usage: Usage,
         latency_ms: float | None,
         exhausted: bool,
@@ -530,6 +548,7 @@ __all__ = [
     "AuthoringLoop",
     "Done",
     "Evidence",
+    "EvidenceKind",
     "Kernel",
     "LoopError",
     "LoopPorts",

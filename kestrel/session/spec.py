@@ -29,6 +29,7 @@ from kestrel.frame import MarketData
 from kestrel.frame.text import estimate_tokens
 from kestrel.session import profiles
 from kestrel.session.loop import LoopSettings
+from kestrel.session.options import engine_path_of
 from kestrel.session.protocol import AuthorRequest, Usage
 from kestrel.session.runner import SessionDay, SessionError, SessionOptions, session_days
 from kestrel.session.schedule import DEFAULT_GUARD_S, ScheduleError
@@ -157,7 +158,7 @@ def resolve_run(spec: RunSpec, data: MarketData | None = None) -> ResolvedRun:
             policy=resolved.policy,
             profile=resolved.profile,
             data_name=name,
-            engine_path=spec.engine_path,
+            engine_path=engine_path_of(spec.engine_path),
             source=source,
         )
         schedule = session_days(market, options, date, spec.days)

@@ -1,0 +1,119 @@
+"""The days of a run: which sessions (`pick_sessions`), and each one's schedule and tick
+stretches (`SessionDay`)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from kestrel.frame import MarketData, Ordinal, SessionSpec
+from kestrel.frame.ticks import Ticks
+from kestrel.session.coverage import Coverage, coverage, default_session_index
+from kestrel.session.options import SessionError, SessionOptions
+from kestrel.session.schedule import ScheduleError, cutoff_ns, ordinals
+
+
+def pick_sessions(data: MarketData, date: dt.date | None = None, days: int = 1) -> list[SessionSpec]:
+    """The `days` sessions ending at `date` (default: the data's last COMPLETE session, see
+    `kestrel.session.coverage`)."""
+    if not data.sessions:
+        raise SessionError("the data holds no session: load data with a session schedule")
+    if days < 1:
+        raise SessionError(f"--days must be >= 1, got {days}")
+    if date is None:
+        end = default_session_index(data)
+    else:
+        found = [i for i, s in enumerate(data.sessions) if s.date == date]
+        if not found:
+            have = ", ".join(s.date.isoformat() for s in data.sessions)
+            raise SessionError(f"no session on {date.isoformat()} in the data; sessions: {have}")
+        end = found[0]
+    start = end - days + 1
+    if start < 0:
+        raise SessionError(
+            f"asked for {days} days ending {data.sessions[end].date.isoformat()}, but the data "
+            f"holds only {end + 1} sessions up to it"
+        )
+    return list(data.sessions[start : end + 1])
+
+
+@dataclass
+class SessionDay:
+    """One session's schedule and ticks: ordinals, their cutoffs, and the tick ranges the
+    engine takes: `stretch(2i)` runs up to ordinal i's cutoff (the snapshot's), `stretch(2i+1)`
+    from the cutoff to the ordinal's time (the authoring window, under the incumbent plan);
+    the turn is armed after it; `stretch(2n)` runs to the close (n ordinals)."""
+
+    data: MarketData
+    session: SessionSpec
+    ordinals: tuple[Ordinal, ...]
+    guard_s: int
+    ticks: Ticks = field(init=False)
+    bounds: list[int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        t = self.data.ticks
+        lo = t.index_at(self.session.open_ns, side="left")
+        hi = t.index_at(self.session.close_ns, side="right")
+        self.ticks = t.slice(lo, hi)
+        for before, o in zip(self.ordinals, self.ordinals[1:]):
+            if self.cutoff(o) < before.time_ns:
+                raise ScheduleError(
+                    f"checkpoint {o.label} is within the {self.guard_s} s guard of "
+                    f"{before.label}: its snapshot would be frozen before {before.label}'s turn "
+                    "takes effect; space checkpoints further apart or shorten --guard")
+        cuts: list[int] = [0]
+        for o in self.ordinals:
+            cuts += [self.ticks.index_at(self.cutoff(o)), self.ticks.index_at(o.time_ns)]
+        self.bounds = [max(cuts[: i + 1]) for i in range(len(cuts))]
+
+    @classmethod
+    def of(cls, data: MarketData, session: SessionSpec, checkpoints: Sequence[str], guard_s: int) -> SessionDay:
+        return cls(data, session, ordinals(session, checkpoints), guard_s)
+
+    @property
+    def date(self) -> str:
+        return self.session.date.isoformat()
+
+    def cutoff(self, o: Ordinal) -> int:
+        return cutoff_ns(o, self.guard_s)
+
+    @property
+    def coverage(self) -> Coverage:
+        """How the data covers this session (complete or partial)."""
+        return coverage(self.data, self.session)
+
+    @property
+    def stretches(self) -> int:
+        """How many stretches the day has: two per ordinal and the tail."""
+        return 2 * len(self.ordinals) + 1
+
+    def stretch(self, k: int) -> Ticks:
+        """The k-th stretch of ticks (see the class docstring)."""
+        hi = self.bounds[k + 1] if k + 1 < len(self.bounds) else len(self.ticks)
+        return self.ticks.slice(self.bounds[k], hi)
+
+    def segment(self, i: int) -> Ticks:
+        """Ticks the engine takes before ordinal `i`'s snapshot (up to its cutoff)."""
+        return self.stretch(2 * i)
+
+    def window(self, i: int) -> Ticks:
+        """Ordinal `i`'s authoring window: from its cutoff up to its time (the incumbent runs)."""
+        return self.stretch(2 * i + 1)
+
+    def tail(self) -> Ticks:
+        """Ticks after the last ordinal's time, to the close."""
+        return self.stretch(2 * len(self.ordinals))
+
+
+def session_days(
+    data: MarketData, options: SessionOptions, date: dt.date | None = None, days: int = 1
+) -> list[SessionDay]:
+    """The `days` sessions ending at `date`, each with its schedule (fails on a bad date,
+    day count or checkpoint before anything runs)."""
+    sessions = pick_sessions(data, date, days)
+    return [SessionDay.of(data, s, options.checkpoints, options.guard_s) for s in sessions]
+
+
+__all__ = ["SessionDay", "pick_sessions", "session_days"]

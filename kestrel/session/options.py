@@ -1,0 +1,93 @@
+"""`SessionOptions`: how a session runs, validated when it is built.
+
+Invariants: a `SessionOptions` that exists has a guard of 0..86399 s and a known engine path
+(`auto` or `reference`); the engine config it holds is itself valid (`EngineConfig`). It is a
+msgspec Struct for validation and immutability only: it holds callbacks and the pane catalog,
+so it is never encoded (what a run records is the `CaptureHeader`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal, get_args
+
+import msgspec
+
+from kestrel.data.source import DataSource
+from kestrel.engine.config import EngineConfig
+from kestrel.frame import DEFAULT_CATALOG, MarketData, PaneCatalog
+from kestrel.session.capture import CapturedTurn
+from kestrel.session.loop import Evidence, LoopSettings
+from kestrel.session.profiles import Policy
+from kestrel.session.schedule import DEFAULT_GUARD_S
+
+EnginePath = Literal["auto", "reference"]
+"""`auto`: the engine's vectorized fast path where it applies; `reference`: always per tick."""
+ENGINE_PATHS: tuple[EnginePath, ...] = get_args(EnginePath)
+EvidenceSink = Callable[[Evidence], None]
+
+
+class SessionError(ValueError):
+    """Bad session inputs (an unknown date, no session in the data, ...)."""
+
+
+def engine_path_of(text: str) -> EnginePath:
+    """`text` as an engine path, or SessionError saying which ones exist."""
+    for path in ENGINE_PATHS:
+        if text == path:
+            return path
+    raise SessionError(
+        f"unknown engine path {text!r}: use auto (fast path where it applies) or reference "
+        "(always per tick)"
+    )
+
+
+class SessionOptions(msgspec.Struct, frozen=True):
+    """How a session runs. `profile` is recorded in evidence only, never in ledger/capture."""
+
+    checkpoints: tuple[str, ...] = ()
+    guard_s: int = DEFAULT_GUARD_S
+    settings: LoopSettings = LoopSettings()
+    policy: Policy | None = None
+    profile: str | None = None
+    allowed_panes: tuple[str, ...] | None = None
+    engine: EngineConfig = msgspec.field(default_factory=EngineConfig)
+    catalog: PaneCatalog = DEFAULT_CATALOG
+    data_name: str = "sample"
+    engine_path: EnginePath = "auto"
+    source: DataSource | None = None  # recorded in the capture header, checked by replay
+    # called with each terminal turn as it is taken (e.g. a `CaptureWriter` appending it)
+    on_turn: Callable[[CapturedTurn], None] | None = None
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.guard_s < 86400:
+            raise SessionError(
+                f"guard must be 0 to 86399 seconds, got {self.guard_s} (a negative guard would "
+                "let the snapshot see ticks after the ordinal)"
+            )
+        engine_path_of(self.engine_path)  # a Literal is only checked when decoding
+
+
+def engine_config(options: SessionOptions, data: MarketData) -> EngineConfig:
+    """The engine's config for `data`: the options' with the instrument's contract multiplier
+    (money per price point per unit). A multiplier set in the options must agree with it."""
+    cfg = options.engine
+    mult = data.instrument.multiplier
+    if cfg.multiplier == mult:
+        return cfg
+    if cfg.multiplier != 1.0:
+        raise SessionError(
+            f"the engine config's multiplier {cfg.multiplier:g} disagrees with the instrument's "
+            f"{mult:g} ({data.symbol}); set the multiplier on the data's instrument")
+    return msgspec.structs.replace(cfg, multiplier=mult)
+
+
+__all__ = [
+    "ENGINE_PATHS",
+    "EnginePath",
+    "EvidenceSink",
+    "SessionError",
+    "SessionOptions",
+    "engine_config",
+    "engine_path_of",
+]
