@@ -1,0 +1,364 @@
+"""Readers: a CSV or Parquet file into a `Table` of columns by role, and the preset a file's
+columns match (`detect_preset`).
+
+Parsing is vectorized (numpy for CSV, pyarrow for Parquet); Python loops run only on the
+error path, to name the first bad row. Checks, each a `DataError` naming file, line/row and
+column: empty file, missing column, wrong field count, unparsable or non-finite number,
+unparsable timestamp.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from kestrel.data.errors import DataError
+from kestrel.data.spec import PRESETS, LoadSpec
+from kestrel.data.timestamps import BadValue, localize, parse_timestamps
+from kestrel.frame.ticks import F64, I64
+
+_HISTDATA_LINE = re.compile(r"^\d{8} \d{9},")
+_MAP_HINT = "map it in the LoadSpec or choose another preset"
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    """Parsed columns by role; `where(i)` names data row i for error messages."""
+
+    path: Path
+    ts: I64
+    values: dict[str, F64]
+    columns: dict[str, str]
+    first_line: int | None  # CSV: file line of data row 0; None for Parquet
+    index: I64 | None = None  # after rows were dropped: each row's index in the file's data
+
+    def where(self, i: int) -> dict[str, int]:
+        return row_where(self.first_line, i if self.index is None else int(self.index[i]))
+
+    def keep(self, mask: npt.NDArray[np.bool_]) -> Table:
+        """The rows where `mask` holds (error messages still name their file lines)."""
+        index = np.flatnonzero(mask) if self.index is None else self.index[mask]
+        return Table(self.path, self.ts[mask], {k: v[mask] for k, v in self.values.items()},
+                      self.columns, self.first_line, index)
+
+
+def row_where(first_line: int | None, i: int) -> dict[str, int]:
+    """Data row i as `DataError` keywords: its file line (CSV, data row 0 on `first_line`) or
+    its 1-based row (Parquet: `first_line` None)."""
+    return {"line": first_line + i} if first_line is not None else {"row": i + 1}
+
+
+def columns_text(header: list[str]) -> str:
+    """A header's columns for a message: printable names as they are, others quoted and cut."""
+    if not header or header == [""]:
+        return "no columns"
+    names = [h if h.isprintable() and len(h) <= 40 else show(h, 40) for h in header[:20]]
+    return ", ".join(names) + (f" (and {len(header) - 20} more)" if len(header) > 20 else "")
+
+
+def show(text: str, width: int = 60) -> str:
+    """`text` quoted for a one-line message, cut to `width` characters."""
+    return repr(text[:width]) + ("..." if len(text) > width else "")
+
+
+@contextmanager
+def _timestamp_errors(path: Path, column: str, first_line: int | None) -> Iterator[None]:
+    """Turn a timestamp parser's `BadValue` (or bad option) into a `DataError` naming the row."""
+    try:
+        yield
+    except BadValue as e:
+        raise DataError(path, f"{e.reason}: {show(e.text)}", column=column, **row_where(first_line, e.index)) from None
+    except ValueError as e:
+        raise DataError(path, str(e), column=column) from None
+
+
+# ------------------------------------------------------------------------------------------
+# CSV
+
+
+def _resolve(path: Path, header: list[str], name: str, role: str) -> int:
+    for alt in name.split("|"):
+        if alt in header:
+            return header.index(alt)
+    how = _MAP_HINT
+    other = next((d for d in (";", "\t", "|") if len(header) == 1 and d in header[0]), None)
+    if other is not None:
+        how = f"the header holds {other!r} but no ',': set LoadSpec.delimiter={other!r}"
+    raise DataError(
+        path,
+        f"missing column {name!r} needed for {role}; the file has {columns_text(header)}"
+        f" ({how})",
+        column=name,
+    )
+
+
+def _numbers(path: Path, col: npt.NDArray[np.str_], name: str, first_line: int | None) -> F64:
+    try:
+        out = np.char.strip(col).astype(np.float64)
+    except ValueError:
+        for i, s in enumerate(col.tolist()):
+            try:
+                float(s)
+            except ValueError:
+                raise DataError(path, f"unparsable number {show(s)}", column=name, **row_where(first_line, i)) from None
+        raise
+    bad = np.flatnonzero(~np.isfinite(out))
+    if bad.size:
+        i = int(bad[0])
+        raise DataError(path, f"not a finite number: {show(str(col[i]))}", column=name, **row_where(first_line, i))
+    return out
+
+
+_BINARY_MAGIC = (
+    (b"\x1f\x8b", "gzip-compressed data: decompress it first (gunzip)"),
+    (b"PK\x03\x04", "a zip archive: extract the CSV first"),
+    (b"PAR1", "Parquet data: give the file a .parquet extension"),
+    (b"\xfd7zXZ", "xz-compressed data: decompress it first"),
+    (b"BZh", "bzip2-compressed data: decompress it first"),
+)
+
+
+def check_text(path: Path, head: bytes) -> None:
+    """Refuse binary data before it is read as text: the message names what it looks like
+    and never echoes the bytes."""
+    for magic, what in _BINARY_MAGIC:
+        if head.startswith(magic):
+            raise DataError(path, f"not a CSV text file: {what}")
+    if b"\x00" in head:
+        raise DataError(path, "not a CSV text file: it holds NUL bytes (binary data?)")
+
+
+def _check_duplicates(path: Path, header: list[str]) -> None:
+    seen: dict[str, int] = {}
+    for k, name in enumerate(header):
+        if name in seen:
+            raise DataError(path, f"duplicate column {name!r} in the header (columns {seen[name] + 1} and {k + 1}); "
+                            "rename or remove one", column=name)
+        seen[name] = k
+
+
+def _quoted_rows(path: Path, lines: list[str], d: str, ncols: int, first: int) -> list[list[str]]:
+    """Rows of a file with quoted fields, via the csv module (a quote may hold the delimiter)."""
+    rows: list[list[str]] = []
+    reader = csv.reader(lines, delimiter=d, quotechar='"', strict=True)
+    try:
+        for i, row in enumerate(reader):
+            if reader.line_num != i + 1:
+                raise DataError(path, "unclosed quote: a quoted field runs past the end of the line",
+                                line=first + i)
+            if len(row) != ncols:
+                raise DataError(path, f"expected {ncols} fields, found {len(row)}", line=first + i)
+            rows.append([f.strip() for f in row])
+    except csv.Error as e:
+        raise DataError(path, f"bad CSV quoting ({e})", line=first + len(rows)) from None
+    return rows
+
+
+def _split_header(line: str, d: str) -> list[str]:
+    if '"' in line:
+        try:
+            return [h.strip() for h in next(csv.reader([line], delimiter=d, strict=True))]
+        except (csv.Error, StopIteration):
+            pass
+    return [h.strip() for h in line.split(d)]
+
+
+def read_csv(path: Path, spec: LoadSpec) -> Table:
+    raw = path.read_bytes()
+    check_text(path, raw[:4096])
+    if not raw.strip():
+        raise DataError(path, "file is empty: expected a header line and data rows")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise DataError(path, f"not UTF-8 text ({e.reason} at byte {e.start})") from None
+    lines = text.replace("\r\n", "\n").rstrip("\n").split("\n")
+    d = spec.delimiter
+    if spec.header:
+        header = _split_header(lines[0], d)
+        body = lines[1:]
+        first = 2
+    else:
+        if not spec.names:
+            raise DataError(path, "a headerless CSV needs column names (LoadSpec.names)")
+        header = list(spec.names)
+        body = lines
+        first = 1
+    _check_duplicates(path, header)
+    if not body:
+        raise DataError(path, "no data rows after the header")
+    ncols = len(header)
+    if any('"' in line for line in body):
+        grid = np.array(_quoted_rows(path, body, d, ncols, first), dtype=str).reshape(len(body), ncols)
+    else:
+        fields = d.join(body).split(d)
+        if len(fields) != len(body) * ncols:
+            for i, line in enumerate(body):
+                k = line.count(d) + 1
+                if k != ncols:
+                    raise DataError(path, f"expected {ncols} fields ({d.join(header)}), found {k}", line=first + i)
+        grid = np.array(fields, dtype=str).reshape(len(body), ncols)
+    ts_i = _resolve(path, header, spec.ts, "timestamps")
+    with _timestamp_errors(path, header[ts_i], first):
+        ts = parse_timestamps(grid[:, ts_i], spec.ts_format, spec.tz)
+    values: dict[str, F64] = {}
+    columns: dict[str, str] = {}
+    for role, name in spec.value_columns().items():
+        j = _resolve(path, header, name, role)
+        values[role] = _numbers(path, grid[:, j], header[j], first)
+        columns[role] = header[j]
+    columns["ts"] = header[ts_i]
+    return Table(path, ts, values, columns, first)
+
+
+# ------------------------------------------------------------------------------------------
+# Parquet
+
+
+def _one_line(e: BaseException) -> str:
+    """A library's error text as one printable line."""
+    text = " ".join(str(e).split())
+    return "".join(c if c.isprintable() else "?" for c in text)[:200]
+
+
+def _pyarrow(path: Path) -> tuple[Any, Any, Any]:
+    try:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise DataError(
+            path,
+            "reading Parquet needs pyarrow, an optional extra: pip install 'kestrel[parquet]'",
+        ) from None
+    return pa, pc, pq
+
+
+def _texts(path: Path, col: Any, name: str, pa: Any) -> npt.NDArray[np.str_]:
+    """A Parquet column as numpy text (invalid UTF-8 or an unconvertible type: `DataError`)."""
+    try:
+        out: npt.NDArray[np.str_] = np.asarray(col.cast(pa.string()).to_numpy(zero_copy_only=False)).astype(str)
+    except Exception as e:  # pyarrow: invalid UTF-8, an unsupported cast
+        raise DataError(path, f"cannot read the column as text: {_one_line(e)}", column=name) from None
+    return out
+
+
+def read_parquet(path: Path, spec: LoadSpec) -> Table:
+    pa, pc, pq = _pyarrow(path)
+    try:
+        names = list(pq.read_schema(path).names)
+    except Exception as e:  # pyarrow raises several types for a bad file
+        raise DataError(path, f"not a readable Parquet file: {_one_line(e)}") from None
+    _check_duplicates(path, names)
+    ts_name = names[_resolve(path, names, spec.ts, "timestamps")]
+    roles = {role: names[_resolve(path, names, n, role)] for role, n in spec.value_columns().items()}
+    try:
+        table = pq.read_table(path, columns=[ts_name, *dict.fromkeys(roles.values())])
+    except Exception as e:  # a damaged column chunk, a bad page, ...
+        raise DataError(path, f"not a readable Parquet file: {_one_line(e)}") from None
+    if table.num_rows == 0:
+        raise DataError(path, "no data rows")
+
+    def check_nulls(col: Any, name: str) -> None:
+        if col.null_count:
+            i = int(np.flatnonzero(np.asarray(col.is_null().to_numpy(zero_copy_only=False)))[0])
+            raise DataError(path, "missing value (null)", row=i + 1, column=name)
+
+    tcol = table.column(ts_name).combine_chunks()
+    check_nulls(tcol, ts_name)
+    if pa.types.is_timestamp(tcol.type):
+        ts = np.asarray(pc.cast(tcol, pa.timestamp("ns", tz=tcol.type.tz)).cast(pa.int64()).to_numpy(), dtype=np.int64)
+        if tcol.type.tz is None:
+            with _timestamp_errors(path, ts_name, None):
+                ts = localize(ts, spec.tz)
+    else:
+        strings = _texts(path, tcol, ts_name, pa)
+        with _timestamp_errors(path, ts_name, None):
+            ts = parse_timestamps(strings, spec.ts_format, spec.tz)
+    values: dict[str, F64] = {}
+    for role, name in roles.items():
+        col = table.column(name).combine_chunks()
+        check_nulls(col, name)
+        try:
+            arr = np.asarray(col.cast(pa.float64()).to_numpy(), dtype=np.float64)
+        except Exception:
+            arr = _numbers(path, _texts(path, col, name, pa), name, None)
+        bad = np.flatnonzero(~np.isfinite(arr))
+        if bad.size:
+            i = int(bad[0])
+            raise DataError(path, f"not a finite number: {float(arr[i])}", row=i + 1, column=name)
+        values[role] = arr
+    roles["ts"] = ts_name
+    return Table(path, ts, values, roles, None)
+
+
+def _first_line(path: Path) -> str:
+    with path.open("rb") as f:
+        return f.readline(4096).decode("utf-8-sig", errors="replace").strip()
+
+
+def detect_preset(path: str | Path) -> str:
+    """Guess the preset from the file's columns (Parquet schema or CSV header)."""
+    p = Path(path)
+    if p.suffix.lower() == ".parquet":
+        _, _, pq = _pyarrow(p)
+        try:
+            header = list(pq.read_schema(p).names)
+        except Exception as e:
+            raise DataError(p, f"not a readable Parquet file: {_one_line(e)}") from None
+    else:
+        with p.open("rb") as f:
+            head = f.read(4096)
+        check_text(p, head)
+        try:
+            head.decode("utf-8-sig")
+        except UnicodeDecodeError as e:
+            if e.start < len(head) - 3:  # not just a character cut at the 4096-byte edge
+                raise DataError(p, f"not UTF-8 text ({e.reason} at byte {e.start})") from None
+        line = _first_line(p)
+        if not head.strip():
+            raise DataError(p, "file is empty: expected a header line and data rows")
+        if _HISTDATA_LINE.match(line):
+            return "histdata"
+        header = _split_header(line, ",")
+        other = next((d for d in (";", "\t", "|") if len(header) == 1 and d in header[0]), None)
+        if other is not None:
+            raise DataError(p, f"the header holds {other!r} but no ',': the file is not comma-separated; "
+                            f"load it with a LoadSpec(delimiter={other!r}, ...) mapping its columns")
+    for name, spec in PRESETS.items():
+        if not spec.header:
+            continue
+        need = [spec.ts, *spec.value_columns().values()]
+        if all(any(a in header for a in n.split("|")) for n in need):
+            return name
+    shown = columns_text(header)
+    raise DataError(
+        p, f"no preset matches columns {shown}; pass a preset ({', '.join(sorted(PRESETS))}) "
+        "or a LoadSpec with a column mapping"
+    )
+
+
+def read_table(path: Path, spec: LoadSpec) -> Table:
+    """The file's columns by role: Parquet by its extension, else CSV."""
+    return read_parquet(path, spec) if path.suffix.lower() == ".parquet" else read_csv(path, spec)
+
+
+__all__ = [
+    "Table",
+    "check_text",
+    "columns_text",
+    "detect_preset",
+    "read_csv",
+    "read_parquet",
+    "read_table",
+    "row_where",
+    "show",
+]
