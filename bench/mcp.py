@@ -61,7 +61,8 @@ async def call(client: Client, tool: str, **args: Any) -> dict[str, Any]:
     result = await client.call_tool(tool, args)
     if result.is_error or result.structured_content is None:
         raise RuntimeError(f"{tool} failed: {result.content}")
-    return result.structured_content
+    content: dict[str, Any] = result.structured_content
+    return content
 
 
 async def day_through_mcp(client: Client) -> tuple[float, float, str]:

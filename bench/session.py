@@ -36,6 +36,7 @@ from kestrel.frame import Ordinal, freeze  # noqa: E402
 from kestrel.logs import configure_console  # noqa: E402
 from kestrel.session import profiles  # noqa: E402
 from kestrel.session.loop import AuthoringLoop, Done, LoopSettings  # noqa: E402
+from kestrel.session.options import EnginePath, engine_path_of  # noqa: E402
 from kestrel.session.ports import snapshot_ports  # noqa: E402
 from kestrel.session.protocol import AgentReply, Usage  # noqa: E402
 from kestrel.session.runner import SessionOptions, run_session  # noqa: E402
@@ -76,7 +77,7 @@ def loop_overhead(samples: int, settings: LoopSettings) -> tuple[float, float, f
     return statistics.median(both), statistics.median(views), statistics.median(plans)
 
 
-def day(runs: int, engine_path: str) -> tuple[float, float, float]:
+def day(runs: int, engine_path: EnginePath) -> tuple[float, float, float]:
     data = load_sample()
     opts = SessionOptions(checkpoints=CHECKS, engine_path=engine_path)
     ref_opts = SessionOptions(checkpoints=CHECKS, engine_path="reference")
@@ -112,7 +113,7 @@ def main() -> None:
     st = profiles.resolve(profiles.Flags(), None, profile).settings
     settings = LoopSettings.of(st)
     loop_us, view_us, plan_us = loop_overhead(50 if args.quick else 300, settings)
-    actors_s, direct_s, reference_s = day(5 if args.quick else 11, args.engine_path)
+    actors_s, direct_s, reference_s = day(5 if args.quick else 11, engine_path_of(args.engine_path))
     print(json.dumps({
         "profile": profile.name,
         "loop_overhead_us_median": round(loop_us, 1),

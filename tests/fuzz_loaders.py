@@ -121,7 +121,7 @@ def make_parquet(rng: random.Random, n: int, path: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    ts: list[str | None] = iso_rows(rng, n)
+    ts: list[str | None] = list(iso_rows(rng, n))
     bid: list[float | None] = [1.38] * n
     for _ in range(rng.choice([0, 1, 2])):
         i = rng.randrange(n)

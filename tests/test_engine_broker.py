@@ -139,7 +139,7 @@ def test_fees_per_unit_and_per_order() -> None:
 
 
 def test_partial_fills_follow_tick_sizes_and_size_the_brackets() -> None:
-    rows = [(T0 + k * S, 100.0, 100.0, 100.0, sz) for k, sz in enumerate([1, 4, 4, 5])]
+    rows = [(T0 + k * S, 100.0, 100.0, 100.0, sz) for k, sz in enumerate([1.0, 4.0, 4.0, 5.0])]
     e = run("PLAN p\nWHEN last >= 100: BUY 10 MKT STOP -1%", rows,
             EngineConfig(partial_fills=True))
     assert [f[:3] for f in fills(e.ledger)] == [(1, "buy", 4), (2, "buy", 4), (3, "buy", 2)]
@@ -271,7 +271,7 @@ def test_sell_stop_entry_triggers_on_the_bid_and_its_bracket_follows_the_fill() 
 
 
 def test_fee_per_order_is_charged_once_across_partial_fills() -> None:
-    rows = [(T0 + k * S, 100.0, 100.0, 100.0, sz) for k, sz in enumerate([1, 4, 6])]
+    rows = [(T0 + k * S, 100.0, 100.0, 100.0, sz) for k, sz in enumerate([1.0, 4.0, 6.0])]
     e = run("PLAN p\nWHEN last >= 100: BUY 10 MKT", rows,
             EngineConfig(partial_fills=True, fee_per_unit=0.25, fee_per_order=2.0))
     # fills of 4 (1 + 2 fee) and 6 (1.5): 4.5 in all
@@ -293,7 +293,7 @@ def test_a_partial_child_fill_reduces_its_oco_sibling() -> None:
 
 
 def test_ttl_cancels_the_rest_of_a_partially_filled_entry_and_keeps_its_bracket() -> None:
-    rows = [(T0 + k * S, 100.0, 100.0, 100.0, sz) for k, sz in enumerate([0, 3, 0, 0])]
+    rows = [(T0 + k * S, 100.0, 100.0, 100.0, sz) for k, sz in enumerate([0.0, 3.0, 0.0, 0.0])]
     e = run("PLAN p\nWHEN last >= 100: BUY 10 LMT 99 STOP -1.0 TTL 2s", rows,
             EngineConfig(partial_fills=True))
     # the limit 99 is not reached at ask 100: nothing fills; TTL cancels at t=2s

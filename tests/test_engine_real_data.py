@@ -70,7 +70,7 @@ def test_tick_sma_crosses_are_exact_on_quantized_crypto_ticks(shared_data: Path)
         shared_data / "crypto_hf" / "hftbacktest_binance_spot_btcusdt_bookticker_20240808T2354_20240809T0005.csv")
     assert data.tick_size == 0.01
     # mid in half cents, exactly: the data's prices sit on the cent grid
-    m2 = [round(b * 100) + round(a * 100) for b, a in zip(data.ticks.bid.tolist(), data.ticks.ask.tolist())]
+    m2: list[int] = [round(b * 100) + round(a * 100) for b, a in zip(data.ticks.bid.tolist(), data.ticks.ask.tolist())]
     s20 = [sum(m2[i - 19:i + 1]) for i in range(19, len(m2))]  # 20 x sma, in half cents
 
     def above(i: int) -> bool:  # mid > sma(mid, 20)  <=>  20 mid > sum of the last 20

@@ -21,6 +21,7 @@ from kestrel.frame import (
     materialize,
     resolve_view,
 )
+from kestrel.frame.snapshot import FrozenSnapshot
 from kestrel.lang.ast import Duration, Ident, Number, PaneArg, PaneRef, Percent, TimeOfDay, View
 
 O1 = Ordinal(1, "10:30", 0)
@@ -144,7 +145,7 @@ def test_empty_view_and_all_problems_listed() -> None:
     assert str(e).splitlines()[1].startswith("- unknown pane 'qoute'")
 
 
-def _snap():  # type: ignore[no-untyped-def]
+def _snap() -> FrozenSnapshot:
     d = load_sample()
     return freeze(d, d.sessions[-1].wall_clock_ns(10, 30))
 

@@ -40,15 +40,16 @@ TOOLS = {
 @asynccontextmanager
 async def connect(mode: str, **host: Any) -> AsyncIterator[Client]:
     async with open_host(**host) as h:
-        async with Client(build_server(h), mode=mode) as client:  # type: ignore[arg-type]
+        async with Client(build_server(h), mode=mode) as client:
             yield client
 
 
 async def call(client: Client, tool: str, **args: Any) -> dict[str, Any]:
     result = await client.call_tool(tool, args)
     assert not result.is_error, result.content
-    assert result.structured_content is not None
-    return result.structured_content
+    content: dict[str, Any] | None = result.structured_content
+    assert content is not None
+    return content
 
 
 async def fails(client: Client, tool: str, **args: Any) -> str:
@@ -168,12 +169,13 @@ async def test_a_client_authored_session_is_the_fixed_agents_run(
 async def test_bad_input_for_every_tool(anyio_backend: str, mode: str) -> None:
     async with connect(mode) as c:
         # wrong argument types and missing arguments, for every tool
-        for tool, args in [
+        bad_calls: list[tuple[str, dict[str, Any]]] = [
             ("check", {"source": 3}), ("check", {}), ("format", {"source": ["PLAN"]}),
             ("view", {"view": "VIEW v: quote"}), ("simulate", {"plan": 1}),
             ("session_start", {"days": "many"}), ("session_submit", {"session_id": "x"}),
             ("session_status", {}), ("session_result", {"session_id": 7}), ("session_close", {}),
-        ]:
+        ]
+        for tool, args in bad_calls:
             await fails(c, tool, **args)
         assert "Unknown tool" in await fails(c, "trade", plan=ORB)
         # view: unknown pane, reserved kernel pane, bad time, data that does not exist

@@ -47,15 +47,16 @@ async def spawned(backend: str, mode: str, errlog: Any) -> AsyncIterator[Client]
     # not need anything else
     params = StdioServerParameters(command=sys.executable, args=["-m", "kestrel", "mcp", "--backend", backend],
                                    cwd=str(ROOT))
-    async with Client(stdio_client(params, errlog=errlog), mode=mode) as client:  # type: ignore[arg-type]
+    async with Client(stdio_client(params, errlog=errlog), mode=mode) as client:
         yield client
 
 
 async def call(client: Client, tool: str, **args: Any) -> dict[str, Any]:
     result = await client.call_tool(tool, args)
     assert not result.is_error, result.content
-    assert result.structured_content is not None
-    return result.structured_content
+    content: dict[str, Any] | None = result.structured_content
+    assert content is not None
+    return content
 
 
 @pytest.mark.parametrize("server_backend", ["asyncio", "trio"])

@@ -6,7 +6,7 @@ import pytest
 
 from kestrel.models.conversation import Conversation, Message, follow_up
 from kestrel.models.cost import dollars, run_cost
-from kestrel.session.loop import Evidence
+from kestrel.session.loop import Evidence, EvidenceKind
 from kestrel.session.protocol import AuthorRequest, Usage
 from kestrel.session.runner import OrdinalOutcome
 from kestrel.session.protocol import PassTurn
@@ -42,7 +42,7 @@ def test_follow_up_without_budget_line() -> None:
         "Your reply was not accepted:", "oops", "", "Reply with exactly one statement: PLAN, VIEW, STANDDOWN or PASS."]
 
 
-def ev(kind: str, usage: Usage, latency: float | None, iteration: int = 0) -> Evidence:
+def ev(kind: EvidenceKind, usage: Usage, latency: float | None, iteration: int = 0) -> Evidence:
     return Evidence(ordinal="OPEN", iteration=iteration, kind=kind, model="gpt-4o", usage=usage,
                     budget_exhausted=False, latency_ms=latency, date="2024-04-15")
 

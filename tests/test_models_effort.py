@@ -54,6 +54,7 @@ def test_gate_per_model(provider: str, model: str, level: str, params: dict[str,
     assert decision.params == params
     assert (decision.note is not None) == noted
     if noted:
+        assert decision.note is not None
         assert level in decision.note and model in decision.note
 
 

@@ -19,7 +19,7 @@ from kestrel.cli import main
 from kestrel.data.sample import load_sample
 from kestrel.frame import DEFAULT_CATALOG
 from kestrel.models.cost import run_cost
-from kestrel.session.loop import Evidence
+from kestrel.session.loop import Evidence, EvidenceKind
 from kestrel.session.protocol import AgentReply, AuthorRequest, Usage
 from kestrel.session.runner import SessionOptions, SessionResult, run_session
 from model_server import Canned, ModelServer, by_iteration, serve
@@ -294,7 +294,7 @@ def test_truncated_non_terminal_replies_say_so(tmp_path: Path, capsys: pytest.Ca
 
 
 def test_model_calls_are_listed_in_time_order() -> None:
-    def rec(ordinal: str, kind: str, latency: float | None, tokens: int = 0) -> Evidence:
+    def rec(ordinal: str, kind: EvidenceKind, latency: float | None, tokens: int = 0) -> Evidence:
         return Evidence(ordinal=ordinal, iteration=0, kind=kind, model="gpt-4o", usage=Usage(input=tokens),
                         budget_exhausted=False, latency_ms=latency, date="2024-04-15")
 

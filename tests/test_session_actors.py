@@ -150,7 +150,7 @@ async def test_the_engine_actor_refuses_an_unknown_message(anyio_backend: str) -
         engine = system.spawn(lambda: EngineActor(EngineConfig(), data.symbol, data.tick_size), name="engine")
         await engine.ask(StartDay(data.sessions[-1]), timeout=None)
         with pytest.raises(AskFailed) as failed:
-            await engine.ask("finish, please", timeout=None)
+            await engine.ask("finish, please", timeout=None)  # type: ignore[call-overload]  # a bogus message on purpose
         assert isinstance(failed.value.error, AssertionError)
         # the session was not finished by the bogus message: a FinishDay still needs a StartDay
         await engine.ask(StartDay(data.sessions[-1]), timeout=None)

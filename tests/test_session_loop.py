@@ -10,7 +10,16 @@ import pytest
 from kestrel.agents.scripted import Raise, ScriptedAgent, ScriptError
 from kestrel.lang import ast
 from kestrel.session.drive import author_turn
-from kestrel.session.loop import AuthoringLoop, Done, Evidence, Kernel, LoopError, LoopPorts, LoopSettings
+from kestrel.session.loop import (
+    AuthoringLoop,
+    Done,
+    Evidence,
+    EvidenceKind,
+    Kernel,
+    LoopError,
+    LoopPorts,
+    LoopSettings,
+)
 from kestrel.session.protocol import (
     AgentReply,
     AuthorRequest,
@@ -84,7 +93,7 @@ def run(script: list[AgentReply | Raise | str], **kw: object) -> tuple[Done, Aut
     return done, loop, agent
 
 
-def ev(iteration: int, kind: str, exhausted: bool = False, usage: Usage = U, **kw: object) -> Evidence:
+def ev(iteration: int, kind: EvidenceKind, exhausted: bool = False, usage: Usage = U, **kw: object) -> Evidence:
     return Evidence(
         ordinal="OPEN",
         iteration=iteration,

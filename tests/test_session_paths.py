@@ -20,6 +20,7 @@ from kestrel.frame import MarketData
 from kestrel.session.capture import CapturedTurn
 from kestrel.session.protocol import AgentTurn, PassTurn, StandDownTurn, Supersede, Usage
 from kestrel.frame.ticks import Ticks
+from kestrel.session.options import EnginePath
 from kestrel.session.runner import SessionDay, SessionError, SessionOptions, SessionResult, run_session
 
 CHECKS = ("10:30", "12:00", "14:00")
@@ -62,7 +63,7 @@ def _turns() -> list[CapturedTurn]:
     return turns
 
 
-def _sessions(sample: MarketData, path: str) -> list[SessionResult]:
+def _sessions(sample: MarketData, path: EnginePath) -> list[SessionResult]:
     opts = SessionOptions(checkpoints=CHECKS, engine_path=path)
     scripted = ScriptedAgent(
         ["VIEW scout: quote, tape(3)", "PLAN broken", PLANS[0], "PASS", PLANS[1], "STANDDOWN"] * 3,
@@ -117,7 +118,7 @@ async def test_actors_on_the_fast_path_match_the_direct_reference_path(
 
 def test_an_unknown_engine_path_is_refused() -> None:
     with pytest.raises(SessionError, match="unknown engine path 'turbo'"):
-        SessionOptions(engine_path="turbo")
+        SessionOptions(engine_path="turbo")  # type: ignore[arg-type]  # the wrong value on purpose
 
 
 def test_paths_agree_on_real_eurusd_quotes(shared_data: Path) -> None:

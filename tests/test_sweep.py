@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from html_pages import assert_offline
 from kestrel.cli import main
 from kestrel.cli.agentspec import agent_of
 from kestrel.cli.datanames import load_named as load_data
@@ -157,8 +158,6 @@ def test_cli_grid_file_json_and_leaderboard(capsys: pytest.CaptureFixture[str], 
     assert main(["report", "--sweep", str(out), "-o", str(html)]) == 0
     text = capsys.readouterr().out
     assert "baseline" in text and "net PnL" in text
-    from tests.test_report_html import assert_offline
-
     page = assert_offline(html.read_text())
     assert "leaderboard" in " ".join(page.text)
 

@@ -195,13 +195,13 @@ def _executor(jobs: int | None, scheduler: str | None) -> Iterator[Executor | No
         except ImportError:
             raise UsageError("--scheduler needs Dask: pip install 'kestrel[dask]'") from None
         try:
-            client = Client(scheduler, timeout=10)  # type: ignore[no-untyped-call]
+            client = Client(scheduler, timeout=10)
         except (OSError, TimeoutError, ValueError) as exc:
             raise UsageError(f"--scheduler {scheduler}: cannot connect: {exc}") from None
         try:
-            yield client.get_executor()  # type: ignore[no-untyped-call]
+            yield client.get_executor()
         finally:
-            client.close()  # type: ignore[no-untyped-call]
+            client.close()
         return
     n = jobs if jobs is not None else (os.cpu_count() or 1)
     if n == 1:
