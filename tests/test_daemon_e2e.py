@@ -185,7 +185,7 @@ def test_a_second_instance_exits_2_saying_one_is_running(backend: str, daemon_fa
     second = subprocess.run([sys.executable, "-m", "kestrel", "daemon", "--home", str(d.home)],
                             capture_output=True, text=True, timeout=30, cwd=ROOT)
     assert second.returncode == 2
-    assert "already running" in second.stderr and str(d.proc.pid) in second.stderr  # type: ignore[union-attr]
+    assert "already running" in second.stderr and str(d.proc.pid) in second.stderr
     assert "Traceback" not in second.stderr
     with d.client() as c:  # the first one is untouched
         assert c.call("ping")["message"] == "pong"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import ClassVar
 
 import anyio
 import pytest
@@ -46,8 +47,8 @@ def test_pace_names_are_canonical() -> None:
 class Timed:
     """A fixed plan at OPEN, PASS after; records the wall clock of every ask."""
 
-    iterative = False
-    blocking = False
+    iterative: ClassVar[bool] = False
+    blocking: ClassVar[bool] = False
     agent_id = "timed"
     model = ""
 

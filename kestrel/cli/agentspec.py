@@ -5,9 +5,15 @@ from __future__ import annotations
 import datetime as dt
 import importlib.util
 import os
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kestrel.cli.errors import UsageError
+
+if TYPE_CHECKING:  # imported lazily at run time (start-up cost)
+    from kestrel.frame import MarketData
+    from kestrel.models.adapter import ModelAgent
+    from kestrel.session.options import SessionOptions
+    from kestrel.session.protocol import Agent
 
 AGENT_HELP = "baseline, fixed:PLAN.kes, recorded:CAPTURE.jsonl, replies:FILE, openai:MODEL or anthropic:MODEL"
 API_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
@@ -22,7 +28,7 @@ def agent_of(
     timeout_s: float | None = None,
     panes: tuple[str, ...] | None = None,
     content: bytes | None = None,
-) -> Any:
+) -> Agent:
     """The agent named by `--agent`; a plan file, capture or replies file is read and
     validated here, and a model agent's SDK, model name and API key are checked, so a bad one
     fails the command up front (exit 2) with the error and its place. `content`, when given,
@@ -68,7 +74,7 @@ def read_agent_input(spec: str | None) -> bytes | None:
         raise UsageError(f"cannot read the --agent file {path!r}: {exc.strerror}") from None
 
 
-def _agent_from_bytes(kind: str, path: str, content: bytes) -> Any:
+def _agent_from_bytes(kind: str, path: str, content: bytes) -> Agent:
     """What `FixedAgent/RecordedAgent/RepliesAgent.from_file(path)` gives for a file holding
     `content` (same agent id, same error texts)."""
     from pathlib import Path
@@ -103,7 +109,7 @@ def model_agent(
     api_key_env: str | None,
     timeout_s: float | None,
     panes: tuple[str, ...] | None = None,
-) -> Any:
+) -> ModelAgent:
     """An `openai:` / `anthropic:` agent: the model from the spec or `--model`/the mode, the
     key from the provider's variable or `--api-key-env`, `--base-url` handed to the SDK, and
     the system prompt listing only `panes` (a mode's restriction; None: every pane). The SDK
@@ -147,7 +153,8 @@ def model_agent(
     return ModelAgent(config, wire, system=system)
 
 
-def check_agent_fits(agent: Any, data: Any, options: Any, date: dt.date | None, days: int, spec: str) -> None:
+def check_agent_fits(agent: Agent, data: MarketData, options: SessionOptions, date: dt.date | None,
+                     days: int, spec: str) -> None:
     """Fail up front when the agent cannot play this run: a fixed plan the engine would refuse
     (another instrument, ...), or a capture recorded for other sessions or another schedule."""
     from kestrel.agents.fixed import FixedAgent

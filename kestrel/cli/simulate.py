@@ -13,10 +13,10 @@ import datetime as dt
 import hashlib
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -25,14 +25,25 @@ from kestrel.cli.dataflags import add_data_flags, agent_input, check_paths, load
 from kestrel.cli.errors import UsageError
 from kestrel.cli.execution import add_flags as _execution_flags
 from kestrel.cli.execution import engine_config
+from kestrel.cli.subcommands import Subcommands
 from kestrel.cli.textreport import report, summary
+
+if TYPE_CHECKING:  # imported lazily at run time (start-up cost)
+    from rich.progress import Progress
+
+    from kestrel.frame import MarketData
+    from kestrel.session.capture import CaptureWriter
+    from kestrel.session.options import EvidenceSink, SessionOptions
+    from kestrel.session.profiles import Mode
+    from kestrel.session.protocol import Agent
+    from kestrel.session.results import SessionResult
 
 DIRECT = "direct"
 EFFORT_LEVELS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")  # = profiles.EFFORT_LEVELS (tested)
 DEFAULT_AGENT_TIMEOUT_S = 120.0  # = actors.driver.DEFAULT_AGENT_TIMEOUT_S (tested)
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(subparsers: Subcommands) -> None:
     s = subparsers.add_parser(
         "simulate",
         help="simulate a trading session: an agent authors plans, the engine fires them",
@@ -123,9 +134,9 @@ def _simulate(args: argparse.Namespace) -> int:
 class Prepared:
     """A `kestrel simulate` command line checked and resolved, ready to run."""
 
-    data: Any
-    agent: Any
-    options: Any  # SessionOptions with the DataSource and engine config (no on_turn)
+    data: MarketData
+    agent: Agent
+    options: SessionOptions  # with the DataSource and engine config (no on_turn)
     date: dt.date | None
     days: int
     pace: float | None
@@ -139,13 +150,11 @@ def _load(args: argparse.Namespace) -> tuple[Any, Any, str]:
 
 
 def _run_simulate(args: argparse.Namespace) -> int:
-    import dataclasses
-
     from kestrel.session.capture import CaptureWriter
 
     run = prepare(args)
     writer = CaptureWriter(args.capture) if args.capture else None
-    options = dataclasses.replace(run.options, on_turn=writer.turn if writer is not None else None)
+    options = msgspec.structs.replace(run.options, on_turn=writer.turn if writer is not None else None)
     _start_outputs(args, writer, run.data, options, run.agent, run.date, run.days)
     try:
         with _evidence_sink(args.evidence) as sink:
@@ -229,7 +238,7 @@ def prepare(args: argparse.Namespace, load: Loader = _load, agent_content: bytes
     return Prepared(data, agent, options, date, args.days, pace)
 
 
-def _warn_partial(data: Any, date: dt.date | None, days: int) -> None:
+def _warn_partial(data: MarketData, date: dt.date | None, days: int) -> None:
     """One stderr line when the run includes a session the data does not span (a file that
     starts or stops mid-session): its results cover only part of the session."""
     from kestrel.session.coverage import coverage
@@ -240,7 +249,7 @@ def _warn_partial(data: Any, date: dt.date | None, days: int) -> None:
         print(f"kestrel simulate: warning: {'; '.join(c.describe() for c in partial)}", file=sys.stderr)
 
 
-def _modes(path: str | None) -> Any:
+def _modes(path: str | None) -> dict[str, Mode]:
     """The built-in modes, with the user's `--modes` file merged over them (all validated)."""
     from kestrel.frame import DEFAULT_CATALOG
     from kestrel.session import profiles
@@ -257,7 +266,7 @@ def _modes(path: str | None) -> Any:
     return profiles.load_modes(over=text, source=f"--modes {path}", panes=panes)
 
 
-def _note_unused_loop_flags(args: argparse.Namespace, agent: Any, name: str) -> None:
+def _note_unused_loop_flags(args: argparse.Namespace, agent: Agent, name: str) -> None:
     """Loop knobs do nothing for a single-shot agent: say so on stderr (never on stdout, and
     never in the ledger or capture, so a flagged run stays byte-identical to an unflagged one)."""
     model_flags = [
@@ -295,7 +304,7 @@ def _note_unused_loop_flags(args: argparse.Namespace, agent: Any, name: str) -> 
 
 
 @contextmanager
-def _evidence_sink(path: str | None) -> Iterator[Callable[[Any], None] | None]:
+def _evidence_sink(path: str | None) -> Iterator[EvidenceSink | None]:
     if path is None:
         yield None
         return
@@ -310,12 +319,12 @@ def _evidence_sink(path: str | None) -> Iterator[Callable[[Any], None] | None]:
         raise UsageError(str(exc)) from None
 
 
-def _run(data: Any, agent: Any, options: Any, backend: str, date: dt.date | None, days: int,
-         sink: Callable[[Any], None] | None, quiet: bool,
-         agent_timeout: float = DEFAULT_AGENT_TIMEOUT_S, pace: float | None = None) -> Any:
+def _run(data: MarketData, agent: Agent, options: SessionOptions, backend: str, date: dt.date | None,
+         days: int, sink: EvidenceSink | None, quiet: bool,
+         agent_timeout: float = DEFAULT_AGENT_TIMEOUT_S, pace: float | None = None) -> SessionResult:
     from kestrel.session.runner import run_session
 
-    progress_ctx: Any = nullcontext(None)
+    progress_ctx: AbstractContextManager[Progress | None] = nullcontext(None)
     if days > 1 and not quiet and sys.stderr.isatty():
         from rich.console import Console
         from rich.progress import Progress
@@ -340,8 +349,8 @@ def _run(data: Any, agent: Any, options: Any, backend: str, date: dt.date | None
                               pace=None if pace is None else Pace(pace))
 
 
-def _start_outputs(args: argparse.Namespace, writer: Any, data: Any, options: Any, agent: Any,
-                   date: dt.date | None, days: int) -> None:
+def _start_outputs(args: argparse.Namespace, writer: CaptureWriter | None, data: MarketData,
+                   options: SessionOptions, agent: Agent, date: dt.date | None, days: int) -> None:
     """Once every check passed: a stale ledger at the output path goes (an interrupted run must
     not leave an older run's ledger next to its capture), the capture starts with its header."""
     from kestrel.session.runner import capture_header, session_days
@@ -355,7 +364,7 @@ def _start_outputs(args: argparse.Namespace, writer: Any, data: Any, options: An
         raise UsageError(f"cannot write {exc.filename}: {exc.strerror}") from None
 
 
-def _finish(args: argparse.Namespace, result: Any, data: Any, command: str = "simulate") -> int:
+def _finish(args: argparse.Namespace, result: SessionResult, data: MarketData, command: str = "simulate") -> int:
     _write(args.capture, result.capture_jsonl())
     _write(args.ledger, result.ledger_jsonl())
     if args.report or args.png:

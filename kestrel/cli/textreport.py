@@ -10,14 +10,23 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kestrel.report import RunReport, from_result, local_time
 from kestrel.report.metrics import Metrics
 from kestrel.report.text import metric_rows, sparkline
 
+if TYPE_CHECKING:  # imported lazily at run time (start-up cost)
+    from rich.console import Console
+    from rich.table import Table
 
-def _turn_kind(turn: Any) -> str:
+    from kestrel.frame import MarketData
+    from kestrel.report.run import DayReport
+    from kestrel.session.protocol import AgentTurn
+    from kestrel.session.results import DayResult, SessionResult
+
+
+def _turn_kind(turn: AgentTurn) -> str:
     from kestrel.session.protocol import StandDownTurn, Supersede
 
     if isinstance(turn, Supersede):
@@ -27,14 +36,14 @@ def _turn_kind(turn: Any) -> str:
     return "PASS"
 
 
-def _execution(result: Any) -> dict[str, Any]:
+def _execution(result: SessionResult) -> dict[str, Any]:
     from kestrel.cli.execution import describe
     from kestrel.engine.config import EngineConfig
 
     return describe(result.header.engine or EngineConfig())
 
 
-def _run_report(result: Any, data: Any) -> RunReport:
+def _run_report(result: SessionResult, data: MarketData) -> RunReport:
     return from_result(result, data)
 
 
@@ -45,7 +54,7 @@ def _metrics_json(m: Metrics) -> dict[str, Any]:
     return out
 
 
-def _day_facts(d: Any, r: Any) -> dict[str, Any]:
+def _day_facts(d: DayResult, r: DayReport) -> dict[str, Any]:
     """Per day: the fill log (zoned), round trips, rejections, disarms, the marked drawdown."""
     from kestrel.report.metrics import max_drawdown
 
@@ -69,7 +78,7 @@ def _day_facts(d: Any, r: Any) -> dict[str, Any]:
     }
 
 
-def summary(result: Any, data: Any) -> dict[str, Any]:
+def summary(result: SessionResult, data: MarketData) -> dict[str, Any]:
     """The machine-readable summary (`--json`): per day and in total."""
     rep = _run_report(result, data)
     days = []
@@ -121,14 +130,14 @@ def summary(result: Any, data: Any) -> dict[str, Any]:
     }
 
 
-def _cost(result: Any, *, latency: bool = True) -> dict[str, Any]:
+def _cost(result: SessionResult, *, latency: bool = True) -> dict[str, Any]:
     from kestrel.models.cost import run_cost
 
     return run_cost(result.header.agent, result.evidence, [o for d in result.days for o in d.outcomes],
                     latency=latency)
 
 
-def _cost_section(con: Any, result: Any) -> None:
+def _cost_section(con: Console, result: SessionResult) -> None:
     """Model calls with their tokens, latency and dollars; per ordinal; for the run."""
     from rich.table import Table
 
@@ -156,7 +165,7 @@ def _cost_section(con: Any, result: Any) -> None:
               + (f" + {t['abandoned']} abandoned calls of unknown cost" if t["abandoned"] else ""))
 
 
-def report(result: Any, data: Any, command: str = "simulate") -> None:
+def report(result: SessionResult, data: MarketData, command: str = "simulate") -> None:
     """The readable report: turns per ordinal and how each plan ended, armed plans, fills,
     round trips, rejections and disarms, PnL, key metrics and evidence counts."""
     from rich.console import Console
@@ -190,7 +199,7 @@ def report(result: Any, data: Any, command: str = "simulate") -> None:
     con.print(f"Evidence records: {shown}")
 
 
-def _table(title: str, cols: tuple[str, ...], left: tuple[str, ...]) -> Any:
+def _table(title: str, cols: tuple[str, ...], left: tuple[str, ...]) -> Table:
     from rich.table import Table
 
     t = Table(title=title, title_justify="left")
@@ -199,7 +208,7 @@ def _table(title: str, cols: tuple[str, ...], left: tuple[str, ...]) -> Any:
     return t
 
 
-def _turns(con: Any, result: Any, rep: RunReport) -> None:
+def _turns(con: Console, result: SessionResult, rep: RunReport) -> None:
     from kestrel.session.protocol import StandDownTurn
 
     turns = _table("Turns per ordinal", ("date", "ordinal", "turn", "armed", "iterations", "tokens"),
@@ -220,7 +229,7 @@ def _turns(con: Any, result: Any, rep: RunReport) -> None:
         con.print(text, markup=False)
 
 
-def _fills(con: Any, rep: RunReport) -> None:
+def _fills(con: Console, rep: RunReport) -> None:
     # fill times in the session's zone with their own calendar date: an overnight session's
     # fill after midnight shows the next day's date
     fills = _table("Fills", ("date", "time", "side", "qty", "price", "position", "realized", "order"),
@@ -235,7 +244,7 @@ def _fills(con: Any, rep: RunReport) -> None:
         con.print("No fills.")
 
 
-def _trips(con: Any, rep: RunReport) -> None:
+def _trips(con: Console, rep: RunReport) -> None:
     trips = _table("Round trips", ("date", "side", "qty", "entry", "entry price", "exit", "exit price",
                                    "pnl", "exit reason"),
                    ("date", "side", "entry", "exit", "exit reason"))
@@ -250,7 +259,7 @@ def _trips(con: Any, rep: RunReport) -> None:
         con.print(trips)
 
 
-def _notices(con: Any, rep: RunReport) -> None:
+def _notices(con: Console, rep: RunReport) -> None:
     notes = _table("Rejections and disarms", ("date", "time", "event", "plan", "reason"),
                    ("date", "time", "event", "plan", "reason"))
     for r in rep.days:
@@ -261,7 +270,7 @@ def _notices(con: Any, rep: RunReport) -> None:
         con.print(notes)
 
 
-def _pnl(con: Any, result: Any, rep: RunReport) -> None:
+def _pnl(con: Console, result: SessionResult, rep: RunReport) -> None:
     from kestrel.report.metrics import max_drawdown
 
     currencies = sorted({d.currency for d in result.days})
@@ -275,7 +284,7 @@ def _pnl(con: Any, result: Any, rep: RunReport) -> None:
     con.print(pnl)
 
 
-def _summary_lines(con: Any, rep: RunReport) -> None:
+def _summary_lines(con: Console, rep: RunReport) -> None:
     con.print(f"Equity {sparkline(rep.curve)}  {rep.metrics.net_pnl:+.2f} {rep.header.currency}",
               markup=False)
     con.print("  ".join(f"{k} {v}" for k, v in metric_rows(rep.metrics, rep.days)), markup=False)
