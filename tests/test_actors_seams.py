@@ -33,6 +33,9 @@ KNOWN_ENGINE_FRIENDS = frozenset({
     "kestrel/engine/fast.py: engine._advance",
     "kestrel/engine/fast.py: engine._stale",
 })
+# Over 700 lines on main while issue 12 item 1 (the broker kernel) splits the engine: the only
+# module allowed over the limit, and only until that lands (an entry under the limit is fine).
+KNOWN_OVERSIZED = frozenset({"kestrel/engine/engine.py"})
 
 
 def private_reads(source: str, filename: str = "<source>") -> list[str]:
@@ -131,7 +134,8 @@ def test_no_module_is_over_700_lines(root: Path) -> None:
         for path in sorted(root.rglob("*.py"))
     }
     assert len(sizes) > 10
-    assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
+    over = {name: n for name, n in sizes.items() if n > MAX_LINES and name not in KNOWN_OVERSIZED}
+    assert over == {}
 
 
 @pytest.mark.parametrize(

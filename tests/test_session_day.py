@@ -31,9 +31,9 @@ from kestrel.session.runner import run_day
 OPTS = SessionOptions(checkpoints=("11:00", "13:30"))
 
 
-def drive(steps: list[str]) -> DayResult:
+def drive(steps: list[str], arms: list[int] | None = None) -> DayResult:
     """Drive one sample day by hand (no late replies: the agent is synchronous and quick),
-    naming each step as it comes."""
+    naming each step as it comes (and each `Arm`'s instant in `arms`)."""
     data = load_sample()
     day = session_days(data, OPTS)[0]
     agent = BaselineAgent()
@@ -52,7 +52,9 @@ def drive(steps: list[str]) -> DayResult:
         elif isinstance(step, Author):
             driver.authored(author_turn(step.loop, agent))
         elif isinstance(step, Arm):
-            incumbent, what = apply_turn(engine, step.turn.turn, step.incumbent)
+            if arms is not None:
+                arms.append(step.at_ns)
+            incumbent, what = apply_turn(engine, step.turn.turn, step.incumbent, step.at_ns)
             driver.armed(what, incumbent)
         elif isinstance(step, CollectLate):
             driver.late([])
@@ -66,7 +68,12 @@ def drive(steps: list[str]) -> DayResult:
 
 def test_the_steps_come_in_the_documented_order() -> None:
     steps: list[str] = []
-    drive(steps)
+    arms: list[int] = []
+    drive(steps, arms)
+    day = session_days(load_sample(), OPTS)[0]
+    session = day.session
+    # each turn takes effect at its ordinal's instant: the open, 11:00, 13:30 (session time)
+    assert arms == [session.open_ns, session.wall_clock_ns(11, 0), session.wall_clock_ns(13, 30)]
     per_ordinal = ["ReadAccount", "Author", "{w}", "Arm", "CollectLate"]
     expected: list[str] = []
     for i in range(3):  # OPEN, 11:00, 13:30
