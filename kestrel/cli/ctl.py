@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kestrel.cli.errors import UsageError
+from kestrel.cli.subcommands import Subcommands
 from kestrel.daemon.protocol import (
     INTERNAL_ERROR,
     MAX_LINE,
@@ -33,7 +34,7 @@ from kestrel.daemon.protocol import (
 )
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(subparsers: Subcommands) -> None:
     p = subparsers.add_parser(
         "ctl",
         help="control a running daemon: submit runs, list, show, wait, follow, cancel, export, shutdown",

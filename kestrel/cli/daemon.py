@@ -15,12 +15,13 @@ from typing import Any
 
 from kestrel.cli.agentspec import read_agent_input
 from kestrel.cli.errors import UsageError
+from kestrel.cli.subcommands import Subcommands
 
 AGENT_FILE = "agent_file"
 """The stored flags' key for the `--agent` file's bytes (base64), read at submit."""
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(subparsers: Subcommands) -> None:
     p = subparsers.add_parser(
         "daemon",
         help="run the Kestrel daemon in the foreground (runs sessions, keeps them, survives kill -9)",
@@ -84,7 +85,7 @@ def submit_parser() -> argparse.ArgumentParser:
     from kestrel.cli import simulate
 
     holder: argparse.ArgumentParser = _RaisingParser(prog="kestrel ctl")
-    sub: argparse._SubParsersAction[argparse.ArgumentParser] = holder.add_subparsers(parser_class=_RaisingParser)
+    sub = holder.add_subparsers(parser_class=_RaisingParser)
     simulate.register(sub)
     parser: argparse.ArgumentParser = sub.choices["simulate"]
     parser.prog = "kestrel ctl submit"
