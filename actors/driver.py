@@ -62,6 +62,7 @@ from kestrel.session.runner import (
     SessionResult,
     capture_header,
     engine_config,
+    record_late,
     session_days,
 )
 
@@ -99,7 +100,7 @@ class DriverActor(Actor[RunSession]):
     async def receive(self, message: RunSession) -> list[DayResult]:
         results = []
         for k, day in enumerate(self._days):
-            results.append(await self._run_day(k, day))
+            results.append(await self._run_day(k, day, last=k == len(self._days) - 1))
             if self._progress is not None:
                 self._progress(k + 1, len(self._days))
         return results
@@ -122,18 +123,15 @@ class DriverActor(Actor[RunSession]):
                 return out
             request = out
 
-    async def _record_late(self, run: DayRun, *, end: bool = False) -> None:
+    async def _record_late(self, run: DayRun, *, final: bool = False) -> None:
         """Record the late replies of abandoned calls (evidence; their replies are discarded);
-        at the `end` of a day wait for the ones still running (bounded, `late_grace`)."""
-        grace = late_grace(self._timeout) if end else 0.0
-        late: list[LateReply | Abandoned] = await self._agent.ask(TakeLate(grace), timeout=None)
-        for record in late:
-            if isinstance(record, LateReply):
-                run.record_late(record)
-            else:
-                run.record_abandoned(record)
+        at the end of the run (`final`) wait for the ones still running (bounded, `late_grace`),
+        then record each one still running as `abandoned`, once."""
+        take = TakeLate(final, late_grace(self._timeout) if final else 0.0)
+        late: list[LateReply | Abandoned] = await self._agent.ask(take, timeout=None)
+        record_late(run, late)
 
-    async def _run_day(self, k: int, day: SessionDay) -> DayResult:
+    async def _run_day(self, k: int, day: SessionDay, *, last: bool) -> DayResult:
         a = self._identity
         run = DayRun(day, self._options, agent_id=a.agent_id, model=a.model,
                      iterative=a.iterative, sink=self._sink)
@@ -154,7 +152,7 @@ class DriverActor(Actor[RunSession]):
             await self._record_late(run)
         await self._feed.ask(AdvanceTo(day.stretches - 1), timeout=None)
         ledger = await self._engine.ask(FinishDay(), expect=DayLedger, timeout=None)
-        await self._record_late(run, end=True)
+        await self._record_late(run, final=last)
         return run.result(Ledger.from_jsonl(ledger.jsonl), ledger.engine_ticks, ledger.carry)
 
 

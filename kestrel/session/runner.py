@@ -411,7 +411,7 @@ class DayRun:
         )
 
     def record_abandoned(self, call: Abandoned) -> None:
-        """Evidence of an abandoned call that had not answered when the day's wait for it
+        """Evidence of an abandoned call that had not answered when the run's wait for it
         ended (`abandoned`): its tokens and cost are unknown (the provider may bill it)."""
         self._record(
             Evidence(
@@ -457,6 +457,15 @@ class DayRun:
         )
 
 
+def record_late(run: DayRun, records: Sequence[LateReply | Abandoned]) -> None:
+    """Record what the box handed over: each late reply and each call given up on, once."""
+    for record in records:
+        if isinstance(record, LateReply):
+            run.record_late(record)
+        else:
+            run.record_abandoned(record)
+
+
 def capture_header(
     data: MarketData, days: Sequence[SessionDay], agent_id: str, options: SessionOptions
 ) -> CaptureHeader:
@@ -485,12 +494,14 @@ def run_day(
     *,
     agent_timeout: float | None = DEFAULT_AGENT_TIMEOUT_S,
     late: LateReplies | None = None,
+    last: bool = True,
 ) -> DayResult:
     """One session, synchronously (see the module docstring for the steps); `carry` is the
     previous session's carried position (`DayResult.carry`). A blocking agent's call past
     `agent_timeout` seconds is abandoned (the ordinal stands down) and its late reply, once
-    it arrives, is `late-reply` evidence; at the end of the day abandoned calls are waited
-    for (at most `late_grace`), then any still running is `abandoned`."""
+    it arrives (on this day or a later one of the run sharing the box `late`), is `late-reply`
+    evidence; on the `last` day of the run abandoned calls are waited for (at most
+    `late_grace`), then each one still running is `abandoned` (`LateReplies.close`)."""
     box = late if late is not None else LateReplies()
     engine = new_engine(day, engine_config(options, day.data), carry)
     run = DayRun(day, options, agent_id=agent.agent_id, model=agent.model,
@@ -509,11 +520,9 @@ def run_day(
             run.record_late(record)
     advance(engine, day.tail(), options.engine_path, tally)
     engine.finish()
-    box.settle(late_grace(agent_timeout))  # a late reply just after the run is still recorded
-    for call in box.pending():  # before `take`: a call ending in between is not lost
-        run.record_abandoned(call)
-    for record in box.take():
-        run.record_late(record)
+    if last:  # the end of the run: a late reply just after it is still recorded
+        box.settle(late_grace(agent_timeout))
+    record_late(run, box.close() if last else box.take())
     return run.result(engine.ledger, tally, engine.carry_out())
 
 
@@ -536,7 +545,8 @@ def run_session(
     results: list[DayResult] = []
     carry: Carry | None = None
     for k, day in enumerate(plan):
-        results.append(run_day(day, agent, options, sink, carry, agent_timeout=agent_timeout, late=late))
+        results.append(run_day(day, agent, options, sink, carry, agent_timeout=agent_timeout, late=late,
+                               last=k == len(plan) - 1))
         carry = results[-1].carry
         if progress is not None:
             progress(k + 1, len(plan))
@@ -561,6 +571,7 @@ __all__ = [
     "new_engine",
     "path_tally",
     "pick_sessions",
+    "record_late",
     "run_day",
     "run_session",
     "session_days",
