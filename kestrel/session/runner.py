@@ -168,14 +168,14 @@ class SessionResult(msgspec.Struct):
 
 
 def pick_sessions(data: MarketData, date: dt.date | None = None, days: int = 1) -> list[SessionSpec]:
-    """The `days` sessions ending at `date` (default: the data's last COMPLETE session, see
-    `kestrel.session.coverage`)."""
+    """The `days` sessions ending at `date` (default: the data's last COMPLETE session, else its
+    most covered one, see `kestrel.session.coverage`)."""
     if not data.sessions:
         raise SessionError("the data holds no session: load data with a session schedule")
     if days < 1:
         raise SessionError(f"--days must be >= 1, got {days}")
-    if date is None:
-        end = default_session_index(data)
+    if date is None:  # at least `days` sessions when the data holds them (the default may be early)
+        end = min(max(default_session_index(data), days - 1), len(data.sessions) - 1)
     else:
         found = [i for i, s in enumerate(data.sessions) if s.date == date]
         if not found:
@@ -537,7 +537,8 @@ def run_session(
     progress: Callable[[int, int], None] | None = None,
     agent_timeout: float | None = DEFAULT_AGENT_TIMEOUT_S,
 ) -> SessionResult:
-    """Run `days` sessions ending at `date` (default: the data's last), one engine per day.
+    """Run `days` sessions ending at `date` (default: the data's last complete session, else
+    its most covered one: `kestrel.session.coverage.default_session_index`), one engine per day.
     `agent_timeout` bounds each call of a blocking agent, as on actors (`kestrel.session.calls`)."""
     plan = session_days(data, options, date, days)
     late = LateReplies()
