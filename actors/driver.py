@@ -100,7 +100,7 @@ class DriverActor(Actor[RunSession]):
     async def receive(self, message: RunSession) -> list[DayResult]:
         results = []
         for k, day in enumerate(self._days):
-            results.append(await self._run_day(k, day))
+            results.append(await self._run_day(k, day, last=k == len(self._days) - 1))
             if self._progress is not None:
                 self._progress(k + 1, len(self._days))
         return results
@@ -123,14 +123,15 @@ class DriverActor(Actor[RunSession]):
                 return out
             request = out
 
-    async def _late(self, end: bool) -> list[LateReply | Abandoned]:
+    async def _late(self, final: bool) -> list[LateReply | Abandoned]:
         """The late replies of abandoned calls (evidence; their replies are discarded); at the
-        `end` of a day after waiting for the ones still running (bounded, `late_grace`)."""
-        grace = late_grace(self._timeout) if end else 0.0
-        late: list[LateReply | Abandoned] = await self._agent.ask(TakeLate(grace), timeout=None)
+        end of the run (`final`) after waiting for the ones still running (bounded,
+        `late_grace`), then each one still running as `abandoned`, once."""
+        take = TakeLate(final, late_grace(self._timeout) if final else 0.0)
+        late: list[LateReply | Abandoned] = await self._agent.ask(take, timeout=None)
         return late
 
-    async def _run_day(self, k: int, day: SessionDay) -> DayResult:
+    async def _run_day(self, k: int, day: SessionDay, *, last: bool) -> DayResult:
         """Drive the day's `DayDriver` (the same state machine as `run_day`) through messages."""
         a = self._identity
         driver = DayDriver(day, self._options, agent_id=a.agent_id, model=a.model,
@@ -151,7 +152,7 @@ class DriverActor(Actor[RunSession]):
                 report = await self._engine.ask(Sync(), expect=ArmReport, timeout=None)
                 driver.armed(report.armed, report.incumbent)
             elif isinstance(step, steps.CollectLate):
-                driver.late(await self._late(step.end))
+                driver.late(await self._late(step.end and last))
             elif isinstance(step, steps.FinishDay):
                 ledger = await self._engine.ask(FinishDay(), expect=DayLedger, timeout=None)
                 driver.finished(Ledger.from_jsonl(ledger.jsonl), ledger.engine_ticks, ledger.carry)

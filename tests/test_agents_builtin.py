@@ -308,12 +308,17 @@ def test_baseline_on_real_eurusd_quotes_risks_its_budget(shared_data: Path) -> N
     from kestrel.engine import EngineConfig
 
     data = load(shared_data / "fx_quote_ticks" / "lean_oanda_eurusd_quote_ticks_20140506.csv").data
+    # the file's 2014-05-06 session (the default is 2014-05-05, the most covered, whose data
+    # starts 3 h after its open: no snapshot at OPEN) has quotes at its open
+    import datetime as dt
+
+    day = dt.date(2014, 5, 6)
     # the default operator caps the position at 1000 units: the baseline sizes within them
-    capped = run_session(data, BaselineAgent(), SessionOptions()).days[0].outcomes[0].turn
+    capped = run_session(data, BaselineAgent(), SessionOptions(), date=day).days[0].outcomes[0].turn
     assert isinstance(capped, Supersede) and capped.plan.risk.maxpos == 1000
     assert all(o.qty <= 1000 for r in capped.plan.rules for o in r.actions if isinstance(o, ast.Order))
     # an operator who allows FX sizes gets a plan sized by risk
-    result = run_session(data, BaselineAgent(), SessionOptions(engine=EngineConfig(maxpos=1_000_000)))
+    result = run_session(data, BaselineAgent(), SessionOptions(engine=EngineConfig(maxpos=1_000_000)), date=day)
     turn = result.days[0].outcomes[0].turn
     assert isinstance(turn, Supersede)
     _, buy = _order(lang.format(turn.plan))

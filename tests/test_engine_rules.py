@@ -397,3 +397,31 @@ def test_a_plan_armed_after_its_until_is_disarmed_at_once() -> None:
     assert disarms(e.ledger) == [(1, "expired")]
     e.on_ticks(ticks_of([(SESSION.wall_clock_ns(10, 0, 1), 100.0, 100.0)]))
     assert fired(e) == []
+
+
+def test_a_session_maxloss_refusal_quotes_the_sessions_pnl() -> None:
+    """Review of issue 10, defect 4: the refusal quoted the plan's pnl (-40.00, not past 60)
+    instead of the session's (-41 - 40 = -81) that the session limit compares."""
+    e = engine(EngineConfig(maxpos=100, maxloss=50, session_maxloss=60), tick_size=0.01)
+    e.arm(plan("PLAN a\nWHEN pos == 0 AND rpnl == 0: BUY 100 MKT STOP -0.40"))
+    # buy 100 @ 100.01 (ask), stop 99.61, the bid gaps to 99.60: sold @ 99.60, -41.00
+    e.on_ticks(ticks_of(quotes((100.0, 100.01), (100.0, 100.01), (99.6, 99.61), (99.5, 99.51))))
+    assert e.rpnl == -41.0
+    e.arm(plan("PLAN b\nWHEN pos == 0: BUY 100 MKT STOP -0.40"))
+    later = [(T0 + (100 + k) * S, bid, ask) for k, (bid, ask) in enumerate([(100.0, 100.01), (100.0, 100.01)])]
+    e.on_ticks(ticks_of(later))
+    # plan b's floor: its baseline -41 - maxloss 50 = -91; the session's: -60 binds
+    assert [r.reason for r in e.ledger.events if isinstance(r, OrderRejected)] == [
+        "worst-case loss 40.00 would take the session's pnl to -81.00, past session maxloss 60"]
+    assert disarms(e.ledger)[-1][1] == "session maxloss 60 would be breached"
+
+
+def test_maxpos_nets_a_working_flat_as_docs_engine_md_states() -> None:
+    """docs/engine.md (review of issue 10, defect 3): `working` counts the working FLATs too,
+    so at pos 2 with a FLAT sell 2 working, a BUY 1 projects 1 and is accepted under maxpos 2."""
+    text = "PLAN s RISK maxpos 2\nWHEN pos == 0 AND rpnl == 0: BUY 2 MKT\nWHEN pos >= 2: FLAT\nWHEN pos >= 2: BUY 1 MKT"
+    e = run(text, quotes((100.0, 100.0), (100.0, 100.0), (100.0, 100.0), (100.0, 100.0)))
+    assert not [r for r in e.ledger.events if isinstance(r, OrderRejected)]
+    # the FLAT (lower id) fills first, then the BUY 1
+    assert fills(e.ledger) == [(1, "buy", 2, 100.0), (2, "sell", 2, 100.0), (2, "buy", 1, 100.0)]
+    assert [o.role for o in placed(e.ledger)] == ["entry", "flat", "entry"]

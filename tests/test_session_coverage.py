@@ -9,9 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+import pytest
+
 from kestrel.agents.baseline import BaselineAgent
 from kestrel.data import load, load_sample
 from kestrel.frame import MarketData
+from kestrel.frame.ticks import Ticks
 from kestrel.session.coverage import coverage, default_session_index
 from kestrel.session.protocol import StandDownTurn
 from kestrel.session.runner import SessionOptions, run_session
@@ -110,3 +114,45 @@ def test_complete_sessions_print_no_warning() -> None:
     out = _cli("--json")
     assert out.returncode == 0 and out.stderr == ""
     assert json.loads(out.stdout)["days"][0]["partial"] is False
+
+
+LEAN_DAY = "fx_quote_ticks/lean_oanda_eurusd_quote_ticks_20140506.csv"
+
+
+def test_without_any_complete_session_the_most_covered_one_is_the_default() -> None:
+    """Two partial sessions, the earlier spanned for 5 h, the later (the last) for 1 h: the
+    default is the earlier one (the last one was the stub it used to pick)."""
+    sample = load_sample()
+    a, b = sample.sessions[-2:]
+    t = sample.ticks
+    lo_a = t.index_at(a.open_ns, side="left")
+    hi_a = t.index_at(a.open_ns + 5 * NS_PER_H, side="left")
+    lo_b = t.index_at(b.open_ns, side="left")
+    hi_b = t.index_at(b.open_ns + 1 * NS_PER_H, side="left")
+    keep = np.r_[lo_a:hi_a, lo_b:hi_b]
+    ticks = Ticks.from_arrays(t.ts[keep], t.bid[keep], t.ask[keep], t.last[keep], t.size[keep])
+    data = MarketData(sample.symbol, sample.tick_size, ticks, (a, b))
+    assert [coverage(data, s).complete for s in data.sessions] == [False, False]
+    assert default_session_index(data) == 0
+    result = run_session(data, BaselineAgent())
+    assert [d.date for d in result.days] == [a.date.isoformat()] and result.days[0].partial
+    both = run_session(data, BaselineAgent(), days=2)  # --days 2 still takes both sessions
+    assert [d.date for d in both.days] == [a.date.isoformat(), b.date.isoformat()]
+
+
+def test_a_one_utc_day_fx_file_defaults_to_its_21_hour_session(shared_data: Path) -> None:
+    path = shared_data / LEAN_DAY
+    if not path.is_file():
+        pytest.skip(f"{LEAN_DAY} not present")
+    data = load(path).data
+    cover = [coverage(data, s) for s in data.sessions]
+    assert [(c.date, c.complete) for c in cover] == [("2014-05-05", False), ("2014-05-06", False)]
+    assert cover[0].ticks == 42_584 and cover[1].ticks == 2_280
+    assert [d.date for d in run_session(data, BaselineAgent()).days] == ["2014-05-05"]
+    out = _cli("--data", str(path), "--json", "--backend", "direct")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["dates"] == ["2014-05-05"]
+    (warning,) = [ln for ln in out.stderr.splitlines() if "warning" in ln]
+    assert warning.startswith("kestrel simulate: warning: partial session 2014-05-05: ")
+    assert warning.endswith("(no session in the data is complete: the default is the most covered one; "
+                            "choose with --date)")

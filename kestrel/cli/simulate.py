@@ -246,7 +246,10 @@ def _warn_partial(data: MarketData, date: dt.date | None, days: int) -> None:
 
     partial = [c for c in (coverage(data, s) for s in pick_sessions(data, date, days)) if not c.complete]
     if partial:
-        print(f"kestrel simulate: warning: {'; '.join(c.describe() for c in partial)}", file=sys.stderr)
+        rule = ""
+        if date is None and not any(coverage(data, s).complete for s in data.sessions):
+            rule = " (no session in the data is complete: the default is the most covered one; choose with --date)"
+        print(f"kestrel simulate: warning: {'; '.join(c.describe() for c in partial)}{rule}", file=sys.stderr)
 
 
 def _modes(path: str | None) -> dict[str, Mode]:

@@ -667,12 +667,14 @@ class Engine:
             after_k = self.book.pnl_k(self.b, self.a) - m.quanta(committed + risk * act.qty)
             if after_k <= self._floor_k:
                 plan_floor = self._baseline_k - self._maxloss_k
-                bound = (f"maxloss {self.maxloss:g}" if plan_floor >= self._session_floor_k
+                plan_bound = plan_floor >= self._session_floor_k
+                bound = (f"maxloss {self.maxloss:g}" if plan_bound
                          else f"session maxloss {self.config.session_maxloss:g}")
+                whose, pnl_k = ("plan's", after_k - self._baseline_k) if plan_bound else ("session's", after_k)
                 self._emit(OrderRejected(
                     i, t, self.plan_name, j,
-                    f"worst-case loss {risk * act.qty:.2f} would take the plan's pnl to "
-                    f"{m.amount(after_k - self._baseline_k):.2f}, past {bound}"))
+                    f"worst-case loss {risk * act.qty:.2f} would take the {whose} pnl to "
+                    f"{m.amount(pnl_k):.2f}, past {bound}"))
                 self._disarm(f"{bound} would be breached", i, t)
                 return
         self.placed += 1

@@ -6,22 +6,28 @@ Invariants:
   on at once (the next request starts its own call, whatever the abandoned one is doing);
 - an abandoned call that finishes later is never used: its reply (or error) is a `LateReply`
   in the `LateReplies` box, which the session records as `late-reply` evidence;
-- the box knows the abandoned calls still running (`pending`): at the end of a session day the
-  runner waits for them at most `late_grace(timeout)` seconds (`settle`), so a late reply that
-  arrives just after the run is still recorded (and costed); one still running then is
-  recorded as `abandoned` (its tokens and cost unknown);
+- every abandoned call is recorded EXACTLY ONCE, and only at the end of the RUN is one given
+  up on: a call that answers while the run goes on is a `late-reply` (whatever day it is);
+  at the end of the run the runner waits for the calls still running, at most
+  `late_grace(timeout)` seconds (`settle`), then `close`s the box: each call still running
+  then is `abandoned` (its tokens and cost unknown), and its reply, if it ever comes, is
+  dropped (never a second record). So a call's record depends only on whether it answered
+  before the end of the run plus the grace, the same on every path;
+- worker threads are daemon threads (`start_call`): an abandoned call never keeps the
+  process alive after the run, on any path;
 - a pure agent (`blocking = False`) is called inline: it cannot wait on I/O, so no timeout;
 - an agent exception is a `Failed` outcome with `<type>: <text>` (fail-closed, never a plan).
 
-`call_agent` runs one call with a plain thread (the synchronous `run_session` path); the actor
-shell (`actors.agent`) runs the same `AuthorCall.run` on an anyio worker thread, so both paths
-abandon, discard and record in the same way.
+`call_agent` runs one call on a daemon thread and waits for it (the synchronous `run_session`
+path); the actor shell (`actors.agent`) starts the same daemon thread with `start_call` and
+awaits the call's `on_done` signal, so both paths abandon, discard and record in the same way.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 import msgspec
 
@@ -66,16 +72,16 @@ class LateReply(msgspec.Struct, frozen=True):
 
 
 LATE_GRACE_CAP_S = 10.0
-"""The longest wait for abandoned calls at the end of a session day."""
+"""The longest wait for abandoned calls at the end of a run."""
 
 
 def late_grace(timeout: float | None) -> float:
-    """How long the end of a day waits for abandoned calls: the agent timeout, capped."""
+    """How long the end of a run waits for abandoned calls: the agent timeout, capped."""
     return 0.0 if timeout is None else min(timeout, LATE_GRACE_CAP_S)
 
 
 class Abandoned(msgspec.Struct, frozen=True):
-    """An abandoned call that had not answered when the day's wait for it ended."""
+    """An abandoned call that had not answered when the run's wait for it ended."""
 
     ordinal: str
     iteration: int
@@ -85,23 +91,28 @@ class Abandoned(msgspec.Struct, frozen=True):
 
 class LateReplies:
     """A thread-safe box of late replies: worker threads `add`, the session `take`s them; it
-    also tracks the abandoned calls still running (`abandon` / `add`, `settle`, `pending`)."""
+    also tracks the abandoned calls still running (`abandon` / `add`, `running`, `settle`),
+    and `close` settles them once, at the end of the run: after it, `add` drops a reply (its
+    call was recorded `abandoned`), so each abandoned call yields exactly one record."""
 
     def __init__(self) -> None:
         self._lock = threading.Condition()
         self._items: list[LateReply] = []
         self._running: dict[int, Abandoned] = {}
+        self._closed = False
 
     def abandon(self, key: int, call: Abandoned) -> None:
         """A call was abandoned and is still running (`add` with the same key ends it)."""
         with self._lock:
-            self._running[key] = call
+            if not self._closed:
+                self._running[key] = call
 
     def add(self, late: LateReply, key: int | None = None) -> None:
         with self._lock:
-            self._items.append(late)
             if key is not None:
                 self._running.pop(key, None)
+            if not self._closed:
+                self._items.append(late)
             self._lock.notify_all()
 
     def take(self) -> list[LateReply]:
@@ -109,16 +120,24 @@ class LateReplies:
             items, self._items = self._items, []
         return items
 
+    def running(self) -> bool:
+        """True while an abandoned call is still running."""
+        with self._lock:
+            return bool(self._running)
+
     def settle(self, timeout: float) -> None:
         """Wait until no abandoned call is running, at most `timeout` seconds."""
         with self._lock:
             self._lock.wait_for(lambda: not self._running, timeout)
 
-    def pending(self) -> list[Abandoned]:
-        """The abandoned calls still running; each is returned once (then forgotten)."""
+    def close(self) -> list[LateReply | Abandoned]:
+        """The end of the run: the late replies not yet taken, then an `Abandoned` for each call
+        still running; later replies are dropped (each call is recorded once)."""
         with self._lock:
-            out, self._running = list(self._running.values()), {}
-        return out
+            self._closed = True
+            items, self._items = self._items, []
+            running, self._running = list(self._running.values()), {}
+        return [*items, *running]
 
 
 class AuthorCall:
@@ -134,7 +153,10 @@ class AuthorCall:
         timeout: float | None,
         late: LateReplies,
         date: str | None = None,
+        on_done: Callable[[], None] | None = None,
     ) -> None:
+        """`on_done` is called on the worker thread once the call finished (its result stored,
+        a late reply filed); it must not raise."""
         self.agent = agent
         self.request = request
         self.timeout = timeout
@@ -144,6 +166,7 @@ class AuthorCall:
         self._finished = threading.Event()
         self._abandoned = False
         self._result: Answered | Failed | None = None
+        self._on_done = on_done
 
     def run(self) -> None:
         start = time.perf_counter()
@@ -169,6 +192,8 @@ class AuthorCall:
                     date=self.date,
                 ),
             )
+        if self._on_done is not None:
+            self._on_done()
 
     def wait(self, timeout: float | None) -> bool:
         """Block until the call finished or `timeout` passed; True when it finished."""
@@ -192,6 +217,11 @@ class AuthorCall:
         return self._result
 
 
+def start_call(call: AuthorCall) -> None:
+    """Run `call` on its own daemon thread: an abandoned call never blocks the process's exit."""
+    threading.Thread(target=call.run, name=f"author-{call.request.ordinal}", daemon=True).start()
+
+
 def call_agent(
     agent: Agent,
     request: AuthorRequest,
@@ -206,8 +236,7 @@ def call_agent(
     if not agent.blocking or timeout is None:
         call.run()
         return call.outcome()
-    worker = threading.Thread(target=call.run, name=f"author-{request.ordinal}", daemon=True)
-    worker.start()
+    start_call(call)
     call.wait(timeout)
     return call.abandon()
 
@@ -225,4 +254,5 @@ __all__ = [
     "LateReply",
     "TimedOut",
     "call_agent",
+    "start_call",
 ]

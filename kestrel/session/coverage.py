@@ -8,7 +8,9 @@ PARTIAL: a file that starts or stops mid-session (OANDA's EUR/USD file ends 3 ho
 session are not judged (a thin market is still a whole session).
 
 By default a run takes the last complete session (`default_session_index`); when the data holds
-no complete session it takes the last session, and the result marks it partial.
+no complete session it takes the MOST COVERED one (the largest share of its session spanned by
+ticks, the later on a tie; a one-UTC-day FX file spans 21 h of one session and 3 h of the next:
+it takes the 21 h one), and the result marks it partial.
 """
 
 from __future__ import annotations
@@ -35,6 +37,13 @@ class Coverage(msgspec.Struct, frozen=True):
     close_ns: int
     tz: str
     complete: bool
+
+    @property
+    def share(self) -> float:
+        """The share of the session its ticks span (0 without ticks)."""
+        if self.first_ns is None or self.last_ns is None:
+            return 0.0
+        return (self.last_ns - self.first_ns) / (self.close_ns - self.open_ns)
 
     def describe(self) -> str:
         """One line, e.g. `partial session 2014-05-15: ticks 17:02:09-20:00:00 America/New_York
@@ -71,11 +80,13 @@ def coverage(data: MarketData, session: SessionSpec, edge: float = COMPLETE_EDGE
 
 def default_session_index(data: MarketData) -> int:
     """The index in `data.sessions` a run takes without `--date`: the last complete session,
-    else the last session. `data` must hold a session."""
-    for i in range(len(data.sessions) - 1, -1, -1):
-        if coverage(data, data.sessions[i]).complete:
+    else the most covered session (largest `share`, the later on a tie). `data` must hold a
+    session."""
+    cover = [coverage(data, s) for s in data.sessions]
+    for i in range(len(cover) - 1, -1, -1):
+        if cover[i].complete:
             return i
-    return len(data.sessions) - 1
+    return max(range(len(cover)), key=lambda i: (cover[i].share, i))
 
 
 __all__ = ["COMPLETE_EDGE", "Coverage", "coverage", "default_session_index"]

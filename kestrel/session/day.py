@@ -167,7 +167,7 @@ class DayRun:
         )
 
     def record_abandoned(self, call: Abandoned) -> None:
-        """Evidence of an abandoned call that had not answered when the day's wait for it
+        """Evidence of an abandoned call that had not answered when the run's wait for it
         ended (`abandoned`): its tokens and cost are unknown (the provider may bill it)."""
         self._record(
             Evidence(

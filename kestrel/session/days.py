@@ -15,14 +15,14 @@ from kestrel.session.schedule import ScheduleError, cutoff_ns, ordinals
 
 
 def pick_sessions(data: MarketData, date: dt.date | None = None, days: int = 1) -> list[SessionSpec]:
-    """The `days` sessions ending at `date` (default: the data's last COMPLETE session, see
-    `kestrel.session.coverage`)."""
+    """The `days` sessions ending at `date` (default: the data's last COMPLETE session, else its
+    most covered one, see `kestrel.session.coverage`)."""
     if not data.sessions:
         raise SessionError("the data holds no session: load data with a session schedule")
     if days < 1:
         raise SessionError(f"--days must be >= 1, got {days}")
-    if date is None:
-        end = default_session_index(data)
+    if date is None:  # at least `days` sessions when the data holds them (the default may be early)
+        end = min(max(default_session_index(data), days - 1), len(data.sessions) - 1)
     else:
         found = [i for i, s in enumerate(data.sessions) if s.date == date]
         if not found:

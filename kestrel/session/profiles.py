@@ -271,6 +271,14 @@ def validate_mode(mode: Mode, *, source: str = "modes file", panes: tuple[str, .
         key = "provider" if mode.provider is not None else "agent"
         raise bad("model", f"is missing: a mode with {key} = {mode.agent_spec!r} needs a model: add "
                            f"model = \"MODEL\" (or write agent = \"{kind.strip().lower()}:MODEL\")")
+    if mode.panes is not None and not mode.panes:
+        raise bad("panes", "is empty: list the panes the agent may request (e.g. panes = [\"quote\", "
+                           "\"bars\"]) or remove the key to allow every pane")
+    if kind.strip().lower() in PROVIDERS and spec_model.strip() and (mode.model or "").strip() \
+            and spec_model.strip() != (mode.model or "").strip():
+        raise bad("model", f"{mode.model!r} conflicts with agent = {mode.agent_spec!r}, which names model "
+                           f"{spec_model.strip()!r}: keep one (agent = \"{kind.strip().lower()}:MODEL\" "
+                           "or model = \"MODEL\")")
     if panes is not None and mode.panes is not None:
         unknown = [p for p in mode.panes if p not in panes]
         if unknown:

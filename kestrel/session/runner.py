@@ -78,12 +78,14 @@ def run_day(
     *,
     agent_timeout: float | None = DEFAULT_AGENT_TIMEOUT_S,
     late: LateReplies | None = None,
+    last: bool = True,
 ) -> DayResult:
     """One session, synchronously (see the module docstring for the steps); `carry` is the
     previous session's carried position (`DayResult.carry`). A blocking agent's call past
     `agent_timeout` seconds is abandoned (the ordinal stands down) and its late reply, once
-    it arrives, is `late-reply` evidence; at the end of the day abandoned calls are waited
-    for (at most `late_grace`), then any still running is `abandoned`."""
+    it arrives (on this day or a later one of the run sharing the box `late`), is `late-reply`
+    evidence; on the `last` day of the run abandoned calls are waited for (at most
+    `late_grace`), then each one still running is `abandoned` (`LateReplies.close`)."""
     box = late if late is not None else LateReplies()
     engine = new_engine(day, engine_config(options, day.data), carry)
     driver = DayDriver(day, options, agent_id=agent.agent_id, model=agent.model,
@@ -102,12 +104,11 @@ def run_day(
             incumbent, armed = apply_turn(engine, step.turn.turn, step.incumbent, step.at_ns)
             driver.armed(armed, incumbent)
         elif isinstance(step, CollectLate):
-            records: list[LateReply | Abandoned] = []
-            if step.end:
-                box.settle(late_grace(agent_timeout))  # a late reply just after the run is still recorded
-                records += box.pending()  # before `take`: a call ending in between is not lost
-            records += box.take()
-            driver.late(records)
+            if step.end and last:  # the end of the run: a late reply just after it is still recorded
+                box.settle(late_grace(agent_timeout))
+                driver.late(box.close())
+            else:
+                driver.late(box.take())
         elif isinstance(step, FinishDay):
             engine.finish()
             driver.finished(engine.ledger, tally, engine.carry_out())
@@ -126,7 +127,8 @@ def run_session(
     progress: Callable[[int, int], None] | None = None,
     agent_timeout: float | None = DEFAULT_AGENT_TIMEOUT_S,
 ) -> SessionResult:
-    """Run `days` sessions ending at `date` (default: the data's last), one engine per day.
+    """Run `days` sessions ending at `date` (default: the data's last complete session, else
+    its most covered one: `kestrel.session.coverage.default_session_index`), one engine per day.
     `agent_timeout` bounds each call of a blocking agent, as on actors (`kestrel.session.calls`)."""
     plan = session_days(data, options, date, days)
     late = LateReplies()
@@ -134,7 +136,8 @@ def run_session(
     results: list[DayResult] = []
     carry: Carry | None = None
     for k, day in enumerate(plan):
-        results.append(run_day(day, agent, options, sink, carry, agent_timeout=agent_timeout, late=late))
+        results.append(run_day(day, agent, options, sink, carry, agent_timeout=agent_timeout, late=late,
+                               last=k == len(plan) - 1))
         carry = results[-1].carry
         if progress is not None:
             progress(k + 1, len(plan))
