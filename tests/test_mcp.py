@@ -285,3 +285,42 @@ async def test_a_client_session_on_real_eurusd_quotes(
     capture = tmp_path / "capture.jsonl"
     capture.write_text(result["capture"])
     assert cli(["replay", str(capture), "--expect-ledger", str(fixed_ledger), "--backend", "direct", "--json"]) == 0
+
+
+CME_FX = (
+    "PLAN fx UNTIL 15:45 RISK maxpos 1000 maxloss 300\n"
+    "WHEN last > high(30m): BUY 1000 MKT STOP -0.001 TARGET +0.002\n"
+)
+CME_FX1 = (
+    "PLAN fx1 RISK maxpos 1 maxloss 1000\n"
+    "WHEN last > high(30m): BUY 1 MKT STOP -0.001 TARGET +0.002\n"
+)
+
+
+@pytest.mark.parametrize("plan_text", [CME_FX, CME_FX1], ids=["refused", "trades"])
+async def test_a_client_session_on_cme_futures_uses_the_multiplier(
+    anyio_backend: str, shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], plan_text: str
+) -> None:
+    """6EH4 (multiplier 125000): the session's ledger is the fixed agent's, its capture replays,
+    and the `simulate` tool is the CLI's summary."""
+    path = shared_data / "bars_1min" / "nautilus_cme_6EH4_1min_bars_20240101_20240131.csv"
+    if not path.is_file():
+        pytest.skip(f"{path} is absent")
+    plan = tmp_path / f"{plan_text.split()[1]}.kes"  # the tool names the agent after the plan
+    plan.write_text(plan_text)
+    fixed_ledger = tmp_path / "fixed.jsonl"
+    args = ("--data", str(path), "--date", "2024-01-10", "--days", "2")
+    fixed = cli_json(capsys, "simulate", *args, "--agent", f"fixed:{plan}", "--ledger", str(fixed_ledger),
+                     "--json", "--backend", "direct")
+    async with connect("auto") as c:
+        assert await call(c, "simulate", plan=plan_text, data=str(path), date="2024-01-10", days=2) == fixed
+        step = await call(c, "session_start", data=str(path), date="2024-01-10", days=2)
+        sid = step["session_id"]
+        while not step["done"]:
+            reply = plan_text if step["request"]["ordinal"] == "OPEN" else "PASS"
+            step = await call(c, "session_submit", session_id=sid, reply=reply)
+        result = await call(c, "session_result", session_id=sid)
+    assert result["ledger"].encode() == fixed_ledger.read_bytes()
+    capture = tmp_path / "capture.jsonl"
+    capture.write_text(result["capture"])
+    assert cli(["replay", str(capture), "--expect-ledger", str(fixed_ledger), "--backend", "direct", "--json"]) == 0

@@ -244,6 +244,7 @@ def build_server(host: HostClient, *, agent_id: str = "mcp") -> MCPServer[Any]:
         being the plan's name."""
         from kestrel.agents.fixed import FixedAgent, parse_plan
         from kestrel.engine.engine import Engine
+        from kestrel.session.runner import engine_config
 
         try:
             agent = FixedAgent(plan, name=parse_plan(plan, "plan").name, source="plan")
@@ -252,7 +253,7 @@ def build_server(host: HostClient, *, agent_id: str = "mcp") -> MCPServer[Any]:
         run = await host.resolve(_spec(data, date, days, checkpoints))
         first = run.schedule[0].session
         try:
-            Engine(run.options.engine, first, run.data.symbol, run.data.tick_size).arm(agent.plan)
+            Engine(engine_config(run.options, run.data), first, run.data.symbol, run.data.tick_size).arm(agent.plan)
         except ValueError as exc:
             raise ToolError(f"the engine refuses plan {agent.plan.name!r}: {exc}") from None
         return _summary(await host.run(run, agent), run.data)
