@@ -211,7 +211,7 @@ async def test_bad_input_for_every_tool(anyio_backend: str, mode: str) -> None:
         start = await call(c, "session_start")
         sid = start["session_id"]
         assert "submit replies until" in await fails(c, "session_result", session_id=sid)
-        assert ">= 0" in await fails(c, "session_submit", session_id=sid, reply="PASS", input_tokens=-1)
+        assert "must be 0 to" in await fails(c, "session_submit", session_id=sid, reply="PASS", input_tokens=-1)
         huge = "PASS " + "x" * MAX_REPLY_CHARS
         assert "over the" in await fails(c, "session_submit", session_id=sid, reply=huge)
         # over the language's document limit: a repair in the loop, not a tool error
