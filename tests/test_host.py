@@ -28,7 +28,7 @@ from kestrel.frame.text import estimate_tokens
 from kestrel.session.capture import decode_capture
 from kestrel.session.protocol import PassTurn, StandDownTurn, Supersede, Usage
 from kestrel.session.runner import SessionOptions, run_session
-from kestrel.session.spec import RunSpec, SpecError
+from kestrel.session.spec import ResolvedRun, RunSpec, SpecError
 
 pytestmark = pytest.mark.anyio
 
@@ -43,7 +43,7 @@ FADE = (
 CHECKS = ("11:00", "13:30")
 
 
-async def drive(host: HostClient, spec: RunSpec, replies: list[str]) -> tuple[str, RunEnded, list[RequestEvent]]:
+async def drive(host: HostClient, spec: RunSpec | ResolvedRun, replies: list[str]) -> tuple[str, RunEnded, list[RequestEvent]]:
     """Play `replies` as the external agent of a new session, then PASS to the end."""
     started = await host.start(spec)
     sid, outcome = started.session_id, started.outcome
