@@ -28,7 +28,7 @@ from kestrel.frame.text import estimate_tokens
 from kestrel.session.capture import decode_capture
 from kestrel.session.protocol import PassTurn, StandDownTurn, Supersede, Usage
 from kestrel.session.runner import SessionOptions, run_session
-from kestrel.session.spec import RunSpec, SpecError
+from kestrel.session.spec import ResolvedRun, RunSpec, SpecError
 
 pytestmark = pytest.mark.anyio
 
@@ -43,7 +43,7 @@ FADE = (
 CHECKS = ("11:00", "13:30")
 
 
-async def drive(host: HostClient, spec: RunSpec, replies: list[str]) -> tuple[str, RunEnded, list[RequestEvent]]:
+async def drive(host: HostClient, spec: RunSpec | ResolvedRun, replies: list[str]) -> tuple[str, RunEnded, list[RequestEvent]]:
     """Play `replies` as the external agent of a new session, then PASS to the end."""
     started = await host.start(spec)
     sid, outcome = started.session_id, started.outcome
@@ -264,3 +264,33 @@ async def test_finished_sessions_are_kept_up_to_a_bound(anyio_backend: str) -> N
         assert sorted(s.session_id for s in await host.sessions()) == sorted([*ids[1:], waiting])
         with pytest.raises(HostError, match="unknown session"):
             await host.result(ids[0])
+
+
+TRADE = "PLAN m\nWHEN time >= 10:00: BUY 2 MKT\nWHEN time >= 10:30: FLAT\n"
+
+
+async def test_a_hosted_session_uses_the_instruments_multiplier(anyio_backend: str) -> None:
+    """Money in a hosted run is in the instrument's units (contract multiplier), as in
+    `run_session`; the capture header records the engine the run used, and replays."""
+    from dataclasses import replace
+
+    from kestrel.frame.market import Instrument
+    from kestrel.session.spec import resolve_run
+
+    base = load_sample()
+    data = replace(base, instrument=Instrument(symbol=base.symbol, tick_size=base.tick_size, multiplier=125000.0))
+    date = data.sessions[0].date
+    spec = RunSpec(date=date.isoformat())
+    async with open_host() as host:
+        sid, end, _ = await drive(host, resolve_run(spec, data), [TRADE])
+        result = await host.result(sid)
+    assert end.state == "done"
+    fixed = run_session(data, FixedAgent(TRADE), SessionOptions(source=result.header.source), date=date)
+    unit = run_session(base, FixedAgent(TRADE), SessionOptions(), date=date)
+    assert result.ledger_jsonl() == fixed.ledger_jsonl() != unit.ledger_jsonl()
+    header, turns = decode_capture(result.capture_jsonl())
+    assert header.engine is not None and header.engine.multiplier == 125000
+    replay = run_session(data, RecordedAgent(turns, agent_id=header.agent),
+                         SessionOptions(engine=header.engine, source=header.source), date=date)
+    assert replay.ledger_jsonl() == result.ledger_jsonl()
+    assert replay.capture_jsonl() == result.capture_jsonl()

@@ -60,6 +60,14 @@ async def fails(client: Client, tool: str, **args: Any) -> str:
     return str(text)
 
 
+async def reason(client: Client, tool: str, **args: Any) -> str:
+    """The tool error's own text (after the SDK's `Error executing tool NAME: `)."""
+    text = await fails(client, tool, **args)
+    prefix = f"Error executing tool {tool}: "
+    assert text.startswith(prefix), text
+    return text[len(prefix):]
+
+
 def cli_json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
     capsys.readouterr()
     assert cli(list(argv)) == 0
@@ -203,7 +211,7 @@ async def test_bad_input_for_every_tool(anyio_backend: str, mode: str) -> None:
         start = await call(c, "session_start")
         sid = start["session_id"]
         assert "submit replies until" in await fails(c, "session_result", session_id=sid)
-        assert ">= 0" in await fails(c, "session_submit", session_id=sid, reply="PASS", input_tokens=-1)
+        assert "must be 0 to" in await fails(c, "session_submit", session_id=sid, reply="PASS", input_tokens=-1)
         huge = "PASS " + "x" * MAX_REPLY_CHARS
         assert "over the" in await fails(c, "session_submit", session_id=sid, reply=huge)
         # over the language's document limit: a repair in the loop, not a tool error
@@ -285,3 +293,98 @@ async def test_a_client_session_on_real_eurusd_quotes(
     capture = tmp_path / "capture.jsonl"
     capture.write_text(result["capture"])
     assert cli(["replay", str(capture), "--expect-ledger", str(fixed_ledger), "--backend", "direct", "--json"]) == 0
+
+
+CME_FX = (
+    "PLAN fx UNTIL 15:45 RISK maxpos 1000 maxloss 300\n"
+    "WHEN last > high(30m): BUY 1000 MKT STOP -0.001 TARGET +0.002\n"
+)
+CME_FX1 = (
+    "PLAN fx1 RISK maxpos 1 maxloss 1000\n"
+    "WHEN last > high(30m): BUY 1 MKT STOP -0.001 TARGET +0.002\n"
+)
+
+
+@pytest.mark.parametrize("plan_text", [CME_FX, CME_FX1], ids=["refused", "trades"])
+async def test_a_client_session_on_cme_futures_uses_the_multiplier(
+    anyio_backend: str, shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], plan_text: str
+) -> None:
+    """6EH4 (multiplier 125000): the session's ledger is the fixed agent's, its capture replays,
+    and the `simulate` tool is the CLI's summary."""
+    path = shared_data / "bars_1min" / "nautilus_cme_6EH4_1min_bars_20240101_20240131.csv"
+    if not path.is_file():
+        pytest.skip(f"{path} is absent")
+    plan = tmp_path / f"{plan_text.split()[1]}.kes"  # the tool names the agent after the plan
+    plan.write_text(plan_text)
+    fixed_ledger = tmp_path / "fixed.jsonl"
+    args = ("--data", str(path), "--date", "2024-01-10", "--days", "2")
+    fixed = cli_json(capsys, "simulate", *args, "--agent", f"fixed:{plan}", "--ledger", str(fixed_ledger),
+                     "--json", "--backend", "direct")
+    async with connect("auto") as c:
+        assert await call(c, "simulate", plan=plan_text, data=str(path), date="2024-01-10", days=2) == fixed
+        step = await call(c, "session_start", data=str(path), date="2024-01-10", days=2)
+        sid = step["session_id"]
+        while not step["done"]:
+            reply = plan_text if step["request"]["ordinal"] == "OPEN" else "PASS"
+            step = await call(c, "session_submit", session_id=sid, reply=reply)
+        result = await call(c, "session_result", session_id=sid)
+    assert result["ledger"].encode() == fixed_ledger.read_bytes()
+    capture = tmp_path / "capture.jsonl"
+    capture.write_text(result["capture"])
+    assert cli(["replay", str(capture), "--expect-ledger", str(fixed_ledger), "--backend", "direct", "--json"]) == 0
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_view_refuses_an_at_outside_the_session_like_the_cli(
+    anyio_backend: str, mode: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with connect(mode) as c:
+        for at in ("09:00", "00:00", "16:01"):
+            capsys.readouterr()
+            assert cli(["view", "VIEW v: quote", "--at", at]) == 2
+            cli_err = capsys.readouterr().err
+            assert cli_err.startswith(f"kestrel view: --at {at} is outside the last session (09:30-16:00 ")
+            got = await reason(c, "view", view="VIEW v: quote", at=at)
+            assert got == (f"at {at} is outside the session (09:30-16:00 America/New_York on 2024-04-15); "
+                           "give a time within it")
+        assert (await call(c, "view", view="VIEW v: quote", at="16:00"))["date"] == "2024-04-15"
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_bad_sample_seed_is_one_clear_message(anyio_backend: str, mode: str) -> None:
+    async with connect(mode) as c:
+        for tool, args in (("view", {"view": "VIEW v: quote", "at": "10:30"}), ("simulate", {"plan": ORB}),
+                           ("session_start", {})):
+            got = await reason(c, tool, data="sample|seed=abc", **args)
+            assert got == "the seed in data 'sample|seed=abc' must be a whole number >= 0, got 'abc'"
+            got = await reason(c, tool, data="sample|seed=-1", **args)
+            assert got == "the seed in data 'sample|seed=-1' must be a whole number >= 0, got '-1'"
+            assert "at most 2**63-1" in await reason(c, tool, data=f"sample|seed={2**63}", **args)
+        assert (await call(c, "view", view="VIEW v: quote", at="10:30", data="sample|seed=7"))["text"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_reported_token_counts_are_bounded(anyio_backend: str, mode: str) -> None:
+    async with connect(mode) as c:
+        start = await call(c, "session_start")
+        sid = start["session_id"]
+        for name in ("input_tokens", "output_tokens"):
+            got = await reason(c, "session_submit", session_id=sid, reply="PASS", **{name: 10**400})
+            assert got == f"{name} must be 0 to 1_000_000_000 (tokens of this call), got a larger number"
+            got = await reason(c, "session_submit", session_id=sid, reply="PASS", **{name: 10**9 + 1})
+            assert got == f"{name} must be 0 to 1_000_000_000 (tokens of this call), got 1000000001"
+        step = await call(c, "session_submit", session_id=sid, reply="PASS", input_tokens=10**9, output_tokens=0)
+        assert step["done"] is True
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_an_unknown_prompt_is_a_clear_error(anyio_backend: str, mode: str) -> None:
+    async with connect(mode) as c:
+        with pytest.raises(Exception, match="Unknown prompt: 'nosuch'; the prompts are author_plan"):
+            await c.get_prompt("nosuch")
+
+
+def test_the_cli_refuses_a_sample_seed_past_what_a_capture_holds(capsys: pytest.CaptureFixture[str]) -> None:
+    capsys.readouterr()
+    assert cli(["view", "VIEW v: quote", "--seed", str(2**63)]) == 2
+    assert f"--seed must be at most 2**63-1 ({2**63 - 1}), got {2**63}" in capsys.readouterr().err

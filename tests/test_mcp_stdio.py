@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -163,3 +164,42 @@ def test_inspector_cli_lists_the_tools() -> None:
     tools = json.loads(out.stdout)["tools"]
     assert {t["name"] for t in tools} == TOOLS
     assert all("outputSchema" in t for t in tools)
+
+
+def _wait_listening(proc: subprocess.Popen[str], port: int) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            assert proc.poll() is None and time.monotonic() < deadline, "server did not start"
+            time.sleep(0.1)
+
+
+@pytest.mark.parametrize("server_backend", ["asyncio", "trio"])
+def test_a_port_in_use_exits_2_with_one_line(server_backend: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = subprocess.run([sys.executable, "-m", "kestrel", "mcp", "--http", str(port), "--backend", server_backend],
+                             cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr == f"kestrel mcp: port {port} is in use on 127.0.0.1: pick another --http port\n"
+
+
+@pytest.mark.parametrize("server_backend", ["asyncio", "trio"])
+def test_sigint_stops_the_http_server_with_130_on_both_backends(server_backend: str) -> None:
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "kestrel", "mcp", "--http", str(port), "--backend", server_backend],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_listening(proc, port)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert (proc.returncode, stderr) == (130, "kestrel: interrupted\n")

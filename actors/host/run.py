@@ -42,7 +42,7 @@ from kestrel.session.calls import DEFAULT_AGENT_TIMEOUT_S, Abandoned, Answered, 
 from kestrel.session.capture import CapturedTurn
 from kestrel.session.loop import Evidence
 from kestrel.session.protocol import Agent, AgentReply, AgentTurn, AuthorRequest, StandDownTurn
-from kestrel.session.runner import DayResult, SessionResult, capture_header
+from kestrel.session.runner import DayResult, SessionResult, capture_header, engine_config
 from kestrel.session.spec import ResolvedRun, budget_left
 
 Emit = Callable[[SessionEvent], Awaitable[None]]
@@ -192,9 +192,10 @@ async def run_hosted(
     options, plan, data = run.options, run.schedule, run.data
     prefix = committed_turns(committed or [])
     outlet = Outlet(emit)
+    config = engine_config(options, data)  # the instrument's multiplier, as `simulate` runs it
     async with ActorSystem() as system:
         engine = system.spawn(
-            lambda: EngineActor(options.engine, data.symbol, data.tick_size, options.engine_path),
+            lambda: EngineActor(config, data.symbol, data.tick_size, options.engine_path),
             name="engine",
         )
         tap = system.spawn(lambda: TapActor(outlet, prefix), name="tap")

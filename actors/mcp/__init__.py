@@ -2,6 +2,6 @@
 `build_server(host)` and `serve(...)` (stdio, or streamable HTTP on 127.0.0.1). See docs/mcp.md."""
 
 from actors.mcp.serve import serve, serve_async
-from actors.mcp.server import MAX_REPLY_CHARS, build_server, language_card
+from actors.mcp.server import MAX_REPLY_CHARS, MAX_TOKENS_PER_CALL, build_server, language_card
 
-__all__ = ["MAX_REPLY_CHARS", "build_server", "language_card", "serve", "serve_async"]
+__all__ = ["MAX_REPLY_CHARS", "MAX_TOKENS_PER_CALL", "build_server", "language_card", "serve", "serve_async"]

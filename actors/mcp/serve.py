@@ -8,7 +8,9 @@ every session of the host.
 
 from __future__ import annotations
 
+import errno
 import logging
+import socket
 import sys
 from typing import Any
 
@@ -39,38 +41,66 @@ def one_line_logging(level: int = logging.WARNING) -> None:
     logging.basicConfig(level=level, handlers=[handler], force=True)
 
 
-async def _serve_http(app: Any, port: int, backend: str) -> None:
+class PortInUse(ValueError):
+    """The `--http` port cannot be listened on (a user error: exit 2 at the CLI)."""
+
+
+def listening_socket(port: int) -> socket.socket:
+    """A TCP socket bound to 127.0.0.1:`port` (as hypercorn binds one), or `PortInUse`."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise PortInUse(f"port {port} is in use on 127.0.0.1: pick another --http port") from None
+        raise PortInUse(f"cannot listen on 127.0.0.1:{port} ({exc.strerror}): pick another --http port") from None
+    return sock
+
+
+async def _serve_http(app: Any, sock: socket.socket, backend: str) -> None:
+    """Serve `app` on the bound `sock` (hypercorn takes it over) until cancelled. No shutdown
+    trigger of hypercorn's: it would trap SIGINT on asyncio only, where the CLI's handler
+    ends the process with 130 on both backends."""
     from hypercorn.config import Config
 
     config = Config()
-    config.bind = [f"127.0.0.1:{port}"]
+    config.bind = [f"fd://{sock.detach()}"]
     config.accesslog = None
     config.errorlog = None  # failures reach the client as tool errors, never as tracebacks here
     if backend == "trio":
         from hypercorn.trio import serve as serve_trio
 
-        await serve_trio(app, config, mode="asgi")
+        await serve_trio(app, config, mode="asgi", shutdown_trigger=anyio.sleep_forever)
     else:
         from hypercorn.asyncio import serve as serve_asyncio
 
-        await serve_asyncio(app, config, mode="asgi")
+        await serve_asyncio(app, config, mode="asgi", shutdown_trigger=anyio.sleep_forever)
 
 
 async def serve_async(*, http_port: int | None = None, backend: str = "asyncio",
                       abandon_after: float = DEFAULT_ABANDON_AFTER_S) -> None:
     """Serve until the stdio client leaves or the HTTP server is cancelled; `backend` names
     the running anyio backend (it picks hypercorn's worker)."""
-    async with open_host(abandon_after=abandon_after) as host:
-        server = build_server(host)
-        if http_port is None:
-            await server.run_stdio_async()
-        else:
-            await _serve_http(server.streamable_http_app(host="127.0.0.1"), http_port, backend)
+    sock = None if http_port is None else listening_socket(http_port)  # a taken port fails first
+    try:
+        async with open_host(abandon_after=abandon_after) as host:
+            server = build_server(host)
+            if sock is None:
+                await server.run_stdio_async()
+            else:
+                await _serve_http(server.streamable_http_app(host="127.0.0.1"), sock, backend)
+    finally:
+        if sock is not None:
+            sock.close()  # (a no-op once hypercorn took it over)
 
 
 def serve(*, backend: str = "asyncio", http_port: int | None = None,
           abandon_after: float = DEFAULT_ABANDON_AFTER_S) -> None:
-    """Run the server until its client leaves (stdio) or the process is interrupted (HTTP)."""
+    """Run the server until its client leaves (stdio) or the process is interrupted (HTTP).
+    Raises ValueError (`PortInUse` for an `http_port` that cannot be listened on) before serving."""
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}: use asyncio or trio")
     one_line_logging()
@@ -78,4 +108,4 @@ def serve(*, backend: str = "asyncio", http_port: int | None = None,
               backend=backend)
 
 
-__all__ = ["BACKENDS", "OneLine", "one_line_logging", "serve", "serve_async"]
+__all__ = ["BACKENDS", "OneLine", "PortInUse", "listening_socket", "one_line_logging", "serve", "serve_async"]

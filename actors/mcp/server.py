@@ -25,6 +25,8 @@ from typing import Any, ParamSpec, TypeVar
 import msgspec
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS
 
 from actors.errors import describe
 from actors.host import HostClient, HostError, RequestEvent, RunEnded
@@ -49,12 +51,13 @@ from kestrel.session.spec import RunSpec, SpecError
 P = ParamSpec("P")
 R = TypeVar("R")
 
+MAX_TOKENS_PER_CALL = 10**9
+"""The most tokens a client may report for one call's input or output."""
 MAX_REPLY_CHARS = 1_000_000
 """Replies longer than this are refused outright; shorter ones over the language's document
 limit reach the loop, which answers them with a repair like any invalid reply."""
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-_TOD = re.compile(r"^(\d{1,2}):(\d{2})$")
 
 INSTRUCTIONS = (
     "Kestrel: author bounded trading plans in a typed, token-efficient language; the runtime "
@@ -148,9 +151,22 @@ def language_card() -> str:
     return card()
 
 
+class KestrelServer(MCPServer[Any]):
+    """`MCPServer` whose unknown prompt is a protocol error naming it in both client modes
+    (the SDK raises a ValueError there, which the modern dispatcher answers as an internal
+    error)."""
+
+    async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None,
+                         context: Any = None) -> Any:
+        names = sorted(p.name for p in await self.list_prompts())
+        if name not in names:
+            raise MCPError(INVALID_PARAMS, f"Unknown prompt: {name!r}; the prompts are {', '.join(names)}")
+        return await super().get_prompt(name, arguments, context)
+
+
 def build_server(host: HostClient, *, agent_id: str = "mcp") -> MCPServer[Any]:
     """The MCP server over `host`; `agent_id` is recorded in captures of client sessions."""
-    server: MCPServer[Any] = MCPServer(
+    server: MCPServer[Any] = KestrelServer(
         "kestrel", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING"
     )
 
@@ -200,7 +216,8 @@ def build_server(host: HostClient, *, agent_id: str = "mcp") -> MCPServer[Any]:
         """Render a VIEW (e.g. "VIEW v: quote, bars(5m, 12) BUDGET 600") on the snapshot
         frozen at `at` (hh:mm) minus the 5-minute guard, on session `date` (default: the
         data's last) of `data` ('sample' or a CSV/Parquet path)."""
-        from kestrel.frame import Ordinal, ViewError, freeze, materialize, resolve_view
+        from kestrel.frame import ViewError, freeze, materialize, resolve_view
+        from kestrel.frame.ordinal import AtError, view_ordinal
         from kestrel.frame.text import estimate_tokens
         from kestrel.lang import LangError, View, parse
         from kestrel.session.schedule import DEFAULT_GUARD_S
@@ -211,13 +228,13 @@ def build_server(host: HostClient, *, agent_id: str = "mcp") -> MCPServer[Any]:
             raise ToolError(f"invalid VIEW: {err}") from None
         if not isinstance(stmt, View):
             raise ToolError(f"expected one VIEW statement, got {type(stmt).__name__}")
-        m = _TOD.match(at.strip())
-        if m is None or int(m.group(1)) > 23 or int(m.group(2)) > 59:
-            raise ToolError(f"at must be a time hh:mm, got {at!r}")
         run = await host.resolve(_spec(data, date, 1, None))
         session = run.schedule[0].session
-        at_ns = session.wall_clock_ns(int(m.group(1)), int(m.group(2)))
-        ordinal = Ordinal(0 if at_ns <= session.open_ns else 1, at.strip(), at_ns)
+        try:  # the rule of `kestrel view --at`: a time from the open to the close
+            ordinal = view_ordinal(session, at, flag="at", where="the session")
+        except AtError as err:
+            raise ToolError(str(err)) from None
+        at_ns = ordinal.time_ns
         try:
             resolved = resolve_view(stmt, ordinal)
         except ViewError as err:
@@ -244,6 +261,7 @@ def build_server(host: HostClient, *, agent_id: str = "mcp") -> MCPServer[Any]:
         being the plan's name."""
         from kestrel.agents.fixed import FixedAgent, parse_plan
         from kestrel.engine.engine import Engine
+        from kestrel.session.runner import engine_config
 
         try:
             agent = FixedAgent(plan, name=parse_plan(plan, "plan").name, source="plan")
@@ -252,7 +270,7 @@ def build_server(host: HostClient, *, agent_id: str = "mcp") -> MCPServer[Any]:
         run = await host.resolve(_spec(data, date, days, checkpoints))
         first = run.schedule[0].session
         try:
-            Engine(run.options.engine, first, run.data.symbol, run.data.tick_size).arm(agent.plan)
+            Engine(engine_config(run.options, run.data), first, run.data.symbol, run.data.tick_size).arm(agent.plan)
         except ValueError as exc:
             raise ToolError(f"the engine refuses plan {agent.plan.name!r}: {exc}") from None
         return _summary(await host.run(run, agent), run.data)
@@ -296,8 +314,9 @@ def build_server(host: HostClient, *, agent_id: str = "mcp") -> MCPServer[Any]:
                 "answer with one statement"
             )
         for name, value in (("input_tokens", input_tokens), ("output_tokens", output_tokens)):
-            if value is not None and value < 0:
-                raise ToolError(f"{name} must be >= 0, got {value}")
+            if value is not None and not 0 <= value <= MAX_TOKENS_PER_CALL:
+                shown = value if abs(value) < 10**18 else "a larger number"
+                raise ToolError(f"{name} must be 0 to {MAX_TOKENS_PER_CALL:_} (tokens of this call), got {shown}")
         return _outcome(session_id, await host.submit(session_id, reply, input_tokens, output_tokens))
 
     @server.tool()
@@ -375,4 +394,4 @@ def build_server(host: HostClient, *, agent_id: str = "mcp") -> MCPServer[Any]:
     return server
 
 
-__all__ = ["EXAMPLES", "INSTRUCTIONS", "MAX_REPLY_CHARS", "build_server", "language_card"]
+__all__ = ["EXAMPLES", "INSTRUCTIONS", "MAX_REPLY_CHARS", "MAX_TOKENS_PER_CALL", "build_server", "language_card"]

@@ -160,7 +160,7 @@ def check_agent_fits(agent: Agent, data: MarketData, options: SessionOptions, da
     from kestrel.agents.fixed import FixedAgent
     from kestrel.agents.recorded import RecordedAgent
     from kestrel.engine.engine import Engine
-    from kestrel.session.runner import session_days
+    from kestrel.session.runner import engine_config, session_days
 
     plan = session_days(data, options, date, days)
     sessions = [d.session for d in plan]
@@ -168,7 +168,7 @@ def check_agent_fits(agent: Agent, data: MarketData, options: SessionOptions, da
     source = spec.partition(":")[2]
     if isinstance(agent, FixedAgent):
         try:
-            Engine(options.engine, sessions[0], data.symbol, data.tick_size).arm(agent.plan)
+            Engine(engine_config(options, data), sessions[0], data.symbol, data.tick_size).arm(agent.plan)
         except ValueError as exc:
             raise UsageError(f"{source}: the engine refuses plan {agent.plan.name!r}: {exc}") from None
     if isinstance(agent, RecordedAgent) and agent.header is not None:

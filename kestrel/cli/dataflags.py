@@ -59,7 +59,7 @@ def add_data_flags(p: argparse.ArgumentParser) -> None:
 def load_from_args(args: argparse.Namespace, command: str) -> tuple[Any, Any, str]:
     """(MarketData, DataSource, label) for the data flags; `UsageError` on any bad input."""
     from kestrel.data import DataError, generate, load, load_sample
-    from kestrel.data.sample import SAMPLE_SPEC
+    from kestrel.data.sample import SAMPLE_SPEC, sample_seed
     from kestrel.data.source import file_sha256, file_source, sample_source
 
     name = args.data.strip()
@@ -70,8 +70,11 @@ def load_from_args(args: argparse.Namespace, command: str) -> tuple[Any, Any, st
         if given:
             raise UsageError(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to --data PATH only "
                              "(the sample is generated clean, with a fixed instrument)")
-        if args.seed is not None and args.seed < 0:
-            raise UsageError(f"--seed must be a whole number >= 0, got {args.seed}")
+        if args.seed is not None:
+            try:
+                sample_seed(args.seed)
+            except ValueError as exc:
+                raise UsageError(str(exc)) from None
         data = load_sample() if args.seed is None else generate(SAMPLE_SPEC, args.seed)
         if args.symbol and args.symbol != data.symbol:
             raise UsageError(f"--symbol {args.symbol} does not match the sample's symbol {data.symbol}")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 
 import msgspec
@@ -11,8 +10,6 @@ import msgspec
 from kestrel.cli.dataflags import add_data_flags, load_from_args, parse_guard
 from kestrel.cli.errors import UsageError
 from kestrel.cli.subcommands import Subcommands
-
-_TOD = re.compile(r"^(\d{1,2}):(\d{2})$")
 
 
 def register(subparsers: Subcommands) -> None:
@@ -64,6 +61,7 @@ def _fail(msg: str, code: int) -> int:
 
 def _view(args: argparse.Namespace) -> int:
     from kestrel.frame import Ordinal, ViewError, briefing, freeze, materialize, resolve_view
+    from kestrel.frame.ordinal import AtError, view_ordinal
     from kestrel.frame.ticks import NS_PER_S
     from kestrel.lang import LangError, View, parse
 
@@ -86,18 +84,13 @@ def _view(args: argparse.Namespace) -> int:
     session = data.sessions[-1]
     if args.at is None:
         at_ns = session.open_ns + 3600 * NS_PER_S
-        label = "open+1h"
+        ordinal = Ordinal(1, "open+1h", at_ns)
     else:
-        m = _TOD.match(args.at.strip())
-        if m is None or int(m.group(1)) > 23 or int(m.group(2)) > 59:
-            return _fail(f"--at must be a time hh:mm, got {args.at!r}", 2)
-        at_ns = session.wall_clock_ns(int(m.group(1)), int(m.group(2)))
-        label = args.at.strip()
-        if not session.open_ns <= at_ns <= session.close_ns:
-            return _fail(
-                f"--at {label} is outside the last session ({session.open:%H:%M}-{session.close:%H:%M} "
-                f"{session.tz} on {session.date}); give a time within it", 2)
-    ordinal = Ordinal(0 if at_ns <= session.open_ns else 1, label, at_ns)
+        try:
+            ordinal = view_ordinal(session, args.at)
+        except AtError as e:
+            return _fail(str(e), 2)
+        at_ns = ordinal.time_ns
     try:
         resolved = resolve_view(stmt, ordinal)
     except ViewError as e:

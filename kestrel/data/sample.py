@@ -15,6 +15,19 @@ from kestrel.frame.market import MarketData
 
 SAMPLE_SEED = 20240415
 SAMPLE_SPEC = SyntheticSpec()
+MAX_SEED = 2**63 - 1  # what a capture header (msgspec int) can hold
+
+
+def sample_seed(value: int | str, flag: str = "--seed") -> int:
+    """`value` as a sample seed (a whole number 0 to MAX_SEED), or ValueError naming `flag`."""
+    text = str(value).strip()
+    if not text.isdecimal():  # a sign, a fraction, letters
+        shown = value if isinstance(value, int) else repr(value)
+        raise ValueError(f"{flag} must be a whole number >= 0, got {shown}")
+    seed = int(text)
+    if seed > MAX_SEED:
+        raise ValueError(f"{flag} must be at most 2**63-1 ({MAX_SEED}), got {seed}")
+    return seed
 
 
 @lru_cache(maxsize=1)

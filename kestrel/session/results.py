@@ -14,7 +14,7 @@ from kestrel.engine.ledger import Ledger, LedgerSummary
 from kestrel.frame import MarketData
 from kestrel.session.capture import CaptureHeader, CapturedTurn, encode_capture
 from kestrel.session.loop import Evidence
-from kestrel.session.options import SessionOptions
+from kestrel.session.options import SessionOptions, engine_config
 from kestrel.session.protocol import AgentTurn
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ def capture_header(
         schedule=tuple(o.label for o in days[0].ordinals) if days else (),
         guard_s=options.guard_s,
         agent=agent_id,
-        engine=options.engine,
+        engine=engine_config(options, data),  # the engine the run used (instrument's multiplier)
         source=options.source,
     )
 

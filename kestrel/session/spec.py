@@ -91,7 +91,7 @@ def open_named(name: str, data: MarketData | None = None) -> tuple[MarketData, D
     run replays under `kestrel replay`'s checks). `data`, when given, is that data already
     loaded (a cache's); the file is still hashed, so the source proves what was run."""
     from kestrel.data import DataError, generate, load, load_sample
-    from kestrel.data.sample import SAMPLE_SPEC
+    from kestrel.data.sample import SAMPLE_SPEC, sample_seed
     from kestrel.data.source import DataSource, file_sha256, sample_source
 
     head, *opts = name.split("|")
@@ -101,7 +101,7 @@ def open_named(name: str, data: MarketData | None = None) -> tuple[MarketData, D
         kv[k] = v
     try:
         if head == "sample":
-            seed = int(kv["seed"]) if "seed" in kv else None
+            seed = sample_seed(kv["seed"], f"the seed in data {name!r}") if "seed" in kv else None
             if data is None:
                 data = load_sample() if seed is None else generate(SAMPLE_SPEC, seed)
             return data, sample_source(data, seed)
