@@ -37,6 +37,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from kestrel.engine.indicators import IndicatorSpec, PlanError, fast_blocker, resolve
 from kestrel.frame.ticks import NS_PER_S
 from kestrel.lang import ast
@@ -60,15 +62,18 @@ SERIES_SRC = {
     "upnl": "E.upnl_now(b, a)",
     "pnl": "E.pnl_now(b, a)",  # exact, net of fees: what maxloss measures
 }
-# a quantized series as a whole number of half ticks (U_ = units per price point)
+# a quantized series as a whole number of half ticks (U_ = units per price point); all but
+# `open` come in per tick as precomputed columns (`quant_columns`), never rounded per tick
 QUANT_SRC = {
-    "last": "round(l * U_)",
-    "bid": "round(b * U_)",
-    "ask": "round(a * U_)",
+    "last": "kl",
+    "bid": "kb",
+    "ask": "ka",
     "mid": "km",
     "spread": "ksp",
     "open": "kop",
 }
+# the precomputed quantized columns, in the order the generated loops unpack them
+QUANT_COLUMNS = ("kl", "kb", "ka", "km", "ksp")
 _CMP = {"<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "==", "!=": "!="}
 _ARITH = {"+": "+", "-": "-", "*": "*", "/": "/"}
 _DIRECTIONS = ("above", "below")
@@ -107,6 +112,29 @@ class CompiledPlan:
     init_state: Callable[[], list[Any]]
     fast_blocker: str
     tods: tuple[ast.TimeOfDay, ...] = ()
+    quant: tuple[str, ...] = ()  # the `QUANT_COLUMNS` the loops read (see `quant_columns`)
+
+
+def quant_columns(names: tuple[str, ...], bid: Any, ask: Any, last: Any,
+                  units: float) -> list[list[int]]:
+    """The quantized columns `names` (of `QUANT_COLUMNS`) of a batch as lists of ints: whole
+    half ticks, `round(x * U_)` with x = last, bid, ask, mid = (b + a) / 2 (as
+    `(b + a) * (U_ / 2)`) or spread = a - b; `np.rint` rounds half to even like `round`,
+    on the same doubles, so the values are the ones a per-tick `round` would give."""
+    out: list[list[int]] = []
+    for name in names:
+        if name == "kl":
+            x = last * units
+        elif name == "kb":
+            x = bid * units
+        elif name == "ka":
+            x = ask * units
+        elif name == "km":
+            x = (bid + ask) * (units / 2.0)
+        else:
+            x = (ask - bid) * units
+        out.append(np.rint(x).astype(np.int64).tolist())
+    return out
 
 
 def _running_mean(k: str, v: str, x: str, n: int, ind: str, units: bool = False) -> list[str]:
@@ -139,6 +167,14 @@ class _Gen:
         self.crosses: list[tuple[str, str, str, str]] = []
         self.cross_var: dict[ast.Crosses, str] = {}
         self.tods: list[ast.TimeOfDay] = []
+        self.quant: set[str] = set()
+
+    def qsrc(self, x: str) -> str:
+        """The source of quantized series x, noting the precomputed column it reads."""
+        src = QUANT_SRC[x]
+        if src in QUANT_COLUMNS:
+            self.quant.add(src)
+        return src
 
     def var(self, name: str, init: str) -> str:
         self.state.append((name, init))
@@ -230,10 +266,10 @@ class _Gen:
         """Per-tick indicator update lines (indented for the loop body)."""
         L: list[str] = []
         if self.base & {"mid", "qmid"}:
-            L.append("km = round((b + a) * H_)")
+            self.quant.add("km")
             L.append("m = km / U_")
         if self.base & {"spread", "qspread"}:
-            L.append("ksp = round((a - b) * U_)")
+            self.quant.add("ksp")
             L.append("sp = ksp / U_")
         if "time" in self.base:
             L.append(f"tod = (t - BASE_) // {NS_PER_S}")
@@ -268,7 +304,7 @@ class _Gen:
             k = v[1:]
             x = SERIES_SRC[spec.x]
             if spec.kind == "sma" and spec.x in QUANT_SRC:
-                L += _running_mean(k, v, QUANT_SRC[spec.x], int(spec.n), "", units=True)
+                L += _running_mean(k, v, self.qsrc(spec.x), int(spec.n), "", units=True)
             elif spec.kind == "sma":
                 L += _running_mean(k, v, x, int(spec.n), "")
             else:
@@ -299,7 +335,7 @@ class _Gen:
             for x in sorted({s.x for _, s in items if s.kind != "atr"}):
                 L.append(f"bx{g}_{x} = {SERIES_SRC[x]}")
             for x in sorted({s.x for _, s in items if s.kind == "sma" and s.x in QUANT_SRC}):
-                L.append(f"bq{g}_{x} = {QUANT_SRC[x]}")
+                L.append(f"bq{g}_{x} = {self.qsrc(x)}")
         return L
 
     def bar_state(self) -> None:
@@ -340,6 +376,8 @@ def compile_plan(plan: ast.Plan) -> CompiledPlan:
         g.var(f"p{name}r", "nan")
     names = [n for n, _ in g.state]
     upd = g.updates()
+    quant = tuple(q for q in QUANT_COLUMNS if q in g.quant)
+    loop = "for t, b, a, l, s" + "".join(", " + q for q in quant) + " in zip(tsl, bl, al, ll, sl, *Q_):"
     n_rules = len(plan.rules)
     rvars = [f"r{j}" for j in range(n_rules)]
 
@@ -376,16 +414,16 @@ def compile_plan(plan: ast.Plan) -> CompiledPlan:
         cross_lines.append(f"p{name}r = cr_")
     src: list[str] = []
     for fname, extra in (("warm", []), ("warmx", cross_lines)):
-        src += [f"def {fname}(tsl, bl, al, ll, sl, S, K_):", "    nan = _NAN"]
+        src += [f"def {fname}(tsl, bl, al, ll, sl, Q_, S, K_):", "    nan = _NAN"]
         src += unpack("    ") + head
-        src.append("    for t, b, a, l, s in zip(tsl, bl, al, ll, sl):")
+        src.append("    " + loop)
         src += ["        " + u for u in upd + extra] or ["        pass"]
         src += pack("    ")
         src.append("")
 
     reload_env = "lo_b, hi_b, lo_a, hi_a, t_next, i_next = E.env"
     reload_r = (", ".join(rvars) + ", = R") if rvars else "pass"
-    src += ["def live(E, tsl, bl, al, ll, sl, g0, S, R, K_):", "    nan = _NAN"]
+    src += ["def live(E, tsl, bl, al, ll, sl, Q_, g0, S, R, K_):", "    nan = _NAN"]
     src += unpack("    ") + head
     dead = "if not (" + " or ".join(rvars) + "): break"
     src += ["    " + reload_env, "    " + reload_r, "    i = g0 - 1"]
@@ -394,7 +432,7 @@ def compile_plan(plan: ast.Plan) -> CompiledPlan:
     src.append("    if not (" + " or ".join(rvars) + "):")
     src.append("        E._live_bare(tsl, bl, al, ll, sl, g0, 0)")
     src.append("        return")
-    src.append("    for t, b, a, l, s in zip(tsl, bl, al, ll, sl):")
+    src.append("    " + loop)
     body = [
         "i += 1",
         "if b <= lo_b or b >= hi_b or a <= lo_a or a >= hi_a or t >= t_next or i >= i_next:",
@@ -438,6 +476,7 @@ def compile_plan(plan: ast.Plan) -> CompiledPlan:
         init_state=namespace["init_state"],
         fast_blocker=fast_blocker(plan),
         tods=tuple(g.tods),
+        quant=quant,
     )
 
 

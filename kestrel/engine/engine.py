@@ -23,7 +23,7 @@ from itertools import islice
 import numpy as np
 
 from kestrel.engine.book import Book, Carry, carry_of
-from kestrel.engine.codegen import CompiledPlan, compile_plan, time_literals
+from kestrel.engine.codegen import CompiledPlan, compile_plan, quant_columns, time_literals
 from kestrel.engine.config import EngineConfig
 from kestrel.engine.envelope import IDLE_ENV, NEVER, envelope
 from kestrel.engine.fast import run_fast
@@ -65,6 +65,7 @@ __all__ = ["Engine", "ticks_of"]  # ticks_of lives in `history`, re-exported her
 INF = math.inf
 NAN = float("nan")
 _SIDE = {"buy": 1, "sell": -1}
+CHUNK = 1 << 16  # ticks held as Python objects at once on the reference path
 
 
 class Engine:
@@ -264,16 +265,27 @@ class Engine:
             self._rewarm()
         g0 = self.seen
         self._history.append(batch)
-        lists = (batch.ts.tolist(), batch.bid.tolist(), batch.ask.tolist(),
-                 batch.last.tolist(), batch.size.tolist())
-        self._sizes, self._sizes_base = lists[4], g0
-        if self.compiled is not None:
-            self.compiled.live(self, *lists, g0, self.S, self.R, self.consts())
-        else:
-            self._live_bare(*lists, g0)
-        self._advance(g0 + n, lists[0][-1], lists[1][-1], lists[2][-1])
+        self._live_span(batch, g0)
         self.last_path = "reference"
         return self.ledger.events[mark:]
+
+    def _live_span(self, batch: Ticks, g0: int) -> None:
+        """Run the reference loop over `batch` (ticks g0.. of the session, already in the
+        history) in chunks of `CHUNK` ticks: only one chunk is ever held as Python objects
+        (a chunk boundary is a batch boundary, which never changes the ledger)."""
+        n = len(batch)
+        compiled = self.compiled
+        for lo in range(0, n, CHUNK):
+            part = batch.slice(lo, min(n, lo + CHUNK))
+            tsl, bl, al = part.ts.tolist(), part.bid.tolist(), part.ask.tolist()
+            ll, sl = part.last.tolist(), part.size.tolist()
+            self._sizes, self._sizes_base = sl, g0 + lo
+            if compiled is not None:
+                q = quant_columns(compiled.quant, part.bid, part.ask, part.last, self.grid.units)
+                compiled.live(self, tsl, bl, al, ll, sl, q, g0 + lo, self.S, self.R, self.consts())
+            else:
+                self._live_bare(tsl, bl, al, ll, sl, g0 + lo)
+            self._advance(g0 + lo + len(tsl), tsl[-1], bl[-1], al[-1])
 
     def finish(self) -> list[LedgerEvent]:
         """End of data: apply the end-of-day policy at the last tick if the session close
@@ -380,11 +392,13 @@ class Engine:
         h = self._history.view()
         n = len(h)
         cut = min(max(self.arm_tick, 0), n)
+        quant = self.compiled.quant
         for lo, hi, fn in ((0, cut, self.compiled.warm), (cut, n, self.compiled.warmx)):
-            if hi > lo:
-                part = h.slice(lo, hi)
+            for c in range(lo, hi, CHUNK):  # one chunk at a time as Python objects
+                part = h.slice(c, min(hi, c + CHUNK))
                 fn(part.ts.tolist(), part.bid.tolist(), part.ask.tolist(), part.last.tolist(),
-                   part.size.tolist(), self.S, self.consts())
+                   part.size.tolist(), quant_columns(quant, part.bid, part.ask, part.last,
+                                                     self.grid.units), self.S, self.consts())
         self._stale = False
 
     def _advance(self, seen: int, t: int, b: float, a: float) -> None:
