@@ -519,7 +519,8 @@ class Engine:
               qty: int) -> None:
         m = self.money
         bk = self.book
-        fee_k = bk.charge(self._fee_unit * qty + (self._fee_order if o.filled == 0 else 0))
+        fee_k = (bk.charge(self._fee_unit * qty + (self._fee_order if o.filled == 0 else 0))
+                 if self._fee_unit or self._fee_order else 0)
         o.filled += qty
         if o.filled >= o.qty:
             del self.orders[o.id]
