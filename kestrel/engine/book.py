@@ -22,7 +22,9 @@ from fractions import Fraction
 import msgspec
 
 from kestrel.engine.money import Money
-from kestrel.engine.orders import WorkingOrder, exact, exact_parts, round_div
+from kestrel.engine.orders import TickGrid, WorkingOrder, exact, exact_parts, round_div
+from kestrel.frame.account import AccountState
+from kestrel.frame.account import WorkingOrder as AccountOrder
 
 _ZERO = Fraction(0)
 
@@ -135,6 +137,30 @@ class Book:
         return k + self.upnl_k(b, a) if self.pos else k
 
 
+def account_of(book: Book, orders: Iterable[WorkingOrder], grid: TickGrid, b: float,
+               a: float) -> AccountState:
+    """The account as of a touch (b, a): position, average entry, PnL and working orders."""
+    m = book.money
+    shown = tuple(
+        AccountOrder(
+            id=str(o.id),
+            side="buy" if o.side > 0 else "sell",
+            qty=o.remaining,
+            type="stp" if o.type == "trail" else o.type,
+            price=o.trail_level(grid) if o.type == "trail" else o.price,
+        )
+        for o in orders
+    )
+    return AccountState(
+        position=book.pos,
+        avg_entry=book.avg if book.pos else None,
+        upnl=m.amount(book.upnl_k(b, a)) if book.pos else 0.0,
+        rpnl=m.amount(book.rpnl_k),
+        fees=m.amount(book.fees_k),
+        orders=shown,
+    )
+
+
 def carry_of(book: Book, orders: Iterable[WorkingOrder]) -> Carry | None:
     """What the next session takes over: the position, its exact cost basis and its live
     protective orders (entries never carry); None when flat."""
@@ -148,4 +174,4 @@ def carry_of(book: Book, orders: Iterable[WorkingOrder]) -> Carry | None:
     return Carry(book.pos, str(book.cost), kept)
 
 
-__all__ = ["Book", "Carry", "CarriedOrder", "carry_of"]
+__all__ = ["Book", "Carry", "CarriedOrder", "account_of", "carry_of"]

@@ -22,13 +22,13 @@ from itertools import islice
 
 import numpy as np
 
-from kestrel.engine.book import Book, Carry, carry_of
+from kestrel.engine.book import Book, Carry, account_of, carry_of
 from kestrel.engine.codegen import CompiledPlan, compile_plan, quant_columns, time_literals
 from kestrel.engine.config import EngineConfig
 from kestrel.engine.envelope import IDLE_ENV, NEVER, envelope
-from kestrel.engine.fast import run_fast
+from kestrel.engine.fast import DEFAULT_POLICY, FastPolicy, run_fast
 from kestrel.engine.indicators import PlanError, longest_lookback
-from kestrel.engine.history import TickHistory, ticks_of
+from kestrel.engine.history import TickHistory, accepted, ticks_of
 from kestrel.engine.money import Money
 from kestrel.engine.ledger import (
     Armed,
@@ -54,7 +54,6 @@ from kestrel.engine.orders import (
     slipped,
 )
 from kestrel.frame.account import AccountState
-from kestrel.frame.account import WorkingOrder as AccountOrder
 from kestrel.frame.session import SessionSpec
 from kestrel.frame.ticks import NS_PER_S, Ticks
 from kestrel.engine.plans import checked, clock_base_ns, clock_seconds
@@ -141,6 +140,8 @@ class Engine:
         self._floor_k = max(-self._maxloss_k, self._session_floor_k)
         self._loss_guard = (-INF, INF)  # bid (long) / ask (short) at which pnl may reach the floor
         self._stale = False
+        self.dense = False  # the fast path found the plan firing densely: compiled loop from now on
+        self.fast_policy: FastPolicy = DEFAULT_POLICY
         self._sizes: Sequence[float] | np.ndarray | None = None
         self._sizes_base = 0
         self.env: tuple[float, float, float, float, int, int] = IDLE_ENV
@@ -224,6 +225,7 @@ class Engine:
         if not self.session_down and self._baseline_k <= self._session_floor_k:  # already past
             self.session_down = f"session maxloss {cfg.session_maxloss:g} breached: the session stands down"
         self.placed = 0
+        self.dense = False
         self.loss_breached = bool(self.session_down)
         self.armed = not self.closed and not self.session_down
         n = len(plan.rules)
@@ -305,7 +307,7 @@ class Engine:
         if path == "fast" and blocker:
             raise PlanError("the fast path does not apply: " + blocker)
         if path != "reference" and not blocker:
-            run_fast(self, ticks)
+            run_fast(self, ticks, self.fast_policy)
             self.last_path = "fast"
         else:
             self.on_ticks(ticks)
@@ -318,24 +320,7 @@ class Engine:
 
     def account(self) -> AccountState:
         """Position, average entry, PnL and working orders as of the last tick."""
-        orders = tuple(
-            AccountOrder(
-                id=str(o.id),
-                side="buy" if o.side > 0 else "sell",
-                qty=o.remaining,
-                type="stp" if o.type == "trail" else o.type,
-                price=o.trail_level(self.grid) if o.type == "trail" else o.price,
-            )
-            for o in self.orders.values()
-        )
-        return AccountState(
-            position=self.pos,
-            avg_entry=self.avg if self.pos else None,
-            upnl=self.upnl_now(self.b, self.a),
-            rpnl=self.rpnl,
-            fees=self.fees,
-            orders=orders,
-        )
+        return account_of(self.book, self.orders.values(), self.grid, self.b, self.a)
 
     def carry_out(self) -> Carry | None:
         """What the next session takes over under `end_of_day="carry"`: the position, its
@@ -366,31 +351,28 @@ class Engine:
         return self.compiled.fast_blocker
 
     def _accept(self, batch: Ticks) -> None:
-        """Fail closed on a batch that breaks the `Ticks` invariants (timestamps going
-        backwards; crossed quotes are allowed), has a non-finite bid or ask, or starts
-        before the engine's clock."""
-        batch.validated(allow_crossed=True)
-        bad = np.flatnonzero(~(np.isfinite(batch.bid) & np.isfinite(batch.ask)))
-        if bad.size:
-            k = int(bad[0])
-            raise ValueError(
-                f"tick {k} of the batch has bid {batch.bid[k]} / ask {batch.ask[k]}: the engine "
-                "needs finite quotes on every tick (drop or fill those rows when loading)"
-            )
-        first = int(batch.ts[0])
-        if self.seen and first < self.t:
-            raise ValueError(
-                f"ticks go back in time: batch starts at {first}, the engine is at {self.t}; "
-                "feed each session's ticks in timestamp order"
-            )
+        accepted(batch, self.t if self.seen else None)
 
-    def _rewarm(self) -> None:
-        """Rebuild the plan's indicator state from the session's history: indicators over
-        every tick seen, crosses over the ticks since the plan was armed."""
+    def hand_over(self, batch: Ticks, start: int, i: int) -> None:
+        """Run ticks i.. of `batch` (session ticks start.., already in the history) on the
+        compiled loop, from the fast path's state after tick i-1 (which is the reference's):
+        the indicators are re-warmed up to tick i, then the loop streams in chunks."""
+        if i > start:
+            self._advance(i, int(batch.ts[i - start - 1]), float(batch.bid[i - start - 1]),
+                          float(batch.ask[i - start - 1]))
+        if i > start or self._stale:
+            self._rewarm(i)
+        if i - start < len(batch):
+            self._live_span(batch.slice(i - start, len(batch)), i)
+
+    def _rewarm(self, upto: int | None = None) -> None:
+        """Rebuild the plan's indicator state from the session's history (its first `upto`
+        ticks, default all): indicators over every tick, crosses over the ticks since the
+        plan was armed."""
         assert self.compiled is not None
         self.S = self.compiled.init_state()
         h = self._history.view()
-        n = len(h)
+        n = len(h) if upto is None else upto
         cut = min(max(self.arm_tick, 0), n)
         quant = self.compiled.quant
         for lo, hi, fn in ((0, cut, self.compiled.warm), (cut, n, self.compiled.warmx)):

@@ -8,12 +8,21 @@ operations), then repeatedly jumps to the first tick where (a) or (b) holds — 
 vectorized scans over the bid/ask arrays in growing chunks, (b) by binary search in the
 precomputed lists of true/false indices — and processes that tick with the same broker and
 rule code (`Engine._step`, `Engine._fire`) in the same order. Hence the same ledger.
+
+Cost model (`FastPolicy`): a jump costs tens of microseconds, the compiled reference loop
+well under one per tick, so when the rules fire densely (fewer than
+`dense_ticks_per_event` ticks per processed event, measured over at least `min_events`
+events) the fast path hands the rest of the batch to the compiled loop (`Engine.hand_over`)
+and keeps to it for the rest of the session (`Engine.dense`): the state at a handover is
+exactly the reference's after the same tick, so the ledger does not change. The fast path
+is therefore never much slower than the reference, and far faster where ticks are idle.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import msgspec
 import numpy as np
 
 from kestrel.engine.vector import Columns
@@ -28,6 +37,20 @@ if TYPE_CHECKING:
 
 _FIRST_CHUNK = 512
 _FIRST_PREFIX = 4096
+
+
+class FastPolicy(msgspec.Struct, frozen=True):
+    """When the fast path hands a batch over to the compiled loop: after at least
+    `min_events` processed events, if they came more often than one per
+    `dense_ticks_per_event` ticks; or when the rule masks would need more than
+    `max_mask_ticks` ticks (memory: a few arrays of that length)."""
+
+    dense_ticks_per_event: float = 150.0
+    min_events: int = 32
+    max_mask_ticks: int = 2_000_000
+
+
+DEFAULT_POLICY = FastPolicy()
 
 
 class _Masks:
@@ -50,6 +73,14 @@ class _Masks:
         self.conds = [cols.truth(r.cond) for r in rules]
         self.trues = [np.flatnonzero(c[start:]) + start for c in self.conds]
         self.falses = [np.flatnonzero(~c[start:]) + start for c in self.conds]
+        self.reads = [frozenset(series_in(r.cond) & DYNAMIC_SERIES) for r in rules]
+        # masks of account-reading rules per account state they read (pos takes few values)
+        self.by_state: dict[tuple[int, tuple[float, ...]], tuple[np.ndarray, np.ndarray,
+                                                                  np.ndarray]] = {}
+        for r in range(len(rules)):
+            if self.dynamic[r]:
+                self.by_state[(r, self._key(r, cols.account))] = (
+                    self.conds[r], self.trues[r], self.falses[r])
         self.prices: list[list[np.ndarray | None]] = [
             [cols.expr(a.price) if isinstance(a, ast.Order) and a.price is not None else None
              for a in r.actions]
@@ -61,14 +92,31 @@ class _Masks:
         """The account series conditions may read on the fast path (see `fast_blocker`)."""
         return {"pos": float(engine.pos), "rpnl": engine.rpnl}
 
+    def _key(self, r: int, acc: dict[str, float]) -> tuple[float, ...]:
+        return tuple(acc[k] for k in sorted(self.reads[r]))
+
     def refresh(self, engine: Engine, j: int) -> None:
-        """Re-evaluate the account-reading rules from tick j if pos or rpnl changed."""
+        """Re-evaluate the account-reading rules from tick j if pos or rpnl changed. A rule
+        that reads only account state seen before takes that state's masks (values at
+        ticks >= j are all that is read from here on)."""
         acc = self._account(engine)
         if acc == self.cols.account or not any(self.dynamic):
             return
         self.cols.account = acc
         for r, rule in enumerate(self.rules):
             if not self.dynamic[r] or j >= self.upto:
+                continue
+            key = (r, self._key(r, acc))
+            hit = self.by_state.get(key)
+            if hit is not None:
+                self.conds[r], self.trues[r], self.falses[r] = hit
+                continue
+            if self.reads[r] <= {"pos"}:  # few states: evaluate the whole prefix once
+                c = self.cols.truth(rule.cond, self.start)
+                full = np.concatenate((self.conds[r][:self.start], c))
+                masks = (full, np.flatnonzero(c) + self.start, np.flatnonzero(~c) + self.start)
+                self.by_state[key] = masks
+                self.conds[r], self.trues[r], self.falses[r] = masks
                 continue
             c = self.cols.truth(rule.cond, j)
             self.conds[r] = np.concatenate((self.conds[r][:j], c))
@@ -77,8 +125,9 @@ class _Masks:
             self.falses[r] = np.concatenate((f[: np.searchsorted(f, j)], np.flatnonzero(~c) + j))
 
 
-def run_fast(engine: Engine, batch: Ticks) -> None:
-    """Advance `engine` over `batch` on the fast path (the plan must be fast-eligible)."""
+def run_fast(engine: Engine, batch: Ticks, policy: FastPolicy = DEFAULT_POLICY) -> None:
+    """Advance `engine` over `batch` on the fast path (the plan must be fast-eligible),
+    handing dense or over-long stretches to the compiled loop (see `FastPolicy`)."""
     compiled = engine.compiled
     assert compiled is not None
     if len(batch) == 0:
@@ -86,6 +135,9 @@ def run_fast(engine: Engine, batch: Ticks) -> None:
     engine._accept(batch)
     start = engine.seen
     engine._history.append(batch)
+    if engine.dense:
+        engine.hand_over(batch, start, start)
+        return
     full = engine._history.view()  # the session so far, without copying
     n = len(full)
     # rule masks are built only while a rule is armed (a spent plan costs only the broker scans)
@@ -95,7 +147,16 @@ def run_fast(engine: Engine, batch: Ticks) -> None:
     R = engine.R
     n_rules = len(R)
     i = start
+    events = 0
+    origin = start
     while i < n:
+        if events >= policy.min_events:
+            if (i - origin) < events * policy.dense_ticks_per_event:
+                engine.dense = True
+                engine.hand_over(batch, start, i)
+                return
+            events, origin = 0, i  # judge density over the recent stretch
+        events += 1
         j = _next_breach(engine.env_core, ts, bid, ask, i, n)
         for o in engine.trails:
             j = _next_trail_trigger(o, bid if o.side < 0 else ask, i, j, engine.grid)
@@ -113,7 +174,11 @@ def run_fast(engine: Engine, batch: Ticks) -> None:
                     j = int(idx[k])
             if j >= upto and upto < n:
                 # rule events past the evaluated prefix are unknown: extend and look again
-                masks = _Masks(engine, full, masks.start, min(n, upto + (upto - masks.start)))
+                grown = min(n, upto + (upto - masks.start))
+                if grown - masks.start > policy.max_mask_ticks:
+                    engine.hand_over(batch, start, i)  # bounded memory: stream the rest
+                    return
+                masks = _Masks(engine, full, masks.start, grown)
                 continue
         if engine.trails and min(j, n) > i:
             # the ratchets the reference applied on ticks i..j-1 (a max: order-free); at the
