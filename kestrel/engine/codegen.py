@@ -7,15 +7,17 @@ exec'd once; the per-tick loop then never touches the AST. Undefined values are 
 comparison using one is false (`!=` is guarded explicitly).
 
 Two functions are generated from the same update code:
-- `warm(tsl, bl, al, ll, sl, S, K_)` feeds history to the indicators only, and
+- `warm(tsl, bl, al, ll, sl, Q_, S, K_)` feeds history to the indicators only, and
   `warmx` (same signature) also to the crosses (history after the plan was armed);
-- `live(E, tsl, bl, al, ll, sl, g0, S, R, K_)` also calls the broker (`E._step`) on ticks where
+- `live(E, tsl, bl, al, ll, sl, Q_, g0, S, R, K_)` also calls the broker (`E._step`) on ticks where
   the broker's envelope `E.env` is breached and evaluates the armed rules (`R` holds each
   rule's state: 0 spent, 1 armed, 2 waiting for a false evaluation before re-arming),
   calling `E._fire` when one fires. Crosses start fresh in `live` after arming.
 `K_` holds the session constants (`Engine.consts`): the clock base `time` counts from, the
 open (ns), the price units of the exact indicators (half ticks) and the plan's times of day
-as `time` values. `S` is the list of persisted state variables (loaded into locals, stored
+as `time` values. `Q_` holds the quantized columns the plan reads (`CompiledPlan.quant`,
+built by `quant_columns`): whole half ticks computed with numpy per batch, so the loop does
+no rounding per tick. `S` is the list of persisted state variables (loaded into locals, stored
 back at the end).
 
 Exact tick-series indicators: `mid`, `spread` and the tick and bar `sma` of a quantized

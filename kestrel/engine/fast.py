@@ -135,10 +135,11 @@ def run_fast(engine: Engine, batch: Ticks, policy: FastPolicy = DEFAULT_POLICY) 
     engine._accept(batch)
     start = engine.seen
     engine._history.append(batch)
-    if engine.dense:
+    full = engine._history.view()  # the session so far, without copying
+    if engine.dense or _dense_at_start(engine, full, start, policy):
+        engine.dense = True
         engine.hand_over(batch, start, start)
         return
-    full = engine._history.view()  # the session so far, without copying
     n = len(full)
     # rule masks are built only while a rule is armed (a spent plan costs only the broker scans)
     masks: _Masks | None = None
@@ -213,6 +214,22 @@ def run_fast(engine: Engine, batch: Ticks, policy: FastPolicy = DEFAULT_POLICY) 
         i = j + 1
     engine._advance(n, int(ts[-1]), float(bid[-1]), float(ask[-1]))
     engine._stale = True
+
+
+def _dense_at_start(engine: Engine, full: Ticks, start: int, policy: FastPolicy) -> bool:
+    """The cost model's first look: on the next `_FIRST_PREFIX` ticks, would the armed rules
+    fire (rising edges of their conditions) more often than once per
+    `dense_ticks_per_event` ticks? Then the compiled loop runs the batch from the start."""
+    n = len(full)
+    if not any(engine.R) or n - start < policy.min_events * policy.dense_ticks_per_event:
+        return False
+    probe = _Masks(engine, full, start, min(n, start + _FIRST_PREFIX))
+    edges = 0
+    for r, c in enumerate(probe.conds):
+        if engine.R[r] and engine.remaining[r] > 1:
+            seg = c[start:]
+            edges += int(np.count_nonzero(seg[1:] & ~seg[:-1]))
+    return edges * policy.dense_ticks_per_event > probe.upto - start
 
 
 def _next_trail_trigger(o: WorkingOrder, touch: np.ndarray, i: int, end: int,
