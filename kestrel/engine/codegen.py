@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -115,6 +116,7 @@ class CompiledPlan:
     fast_blocker: str
     tods: tuple[ast.TimeOfDay, ...] = ()
     quant: tuple[str, ...] = ()  # the `QUANT_COLUMNS` the loops read (see `quant_columns`)
+    reads: tuple[str, ...] = ("l", "s")  # which of last (`l`) and size (`s`) the loops read
 
 
 def quant_columns(names: tuple[str, ...], bid: Any, ask: Any, last: Any,
@@ -379,7 +381,11 @@ def compile_plan(plan: ast.Plan) -> CompiledPlan:
     names = [n for n, _ in g.state]
     upd = g.updates()
     quant = tuple(q for q in QUANT_COLUMNS if q in g.quant)
-    loop = "for t, b, a, l, s" + "".join(", " + q for q in quant) + " in zip(tsl, bl, al, ll, sl, *Q_):"
+    # last and size are zipped only when the loop body reads them (`l`, `s`)
+    text = "\n".join(upd + conds + prices + [x + " " + y for _, x, y, _ in g.crosses])
+    reads = tuple(v for v in ("l", "s") if re.search(rf"\b{v}\b", text))
+    loop = ("for t, b, a" + "".join(", " + v for v in reads + quant) + " in zip(tsl, bl, al"
+            + "".join(", " + v + "l" for v in reads) + ", *Q_):")
     n_rules = len(plan.rules)
     rvars = [f"r{j}" for j in range(n_rules)]
 
@@ -401,7 +407,7 @@ def compile_plan(plan: ast.Plan) -> CompiledPlan:
         "    if tsl:",
         "        if t0 < 0: t0 = tsl[0]",
         "        if op != op:",
-        "            op = ll[0]",
+        "            op = float(ll[0])",
         "            kop = round(op * U_)",
     ]
     cross_lines: list[str] = []
@@ -479,6 +485,7 @@ def compile_plan(plan: ast.Plan) -> CompiledPlan:
         fast_blocker=fast_blocker(plan),
         tods=tuple(g.tods),
         quant=quant,
+        reads=reads,
     )
 
 

@@ -280,8 +280,10 @@ class Engine:
         for lo in range(0, n, CHUNK):
             part = batch.slice(lo, min(n, lo + CHUNK))
             tsl, bl, al = part.ts.tolist(), part.bid.tolist(), part.ask.tolist()
-            ll, sl = part.last.tolist(), part.size.tolist()
-            self._sizes, self._sizes_base = sl, g0 + lo
+            reads = compiled.reads if compiled is not None else ()
+            ll = part.last.tolist() if "l" in reads else part.last
+            sl = part.size.tolist() if "s" in reads else part.size
+            self._sizes, self._sizes_base = part.size, g0 + lo
             if compiled is not None:
                 q = quant_columns(compiled.quant, part.bid, part.ask, part.last, self.grid.units)
                 compiled.live(self, tsl, bl, al, ll, sl, q, g0 + lo, self.S, self.R, self.consts())
@@ -378,8 +380,10 @@ class Engine:
         for lo, hi, fn in ((0, cut, self.compiled.warm), (cut, n, self.compiled.warmx)):
             for c in range(lo, hi, CHUNK):  # one chunk at a time as Python objects
                 part = h.slice(c, min(hi, c + CHUNK))
-                fn(part.ts.tolist(), part.bid.tolist(), part.ask.tolist(), part.last.tolist(),
-                   part.size.tolist(), quant_columns(quant, part.bid, part.ask, part.last,
+                reads = self.compiled.reads
+                fn(part.ts.tolist(), part.bid.tolist(), part.ask.tolist(),
+                   part.last.tolist() if "l" in reads else part.last,
+                   part.size.tolist() if "s" in reads else part.size, quant_columns(quant, part.bid, part.ask, part.last,
                                                      self.grid.units), self.S, self.consts())
         self._stale = False
 
@@ -390,9 +394,9 @@ class Engine:
         self.a = float(a)
 
     def _live_bare(self, tsl: Sequence[int], bl: Sequence[float], al: Sequence[float],
-                   ll: Sequence[float], sl: Sequence[float], g0: int, skip: int = 0) -> None:
+                   ll: object, sl: object, g0: int, skip: int = 0) -> None:
         """The loop without live rules: only the broker (positions, protective orders),
-        from batch position `skip` on."""
+        from batch position `skip` on (`ll`, `sl`: unread, the generated loop's columns)."""
         i = g0 + skip - 1
         lo_b, hi_b, lo_a, hi_a, t_next, i_next = self.env
         for t, b, a in islice(zip(tsl, bl, al), skip, None):
