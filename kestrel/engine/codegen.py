@@ -60,8 +60,8 @@ SERIES_SRC = {
     "vwap": "vw",
     "open": "op",
     "time": "tod",
-    "pos": "E.pos",
-    "rpnl": "E.rpnl",
+    "pos": "pos_",  # locals of `live`, re-read after every broker step and fire (the only
+    "rpnl": "rpnl_",  # calls that can change them)
     "upnl": "E.upnl_now(b, a)",
     "pnl": "E.pnl_now(b, a)",  # exact, net of fees: what maxloss measures
 }
@@ -430,6 +430,10 @@ def compile_plan(plan: ast.Plan) -> CompiledPlan:
         src.append("")
 
     reload_env = "lo_b, hi_b, lo_a, hi_a, t_next, i_next = E.env"
+    if re.search(r"\bpos_\b", text):
+        reload_env += "; pos_ = E.pos"
+    if re.search(r"\brpnl_\b", text):
+        reload_env += "; rpnl_ = E.rpnl"
     reload_r = (", ".join(rvars) + ", = R") if rvars else "pass"
     src += ["def live(E, tsl, bl, al, ll, sl, Q_, g0, S, R, K_):", "    nan = _NAN"]
     src += unpack("    ") + head
