@@ -625,13 +625,13 @@ def main() -> None:
         result[f"{key}_fast_ticks_per_s"] = round(n / fw)
         result[f"{key}_fills"] = sum(led.count(b'"event":"fill"') for led in rl)
         ratios[key] = round(rw / fw, 3)
-    ex_days = days[: max(1, len(days) // (4 if args.quick else 2))]
+    ex_days = days[: max(1, len(days) // (8 if args.quick else 4))]
     ex_n = sum(len(t) for _, t in ex_days)
     examples: dict[str, dict[str, object]] = {}
     ex_ref = ex_auto = 0.0
     for name, p in example_plans():
-        rw, rl = run_engine(ex_days, p, "reference", repeats=1)
-        aw, al = run_engine(ex_days, p, "auto", repeats=1)
+        rw, rl = run_engine(ex_days, p, "reference")
+        aw, al = run_engine(ex_days, p, "auto")
         identical &= rl == al
         ex_ref += rw
         ex_auto += aw
