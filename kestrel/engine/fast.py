@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 _FIRST_CHUNK = 512
 _FIRST_PREFIX = 4096
+_EVENTS_PER_FIRE = 3  # a fire, its entry's fill, its exit: the stops the loop makes per fire
 
 
 class FastPolicy(msgspec.Struct, frozen=True):
@@ -152,7 +153,8 @@ def run_fast(engine: Engine, batch: Ticks, policy: FastPolicy = DEFAULT_POLICY) 
     origin = start
     while i < n:
         if events >= policy.min_events:
-            if (i - origin) < events * policy.dense_ticks_per_event:
+            if ((i - origin) < events * policy.dense_ticks_per_event
+                    and _fires_left(engine) * _EVENTS_PER_FIRE * policy.dense_ticks_per_event > n - i):
                 engine.dense = True
                 engine.hand_over(batch, start, i)
                 return
@@ -217,19 +219,27 @@ def run_fast(engine: Engine, batch: Ticks, policy: FastPolicy = DEFAULT_POLICY) 
 
 
 def _dense_at_start(engine: Engine, full: Ticks, start: int, policy: FastPolicy) -> bool:
-    """The cost model's first look: on the next `_FIRST_PREFIX` ticks, would the armed rules
-    fire (rising edges of their conditions) more often than once per
-    `dense_ticks_per_event` ticks? Then the compiled loop runs the batch from the start."""
+    """The cost model's first look: the armed rules' fires over the batch, estimated from the
+    rising edges of their conditions on the next `_FIRST_PREFIX` ticks and capped by their
+    repeats left, times the events each fire makes: more than one per
+    `dense_ticks_per_event` ticks, and the compiled loop runs the batch from the start."""
     n = len(full)
     if not any(engine.R) or n - start < policy.min_events * policy.dense_ticks_per_event:
         return False
     probe = _Masks(engine, full, start, min(n, start + _FIRST_PREFIX))
-    edges = 0
+    scale = (n - start) / (probe.upto - start)
+    fires = 0.0
     for r, c in enumerate(probe.conds):
-        if engine.R[r] and engine.remaining[r] > 1:
+        if engine.R[r]:
             seg = c[start:]
-            edges += int(np.count_nonzero(seg[1:] & ~seg[:-1]))
-    return edges * policy.dense_ticks_per_event > probe.upto - start
+            edges = int(np.count_nonzero(seg[1:] & ~seg[:-1])) + int(seg[0])
+            fires += min(edges * scale, engine.remaining[r])  # a rule fires at most its repeats
+    return fires * _EVENTS_PER_FIRE * policy.dense_ticks_per_event > n - start
+
+
+def _fires_left(engine: Engine) -> int:
+    """How many more times the armed rules may fire (their repeats left)."""
+    return sum(k for st, k in zip(engine.R, engine.remaining) if st)
 
 
 def _next_trail_trigger(o: WorkingOrder, touch: np.ndarray, i: int, end: int,
