@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from kestrel.engine import Engine, EngineConfig, Ledger
+from kestrel.engine.fast import FastPolicy
 from kestrel.engine.ledger import (
     Cancelled,
     Disarmed,
@@ -25,7 +26,7 @@ from kestrel.engine.ledger import (
 from kestrel.frame.session import SessionSpec
 from kestrel.frame.ticks import Ticks
 
-from engine_cases import armed, random_config, random_day, random_plan_text, realistic_day
+from engine_cases import ALL_DAY, RICH, armed, random_config, random_day, random_plan_text, realistic_day
 from engine_helpers import plan
 
 N_CASES = 240
@@ -218,10 +219,6 @@ def test_segmented_run_equals_on_ticks_with_supersede_and_stand_down(seed: int) 
 
 # the bench's honest workloads (bench/engine_throughput.py): rules that fire all day, and a
 # rich 8-rule plan; the fast path must equal the reference under every hand-over policy
-from kestrel.engine.fast import FastPolicy  # noqa: E402
-
-from test_engine_pinned import ALL_DAY, RICH  # noqa: E402
-
 REARMING = (
     "PLAN rearm RISK maxpos 100\n"
     "WHEN mid CROSSES ABOVE sma(mid, 50) AND pos <= 0: BUY 100 MKT STOP -0.5% TARGET +1% x100\n"
