@@ -44,11 +44,13 @@ class FastPolicy(msgspec.Struct, frozen=True):
     """When the fast path hands a batch over to the compiled loop: after at least
     `min_events` processed events, if they came more often than one per
     `dense_ticks_per_event` ticks; or when the rule masks would need more than
-    `max_mask_ticks` ticks (memory: a few arrays of that length)."""
+    `max_mask_ticks` ticks or, at the bytes per tick the current masks take, more than
+    `max_mask_mb` MB (bounded memory on long sessions)."""
 
     dense_ticks_per_event: float = 150.0
     min_events: int = 32
-    max_mask_ticks: int = 2_000_000
+    max_mask_ticks: int = 20_000_000
+    max_mask_mb: float = 150.0
 
 
 DEFAULT_POLICY = FastPolicy()
@@ -92,6 +94,12 @@ class _Masks:
     def _account(engine: Engine) -> dict[str, float]:
         """The account series conditions may read on the fast path (see `fast_blocker`)."""
         return {"pos": float(engine.pos), "rpnl": engine.rpnl}
+
+    def bytes_per_tick(self) -> float:
+        """Memory the masks and their columns take per tick of the evaluated prefix."""
+        arrays = [*self.conds, *self.trues, *self.falses,
+                  *(p for ps in self.prices for p in ps if p is not None)]
+        return (self.cols.nbytes() + sum(a.nbytes for a in arrays)) / max(1, self.upto)
 
     def _key(self, r: int, acc: dict[str, float]) -> tuple[float, ...]:
         return tuple(acc[k] for k in sorted(self.reads[r]))
@@ -178,7 +186,8 @@ def run_fast(engine: Engine, batch: Ticks, policy: FastPolicy = DEFAULT_POLICY) 
             if j >= upto and upto < n:
                 # rule events past the evaluated prefix are unknown: extend and look again
                 grown = min(n, upto + (upto - masks.start))
-                if grown - masks.start > policy.max_mask_ticks:
+                if (grown - masks.start > policy.max_mask_ticks
+                        or grown * masks.bytes_per_tick() > policy.max_mask_mb * 2**20):
                     engine.hand_over(batch, start, i)  # bounded memory: stream the rest
                     return
                 masks = _Masks(engine, full, masks.start, grown)
