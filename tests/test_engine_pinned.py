@@ -13,6 +13,8 @@ from pathlib import Path
 
 from kestrel.data.synthetic import SyntheticSpec, generate
 from kestrel.engine import Engine, EngineConfig
+from kestrel.frame.session import SessionSpec
+from kestrel.frame.ticks import Ticks
 from kestrel.lang import Module, Plan, parse
 
 from engine_cases import ALL_DAY, RICH
@@ -39,8 +41,9 @@ def _plans() -> list[tuple[str, Plan]]:
     return out
 
 
-def _ledger(plan: Plan, cfg: EngineConfig, day: object, path: str, segments: int) -> bytes:
-    session, ticks, tick_size = day  # type: ignore[misc]
+def _ledger(plan: Plan, cfg: EngineConfig, day: tuple[SessionSpec, Ticks, float], path: str,
+            segments: int) -> bytes:
+    session, ticks, tick_size = day
     e = Engine(cfg, session, plan.instrument or "SAMPLE", tick_size)
     e.arm(plan)
     n = len(ticks)
