@@ -28,6 +28,25 @@ Prints one JSON line:
   segmented runs' equal the single calls');
 - `peak_rss_mb`: peak resident memory of the process before the peers run
   (`peak_rss_mb_with_peers` after them). Peers that are not installed are skipped.
+
+Honest workloads (issue 17), reported separately:
+- `all_day_*_ticks_per_s`: a bracket entry that re-enters on every SMA cross while flat and
+  a FLAT on the cross back (x100 each), on sessions of 25,000 ticks: it trades all day
+  (`all_day_fills` fills); `rich_*_ticks_per_s`: an 8-rule plan (crosses, breakouts with
+  limit entries and TTL, ema/sma exits, momentum with a trailing stop, a time exit);
+  `rearming_*`: the SMA cross in and out (`REARMING`);
+- `examples_*_ticks_per_s` and `examples`: every plan of examples/*.kes on the same ticks
+  (fast = the `auto` path: the reference where the fast path does not apply);
+- `real_*`: the OANDA EUR/USD fortnight from ../shared/data (`real_data: "absent"` when
+  the data is not there), FX plans, per session;
+- `fast_vs_reference_min`: the smallest fast/reference speed ratio over every workload
+  where the fast path applies (`fast_vs_reference` lists them);
+- `long_session_*`: one generated 24-hour session (10M ticks; 1M with --quick) run with the
+  rich plan in a fresh subprocess per path: its peak RSS (`ru_maxrss`) and the size of the
+  frozen tick columns it holds (`long_session_data_mb`);
+- `vs_nautilus_reference` / `vs_nautilus_fast`: NautilusTrader's wall time over the
+  engine's on the SMA-bracket workload (same quote ticks, a Python strategy), with
+  `nautilus_trades` / `engine_trades` and `nautilus_entries_match` (same entry ticks).
 `--quick` uses 200,000 ticks instead of 1,000,000.
 """
 
@@ -36,8 +55,11 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import resource
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from collections.abc import Callable
@@ -47,9 +69,38 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kestrel.engine import Engine, EngineConfig  # noqa: E402
+from kestrel.engine.ledger import Fired  # noqa: E402
 from kestrel.frame.session import SessionSpec  # noqa: E402
 from kestrel.frame.ticks import Ticks  # noqa: E402
-from kestrel.lang import Plan, parse  # noqa: E402
+from kestrel.lang import Module, Plan, parse  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+ALL_DAY = (
+    "PLAN allday RISK maxpos 100\n"
+    "WHEN mid CROSSES ABOVE sma(mid, 50) AND pos <= 0: BUY 100 MKT STOP -0.3% TARGET +0.3% x100\n"
+    "WHEN mid CROSSES BELOW sma(mid, 50) AND pos > 0: FLAT x100"
+)
+RICH = (
+    "PLAN rich RISK maxpos 200\n"
+    "WHEN mid CROSSES ABOVE sma(mid, 20) AND pos <= 0 AND spread <= 0.03: BUY 100 MKT STOP -0.4% TARGET +0.6% x100\n"
+    "WHEN mid CROSSES BELOW sma(mid, 20) AND pos >= 0 AND spread <= 0.03: SELL 100 MKT STOP +0.4% TARGET -0.6% x100\n"
+    "WHEN last > high(10m) AND pos == 0: BUY 100 LMT bid STOP -0.5% TARGET +0.5% TTL 5m x100\n"
+    "WHEN last < low(10m) AND pos == 0: SELL 100 LMT ask STOP +0.5% TARGET -0.5% TTL 5m x100\n"
+    "WHEN ema(mid, 30) CROSSES BELOW sma(mid, 100) AND pos > 0: FLAT x100\n"
+    "WHEN ema(mid, 30) CROSSES ABOVE sma(mid, 100) AND pos < 0: FLAT x100\n"
+    "WHEN chg(5m) > 0.5% AND pos == 0: SELL 100 MKT TRAIL 0.3% x100\n"
+    "WHEN time >= 15:50 AND pos != 0: FLAT; CANCEL"
+)
+FX_PLANS = (
+    "PLAN fxday RISK maxpos 100000\n"
+    "WHEN mid CROSSES ABOVE sma(mid, 100) AND pos <= 0: BUY 10000 MKT STOP -0.05% TARGET +0.05% x100\n"
+    "WHEN mid CROSSES BELOW sma(mid, 100) AND pos > 0: FLAT x100",
+    "PLAN fxbrk RISK maxpos 100000\n"
+    "WHEN last > high(30m) AND spread < 0.0003: BUY 10000 LMT ask STOP -0.1% TARGET +0.1% TTL 5m x20\n"
+    "WHEN last < low(30m) AND spread < 0.0003: SELL 10000 LMT bid STOP +0.1% TARGET -0.1% TTL 5m x20",
+)
+OANDA = "fx_quote_ticks/lean_oanda_eurusd_quote_ticks_20140501_20140515.parquet"
+ALL_DAY_SESSION_TICKS = 25_000
 
 SESSIONS = 40
 TYPICAL = {
@@ -103,20 +154,22 @@ def plan_of(text: str) -> Plan:
     return p
 
 
-def run_engine(days: list[tuple[SessionSpec, Ticks]], plan: Plan, path: str) -> tuple[float, list[bytes]]:
-    """Best wall time of REPEATS runs over every session (a fresh engine per session, the
+def run_engine(days: list[tuple[SessionSpec, Ticks]], plan: Plan, path: str,
+               cfg: EngineConfig | None = None, symbol: str = "SYN", tick_size: float = 0.01,
+               repeats: int = REPEATS) -> tuple[float, list[bytes]]:
+    """Best wall time of `repeats` runs over every session (a fresh engine per session, the
     plan armed at its start), and the ledgers of the last run."""
-    cfg = EngineConfig()
+    cfg = cfg or EngineConfig()
     best = float("inf")
     out: list[bytes] = []
-    for _ in range(REPEATS):
+    for _ in range(repeats):
         out = []
         t0 = time.perf_counter()
         for session, ticks in days:
-            e = Engine(cfg, session, "SYN", 0.01)
+            e = Engine(cfg, session, plan.instrument or symbol, tick_size)
             e.arm(plan)
             e.run(ticks, path=path)
-            assert e.last_path == path
+            assert e.last_path == path or path == "auto"
             out.append(e.ledger.to_jsonl())
         best = min(best, time.perf_counter() - t0)
     return best, out
@@ -287,7 +340,7 @@ def backtrader_wall(days: list[tuple[SessionSpec, Ticks]]) -> tuple[float, int] 
     return time.perf_counter() - t0, len(rows)
 
 
-def nautilus_wall(days: list[tuple[SessionSpec, Ticks]]) -> tuple[float, int] | None:
+def nautilus_wall(days: list[tuple[SessionSpec, Ticks]]) -> tuple[float, int, list[int]] | None:
     """NautilusTrader's BacktestEngine (when installed) on the same quote ticks: SMA(50) of
     the mid computed in the strategy, first cross above per session -> market buy 100 with a
     -0.5% stop-market / +1% limit bracket (OUO). Returns (wall time of engine.run, trades)."""
@@ -318,6 +371,7 @@ def nautilus_wall(days: list[tuple[SessionSpec, Ticks]]) -> tuple[float, int] | 
     engine.add_instrument(instrument)
     engine.add_data(ticks)
     trades = [0]
+    signals: list[int] = []
 
     class SmaBracket(Strategy):  # type: ignore[misc]
         def __init__(self) -> None:
@@ -353,6 +407,7 @@ def nautilus_wall(days: list[tuple[SessionSpec, Ticks]]) -> tuple[float, int] | 
             if not self.fired and pm <= ps and m > sma:
                 self.fired = True
                 trades[0] += 1
+                signals.append(int(tick.ts_event))
                 bracket = self.order_factory.bracket(
                     instrument.id, OrderSide.BUY, Quantity.from_int(100),
                     sl_trigger_price=instrument.make_price(a * 0.995),
@@ -365,13 +420,145 @@ def nautilus_wall(days: list[tuple[SessionSpec, Ticks]]) -> tuple[float, int] | 
     engine.run()
     wall = time.perf_counter() - t0
     engine.dispose()
-    return wall, trades[0]
+    return wall, trades[0], signals
+
+
+def example_plans() -> list[tuple[str, Plan]]:
+    """Every plan of examples/*.kes (a module's plans each), by file.plan name."""
+    out = []
+    for path in sorted((ROOT / "examples").glob("*.kes")):
+        doc = parse(path.read_text())
+        stmts = doc.statements if isinstance(doc, Module) else (doc,)
+        out += [(f"{path.stem}.{s.name}", s) for s in stmts if isinstance(s, Plan)]
+    return out
+
+
+def shared_data_dir() -> Path | None:
+    """../shared/data from the repo root (or $KESTREL_SHARED_DATA), when present."""
+    env = os.environ.get("KESTREL_SHARED_DATA")
+    for cand in ([Path(env)] if env else []) + [ROOT.parent / "shared" / "data", Path("/work/shared/data")]:
+        if (cand / OANDA).exists():
+            return cand
+    return None
+
+
+def long_session(n: int, seed: int = 31) -> tuple[SessionSpec, Ticks]:
+    """One generated 24-hour session of n quote ticks (a random walk on a 0.01 grid), built
+    in chunks so the generator itself holds little beyond the five columns."""
+    rng = np.random.default_rng(seed)
+    s = SessionSpec.around_the_clock(dt.date(2024, 3, 5))
+    span = s.close_ns - s.open_ns
+    ts = s.open_ns + (np.arange(n, dtype=np.int64) * (span // n))
+    bid = np.empty(n)
+    ask = np.empty(n)
+    price = 10000.0
+    step = 1 << 20
+    for lo in range(0, n, step):
+        k = min(n, lo + step) - lo
+        walk = price + np.cumsum(rng.choice(np.array([-1.0, 0.0, 1.0]), k, p=[0.25, 0.5, 0.25]))
+        price = float(walk[-1])
+        bid[lo:lo + k] = walk / 100.0
+        ask[lo:lo + k] = (walk + rng.choice(np.array([1.0, 2.0]), k, p=[0.8, 0.2])) / 100.0
+    return s, Ticks(ts, bid, ask, (bid + ask) / 2.0, np.zeros(n))
+
+
+def peak_rss_mb() -> float:
+    """This process's peak RSS: VmHWM (the exec'd image's own high-water mark; `ru_maxrss`
+    of a subprocess also counts the parent's RSS at the fork), else `ru_maxrss`."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def long_child(path: str, data_dir: str) -> None:
+    """Subprocess body: load the frozen columns, run the rich plan on `path`, print peak RSS."""
+    cols = {k: np.load(os.path.join(data_dir, k + ".npy")) for k in ("ts", "bid", "ask", "last", "size")}
+    ticks = Ticks(cols["ts"], cols["bid"], cols["ask"], cols["last"], cols["size"])
+    for a in cols.values():
+        a.flags.writeable = False
+    session = SessionSpec.around_the_clock(dt.date(2024, 3, 5))
+    data_mb = sum(a.nbytes for a in cols.values()) / 2**20
+    e = Engine(EngineConfig(maxorders=5000), session, "SYN", 0.01)
+    e.arm(plan_of(RICH))
+    t0 = time.perf_counter()
+    e.run(ticks, path=path)
+    wall = time.perf_counter() - t0
+    print(json.dumps({"peak_mb": peak_rss_mb(),
+                      "data_mb": data_mb, "wall": wall, "events": len(e.ledger)}))
+
+
+def long_session_rss(n: int) -> dict[str, object]:
+    """Peak RSS of one long session per path, each in a fresh subprocess."""
+    out: dict[str, object] = {"long_session_ticks": n}
+    session, ticks = long_session(n)
+    with tempfile.TemporaryDirectory() as tmp:
+        for k in ("ts", "bid", "ask", "last", "size"):
+            np.save(os.path.join(tmp, k + ".npy"), getattr(ticks, k))
+        del ticks
+        for path in ("reference", "fast"):
+            res = subprocess.run([sys.executable, __file__, "--long-child", path, tmp],
+                                 capture_output=True, text=True, check=True)
+            r = json.loads(res.stdout.strip().splitlines()[-1])
+            out[f"long_session_peak_rss_mb_{path}"] = round(r["peak_mb"], 1)
+            out[f"long_session_ticks_per_s_{path}"] = round(n / r["wall"])
+            out["long_session_data_mb"] = round(r["data_mb"], 1)
+    return out
+
+
+def real_data(quick: bool) -> dict[str, object]:
+    """The OANDA EUR/USD fortnight (or `real_data: "absent"`): FX plans, per session, both
+    paths; ledgers compared."""
+    base = shared_data_dir()
+    if base is None:
+        return {"real_data": "absent"}
+    from kestrel.data import load_market_data
+
+    data = load_market_data(base / OANDA)
+    days = []
+    for session in data.sessions[: 3 if quick else None]:
+        day = data.ticks.between(session.open_ns, session.close_ns)
+        if len(day):
+            days.append((session, day))
+    n = sum(len(t) for _, t in days)
+    cfg = EngineConfig(maxpos=100_000, maxloss=5000, maxorders=5000)
+    ref = fast = 0.0
+    same = True
+    for text in FX_PLANS:
+        p = plan_of(text)
+        rw, rl = run_engine(days, p, "reference", cfg, data.symbol, data.tick_size, repeats=1)
+        fw, fl = run_engine(days, p, "fast", cfg, data.symbol, data.tick_size, repeats=1)
+        same &= rl == fl
+        ref += rw
+        fast += fw
+    return {"real_data": OANDA, "real_ticks": n, "real_sessions": len(days),
+            "real_reference_ticks_per_s": round(len(FX_PLANS) * n / ref),
+            "real_fast_ticks_per_s": round(len(FX_PLANS) * n / fast),
+            "real_ledgers_identical": same}
+
+
+def engine_entries(days: list[tuple[SessionSpec, Ticks]], plan: Plan) -> list[int]:
+    """The engine's entry fills of the SMA-bracket workload as timestamps (ns)."""
+    out = []
+    for session, ticks in days:
+        e = Engine(EngineConfig(), session, "SYN", 0.01)
+        e.arm(plan)
+        e.run(ticks)
+        out += [ev.ts for ev in e.ledger.events if isinstance(ev, Fired)]
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="engine throughput")
     parser.add_argument("--quick", action="store_true", help="200,000 ticks instead of 1,000,000")
+    parser.add_argument("--long-child", nargs=2, metavar=("PATH", "DIR"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.long_child:
+        long_child(*args.long_child)
+        return
     total = 200_000 if args.quick else 1_000_000
     days = make_days(total)
     n = sum(len(t) for _, t in days)
@@ -421,6 +608,52 @@ def main() -> None:
         identical &= same
         result[key] = round(many / one, 3)
         result[key.replace("segmented_vs_single_ratio", "single_call_s")] = round(one, 4)
+    # honest workloads: trading all day, rich plans, the example corpus, real data
+    ratios: dict[str, float] = {
+        "typical": round(ref_wall / fast_wall, 3),
+        "sma_bracket": round(sma_ref_wall / sma_fast_wall, 3),
+        "armed_all_day": round(idle_ref_wall / idle_fast_wall, 3),
+    }
+    day_days = make_days(n, seed=13, sessions=max(1, n // ALL_DAY_SESSION_TICKS))
+    dense_cfg = EngineConfig(maxorders=5000)
+    for key, text in (("all_day", ALL_DAY), ("rich", RICH), ("rearming", REARMING)):
+        p = plan_of(text)
+        rw, rl = run_engine(day_days, p, "reference", dense_cfg)
+        fw, fl = run_engine(day_days, p, "fast", dense_cfg)
+        identical &= rl == fl
+        result[f"{key}_reference_ticks_per_s"] = round(n / rw)
+        result[f"{key}_fast_ticks_per_s"] = round(n / fw)
+        result[f"{key}_fills"] = sum(led.count(b'"event":"fill"') for led in rl)
+        ratios[key] = round(rw / fw, 3)
+    ex_days = days[: max(1, len(days) // (8 if args.quick else 4))]
+    ex_n = sum(len(t) for _, t in ex_days)
+    examples: dict[str, dict[str, object]] = {}
+    ex_ref = ex_auto = 0.0
+    for name, p in example_plans():
+        rw, rl = run_engine(ex_days, p, "reference")
+        aw, al = run_engine(ex_days, p, "auto")
+        identical &= rl == al
+        ex_ref += rw
+        ex_auto += aw
+        probe = Engine(EngineConfig(), ex_days[0][0], p.instrument or "SYN", 0.01)
+        probe.arm(p)
+        fast = probe.fast_applies()
+        examples[name] = {"reference_ticks_per_s": round(ex_n / rw),
+                          "auto_ticks_per_s": round(ex_n / aw), "fast_applies": fast}
+        if fast:
+            ratios["example:" + name] = round(rw / aw, 3)
+    result["examples_ticks"] = ex_n
+    result["examples_reference_ticks_per_s"] = round(len(examples) * ex_n / ex_ref)
+    result["examples_fast_ticks_per_s"] = round(len(examples) * ex_n / ex_auto)
+    result["examples"] = examples
+    real = real_data(args.quick)
+    result.update(real)
+    if "real_reference_ticks_per_s" in real:
+        ratios["real"] = round(int(real["real_fast_ticks_per_s"]) / int(real["real_reference_ticks_per_s"]), 3)  # type: ignore[call-overload]
+        identical &= bool(real["real_ledgers_identical"])
+    result["fast_vs_reference"] = ratios
+    result["fast_vs_reference_min"] = min(ratios.values())
+    result.update(long_session_rss(1_000_000 if args.quick else 10_000_000))
     # our peak memory, before the peers load their frameworks and data
     result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     bt_res = backtrader_wall(days)
@@ -432,11 +665,17 @@ def main() -> None:
         result["backtrader_ratio_fast"] = round(bt_wall / sma_fast_wall, 3)
     nt = nautilus_wall(days)
     if nt is not None:
-        nt_wall, _ = nt
+        nt_wall, nt_trades, nt_signals = nt
+        ours = engine_entries(days, floor_plan)
         result["nautilus_wall_s"] = round(nt_wall, 3)
         result["nautilus_ticks_per_s"] = round(n / nt_wall)
         result["nautilus_ratio"] = round(nt_wall / sma_ref_wall, 3)
         result["nautilus_ratio_fast"] = round(nt_wall / sma_fast_wall, 3)
+        result["vs_nautilus_reference"] = result["nautilus_ratio"]
+        result["vs_nautilus_fast"] = result["nautilus_ratio_fast"]
+        result["nautilus_trades"] = nt_trades
+        result["engine_trades"] = len(ours)
+        result["nautilus_entries_match"] = sorted(nt_signals) == sorted(ours)
     result["ledgers_identical"] = identical
     result["per_plan"] = per_plan
     result["peak_rss_mb_with_peers"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from kestrel.engine import Engine, EngineConfig, Ledger
+from kestrel.engine.fast import FastPolicy
 from kestrel.engine.ledger import (
     Cancelled,
     Disarmed,
@@ -25,7 +26,7 @@ from kestrel.engine.ledger import (
 from kestrel.frame.session import SessionSpec
 from kestrel.frame.ticks import Ticks
 
-from engine_cases import armed, random_config, random_day, random_plan_text, realistic_day
+from engine_cases import ALL_DAY, RICH, armed, random_config, random_day, random_plan_text, realistic_day
 from engine_helpers import plan
 
 N_CASES = 240
@@ -214,3 +215,45 @@ def test_segmented_run_equals_on_ticks_with_supersede_and_stand_down(seed: int) 
         out.append(e.ledger.to_jsonl())
     assert out[0] == out[1]
     assert paths[0] == expected_path(steps[0] or "")
+
+
+# the bench's honest workloads (bench/engine_throughput.py): rules that fire all day, and a
+# rich 8-rule plan; the fast path must equal the reference under every hand-over policy
+REARMING = (
+    "PLAN rearm RISK maxpos 100\n"
+    "WHEN mid CROSSES ABOVE sma(mid, 50) AND pos <= 0: BUY 100 MKT STOP -0.5% TARGET +1% x100\n"
+    "WHEN mid CROSSES BELOW sma(mid, 50) AND pos > 0: FLAT x100"
+)
+POLICIES = {
+    "default": FastPolicy(),
+    "never_hand_over": FastPolicy(dense_ticks_per_event=0.0, max_mask_ticks=10**9),
+    "hand_over_early": FastPolicy(dense_ticks_per_event=1e9, min_events=3),
+    "small_masks": FastPolicy(max_mask_ticks=3000),
+}
+
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+@pytest.mark.parametrize("workload", ["all_day", "rich", "rearming"])
+def test_dense_workloads_match_reference_under_every_policy(workload: str, policy: str) -> None:
+    text = {"all_day": ALL_DAY, "rich": RICH, "rearming": REARMING}[workload]
+    rng = random.Random(17)
+    for k, make in enumerate((realistic_day, random_day, realistic_day)):
+        session, ticks = make(rng)
+        cfg = EngineConfig(maxorders=5000) if k != 2 else random_config(rng)
+        ref = reference_ledger(session, ticks, text, cfg)
+        for segments in (1, 5):
+            e = armed(session, text, cfg)
+            e.fast_policy = POLICIES[policy]
+            n = len(ticks)
+            step = -(-n // segments)
+            for a in range(0, n, step):
+                live = e.fast_applies()  # once the plan is spent or disarmed: the broker only
+                e.run(ticks.slice(a, min(n, a + step)), path="fast" if live else "auto",
+                      final=False)
+                assert e.last_path == ("fast" if live else "reference")
+            e.finish()
+            assert e.ledger.to_jsonl() == ref, (workload, policy, k, segments)
+            if k == 0:  # the policies really take (or avoid) the hand-over
+                assert e.dense == (policy == "hand_over_early") or policy in ("default", "small_masks")
+        if k == 0:
+            assert ref.count(b'"fill"') >= 20  # the workload really trades all day

@@ -22,7 +22,9 @@ from fractions import Fraction
 import msgspec
 
 from kestrel.engine.money import Money
-from kestrel.engine.orders import WorkingOrder, exact
+from kestrel.engine.orders import TickGrid, WorkingOrder, exact, exact_parts, round_div
+from kestrel.frame.account import AccountState
+from kestrel.frame.account import WorkingOrder as AccountOrder
 
 _ZERO = Fraction(0)
 
@@ -59,11 +61,15 @@ class Carry(msgspec.Struct, frozen=True):
 class Book:
     """The position of one engine and its exact money (see the module invariants)."""
 
-    __slots__ = ("money", "mult", "pos", "cost", "realized", "rpnl_k", "fees_k", "avg")
+    __slots__ = ("money", "mult", "pos", "cost", "realized", "rpnl_k", "fees_k", "avg",
+                 "_mn", "_md")
 
     def __init__(self, money: Money, multiplier: float) -> None:
         self.money = money
         self.mult = exact(multiplier)
+        # multiplier x money scale as an integer ratio: money in quanta = round(x * mn / md)
+        self._mn = self.mult.numerator * money.scale
+        self._md = self.mult.denominator
         self.pos = 0
         self.cost = _ZERO
         self.realized = _ZERO
@@ -79,7 +85,9 @@ class Book:
 
     def charge(self, fee: Fraction) -> int:
         """Charge a fee (exact amount); returns it in quanta."""
-        k = round(fee * self.money.scale)
+        if not fee:
+            return 0
+        k = round_div(fee.numerator * self.money.scale, fee.denominator)
         self.fees_k += k
         return k
 
@@ -95,7 +103,7 @@ class Book:
         else:
             closed = min(abs(q), abs(pos))
             opened = abs(q) - closed
-            share = self.cost * closed / abs(pos)
+            share = self.cost if closed == abs(pos) else self.cost * closed / abs(pos)
             self.realized += (closed * p if pos > 0 else -closed * p) - share
             self.cost -= share
             self.pos = pos + q
@@ -103,8 +111,10 @@ class Book:
                 self.cost = _ZERO
             elif (self.pos > 0) != (pos > 0):
                 self.cost = self.pos * p
-            self.rpnl_k = round(self.realized * self.mult * self.money.scale)
-        self.avg = float(self.cost / self.pos) if self.pos else 0.0
+            r = self.realized
+            self.rpnl_k = round_div(r.numerator * self._mn, r.denominator * self._md)
+        # int / int is correctly rounded: the double nearest to the exact average
+        self.avg = self.cost.numerator / (self.cost.denominator * self.pos) if self.pos else 0.0
         return opened
 
     def upnl_k(self, b: float, a: float) -> int:
@@ -116,13 +126,39 @@ class Book:
         x = b if pos > 0 else a
         if x != x:
             return 0
-        touch = exact(x)
-        return round((pos * touch - self.cost) * self.mult * self.money.scale)
+        tn, td = exact_parts(x)  # (pos x touch - cost) x mult x scale, rounded, in integers
+        cost = self.cost
+        cn, cd = cost.numerator, cost.denominator
+        return round_div((pos * tn * cd - cn * td) * self._mn, td * cd * self._md)
 
     def pnl_k(self, b: float, a: float) -> int:
         """rpnl - fees + upnl, in quanta (exact)."""
         k = self.rpnl_k - self.fees_k
         return k + self.upnl_k(b, a) if self.pos else k
+
+
+def account_of(book: Book, orders: Iterable[WorkingOrder], grid: TickGrid, b: float,
+               a: float) -> AccountState:
+    """The account as of a touch (b, a): position, average entry, PnL and working orders."""
+    m = book.money
+    shown = tuple(
+        AccountOrder(
+            id=str(o.id),
+            side="buy" if o.side > 0 else "sell",
+            qty=o.remaining,
+            type="stp" if o.type == "trail" else o.type,
+            price=o.trail_level(grid) if o.type == "trail" else o.price,
+        )
+        for o in orders
+    )
+    return AccountState(
+        position=book.pos,
+        avg_entry=book.avg if book.pos else None,
+        upnl=m.amount(book.upnl_k(b, a)) if book.pos else 0.0,
+        rpnl=m.amount(book.rpnl_k),
+        fees=m.amount(book.fees_k),
+        orders=shown,
+    )
 
 
 def carry_of(book: Book, orders: Iterable[WorkingOrder]) -> Carry | None:
@@ -138,4 +174,4 @@ def carry_of(book: Book, orders: Iterable[WorkingOrder]) -> Carry | None:
     return Carry(book.pos, str(book.cost), kept)
 
 
-__all__ = ["Book", "Carry", "CarriedOrder", "carry_of"]
+__all__ = ["Book", "Carry", "CarriedOrder", "account_of", "carry_of"]

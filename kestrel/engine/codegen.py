@@ -7,15 +7,17 @@ exec'd once; the per-tick loop then never touches the AST. Undefined values are 
 comparison using one is false (`!=` is guarded explicitly).
 
 Two functions are generated from the same update code:
-- `warm(tsl, bl, al, ll, sl, S, K_)` feeds history to the indicators only, and
+- `warm(tsl, bl, al, ll, sl, Q_, S, K_)` feeds history to the indicators only, and
   `warmx` (same signature) also to the crosses (history after the plan was armed);
-- `live(E, tsl, bl, al, ll, sl, g0, S, R, K_)` also calls the broker (`E._step`) on ticks where
+- `live(E, tsl, bl, al, ll, sl, Q_, g0, S, R, K_)` also calls the broker (`E._step`) on ticks where
   the broker's envelope `E.env` is breached and evaluates the armed rules (`R` holds each
   rule's state: 0 spent, 1 armed, 2 waiting for a false evaluation before re-arming),
   calling `E._fire` when one fires. Crosses start fresh in `live` after arming.
 `K_` holds the session constants (`Engine.consts`): the clock base `time` counts from, the
 open (ns), the price units of the exact indicators (half ticks) and the plan's times of day
-as `time` values. `S` is the list of persisted state variables (loaded into locals, stored
+as `time` values. `Q_` holds the quantized columns the plan reads (`CompiledPlan.quant`,
+built by `quant_columns`): whole half ticks computed with numpy per batch, so the loop does
+no rounding per tick. `S` is the list of persisted state variables (loaded into locals, stored
 back at the end).
 
 Exact tick-series indicators: `mid`, `spread` and the tick and bar `sma` of a quantized
@@ -32,10 +34,13 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from kestrel.engine.indicators import IndicatorSpec, PlanError, fast_blocker, resolve
 from kestrel.frame.ticks import NS_PER_S
@@ -55,20 +60,23 @@ SERIES_SRC = {
     "vwap": "vw",
     "open": "op",
     "time": "tod",
-    "pos": "E.pos",
-    "rpnl": "E.rpnl",
+    "pos": "pos_",  # locals of `live`, re-read after every broker step and fire (the only
+    "rpnl": "rpnl_",  # calls that can change them)
     "upnl": "E.upnl_now(b, a)",
     "pnl": "E.pnl_now(b, a)",  # exact, net of fees: what maxloss measures
 }
-# a quantized series as a whole number of half ticks (U_ = units per price point)
+# a quantized series as a whole number of half ticks (U_ = units per price point); all but
+# `open` come in per tick as precomputed columns (`quant_columns`), never rounded per tick
 QUANT_SRC = {
-    "last": "round(l * U_)",
-    "bid": "round(b * U_)",
-    "ask": "round(a * U_)",
+    "last": "kl",
+    "bid": "kb",
+    "ask": "ka",
     "mid": "km",
     "spread": "ksp",
     "open": "kop",
 }
+# the precomputed quantized columns, in the order the generated loops unpack them
+QUANT_COLUMNS = ("kl", "kb", "ka", "km", "ksp")
 _CMP = {"<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "==", "!=": "!="}
 _ARITH = {"+": "+", "-": "-", "*": "*", "/": "/"}
 _DIRECTIONS = ("above", "below")
@@ -107,6 +115,30 @@ class CompiledPlan:
     init_state: Callable[[], list[Any]]
     fast_blocker: str
     tods: tuple[ast.TimeOfDay, ...] = ()
+    quant: tuple[str, ...] = ()  # the `QUANT_COLUMNS` the loops read (see `quant_columns`)
+    reads: tuple[str, ...] = ("l", "s")  # which of last (`l`) and size (`s`) the loops read
+
+
+def quant_columns(names: tuple[str, ...], bid: Any, ask: Any, last: Any,
+                  units: float) -> list[list[int]]:
+    """The quantized columns `names` (of `QUANT_COLUMNS`) of a batch as lists of ints: whole
+    half ticks, `round(x * U_)` with x = last, bid, ask, mid = (b + a) / 2 (as
+    `(b + a) * (U_ / 2)`) or spread = a - b; `np.rint` rounds half to even like `round`,
+    on the same doubles, so the values are the ones a per-tick `round` would give."""
+    out: list[list[int]] = []
+    for name in names:
+        if name == "kl":
+            x = last * units
+        elif name == "kb":
+            x = bid * units
+        elif name == "ka":
+            x = ask * units
+        elif name == "km":
+            x = (bid + ask) * (units / 2.0)
+        else:
+            x = (ask - bid) * units
+        out.append(np.rint(x).astype(np.int64).tolist())
+    return out
 
 
 def _running_mean(k: str, v: str, x: str, n: int, ind: str, units: bool = False) -> list[str]:
@@ -139,6 +171,14 @@ class _Gen:
         self.crosses: list[tuple[str, str, str, str]] = []
         self.cross_var: dict[ast.Crosses, str] = {}
         self.tods: list[ast.TimeOfDay] = []
+        self.quant: set[str] = set()
+
+    def qsrc(self, x: str) -> str:
+        """The source of quantized series x, noting the precomputed column it reads."""
+        src = QUANT_SRC[x]
+        if src in QUANT_COLUMNS:
+            self.quant.add(src)
+        return src
 
     def var(self, name: str, init: str) -> str:
         self.state.append((name, init))
@@ -230,10 +270,10 @@ class _Gen:
         """Per-tick indicator update lines (indented for the loop body)."""
         L: list[str] = []
         if self.base & {"mid", "qmid"}:
-            L.append("km = round((b + a) * H_)")
+            self.quant.add("km")
             L.append("m = km / U_")
         if self.base & {"spread", "qspread"}:
-            L.append("ksp = round((a - b) * U_)")
+            self.quant.add("ksp")
             L.append("sp = ksp / U_")
         if "time" in self.base:
             L.append(f"tod = (t - BASE_) // {NS_PER_S}")
@@ -268,7 +308,7 @@ class _Gen:
             k = v[1:]
             x = SERIES_SRC[spec.x]
             if spec.kind == "sma" and spec.x in QUANT_SRC:
-                L += _running_mean(k, v, QUANT_SRC[spec.x], int(spec.n), "", units=True)
+                L += _running_mean(k, v, self.qsrc(spec.x), int(spec.n), "", units=True)
             elif spec.kind == "sma":
                 L += _running_mean(k, v, x, int(spec.n), "")
             else:
@@ -299,7 +339,7 @@ class _Gen:
             for x in sorted({s.x for _, s in items if s.kind != "atr"}):
                 L.append(f"bx{g}_{x} = {SERIES_SRC[x]}")
             for x in sorted({s.x for _, s in items if s.kind == "sma" and s.x in QUANT_SRC}):
-                L.append(f"bq{g}_{x} = {QUANT_SRC[x]}")
+                L.append(f"bq{g}_{x} = {self.qsrc(x)}")
         return L
 
     def bar_state(self) -> None:
@@ -340,6 +380,12 @@ def compile_plan(plan: ast.Plan) -> CompiledPlan:
         g.var(f"p{name}r", "nan")
     names = [n for n, _ in g.state]
     upd = g.updates()
+    quant = tuple(q for q in QUANT_COLUMNS if q in g.quant)
+    # last and size are zipped only when the loop body reads them (`l`, `s`)
+    text = "\n".join(upd + conds + prices + [x + " " + y for _, x, y, _ in g.crosses])
+    reads = tuple(v for v in ("l", "s") if re.search(rf"\b{v}\b", text))
+    loop = ("for t, b, a" + "".join(", " + v for v in reads + quant) + " in zip(tsl, bl, al"
+            + "".join(", " + v + "l" for v in reads) + ", *Q_):")
     n_rules = len(plan.rules)
     rvars = [f"r{j}" for j in range(n_rules)]
 
@@ -361,7 +407,7 @@ def compile_plan(plan: ast.Plan) -> CompiledPlan:
         "    if tsl:",
         "        if t0 < 0: t0 = tsl[0]",
         "        if op != op:",
-        "            op = ll[0]",
+        "            op = float(ll[0])",
         "            kop = round(op * U_)",
     ]
     cross_lines: list[str] = []
@@ -376,16 +422,20 @@ def compile_plan(plan: ast.Plan) -> CompiledPlan:
         cross_lines.append(f"p{name}r = cr_")
     src: list[str] = []
     for fname, extra in (("warm", []), ("warmx", cross_lines)):
-        src += [f"def {fname}(tsl, bl, al, ll, sl, S, K_):", "    nan = _NAN"]
+        src += [f"def {fname}(tsl, bl, al, ll, sl, Q_, S, K_):", "    nan = _NAN"]
         src += unpack("    ") + head
-        src.append("    for t, b, a, l, s in zip(tsl, bl, al, ll, sl):")
+        src.append("    " + loop)
         src += ["        " + u for u in upd + extra] or ["        pass"]
         src += pack("    ")
         src.append("")
 
     reload_env = "lo_b, hi_b, lo_a, hi_a, t_next, i_next = E.env"
+    if re.search(r"\bpos_\b", text):
+        reload_env += "; pos_ = E.pos"
+    if re.search(r"\brpnl_\b", text):
+        reload_env += "; rpnl_ = E.rpnl"
     reload_r = (", ".join(rvars) + ", = R") if rvars else "pass"
-    src += ["def live(E, tsl, bl, al, ll, sl, g0, S, R, K_):", "    nan = _NAN"]
+    src += ["def live(E, tsl, bl, al, ll, sl, Q_, g0, S, R, K_):", "    nan = _NAN"]
     src += unpack("    ") + head
     dead = "if not (" + " or ".join(rvars) + "): break"
     src += ["    " + reload_env, "    " + reload_r, "    i = g0 - 1"]
@@ -394,7 +444,7 @@ def compile_plan(plan: ast.Plan) -> CompiledPlan:
     src.append("    if not (" + " or ".join(rvars) + "):")
     src.append("        E._live_bare(tsl, bl, al, ll, sl, g0, 0)")
     src.append("        return")
-    src.append("    for t, b, a, l, s in zip(tsl, bl, al, ll, sl):")
+    src.append("    " + loop)
     body = [
         "i += 1",
         "if b <= lo_b or b >= hi_b or a <= lo_a or a >= hi_a or t >= t_next or i >= i_next:",
@@ -438,6 +488,8 @@ def compile_plan(plan: ast.Plan) -> CompiledPlan:
         init_state=namespace["init_state"],
         fast_blocker=fast_blocker(plan),
         tods=tuple(g.tods),
+        quant=quant,
+        reads=reads,
     )
 
 

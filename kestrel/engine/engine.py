@@ -22,13 +22,13 @@ from itertools import islice
 
 import numpy as np
 
-from kestrel.engine.book import Book, Carry, carry_of
-from kestrel.engine.codegen import CompiledPlan, compile_plan, time_literals
+from kestrel.engine.book import Book, Carry, account_of, carry_of
+from kestrel.engine.codegen import CompiledPlan, compile_plan, quant_columns, time_literals
 from kestrel.engine.config import EngineConfig
 from kestrel.engine.envelope import IDLE_ENV, NEVER, envelope
-from kestrel.engine.fast import run_fast
+from kestrel.engine.fast import DEFAULT_POLICY, FastPolicy, run_fast
 from kestrel.engine.indicators import PlanError, longest_lookback
-from kestrel.engine.history import TickHistory, ticks_of
+from kestrel.engine.history import TickHistory, accepted, ticks_of
 from kestrel.engine.money import Money
 from kestrel.engine.ledger import (
     Armed,
@@ -54,7 +54,6 @@ from kestrel.engine.orders import (
     slipped,
 )
 from kestrel.frame.account import AccountState
-from kestrel.frame.account import WorkingOrder as AccountOrder
 from kestrel.frame.session import SessionSpec
 from kestrel.frame.ticks import NS_PER_S, Ticks
 from kestrel.engine.plans import checked, clock_base_ns, clock_seconds
@@ -65,6 +64,7 @@ __all__ = ["Engine", "ticks_of"]  # ticks_of lives in `history`, re-exported her
 INF = math.inf
 NAN = float("nan")
 _SIDE = {"buy": 1, "sell": -1}
+CHUNK = 1 << 16  # ticks held as Python objects at once on the reference path
 
 
 class Engine:
@@ -140,6 +140,8 @@ class Engine:
         self._floor_k = max(-self._maxloss_k, self._session_floor_k)
         self._loss_guard = (-INF, INF)  # bid (long) / ask (short) at which pnl may reach the floor
         self._stale = False
+        self.dense = False  # the fast path found the plan firing densely: compiled loop from now on
+        self.fast_policy: FastPolicy = DEFAULT_POLICY
         self._sizes: Sequence[float] | np.ndarray | None = None
         self._sizes_base = 0
         self.env: tuple[float, float, float, float, int, int] = IDLE_ENV
@@ -223,6 +225,7 @@ class Engine:
         if not self.session_down and self._baseline_k <= self._session_floor_k:  # already past
             self.session_down = f"session maxloss {cfg.session_maxloss:g} breached: the session stands down"
         self.placed = 0
+        self.dense = False
         self.loss_breached = bool(self.session_down)
         self.armed = not self.closed and not self.session_down
         n = len(plan.rules)
@@ -264,16 +267,29 @@ class Engine:
             self._rewarm()
         g0 = self.seen
         self._history.append(batch)
-        lists = (batch.ts.tolist(), batch.bid.tolist(), batch.ask.tolist(),
-                 batch.last.tolist(), batch.size.tolist())
-        self._sizes, self._sizes_base = lists[4], g0
-        if self.compiled is not None:
-            self.compiled.live(self, *lists, g0, self.S, self.R, self.consts())
-        else:
-            self._live_bare(*lists, g0)
-        self._advance(g0 + n, lists[0][-1], lists[1][-1], lists[2][-1])
+        self._live_span(batch, g0)
         self.last_path = "reference"
         return self.ledger.events[mark:]
+
+    def _live_span(self, batch: Ticks, g0: int) -> None:
+        """Run the reference loop over `batch` (ticks g0.. of the session, already in the
+        history) in chunks of `CHUNK` ticks: only one chunk is ever held as Python objects
+        (a chunk boundary is a batch boundary, which never changes the ledger)."""
+        n = len(batch)
+        compiled = self.compiled
+        for lo in range(0, n, CHUNK):
+            part = batch.slice(lo, min(n, lo + CHUNK))
+            tsl, bl, al = part.ts.tolist(), part.bid.tolist(), part.ask.tolist()
+            reads = compiled.reads if compiled is not None else ()
+            ll = part.last.tolist() if "l" in reads else part.last
+            sl = part.size.tolist() if "s" in reads else part.size
+            self._sizes, self._sizes_base = part.size, g0 + lo
+            if compiled is not None:
+                q = quant_columns(compiled.quant, part.bid, part.ask, part.last, self.grid.units)
+                compiled.live(self, tsl, bl, al, ll, sl, q, g0 + lo, self.S, self.R, self.consts())
+            else:
+                self._live_bare(tsl, bl, al, ll, sl, g0 + lo)
+            self._advance(g0 + lo + len(tsl), tsl[-1], bl[-1], al[-1])
 
     def finish(self) -> list[LedgerEvent]:
         """End of data: apply the end-of-day policy at the last tick if the session close
@@ -293,7 +309,7 @@ class Engine:
         if path == "fast" and blocker:
             raise PlanError("the fast path does not apply: " + blocker)
         if path != "reference" and not blocker:
-            run_fast(self, ticks)
+            run_fast(self, ticks, self.fast_policy)
             self.last_path = "fast"
         else:
             self.on_ticks(ticks)
@@ -306,24 +322,7 @@ class Engine:
 
     def account(self) -> AccountState:
         """Position, average entry, PnL and working orders as of the last tick."""
-        orders = tuple(
-            AccountOrder(
-                id=str(o.id),
-                side="buy" if o.side > 0 else "sell",
-                qty=o.remaining,
-                type="stp" if o.type == "trail" else o.type,
-                price=o.trail_level(self.grid) if o.type == "trail" else o.price,
-            )
-            for o in self.orders.values()
-        )
-        return AccountState(
-            position=self.pos,
-            avg_entry=self.avg if self.pos else None,
-            upnl=self.upnl_now(self.b, self.a),
-            rpnl=self.rpnl,
-            fees=self.fees,
-            orders=orders,
-        )
+        return account_of(self.book, self.orders.values(), self.grid, self.b, self.a)
 
     def carry_out(self) -> Carry | None:
         """What the next session takes over under `end_of_day="carry"`: the position, its
@@ -354,37 +353,38 @@ class Engine:
         return self.compiled.fast_blocker
 
     def _accept(self, batch: Ticks) -> None:
-        """Fail closed on a batch that breaks the `Ticks` invariants (timestamps going
-        backwards; crossed quotes are allowed), has a non-finite bid or ask, or starts
-        before the engine's clock."""
-        batch.validated(allow_crossed=True)
-        bad = np.flatnonzero(~(np.isfinite(batch.bid) & np.isfinite(batch.ask)))
-        if bad.size:
-            k = int(bad[0])
-            raise ValueError(
-                f"tick {k} of the batch has bid {batch.bid[k]} / ask {batch.ask[k]}: the engine "
-                "needs finite quotes on every tick (drop or fill those rows when loading)"
-            )
-        first = int(batch.ts[0])
-        if self.seen and first < self.t:
-            raise ValueError(
-                f"ticks go back in time: batch starts at {first}, the engine is at {self.t}; "
-                "feed each session's ticks in timestamp order"
-            )
+        accepted(batch, self.t if self.seen else None)
 
-    def _rewarm(self) -> None:
-        """Rebuild the plan's indicator state from the session's history: indicators over
-        every tick seen, crosses over the ticks since the plan was armed."""
+    def hand_over(self, batch: Ticks, start: int, i: int) -> None:
+        """Run ticks i.. of `batch` (session ticks start.., already in the history) on the
+        compiled loop, from the fast path's state after tick i-1 (which is the reference's):
+        the indicators are re-warmed up to tick i, then the loop streams in chunks."""
+        if i > start:
+            self._advance(i, int(batch.ts[i - start - 1]), float(batch.bid[i - start - 1]),
+                          float(batch.ask[i - start - 1]))
+        if i > start or self._stale:
+            self._rewarm(i)
+        if i - start < len(batch):
+            self._live_span(batch.slice(i - start, len(batch)), i)
+
+    def _rewarm(self, upto: int | None = None) -> None:
+        """Rebuild the plan's indicator state from the session's history (its first `upto`
+        ticks, default all): indicators over every tick, crosses over the ticks since the
+        plan was armed."""
         assert self.compiled is not None
         self.S = self.compiled.init_state()
         h = self._history.view()
-        n = len(h)
+        n = len(h) if upto is None else upto
         cut = min(max(self.arm_tick, 0), n)
+        quant = self.compiled.quant
         for lo, hi, fn in ((0, cut, self.compiled.warm), (cut, n, self.compiled.warmx)):
-            if hi > lo:
-                part = h.slice(lo, hi)
-                fn(part.ts.tolist(), part.bid.tolist(), part.ask.tolist(), part.last.tolist(),
-                   part.size.tolist(), self.S, self.consts())
+            for c in range(lo, hi, CHUNK):  # one chunk at a time as Python objects
+                part = h.slice(c, min(hi, c + CHUNK))
+                reads = self.compiled.reads
+                fn(part.ts.tolist(), part.bid.tolist(), part.ask.tolist(),
+                   part.last.tolist() if "l" in reads else part.last,
+                   part.size.tolist() if "s" in reads else part.size, quant_columns(quant, part.bid, part.ask, part.last,
+                                                     self.grid.units), self.S, self.consts())
         self._stale = False
 
     def _advance(self, seen: int, t: int, b: float, a: float) -> None:
@@ -394,9 +394,9 @@ class Engine:
         self.a = float(a)
 
     def _live_bare(self, tsl: Sequence[int], bl: Sequence[float], al: Sequence[float],
-                   ll: Sequence[float], sl: Sequence[float], g0: int, skip: int = 0) -> None:
+                   ll: object, sl: object, g0: int, skip: int = 0) -> None:
         """The loop without live rules: only the broker (positions, protective orders),
-        from batch position `skip` on."""
+        from batch position `skip` on (`ll`, `sl`: unread, the generated loop's columns)."""
         i = g0 + skip - 1
         lo_b, hi_b, lo_a, hi_a, t_next, i_next = self.env
         for t, b, a in islice(zip(tsl, bl, al), skip, None):
@@ -505,7 +505,8 @@ class Engine:
               qty: int) -> None:
         m = self.money
         bk = self.book
-        fee_k = bk.charge(self._fee_unit * qty + (self._fee_order if o.filled == 0 else 0))
+        fee_k = (bk.charge(self._fee_unit * qty + (self._fee_order if o.filled == 0 else 0))
+                 if self._fee_unit or self._fee_order else 0)
         o.filled += qty
         if o.filled >= o.qty:
             del self.orders[o.id]

@@ -8,12 +8,21 @@ operations), then repeatedly jumps to the first tick where (a) or (b) holds — 
 vectorized scans over the bid/ask arrays in growing chunks, (b) by binary search in the
 precomputed lists of true/false indices — and processes that tick with the same broker and
 rule code (`Engine._step`, `Engine._fire`) in the same order. Hence the same ledger.
+
+Cost model (`FastPolicy`): a jump costs tens of microseconds, the compiled reference loop
+well under one per tick, so when the rules fire densely (fewer than
+`dense_ticks_per_event` ticks per processed event, measured over at least `min_events`
+events) the fast path hands the rest of the batch to the compiled loop (`Engine.hand_over`)
+and keeps to it for the rest of the session (`Engine.dense`): the state at a handover is
+exactly the reference's after the same tick, so the ledger does not change. The fast path
+is therefore never much slower than the reference, and far faster where ticks are idle.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import msgspec
 import numpy as np
 
 from kestrel.engine.vector import Columns
@@ -28,6 +37,23 @@ if TYPE_CHECKING:
 
 _FIRST_CHUNK = 512
 _FIRST_PREFIX = 4096
+_EVENTS_PER_FIRE = 3  # a fire, its entry's fill, its exit: the stops the loop makes per fire
+
+
+class FastPolicy(msgspec.Struct, frozen=True):
+    """When the fast path hands a batch over to the compiled loop: after at least
+    `min_events` processed events, if they came more often than one per
+    `dense_ticks_per_event` ticks; or when the rule masks would need more than
+    `max_mask_ticks` ticks or, at the bytes per tick the current masks take, more than
+    `max_mask_mb` MB (bounded memory on long sessions)."""
+
+    dense_ticks_per_event: float = 150.0
+    min_events: int = 32
+    max_mask_ticks: int = 20_000_000
+    max_mask_mb: float = 150.0
+
+
+DEFAULT_POLICY = FastPolicy()
 
 
 class _Masks:
@@ -50,6 +76,14 @@ class _Masks:
         self.conds = [cols.truth(r.cond) for r in rules]
         self.trues = [np.flatnonzero(c[start:]) + start for c in self.conds]
         self.falses = [np.flatnonzero(~c[start:]) + start for c in self.conds]
+        self.reads = [frozenset(series_in(r.cond) & DYNAMIC_SERIES) for r in rules]
+        # masks of account-reading rules per account state they read (pos takes few values)
+        self.by_state: dict[tuple[int, tuple[float, ...]], tuple[np.ndarray, np.ndarray,
+                                                                  np.ndarray]] = {}
+        for r in range(len(rules)):
+            if self.dynamic[r]:
+                self.by_state[(r, self._key(r, cols.account))] = (
+                    self.conds[r], self.trues[r], self.falses[r])
         self.prices: list[list[np.ndarray | None]] = [
             [cols.expr(a.price) if isinstance(a, ast.Order) and a.price is not None else None
              for a in r.actions]
@@ -61,14 +95,37 @@ class _Masks:
         """The account series conditions may read on the fast path (see `fast_blocker`)."""
         return {"pos": float(engine.pos), "rpnl": engine.rpnl}
 
+    def bytes_per_tick(self) -> float:
+        """Memory the masks and their columns take per tick of the evaluated prefix."""
+        arrays = [*self.conds, *self.trues, *self.falses,
+                  *(p for ps in self.prices for p in ps if p is not None)]
+        return (self.cols.nbytes() + sum(a.nbytes for a in arrays)) / max(1, self.upto)
+
+    def _key(self, r: int, acc: dict[str, float]) -> tuple[float, ...]:
+        return tuple(acc[k] for k in sorted(self.reads[r]))
+
     def refresh(self, engine: Engine, j: int) -> None:
-        """Re-evaluate the account-reading rules from tick j if pos or rpnl changed."""
+        """Re-evaluate the account-reading rules from tick j if pos or rpnl changed. A rule
+        that reads only account state seen before takes that state's masks (values at
+        ticks >= j are all that is read from here on)."""
         acc = self._account(engine)
         if acc == self.cols.account or not any(self.dynamic):
             return
         self.cols.account = acc
         for r, rule in enumerate(self.rules):
             if not self.dynamic[r] or j >= self.upto:
+                continue
+            key = (r, self._key(r, acc))
+            hit = self.by_state.get(key)
+            if hit is not None:
+                self.conds[r], self.trues[r], self.falses[r] = hit
+                continue
+            if self.reads[r] <= {"pos"}:  # few states: evaluate the whole prefix once
+                c = self.cols.truth(rule.cond, self.start)
+                full = np.concatenate((self.conds[r][:self.start], c))
+                masks = (full, np.flatnonzero(c) + self.start, np.flatnonzero(~c) + self.start)
+                self.by_state[key] = masks
+                self.conds[r], self.trues[r], self.falses[r] = masks
                 continue
             c = self.cols.truth(rule.cond, j)
             self.conds[r] = np.concatenate((self.conds[r][:j], c))
@@ -77,8 +134,9 @@ class _Masks:
             self.falses[r] = np.concatenate((f[: np.searchsorted(f, j)], np.flatnonzero(~c) + j))
 
 
-def run_fast(engine: Engine, batch: Ticks) -> None:
-    """Advance `engine` over `batch` on the fast path (the plan must be fast-eligible)."""
+def run_fast(engine: Engine, batch: Ticks, policy: FastPolicy = DEFAULT_POLICY) -> None:
+    """Advance `engine` over `batch` on the fast path (the plan must be fast-eligible),
+    handing dense or over-long stretches to the compiled loop (see `FastPolicy`)."""
     compiled = engine.compiled
     assert compiled is not None
     if len(batch) == 0:
@@ -87,6 +145,10 @@ def run_fast(engine: Engine, batch: Ticks) -> None:
     start = engine.seen
     engine._history.append(batch)
     full = engine._history.view()  # the session so far, without copying
+    if engine.dense or _dense_at_start(engine, full, start, policy):
+        engine.dense = True
+        engine.hand_over(batch, start, start)
+        return
     n = len(full)
     # rule masks are built only while a rule is armed (a spent plan costs only the broker scans)
     masks: _Masks | None = None
@@ -95,7 +157,17 @@ def run_fast(engine: Engine, batch: Ticks) -> None:
     R = engine.R
     n_rules = len(R)
     i = start
+    events = 0
+    origin = start
     while i < n:
+        if events >= policy.min_events:
+            if ((i - origin) < events * policy.dense_ticks_per_event
+                    and _fires_left(engine) * _EVENTS_PER_FIRE * policy.dense_ticks_per_event > n - i):
+                engine.dense = True
+                engine.hand_over(batch, start, i)
+                return
+            events, origin = 0, i  # judge density over the recent stretch
+        events += 1
         j = _next_breach(engine.env_core, ts, bid, ask, i, n)
         for o in engine.trails:
             j = _next_trail_trigger(o, bid if o.side < 0 else ask, i, j, engine.grid)
@@ -113,7 +185,12 @@ def run_fast(engine: Engine, batch: Ticks) -> None:
                     j = int(idx[k])
             if j >= upto and upto < n:
                 # rule events past the evaluated prefix are unknown: extend and look again
-                masks = _Masks(engine, full, masks.start, min(n, upto + (upto - masks.start)))
+                grown = min(n, upto + (upto - masks.start))
+                if (grown - masks.start > policy.max_mask_ticks
+                        or grown * masks.bytes_per_tick() > policy.max_mask_mb * 2**20):
+                    engine.hand_over(batch, start, i)  # bounded memory: stream the rest
+                    return
+                masks = _Masks(engine, full, masks.start, grown)
                 continue
         if engine.trails and min(j, n) > i:
             # the ratchets the reference applied on ticks i..j-1 (a max: order-free); at the
@@ -148,6 +225,30 @@ def run_fast(engine: Engine, batch: Ticks) -> None:
         i = j + 1
     engine._advance(n, int(ts[-1]), float(bid[-1]), float(ask[-1]))
     engine._stale = True
+
+
+def _dense_at_start(engine: Engine, full: Ticks, start: int, policy: FastPolicy) -> bool:
+    """The cost model's first look: the armed rules' fires over the batch, estimated from the
+    rising edges of their conditions on the next `_FIRST_PREFIX` ticks and capped by their
+    repeats left, times the events each fire makes: more than one per
+    `dense_ticks_per_event` ticks, and the compiled loop runs the batch from the start."""
+    n = len(full)
+    if not any(engine.R) or n - start < policy.min_events * policy.dense_ticks_per_event:
+        return False
+    probe = _Masks(engine, full, start, min(n, start + _FIRST_PREFIX))
+    scale = (n - start) / (probe.upto - start)
+    fires = 0.0
+    for r, c in enumerate(probe.conds):
+        if engine.R[r]:
+            seg = c[start:]
+            edges = int(np.count_nonzero(seg[1:] & ~seg[:-1])) + int(seg[0])
+            fires += min(edges * scale, engine.remaining[r])  # a rule fires at most its repeats
+    return fires * _EVENTS_PER_FIRE * policy.dense_ticks_per_event > n - start
+
+
+def _fires_left(engine: Engine) -> int:
+    """How many more times the armed rules may fire (their repeats left)."""
+    return sum(k for st, k in zip(engine.R, engine.remaining) if st)
 
 
 def _next_trail_trigger(o: WorkingOrder, touch: np.ndarray, i: int, end: int,

@@ -74,6 +74,26 @@ class TickHistory:
         return Ticks(self._ts[:n], self._bid[:n], self._ask[:n], self._last[:n], self._size[:n])
 
 
+def accepted(batch: Ticks, clock: int | None) -> None:
+    """Fail closed on a batch that breaks the `Ticks` invariants (timestamps going
+    backwards; crossed quotes are allowed), has a non-finite bid or ask, or starts before
+    the engine's clock (`clock`, None before the first tick)."""
+    batch.validated(allow_crossed=True)
+    bad = np.flatnonzero(~(np.isfinite(batch.bid) & np.isfinite(batch.ask)))
+    if bad.size:
+        k = int(bad[0])
+        raise ValueError(
+            f"tick {k} of the batch has bid {batch.bid[k]} / ask {batch.ask[k]}: the engine "
+            "needs finite quotes on every tick (drop or fill those rows when loading)"
+        )
+    first = int(batch.ts[0])
+    if clock is not None and first < clock:
+        raise ValueError(
+            f"ticks go back in time: batch starts at {first}, the engine is at {clock}; "
+            "feed each session's ticks in timestamp order"
+        )
+
+
 def ticks_of(rows: Sequence[tuple[int, float, float]] | Sequence[tuple[int, float, float, float, float]]) -> Ticks:
     """Build `Ticks` from rows (ts, bid, ask[, last, size]) — a helper for tests and tools."""
     arr = list(zip(*rows))
@@ -83,4 +103,4 @@ def ticks_of(rows: Sequence[tuple[int, float, float]] | Sequence[tuple[int, floa
     return Ticks.from_arrays(ts, arr[1], arr[2])
 
 
-__all__ = ["TickHistory", "ticks_of"]
+__all__ = ["TickHistory", "accepted", "ticks_of"]

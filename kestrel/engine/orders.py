@@ -43,6 +43,24 @@ def exact(x: float) -> Fraction:
     return Fraction(Decimal(repr(float(x))))
 
 
+@lru_cache(maxsize=65536)
+def exact_parts(x: float) -> tuple[int, int]:
+    """`exact(x)` as (numerator, denominator) in lowest terms, denominator > 0: integer
+    arithmetic on these is the exact arithmetic, without building `Fraction`s."""
+    f = exact(x)
+    return f.numerator, f.denominator
+
+
+def round_div(p: int, q: int) -> int:
+    """p / q rounded to the nearest integer, half to even (q > 0): `round(Fraction(p, q))`
+    in integer arithmetic."""
+    k, r = divmod(p, q)
+    r2 = 2 * r
+    if r2 > q or (r2 == q and k & 1):
+        return k + 1
+    return k
+
+
 class TickGrid:
     """Rounds prices to the nearest multiple of the tick size (half to even).
 
@@ -65,7 +83,8 @@ class TickGrid:
         self.units = 2.0 * (self.inv if self.inv else 1.0 / tick)
 
     def snap_exact(self, x: Fraction) -> float:
-        k = round(x / self.tick_exact)  # Fraction.__round__: half to even, exact
+        t = self.tick_exact  # x / t rounded half to even, in integers (exact)
+        k = round_div(x.numerator * t.denominator, x.denominator * t.numerator)
         return k / self.inv if self.inv else float(k * self.tick_exact)
 
     def snap(self, p: float) -> float:
@@ -208,7 +227,13 @@ def entry_risk(act: ast.Order, side: int, price: float | None, bid: float, ask: 
 
 def bracket_price(entry: float, off: ast.Offset, grid: TickGrid) -> float:
     """A STOP/TARGET price from the entry fill price: exact in decimal, rounded half to even
-    onto the tick grid (61830 x (1 + 0.05/100) = 61860.915 -> 61860.92 at 0.01)."""
+    onto the tick grid (61830 x (1 + 0.05/100) = 61860.915 -> 61860.92 at 0.01). A pure
+    function of its inputs, so cached (entries repeat at the same prices all day)."""
+    return _bracket_price(entry, off, grid)
+
+
+@lru_cache(maxsize=65536)
+def _bracket_price(entry: float, off: ast.Offset, grid: TickGrid) -> float:
     v = exact(off.value)
     if off.mode == "pct":
         return grid.snap_exact(exact(entry) * (1 + v / 100))

@@ -43,6 +43,11 @@ class Columns:
         self._cross: dict[ast.Crosses, Arr] = {}
         self.account: dict[str, float] = {}
 
+    def nbytes(self) -> int:
+        """Memory held by the computed columns."""
+        return sum(a.nbytes for a in self._cache.values()) + sum(
+            a.nbytes for a in self._cross.values())
+
     # series ------------------------------------------------------------------------
     def series(self, name: str) -> Arr:
         key = ("series", name)
