@@ -12,7 +12,7 @@ import argparse
 import os
 import sys
 from collections.abc import Iterator
-from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures import Executor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -207,7 +207,9 @@ def _executor(jobs: int | None, scheduler: str | None) -> Iterator[Executor | No
     if n == 1:
         yield None
         return
-    with ProcessPoolExecutor(max_workers=n) as pool:
+    from kestrel.sweep.pool import local_pool
+
+    with local_pool(n) as pool:  # workers die with this process, even on kill -9
         yield pool
 
 
