@@ -164,7 +164,7 @@ def check_ledger(capture: str, recorded: str | None, ledger_path: str, raw: byte
 
 
 def _sweep_report(args: argparse.Namespace) -> int:
-    from kestrel.report.html import render_leaderboard
+    from kestrel.report.board import render_leaderboard
     from kestrel.sweep.results import stored_rows
 
     out = Path(args.sweep)
@@ -180,15 +180,10 @@ def _sweep_report(args: argparse.Namespace) -> int:
 
 
 def print_leaderboard(rows: Any) -> None:
-    from kestrel.report.html import LEADER_COLS, leaderboard
+    from kestrel.report.board import text_lines
 
-    board = leaderboard(rows)
-    head = [label for _, label, _ in LEADER_COLS]
-    lines = [[fmt(g[k]) for k, _, fmt in LEADER_COLS] for g in board]
-    widths = [max(len(h), *(len(x[i]) for x in lines)) if lines else len(h) for i, h in enumerate(head)]
-    print("  ".join(h.ljust(w) for h, w in zip(head, widths)))
-    for x in lines:
-        print("  ".join(c.ljust(w) for c, w in zip(x, widths)))
+    for line in text_lines(rows):
+        print(line)
 
 
 __all__ = ["check_ledger", "print_leaderboard", "print_summary", "register", "run_report_of", "write_run_report", "write_text"]

@@ -156,7 +156,7 @@ def _run_sweep(args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from None
     if args.report:
         from kestrel.cli.report import write_text
-        from kestrel.report.html import render_leaderboard
+        from kestrel.report.board import render_leaderboard
 
         write_text(args.report, render_leaderboard(outcome.rows, title=f"Kestrel sweep {outdir.name}"))
     if args.json:

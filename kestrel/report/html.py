@@ -1,4 +1,4 @@
-"""One self-contained HTML page per run, and a leaderboard page per sweep.
+"""One self-contained HTML page per run (a sweep's leaderboard page: `kestrel.report.board`).
 
 Invariants: the page holds inline CSS and inline SVG only: no script, no external stylesheet,
 image, font or link (it names no URL at all), so it reads offline and in a headless browser;
@@ -8,7 +8,7 @@ it holds no wall-clock time or random id, so the same run gives the same bytes.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from html import escape
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -206,75 +206,4 @@ def render_run(rep: RunReport) -> str:
     return _page(f"Kestrel run {h.agent} {h.symbol} {' '.join(h.dates)}", body)
 
 
-LEADER_COLS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
-    ("agent", "agent", str), ("model", "model", str), ("profile", "profile", str),
-    ("runs", "runs", str), ("failed", "failed", str),
-    ("net_pnl", "net PnL (sum)", lambda x: f"{x:+.2f}"),
-    ("return_on_risk", "return on risk (mean)", lambda x: f"{x:+.2%}"),
-    ("sharpe", "Sharpe (mean)", lambda x: "n/a" if x is None else f"{x:.2f}"),
-    ("max_drawdown", "max drawdown (worst)", lambda x: f"{x:.2f}"),
-    ("win_rate", "win rate", lambda x: "n/a" if x is None else f"{x:.0%}"),
-    ("tokens", "tokens", lambda x: "n/a" if x is None else str(x)),
-    ("cost_usd", "cost (USD)", lambda x: "n/a" if x is None else f"{x:.4f}"),
-)
-
-
-def leaderboard(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """One line per (agent, model, profile) over its runs, best total net PnL first (ties by
-    name): sums, means and the worst drawdown of its finished runs."""
-    groups: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
-    for r in rows:
-        groups.setdefault((str(r.get("agent")), str(r.get("model") or "-"), str(r.get("profile"))), []).append(r)
-    out = []
-    for (agent, model, profile), rs in groups.items():
-        ok = [r for r in rs if not r.get("error")]
-        sharpes = [r["sharpe"] for r in ok if r.get("sharpe") is not None]
-        trades = sum(int(r.get("trades") or 0) for r in ok)
-        wins = sum(int(r.get("wins") or 0) for r in ok)
-        tokens = [r.get("tokens") for r in ok]
-        costs = [r.get("cost_usd") for r in ok]
-        out.append({
-            "agent": agent, "model": model, "profile": profile, "runs": len(rs), "failed": len(rs) - len(ok),
-            "net_pnl": round(sum(float(r.get("net_pnl") or 0.0) for r in ok), 9),
-            "return_on_risk": round(sum(float(r.get("return_on_risk") or 0.0) for r in ok) / len(ok), 9) if ok else 0.0,
-            "sharpe": round(sum(sharpes) / len(sharpes), 6) if sharpes else None,
-            "max_drawdown": max((float(r.get("max_drawdown") or 0.0) for r in ok), default=0.0),
-            "win_rate": round(wins / trades, 6) if trades else None,
-            "tokens": None if not ok or any(t is None for t in tokens) else sum(int(t) for t in tokens if t is not None),
-            "cost_usd": None if not ok or any(c is None for c in costs) else round(sum(float(c) for c in costs if c is not None), 9),
-        })
-    out.sort(key=lambda g: (-float(str(g["net_pnl"])), str(g["agent"]), str(g["model"]), str(g["profile"])))
-    return out
-
-
-RUN_COLS = ("key", "agent", "profile", "data", "dates", "net_pnl", "sharpe", "max_drawdown", "trades",
-            "tokens", "ledger_sha256", "error")
-
-
-def render_leaderboard(rows: Sequence[Mapping[str, Any]], title: str = "Kestrel sweep") -> str:
-    """The sweep's page: the leaderboard and every run (failed runs with their error)."""
-    board = leaderboard(rows)
-    head = [label for _, label, _ in LEADER_COLS]
-    lines = [[fmt(g[k]) for k, _, fmt in LEADER_COLS] for g in board]
-    runs = sorted(rows, key=lambda r: (str(r.get("agent")), str(r.get("profile")), str(r.get("data")),
-                                       str(r.get("dates")), str(r.get("key"))))
-    run_rows = []
-    for r in runs:
-        cells = []
-        for c in RUN_COLS:
-            v = r.get(c)
-            if c == "ledger_sha256" and v:
-                v = str(v)[:16]
-            elif isinstance(v, float):
-                v = f"{v:.2f}"
-            cells.append("" if v is None else str(v))
-        run_rows.append(cells)
-    body = [f"<h1>{escape(title)}: leaderboard</h1>",
-            f'<p class="note">{len(rows)} runs; grouped by agent, model and profile; best total net PnL first. '
-            'Metrics are defined in docs/report.md.</p>',
-            _table(head, lines, left=(0, 1, 2)),
-            "<h2>Runs</h2>", _table(list(RUN_COLS), run_rows, left=(0, 1, 2, 3, 4, 10, 11))]
-    return _page(title, body)
-
-
-__all__ = ["CSS", "leaderboard", "render_leaderboard", "render_run"]
+__all__ = ["CSS", "render_run"]

@@ -34,6 +34,9 @@ from kestrel.sweep.spec import RunSpec
 AgentFactory = Callable[[str], Any]
 DataLoader = Callable[[str], MarketData]
 RESULT = "result.json"
+# each run's buy-and-hold baseline (its sessions, in its largest position, as on its page),
+# stored as `buy_and_hold_<metric>` for the leaderboard's reference row
+BASELINE_METRICS = ("net_pnl", "return_on_risk", "sharpe", "max_drawdown")
 
 _DATA: dict[str, MarketData] = {}
 _SOURCES: dict[str, DataSource] = {}
@@ -115,6 +118,9 @@ def execute(task: RunTask, agent_factory: AgentFactory, data_loader: DataLoader)
         rep = from_result(result, data, data_sha256=task.data_sha256, model=model)
         row["model"] = model
         row.update(msgspec.to_builtins(rep.metrics))
+        hold = rep.baselines.get("buy-and-hold")
+        for m in BASELINE_METRICS:
+            row[f"buy_and_hold_{m}"] = None if hold is None else getattr(hold, m)
         row["ledger_sha256"] = hashlib.sha256(ledger).hexdigest()
         row["error"] = None
         evidence = b"".join(msgspec.json.encode(e) + b"\n" for e in result.evidence)
@@ -144,4 +150,4 @@ def _commit(out: Path, key: str, files: dict[str, bytes]) -> None:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-__all__ = ["AgentFactory", "DataLoader", "RESULT", "RunTask", "cached_data", "cached_source", "execute", "simulate"]
+__all__ = ["AgentFactory", "BASELINE_METRICS", "DataLoader", "RESULT", "RunTask", "cached_data", "cached_source", "execute", "simulate"]
