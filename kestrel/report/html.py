@@ -17,7 +17,7 @@ import numpy as np
 
 from kestrel.report.metrics import Metrics
 from kestrel.report.run import BASELINES, RunReport
-from kestrel.report.svg import Mark, Segment, equity_chart, price_chart
+from kestrel.report.svg import Mark, Segment, clock_ticks, equity_chart, price_chart
 from kestrel.report.trips import local_time
 
 CSS = """
@@ -102,13 +102,23 @@ def _clock(ts: int, tz: str) -> str:
 def _metrics_table(rep: RunReport, tz: str) -> str:
     cols: list[tuple[str, Metrics]] = [("this run", rep.metrics)] + [(k, rep.baselines[k]) for k in BASELINES
                                                                     if k in rep.baselines]
-    rows = [[label] + [_fmt(getattr(m, field), fmt, tz) for _, m in cols] for field, label, fmt in METRIC_ROWS]
+    rows = [[label] + [_fmt(_shown(m, field, name), fmt, tz) for name, m in cols] for field, label, fmt in METRIC_ROWS]
     note = (f'<p class="note">Metrics are defined in docs/report.md. Sharpe and Sortino use per-minute '
             f'returns of marked equity over the risk capital, annualized by sqrt({rep.metrics.periods_per_year}) '
             f'(252 sessions a year of {rep.metrics.periods_per_year // 252} minutes). Baselines: buy-and-hold buys at '
             'each session\'s first ask and sells at its last bid, in the run\'s largest position; flat never '
             f'trades; both without fees. Money in {escape(rep.header.currency)}.</p>')
     return _table(["metric"] + [c for c, _ in cols], rows) + note
+
+
+def _shown(m: Metrics, field: str, column: str) -> Any:
+    """The value a metrics cell shows: None (n/a) for an average win or loss without a win or a
+    loss, and for the plan counts (rejections, disarms) of a baseline, which has no plan."""
+    if (field == "avg_win" and not m.wins) or (field == "avg_loss" and not m.losses):
+        return None
+    if column in BASELINES and field in ("rejections", "disarms"):
+        return None
+    return getattr(m, field)
 
 
 def _equity(rep: RunReport) -> str:
@@ -128,13 +138,15 @@ def _equity(rep: RunReport) -> str:
             trough = (float(offset + min(m, n - 1)), float(d.curve.equity[max(k, 0)] + base))
         base += d.curve.final
         offset += n
-    if len(rep.days) == 1:
-        d = rep.days[0]
-        n = d.minute_equity.shape[0]
-        ticks = [(0.0, _clock(d.open_ns, d.tz)), (float(n // 2), _clock(int(d.minute_ts[n // 2 - 1]) if n > 1 else d.open_ns, d.tz)),
-                 (float(n - 1), _clock(d.close_ns, d.tz))]
     xs = np.concatenate(xs_parts) if xs_parts else np.zeros(0)
     eq = np.concatenate(eq_parts) if eq_parts else np.zeros(0)
+    if len(rep.days) == 1:  # on the price chart's x scale (time), with its time labels
+        d = rep.days[0]
+        ticks = clock_ticks(d.open_ns, d.close_ns, d.tz)
+        if trough is not None:
+            trough = (float(d.minute_ts[int(trough[0])]), trough[1])
+        xs = np.concatenate(([float(d.open_ns)], d.minute_ts.astype(np.float64)))
+        eq = np.concatenate(([0.0], eq))
     return equity_chart(xs, eq, ticks, trough)
 
 
@@ -146,8 +158,7 @@ def _day(rep: RunReport, k: int) -> list[str]:
         out.append(f'<p class="bad">{escape(d.note)}: the results cover only that span.</p>')
     xs = d.minute_ts.astype(np.float64)
     n = xs.shape[0]
-    ticks = [(float(d.open_ns), _clock(d.open_ns, tz)), (float(xs[n // 2]) if n else 0.0,
-             _clock(int(xs[n // 2]) if n else d.open_ns, tz)), (float(d.close_ns), _clock(d.close_ns, tz))]
+    ticks = clock_ticks(d.open_ns, d.close_ns, tz)
     fills = [Mark(float(f.ts), f.price, f.side, f"{f.side} {f.qty} @ {f.price:.{dec}f} ({f.role}) "
                   f"{local_time(f.ts, tz)}") for f in d.facts.fills]
     levels = [Segment(float(lv.start_ts), float(lv.end_ts if lv.end_ts is not None else d.close_ns), lv.price,
