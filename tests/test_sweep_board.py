@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from html_pages import assert_offline
 from kestrel.cli import main
 from kestrel.report.board import leaderboard, render_leaderboard, text_lines
-from tests.test_report_html import assert_offline
 
 ROOT = Path(__file__).resolve().parents[1]
 ORB = str(ROOT / "examples" / "orb_breakout.kes")
