@@ -36,6 +36,7 @@ from kestrel.cli.agentspec import agent_of  # noqa: E402
 from kestrel.cli.datanames import load_named as load_data  # noqa: E402
 from kestrel.logs import configure_console  # noqa: E402
 from kestrel.sweep import Grid, RunSpec, expand, run_sweep  # noqa: E402
+from kestrel.sweep.pool import local_pool  # noqa: E402
 from kestrel.sweep.worker import RunTask, cached_data, simulate  # noqa: E402
 
 ORB = str(Path(__file__).resolve().parent.parent / "examples" / "orb_breakout.kes")
@@ -94,7 +95,7 @@ def machine_speedup() -> float:
 
 def pool_time(specs: list[RunSpec]) -> float:
     t = time.perf_counter()
-    with ProcessPoolExecutor(max_workers=2) as pool:
+    with local_pool(2) as pool:  # the pool `kestrel sweep --jobs 2` uses
         with tempfile.TemporaryDirectory() as d:
             out = run_sweep(specs, Path(d), agent_factory=agent_of, data_loader=load_data, executor=pool)
     assert out.ran == len(specs)

@@ -3,6 +3,7 @@ after a killed sweep, the CLI and its JSON."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -201,3 +202,41 @@ def test_without_a_date_a_sweep_ends_at_the_last_complete_session(capsys: pytest
                  "--jobs", "1", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert [r["dates"] for r in doc["runs"]] == ["2014-05-13", "2014-05-14"]  # 05-15 is a 3-hour stub
+
+
+def _replays(capsys: pytest.CaptureFixture[str], out: Path) -> int:
+    """Replay every run's capture with --expect-ledger its ledger; returns how many verified."""
+    n = 0
+    for d in sorted(p for p in (out / "runs").iterdir() if not p.name.startswith(".")):
+        code = main(["replay", str(d / "capture.jsonl"), "--expect-ledger", str(d / "ledger.jsonl")])
+        err = capsys.readouterr().err
+        assert code == 0, err
+        assert "ledger identical" in err
+        n += 1
+    return n
+
+
+def test_a_sweeps_captures_replay_and_verify(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    out = tmp_path / "sw"
+    assert main(["sweep", "--agents", f"baseline,fixed:{ORB}", "--data", "sample|seed=2", "--days", "2",
+                 "--days-per-run", "2", "--checkpoints", "11:00", "--out", str(out), "--jobs", "1", "--json"]) == 0
+    capsys.readouterr()
+    for d in (out / "runs").iterdir():
+        header = json.loads((d / "capture.jsonl").read_bytes().splitlines()[0])
+        assert header["source"]["kind"] == "sample" and header["source"]["seed"] == 2
+        assert header["engine"] is not None
+    assert _replays(capsys, out) == 2
+
+
+def test_a_sweeps_captures_of_a_file_replay_and_verify(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                       shared_data: Path) -> None:
+    fxcm = shared_data / "fx_quote_ticks" / "lean_fxcm_eurusd_quote_ticks_20140501_20140515.parquet"
+    out = tmp_path / "sw"
+    assert main(["sweep", "--agents", f"baseline,fixed:{ORB}", "--data", f"{fxcm}|crossed=drop",
+                 "--date", "2014-05-13", "--out", str(out), "--jobs", "2", "--json"]) == 0
+    capsys.readouterr()
+    for d in (out / "runs").iterdir():
+        source = json.loads((d / "capture.jsonl").read_bytes().splitlines()[0])["source"]
+        assert (source["kind"], source["path"], source["crossed"]) == ("file", str(fxcm), "drop")
+        assert source["sha256"] == hashlib.sha256(fxcm.read_bytes()).hexdigest()
+    assert _replays(capsys, out) == 2

@@ -28,7 +28,8 @@ def register(subparsers: Subcommands) -> None:
     src = r.add_mutually_exclusive_group(required=True)
     src.add_argument("--capture", help="a capture written by `kestrel simulate --capture`")
     src.add_argument("--sweep", help="a directory written by `kestrel sweep --out`")
-    r.add_argument("--ledger", help="the run's ledger (default: replay the capture to get it)")
+    r.add_argument("--ledger", help="the run's ledger, the one written with the capture (its SHA-256 must be the one "
+                                       "the capture records); default: replay the capture to get it")
     r.add_argument("-o", "--output", required=True, help="the HTML file to write")
     r.add_argument("--png", help="also write a PNG chart (needs `pip install 'kestrel[plot]'`)")
     r.set_defaults(func=_report)
@@ -129,9 +130,12 @@ def run_report_of(capture: str, ledger_path: str | None) -> Any:
     sha = header_sha256(header, data)
     if ledger_path is not None:
         try:
-            ledger = Ledger.from_jsonl(Path(ledger_path).read_bytes())
+            raw = Path(ledger_path).read_bytes()
         except OSError as exc:
             raise UsageError(f"cannot read {ledger_path}: {exc.strerror}") from None
+        check_ledger(capture, header.ledger_sha256, ledger_path, raw)
+        try:
+            ledger = Ledger.from_jsonl(raw)
         except ValueError as exc:
             raise UsageError(f"{ledger_path}: not a Kestrel ledger: {exc}") from None
         missing = [d for d in header.dates if d not in {s.date.isoformat() for s in data.sessions}]
@@ -144,8 +148,23 @@ def run_report_of(capture: str, ledger_path: str | None) -> Any:
     return from_result(result, data, data_sha256=sha)
 
 
+def check_ledger(capture: str, recorded: str | None, ledger_path: str, raw: bytes) -> None:
+    """Refuse a ledger that is not the capture's own: the capture's header records its ledger's
+    SHA-256 (a capture without one, from an interrupted run, cannot vouch for any ledger)."""
+    import hashlib
+
+    if recorded is None:
+        raise UsageError(f"{capture} records no ledger checksum (an interrupted run's capture), so "
+                         f"{ledger_path} cannot be checked against it; drop --ledger to replay the capture")
+    got = hashlib.sha256(raw).hexdigest()
+    if got != recorded:
+        raise UsageError(f"{ledger_path} is not this capture's ledger: its sha256 is {got}, {capture} "
+                         f"records {recorded}; pass the ledger written with the capture, or drop --ledger to "
+                         "replay the capture")
+
+
 def _sweep_report(args: argparse.Namespace) -> int:
-    from kestrel.report.html import render_leaderboard
+    from kestrel.report.board import render_leaderboard
     from kestrel.sweep.results import stored_rows
 
     out = Path(args.sweep)
@@ -161,15 +180,10 @@ def _sweep_report(args: argparse.Namespace) -> int:
 
 
 def print_leaderboard(rows: Any) -> None:
-    from kestrel.report.html import LEADER_COLS, leaderboard
+    from kestrel.report.board import text_lines
 
-    board = leaderboard(rows)
-    head = [label for _, label, _ in LEADER_COLS]
-    lines = [[fmt(g[k]) for k, _, fmt in LEADER_COLS] for g in board]
-    widths = [max(len(h), *(len(x[i]) for x in lines)) if lines else len(h) for i, h in enumerate(head)]
-    print("  ".join(h.ljust(w) for h, w in zip(head, widths)))
-    for x in lines:
-        print("  ".join(c.ljust(w) for c, w in zip(x, widths)))
+    for line in text_lines(rows):
+        print(line)
 
 
-__all__ = ["print_leaderboard", "print_summary", "register", "run_report_of", "write_run_report", "write_text"]
+__all__ = ["check_ledger", "print_leaderboard", "print_summary", "register", "run_report_of", "write_run_report", "write_text"]

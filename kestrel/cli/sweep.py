@@ -12,7 +12,7 @@ import argparse
 import os
 import sys
 from collections.abc import Iterator
-from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures import Executor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,9 @@ def register(subparsers: Subcommands) -> None:
     s.add_argument("--agents", help="comma-separated agents: baseline, fixed:PLAN.kes, recorded:CAPTURE.jsonl, "
                                     "replies:FILE, openai:MODEL, anthropic:MODEL (keys from the environment)")
     s.add_argument("--profiles", help="comma-separated execution profiles (default balanced)")
-    s.add_argument("--data", help="comma-separated data files (or sample; default sample)")
+    s.add_argument("--data", help="comma-separated data files (or sample, sample|seed=N; default sample); loading "
+                                  "options follow a file after |, e.g. 'PATH|crossed=drop' (drop crossed quotes; "
+                                  "or keep), 'PATH|preset=NAME', 'PATH|symbol=SYM'")
     s.add_argument("--date", help="last session date YYYY-MM-DD (default: each file's last complete session)")
     s.add_argument("--days", type=int, help="sessions ending at --date (default 1); each is one run")
     s.add_argument("--days-per-run", type=int, help="sessions per run (default 1; must divide --days)")
@@ -125,7 +127,10 @@ def _run_sweep(args: argparse.Namespace) -> int:
     grid = msgspec.structs.replace(grid, agents=tuple(_absolute_agent(a) for a in grid.agents),
                                    data=tuple(_absolute_data(d) for d in grid.data))
     for a in grid.agents:
-        agent_of(a)  # a bad agent or plan file fails here, before anything runs
+        try:
+            agent_of(a)  # a bad agent or plan file fails here, before anything runs
+        except UsageError as exc:
+            raise UsageError(sweep_words(str(exc))) from None
     for p in grid.profiles:
         try:
             profiles.lookup(p)
@@ -134,7 +139,10 @@ def _run_sweep(args: argparse.Namespace) -> int:
 
     def sessions_of(name: str) -> list[str]:
         """The data's sessions; without --date up to the last complete one (as `simulate`)."""
-        data = cached_data(name, load_data)
+        try:
+            data = cached_data(name, load_data)
+        except UsageError as exc:
+            raise UsageError(sweep_words(str(exc), data=name)) from None
         if not data.sessions:
             return []
         ordinals(data.sessions[-1], grid.checkpoints)  # a bad checkpoint fails up front
@@ -156,7 +164,7 @@ def _run_sweep(args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from None
     if args.report:
         from kestrel.cli.report import write_text
-        from kestrel.report.html import render_leaderboard
+        from kestrel.report.board import render_leaderboard
 
         write_text(args.report, render_leaderboard(outcome.rows, title=f"Kestrel sweep {outdir.name}"))
     if args.json:
@@ -171,6 +179,23 @@ def _run_sweep(args: argparse.Namespace) -> int:
                 print(f"failed {r['key']} ({r['agent']}, {r['profile']}, {r['data']}, {r['dates']}): {r['error']}")
         print_leaderboard(outcome.rows)
     return 1 if outcome.failed else 0
+
+
+def sweep_words(message: str, data: str | None = None) -> str:
+    """A message written for `kestrel simulate`'s flags, told in `kestrel sweep`'s: the sweep has
+    no --api-key-env, --model or --crossed; keys come from the environment and loading options
+    follow the data path (`--data 'PATH|crossed=drop'`)."""
+    head = (data or "PATH").partition("|")[0]
+    for old, new in (
+        (" (or name another variable with --api-key-env NAME)",
+         " (kestrel sweep and its workers, Dask ones included, read it from their environment)"),
+        (" or pass --model MODEL", ""),
+        ("--agent ", "--agents "),
+        ("pass crossed='drop' or 'keep' (CLI --crossed drop|keep)",
+         f"to drop or keep them, give the file as --data '{head}|crossed=drop' (or '|crossed=keep')"),
+    ):
+        message = message.replace(old, new)
+    return message
 
 
 def _absolute_agent(spec: str) -> str:
@@ -207,7 +232,9 @@ def _executor(jobs: int | None, scheduler: str | None) -> Iterator[Executor | No
     if n == 1:
         yield None
         return
-    with ProcessPoolExecutor(max_workers=n) as pool:
+    from kestrel.sweep.pool import local_pool
+
+    with local_pool(n) as pool:  # workers die with this process, even on kill -9
         yield pool
 
 

@@ -1,4 +1,4 @@
-"""One self-contained HTML page per run, and a leaderboard page per sweep.
+"""One self-contained HTML page per run (a sweep's leaderboard page: `kestrel.report.board`).
 
 Invariants: the page holds inline CSS and inline SVG only: no script, no external stylesheet,
 image, font or link (it names no URL at all), so it reads offline and in a headless browser;
@@ -8,7 +8,7 @@ it holds no wall-clock time or random id, so the same run gives the same bytes.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from html import escape
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -17,7 +17,7 @@ import numpy as np
 
 from kestrel.report.metrics import Metrics
 from kestrel.report.run import BASELINES, RunReport
-from kestrel.report.svg import Mark, Segment, equity_chart, price_chart
+from kestrel.report.svg import Mark, Segment, clock_ticks, equity_chart, price_chart
 from kestrel.report.trips import local_time
 
 CSS = """
@@ -102,13 +102,23 @@ def _clock(ts: int, tz: str) -> str:
 def _metrics_table(rep: RunReport, tz: str) -> str:
     cols: list[tuple[str, Metrics]] = [("this run", rep.metrics)] + [(k, rep.baselines[k]) for k in BASELINES
                                                                     if k in rep.baselines]
-    rows = [[label] + [_fmt(getattr(m, field), fmt, tz) for _, m in cols] for field, label, fmt in METRIC_ROWS]
+    rows = [[label] + [_fmt(_shown(m, field, name), fmt, tz) for name, m in cols] for field, label, fmt in METRIC_ROWS]
     note = (f'<p class="note">Metrics are defined in docs/report.md. Sharpe and Sortino use per-minute '
             f'returns of marked equity over the risk capital, annualized by sqrt({rep.metrics.periods_per_year}) '
             f'(252 sessions a year of {rep.metrics.periods_per_year // 252} minutes). Baselines: buy-and-hold buys at '
             'each session\'s first ask and sells at its last bid, in the run\'s largest position; flat never '
             f'trades; both without fees. Money in {escape(rep.header.currency)}.</p>')
     return _table(["metric"] + [c for c, _ in cols], rows) + note
+
+
+def _shown(m: Metrics, field: str, column: str) -> Any:
+    """The value a metrics cell shows: None (n/a) for an average win or loss without a win or a
+    loss, and for the plan counts (rejections, disarms) of a baseline, which has no plan."""
+    if (field == "avg_win" and not m.wins) or (field == "avg_loss" and not m.losses):
+        return None
+    if column in BASELINES and field in ("rejections", "disarms"):
+        return None
+    return getattr(m, field)
 
 
 def _equity(rep: RunReport) -> str:
@@ -128,13 +138,15 @@ def _equity(rep: RunReport) -> str:
             trough = (float(offset + min(m, n - 1)), float(d.curve.equity[max(k, 0)] + base))
         base += d.curve.final
         offset += n
-    if len(rep.days) == 1:
-        d = rep.days[0]
-        n = d.minute_equity.shape[0]
-        ticks = [(0.0, _clock(d.open_ns, d.tz)), (float(n // 2), _clock(int(d.minute_ts[n // 2 - 1]) if n > 1 else d.open_ns, d.tz)),
-                 (float(n - 1), _clock(d.close_ns, d.tz))]
     xs = np.concatenate(xs_parts) if xs_parts else np.zeros(0)
     eq = np.concatenate(eq_parts) if eq_parts else np.zeros(0)
+    if len(rep.days) == 1:  # on the price chart's x scale (time), with its time labels
+        d = rep.days[0]
+        ticks = clock_ticks(d.open_ns, d.close_ns, d.tz)
+        if trough is not None:
+            trough = (float(d.minute_ts[int(trough[0])]), trough[1])
+        xs = np.concatenate(([float(d.open_ns)], d.minute_ts.astype(np.float64)))
+        eq = np.concatenate(([0.0], eq))
     return equity_chart(xs, eq, ticks, trough)
 
 
@@ -146,8 +158,7 @@ def _day(rep: RunReport, k: int) -> list[str]:
         out.append(f'<p class="bad">{escape(d.note)}: the results cover only that span.</p>')
     xs = d.minute_ts.astype(np.float64)
     n = xs.shape[0]
-    ticks = [(float(d.open_ns), _clock(d.open_ns, tz)), (float(xs[n // 2]) if n else 0.0,
-             _clock(int(xs[n // 2]) if n else d.open_ns, tz)), (float(d.close_ns), _clock(d.close_ns, tz))]
+    ticks = clock_ticks(d.open_ns, d.close_ns, tz)
     fills = [Mark(float(f.ts), f.price, f.side, f"{f.side} {f.qty} @ {f.price:.{dec}f} ({f.role}) "
                   f"{local_time(f.ts, tz)}") for f in d.facts.fills]
     levels = [Segment(float(lv.start_ts), float(lv.end_ts if lv.end_ts is not None else d.close_ns), lv.price,
@@ -206,75 +217,4 @@ def render_run(rep: RunReport) -> str:
     return _page(f"Kestrel run {h.agent} {h.symbol} {' '.join(h.dates)}", body)
 
 
-LEADER_COLS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
-    ("agent", "agent", str), ("model", "model", str), ("profile", "profile", str),
-    ("runs", "runs", str), ("failed", "failed", str),
-    ("net_pnl", "net PnL (sum)", lambda x: f"{x:+.2f}"),
-    ("return_on_risk", "return on risk (mean)", lambda x: f"{x:+.2%}"),
-    ("sharpe", "Sharpe (mean)", lambda x: "n/a" if x is None else f"{x:.2f}"),
-    ("max_drawdown", "max drawdown (worst)", lambda x: f"{x:.2f}"),
-    ("win_rate", "win rate", lambda x: "n/a" if x is None else f"{x:.0%}"),
-    ("tokens", "tokens", lambda x: "n/a" if x is None else str(x)),
-    ("cost_usd", "cost (USD)", lambda x: "n/a" if x is None else f"{x:.4f}"),
-)
-
-
-def leaderboard(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """One line per (agent, model, profile) over its runs, best total net PnL first (ties by
-    name): sums, means and the worst drawdown of its finished runs."""
-    groups: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
-    for r in rows:
-        groups.setdefault((str(r.get("agent")), str(r.get("model") or "-"), str(r.get("profile"))), []).append(r)
-    out = []
-    for (agent, model, profile), rs in groups.items():
-        ok = [r for r in rs if not r.get("error")]
-        sharpes = [r["sharpe"] for r in ok if r.get("sharpe") is not None]
-        trades = sum(int(r.get("trades") or 0) for r in ok)
-        wins = sum(int(r.get("wins") or 0) for r in ok)
-        tokens = [r.get("tokens") for r in ok]
-        costs = [r.get("cost_usd") for r in ok]
-        out.append({
-            "agent": agent, "model": model, "profile": profile, "runs": len(rs), "failed": len(rs) - len(ok),
-            "net_pnl": round(sum(float(r.get("net_pnl") or 0.0) for r in ok), 9),
-            "return_on_risk": round(sum(float(r.get("return_on_risk") or 0.0) for r in ok) / len(ok), 9) if ok else 0.0,
-            "sharpe": round(sum(sharpes) / len(sharpes), 6) if sharpes else None,
-            "max_drawdown": max((float(r.get("max_drawdown") or 0.0) for r in ok), default=0.0),
-            "win_rate": round(wins / trades, 6) if trades else None,
-            "tokens": None if not ok or any(t is None for t in tokens) else sum(int(t) for t in tokens if t is not None),
-            "cost_usd": None if not ok or any(c is None for c in costs) else round(sum(float(c) for c in costs if c is not None), 9),
-        })
-    out.sort(key=lambda g: (-float(str(g["net_pnl"])), str(g["agent"]), str(g["model"]), str(g["profile"])))
-    return out
-
-
-RUN_COLS = ("key", "agent", "profile", "data", "dates", "net_pnl", "sharpe", "max_drawdown", "trades",
-            "tokens", "ledger_sha256", "error")
-
-
-def render_leaderboard(rows: Sequence[Mapping[str, Any]], title: str = "Kestrel sweep") -> str:
-    """The sweep's page: the leaderboard and every run (failed runs with their error)."""
-    board = leaderboard(rows)
-    head = [label for _, label, _ in LEADER_COLS]
-    lines = [[fmt(g[k]) for k, _, fmt in LEADER_COLS] for g in board]
-    runs = sorted(rows, key=lambda r: (str(r.get("agent")), str(r.get("profile")), str(r.get("data")),
-                                       str(r.get("dates")), str(r.get("key"))))
-    run_rows = []
-    for r in runs:
-        cells = []
-        for c in RUN_COLS:
-            v = r.get(c)
-            if c == "ledger_sha256" and v:
-                v = str(v)[:16]
-            elif isinstance(v, float):
-                v = f"{v:.2f}"
-            cells.append("" if v is None else str(v))
-        run_rows.append(cells)
-    body = [f"<h1>{escape(title)}: leaderboard</h1>",
-            f'<p class="note">{len(rows)} runs; grouped by agent, model and profile; best total net PnL first. '
-            'Metrics are defined in docs/report.md.</p>',
-            _table(head, lines, left=(0, 1, 2)),
-            "<h2>Runs</h2>", _table(list(RUN_COLS), run_rows, left=(0, 1, 2, 3, 4, 10, 11))]
-    return _page(title, body)
-
-
-__all__ = ["CSS", "leaderboard", "render_leaderboard", "render_run"]
+__all__ = ["CSS", "render_run"]

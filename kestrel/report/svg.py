@@ -3,6 +3,7 @@ one decimal, so the same series always gives the same bytes."""
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ class Frame:
     x1: float
     y0: float
     y1: float
+    step: float = 0.0  # the y grid's 1-2-5 step (0: one from the span)
 
     def x(self, v: float) -> float:
         span = self.x1 - self.x0 or 1.0
@@ -32,16 +34,64 @@ class Frame:
         return H - PAD_B - (v - self.y0) / span * (H - PAD_T - PAD_B)
 
 
+def nice_step(span: float, target: int = 4) -> float:
+    """The 1-2-5 step (…, 0.1, 0.2, 0.5, 1, 2, 5, 10, …) that cuts `span` into at most about
+    `target` intervals."""
+    if not span > 0 or not math.isfinite(span):
+        return 1.0
+    raw = span / target
+    base = 10.0 ** math.floor(math.log10(raw))
+    for m in (1.0, 2.0, 5.0, 10.0):
+        if raw <= m * base * (1 + 1e-9):
+            return m * base
+    return 10.0 * base
+
+
 def frame(xs: np.ndarray, ys: Sequence[np.ndarray]) -> Frame:
+    """The plot's frame: x over `xs`, y over every series widened to whole 1-2-5 steps, so the
+    bottom and top grid lines sit on round values and carry labels."""
     vals = np.concatenate([y[np.isfinite(y)] for y in ys]) if ys else np.zeros(0)
     lo = float(vals.min()) if vals.size else 0.0
     hi = float(vals.max()) if vals.size else 1.0
     if hi <= lo:
         lo, hi = lo - 1.0, hi + 1.0
-    pad = (hi - lo) * 0.05
+    step = nice_step(hi - lo)
+    lo, hi = math.floor(lo / step + 1e-9) * step, math.ceil(hi / step - 1e-9) * step
     x0 = float(xs[0]) if xs.size else 0.0
     x1 = float(xs[-1]) if xs.size else 1.0
-    return Frame(x0, x1 if x1 > x0 else x0 + 1.0, lo - pad, hi + pad)
+    return Frame(x0, x1 if x1 > x0 else x0 + 1.0, lo, hi, step)
+
+
+def y_ticks(f: Frame) -> list[float]:
+    """Grid values: every 1-2-5 step from the frame's bottom to its top, both included."""
+    step = f.step or nice_step(f.y1 - f.y0)
+    return [k * step for k in range(round(f.y0 / step), round(f.y1 / step) + 1)]  # as `frame` made them
+
+
+def clock_ticks(open_ns: int, close_ns: int, tz: str) -> list[tuple[float, str]]:
+    """Time labels for a session's x axis (in nanoseconds): the open, the close and the whole
+    hours between them every 1, 2, 3, 4 or 6 hours (at most about 7 labels), without a label too
+    close to an end. The equity and price charts of a session use the same labels."""
+    from zoneinfo import ZoneInfo
+
+    zone = ZoneInfo(tz)
+
+    def label(ns: int) -> str:
+        return dt.datetime.fromtimestamp(ns // 10**9, dt.timezone.utc).astimezone(zone).strftime("%H:%M")
+
+    span = close_ns - open_ns
+    hour = 3600 * 10**9
+    every = next((h for h in (1, 2, 3, 4, 6) if span / (h * hour) <= 7), 12)
+    start = dt.datetime.fromtimestamp(open_ns // 10**9, dt.timezone.utc).astimezone(zone)
+    first = start.replace(minute=0, second=0, microsecond=0) + dt.timedelta(hours=1)
+    ticks = [(float(open_ns), label(open_ns))]
+    t = first
+    while (ns := int(t.timestamp()) * 10**9) < close_ns:
+        if ns - open_ns >= span * 0.06 and close_ns - ns >= span * 0.06 and t.hour % every == 0:
+            ticks.append((float(ns), label(ns)))
+        t += dt.timedelta(hours=1)
+    ticks.append((float(close_ns), label(close_ns)))
+    return ticks
 
 
 def _pts(f: Frame, xs: np.ndarray, ys: np.ndarray) -> str:
@@ -54,16 +104,25 @@ def open_svg(label: str) -> str:
 
 
 def axes(f: Frame, fmt: str, ticks: Sequence[tuple[float, str]]) -> str:
-    """The frame, three horizontal grid lines with labels, and x labels at `ticks`."""
+    """The frame, a labelled grid line at every 1-2-5 value (bottom and top included), and x
+    labels at `ticks`; a label at an end of the axis is anchored inside the chart, not clipped."""
     out = [f'<rect x="{PAD_L}" y="{PAD_T}" width="{W - PAD_L - PAD_R}" height="{H - PAD_T - PAD_B}" '
            'class="plot"/>']
-    for k in range(3):
-        v = f.y0 + (f.y1 - f.y0) * (k + 0.5) / 3
+    values = y_ticks(f)
+    texts = [fmt.format(v + 0.0) for v in values]
+    if len(set(texts)) < len(texts):  # the format is coarser than the step: enough decimals
+        d = max(0, -math.floor(math.log10(f.step or nice_step(f.y1 - f.y0))))
+        texts = [f"{v:.{d}f}" for v in values]
+    for v, text in zip(values, texts):
         y = f.y(v)
+        if text.startswith("-") and not text.strip("-0."):
+            text = text[1:]  # no "-0.00"
         out.append(f'<line x1="{PAD_L}" y1="{y:.1f}" x2="{W - PAD_R}" y2="{y:.1f}" class="grid"/>')
-        out.append(f'<text x="{PAD_L - 4}" y="{y + 4:.1f}" class="yl">{escape(fmt.format(v))}</text>')
+        out.append(f'<text x="{PAD_L - 4}" y="{y + 4:.1f}" class="yl">{escape(text)}</text>')
     for x, text in ticks:
-        out.append(f'<text x="{f.x(x):.1f}" y="{H - 6}" class="xl">{escape(text)}</text>')
+        px = f.x(x)
+        anchor = ' style="text-anchor:start"' if px < PAD_L + 24 else ' style="text-anchor:end"' if px > W - PAD_R - 24 else ""
+        out.append(f'<text x="{px:.1f}" y="{H - 6}" class="xl"{anchor}>{escape(text)}</text>')
     return "".join(out)
 
 
@@ -124,4 +183,4 @@ def price_chart(xs: np.ndarray, mid: np.ndarray, ticks: Sequence[tuple[float, st
     return "".join(out)
 
 
-__all__ = ["Mark", "Segment", "equity_chart", "price_chart"]
+__all__ = ["Mark", "Segment", "clock_ticks", "equity_chart", "nice_step", "price_chart", "y_ticks"]

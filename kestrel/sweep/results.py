@@ -1,7 +1,9 @@
 """The sweep's results table: one row per run, in the grid's order, as CSV and Parquet.
 
 Columns: the run (key, agent, model, profile, data, data_sha256, dates, checkpoints), every
-metric of `kestrel.report.Metrics`, `ledger_sha256` and `error` (None for a finished run).
+metric of `kestrel.report.Metrics`, the run's buy-and-hold baseline (`buy_and_hold_net_pnl`,
+`_return_on_risk`, `_sharpe`, `_max_drawdown`), `ledger_sha256` and `error` (None for a
+finished run).
 Finished runs are read back from `runs/KEY/result.json`, failed ones from `failed/KEY.json`.
 """
 
@@ -17,10 +19,12 @@ from typing import Any
 import msgspec
 
 from kestrel.report.metrics import Metrics
-from kestrel.sweep.worker import RESULT
+from kestrel.sweep.worker import BASELINE_METRICS, RESULT
 
 RUN_COLUMNS = ("key", "agent", "model", "profile", "data", "data_sha256", "dates", "checkpoints")
-COLUMNS: tuple[str, ...] = RUN_COLUMNS + tuple(Metrics.__struct_fields__) + ("ledger_sha256", "error")
+BASELINE_COLUMNS = tuple(f"buy_and_hold_{m}" for m in BASELINE_METRICS)
+COLUMNS: tuple[str, ...] = (RUN_COLUMNS + tuple(Metrics.__struct_fields__) + BASELINE_COLUMNS
+                            + ("ledger_sha256", "error"))
 
 
 def finished(out: Path, key: str) -> dict[str, Any] | None:
@@ -113,5 +117,5 @@ def _atomic(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-__all__ = ["COLUMNS", "clear_failure", "finished", "normalized", "record_failure", "stored_rows", "to_csv",
+__all__ = ["BASELINE_COLUMNS", "COLUMNS", "clear_failure", "finished", "normalized", "record_failure", "stored_rows", "to_csv",
            "write_tables"]

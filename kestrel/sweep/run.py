@@ -11,8 +11,10 @@ pure computation, wherever it executes.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import shutil
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, Future, as_completed
 from contextlib import contextmanager
@@ -55,21 +57,42 @@ def plan_tasks(specs: Sequence[RunSpec], out: Path, data_loader: DataLoader) -> 
     return tasks
 
 
+_HELD: set[str] = set()  # sweep directories this process holds (POSIX locks do not exclude it)
+_HELD_LOCK = threading.Lock()
+
+
 @contextmanager
 def owned(out: Path) -> Iterator[None]:
-    """Hold `out/.lock` (one sweep writes a directory at a time; the kernel drops the lock when
-    the process dies, even on SIGKILL) and remove what a killed sweep left half-written."""
+    """Hold `out/.lock` and remove what a killed sweep left half-written.
+
+    The lock is a POSIX record lock (`lockf`): it belongs to this process alone, so the pool
+    workers it forks do not hold it, and the kernel drops it when this process dies, even on
+    SIGKILL: a resume right after `kill -9` finds the directory free. A second sweep on the same
+    directory in this process is refused by `_HELD` before the file is opened (closing any
+    descriptor of the file would drop this process's lock)."""
     out.mkdir(parents=True, exist_ok=True)
-    with open(out / ".lock", "a+b") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise SweepError(f"another sweep is writing {out}; wait for it or use another --out") from None
-        runs = out / "runs"
-        if runs.is_dir():
-            for stale in runs.glob(".tmp-*"):
-                shutil.rmtree(stale, ignore_errors=True)
-        yield
+    name = str(out.resolve())
+    busy = SweepError(f"another sweep is writing {out}; wait for it or use another --out")
+    with _HELD_LOCK:
+        if name in _HELD:
+            raise busy
+        _HELD.add(name)
+    try:
+        with open(out / ".lock", "a+b") as lock:
+            try:
+                fcntl.lockf(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                if exc.errno in (errno.EACCES, errno.EAGAIN):
+                    raise busy from None
+                raise
+            runs = out / "runs"
+            if runs.is_dir():
+                for stale in runs.glob(".tmp-*"):
+                    shutil.rmtree(stale, ignore_errors=True)
+            yield
+    finally:
+        with _HELD_LOCK:
+            _HELD.discard(name)
 
 
 def run_sweep(specs: Sequence[RunSpec], out: Path, *, agent_factory: AgentFactory, data_loader: DataLoader,

@@ -6,6 +6,11 @@ next to it and renames that directory into place, so `runs/KEY` exists only comp
 raises for a failing run: the failure comes back as a row with `error` set. `agent_factory` and
 `data_loader` are module-level functions (picklable for process pools and Dask); each process
 loads a data file once and keeps it for its later runs.
+
+The capture's header records the run's `DataSource` (a file's absolute path, SHA-256 and loading
+options, or the sample's seed) and its engine config (the default execution model: a sweep has
+no execution flags), so `kestrel replay runs/KEY/capture.jsonl --expect-ledger
+runs/KEY/ledger.jsonl` reloads the same data, checks it and reproduces the ledger.
 """
 
 from __future__ import annotations
@@ -21,14 +26,20 @@ from typing import Any
 
 import msgspec
 
+from kestrel.data.source import DataSource
+from kestrel.engine.config import EngineConfig
 from kestrel.frame.market import MarketData
 from kestrel.sweep.spec import RunSpec
 
 AgentFactory = Callable[[str], Any]
 DataLoader = Callable[[str], MarketData]
 RESULT = "result.json"
+# each run's buy-and-hold baseline (its sessions, in its largest position, as on its page),
+# stored as `buy_and_hold_<metric>` for the leaderboard's reference row
+BASELINE_METRICS = ("net_pnl", "return_on_risk", "sharpe", "max_drawdown")
 
 _DATA: dict[str, MarketData] = {}
+_SOURCES: dict[str, DataSource] = {}
 
 
 class RunTask(msgspec.Struct, frozen=True):
@@ -46,13 +57,28 @@ def cached_data(name: str, loader: DataLoader) -> MarketData:
     return data
 
 
+def cached_source(name: str, data: MarketData) -> DataSource:
+    """The `DataSource` of the data named `name` (what the capture header records, so a sweep's
+    capture replays under `kestrel replay`'s checks), built once per process: a file's absolute
+    path, SHA-256 and loading options, or the sample's seed."""
+    source = _SOURCES.get(name)
+    if source is None:
+        from kestrel.session.spec import open_named
+
+        source = open_named(name, data)[1]
+        if source.path is not None:
+            source = msgspec.structs.replace(source, path=os.path.abspath(source.path))
+        _SOURCES[name] = source
+    return source
+
+
 def row_base(task: RunTask) -> dict[str, Any]:
     s = task.spec
     return {"key": task.key, "agent": s.agent, "model": None, "profile": s.profile, "data": s.data,
             "data_sha256": task.data_sha256, "dates": ",".join(s.dates), "checkpoints": ",".join(s.checkpoints)}
 
 
-def _options(spec: RunSpec, agent: Any) -> Any:
+def _options(spec: RunSpec, agent: Any, source: DataSource) -> Any:
     from kestrel.session import profiles
     from kestrel.session.loop import LoopSettings
     from kestrel.session.runner import SessionOptions
@@ -63,7 +89,7 @@ def _options(spec: RunSpec, agent: Any) -> Any:
     iterative = bool(getattr(agent, "iterative", False))
     return SessionOptions(checkpoints=spec.checkpoints, guard_s=spec.guard_s, settings=LoopSettings.of(st),
                           policy=resolved.policy if iterative else None, profile=resolved.profile,
-                          allowed_panes=st.panes, data_name=spec.data)
+                          allowed_panes=st.panes, data_name=spec.data, engine=EngineConfig(), source=source)
 
 
 def simulate(task: RunTask, agent_factory: AgentFactory, data_loader: DataLoader) -> tuple[Any, MarketData, Any]:
@@ -74,7 +100,8 @@ def simulate(task: RunTask, agent_factory: AgentFactory, data_loader: DataLoader
     data = cached_data(spec.data, data_loader)
     agent = agent_factory(spec.agent)
     evidence: list[Any] = []
-    result = run_session(data, agent, _options(spec, agent), date=dt.date.fromisoformat(spec.dates[-1]),
+    options = _options(spec, agent, cached_source(spec.data, data))
+    result = run_session(data, agent, options, date=dt.date.fromisoformat(spec.dates[-1]),
                          days=len(spec.dates), sink=evidence.append)
     return result, data, agent
 
@@ -91,6 +118,9 @@ def execute(task: RunTask, agent_factory: AgentFactory, data_loader: DataLoader)
         rep = from_result(result, data, data_sha256=task.data_sha256, model=model)
         row["model"] = model
         row.update(msgspec.to_builtins(rep.metrics))
+        hold = rep.baselines.get("buy-and-hold")
+        for m in BASELINE_METRICS:
+            row[f"buy_and_hold_{m}"] = None if hold is None else getattr(hold, m)
         row["ledger_sha256"] = hashlib.sha256(ledger).hexdigest()
         row["error"] = None
         evidence = b"".join(msgspec.json.encode(e) + b"\n" for e in result.evidence)
@@ -120,4 +150,4 @@ def _commit(out: Path, key: str, files: dict[str, bytes]) -> None:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-__all__ = ["AgentFactory", "DataLoader", "RESULT", "RunTask", "cached_data", "execute", "simulate"]
+__all__ = ["AgentFactory", "BASELINE_METRICS", "DataLoader", "RESULT", "RunTask", "cached_data", "cached_source", "execute", "simulate"]
