@@ -85,3 +85,27 @@ def test_a_killed_parallel_sweep_leaves_no_worker_and_resumes_at_once(tmp_path: 
     assert json.loads(res.stdout)["ran"] == 24
     assert _ledgers(out) == _ledgers(whole)
     assert (out / "results.csv").read_bytes() == (whole / "results.csv").read_bytes()
+
+
+def test_ctrl_c_at_a_terminal_interrupts_a_parallel_sweep_with_one_line(tmp_path: Path) -> None:
+    """Ctrl-C signals the whole foreground process group (the sweep and its workers): the
+    sweep prints one line and exits 130, the workers stay quiet and die with it."""
+    out = tmp_path / "interrupted"
+    proc = subprocess.Popen(_cmd(out, 2), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    runs = out / "runs"
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and proc.poll() is None:
+        done = [p for p in runs.iterdir() if not p.name.startswith(".")] if runs.is_dir() else []
+        if len(done) >= 2 and len(_sweepers(out)) >= 3:  # the parent and both workers are up
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the sweep ended before it could be interrupted"
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert [line for line in err.splitlines() if line.strip()] == ["kestrel: interrupted"]
+    gone = time.monotonic() + 10
+    while _sweepers(out) and time.monotonic() < gone:
+        time.sleep(0.05)
+    assert not _sweepers(out)

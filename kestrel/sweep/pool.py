@@ -5,6 +5,9 @@ Invariants:
   SIGKILL when its parent dies (`PR_SET_PDEATHSIG`, armed in the pool's initializer, then the
   parent is checked once more to close the race with a parent that died first); elsewhere a
   daemon thread polls `os.getppid()` and exits the worker when the parent is gone;
+- workers ignore SIGINT: Ctrl-C at a terminal signals the whole process group, and only the
+  sweep process answers it (one `kestrel: interrupted` line, exit 130); its workers then die
+  with it as above;
 - workers are started by `fork` on Linux (they inherit the data the parent loaded) and by
   `spawn` elsewhere, so the parent a worker sees is always the sweep process itself;
 - a worker killed this way leaves at most a `.tmp-*` directory, which the next sweep removes
@@ -36,7 +39,9 @@ def local_pool(jobs: int) -> ProcessPoolExecutor:
 
 
 def die_with_parent(parent_pid: int) -> None:
-    """Pool initializer: make this worker exit when `parent_pid` (its parent) dies."""
+    """Pool initializer: make this worker exit when `parent_pid` (its parent) dies, and leave
+    Ctrl-C to the parent (module docstring)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if not _arm_pdeathsig():
         threading.Thread(target=_watch, args=(parent_pid,), name="kestrel-sweep-parent-watch",
                          daemon=True).start()
