@@ -91,7 +91,8 @@ def test_ctrl_c_at_a_terminal_interrupts_a_parallel_sweep_with_one_line(tmp_path
     """Ctrl-C signals the whole foreground process group (the sweep and its workers): the
     sweep prints one line and exits 130, the workers stay quiet and die with it."""
     out = tmp_path / "interrupted"
-    proc = subprocess.Popen(_cmd(out, 2), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    busy = ",".join(f"{h:02d}:{m:02d}" for h in range(10, 16) for m in (0, 10, 20, 30, 40, 50))
+    proc = subprocess.Popen(_cmd(out, 2, "--checkpoints", busy), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
     runs = out / "runs"
     deadline = time.monotonic() + 180
