@@ -227,3 +227,21 @@ def test_the_currency_flag_is_upper_cased(capsys: pytest.CaptureFixture[str], qu
     assert doc["currency"] == "EUR" and doc["instrument"]["currency"] == "EUR"
     text = _sim(capsys, "--data", str(quotes), "--preset", "oanda", "--currency", "eur")
     assert "PnL (EUR)" in text and "(eur)" not in text
+
+
+def test_a_report_from_a_capture_values_money_at_the_instruments_multiplier(
+        capsys: pytest.CaptureFixture[str], quotes: Path, tmp_path: Path) -> None:
+    agent = _plan(tmp_path, "PLAN q\nWHEN time >= 10:00: BUY 2 MKT STOP -0.3% TARGET +0.3%\n")
+    a, b, cap, led = tmp_path / "a.html", tmp_path / "b.html", tmp_path / "c.jsonl", tmp_path / "l.jsonl"
+    doc = json.loads(_sim(capsys, "--data", str(quotes), "--preset", "oanda", "--multiplier", "50",
+                          "--maxloss", "100000", "--agent", agent, "--capture", str(cap), "--ledger", str(led),
+                          "--report", str(a), "--json"))
+    fills = doc["days"][0]["fill_log"]
+    assert doc["metrics"]["turnover"] == pytest.approx(sum(f["qty"] * f["price"] * 50 for f in fills))
+    assert main(["report", "--capture", str(cap), "--ledger", str(led), "-o", str(b)]) == 0
+    out = capsys.readouterr().out
+    assert "multiplier 50" in out
+    for html in (a.read_text(), b.read_text()):
+        assert "USD / 50<" in html
+        turnover = html.split(">turnover<")[1].split("</tr>")[0]
+        assert f"{doc['metrics']['turnover']:.2f}" in turnover
