@@ -38,6 +38,11 @@ def positive_float(text: str) -> float:
     return x
 
 
+def _currency(text: str | None) -> str | None:
+    """`--currency` as a code: surrounding blanks dropped, upper case (`eur` is EUR)."""
+    return None if text is None else text.strip().upper()
+
+
 def add_data_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", default="sample", help="'sample' (default, generated) or a CSV/Parquet file")
     p.add_argument("--preset", help="loader preset for --data PATH (default: detected from the columns)")
@@ -52,7 +57,8 @@ def add_data_flags(p: argparse.ArgumentParser) -> None:
                    help="the instrument's tick size for --data PATH (default: inferred from the prices)")
     p.add_argument("--multiplier", type=positive_float, default=None, metavar="M",
                    help="money per price point per unit for --data PATH (default: the preset's, else 1)")
-    p.add_argument("--currency", default=None, help="the quote currency for --data PATH (default: the preset's)")
+    p.add_argument("--currency", default=None, help="the quote currency code for --data PATH, e.g. USD or ETH (upper-cased; "
+                        "default: the preset's)")
     p.add_argument("--seed", type=int, help="with --data sample: generate the sample from this seed (>= 0)")
 
 
@@ -84,7 +90,7 @@ def load_from_args(args: argparse.Namespace, command: str) -> tuple[Any, Any, st
         raise UsageError("--seed applies to --data sample only")
     options: dict[str, Any] = {
         "crossed": args.crossed or "error", "spikes": args.spikes or "error", "symbol": args.symbol,
-        "tick_size": args.tick_size, "multiplier": args.multiplier, "currency": args.currency,
+        "tick_size": args.tick_size, "multiplier": args.multiplier, "currency": _currency(args.currency),
     }
     if args.spike_factor is not None:
         if args.spike_factor <= 1:

@@ -89,7 +89,8 @@ def describe(cfg: EngineConfig) -> dict[str, Any]:
 
 
 def describe_line(cfg: EngineConfig) -> str:
-    """One line: `Execution: frictionless ...` or the frictions, then the operator's bounds."""
+    """One line: `Execution: frictionless ...` or the frictions (and `end of day: carry` when
+    positions carry over), then the operator's bounds."""
     d = describe(cfg)
     if d["frictionless"]:
         model = "frictionless (no latency, slippage or fees: an optimistic fill model)"
@@ -97,7 +98,9 @@ def describe_line(cfg: EngineConfig) -> str:
         model = (f"latency {d['latency_ms']:g} ms, slippage {d['slippage_ticks']:g} ticks, "
                  f"fees {d['fee_per_unit']:g}/unit + {d['fee_per_order']:g}/order")
     session = "none" if d["session_maxloss"] is None else f"{d['session_maxloss']:g}"
-    return (f"Execution: {model}. Operator bounds: maxpos {d['maxpos']}, maxloss {d['maxloss']:g} "
+    carry = "; end of day: carry (positions and their protective orders go into the next session)" \
+        if d["end_of_day"] == "carry" else ""
+    return (f"Execution: {model}{carry}. Operator bounds: maxpos {d['maxpos']}, maxloss {d['maxloss']:g} "
             f"per plan, session maxloss {session} (a plan's RISK can only tighten them)")
 
 

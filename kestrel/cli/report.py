@@ -78,14 +78,17 @@ def write_run_report(rep: Any, html_path: str | None, png_path: str | None = Non
 
 def print_summary(rep: Any) -> None:
     """The terminal summary: an equity sparkline and the key metrics."""
-    from kestrel.report.text import metric_rows, sparkline
+    from kestrel.report.text import instrument_line, metric_rows, money, sparkline
 
     h = rep.header
+    dec = rep.money_decimals
     print(f"{h.agent} on {h.symbol} {', '.join(h.dates)}  data {h.data} sha256 {(h.data_sha256 or '?')[:16]}")
-    print(f"equity {sparkline(rep.curve)} {rep.metrics.net_pnl:+.2f} {h.currency}")
-    print("  ".join(f"{k} {v}" for k, v in metric_rows(rep.metrics, rep.days)))
+    if h.instrument is not None:
+        print(f"instrument {instrument_line(h.instrument)}")
+    print(f"equity {sparkline(rep.curve)} {money(rep.metrics.net_pnl, dec, sign=True)} {h.currency}")
+    print("  ".join(f"{k} {v}" for k, v in metric_rows(rep.metrics, rep.days, dec)))
     for name, m in rep.baselines.items():
-        print(f"baseline {name}: net {m.net_pnl:+.2f}  max dd {m.max_drawdown:.2f}")
+        print(f"baseline {name}: net {money(m.net_pnl, dec, sign=True)}  max dd {money(m.max_drawdown, dec)}")
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -143,7 +146,11 @@ def run_report_of(capture: str, ledger_path: str | None) -> Any:
             raise UsageError(f"the data holds no session on {', '.join(missing)}")
         return from_ledger(header, turns, ledger, data, data_sha256=sha)
     agent = RecordedAgent(turns, agent_id=header.agent, header=header)
-    options = SessionOptions(checkpoints=header.schedule[1:], guard_s=header.guard_s, data_name=header.data)
+    from kestrel.engine.config import EngineConfig
+
+    # the execution model the capture was made under (fees, carry, bounds): the replay is that run
+    options = SessionOptions(checkpoints=header.schedule[1:], guard_s=header.guard_s, data_name=header.data,
+                             engine=header.engine or EngineConfig(), source=header.source)
     result = run_session(data, agent, options, date=dt.date.fromisoformat(header.dates[-1]), days=len(header.dates))
     return from_result(result, data, data_sha256=sha)
 

@@ -4,6 +4,8 @@ Both read the run through `kestrel.report` (equity marked at every tick, the led
 so they state what the ledger says: how each armed plan ended (disarmed, with its reason),
 every rejected order and disarm with its reason, each round trip with its exit reason, fill
 times with the session's calendar date and zone, and the max drawdown of marked equity.
+Money is valued with the run's instrument (named in the header and in `--json` `instrument`)
+and shown at the engine's money quantum; positions carried across sessions are marked.
 """
 
 from __future__ import annotations
@@ -13,8 +15,12 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from kestrel.report import RunReport, from_result, local_time
+from kestrel.report.trips import carried_label
 from kestrel.report.metrics import Metrics
-from kestrel.report.text import metric_rows, sparkline
+from kestrel.report.text import instrument_line, metric_rows, money, sparkline
+
+
+WIDTH = 160  # columns when the output is not a terminal: the round trips' zoned times fit on one line
 
 if TYPE_CHECKING:  # imported lazily at run time (start-up cost)
     from rich.console import Console
@@ -68,7 +74,7 @@ def _day_facts(d: DayResult, r: DayReport) -> dict[str, Any]:
                          "entry_price": t.entry_price,
                          "exit": local_time(t.exit_ts, tz) if t.exit_ts is not None else None,
                          "exit_price": t.exit_price, "pnl": t.pnl, "fees": t.fees,
-                         "exit_reason": t.exit_reason} for t in r.facts.trips],
+                         "exit_reason": t.exit_reason, "carried": t.carried} for t in r.facts.trips],
         "rejections": [{"time": local_time(n.ts, tz), "plan": n.plan, "rule": n.rule, "reason": n.reason}
                        for n in r.facts.notices if n.kind == "rejected"],
         "disarms": [{"time": local_time(n.ts, tz), "plan": n.plan, "reason": n.reason}
@@ -111,10 +117,14 @@ def summary(result: SessionResult, data: MarketData) -> dict[str, Any]:
         net += s.net_pnl
         evidence.update(e.kind for e in d.evidence)
     currencies = sorted({d.currency for d in result.days})
+    inst = rep.header.instrument
     return {
         "data": result.header.data,
         "symbol": result.header.symbol,
         "currency": currencies[0] if len(currencies) == 1 else currencies,
+        "instrument": None if inst is None else {
+            "symbol": inst.symbol, "tick_size": inst.tick_size, "multiplier": inst.multiplier,
+            "currency": inst.currency, "min_qty": inst.min_qty},
         "agent": result.header.agent,
         "dates": list(result.header.dates),
         "schedule": list(result.header.schedule),
@@ -122,7 +132,10 @@ def summary(result: SessionResult, data: MarketData) -> dict[str, Any]:
         "engine_ticks": dict(sorted(ticks.items())),
         "execution": _execution(result),
         "days": days,
-        "total": {**dict(sorted(totals.items())), "net_pnl": round(net, 6)},
+        # net_pnl is realized net of fees (the ledgers'); metrics.net_pnl adds the open position's
+        # unrealized PnL at the end (unrealized_pnl)
+        "total": {**dict(sorted(totals.items())), "net_pnl": round(net, 6),
+                  "unrealized_pnl": round(rep.curve.final - rep.curve.settled, 9)},
         "metrics": _metrics_json(rep.metrics),
         "baselines": {k: _metrics_json(v) for k, v in rep.baselines.items()},
         "evidence": dict(sorted(evidence.items())),
@@ -171,10 +184,12 @@ def report(result: SessionResult, data: MarketData, command: str = "simulate") -
     from rich.console import Console
 
     rep = _run_report(result, data)
-    con = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 120)
+    con = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else WIDTH)
     h = result.header
     con.print(f"[bold]kestrel {command}[/bold]  {h.symbol}  data {h.data}  agent {h.agent}  "
               f"sessions {', '.join(h.dates)}  schedule {' '.join(h.schedule)}")
+    if rep.header.instrument is not None:
+        con.print(f"Instrument: {instrument_line(rep.header.instrument)}", markup=False)
     for d in result.days:
         if d.partial:
             con.print(f"[bold]{d.coverage}[/bold]: the results cover only that span")
@@ -237,7 +252,7 @@ def _fills(con: Console, rep: RunReport) -> None:
     for r in rep.days:
         for f in r.facts.fills:
             fills.add_row(r.date, local_time(f.ts, r.tz), f.side, str(f.qty), f"{f.price:.{r.decimals}f}",
-                          str(f.pos), f"{f.rpnl:+.2f}", f.role)
+                          str(f.pos), money(f.rpnl, rep.money_decimals, sign=True), f.role)
     if fills.row_count:
         con.print(fills)
     else:
@@ -245,16 +260,17 @@ def _fills(con: Console, rep: RunReport) -> None:
 
 
 def _trips(con: Console, rep: RunReport) -> None:
+    carried = any(t.carried for r in rep.days for t in r.facts.trips)  # a column only when it says something
     trips = _table("Round trips", ("date", "side", "qty", "entry", "entry price", "exit", "exit price",
-                                   "pnl", "exit reason"),
-                   ("date", "side", "entry", "exit", "exit reason"))
+                                   "pnl", "exit reason") + (("carried",) if carried else ()),
+                   ("date", "side", "entry", "exit", "exit reason", "carried"))
     for r in rep.days:
         for t in r.facts.trips:
-            trips.add_row(r.date, t.side, str(t.qty), local_time(t.entry_ts, r.tz),
-                          f"{t.entry_price:.{r.decimals}f}",
-                          local_time(t.exit_ts, r.tz) if t.exit_ts is not None else "",
-                          f"{t.exit_price:.{r.decimals}f}" if t.exit_price is not None else "",
-                          f"{t.pnl:+.2f}", t.exit_reason)
+            row = [r.date, t.side, str(t.qty), local_time(t.entry_ts, r.tz), f"{t.entry_price:.{r.decimals}f}",
+                   local_time(t.exit_ts, r.tz) if t.exit_ts is not None else "",
+                   f"{t.exit_price:.{r.decimals}f}" if t.exit_price is not None else "",
+                   money(t.pnl, rep.money_decimals, sign=True), t.exit_reason]
+            trips.add_row(*row, *((carried_label(t, r.open_ns),) if carried else ()))
     if trips.row_count:
         con.print(trips)
 
@@ -274,20 +290,31 @@ def _pnl(con: Console, result: SessionResult, rep: RunReport) -> None:
     from kestrel.report.metrics import max_drawdown
 
     currencies = sorted({d.currency for d in result.days})
+    carry = any(d.summary.carried_in or d.summary.carried_out for d in result.days)
     pnl = _table(f"PnL ({', '.join(currencies)})", ("date", "trades", "wins", "realized", "fees", "net",
-                                                     "max drawdown (marked)", "orders", "fills"), ("date",))
+                                                     "max drawdown (marked)", "orders", "fills")
+                 + (("carried",) if carry else ()), ("date", "carried"))
+    dec = rep.money_decimals
     for d, r in zip(result.days, rep.days):
         s = d.summary
         dd, _ = max_drawdown(r.curve.ts, r.curve.equity)
-        pnl.add_row(d.date, str(s.trades), str(s.wins), f"{s.realized_pnl:+.2f}", f"{s.fees:.2f}",
-                    f"{s.net_pnl:+.2f}", f"{dd:.2f}", str(s.orders), str(s.fills))
+        carried = ", ".join(x for x in (f"carried in {s.carried_in}" if s.carried_in else "",
+                                        f"carried out {s.carried_out}" if s.carried_out else "") if x)
+        pnl.add_row(d.date, str(s.trades), str(s.wins), money(s.realized_pnl, dec, sign=True), money(s.fees, dec),
+                    money(s.net_pnl, dec, sign=True), money(dd, dec), str(s.orders), str(s.fills),
+                    *((carried,) if carry else ()))
     con.print(pnl)
 
 
 def _summary_lines(con: Console, rep: RunReport) -> None:
-    con.print(f"Equity {sparkline(rep.curve)}  {rep.metrics.net_pnl:+.2f} {rep.header.currency}",
-              markup=False)
-    con.print("  ".join(f"{k} {v}" for k, v in metric_rows(rep.metrics, rep.days)), markup=False)
+    dec = rep.money_decimals
+    line = f"Equity {sparkline(rep.curve)}  {money(rep.metrics.net_pnl, dec, sign=True)} {rep.header.currency}"
+    held = rep.curve.final - rep.curve.settled
+    if len(rep.curve) and rep.curve.pos[-1] != 0:  # the run ends holding a position
+        line += (f" (realized net {money(rep.curve.settled, dec, sign=True)}, open position "
+                 f"{money(held, dec, sign=True)} unrealized)")
+    con.print(line, markup=False)
+    con.print("  ".join(f"{k} {v}" for k, v in metric_rows(rep.metrics, rep.days, dec)), markup=False)
 
 
 __all__ = ["report", "summary"]

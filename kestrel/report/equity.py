@@ -9,6 +9,9 @@ money quantum. Invariants:
   at tick k's touch), so at each `Mark` event the series equals the mark's equity;
 - ticks before the first event are flat (equity 0), unless the session opens with a carried
   position (a `carry` event), which is marked from its carried average; one value per tick;
+- a session's realized PnL starts at 0 (the engine's per-session ledger), so days chain on
+  their realized net (`settled`), never on their marked equity: a position carried overnight
+  is marked on the next day from its carried average, and its unrealized PnL counts once;
 - `per_minute` samples the series at the end of each minute of the session (the last tick at
   or before it), which is the basis of the return metrics.
 """
@@ -31,11 +34,13 @@ NS_PER_MIN = 60 * 1_000_000_000
 
 @dataclass(frozen=True)
 class EquityCurve:
-    """Marked equity at every tick (`ts`, `equity`, `pos`), ns UTC and money."""
+    """Marked equity at every tick (`ts`, `equity`, `pos`), ns UTC and money; `settled` is the
+    realized PnL net of fees after the last event (what the next session of a run builds on)."""
 
     ts: I64
     equity: F64
     pos: I64
+    settled: float = 0.0
 
     def __len__(self) -> int:
         return int(self.ts.shape[0])
@@ -56,21 +61,28 @@ class EquityCurve:
 
     def shifted(self, offset: float) -> EquityCurve:
         """The same curve with `offset` added (to chain the days of a multi-day run)."""
-        return EquityCurve(self.ts, self.equity + offset, self.pos)
+        return EquityCurve(self.ts, self.equity + offset, self.pos, self.settled + offset)
+
+    @staticmethod
+    def offsets(curves: Sequence[EquityCurve]) -> list[float]:
+        """Where each day of a run starts: the realized net of the days before it (a carried
+        position's unrealized PnL is in the next day's own marks, so it is not added here)."""
+        out: list[float] = []
+        base = 0.0
+        for c in curves:
+            out.append(base)
+            base += c.settled
+        return out
 
     @staticmethod
     def concat(curves: Sequence[EquityCurve]) -> EquityCurve:
-        """Days one after another, each starting from the previous day's final equity."""
-        parts: list[EquityCurve] = []
-        base = 0.0
-        for c in curves:
-            parts.append(c.shifted(base))
-            base += c.final
+        """Days one after another, each on top of the realized net of the days before it."""
+        parts = [c.shifted(b) for c, b in zip(curves, EquityCurve.offsets(curves))]
         if not parts:
             return EquityCurve(np.empty(0, np.int64), np.empty(0, np.float64), np.empty(0, np.int64))
         return EquityCurve(np.concatenate([p.ts for p in parts]),
                            np.concatenate([p.equity for p in parts]),
-                           np.concatenate([p.pos for p in parts]))
+                           np.concatenate([p.pos for p in parts]), parts[-1].settled)
 
 
 def mark_equity(events: Sequence[LedgerEvent], ts: I64, bid: F64, ask: F64, *,
@@ -103,8 +115,9 @@ def mark_equity(events: Sequence[LedgerEvent], ts: I64, bid: F64, ask: F64, *,
             pos_s.append(pos)
             avg_s.append(avg)
             cash_s.append(cash)
+    settled = cash_s[-1] if cash_s else 0.0
     if n == 0:
-        return EquityCurve(ts.astype(np.int64), np.empty(0, np.float64), np.empty(0, np.int64))
+        return EquityCurve(ts.astype(np.int64), np.empty(0, np.float64), np.empty(0, np.int64), settled)
     k = np.searchsorted(np.asarray(at, dtype=np.int64), np.arange(n, dtype=np.int64), side="right") - 1
     have = k >= 0
     kk = np.maximum(k, 0)
@@ -114,7 +127,7 @@ def mark_equity(events: Sequence[LedgerEvent], ts: I64, bid: F64, ask: F64, *,
     touch = np.where(pos_a > 0, bid, ask)
     upnl = np.where(pos_a != 0, np.round(pos_a * (touch - avg_a) * multiplier * scale) / scale, 0.0)
     equity = np.round((cash_a + upnl) * scale) / scale
-    return EquityCurve(ts.astype(np.int64), equity.astype(np.float64), pos_a.astype(np.int64))
+    return EquityCurve(ts.astype(np.int64), equity.astype(np.float64), pos_a.astype(np.int64), settled)
 
 
 __all__ = ["EquityCurve", "NS_PER_MIN", "mark_equity"]

@@ -15,10 +15,12 @@ from zoneinfo import ZoneInfo
 
 import numpy as np
 
+from kestrel.report.equity import EquityCurve
 from kestrel.report.metrics import Metrics
 from kestrel.report.run import BASELINES, RunReport
 from kestrel.report.svg import Mark, Segment, clock_ticks, equity_chart, price_chart
-from kestrel.report.trips import local_time
+from kestrel.report.text import instrument_line, money, plain
+from kestrel.report.trips import carried_label, local_time
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px;color:#1d2430;max-width:960px}
@@ -38,23 +40,23 @@ svg.chart{display:block;margin:6px 0;background:#fff}
 .lv{stroke-width:1.4;stroke-dasharray:5 3}.lv.stop,.lv.trail{stroke:#a4262c}.lv.target{stroke:#1e7a3c}
 """.strip()
 
-# (field, label, format) in display order
+# (field, label, format) in display order; "money"/"+money": at the run's money quantum
 METRIC_ROWS: tuple[tuple[str, str, str], ...] = (
-    ("net_pnl", "net PnL", "{:+.2f}"),
+    ("net_pnl", "net PnL", "+money"),
     ("return_on_risk", "return on risk capital", "{:+.2%}"),
-    ("risk_capital", "risk capital (maxloss)", "{:.2f}"),
+    ("risk_capital", "risk capital (maxloss)", "money"),
     ("sharpe", "Sharpe (annualized)", "{:.2f}"),
     ("sortino", "Sortino (annualized)", "{:.2f}"),
-    ("max_drawdown", "max drawdown (marked per tick)", "{:.2f}"),
+    ("max_drawdown", "max drawdown (marked per tick)", "money"),
     ("max_drawdown_ts", "max drawdown at", "time"),
     ("trades", "round trips", "{}"),
     ("win_rate", "win rate", "{:.0%}"),
     ("profit_factor", "profit factor", "{:.2f}"),
-    ("avg_win", "average win", "{:+.2f}"),
-    ("avg_loss", "average loss", "{:+.2f}"),
+    ("avg_win", "average win", "+money"),
+    ("avg_loss", "average loss", "+money"),
     ("exposure", "exposure (time in a position)", "{:.1%}"),
-    ("turnover", "turnover", "{:.2f}"),
-    ("fees", "fees", "{:.2f}"),
+    ("turnover", "turnover", "money"),
+    ("fees", "fees", "money"),
     ("orders", "orders", "{}"),
     ("fills", "fills", "{}"),
     ("rejections", "rejections", "{}"),
@@ -64,11 +66,13 @@ METRIC_ROWS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def _fmt(value: Any, fmt: str, tz: str) -> str:
+def _fmt(value: Any, fmt: str, tz: str, decimals: int = 2) -> str:
     if value is None:
         return "n/a"
     if fmt == "time":
         return local_time(int(value), tz)
+    if fmt in ("money", "+money"):
+        return money(float(value), decimals, sign=fmt == "+money")
     return fmt.format(value)
 
 
@@ -102,7 +106,8 @@ def _clock(ts: int, tz: str) -> str:
 def _metrics_table(rep: RunReport, tz: str) -> str:
     cols: list[tuple[str, Metrics]] = [("this run", rep.metrics)] + [(k, rep.baselines[k]) for k in BASELINES
                                                                     if k in rep.baselines]
-    rows = [[label] + [_fmt(_shown(m, field, name), fmt, tz) for name, m in cols] for field, label, fmt in METRIC_ROWS]
+    rows = [[label] + [_fmt(_shown(m, field, name), fmt, tz, rep.money_decimals) for name, m in cols]
+            for field, label, fmt in METRIC_ROWS]
     note = (f'<p class="note">Metrics are defined in docs/report.md. Sharpe and Sortino use per-minute '
             f'returns of marked equity over the risk capital, annualized by sqrt({rep.metrics.periods_per_year}) '
             f'(252 sessions a year of {rep.metrics.periods_per_year // 252} minutes). Baselines: buy-and-hold buys at '
@@ -123,10 +128,10 @@ def _shown(m: Metrics, field: str, column: str) -> Any:
 
 def _equity(rep: RunReport) -> str:
     xs_parts, eq_parts, ticks = [], [], []
-    base, offset = 0.0, 0
+    offset = 0
     trough: tuple[float, float] | None = None
     dd_ts = rep.metrics.max_drawdown_ts
-    for d in rep.days:
+    for d, base in zip(rep.days, EquityCurve.offsets([d.curve for d in rep.days])):
         n = d.minute_equity.shape[0]
         xs_parts.append(np.arange(offset, offset + n, dtype=np.float64))
         eq_parts.append(d.minute_equity + base)
@@ -136,7 +141,6 @@ def _equity(rep: RunReport) -> str:
             k = int(np.searchsorted(d.curve.ts, dd_ts, side="right")) - 1
             m = int(np.searchsorted(d.minute_ts, dd_ts, side="left"))
             trough = (float(offset + min(m, n - 1)), float(d.curve.equity[max(k, 0)] + base))
-        base += d.curve.final
         offset += n
     xs = np.concatenate(xs_parts) if xs_parts else np.zeros(0)
     eq = np.concatenate(eq_parts) if eq_parts else np.zeros(0)
@@ -147,12 +151,12 @@ def _equity(rep: RunReport) -> str:
             trough = (float(d.minute_ts[int(trough[0])]), trough[1])
         xs = np.concatenate(([float(d.open_ns)], d.minute_ts.astype(np.float64)))
         eq = np.concatenate(([0.0], eq))
-    return equity_chart(xs, eq, ticks, trough)
+    return equity_chart(xs, eq, ticks, trough, "{:." + str(rep.money_decimals) + "f}")
 
 
 def _day(rep: RunReport, k: int) -> list[str]:
     d = rep.days[k]
-    tz, dec = d.tz, d.decimals
+    tz, dec, mdec = d.tz, d.decimals, rep.money_decimals
     out = [f"<h2>Session {escape(d.date)} <span class=\"note\">({escape(tz)})</span></h2>"]
     if d.note:
         out.append(f'<p class="bad">{escape(d.note)}: the results cover only that span.</p>')
@@ -177,20 +181,23 @@ def _day(rep: RunReport, k: int) -> list[str]:
     out.append(_table(["ordinal", "turn", "plan", "stand-down reason", "iterations", "tokens", "cost (USD)",
                        "outcome"], rows, left=(0, 1, 2, 3, 7), raw=(2,)))
     out.append("<h3>Round trips</h3>")
-    out.append(_table(["side", "qty", "entry", "entry price", "exit", "exit price", "pnl", "fees", "exit reason"],
+    carried = any(t.carried for day in rep.days for t in day.facts.trips)  # a column only for carry runs
+    out.append(_table(["side", "qty", "entry", "entry price", "exit", "exit price", "pnl", "fees", "exit reason"]
+                      + (["carried"] if carried else []),
                       [[t.side, str(t.qty), local_time(t.entry_ts, tz), f"{t.entry_price:.{dec}f}",
                         local_time(t.exit_ts, tz) if t.exit_ts is not None else "",
                         f"{t.exit_price:.{dec}f}" if t.exit_price is not None else "",
-                        f"{t.pnl:+.2f}", f"{t.fees:.2f}", t.exit_reason] for t in d.facts.trips],
-                      left=(0, 2, 4, 8)))
+                        money(t.pnl, mdec, sign=True), money(t.fees, mdec), t.exit_reason]
+                       + ([carried_label(t, d.open_ns)] if carried else []) for t in d.facts.trips],
+                      left=(0, 2, 4, 8, 9)))
     out.append("<h3>Rejections and disarms</h3>")
     out.append(_table(["time", "event", "plan", "rule", "reason"],
                       [[local_time(x.ts, tz), x.kind, x.plan, "" if x.rule is None else str(x.rule), x.reason]
                        for x in d.facts.notices], left=(0, 1, 2, 4)))
     out.append("<h3>Fills</h3>")
     out.append(_table(["time", "order", "side", "qty", "price", "fee", "position", "realized"],
-                      [[local_time(f.ts, tz), f.role, f.side, str(f.qty), f"{f.price:.{dec}f}", f"{f.fee:.2f}",
-                        str(f.pos), f"{f.rpnl:+.2f}"] for f in d.facts.fills], left=(0, 1, 2)))
+                      [[local_time(f.ts, tz), f.role, f.side, str(f.qty), f"{f.price:.{dec}f}", money(f.fee, mdec),
+                        str(f.pos), money(f.rpnl, mdec, sign=True)] for f in d.facts.fills], left=(0, 1, 2)))
     return out
 
 
@@ -205,7 +212,7 @@ def render_run(rep: RunReport) -> str:
     meta = [["symbol", h.symbol], ["agent", h.agent], ["model", h.model or "-"],
             ["sessions", ", ".join(h.dates)], ["schedule", " ".join(h.schedule)],
             ["data", h.data], ["data SHA-256", h.data_sha256 or "unknown"],
-            ["currency / multiplier", f"{h.currency} / {h.multiplier:g}"]]
+            ["currency / multiplier", f"{h.currency} / {plain(h.multiplier)}"]]
     body = [f"<h1>Kestrel run: {escape(h.agent)} on {escape(h.symbol)}</h1>",
             _table(["", ""], meta, left=(0, 1)).replace("<table>", '<table class="meta">', 1),
             "<h2>Metrics</h2>", _metrics_table(rep, tz),
@@ -213,7 +220,8 @@ def render_run(rep: RunReport) -> str:
     for k in range(len(rep.days)):
         body += _day(rep, k)
     body.append("<h2>Data source</h2>")
-    body.append(f"<p>{escape(h.data)}<br>SHA-256 <code>{escape(h.data_sha256 or 'unknown')}</code></p>")
+    inst = "" if h.instrument is None else f"<br>instrument {escape(instrument_line(h.instrument))}"
+    body.append(f"<p>{escape(h.data)}<br>SHA-256 <code>{escape(h.data_sha256 or 'unknown')}</code>{inst}</p>")
     return _page(f"Kestrel run {h.agent} {h.symbol} {' '.join(h.dates)}", body)
 
 

@@ -2,6 +2,8 @@
 docs/report.md; this module is that definition in code).
 
 - net PnL: the final marked equity (realized - fees + unrealized; 0 unrealized when flat);
+  over several sessions, the days' realized nets plus the last day's unrealized (a carried
+  position is marked from its carried average, once);
 - return on risk capital: net PnL / risk capital (the plans' `maxloss`, see docs);
 - Sharpe, Sortino: per-minute returns r_m = (E_m - E_{m-1}) / risk capital of the equity
   sampled at each minute's end, annualized by sqrt(252 x minutes per session); Sharpe =
@@ -9,9 +11,10 @@ docs/report.md; this module is that definition in code).
   None when undefined (fewer than 2 minutes, or no variation / no downside);
 - max drawdown: the largest fall of the tick-marked equity from its running peak (the peak
   starting at 0), with the time of its trough;
-- win rate, profit factor (gross profit / gross loss of closed round trips; None without a
-  loss), average win and loss; exposure: the fraction of the session's time with a position;
-  turnover: the money traded (sum of |qty x price x multiplier| over fills); fees; counts.
+- win rate, profit factor (gross profit / gross loss of closed round trips, a carried trip on
+  the day it closes; None without a loss), average win and loss; exposure: the fraction of
+  the session's time with a position; turnover: the money traded (sum of |qty x price x
+  multiplier| over fills, the run's multiplier); fees; counts.
 """
 
 from __future__ import annotations
@@ -90,7 +93,7 @@ def compute(curve: EquityCurve, minute_equity: np.ndarray, facts: Sequence[Ledge
             tokens: int | None = None, cost_usd: float | None = None) -> Metrics:
     """Metrics of one run (one or more sessions: `curve` chained over them, `facts` per day,
     `span_ns` the sessions' total length)."""
-    trips = [t for f in facts for t in f.trips if t.exit_reason != "open"]
+    trips = [t for f in facts for t in f.trips if t.exit_ts is not None]  # closed (not open, not carried)
     wins = [t.pnl for t in trips if t.pnl > 0]
     losses = [t.pnl for t in trips if t.pnl <= 0]
     gross_loss = -sum(losses)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kestrel.report.run import RunReport
+from kestrel.report.run import RunReport, chained_minutes
 
 
 class PlotUnavailable(RuntimeError):
@@ -24,14 +24,8 @@ def write_png(rep: RunReport, path: str) -> None:
         raise PlotUnavailable("PNG export needs matplotlib: pip install 'kestrel[plot]'") from None
     fig = Figure(figsize=(10, 6), dpi=100)
     ax_eq, ax_px = fig.subplots(2, 1)
-    eq_parts, px_parts = [], []
-    base = 0.0
-    for d in rep.days:
-        eq_parts.append(d.minute_equity + base)
-        px_parts.append(d.minute_mid)
-        base += d.curve.final
-    eq = np.concatenate(eq_parts) if eq_parts else np.zeros(0)
-    px = np.concatenate(px_parts) if px_parts else np.zeros(0)
+    eq = chained_minutes(rep.days)
+    px = np.concatenate([d.minute_mid for d in rep.days]) if rep.days else np.zeros(0)
     x = np.arange(eq.shape[0])
     peak = np.maximum.accumulate(np.maximum(eq, 0.0)) if eq.size else eq
     ax_eq.plot(x, eq, color="#1f5fbf", linewidth=1.2)

@@ -5,6 +5,11 @@ Built from a `SessionResult` (`from_result`) or from a capture's turns and a led
 (`from_ledger`); both go through `build`, so a report reads the same whichever way the run
 reached it. Pure and deterministic: nothing here reads the clock or the network.
 
+Money is valued with the run's execution model on the data's instrument (`run_config`: the
+instrument's contract multiplier unless the config sets one) and shown at the engine's money
+quantum (`RunReport.money_decimals`). Days chain on their realized net (`EquityCurve.offsets`):
+a position carried overnight is marked on the next day from its carried average, once.
+
 Baselines (same sessions, same marking, no fees): `buy-and-hold` buys at each session's first
 ask and sells at its last bid, in the run's largest absolute position (1 unit when the run never
 traded); `flat` never trades.
@@ -30,12 +35,12 @@ from kestrel.engine.ledger import (
     PositionChanged,
 )
 from kestrel.engine.money import Money
-from kestrel.frame.market import MarketData
+from kestrel.frame.market import Instrument, MarketData
 from kestrel.frame.session import SessionSpec
 from kestrel.frame.ticks import Ticks
 from kestrel.report.equity import NS_PER_MIN, EquityCurve, mark_equity
 from kestrel.report.metrics import Metrics, compute
-from kestrel.report.trips import LedgerFacts, local_time, read_ledger
+from kestrel.report.trips import LedgerFacts, RoundTrip, carried_in, local_time, read_ledger
 
 BASELINES = ("buy-and-hold", "flat")
 
@@ -67,6 +72,7 @@ class RunHeader(msgspec.Struct, frozen=True):
     schedule: tuple[str, ...]
     currency: str = "USD"
     multiplier: float = 1.0
+    instrument: Instrument | None = None  # set by `build`: the data's, at the run's multiplier
 
 
 @dataclass(frozen=True)
@@ -100,12 +106,23 @@ class RunReport:
     curve: EquityCurve  # the sessions chained
     metrics: Metrics
     baselines: dict[str, Metrics] = field(default_factory=dict)
+    money_decimals: int = 2  # the engine's money quantum: PnL figures are shown to it
 
 
 def session_ticks(data: MarketData, session: SessionSpec) -> Ticks:
     """The ticks the engine ran for `session` (open to close inclusive, as the runner feeds)."""
     t = data.ticks
     return t.slice(t.index_at(session.open_ns, side="left"), t.index_at(session.close_ns, side="right"))
+
+
+def run_config(config: EngineConfig, data: MarketData) -> EngineConfig:
+    """The run's execution model on `data`: `config` with the instrument's contract multiplier
+    when `config` leaves it at 1, as the runner does (`kestrel.session.runner.engine_config`;
+    captures record the config before that). Every money figure of a report uses it."""
+    mult = data.instrument.multiplier
+    if config.multiplier == mult or config.multiplier != 1.0:
+        return config
+    return msgspec.structs.replace(config, multiplier=mult)
 
 
 def _money_decimals(data: MarketData, cfg: EngineConfig) -> int:
@@ -165,12 +182,21 @@ def build(header: RunHeader, days: Sequence[DayInput], data: MarketData, *,
           config: EngineConfig = EngineConfig(), risk_capital: float | None = None) -> RunReport:
     """The report of a run over `days` (see the module docstring). `risk_capital` is the
     plans' largest `maxloss` (the adapters take it from the armed plans), else the engine's."""
+    config = run_config(config, data)
     mult = config.multiplier
     dec = _money_decimals(data, config)
+    inst = msgspec.structs.replace(data.instrument, multiplier=mult)
+    header = msgspec.structs.replace(header, currency=inst.currency, multiplier=mult, instrument=inst)
     reports: list[DayReport] = []
     ticks_of: list[Ticks] = []
-    for d in days:
+    opens_carried = [any(carried_in(e) is not None for e in d.events) for d in days]
+    held: RoundTrip | None = None  # the trip the previous day carried out, if any
+    for k, d in enumerate(days):
         s = d.session
+        carry_out = config.end_of_day == "carry" or (k + 1 < len(days) and opens_carried[k + 1])
+        facts = read_ledger(d.events, carried_from=held if opens_carried[k] else None, carry_out=carry_out)
+        last = facts.trips[-1] if facts.trips else None
+        held = last if last is not None and last.exit_ts is None else None
         t = session_ticks(data, s)
         ticks_of.append(t)
         curve = mark_equity(d.events, t.ts, t.bid, t.ask, multiplier=mult, money_decimals=dec)
@@ -179,7 +205,7 @@ def build(header: RunHeader, days: Sequence[DayInput], data: MarketData, *,
         mid = (t.bid + t.ask) / 2.0
         mmid = np.where(idx >= 0, mid[np.maximum(idx, 0)] if len(t) else 0.0, np.nan)
         reports.append(DayReport(s.date.isoformat(), s.tz, data.price_decimals, s.open_ns, s.close_ns,
-                                 read_ledger(d.events), _with_fates(d.turns, d.events, s.tz), curve,
+                                 facts, _with_fates(d.turns, d.events, s.tz), curve,
                                  mts, meq, mmid.astype(np.float64), d.note))
     capital = risk_capital if risk_capital is not None else config.maxloss
     tokens = [t.tokens for r in reports for t in r.turns]
@@ -198,18 +224,21 @@ def build(header: RunHeader, days: Sequence[DayInput], data: MarketData, *,
             parts.append(DayReport(r.date, r.tz, r.decimals, r.open_ns, r.close_ns, read_ledger(ev), [], c,
                                    mts, meq, r.minute_mid))
         baselines[kind] = _metrics(parts, capital, mult, tokens=None, cost=None)
-    return RunReport(header, reports, EquityCurve.concat([r.curve for r in reports]), metrics, baselines)
+    return RunReport(header, reports, EquityCurve.concat([r.curve for r in reports]), metrics, baselines, dec)
+
+
+def chained_minutes(days: Sequence[DayReport]) -> np.ndarray:
+    """The run's equity at the end of each minute of its sessions, days chained on their
+    realized net (see `EquityCurve.offsets`)."""
+    bases = EquityCurve.offsets([d.curve for d in days])
+    parts = [d.minute_equity + b for d, b in zip(days, bases)]
+    return np.concatenate(parts) if parts else np.zeros(0)
 
 
 def _metrics(days: Sequence[DayReport], capital: float, mult: float, *, tokens: int | None,
              cost: float | None) -> Metrics:
     curve = EquityCurve.concat([d.curve for d in days])
-    base = 0.0
-    minute: list[np.ndarray] = []
-    for d in days:
-        minute.append(d.minute_equity + base)
-        base += d.curve.final
-    meq = np.concatenate(minute) if minute else np.zeros(0)
+    meq = chained_minutes(days)
     span = sum(d.close_ns - d.open_ns for d in days)
     per_session = max(1, round(span / max(1, len(days)) / NS_PER_MIN))
     return compute(curve, meq, [d.facts for d in days], risk_capital=capital, span_ns=span,
@@ -255,7 +284,7 @@ def from_result(result: Any, data: MarketData, *, config: EngineConfig | None = 
     model is `config`, else the one the capture header records, else the default."""
     from kestrel.models.cost import run_cost
 
-    config = config or _engine_of(result.header)
+    config = run_config(config or _engine_of(result.header), data)
     sessions = {s.date.isoformat(): s for s in data.sessions}
     days: list[DayInput] = []
     turns: list[Any] = []
@@ -298,7 +327,7 @@ def from_ledger(header: Any, turns: Sequence[Any], ledger: Ledger, data: MarketD
                 config: EngineConfig | None = None, data_sha256: str | None = None) -> RunReport:
     """The report of a capture's turns (`header`, `turns` as read by `read_capture`) and the
     run's ledger, without re-running anything."""
-    config = config or _engine_of(header)
+    config = run_config(config or _engine_of(header), data)
     sessions = {s.date.isoformat(): s for s in data.sessions}
     specs = [sessions[d] for d in header.dates]
     per_day = split_ledger(ledger, specs)
@@ -309,5 +338,5 @@ def from_ledger(header: Any, turns: Sequence[Any], ledger: Ledger, data: MarketD
     return build(rh, days, data, config=config, risk_capital=_plan_caps([t.turn for t in turns], config))
 
 
-__all__ = ["BASELINES", "DayInput", "DayReport", "RunHeader", "RunReport", "TurnRow", "build",
-           "from_ledger", "from_result", "session_ticks", "split_ledger", "turn_row"]
+__all__ = ["BASELINES", "DayInput", "DayReport", "RunHeader", "RunReport", "TurnRow", "build", "chained_minutes",
+           "from_ledger", "from_result", "run_config", "session_ticks", "split_ledger", "turn_row"]

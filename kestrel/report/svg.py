@@ -127,11 +127,12 @@ def axes(f: Frame, fmt: str, ticks: Sequence[tuple[float, str]]) -> str:
 
 
 def equity_chart(xs: np.ndarray, equity: np.ndarray, ticks: Sequence[tuple[float, str]],
-                 trough: tuple[float, float] | None) -> str:
-    """Equity (a line) with its drawdown from the running peak shaded."""
+                 trough: tuple[float, float] | None, fmt: str = "{:.2f}") -> str:
+    """Equity (a line) with its drawdown from the running peak shaded; `fmt` the money format
+    of the axis labels."""
     peak = np.maximum.accumulate(np.maximum(equity, 0.0)) if equity.size else equity
     f = frame(xs, [equity, peak, np.zeros(1)])
-    out = [open_svg("equity marked to market, drawdown shaded"), axes(f, "{:.2f}", ticks)]
+    out = [open_svg("equity marked to market, drawdown shaded"), axes(f, fmt, ticks)]
     if xs.size:
         zero = f.y(0.0)
         out.append(f'<line x1="{PAD_L}" y1="{zero:.1f}" x2="{W - PAD_R}" y2="{zero:.1f}" class="zero"/>')

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from decimal import Decimal
 
 import numpy as np
 
+from kestrel.frame.market import Instrument
 from kestrel.report.equity import EquityCurve
 from kestrel.report.metrics import Metrics
 from kestrel.report.trips import local_time
@@ -33,20 +35,36 @@ def _num(x: float | None, fmt: str = "{:.2f}") -> str:
     return "n/a" if x is None else fmt.format(x)
 
 
-def metric_rows(m: Metrics, days: Sequence[object] = ()) -> list[tuple[str, str]]:
-    """(label, value) of the key metrics, in display order."""
+def plain(x: float) -> str:
+    """`x` in its shortest decimal form, without exponent (0.00005, 125000, 0.01)."""
+    return format(Decimal(repr(float(x))).normalize(), "f")
+
+
+def money(x: float, decimals: int, sign: bool = False) -> str:
+    """A money amount at the run's quantum (`decimals` places), signed when `sign`."""
+    return f"{x:+.{decimals}f}" if sign else f"{x:.{decimals}f}"
+
+
+def instrument_line(inst: Instrument) -> str:
+    """`SYMBOL, tick size T, multiplier M, currency C, min qty Q`."""
+    return (f"{inst.symbol}, tick size {plain(inst.tick_size)}, multiplier {plain(inst.multiplier)}, "
+            f"currency {inst.currency}, min qty {inst.min_qty}")
+
+
+def metric_rows(m: Metrics, days: Sequence[object] = (), decimals: int = 2) -> list[tuple[str, str]]:
+    """(label, value) of the key metrics, in display order; money at `decimals` places."""
     tz = getattr(days[0], "tz", "UTC") if days else "UTC"
     dd_at = local_time(m.max_drawdown_ts, tz) if m.max_drawdown_ts is not None else "-"
     rows = [
-        ("net", f"{m.net_pnl:+.2f}"),
+        ("net", money(m.net_pnl, decimals, sign=True)),
         ("return/risk", f"{m.return_on_risk:+.2%}"),
         ("sharpe", _num(m.sharpe)),
         ("sortino", _num(m.sortino)),
-        ("max dd", f"{m.max_drawdown:.2f} at {dd_at}"),
+        ("max dd", f"{money(m.max_drawdown, decimals)} at {dd_at}"),
         ("win rate", f"{m.win_rate:.0%} of {m.trades}"),
         ("profit factor", _num(m.profit_factor)),
         ("exposure", f"{m.exposure:.0%}"),
-        ("fees", f"{m.fees:.2f}"),
+        ("fees", money(m.fees, decimals)),
         ("orders/fills/rejections/disarms", f"{m.orders}/{m.fills}/{m.rejections}/{m.disarms}"),
     ]
     if m.tokens is not None:
@@ -56,4 +74,4 @@ def metric_rows(m: Metrics, days: Sequence[object] = ()) -> list[tuple[str, str]
     return rows
 
 
-__all__ = ["BLOCKS", "metric_rows", "sparkline"]
+__all__ = ["BLOCKS", "instrument_line", "metric_rows", "money", "plain", "sparkline"]

@@ -8,10 +8,14 @@ Invariants:
 - its exit reason is read from the closing fill's order: STOP, TARGET, TRAIL, FLAT (a rule's
   FLAT), opposite entry (the other side's entry, to zero), reversal (an entry through zero),
   or for the engine's own exit orders the cause recorded at the tick the exit was placed: maxloss, end of day (session close, end of data),
-  UNTIL (plan expiry), TTL; a trip still open at the end of the ledger is `open`;
+  UNTIL (plan expiry), TTL; a trip still open at the end of the ledger is `carried` when the
+  session hands its position to the next (`end_of_day = "carry"`), else `open`; the PnL of an
+  open or carried trip is what it has realized so far, net of its fees so far;
 - every `OrderRejected` and `Disarmed` event is listed with its reason, nothing is dropped;
-- a session that opens with a carried position (a `carry` event) starts that trip at the open,
-  at the carried average price, with realized PnL counted from there.
+- a session that opens with a carried position (a `carry` event) continues the trip the
+  previous session carried out when it is given (`carried_from`): same entry time and price,
+  its PnL and fees over the whole trip; without it the trip starts at the open, at the carried
+  average. Either way the trip is flagged `carried`, and counts as a trade on the day it closes.
 """
 
 from __future__ import annotations
@@ -58,9 +62,10 @@ class RoundTrip(msgspec.Struct, frozen=True):
     entry_price: float  # average entry price at the largest position
     exit_ts: int | None
     exit_price: float | None
-    pnl: float  # realized over the trip net of its fees (0 while open)
+    pnl: float  # realized over the trip net of its fees (so far, while open or carried)
     fees: float
     exit_reason: str
+    carried: bool = False  # the trip spans sessions (carried out of, or into, this one)
 
 
 class Notice(msgspec.Struct, frozen=True):
@@ -111,8 +116,11 @@ def _cause(reasons: Sequence[str]) -> str:
     return reasons[0] if reasons else "exit"
 
 
-def read_ledger(events: Sequence[LedgerEvent]) -> LedgerFacts:
-    """Fills, round trips, notices and levels of one session's ledger (see the module doc)."""
+def read_ledger(events: Sequence[LedgerEvent], *, carried_from: RoundTrip | None = None,
+                carry_out: bool = False) -> LedgerFacts:
+    """Fills, round trips, notices and levels of one session's ledger (see the module doc).
+    `carried_from` is the trip the previous session of the run carried out (its last, with no
+    exit); `carry_out` says the session hands a position still held at its end to the next."""
     role: dict[int, str] = {}
     placed_at: dict[int, int] = {}
     reasons_at: dict[int, list[str]] = {}
@@ -127,12 +135,19 @@ def read_ledger(events: Sequence[LedgerEvent]) -> LedgerFacts:
     last_fill: Filled | None = None
     start: tuple[int, float, float] | None = None  # entry ts, rpnl, fees at the trip's start
     peak_qty, peak_avg = 0, 0.0
+    carried = False  # the trip in progress came in from an earlier session
     for e in events:
         carry = carried_in(e)
-        if carry is not None:  # the trip began in an earlier session: it starts here, at its average
-            pos, rpnl = carry[0], 0.0
-            start = (e.ts, 0.0, fees)
-            peak_qty, peak_avg = abs(carry[0]), carry[1]
+        if carry is not None:  # the trip began in an earlier session
+            pos, rpnl, carried = carry[0], 0.0, True
+            held = carried_from
+            if held is not None and held.side == ("long" if carry[0] > 0 else "short"):
+                # continue it: its realized PnL and fees so far count before this session's
+                start = (held.entry_ts, -(held.pnl + held.fees), fees - held.fees)
+                peak_qty, peak_avg = held.qty, held.entry_price
+            else:  # unknown before the open: it starts here, at its average
+                start = (e.ts, 0.0, fees)
+                peak_qty, peak_avg = abs(carry[0]), carry[1]
         elif isinstance(e, OrderPlaced):
             orders += 1
             role[e.id] = e.role
@@ -163,8 +178,9 @@ def read_ledger(events: Sequence[LedgerEvent]) -> LedgerFacts:
                 trip_fees = fees - start[2]
                 trips.append(RoundTrip("long" if pos > 0 else "short", peak_qty, start[0], peak_avg,
                                        e.ts, f.price if f is not None else None,
-                                       round(e.rpnl - start[1] - trip_fees, 9), round(trip_fees, 9), reason))
-                start = None
+                                       round(e.rpnl - start[1] - trip_fees, 9), round(trip_fees, 9), reason,
+                                       carried))
+                start, carried = None, False
             if e.pos != 0 and start is None:
                 start = (e.ts, e.rpnl, fees if pos != 0 else fees - (f.fee if f is not None else 0.0))
                 peak_qty, peak_avg = 0, 0.0
@@ -173,11 +189,22 @@ def read_ledger(events: Sequence[LedgerEvent]) -> LedgerFacts:
             pos, rpnl = e.pos, e.rpnl
             last_fill = None
     if pos != 0 and start is not None:
+        trip_fees = fees - start[2]
         trips.append(RoundTrip("long" if pos > 0 else "short", peak_qty, start[0], peak_avg, None, None,
-                               0.0, round(fees - start[2], 9), "open"))
+                               round(rpnl - start[1] - trip_fees, 9), round(trip_fees, 9),
+                               "carried" if carry_out else "open", carried or carry_out))
     rejections = sum(1 for n in notices if n.kind == "rejected")
     return LedgerFacts(fills, trips, notices, list(levels.values()), orders, rejections,
                        len(notices) - rejections)
+
+
+def carried_label(trip: RoundTrip, open_ns: int) -> str:
+    """How a trip crossed a session boundary, on the day opening at `open_ns`: `in` (entered in
+    an earlier session), `out` (handed to the next), `in, out`, or empty."""
+    if not trip.carried:
+        return ""
+    return ", ".join(x for x in ("in" if trip.entry_ts < open_ns else "",
+                                 "out" if trip.exit_reason == "carried" else "") if x)
 
 
 def local_time(ts_ns: int, tz: str) -> str:
@@ -187,4 +214,5 @@ def local_time(ts_ns: int, tz: str) -> str:
     return t.strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
-__all__ = ["FillRow", "Level", "LedgerFacts", "Notice", "RoundTrip", "local_time", "read_ledger"]
+__all__ = ["FillRow", "Level", "LedgerFacts", "Notice", "RoundTrip", "carried_in", "carried_label", "local_time",
+           "read_ledger"]
