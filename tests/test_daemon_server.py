@@ -88,6 +88,9 @@ async def test_bad_input_gets_json_errors_and_the_daemon_lives_on(anyio_backend:
                 (b'{"jsonrpc":"2.0","id":2,"method":["ping"]}\n', INVALID_REQUEST),
                 (b'{"jsonrpc":"2.0","id":3,"method":"explode"}\n', METHOD_NOT_FOUND),
                 (b'{"jsonrpc":"2.0","id":4,"method":"hello","params":{"protocol":"one"}}\n', INVALID_PARAMS),
+                (b"[" * 100000 + b"]" * 100000 + b"\n", PARSE_ERROR),  # the decoder's depth limit
+                (b"\n", INVALID_REQUEST),
+                (b"   \n", INVALID_REQUEST),
             ]
             for raw, code in cases:
                 await c.send(raw)
@@ -116,6 +119,16 @@ async def test_bad_input_gets_json_errors_and_the_daemon_lives_on(anyio_backend:
             assert reply is not None and reply["error"]["code"] == INVALID_REQUEST
             assert "over" in reply["error"]["message"]
             assert await c.line() is None
+        ping = b'{"jsonrpc":"2.0","id":1,"method":"hello","params":{"protocol":1}}'
+        async with Conn.open(sock, hello=False) as c:  # exactly the cap, newline included: answered
+            await c.send(ping + b" " * (MAX_LINE - len(ping) - 1) + b"\n")
+            assert (await c.line() or {})["result"]["protocol"] == 1
+        for over in (1, 100):  # over the cap by a little, in one chunk with its newline: refused
+            async with Conn.open(sock, hello=False) as c:
+                await c.send(ping + b" " * (MAX_LINE - len(ping) - 1 + over) + b"\n")
+                reply = await c.line()
+                assert reply is not None and "over" in reply["error"]["message"], over
+                assert await c.line() is None
         async with Conn.open(sock, hello=False) as c:
             await c.send(b'{"jsonrpc":"2.0","id":1,"meth')  # hang up mid-line
         async with Conn.open(sock) as c:
@@ -131,6 +144,10 @@ async def test_bad_input_gets_json_errors_and_the_daemon_lives_on(anyio_backend:
         (["--pace", "soon"], "pace"),
         (["--days", "0"], "days"),
         (["--frobnicate"], "frobnicate"),
+        (["--ledger", "/proc/x"], "/proc/x"),
+        (["--capture", "/nonexistent/dir/c.jsonl"], "no such directory"),
+        (["--backend", "direct", "--pace", "5"], "--pace needs the actor feed"),
+        (["--report", "r.html"], "--report is not written by the daemon"),
     ],
 )
 async def test_bad_submissions_are_refused_before_anything_is_stored(
@@ -139,6 +156,7 @@ async def test_bad_submissions_are_refused_before_anything_is_stored(
         async with Conn.open(tmp_path / "h" / "kestrel.sock") as c:
             reply = await c.call("submit", submit_params(*flags))
             assert reply["error"]["code"] == REFUSED and says in reply["error"]["message"]
+            assert "kestrel ctl submit" not in reply["error"]["message"]  # ctl adds its prefix once
             assert (await c.result("runs"))["runs"] == []
 
 
@@ -286,3 +304,57 @@ async def test_the_submits_agent_timeout_bounds_its_agent_calls(anyio_backend: s
     assert opens["0.2"]["ordinal"] == "OPEN" and "agent failed" in json.dumps(opens["0.2"])
     assert "timed out" in json.dumps(opens["0.2"]) or "timeout" in json.dumps(opens["0.2"]).lower()
     assert "agent failed" not in json.dumps(opens["30"])
+
+
+async def test_a_run_whose_output_cannot_be_written_fails_with_the_reason(anyio_backend: str, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    async with running_daemon(tmp_path / "h"):
+        async with Conn.open(tmp_path / "h" / "kestrel.sock") as c:
+            run = (await c.result("submit", submit_params(*CHECKS, "--pace", "20000",
+                                                          "--ledger", str(out / "x.ledger"))))["run"]
+            out.rmdir()
+            out.write_text("now a file: the ledger's folder is gone")
+            ended = await c.result("wait", {"run": run, "timeout": 60})
+            assert ended["state"] == "failed", ended
+            assert f"cannot write --ledger {out / 'x.ledger'}" in ended["reason"]
+            assert (await c.result("show", {"run": run}))["reason"] == ended["reason"]
+            exported = await c.result("export", {"run": run})  # the ledger is kept in the store
+            assert exported["ledger"].count('"event":"fill"') == ended["fills"] > 0
+
+
+async def test_ctl_follow_exits_1_in_one_line_when_the_daemon_stops(
+        anyio_backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from kestrel.cli import main
+
+    home = str(tmp_path / "h")
+    async with running_daemon(tmp_path / "h") as (_daemon, stop):
+        async with Conn.open(tmp_path / "h" / "kestrel.sock") as c:
+            run = (await c.result("submit", submit_params(*CHECKS, "--pace", "50")))["run"]
+        codes: list[int] = []
+
+        async def follow() -> None:
+            codes.append(await anyio.to_thread.run_sync(main, ["ctl", "--home", home, "follow", run]))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(follow)
+            await anyio.sleep(0.5)
+            stop.set()
+    assert codes == [1]
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["kestrel ctl follow: the daemon stopped (it closed the connection before answering)"]
+
+
+async def test_ctl_submit_refuses_what_simulate_refuses_with_one_prefix(
+        anyio_backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from kestrel.cli import main
+
+    home = str(tmp_path / "h")
+    async with running_daemon(tmp_path / "h"):
+        for flags, says in [(["--ledger", "/proc/x"], "--ledger /proc/x: cannot write there"),
+                            (["--backend", "direct", "--pace", "5"], "--pace needs the actor feed"),
+                            (["--report", "r.html"], "--report is not written by the daemon")]:
+            code = await anyio.to_thread.run_sync(main, ["ctl", "--home", home, "submit", *flags])
+            err = capsys.readouterr().err.strip().splitlines()
+            assert code == 2 and len(err) == 1 and err[0].startswith(f"kestrel ctl submit: {says}"), (flags, err)
+            assert err[0].count("kestrel ctl submit") == 1

@@ -217,7 +217,11 @@ class Runs:
             if job.outputs:  # written before the end is committed: `done` means they are there
                 await self.writer.commit([])  # every record of the run is in the store now
                 files = {"ledger": ledger, "capture": capture, "evidence": self.evidence_jsonl(run)}
-                await anyio.to_thread.run_sync(self._write_outputs, run, job, files)
+                lost = await anyio.to_thread.run_sync(self._write_outputs, run, job, files)
+                if lost:  # as `kestrel simulate`: an output that cannot be written fails the run
+                    await self._end(run, "failed", lost, outcome.summary, ledger, capture)
+                    await self.host.close(run)
+                    return
             await self._end(run, "done", None, outcome.summary, ledger, capture)
             await self.host.close(run)
         except HostError as exc:
@@ -232,12 +236,16 @@ class Runs:
         self.live.pop(run, None)  # its waiters were woken by the commit and read the end
         self.log.info("run.ended", run=run, state=state, reason=reason)
 
-    def _write_outputs(self, run: str, job: Job, files: dict[str, bytes]) -> None:
+    def _write_outputs(self, run: str, job: Job, files: dict[str, bytes]) -> str | None:
+        """Write the run's requested outputs; the reason they were not all written, if so."""
+        lost: list[str] = []
         for kind, path in job.outputs.items():
             try:
                 atomic_write(path, files[kind])
             except OSError as exc:
                 self.log.error("run.output_failed", run=run, path=path, error=exc.strerror or str(exc))
+                lost.append(f"cannot write --{kind} {path}: {exc.strerror or exc}")
+        return "; ".join(lost) + " (its ledger and capture are kept: `kestrel ctl export`)" if lost else None
 
     # -- queries --------------------------------------------------------------------------
 
@@ -276,7 +284,7 @@ class Runs:
         """(ledger, capture, evidence) of a finished run, exactly as `simulate` writes them."""
         info = self.info(run)
         state, ledger, capture = self.reader.artifacts(run)
-        if state != "done" or ledger is None or capture is None:
+        if ledger is None or capture is None:  # kept by `done` and by a run whose outputs were lost
             why = f" ({info.reason})" if info.reason else ""
             raise Refusal(f"run {run} is {state}{why}: only a finished (done) run can be exported")
         return ledger, capture, self.evidence_jsonl(run)

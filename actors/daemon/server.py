@@ -9,8 +9,8 @@ removed, the runs' sessions are stopped, commits in flight finish; unfinished ru
 
 Connections: the peer's uid (`SO_PEERCRED`) must be the allowed one (the daemon's owner),
 else the peer gets one error line and the connection is closed. Each line is one request
-(`kestrel.daemon.protocol`), answered in order; the first must be `hello`. Bad JSON, a bad
-request, an unknown method or bad params get a JSON error and the connection stays open; a
+(`kestrel.daemon.protocol`), answered in order; the first must be `hello`. Bad JSON (also an empty
+line or one nested too deeply), a bad request, an unknown method or bad params get a JSON error and the connection stays open; a
 line over 1 MiB gets an error and the connection is closed. No failure of a request ends the
 daemon or reaches the peer as a traceback (an unexpected one is logged as one line and
 answered as an internal error).
@@ -103,12 +103,12 @@ class Daemon:
             try:
                 line = await reader.receive_until(b"\n", MAX_LINE)
             except anyio.DelimiterNotFound:
-                await stream.send(encode(error(None, -32600, f"line over {MAX_LINE} bytes: closing the connection")))
-                return
+                line = b"x" * MAX_LINE  # over the cap with no newline in sight
             except anyio.IncompleteRead:
                 return
-            if not line.strip():
-                continue
+            if len(line) + 1 > MAX_LINE:  # exact: receive_until only checks the cap per chunk
+                await stream.send(encode(error(None, -32600, f"line over {MAX_LINE} bytes: closing the connection")))
+                return
             try:
                 req, params = decode_request(line)
             except ProtocolError as exc:

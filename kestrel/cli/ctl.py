@@ -1,7 +1,7 @@
 """`kestrel ctl`: the daemon's command-line client (a blocking stdlib socket, no event loop).
 
 Exit codes: 0 done; 1 the daemon answered but the outcome is not a success (a failed or
-cancelled run, a wait that timed out, no daemon running); 2 bad input (bad flags, an unknown
+cancelled run, a wait that timed out, no daemon running, the daemon stopped while answering); 2 bad input (bad flags, an unknown
 run, a run that cannot be exported yet); 70 an internal error of the daemon.
 """
 
@@ -78,6 +78,10 @@ class NoDaemon(Exception):
     pass
 
 
+class DaemonStopped(Exception):
+    """The daemon closed the connection before answering (it was stopped)."""
+
+
 class Client:
     """A blocking connection to the daemon (says hello on connect)."""
 
@@ -111,7 +115,7 @@ class Client:
         while True:
             line = self.file.readline(MAX_LINE + 1)
             if not line:
-                raise CtlError(INTERNAL_ERROR, "the daemon closed the connection")
+                raise DaemonStopped()
             msg = json.loads(line)
             if "id" not in msg and msg.get("method") == "event":
                 if on_event is not None:
@@ -143,6 +147,10 @@ def _ctl(args: argparse.Namespace) -> int:
         print(f"kestrel ctl: no daemon is running on {home.root} (start one with "
               f"`kestrel daemon --home {home.root}`)", file=sys.stderr)
         return 1
+    except DaemonStopped:
+        print(f"kestrel ctl {action}: the daemon stopped (it closed the connection before answering)",
+              file=sys.stderr)
+        return 1
     except CtlError as exc:
         print(f"kestrel ctl {action}: {exc}", file=sys.stderr)
         return 2 if exc.code in (REFUSED, -32602, -32600, -32601) else (70 if exc.code == INTERNAL_ERROR else 1)
@@ -153,12 +161,15 @@ def _ctl(args: argparse.Namespace) -> int:
 
 def _check_submit(flags: list[str]) -> None:
     """Parse the flags here first: a typo fails at once with the simulate parser's message."""
-    from kestrel.cli.daemon import submit_parser
+    from kestrel.cli.daemon import check_submit, submit_parser
 
     if any(f in ("-h", "--help") for f in flags):
         submit_parser().print_help()
         raise SystemExit(0)
-    submit_parser().parse_args(flags)
+    try:
+        check_submit(submit_parser().parse_args(flags))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _ping(c: Client, args: argparse.Namespace) -> int:

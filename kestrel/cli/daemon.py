@@ -111,6 +111,39 @@ def absolutize(ns: argparse.Namespace, cwd: str) -> None:
             setattr(ns, flag, full(getattr(ns, flag)))
 
 
+def check_submit(ns: argparse.Namespace) -> None:
+    """Refuse what `kestrel simulate` refuses before it runs, and an output the daemon could
+    not write (probed with a file in its folder: `check_paths` passes `/proc/x`, whose write
+    `simulate` fails only after the run). Raises ValueError."""
+    import os
+    import tempfile
+
+    from kestrel.cli.dataflags import agent_input, check_paths
+    from kestrel.cli.simulate import DIRECT
+    from kestrel.session.pace import PaceError, parse_pace
+
+    try:
+        pace = parse_pace(ns.pace)
+    except PaceError:
+        pace = None  # refused with its own message when the run is resolved
+    if pace is not None and ns.backend == DIRECT:
+        raise ValueError("--pace needs the actor feed: use --backend asyncio or trio (or --pace max)")
+    data_input = None if ns.data.strip() in ("", "sample") else ns.data
+    outputs = [("--capture", ns.capture), ("--ledger", ns.ledger), ("--evidence", ns.evidence)]
+    try:
+        check_paths(outputs, [("--data", data_input), ("--agent", agent_input(ns.agent)), ("--modes", ns.modes)])
+    except UsageError as exc:
+        raise ValueError(str(exc)) from None
+    for flag, path in outputs:
+        if path:
+            try:
+                fd, probe = tempfile.mkstemp(prefix=".kestrel-probe.", dir=Path(path).parent)
+                os.close(fd)
+                os.unlink(probe)
+            except OSError as exc:
+                raise ValueError(f"{flag} {path}: cannot write there ({exc.strerror or exc})") from None
+
+
 class SimulatePlanner:
     """`actors.daemon.Planner` over `kestrel simulate`'s flags and resolution."""
 
@@ -153,19 +186,20 @@ class SimulatePlanner:
         try:
             ns = self.parser.parse_args(argv)
         except UsageError as exc:
-            raise ValueError(f"kestrel ctl submit: {exc}") from None
+            raise ValueError(str(exc)) from None
         if not Path(cwd).is_absolute():
             raise ValueError(f"cwd must be an absolute path, got {cwd!r}")
         for flag in ("report", "png"):
             if getattr(ns, flag, None):
-                raise ValueError(f"kestrel ctl submit: --{flag} is not written by the daemon: export the "
+                raise ValueError(f"--{flag} is not written by the daemon: export the "
                                  f"run's capture and ledger, then `kestrel report --capture C --ledger L`")
         absolutize(ns, cwd)
+        check_submit(ns)
         flags: dict[str, Any] = {k: v for k, v in vars(ns).items() if k != "func"}
         try:  # kept with the run: a resumed run plays the file as it was at submit
             content = read_agent_input(ns.agent)
         except UsageError as exc:
-            raise ValueError(f"kestrel ctl submit: {exc}") from None
+            raise ValueError(str(exc)) from None
         if content is not None:
             flags[AGENT_FILE] = base64.b64encode(content).decode("ascii")
         return flags, list(argv)
@@ -194,4 +228,4 @@ class SimulatePlanner:
         return Job(resolved, run.agent, run.pace, outputs, agent_timeout=ns.agent_timeout)
 
 
-__all__ = ["AGENT_FILE", "SimulatePlanner", "absolutize", "home_of", "register", "submit_parser"]
+__all__ = ["AGENT_FILE", "SimulatePlanner", "absolutize", "check_submit", "home_of", "register", "submit_parser"]

@@ -184,10 +184,14 @@ class ProtocolError(ValueError):
 
 def decode_request(line: bytes) -> tuple[Request, Params]:
     """The request on `line` and its typed params (raises `ProtocolError`)."""
+    if not line.strip():
+        raise ProtocolError(INVALID_REQUEST, "empty line: send one JSON-RPC 2.0 request per line")
     try:
         raw = msgspec.json.decode(line)
     except msgspec.DecodeError as exc:
         raise ProtocolError(PARSE_ERROR, f"not JSON: {exc}") from None
+    except RecursionError:  # the decoder's depth limit (e.g. "[" * 100000)
+        raise ProtocolError(PARSE_ERROR, "not JSON this daemon reads: nested too deeply") from None
     request_id = raw.get("id") if isinstance(raw, dict) else None
     if not isinstance(request_id, int | str):
         request_id = None
