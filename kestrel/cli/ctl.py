@@ -78,8 +78,11 @@ class NoDaemon(Exception):
     pass
 
 
-class DaemonStopped(Exception):
-    """The daemon closed the connection before answering (it was stopped)."""
+class DaemonStopped(CtlError):
+    """The daemon closed the connection before answering (it was stopped): `ctl` exits 1."""
+
+    def __init__(self) -> None:
+        super().__init__(INTERNAL_ERROR, "the daemon closed the connection")
 
 
 class Client:
