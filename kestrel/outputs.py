@@ -4,12 +4,15 @@
 capture) to a temporary file in the target's folder, flushed and synced, then renames it into
 place: a reader sees the old file or the new one, never a part, and a failed or interrupted
 write leaves the old file as it was. The new file keeps the old one's permission bits (or
-gets the usual ones for a new file). `discard_partial_writes` removes the temporary files of
+gets the usual ones for a new file). A symlink is written through (its regular target is
+replaced, the link stays); a target that exists and is not a regular file (a device, FIFO,
+socket or folder) is refused, never renamed over. `discard_partial_writes` removes the temporary files of
 writes still in progress (the Ctrl-C handler calls it before the process ends).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import tempfile
@@ -37,8 +40,16 @@ def _mode_for(target: Path) -> int:
 
 
 def atomic_write(path: str | Path, data: bytes) -> None:
-    """Replace `path` by `data` atomically (see the module docstring). Raises OSError."""
-    target = Path(path)
+    """Replace `path` by `data` atomically (see the module docstring). Raises OSError, also
+    for a target that exists and is not a regular file."""
+    target = Path(os.path.realpath(path))
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        pass
+    else:
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a device, FIFO, socket or folder)", str(path))
     mode = _mode_for(target)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     _partial.add(tmp)

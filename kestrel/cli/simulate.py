@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import hashlib
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
@@ -348,7 +349,7 @@ def _start_outputs(args: argparse.Namespace, writer: Any, data: Any, options: An
 
     try:
         if args.ledger:
-            Path(args.ledger).unlink(missing_ok=True)
+            Path(os.path.realpath(args.ledger)).unlink(missing_ok=True)  # a symlink stays
         if writer is not None:
             writer.start(capture_header(data, session_days(data, options, date, days), agent.agent_id, options))
     except OSError as exc:
@@ -399,13 +400,18 @@ def _run_replay(args: argparse.Namespace) -> int:
     from kestrel.session.capture import CaptureError, read_capture
     from kestrel.session.runner import SessionOptions
 
-    check_paths([("--capture", args.capture_out), ("--ledger", args.ledger), ("--report", args.report),
-                 ("--png", args.png)],
-                [("capture", args.capture), ("--data", args.data), ("--expect-ledger", args.expect_ledger)])
+    if args.data is not None and not args.data.strip():
+        raise UsageError("--data is empty: give the path of the moved copy of the captured data file")
+    outputs = [("--capture", args.capture_out), ("--ledger", args.ledger), ("--report", args.report),
+               ("--png", args.png)]
+    inputs = [("capture", args.capture), ("--data", args.data), ("--expect-ledger", args.expect_ledger)]
+    check_paths(outputs, inputs)
     try:
         header, turns = read_capture(args.capture)
     except CaptureError as exc:
         raise UsageError(str(exc)) from None
+    recorded = header.source.path if header.source is not None else None
+    check_paths(outputs, [*inputs, ("data file recorded in the capture", recorded)])
     if not header.dates:
         raise UsageError(f"{args.capture}: the capture names no session date")
     if header.source is None:
@@ -430,7 +436,7 @@ def _run_replay(args: argparse.Namespace) -> int:
                              data_name=header.data, engine_path=args.engine_path,
                              engine=header.engine or EngineConfig(), source=header.source)
     if args.ledger:
-        Path(args.ledger).unlink(missing_ok=True)
+        Path(os.path.realpath(args.ledger)).unlink(missing_ok=True)  # a symlink stays
     result = _run(data, agent, options, args.backend, dt.date.fromisoformat(header.dates[-1]),
                   len(header.dates), None, args.json)
     try:

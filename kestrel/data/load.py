@@ -31,6 +31,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from kestrel.data.csvfields import CHUNK_ROWS, chunk_fields, column_text
 from kestrel.data.errors import DataError
 from kestrel.data.spec import DEFAULT_SPIKE_FACTOR, PRESETS, CrossedPolicy, LoadSpec, SessionKind, SpikePolicy, preset
 from kestrel.data.timestamps import BadValue, localize, parse_timestamps
@@ -195,23 +196,6 @@ def _check_duplicates(path: Path, header: list[str]) -> None:
         seen[name] = k
 
 
-def _quoted_rows(path: Path, lines: list[str], d: str, ncols: int, first: int) -> list[list[str]]:
-    """Rows of a file with quoted fields, via the csv module (a quote may hold the delimiter)."""
-    rows: list[list[str]] = []
-    reader = csv.reader(lines, delimiter=d, quotechar='"', strict=True)
-    try:
-        for i, row in enumerate(reader):
-            if reader.line_num != i + 1:
-                raise DataError(path, "unclosed quote: a quoted field runs past the end of the line",
-                                line=first + i)
-            if len(row) != ncols:
-                raise DataError(path, f"expected {ncols} fields, found {len(row)}", line=first + i)
-            rows.append([f.strip() for f in row])
-    except csv.Error as e:
-        raise DataError(path, f"bad CSV quoting ({e})", line=first + len(rows)) from None
-    return rows
-
-
 def _split_header(line: str, d: str) -> list[str]:
     if '"' in line:
         try:
@@ -230,7 +214,9 @@ def _read_csv(path: Path, spec: LoadSpec) -> _Table:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise DataError(path, f"not UTF-8 text ({e.reason} at byte {e.start})") from None
+    del raw
     lines = text.replace("\r\n", "\n").rstrip("\n").split("\n")
+    del text
     d = spec.delimiter
     if spec.header:
         header = _split_header(lines[0], d)
@@ -246,25 +232,20 @@ def _read_csv(path: Path, spec: LoadSpec) -> _Table:
     if not body:
         raise DataError(path, "no data rows after the header")
     ncols = len(header)
-    if any('"' in line for line in body):
-        grid = np.array(_quoted_rows(path, body, d, ncols, first), dtype=str).reshape(len(body), ncols)
-    else:
-        fields = d.join(body).split(d)
-        if len(fields) != len(body) * ncols:
-            for i, line in enumerate(body):
-                k = line.count(d) + 1
-                if k != ncols:
-                    raise DataError(path, f"expected {ncols} fields ({d.join(header)}), found {k}", line=first + i)
-        grid = np.array(fields, dtype=str).reshape(len(body), ncols)
     ts_i = _resolve(path, header, spec.ts, "timestamps")
-    with _timestamp_errors(path, header[ts_i], first):
-        ts = parse_timestamps(grid[:, ts_i], spec.ts_format, spec.tz)
-    values: dict[str, F64] = {}
-    columns: dict[str, str] = {}
-    for role, name in spec.value_columns().items():
-        j = _resolve(path, header, name, role)
-        values[role] = _numbers(path, grid[:, j], header[j], first)
-        columns[role] = header[j]
+    roles = {role: _resolve(path, header, name, role) for role, name in spec.value_columns().items()}
+    ts_parts: list[I64] = []
+    value_parts: dict[str, list[F64]] = {role: [] for role in roles}
+    for start in range(0, len(body), CHUNK_ROWS):  # row chunks: memory stays proportional to the file
+        chunk, at = body[start:start + CHUNK_ROWS], first + start
+        fields = chunk_fields(path, chunk, d, header, at)
+        with _timestamp_errors(path, header[ts_i], at):
+            ts_parts.append(parse_timestamps(column_text(path, fields, ts_i, header, at), spec.ts_format, spec.tz))
+        for role, j in roles.items():
+            value_parts[role].append(_numbers(path, column_text(path, fields, j, header, at), header[j], at))
+    ts = np.concatenate(ts_parts)
+    values: dict[str, F64] = {role: np.concatenate(parts) for role, parts in value_parts.items()}
+    columns: dict[str, str] = {role: header[j] for role, j in roles.items()}
     columns["ts"] = header[ts_i]
     return _Table(path, ts, values, columns, first)
 

@@ -86,16 +86,23 @@ def open_source(source: DataSource, path: str | Path | None = None) -> MarketDat
         seed = SAMPLE_SEED if source.seed is None else source.seed
         data = load_sample() if seed == SAMPLE_SEED else generate(SAMPLE_SPEC, seed)
     else:
+        if path is not None and not str(path).strip():
+            raise DataError("--data", "is empty: give the path of the moved copy of the captured data file")
         where = Path(path) if path is not None else Path(source.path or "")
+        if where.is_dir():
+            raise DataError(where, "is a directory, not the captured data file: give the file's path")
         if not where.is_file():
             hint = "" if path is not None else "; pass --data PATH to point at a copy of it"
             raise DataError(where, f"the captured data file is not there{hint}")
+        if not source.sha256:
+            raise DataError(where, "the capture records no checksum for its data file, so the data cannot be "
+                                   "verified; re-capture it with kestrel simulate ... --capture")
         digest = file_sha256(where)
         if digest != source.sha256:
             raise DataError(
                 where,
                 f"its checksum changed since the capture (sha256 {digest[:16]}…, recorded "
-                f"{(source.sha256 or '')[:16]}…): this is not the data the capture was made on",
+                f"{source.sha256[:16]}…): this is not the data the capture was made on",
             )
         data = load(where, source.preset, crossed=source.crossed, spikes=source.spikes,
                     spike_factor=source.spike_factor, symbol=source.symbol, tick_size=source.tick_size,

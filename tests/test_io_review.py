@@ -1,0 +1,164 @@
+"""Issue 9 review: outputs that are not regular files, inputs a command would overwrite (the
+capture's recorded data, report inputs), empty output paths, folders where nothing can be
+created, and replay messages for bad `--data` values."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kestrel.cli import main
+from kestrel.data import SyntheticSpec, generate
+from kestrel.outputs import atomic_write
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.fixture(scope="module")
+def quotes(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    md = generate(SyntheticSpec(sessions=1, tick_interval_s=4.0), seed=5)
+    t = md.ticks
+    stamps = np.datetime_as_string(t.ts.astype("datetime64[ns]"), unit="ms").tolist()
+    path = tmp_path_factory.mktemp("data") / "q.csv"
+    path.write_text("ts_utc,bid,ask\n" + "".join(f"{s}Z,{b:.2f},{a:.2f}\n" for s, b, a in
+                                                 zip(stamps, t.bid.tolist(), t.ask.tolist())))
+    return path
+
+
+@pytest.fixture(scope="module")
+def captured(quotes: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    d = tmp_path_factory.mktemp("cap")
+    cap, led = d / "c.jsonl", d / "l.jsonl"
+    assert main(["simulate", "--data", str(quotes), "--preset", "oanda", "--capture", str(cap),
+                 "--ledger", str(led), "--json"]) == 0
+    return cap, led
+
+
+def _fifo(tmp_path: Path) -> Path:
+    p = tmp_path / "fifo"
+    os.mkfifo(p)
+    return p
+
+
+@pytest.mark.parametrize("flag", ["--capture", "--ledger", "--evidence", "--report", "--png"])
+def test_a_fifo_output_is_refused_and_kept(capsys: pytest.CaptureFixture[str], tmp_path: Path, flag: str) -> None:
+    fifo = _fifo(tmp_path)
+    code, _, err = _run(capsys, "simulate", flag, str(fifo))
+    assert code == 2
+    assert str(fifo) in err and "not a regular file" in err
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+def test_a_symlink_to_a_fifo_is_refused_and_a_symlink_to_a_file_is_written_through(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    fifo = _fifo(tmp_path)
+    link = tmp_path / "stdout"
+    link.symlink_to(fifo)
+    code, _, err = _run(capsys, "simulate", "--ledger", str(link))
+    assert code == 2 and "not a regular file" in err
+    assert link.is_symlink() and stat.S_ISFIFO(os.stat(link).st_mode)
+    target = tmp_path / "real.jsonl"
+    target.write_text("old\n")
+    link2 = tmp_path / "l.jsonl"
+    link2.symlink_to(target)
+    code, _, err = _run(capsys, "simulate", "--ledger", str(link2), "--json")
+    assert code == 0, err
+    assert link2.is_symlink()
+    assert target.read_text().startswith("{") and target.read_text() != "old\n"
+
+
+def test_atomic_write_refuses_a_target_that_is_not_a_regular_file(tmp_path: Path) -> None:
+    fifo = _fifo(tmp_path)
+    with pytest.raises(OSError):
+        atomic_write(fifo, b"x")
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    folder = tmp_path / "dir"
+    folder.mkdir()
+    with pytest.raises(OSError):
+        atomic_write(folder, b"x")
+    assert folder.is_dir()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dir", "fifo"]  # no temporary file left
+
+
+@pytest.mark.parametrize("flag", ["--capture", "--ledger", "--evidence", "--report", "--png"])
+def test_an_empty_output_path_is_refused_up_front(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                  flag: str) -> None:
+    ev = tmp_path / "e.jsonl"
+    args = ["simulate", flag, ""] + (["--evidence", str(ev)] if flag != "--evidence" else [])
+    code, _, err = _run(capsys, *args)
+    assert code == 2
+    assert f"{flag} is empty" in err
+    assert not ev.exists()  # refused before the run started
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs /proc")
+def test_a_folder_where_nothing_can_be_created_is_refused_before_the_run(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # /proc/self says "writable" to root through os.access, but no file can be created in it
+    ev = tmp_path / "e.jsonl"
+    code, _, err = _run(capsys, "simulate", "--ledger", "/proc/self/x.jsonl", "--evidence", str(ev))
+    assert code == 2
+    assert "/proc/self/x.jsonl" in err and "cannot create a file" in err
+    assert not ev.exists()
+
+
+def test_replay_refuses_an_output_on_the_captures_recorded_data(
+    capsys: pytest.CaptureFixture[str], quotes: Path, captured: tuple[Path, Path]
+) -> None:
+    cap, _ = captured
+    before = quotes.read_bytes()
+    code, _, err = _run(capsys, "replay", str(cap), "--ledger", str(quotes))
+    assert code == 2
+    assert "recorded in the capture" in err and str(quotes) in err
+    assert quotes.read_bytes() == before
+
+
+def test_report_refuses_outputs_on_its_inputs_and_on_each_other(
+    capsys: pytest.CaptureFixture[str], quotes: Path, captured: tuple[Path, Path], tmp_path: Path
+) -> None:
+    cap, led = captured
+    saved = {p: p.read_bytes() for p in (cap, led, quotes)}
+    for argv in (["-o", str(cap)], ["--ledger", str(led), "-o", str(led)], ["-o", str(quotes)],
+                 ["-o", str(tmp_path / "r.html"), "--png", str(tmp_path / "r.html")]):
+        code, _, err = _run(capsys, "report", "--capture", str(cap), *argv)
+        assert code == 2, argv
+        assert "same file" in err, err
+    assert {p: p.read_bytes() for p in saved} == saved
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_report_refuses_a_fifo_output(capsys: pytest.CaptureFixture[str], captured: tuple[Path, Path],
+                                      tmp_path: Path) -> None:
+    fifo = _fifo(tmp_path)
+    code, _, err = _run(capsys, "report", "--capture", str(captured[0]), "-o", str(fifo))
+    assert code == 2 and "not a regular file" in err
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+def test_replay_messages_for_bad_data_and_a_missing_checksum(
+    capsys: pytest.CaptureFixture[str], captured: tuple[Path, Path], tmp_path: Path
+) -> None:
+    cap, _ = captured
+    code, _, err = _run(capsys, "replay", str(cap), "--data", "")
+    assert code == 2 and "--data is empty" in err
+    code, _, err = _run(capsys, "replay", str(cap), "--data", str(tmp_path))
+    assert code == 2 and "is a directory" in err and "not there" not in err
+    lines = cap.read_bytes().splitlines()
+    head = json.loads(lines[0])
+    head["source"]["sha256"] = None
+    nulled = tmp_path / "nulled.jsonl"
+    nulled.write_bytes(b"\n".join([json.dumps(head).encode(), *lines[1:]]) + b"\n")
+    code, _, err = _run(capsys, "replay", str(nulled))
+    assert code == 2
+    assert "records no checksum" in err and "recorded …" not in err
