@@ -162,3 +162,39 @@ def test_replay_messages_for_bad_data_and_a_missing_checksum(
     code, _, err = _run(capsys, "replay", str(nulled))
     assert code == 2
     assert "records no checksum" in err and "recorded …" not in err
+
+
+def test_a_huge_field_is_a_data_error_naming_the_line(capsys: pytest.CaptureFixture[str], quotes: Path,
+                                                      tmp_path: Path) -> None:
+    lines = quotes.read_text().splitlines()
+    fat = tmp_path / "fat.csv"
+    lines[40] = lines[40].split(",")[0] + "," + "1" * 2_000_000 + "," + lines[40].split(",")[2]
+    fat.write_text("\n".join(lines) + "\n")
+    code, _, err = _run(capsys, "simulate", "--data", str(fat), "--preset", "oanda")
+    assert code == 2, err
+    assert "line 41" in err and "2,000,000 characters" in err and "bid" in err
+    assert len(err) < 400
+
+
+def test_a_csv_of_several_row_chunks_loads_every_row_and_names_lines_past_the_first_chunk(tmp_path: Path) -> None:
+    from kestrel.data import DataError, load
+    from kestrel.data.csvfields import CHUNK_ROWS
+
+    n = CHUNK_ROWS + 1000
+    base = np.datetime64("2024-03-05T00:00:00", "ms")
+    ts = base + np.arange(n) * np.timedelta64(100, "ms")
+    bid = 1.1 + (np.arange(n) % 50) * 0.0001
+    stamps = np.datetime_as_string(ts, unit="ms").tolist()
+    body = [f"{s}Z,{b:.4f},{b + 0.0002:.4f}" for s, b in zip(stamps, bid.tolist())]
+    path = tmp_path / "big.csv"
+    path.write_text("ts_utc,bid,ask\n" + "\n".join(body) + "\n")
+    loaded = load(path, "oanda")
+    assert loaded.report.rows == n
+    ticks = loaded.data.ticks
+    assert len(ticks.ts) == n
+    assert np.array_equal(ticks.ts, ts.astype("datetime64[ns]").astype(np.int64))
+    assert np.allclose(ticks.bid, np.round(bid, 4))
+    body[CHUNK_ROWS + 10] = "not-a-time,1.1,1.1002"
+    path.write_text("ts_utc,bid,ask\n" + "\n".join(body) + "\n")
+    with pytest.raises(DataError, match=rf"line {CHUNK_ROWS + 12}\b"):
+        load(path, "oanda")
