@@ -198,3 +198,30 @@ def test_a_csv_of_several_row_chunks_loads_every_row_and_names_lines_past_the_fi
     path.write_text("ts_utc,bid,ask\n" + "\n".join(body) + "\n")
     with pytest.raises(DataError, match=rf"line {CHUNK_ROWS + 12}\b"):
         load(path, "oanda")
+
+
+_UNFORMATTED = "PLAN a UNTIL 15:45 RISK maxpos 1  maxloss 10\nWHEN last > 1: BUY 1 MKT\n"
+
+
+def test_fmt_write_refuses_a_read_only_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    doc = tmp_path / "p.kes"
+    doc.write_text(_UNFORMATTED)
+    doc.chmod(0o444)
+    code, _, err = _run(capsys, "fmt", "--write", str(doc))
+    assert code == 2
+    assert err.startswith(f"{doc}: cannot write: the file is read-only (mode 444)") and err.count("\n") == 1
+    assert doc.read_text() == _UNFORMATTED and stat.S_IMODE(doc.stat().st_mode) == 0o444
+
+
+def test_atomic_write_keeps_the_mode_and_the_owner(tmp_path: Path) -> None:
+    doc = tmp_path / "p.kes"
+    doc.write_text(_UNFORMATTED)
+    doc.chmod(0o640)
+    if os.geteuid() == 0:
+        os.chown(doc, 65534, 65534)  # another user's file, rewritten by root
+    before = doc.stat()
+    atomic_write(doc, b"new\n")
+    after = doc.stat()
+    assert doc.read_bytes() == b"new\n"
+    assert stat.S_IMODE(after.st_mode) == 0o640
+    assert (after.st_uid, after.st_gid) == (before.st_uid, before.st_gid)
