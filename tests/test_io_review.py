@@ -225,3 +225,41 @@ def test_atomic_write_keeps_the_mode_and_the_owner(tmp_path: Path) -> None:
     assert doc.read_bytes() == b"new\n"
     assert stat.S_IMODE(after.st_mode) == 0o640
     assert (after.st_uid, after.st_gid) == (before.st_uid, before.st_gid)
+
+
+def test_a_parquet_timestamp_out_of_range_names_file_column_and_row(tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    from kestrel.data import DataError, load
+
+    us = [1_700_000_000_000_000 + k * 1_000_000 for k in range(5)]
+    us[3] = 253402300799000000  # 9999-12-31T23:59:59
+    table = pa.table({"ts_utc": pa.array(us, pa.timestamp("us", tz="UTC")),
+                      "bid": [1.1] * 5, "ask": [1.1002] * 5})
+    path = tmp_path / "y9999.parquet"
+    pq.write_table(table, path)
+    with pytest.raises(DataError) as err:
+        load(path, "oanda")
+    text = str(err.value)
+    assert str(path) in text and "row 4" in text and "ts_utc" in text and "9999-12-31T23:59:59" in text
+    assert "Casting" not in text
+
+
+@pytest.mark.parametrize("offset", ["+14:01", "-14:59", "+1430"])
+def test_utc_offsets_beyond_14_hours_are_refused(tmp_path: Path, offset: str) -> None:
+    from kestrel.data import DataError, load
+
+    path = tmp_path / "o.csv"
+    path.write_text("ts_utc,bid,ask\n" + "".join(f"2024-03-05T10:00:0{k}{offset},1.1,1.1002\n" for k in range(3)))
+    with pytest.raises(DataError, match=r"line 2.*UTC offset out of range \(at most ±14:00\)"):
+        load(path, "oanda")
+    path.write_text("ts_utc,bid,ask\n" + "".join(f"2024-03-05T10:00:0{k}-14:00,1.1,1.1002\n" for k in range(3)))
+    assert len(load(path, "oanda").data.ticks.ts) == 3
+
+
+def test_epoch_out_of_range_message_states_the_real_span(tmp_path: Path) -> None:
+    from kestrel.data.timestamps import BadValue, parse_unix
+
+    with pytest.raises(BadValue, match=r"1684-10-19 08:00 \.\. 2255-03-14 16:00 UTC"):
+        parse_unix(np.array(["9000000001"], dtype=str), "unix_s")  # 2255-03-14 16:00:01
+    assert parse_unix(np.array(["9000000000"], dtype=str), "unix_s")[0] == 9_000_000_000 * 10**9

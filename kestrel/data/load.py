@@ -306,7 +306,16 @@ def _read_parquet(path: Path, spec: LoadSpec) -> _Table:
     tcol = table.column(ts_name).combine_chunks()
     check_nulls(tcol, ts_name)
     if pa.types.is_timestamp(tcol.type):
-        ts = np.asarray(pc.cast(tcol, pa.timestamp("ns", tz=tcol.type.tz)).cast(pa.int64()).to_numpy(), dtype=np.int64)
+        try:
+            ns = pc.cast(tcol, pa.timestamp("ns", tz=tcol.type.tz))
+        except Exception:  # pyarrow: out of bounds for int64 nanoseconds
+            raw = np.asarray(tcol.cast(pa.int64()).to_numpy(), dtype=np.int64)
+            per_ns = {"s": 10**9, "ms": 10**6, "us": 10**3}.get(tcol.type.unit, 1)
+            i = int(np.flatnonzero(np.abs(raw) > np.iinfo(np.int64).max // per_ns)[0])
+            when = str(np.datetime64(int(raw[i]), tcol.type.unit))
+            raise DataError(path, f"timestamp {when} out of range (timestamps must fall in 1678..2261)",
+                            row=i + 1, column=ts_name) from None
+        ts = np.asarray(ns.cast(pa.int64()).to_numpy(), dtype=np.int64)
         if tcol.type.tz is None:
             with _timestamp_errors(path, ts_name, None):
                 ts = localize(ts, spec.tz)
