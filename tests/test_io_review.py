@@ -263,3 +263,29 @@ def test_epoch_out_of_range_message_states_the_real_span(tmp_path: Path) -> None
     with pytest.raises(BadValue, match=r"1684-10-19 08:00 \.\. 2255-03-14 16:00 UTC"):
         parse_unix(np.array(["9000000001"], dtype=str), "unix_s")  # 2255-03-14 16:00:01
     assert parse_unix(np.array(["9000000000"], dtype=str), "unix_s")[0] == 9_000_000_000 * 10**9
+
+
+@pytest.mark.parametrize(("tick", "message"), [
+    ("1e300", "tick size 1e+300 is larger than the smallest price"),
+    ("1000", "tick size 1000 is larger than the smallest price"),
+    ("1e-300", "tick size must be a number >= 1e-12"),
+])
+def test_absurd_tick_sizes_are_refused(capsys: pytest.CaptureFixture[str], quotes: Path, tick: str,
+                                       message: str) -> None:
+    code, _, err = _run(capsys, "simulate", "--data", str(quotes), "--preset", "oanda", "--tick-size", tick)
+    assert code == 2 and message in err, err
+    assert err.count("\n") == 1
+
+
+def test_expect_ledger_given_a_binary_file_echoes_no_bytes(
+    capsys: pytest.CaptureFixture[str], captured: tuple[Path, Path], tmp_path: Path
+) -> None:
+    import gzip
+
+    cap, led = captured
+    gz = tmp_path / "l.jsonl.gz"
+    gz.write_bytes(gzip.compress(led.read_bytes()))
+    code, _, err = _run(capsys, "replay", str(cap), "--expect-ledger", str(gz))
+    assert code == 1
+    assert "not a text file (binary data)" in err
+    assert "\ufffd" not in err and all(c.isprintable() for c in err.rstrip("\n"))

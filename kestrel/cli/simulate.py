@@ -467,16 +467,29 @@ def _run_replay(args: argparse.Namespace) -> int:
     return code
 
 
+def _shown(line: str, width: int = 200) -> str:
+    """A ledger line as printable text, cut to `width`."""
+    return line if len(line) <= width else line[:width] + "…"
+
+
 def first_difference(expected: bytes, got: bytes) -> str:
-    """`line N: expected <...> / replayed <...>` for the first line where two texts differ."""
-    a, b = expected.decode("utf-8", "replace").splitlines(), got.decode("utf-8", "replace").splitlines()
+    """`line N: expected <...> / replayed <...>` for the first line where two texts differ. An
+    expected file that is not UTF-8 text (or holds NUL/control bytes) is named as binary: its
+    bytes are never echoed."""
+    try:
+        text = expected.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is None or any(not c.isprintable() for c in text.replace("\n", "").replace("\r", "").replace("\t", "")):
+        return "the expected ledger is not a text file (binary data): give the ledger file a run wrote"
+    a, b = text.splitlines(), got.decode("utf-8", "replace").splitlines()
     for n, (x, y) in enumerate(zip(a, b), 1):
         if x != y:
-            return f"line {n}: expected {x} / replayed {y}"
+            return f"line {n}: expected {_shown(x)} / replayed {_shown(y)}"
     n = min(len(a), len(b)) + 1
     if len(a) > len(b):
-        return f"line {n}: expected {a[n - 1]} / replayed (end of ledger)"
-    return f"line {n}: expected (end of ledger) / replayed {b[n - 1]}"
+        return f"line {n}: expected {_shown(a[n - 1])} / replayed (end of ledger)"
+    return f"line {n}: expected (end of ledger) / replayed {_shown(b[n - 1])}"
 
 
 def _guarded(command: str, run: Callable[[], int]) -> int:
