@@ -336,7 +336,8 @@ def test_signs_and_delimiter_hint(tmp_path: Path) -> None:
     semi = _write(tmp_path, "time;bid;ask\n2024-01-02T00:00:00Z;1.0;1.1\n", "semi.csv")
     assert _err(semi, spec=QUOTES) == (
         f"{semi}, column 'time': missing column 'time' needed for timestamps; the file has time;bid;ask "
-        "(the header holds ';' but no ',': set LoadSpec.delimiter=';')"
+        "(the header holds ';' but no separator of the spec: pass --delimiter ';' "
+        "(in Python: load(..., delimiter=';')))"
     )
     ok = load(semi, spec=LoadSpec(kind="quotes", ts="time", bid="bid", ask="ask", delimiter=";"))
     assert ok.data.ticks.ask.tolist() == [1.1]

@@ -289,3 +289,25 @@ def test_expect_ledger_given_a_binary_file_echoes_no_bytes(
     assert code == 1
     assert "not a text file (binary data)" in err
     assert "\ufffd" not in err and all(c.isprintable() for c in err.rstrip("\n"))
+
+
+def test_a_semicolon_file_loads_with_delimiter_on_the_cli_and_replays(
+    capsys: pytest.CaptureFixture[str], quotes: Path, tmp_path: Path
+) -> None:
+    semi = tmp_path / "semi.csv"
+    semi.write_text(quotes.read_text().replace(",", ";"))
+    code, _, err = _run(capsys, "simulate", "--data", str(semi))
+    assert code == 2 and "pass --delimiter ';'" in err
+    cap = tmp_path / "c.jsonl"
+    code, _, err = _run(capsys, "simulate", "--data", str(semi), "--delimiter", ";", "--capture", str(cap), "--json")
+    assert code == 0, err
+    assert json.loads(cap.read_bytes().splitlines()[0])["source"]["delimiter"] == ";"
+    code, _, err = _run(capsys, "replay", str(cap), "--json")
+    assert code == 0 and "ledger identical" in err, err
+    code, out, err = _run(capsys, "view", "VIEW v: quote BUDGET 200", "--data", str(semi), "--delimiter", ";")
+    assert code == 0, err
+    code, _, err = _run(capsys, "simulate", "--delimiter", ";")
+    assert code == 2 and "--delimiter applies to --data PATH only" in err
+    with pytest.raises(SystemExit) as exit_:
+        main(["simulate", "--data", str(semi), "--delimiter", ":"])
+    assert exit_.value.code == 2 and "expected ',', ';', '|' or 'tab'" in capsys.readouterr().err

@@ -25,9 +25,9 @@ from kestrel.cli.errors import UsageError
 
 _DURATION = re.compile(r"^(\d+)([smh]?)$")
 # every flag `load_from_args` reads (a cache of loaded data keys on them)
-DATA_FLAGS = ("data", "preset", "crossed", "spikes", "spike_factor", "symbol", "tick_size", "multiplier",
-              "currency", "seed")
-_FILE_ONLY = ("preset", "crossed", "spikes", "spike_factor", "tick_size", "multiplier", "currency")
+DATA_FLAGS = ("data", "delimiter", "preset", "crossed", "spikes", "spike_factor", "symbol", "tick_size",
+              "multiplier", "currency", "seed")
+_FILE_ONLY = ("delimiter", "preset", "crossed", "spikes", "spike_factor", "tick_size", "multiplier", "currency")
 
 
 def positive_float(text: str) -> float:
@@ -40,8 +40,21 @@ def positive_float(text: str) -> float:
     return x
 
 
+_DELIMITERS = {",": ",", ";": ";", "|": "|", "tab": "\t", "\\t": "\t", "\t": "\t"}
+
+
+def delimiter_arg(text: str) -> str:
+    """`--delimiter`: one of `,` `;` `|` or `tab` (also a literal tab or `\\t`)."""
+    d = _DELIMITERS.get(text.strip().lower() if text.strip() else text)
+    if d is None:
+        raise argparse.ArgumentTypeError(f"expected ',', ';', '|' or 'tab', got {text!r}")
+    return d
+
+
 def add_data_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", default="sample", help="'sample' (default, generated) or a CSV/Parquet file")
+    p.add_argument("--delimiter", type=delimiter_arg, default=None, metavar="SEP",
+                   help="the field separator of a CSV --data PATH: ',' (default), ';', '|' or 'tab'")
     p.add_argument("--preset", help="loader preset for --data PATH (default: detected from the columns)")
     p.add_argument("--crossed", choices=("error", "drop", "keep"), default=None,
                    help="crossed quotes (ask < bid) in --data PATH: error (default), drop or keep")
@@ -84,6 +97,7 @@ def load_from_args(args: argparse.Namespace, command: str) -> tuple[Any, Any, st
     options: dict[str, Any] = {
         "crossed": args.crossed or "error", "spikes": args.spikes or "error", "symbol": args.symbol,
         "tick_size": args.tick_size, "multiplier": args.multiplier, "currency": args.currency,
+        "delimiter": getattr(args, "delimiter", None),
     }
     if args.spike_factor is not None:
         if args.spike_factor <= 1:
@@ -98,7 +112,7 @@ def load_from_args(args: argparse.Namespace, command: str) -> tuple[Any, Any, st
         raise UsageError(f"cannot read {name}: {exc.strerror or exc}") from None
     for note in loaded.report.notes():
         print(f"kestrel {command}: {note}", file=sys.stderr)
-    return loaded.data, file_source(loaded.report, loaded.data, digest), name
+    return loaded.data, file_source(loaded.report, loaded.data, digest, options["delimiter"] or ","), name
 
 
 def parse_guard(text: str | int) -> int:

@@ -1,4 +1,7 @@
-"""CSV rows to fields and columns, a chunk of rows at a time, with every size bounded.
+"""CSV text checked, and CSV rows to fields and columns, a chunk of rows at a time, with every
+size bounded.
+
+`check_text` refuses binary data (compressed, archives, NUL bytes) without echoing its bytes;
 
 `chunk_fields` splits lines into row-major fields (the stdlib `csv` module when a quote is
 present; a wrong field count or bad quoting is a `DataError` naming the line); `column_text`
@@ -17,6 +20,25 @@ import numpy as np
 import numpy.typing as npt
 
 from kestrel.data.errors import DataError
+
+_BINARY_MAGIC = (
+    (b"\x1f\x8b", "gzip-compressed data: decompress it first (gunzip)"),
+    (b"PK\x03\x04", "a zip archive: extract the CSV first"),
+    (b"PAR1", "Parquet data: give the file a .parquet extension"),
+    (b"\xfd7zXZ", "xz-compressed data: decompress it first"),
+    (b"BZh", "bzip2-compressed data: decompress it first"),
+)
+
+
+def check_text(path: Path, head: bytes) -> None:
+    """Refuse binary data before it is read as text: the message names what it looks like
+    and never echoes the bytes."""
+    for magic, what in _BINARY_MAGIC:
+        if head.startswith(magic):
+            raise DataError(path, f"not a CSV text file: {what}")
+    if b"\x00" in head:
+        raise DataError(path, "not a CSV text file: it holds NUL bytes (binary data?)")
+
 
 def quoted_rows(path: Path, lines: list[str], d: str, ncols: int, first: int) -> list[list[str]]:
     """Rows of a file with quoted fields, via the csv module (a quote may hold the delimiter)."""
@@ -66,4 +88,4 @@ def column_text(path: Path, fields: list[str], j: int, header: list[str], at: in
     return np.array(col, dtype=str)
 
 
-__all__ = ["CHUNK_ROWS", "MAX_FIELD_CHARS", "chunk_fields", "column_text", "quoted_rows"]
+__all__ = ["CHUNK_ROWS", "MAX_FIELD_CHARS", "check_text", "chunk_fields", "column_text", "quoted_rows"]

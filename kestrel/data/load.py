@@ -31,7 +31,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
-from kestrel.data.csvfields import CHUNK_ROWS, chunk_fields, column_text
+from kestrel.data.csvfields import CHUNK_ROWS, check_text, chunk_fields, column_text
 from kestrel.data.errors import DataError
 from kestrel.data.spec import DEFAULT_SPIKE_FACTOR, PRESETS, CrossedPolicy, LoadSpec, SessionKind, SpikePolicy, preset
 from kestrel.data.timestamps import BadValue, localize, parse_timestamps
@@ -101,6 +101,15 @@ class _Table:
                       self.columns, self.first_line, index)
 
 
+_SEPARATED = {",": "comma-separated", ";": "semicolon-separated", "\t": "tab-separated", "|": "pipe-separated"}
+
+
+def delimiter_hint(d: str) -> str:
+    """How to load a file separated by `d`, on the command line and in Python."""
+    flag = "tab" if d == "\t" else d
+    return f"pass --delimiter '{flag}' (in Python: load(..., delimiter={d!r}))"
+
+
 def _where(first_line: int | None, i: int) -> dict[str, int]:
     """Data row i as `DataError` keywords: its file line (CSV, data row 0 on `first_line`) or
     its 1-based row (Parquet: `first_line` None)."""
@@ -142,7 +151,7 @@ def _resolve(path: Path, header: list[str], name: str, role: str) -> int:
     how = _MAP_HINT
     other = next((d for d in (";", "\t", "|") if len(header) == 1 and d in header[0]), None)
     if other is not None:
-        how = f"the header holds {other!r} but no ',': set LoadSpec.delimiter={other!r}"
+        how = f"the header holds {other!r} but no separator of the spec: {delimiter_hint(other)}"
     raise DataError(
         path,
         f"missing column {name!r} needed for {role}; the file has {columns_text(header)}"
@@ -166,25 +175,6 @@ def _numbers(path: Path, col: npt.NDArray[np.str_], name: str, first_line: int |
         i = int(bad[0])
         raise DataError(path, f"not a finite number: {show(str(col[i]))}", column=name, **_where(first_line, i))
     return out
-
-
-_BINARY_MAGIC = (
-    (b"\x1f\x8b", "gzip-compressed data: decompress it first (gunzip)"),
-    (b"PK\x03\x04", "a zip archive: extract the CSV first"),
-    (b"PAR1", "Parquet data: give the file a .parquet extension"),
-    (b"\xfd7zXZ", "xz-compressed data: decompress it first"),
-    (b"BZh", "bzip2-compressed data: decompress it first"),
-)
-
-
-def check_text(path: Path, head: bytes) -> None:
-    """Refuse binary data before it is read as text: the message names what it looks like
-    and never echoes the bytes."""
-    for magic, what in _BINARY_MAGIC:
-        if head.startswith(magic):
-            raise DataError(path, f"not a CSV text file: {what}")
-    if b"\x00" in head:
-        raise DataError(path, "not a CSV text file: it holds NUL bytes (binary data?)")
 
 
 def _check_duplicates(path: Path, header: list[str]) -> None:
@@ -613,7 +603,7 @@ def _first_line(path: Path) -> str:
         return f.readline(4096).decode("utf-8-sig", errors="replace").strip()
 
 
-def detect_preset(path: str | Path) -> str:
+def detect_preset(path: str | Path, delimiter: str = ",") -> str:
     """Guess the preset from the file's columns (Parquet schema or CSV header)."""
     p = Path(path)
     if p.suffix.lower() == ".parquet":
@@ -636,11 +626,11 @@ def detect_preset(path: str | Path) -> str:
             raise DataError(p, "file is empty: expected a header line and data rows")
         if _HISTDATA_LINE.match(line):
             return "histdata"
-        header = _split_header(line, ",")
+        header = _split_header(line, delimiter)
         other = next((d for d in (";", "\t", "|") if len(header) == 1 and d in header[0]), None)
         if other is not None:
-            raise DataError(p, f"the header holds {other!r} but no ',': the file is not comma-separated; "
-                            f"load it with a LoadSpec(delimiter={other!r}, ...) mapping its columns")
+            raise DataError(p, f"the header holds {other!r} but no {delimiter!r}: the file is not "
+                            f"{_SEPARATED.get(delimiter, repr(delimiter) + '-separated')}; {delimiter_hint(other)}")
     for name, spec in PRESETS.items():
         if not spec.header:
             continue
@@ -666,9 +656,11 @@ def load(
     spike_factor: float = DEFAULT_SPIKE_FACTOR,
     multiplier: float | None = None,
     currency: str | None = None,
+    delimiter: str | None = None,
 ) -> Loaded:
     """Load a CSV or Parquet file (by extension) with a preset, an explicit spec, or a preset
-    detected from its columns. Raises `DataError` on bad input."""
+    detected from its columns; `delimiter` overrides the spec's field separator (`;`, tab).
+    Raises `DataError` on bad input."""
     p = Path(path)
     if not p.is_file():
         raise DataError(p, "is a directory, not a data file" if p.is_dir()
@@ -679,12 +671,14 @@ def load(
         raise ValueError(f"spikes policy must be error, drop or keep, got {spikes!r}")
     if spec is None:
         try:
-            preset_name = preset_name or detect_preset(p)
+            preset_name = preset_name or detect_preset(p, delimiter or ",")
             spec = preset(preset_name)
         except ValueError as e:
             if isinstance(e, DataError):
                 raise
             raise DataError(p, str(e)) from None
+    if delimiter is not None:
+        spec = msgspec.structs.replace(spec, delimiter=delimiter)
     table = _read_parquet(p, spec) if p.suffix.lower() == ".parquet" else _read_csv(p, spec)
     return _assemble(table, spec, crossed, preset_name, symbol, tick_size, spikes, spike_factor,
                      multiplier, currency)
