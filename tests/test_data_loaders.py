@@ -247,7 +247,7 @@ def test_given_tick_size_must_divide_every_price(tmp_path: Path) -> None:
         "give the instrument's real tick size or omit it to infer it (inferred: 0.1)"
     )
     assert _err(p, spec=QUOTES, tick_size=0.0) == f"{p}: tick size must be a number >= 1e-12, got 0.0"
-    assert _err(p, spec=QUOTES, tick_size=float("nan")) == f"{p}: tick size must be a positive number, got nan"
+    assert _err(p, spec=QUOTES, tick_size=float("nan")) == f"{p}: tick size must be a number >= 1e-12, got nan"
     assert load(p, spec=QUOTES, tick_size=0.05).data.price_decimals == 2
 
 
