@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DEADLINE_S = 5.0  # after the signal; the observed worst case is ~0.1 s
 # after the interpreter reached Kestrel's first line (see `startup`): Kestrel's own imports,
 # loading, the event loop and the engine's worker threads
-# an authoring turn every 20 minutes of the 24-hour FX session: a run of ~20 s to interrupt
+# an authoring turn every 20 minutes of the 24-hour FX session
 CHECKPOINTS = ",".join(f"{h:02d}:{m:02d}" for h in [*range(17, 24), *range(16)] for m in (0, 20, 40))[6:]
 DELAYS_S = (0.03, 0.06, 0.1, 0.2, 0.35, 0.6, 1.0, 1.5, 2.2, 3.2, 4.5)
 
@@ -40,12 +40,13 @@ def startup() -> float:
 
 @pytest.fixture(scope="module")
 def long_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """60 sessions of generated quotes as Parquet: a run long enough to interrupt late."""
+    """150 sessions of generated quotes as Parquet: a run long enough (about 15 s on a quiet
+    machine, more under load) that the latest signal still lands before its end."""
     pa = pytest.importorskip("pyarrow")
     pq = pytest.importorskip("pyarrow.parquet")
     from kestrel.data import SyntheticSpec, generate
 
-    md = generate(SyntheticSpec(sessions=60, tick_interval_s=2.0), seed=11)
+    md = generate(SyntheticSpec(sessions=150, tick_interval_s=2.0), seed=11)
     t = md.ticks
     path = tmp_path_factory.mktemp("long") / "quotes.parquet"
     pq.write_table(pa.table({"ts_event": pa.array(t.ts, pa.timestamp("ns", tz="UTC")),
@@ -81,7 +82,7 @@ def test_sigint_exits_130_with_one_line_at_any_moment(
     def start(capture: Path) -> subprocess.Popen[str]:
         return subprocess.Popen(
             [sys.executable, "-m", "kestrel", "simulate", "--backend", backend, "--data", str(long_data),
-             "--preset", "oanda", "--days", "60", "--checkpoints", CHECKPOINTS, "--engine-path", "reference",
+             "--preset", "oanda", "--days", "150", "--checkpoints", CHECKPOINTS, "--engine-path", "reference",
              "--capture", str(capture)],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT,
         )

@@ -185,8 +185,10 @@ def test_messages_for_files_that_are_not_csv_text(tmp_path: Path) -> None:
         load(empty)
     semi = tmp_path / "semi.csv"
     semi.write_text("ts_utc;bid;ask\n2014-05-06T00:00:00Z;1.1;1.2\n")
-    with pytest.raises(DataError, match=r"the header holds ';' but no ',': .*LoadSpec\(delimiter=';'"):
+    with pytest.raises(DataError, match=r"the header holds ';' but no ',': the file is not comma-separated; pass --delimiter ';' "
+                       r"\(in Python: load\(\.\.\., delimiter=';'\)\)"):
         load(semi)
+    assert load(semi, delimiter=";").data.ticks.ask.tolist() == [1.2]
     gz = tmp_path / "gz.csv"
     gz.write_bytes(gzip.compress(b"ts_utc,bid,ask\n"))
     with pytest.raises(DataError) as e:

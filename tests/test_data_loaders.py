@@ -246,8 +246,8 @@ def test_given_tick_size_must_divide_every_price(tmp_path: Path) -> None:
         f"{p}, line 3, column 'ask': price 1.3 is not a multiple of the tick size 0.25 (1 price off that grid); "
         "give the instrument's real tick size or omit it to infer it (inferred: 0.1)"
     )
-    assert _err(p, spec=QUOTES, tick_size=0.0) == f"{p}: tick size must be a positive number, got 0.0"
-    assert _err(p, spec=QUOTES, tick_size=float("nan")) == f"{p}: tick size must be a positive number, got nan"
+    assert _err(p, spec=QUOTES, tick_size=0.0) == f"{p}: tick size must be a number >= 1e-12, got 0.0"
+    assert _err(p, spec=QUOTES, tick_size=float("nan")) == f"{p}: tick size must be a number >= 1e-12, got nan"
     assert load(p, spec=QUOTES, tick_size=0.05).data.price_decimals == 2
 
 
@@ -336,7 +336,8 @@ def test_signs_and_delimiter_hint(tmp_path: Path) -> None:
     semi = _write(tmp_path, "time;bid;ask\n2024-01-02T00:00:00Z;1.0;1.1\n", "semi.csv")
     assert _err(semi, spec=QUOTES) == (
         f"{semi}, column 'time': missing column 'time' needed for timestamps; the file has time;bid;ask "
-        "(the header holds ';' but no ',': set LoadSpec.delimiter=';')"
+        "(the header holds ';' but no separator of the spec: pass --delimiter ';' "
+        "(in Python: load(..., delimiter=';')))"
     )
     ok = load(semi, spec=LoadSpec(kind="quotes", ts="time", bid="bid", ask="ask", delimiter=";"))
     assert ok.data.ticks.ask.tolist() == [1.1]

@@ -15,7 +15,9 @@ import argparse
 import math
 import os
 import re
+import stat
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +25,9 @@ from kestrel.cli.errors import UsageError
 
 _DURATION = re.compile(r"^(\d+)([smh]?)$")
 # every flag `load_from_args` reads (a cache of loaded data keys on them)
-DATA_FLAGS = ("data", "preset", "crossed", "spikes", "spike_factor", "symbol", "tick_size", "multiplier",
-              "currency", "seed")
-_FILE_ONLY = ("preset", "crossed", "spikes", "spike_factor", "tick_size", "multiplier", "currency")
+DATA_FLAGS = ("data", "delimiter", "preset", "crossed", "spikes", "spike_factor", "symbol", "tick_size",
+              "multiplier", "currency", "seed")
+_FILE_ONLY = ("delimiter", "preset", "crossed", "spikes", "spike_factor", "tick_size", "multiplier", "currency")
 
 
 def positive_float(text: str) -> float:
@@ -43,8 +45,21 @@ def _currency(text: str | None) -> str | None:
     return None if text is None else text.strip().upper()
 
 
+_DELIMITERS = {",": ",", ";": ";", "|": "|", "tab": "\t", "\\t": "\t", "\t": "\t"}
+
+
+def delimiter_arg(text: str) -> str:
+    """`--delimiter`: one of `,` `;` `|` or `tab` (also a literal tab or `\\t`)."""
+    d = _DELIMITERS.get(text.strip().lower() if text.strip() else text)
+    if d is None:
+        raise argparse.ArgumentTypeError(f"expected ',', ';', '|' or 'tab', got {text!r}")
+    return d
+
+
 def add_data_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", default="sample", help="'sample' (default, generated) or a CSV/Parquet file")
+    p.add_argument("--delimiter", type=delimiter_arg, default=None, metavar="SEP",
+                   help="the field separator of a CSV --data PATH: ',' (default), ';', '|' or 'tab'")
     p.add_argument("--preset", help="loader preset for --data PATH (default: detected from the columns)")
     p.add_argument("--crossed", choices=("error", "drop", "keep"), default=None,
                    help="crossed quotes (ask < bid) in --data PATH: error (default), drop or keep")
@@ -91,6 +106,7 @@ def load_from_args(args: argparse.Namespace, command: str) -> tuple[Any, Any, st
     options: dict[str, Any] = {
         "crossed": args.crossed or "error", "spikes": args.spikes or "error", "symbol": args.symbol,
         "tick_size": args.tick_size, "multiplier": args.multiplier, "currency": _currency(args.currency),
+        "delimiter": getattr(args, "delimiter", None),
     }
     if args.spike_factor is not None:
         if args.spike_factor <= 1:
@@ -105,7 +121,7 @@ def load_from_args(args: argparse.Namespace, command: str) -> tuple[Any, Any, st
         raise UsageError(f"cannot read {name}: {exc.strerror or exc}") from None
     for note in loaded.report.notes():
         print(f"kestrel {command}: {note}", file=sys.stderr)
-    return loaded.data, file_source(loaded.report, loaded.data, digest), name
+    return loaded.data, file_source(loaded.report, loaded.data, digest, options["delimiter"] or ","), name
 
 
 def parse_guard(text: str | int) -> int:
@@ -123,16 +139,32 @@ def _key(path: str) -> str:
     return os.path.realpath(os.path.expanduser(path))
 
 
+def _probe_folder(flag: str, path: str, folder: Path) -> None:
+    """Create and remove a temporary file in `folder`: `os.access` says yes to root even where
+    nothing can be created (a read-only mount, /sys), so only trying tells."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".kestrel-probe.", dir=folder)
+    except OSError as exc:
+        raise UsageError(f"{flag} {path}: cannot create a file in {str(folder)!r} "
+                         f"({exc.strerror or exc}); choose a writable folder") from None
+    os.close(fd)
+    os.unlink(tmp)
+
+
 def check_paths(outputs: list[tuple[str, str | None]], inputs: list[tuple[str, str | None]]) -> None:
-    """Refuse, before anything runs: two outputs at one path, an output that is an input, an
-    output that is a folder, in a folder that does not exist, or not writable."""
+    """Refuse, before anything runs: an empty output path, two outputs at one path, an output
+    that is an input, an output that exists and is not a regular file (a folder, device, FIFO or
+    socket, also behind a symlink), in a folder that does not exist, or where no file can be
+    created. A symlink output is written through to its regular target."""
     seen: dict[str, str] = {}
     for label, path in inputs:
         if path:
             seen.setdefault(_key(path), f"the input {label}")
     for flag, path in outputs:
-        if not path:
+        if path is None:
             continue
+        if not path.strip():
+            raise UsageError(f"{flag} is empty: give a file path or leave the flag out")
         key = _key(path)
         other = seen.get(key)
         if other is None and Path(path).exists():
@@ -140,14 +172,25 @@ def check_paths(outputs: list[tuple[str, str | None]], inputs: list[tuple[str, s
         if other is not None:
             raise UsageError(f"{flag} {path} is the same file as {other}: give each output its own path")
         seen[key] = flag
-        p = Path(path)
-        parent = p.parent if str(p.parent) else Path(".")
-        if p.is_dir():
+        real = Path(key)
+        try:
+            st = os.stat(real)
+        except FileNotFoundError:
+            st = None
+        except OSError as exc:
+            raise UsageError(f"{flag} {path}: {exc.strerror or exc}") from None
+        if st is not None and stat.S_ISDIR(st.st_mode):
             raise UsageError(f"{flag} {path}: is a directory; give a file path")
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            raise UsageError(f"{flag} {path}: is not a regular file (a device, FIFO or socket); "
+                             "give the path of a regular file")
+        parent = real.parent
         if not parent.is_dir():
-            raise UsageError(f"{flag} {path}: no such directory {str(parent)!r}")
-        if not os.access(parent, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
+            shown = Path(path).parent if str(Path(path).parent) else Path(".")
+            raise UsageError(f"{flag} {path}: no such directory {str(shown)!r}")
+        if st is not None and not os.access(real, os.W_OK):
             raise UsageError(f"{flag} {path}: not writable")
+        _probe_folder(flag, path, parent)
 
 
 def agent_input(spec: str | None) -> str | None:

@@ -44,4 +44,19 @@ def capture_data(header: Any) -> Any:
         raise UsageError(str(exc)) from None
 
 
-__all__ = ["capture_data", "load_named"]
+def recorded_data_path(capture: str) -> str | None:
+    """The data file a capture's header records (its typed source's path), or None (the sample,
+    an old header, or a capture that cannot be read: the caller's read reports that). An output
+    at this path would overwrite the capture's data, so the commands check it as an input."""
+    from kestrel.session.capture import CaptureError, read_capture
+
+    try:
+        header, _ = read_capture(capture)
+    except CaptureError:
+        return None
+    source = getattr(header, "source", None)
+    path = getattr(source, "path", None)
+    return str(path) if path else None
+
+
+__all__ = ["capture_data", "load_named", "recorded_data_path"]

@@ -7,6 +7,8 @@ canonical, 2 a usage error (unreadable file, bad flags). `-` reads standard inpu
 from __future__ import annotations
 
 import argparse
+import os
+import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -114,6 +116,19 @@ def _check(args: argparse.Namespace) -> int:
     return status
 
 
+def _not_rewritable(name: str) -> str | None:
+    """Why `fmt --write` must leave the file alone, if it must: a read-only file (no write
+    permission bit, or not writable by this user) is refused although a rename could replace it
+    (root, or a writable folder)."""
+    try:
+        mode = stat.S_IMODE(os.stat(name).st_mode)
+    except OSError as err:
+        return str(err.strerror or err)
+    if not mode & 0o222 or not os.access(name, os.W_OK):
+        return f"the file is read-only (mode {mode:o}); make it writable (chmod u+w) to let fmt --write rewrite it"
+    return None
+
+
 def _fmt(args: argparse.Namespace) -> int:
     if args.write and "-" in args.files:
         print("kestrel fmt: --write cannot rewrite standard input", file=sys.stderr)
@@ -142,6 +157,10 @@ def _fmt(args: argparse.Namespace) -> int:
                 status = 1
         elif args.write:
             if canonical != text:
+                why = _not_rewritable(name)
+                if why is not None:
+                    print(f"{_label(name)}: cannot write: {why}", file=sys.stderr)
+                    return 2
                 try:
                     atomic_write(name, canonical.encode("utf-8"))
                 except OSError as err:

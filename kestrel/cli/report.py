@@ -4,7 +4,6 @@ ledger) or a sweep's leaderboard; plus the terminal summary and an optional PNG.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -35,26 +34,24 @@ def register(subparsers: Subcommands) -> None:
     r.set_defaults(func=_report)
 
 
-def check_writable(flag: str, path: str | None) -> None:
-    if path is None:
-        return
-    p = Path(path)
-    parent = p.parent if str(p.parent) else Path(".")
-    if p.is_dir():
-        raise UsageError(f"{flag} {path}: is a directory; give a file path")
-    if not parent.is_dir():
-        raise UsageError(f"{flag} {path}: no such directory {str(parent)!r}")
-    if not os.access(parent, os.W_OK):
-        raise UsageError(f"{flag} {path}: not writable")
+def check_report_paths(args: argparse.Namespace) -> None:
+    """The outputs (`-o`, `--png`) against each other and every input (the capture, its ledger,
+    the data file the capture records), refused before anything is read or written."""
+    from kestrel.cli.dataflags import check_paths
+    from kestrel.cli.datanames import recorded_data_path
+
+    recorded = recorded_data_path(args.capture) if args.capture else None
+    check_paths([("-o", args.output), ("--png", args.png)],
+                [("--capture", args.capture), ("--ledger", args.ledger),
+                 ("data file recorded in the capture", recorded)])
 
 
 def write_text(path: str, text: str) -> None:
     """Write `path` atomically (a temporary file renamed into place)."""
-    p = Path(path)
-    tmp = p.with_name(f".{p.name}.tmp")
+    from kestrel.outputs import atomic_write
+
     try:
-        tmp.write_text(text, "utf-8")
-        os.replace(tmp, p)
+        atomic_write(path, text.encode("utf-8"))
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror}") from None
 
@@ -98,8 +95,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _run_report(args: argparse.Namespace) -> int:
-    check_writable("-o", args.output)
-    check_writable("--png", args.png)
+    check_report_paths(args)
     if args.sweep is not None:
         if args.ledger is not None or args.png is not None:
             raise UsageError("--ledger and --png apply to --capture reports only")

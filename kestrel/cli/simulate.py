@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import hashlib
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -360,7 +361,7 @@ def _start_outputs(args: argparse.Namespace, writer: CaptureWriter | None, data:
 
     try:
         if args.ledger:
-            Path(args.ledger).unlink(missing_ok=True)
+            Path(os.path.realpath(args.ledger)).unlink(missing_ok=True)  # a symlink stays
         if writer is not None:
             writer.start(capture_header(data, session_days(data, options, date, days), agent.agent_id, options))
     except OSError as exc:
@@ -411,13 +412,18 @@ def _run_replay(args: argparse.Namespace) -> int:
     from kestrel.session.capture import CaptureError, read_capture
     from kestrel.session.runner import SessionOptions
 
-    check_paths([("--capture", args.capture_out), ("--ledger", args.ledger), ("--report", args.report),
-                 ("--png", args.png)],
-                [("capture", args.capture), ("--data", args.data), ("--expect-ledger", args.expect_ledger)])
+    if args.data is not None and not args.data.strip():
+        raise UsageError("--data is empty: give the path of the moved copy of the captured data file")
+    outputs = [("--capture", args.capture_out), ("--ledger", args.ledger), ("--report", args.report),
+               ("--png", args.png)]
+    inputs = [("capture", args.capture), ("--data", args.data), ("--expect-ledger", args.expect_ledger)]
+    check_paths(outputs, inputs)
     try:
         header, turns = read_capture(args.capture)
     except CaptureError as exc:
         raise UsageError(str(exc)) from None
+    recorded = header.source.path if header.source is not None else None
+    check_paths(outputs, [*inputs, ("data file recorded in the capture", recorded)])
     if not header.dates:
         raise UsageError(f"{args.capture}: the capture names no session date")
     if header.source is None:
@@ -442,7 +448,7 @@ def _run_replay(args: argparse.Namespace) -> int:
                              data_name=header.data, engine_path=args.engine_path,
                              engine=header.engine or EngineConfig(), source=header.source)
     if args.ledger:
-        Path(args.ledger).unlink(missing_ok=True)
+        Path(os.path.realpath(args.ledger)).unlink(missing_ok=True)  # a symlink stays
     result = _run(data, agent, options, args.backend, dt.date.fromisoformat(header.dates[-1]),
                   len(header.dates), None, args.json)
     try:
@@ -473,16 +479,29 @@ def _run_replay(args: argparse.Namespace) -> int:
     return code
 
 
+def _shown(line: str, width: int = 200) -> str:
+    """A ledger line as printable text, cut to `width`."""
+    return line if len(line) <= width else line[:width] + "…"
+
+
 def first_difference(expected: bytes, got: bytes) -> str:
-    """`line N: expected <...> / replayed <...>` for the first line where two texts differ."""
-    a, b = expected.decode("utf-8", "replace").splitlines(), got.decode("utf-8", "replace").splitlines()
+    """`line N: expected <...> / replayed <...>` for the first line where two texts differ. An
+    expected file that is not UTF-8 text (or holds NUL/control bytes) is named as binary: its
+    bytes are never echoed."""
+    try:
+        text = expected.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is None or any(not c.isprintable() for c in text.replace("\n", "").replace("\r", "").replace("\t", "")):
+        return "the expected ledger is not a text file (binary data): give the ledger file a run wrote"
+    a, b = text.splitlines(), got.decode("utf-8", "replace").splitlines()
     for n, (x, y) in enumerate(zip(a, b), 1):
         if x != y:
-            return f"line {n}: expected {x} / replayed {y}"
+            return f"line {n}: expected {_shown(x)} / replayed {_shown(y)}"
     n = min(len(a), len(b)) + 1
     if len(a) > len(b):
-        return f"line {n}: expected {a[n - 1]} / replayed (end of ledger)"
-    return f"line {n}: expected (end of ledger) / replayed {b[n - 1]}"
+        return f"line {n}: expected {_shown(a[n - 1])} / replayed (end of ledger)"
+    return f"line {n}: expected (end of ledger) / replayed {_shown(b[n - 1])}"
 
 
 def _guarded(command: str, run: Callable[[], int]) -> int:

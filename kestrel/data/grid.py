@@ -12,6 +12,8 @@ from kestrel.data.readers import Table
 from kestrel.frame.ticks import F64
 
 MAX_TICK_DECIMALS = 8
+MIN_TICK_SIZE = 1e-12  # a given tick size: from this up to the smallest positive price
+_PRICE_ROLES = ("bid", "ask", "price", "open", "high", "low", "close")
 _EPS = float(np.finfo(np.float64).eps)
 
 
@@ -54,9 +56,14 @@ def infer_tick_size(prices: F64) -> float:
 
 def check_tick_grid(t: Table, tick: float) -> None:
     """Every recorded price must be a whole multiple of `tick` (within float noise)."""
-    if not (tick > 0 and math.isfinite(tick)):
-        raise DataError(t.path, f"tick size must be a positive number, got {tick!r}")
-    for role in ("bid", "ask", "price", "open", "high", "low", "close"):
+    if not (MIN_TICK_SIZE <= tick and math.isfinite(tick)):
+        raise DataError(t.path, f"tick size must be a number >= {MIN_TICK_SIZE:g}, got {tick!r}")
+    prices = np.concatenate([v for r, v in t.values.items() if r in _PRICE_ROLES])
+    positive = prices[prices > 0]
+    if positive.size and tick > float(positive.min()):
+        raise DataError(t.path, f"tick size {tick:g} is larger than the smallest price {float(positive.min()):g}: "
+                                "give the instrument's real tick size or omit it to infer it")
+    for role in _PRICE_ROLES:
         v = t.values.get(role)
         if v is None:
             continue
@@ -74,4 +81,4 @@ def check_tick_grid(t: Table, tick: float) -> None:
             )
 
 
-__all__ = ["MAX_TICK_DECIMALS", "check_tick_grid", "infer_tick_size"]
+__all__ = ["MAX_TICK_DECIMALS", "MIN_TICK_SIZE", "check_tick_grid", "infer_tick_size"]

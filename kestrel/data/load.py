@@ -29,8 +29,8 @@ import numpy.typing as npt
 
 from kestrel.data.calendar import build_sessions
 from kestrel.data.errors import DataError
-from kestrel.data.grid import MAX_TICK_DECIMALS, check_tick_grid, infer_tick_size
-from kestrel.data.readers import Table, check_text, columns_text, detect_preset, read_table, show
+from kestrel.data.grid import MAX_TICK_DECIMALS, MIN_TICK_SIZE, check_tick_grid, infer_tick_size
+from kestrel.data.readers import Table, check_text, columns_text, delimiter_hint, detect_preset, read_table, show
 from kestrel.data.spec import DEFAULT_SPIKE_FACTOR, CrossedPolicy, LoadSpec, SpikePolicy, preset
 from kestrel.frame.market import Instrument, MarketData
 from kestrel.frame.ticks import F64, I64, NS_PER_S, Ticks
@@ -251,9 +251,11 @@ def load(
     spike_factor: float = DEFAULT_SPIKE_FACTOR,
     multiplier: float | None = None,
     currency: str | None = None,
+    delimiter: str | None = None,
 ) -> Loaded:
     """Load a CSV or Parquet file (by extension) with a preset, an explicit spec, or a preset
-    detected from its columns. Raises `DataError` on bad input."""
+    detected from its columns; `delimiter` overrides the spec's field separator (`;`, tab).
+    Raises `DataError` on bad input."""
     p = Path(path)
     if not p.is_file():
         raise DataError(p, "is a directory, not a data file" if p.is_dir()
@@ -264,12 +266,14 @@ def load(
         raise ValueError(f"spikes policy must be error, drop or keep, got {spikes!r}")
     if spec is None:
         try:
-            preset_name = preset_name or detect_preset(p)
+            preset_name = preset_name or detect_preset(p, delimiter or ",")
             spec = preset(preset_name)
         except ValueError as e:
             if isinstance(e, DataError):
                 raise
             raise DataError(p, str(e)) from None
+    if delimiter is not None:
+        spec = msgspec.structs.replace(spec, delimiter=delimiter)
     table = read_table(p, spec)
     return _assemble(table, spec, crossed, preset_name, symbol, tick_size, spikes, spike_factor,
                      multiplier, currency)
@@ -282,6 +286,7 @@ def load_market_data(path: str | Path, preset_name: str | None = None, **options
 
 __all__ = [
     "MAX_TICK_DECIMALS",
+    "MIN_TICK_SIZE",
     "PRICE_ROLES",
     "LoadReport",
     "Loaded",
@@ -289,6 +294,7 @@ __all__ = [
     "check_text",
     "check_tick_grid",
     "columns_text",
+    "delimiter_hint",
     "detect_preset",
     "infer_tick_size",
     "load",

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from kestrel.data.csvfields import CHUNK_ROWS, check_text, chunk_fields, column_text
 from kestrel.data.errors import DataError
 from kestrel.data.spec import PRESETS, LoadSpec
 from kestrel.data.timestamps import BadValue, localize, parse_timestamps
@@ -84,6 +85,15 @@ def _timestamp_errors(path: Path, column: str, first_line: int | None) -> Iterat
 # CSV
 
 
+_SEPARATED = {",": "comma-separated", ";": "semicolon-separated", "\t": "tab-separated", "|": "pipe-separated"}
+
+
+def delimiter_hint(d: str) -> str:
+    """How to load a file separated by `d`, on the command line and in Python."""
+    flag = "tab" if d == "\t" else d
+    return f"pass --delimiter '{flag}' (in Python: load(..., delimiter={d!r}))"
+
+
 def _resolve(path: Path, header: list[str], name: str, role: str) -> int:
     for alt in name.split("|"):
         if alt in header:
@@ -91,7 +101,7 @@ def _resolve(path: Path, header: list[str], name: str, role: str) -> int:
     how = _MAP_HINT
     other = next((d for d in (";", "\t", "|") if len(header) == 1 and d in header[0]), None)
     if other is not None:
-        how = f"the header holds {other!r} but no ',': set LoadSpec.delimiter={other!r}"
+        how = f"the header holds {other!r} but no separator of the spec: {delimiter_hint(other)}"
     raise DataError(
         path,
         f"missing column {name!r} needed for {role}; the file has {columns_text(header)}"
@@ -117,25 +127,6 @@ def _numbers(path: Path, col: npt.NDArray[np.str_], name: str, first_line: int |
     return out
 
 
-_BINARY_MAGIC = (
-    (b"\x1f\x8b", "gzip-compressed data: decompress it first (gunzip)"),
-    (b"PK\x03\x04", "a zip archive: extract the CSV first"),
-    (b"PAR1", "Parquet data: give the file a .parquet extension"),
-    (b"\xfd7zXZ", "xz-compressed data: decompress it first"),
-    (b"BZh", "bzip2-compressed data: decompress it first"),
-)
-
-
-def check_text(path: Path, head: bytes) -> None:
-    """Refuse binary data before it is read as text: the message names what it looks like
-    and never echoes the bytes."""
-    for magic, what in _BINARY_MAGIC:
-        if head.startswith(magic):
-            raise DataError(path, f"not a CSV text file: {what}")
-    if b"\x00" in head:
-        raise DataError(path, "not a CSV text file: it holds NUL bytes (binary data?)")
-
-
 def _check_duplicates(path: Path, header: list[str]) -> None:
     seen: dict[str, int] = {}
     for k, name in enumerate(header):
@@ -143,23 +134,6 @@ def _check_duplicates(path: Path, header: list[str]) -> None:
             raise DataError(path, f"duplicate column {name!r} in the header (columns {seen[name] + 1} and {k + 1}); "
                             "rename or remove one", column=name)
         seen[name] = k
-
-
-def _quoted_rows(path: Path, lines: list[str], d: str, ncols: int, first: int) -> list[list[str]]:
-    """Rows of a file with quoted fields, via the csv module (a quote may hold the delimiter)."""
-    rows: list[list[str]] = []
-    reader = csv.reader(lines, delimiter=d, quotechar='"', strict=True)
-    try:
-        for i, row in enumerate(reader):
-            if reader.line_num != i + 1:
-                raise DataError(path, "unclosed quote: a quoted field runs past the end of the line",
-                                line=first + i)
-            if len(row) != ncols:
-                raise DataError(path, f"expected {ncols} fields, found {len(row)}", line=first + i)
-            rows.append([f.strip() for f in row])
-    except csv.Error as e:
-        raise DataError(path, f"bad CSV quoting ({e})", line=first + len(rows)) from None
-    return rows
 
 
 def _split_header(line: str, d: str) -> list[str]:
@@ -180,7 +154,9 @@ def read_csv(path: Path, spec: LoadSpec) -> Table:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise DataError(path, f"not UTF-8 text ({e.reason} at byte {e.start})") from None
+    del raw
     lines = text.replace("\r\n", "\n").rstrip("\n").split("\n")
+    del text
     d = spec.delimiter
     if spec.header:
         header = _split_header(lines[0], d)
@@ -195,26 +171,20 @@ def read_csv(path: Path, spec: LoadSpec) -> Table:
     _check_duplicates(path, header)
     if not body:
         raise DataError(path, "no data rows after the header")
-    ncols = len(header)
-    if any('"' in line for line in body):
-        grid = np.array(_quoted_rows(path, body, d, ncols, first), dtype=str).reshape(len(body), ncols)
-    else:
-        fields = d.join(body).split(d)
-        if len(fields) != len(body) * ncols:
-            for i, line in enumerate(body):
-                k = line.count(d) + 1
-                if k != ncols:
-                    raise DataError(path, f"expected {ncols} fields ({d.join(header)}), found {k}", line=first + i)
-        grid = np.array(fields, dtype=str).reshape(len(body), ncols)
     ts_i = _resolve(path, header, spec.ts, "timestamps")
-    with _timestamp_errors(path, header[ts_i], first):
-        ts = parse_timestamps(grid[:, ts_i], spec.ts_format, spec.tz)
-    values: dict[str, F64] = {}
-    columns: dict[str, str] = {}
-    for role, name in spec.value_columns().items():
-        j = _resolve(path, header, name, role)
-        values[role] = _numbers(path, grid[:, j], header[j], first)
-        columns[role] = header[j]
+    roles = {role: _resolve(path, header, name, role) for role, name in spec.value_columns().items()}
+    ts_parts: list[I64] = []
+    value_parts: dict[str, list[F64]] = {role: [] for role in roles}
+    for start in range(0, len(body), CHUNK_ROWS):  # row chunks: memory stays proportional to the file
+        chunk, at = body[start:start + CHUNK_ROWS], first + start
+        fields = chunk_fields(path, chunk, d, header, at)
+        with _timestamp_errors(path, header[ts_i], at):
+            ts_parts.append(parse_timestamps(column_text(path, fields, ts_i, header, at), spec.ts_format, spec.tz))
+        for role, j in roles.items():
+            value_parts[role].append(_numbers(path, column_text(path, fields, j, header, at), header[j], at))
+    ts = np.concatenate(ts_parts)
+    values: dict[str, F64] = {role: np.concatenate(parts) for role, parts in value_parts.items()}
+    columns: dict[str, str] = {role: header[j] for role, j in roles.items()}
     columns["ts"] = header[ts_i]
     return Table(path, ts, values, columns, first)
 
@@ -275,7 +245,16 @@ def read_parquet(path: Path, spec: LoadSpec) -> Table:
     tcol = table.column(ts_name).combine_chunks()
     check_nulls(tcol, ts_name)
     if pa.types.is_timestamp(tcol.type):
-        ts = np.asarray(pc.cast(tcol, pa.timestamp("ns", tz=tcol.type.tz)).cast(pa.int64()).to_numpy(), dtype=np.int64)
+        try:
+            ns = pc.cast(tcol, pa.timestamp("ns", tz=tcol.type.tz))
+        except Exception:  # pyarrow: out of bounds for int64 nanoseconds
+            raw = np.asarray(tcol.cast(pa.int64()).to_numpy(), dtype=np.int64)
+            per_ns = {"s": 10**9, "ms": 10**6, "us": 10**3}.get(tcol.type.unit, 1)
+            i = int(np.flatnonzero(np.abs(raw) > np.iinfo(np.int64).max // per_ns)[0])
+            when = str(np.datetime64(int(raw[i]), tcol.type.unit))
+            raise DataError(path, f"timestamp {when} out of range (timestamps must fall in 1678..2261)",
+                            row=i + 1, column=ts_name) from None
+        ts = np.asarray(ns.cast(pa.int64()).to_numpy(), dtype=np.int64)
         if tcol.type.tz is None:
             with _timestamp_errors(path, ts_name, None):
                 ts = localize(ts, spec.tz)
@@ -305,7 +284,7 @@ def _first_line(path: Path) -> str:
         return f.readline(4096).decode("utf-8-sig", errors="replace").strip()
 
 
-def detect_preset(path: str | Path) -> str:
+def detect_preset(path: str | Path, delimiter: str = ",") -> str:
     """Guess the preset from the file's columns (Parquet schema or CSV header)."""
     p = Path(path)
     if p.suffix.lower() == ".parquet":
@@ -328,11 +307,11 @@ def detect_preset(path: str | Path) -> str:
             raise DataError(p, "file is empty: expected a header line and data rows")
         if _HISTDATA_LINE.match(line):
             return "histdata"
-        header = _split_header(line, ",")
+        header = _split_header(line, delimiter)
         other = next((d for d in (";", "\t", "|") if len(header) == 1 and d in header[0]), None)
         if other is not None:
-            raise DataError(p, f"the header holds {other!r} but no ',': the file is not comma-separated; "
-                            f"load it with a LoadSpec(delimiter={other!r}, ...) mapping its columns")
+            raise DataError(p, f"the header holds {other!r} but no {delimiter!r}: the file is not "
+                            f"{_SEPARATED.get(delimiter, repr(delimiter) + '-separated')}; {delimiter_hint(other)}")
     for name, spec in PRESETS.items():
         if not spec.header:
             continue
@@ -355,6 +334,7 @@ __all__ = [
     "Table",
     "check_text",
     "columns_text",
+    "delimiter_hint",
     "detect_preset",
     "read_csv",
     "read_parquet",

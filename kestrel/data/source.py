@@ -42,6 +42,7 @@ class DataSource(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     crossed: CrossedPolicy = "error"
     spikes: SpikePolicy = "error"
     spike_factor: float = DEFAULT_SPIKE_FACTOR
+    delimiter: str = ","  # a CSV's field separator (`--delimiter`)
 
     def describe(self) -> str:
         """One short human line: `sample (seed 20240415)` or `/path/file.csv (sha256 1a2b3c4d…)`."""
@@ -65,14 +66,14 @@ def sample_source(data: MarketData, seed: int | None) -> DataSource:
                       currency=inst.currency, seed=SAMPLE_SEED if seed is None else seed)
 
 
-def file_source(report: LoadReport, data: MarketData, sha256: str) -> DataSource:
+def file_source(report: LoadReport, data: MarketData, sha256: str, delimiter: str = ",") -> DataSource:
     inst = data.instrument
     return DataSource(
         kind="file", symbol=data.symbol, tick_size=data.tick_size, multiplier=inst.multiplier,
         currency=inst.currency, path=str(Path(report.path).resolve()), sha256=sha256, preset=report.preset,
         crossed=report.crossed_policy,  # type: ignore[arg-type]
         spikes=report.spikes_policy,  # type: ignore[arg-type]
-        spike_factor=report.spike_factor,
+        spike_factor=report.spike_factor, delimiter=delimiter,
     )
 
 
@@ -86,20 +87,28 @@ def open_source(source: DataSource, path: str | Path | None = None) -> MarketDat
         seed = SAMPLE_SEED if source.seed is None else source.seed
         data = load_sample() if seed == SAMPLE_SEED else generate(SAMPLE_SPEC, seed)
     else:
+        if path is not None and not str(path).strip():
+            raise DataError("--data", "is empty: give the path of the moved copy of the captured data file")
         where = Path(path) if path is not None else Path(source.path or "")
+        if where.is_dir():
+            raise DataError(where, "is a directory, not the captured data file: give the file's path")
         if not where.is_file():
             hint = "" if path is not None else "; pass --data PATH to point at a copy of it"
             raise DataError(where, f"the captured data file is not there{hint}")
+        if not source.sha256:
+            raise DataError(where, "the capture records no checksum for its data file, so the data cannot be "
+                                   "verified; re-capture it with kestrel simulate ... --capture")
         digest = file_sha256(where)
         if digest != source.sha256:
             raise DataError(
                 where,
                 f"its checksum changed since the capture (sha256 {digest[:16]}…, recorded "
-                f"{(source.sha256 or '')[:16]}…): this is not the data the capture was made on",
+                f"{source.sha256[:16]}…): this is not the data the capture was made on",
             )
         data = load(where, source.preset, crossed=source.crossed, spikes=source.spikes,
                     spike_factor=source.spike_factor, symbol=source.symbol, tick_size=source.tick_size,
-                    multiplier=source.multiplier, currency=source.currency).data
+                    multiplier=source.multiplier, currency=source.currency,
+                    delimiter=None if source.delimiter == "," else source.delimiter).data
     inst = data.instrument
     got = (data.symbol, data.tick_size, inst.multiplier, inst.currency)
     want = (source.symbol, source.tick_size, source.multiplier, source.currency)

@@ -23,7 +23,8 @@ from kestrel.frame.session import NS_PER_DAY
 from kestrel.frame.ticks import I64, NS_PER_S
 
 NAT = np.iinfo(np.int64).min
-_EPOCH_LIMIT_NS = 9_000_000_000_000_000_000  # ~2255-03-14; int64 ns end in 2262
+_EPOCH_LIMIT_NS = 9_000_000_000_000_000_000  # int64 ns end in 2262; a margin for the session grid
+EPOCH_SPAN = "1684-10-19 08:00 .. 2255-03-14 16:00 UTC"  # ±_EPOCH_LIMIT_NS from 1970
 _UNIX_SCALE = {"unix_s": NS_PER_S, "unix_ms": 1_000_000, "unix_us": 1_000, "unix_ns": 1}
 
 
@@ -143,7 +144,7 @@ def parse_iso(col: npt.NDArray[np.str_], tz: str) -> I64:
         if size > 3:
             at_mm = k + (4 if colon else 3)
             mm = at(at_mm).astype(np.int64) * 10 + at(at_mm + 1) - 11 * 48
-        bad = has & ((d > 14) | (mm > 59))
+        bad = has & ((d > 14) | (mm > 59) | ((d == 14) & (mm > 0)))
         if bad.any():
             i = _first(bad)
             raise BadValue(i, str(col[i]), "UTC offset out of range (at most ±14:00)")
@@ -234,8 +235,8 @@ def parse_histdata(col: npt.NDArray[np.str_], tz: str) -> I64:
 
 
 def parse_unix(col: npt.NDArray[np.str_], fmt: str) -> I64:
-    """Integer or decimal epoch values; the result must fit int64 nanoseconds (years
-    MIN_YEAR..MAX_YEAR), else `BadValue` names the first value out of range."""
+    """Integer or decimal epoch values; the result must lie within ±9e18 ns of 1970
+    (`EPOCH_SPAN`), else `BadValue` names the first value out of range."""
     scale = _UNIX_SCALE[fmt]
     s = np.char.strip(col)
     limit = _EPOCH_LIMIT_NS // scale
@@ -245,7 +246,7 @@ def parse_unix(col: npt.NDArray[np.str_], fmt: str) -> I64:
             far = np.flatnonzero(v > limit)
             if far.size:
                 i = int(far[0])
-                raise BadValue(i, str(col[i]), f"epoch timestamp ({fmt}) out of range (years {MIN_YEAR}..{MAX_YEAR})")
+                raise BadValue(i, str(col[i]), f"epoch timestamp ({fmt}) out of range (epoch values must fall in {EPOCH_SPAN})")
             out: I64 = v * scale
             return out
         f = s.astype(np.float64)
@@ -261,7 +262,7 @@ def parse_unix(col: npt.NDArray[np.str_], fmt: str) -> I64:
     far = np.flatnonzero(np.abs(f) > limit)
     if far.size:
         i = int(far[0])
-        raise BadValue(i, str(col[i]), f"epoch timestamp ({fmt}) out of range (years {MIN_YEAR}..{MAX_YEAR})")
+        raise BadValue(i, str(col[i]), f"epoch timestamp ({fmt}) out of range (epoch values must fall in {EPOCH_SPAN})")
     rounded: I64 = np.round(f * scale).astype(np.int64)
     return rounded
 

@@ -3,8 +3,11 @@ backend (`pip install 'kestrel[plot]'`). Deterministic: no software/date metadat
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 
+from kestrel.outputs import atomic_write
 from kestrel.report.run import RunReport, chained_minutes
 
 
@@ -44,7 +47,9 @@ def write_png(rep: RunReport, path: str) -> None:
     ax_px.set_title("mid price per minute with fills")
     ax_px.set_xlabel("minutes into the run")
     fig.tight_layout()
-    fig.savefig(path, format="png", metadata={"Software": None})
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", metadata={"Software": None})
+    atomic_write(path, buf.getvalue())
 
 
 __all__ = ["PlotUnavailable", "write_png"]
