@@ -249,8 +249,9 @@ class Arm:
 
 @dataclass(frozen=True)
 class CollectLate:
-    """Hand over the late replies of abandoned calls (and, at the `end` of the day, after
-    waiting for the ones still running, the calls still abandoned); then `late(records)`."""
+    """Hand over the late replies of abandoned calls; at the `end` of the run's last day the
+    caller first waits for the ones still running (bounded) and hands over each call still
+    abandoned, once (earlier days' ends only take what arrived); then `late(records)`."""
 
     end: bool
 
