@@ -351,7 +351,7 @@ async def test_ctl_submit_refuses_what_simulate_refuses_with_one_prefix(
 
     home = str(tmp_path / "h")
     async with running_daemon(tmp_path / "h"):
-        for flags, says in [(["--ledger", "/proc/x"], "--ledger /proc/x: cannot write there"),
+        for flags, says in [(["--ledger", "/proc/x"], "--ledger /proc/x: cannot create a file in '/proc'"),
                             (["--backend", "direct", "--pace", "5"], "--pace needs the actor feed"),
                             (["--report", "r.html"], "--report is not written by the daemon")]:
             code = await anyio.to_thread.run_sync(main, ["ctl", "--home", home, "submit", *flags])

@@ -112,12 +112,8 @@ def absolutize(ns: argparse.Namespace, cwd: str) -> None:
 
 
 def check_submit(ns: argparse.Namespace) -> None:
-    """Refuse what `kestrel simulate` refuses before it runs, and an output the daemon could
-    not write (probed with a file in its folder: `check_paths` passes `/proc/x`, whose write
-    `simulate` fails only after the run). Raises ValueError."""
-    import os
-    import tempfile
-
+    """Refuse what `kestrel simulate` refuses before it runs (`check_paths` probes each
+    output's folder with a file, so `/proc/x` is refused up front). Raises ValueError."""
     from kestrel.cli.dataflags import agent_input, check_paths
     from kestrel.cli.simulate import DIRECT
     from kestrel.session.pace import PaceError, parse_pace
@@ -134,14 +130,6 @@ def check_submit(ns: argparse.Namespace) -> None:
         check_paths(outputs, [("--data", data_input), ("--agent", agent_input(ns.agent)), ("--modes", ns.modes)])
     except UsageError as exc:
         raise ValueError(str(exc)) from None
-    for flag, path in outputs:
-        if path:
-            try:
-                fd, probe = tempfile.mkstemp(prefix=".kestrel-probe.", dir=Path(path).parent)
-                os.close(fd)
-                os.unlink(probe)
-            except OSError as exc:
-                raise ValueError(f"{flag} {path}: cannot write there ({exc.strerror or exc})") from None
 
 
 class SimulatePlanner:
