@@ -11,6 +11,7 @@ import pytest
 
 from kestrel.cli import main
 from kestrel.models.card import language_card
+from model_cli import agent_args, evidence, run, turns
 from model_server import Canned, ModelServer, by_iteration, serve
 
 VIEW = "VIEW deep: quote, bars(5m, 12), stats BUDGET 800"
@@ -24,23 +25,12 @@ def _keys(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-loopback")
 
 
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
-def agent_args(provider: str, model: str, srv: ModelServer) -> list[str]:
-    url = srv.openai_url if provider == "openai" else srv.anthropic_url
-    return ["--agent", f"{provider}:{model}", "--base-url", url]
 
 
-def evidence(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def turns(out: str) -> list[dict[str, Any]]:
-    return [t for d in json.loads(out)["days"] for t in d["turns"]]
 
 
 def system_text(body: dict[str, Any]) -> str:

@@ -22,6 +22,7 @@ from kestrel.models.cost import run_cost
 from kestrel.session.loop import Evidence, EvidenceKind
 from kestrel.session.protocol import AgentReply, AuthorRequest, Usage
 from kestrel.session.runner import SessionOptions, SessionResult, run_session
+from model_cli import agent_args, evidence, run, turns
 from model_server import Canned, ModelServer, by_iteration, serve
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,23 +36,12 @@ def _keys(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-loopback")
 
 
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
-def agent_args(provider: str, model: str, srv: ModelServer) -> list[str]:
-    url = srv.openai_url if provider == "openai" else srv.anthropic_url
-    return ["--agent", f"{provider}:{model}", "--base-url", url]
 
 
-def evidence(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def turns(out: str) -> list[dict[str, Any]]:
-    return [t for d in json.loads(out)["days"] for t in d["turns"]]
 
 
 # 1. the SDK import and client construction happen before the session, not in the first call
