@@ -74,23 +74,9 @@ from kestrel.frame.session import SessionSpec  # noqa: E402
 from kestrel.frame.ticks import Ticks  # noqa: E402
 from kestrel.lang import Module, Plan, parse  # noqa: E402
 
+from bench.workloads import ALL_DAY, RICH  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
-ALL_DAY = (
-    "PLAN allday RISK maxpos 100\n"
-    "WHEN mid CROSSES ABOVE sma(mid, 50) AND pos <= 0: BUY 100 MKT STOP -0.3% TARGET +0.3% x100\n"
-    "WHEN mid CROSSES BELOW sma(mid, 50) AND pos > 0: FLAT x100"
-)
-RICH = (
-    "PLAN rich RISK maxpos 200\n"
-    "WHEN mid CROSSES ABOVE sma(mid, 20) AND pos <= 0 AND spread <= 0.03: BUY 100 MKT STOP -0.4% TARGET +0.6% x100\n"
-    "WHEN mid CROSSES BELOW sma(mid, 20) AND pos >= 0 AND spread <= 0.03: SELL 100 MKT STOP +0.4% TARGET -0.6% x100\n"
-    "WHEN last > high(10m) AND pos == 0: BUY 100 LMT bid STOP -0.5% TARGET +0.5% TTL 5m x100\n"
-    "WHEN last < low(10m) AND pos == 0: SELL 100 LMT ask STOP +0.5% TARGET -0.5% TTL 5m x100\n"
-    "WHEN ema(mid, 30) CROSSES BELOW sma(mid, 100) AND pos > 0: FLAT x100\n"
-    "WHEN ema(mid, 30) CROSSES ABOVE sma(mid, 100) AND pos < 0: FLAT x100\n"
-    "WHEN chg(5m) > 0.5% AND pos == 0: SELL 100 MKT TRAIL 0.3% x100\n"
-    "WHEN time >= 15:50 AND pos != 0: FLAT; CANCEL"
-)
 FX_PLANS = (
     "PLAN fxday RISK maxpos 100000\n"
     "WHEN mid CROSSES ABOVE sma(mid, 100) AND pos <= 0: BUY 10000 MKT STOP -0.05% TARGET +0.05% x100\n"

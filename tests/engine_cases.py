@@ -184,22 +184,3 @@ def armed(session: SessionSpec, text: str, cfg: EngineConfig) -> Engine:
     e = Engine(cfg, session, "TEST", 0.01)
     e.arm(plan(text))
     return e
-
-
-# the bench's honest workloads (bench/engine_throughput.py): trading all day, and rich plans
-ALL_DAY = (
-    "PLAN allday RISK maxpos 100\n"
-    "WHEN mid CROSSES ABOVE sma(mid, 50) AND pos <= 0: BUY 100 MKT STOP -0.3% TARGET +0.3% x100\n"
-    "WHEN mid CROSSES BELOW sma(mid, 50) AND pos > 0: FLAT x100"
-)
-RICH = (
-    "PLAN rich RISK maxpos 200\n"
-    "WHEN mid CROSSES ABOVE sma(mid, 20) AND pos <= 0 AND spread <= 0.03: BUY 100 MKT STOP -0.4% TARGET +0.6% x100\n"
-    "WHEN mid CROSSES BELOW sma(mid, 20) AND pos >= 0 AND spread <= 0.03: SELL 100 MKT STOP +0.4% TARGET -0.6% x100\n"
-    "WHEN last > high(10m) AND pos == 0: BUY 100 LMT bid STOP -0.5% TARGET +0.5% TTL 5m x100\n"
-    "WHEN last < low(10m) AND pos == 0: SELL 100 LMT ask STOP +0.5% TARGET -0.5% TTL 5m x100\n"
-    "WHEN ema(mid, 30) CROSSES BELOW sma(mid, 100) AND pos > 0: FLAT x100\n"
-    "WHEN ema(mid, 30) CROSSES ABOVE sma(mid, 100) AND pos < 0: FLAT x100\n"
-    "WHEN chg(5m) > 0.5% AND pos == 0: SELL 100 MKT TRAIL 0.3% x100\n"
-    "WHEN time >= 15:50 AND pos != 0: FLAT; CANCEL"
-)

@@ -26,7 +26,8 @@ from kestrel.engine.ledger import (
 from kestrel.frame.session import SessionSpec
 from kestrel.frame.ticks import Ticks
 
-from engine_cases import ALL_DAY, RICH, armed, random_config, random_day, random_plan_text, realistic_day
+from bench.workloads import ALL_DAY, RICH
+from engine_cases import armed, random_config, random_day, random_plan_text, realistic_day
 from engine_helpers import plan
 
 N_CASES = 240

@@ -17,7 +17,7 @@ from kestrel.frame.session import SessionSpec
 from kestrel.frame.ticks import Ticks
 from kestrel.lang import Module, Plan, parse
 
-from engine_cases import ALL_DAY, RICH
+from bench.workloads import ALL_DAY, RICH
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = sorted((ROOT / "examples").glob("*.kes"))
