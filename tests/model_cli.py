@@ -9,14 +9,11 @@ from typing import Any
 
 import pytest
 
-from kestrel.cli import main
+from cli_helpers import run_cli
 from model_server import ModelServer
 
 
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out = capsys.readouterr()
-    return code, out.out, out.err
+run = run_cli
 
 
 def agent_args(provider: str, model: str, srv: ModelServer) -> list[str]:

@@ -16,12 +16,10 @@ from kestrel.cli.execution import engine_config
 from kestrel.engine.config import EngineConfig
 from kestrel.engine.ledger import Filled, Ledger, OrderPlaced, OrderRejected
 from kestrel.session.profiles import load_modes, lookup_mode
+from cli_helpers import run_cli
 
 
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out = capsys.readouterr()
-    return code, out.out, out.err
+_run = run_cli
 
 
 def test_a_plain_run_says_it_is_frictionless(capsys: pytest.CaptureFixture[str]) -> None:

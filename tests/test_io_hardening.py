@@ -16,26 +16,18 @@ import pytest
 
 from kestrel.cli import main
 from kestrel.data import SyntheticSpec, generate
+from cli_helpers import quotes_csv, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out = capsys.readouterr()
-    return code, out.out, out.err
+_run = run_cli
 
 
 @pytest.fixture(scope="module")
 def quotes(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two FX sessions of generated quotes as an ISO-timestamp CSV (the `oanda` layout)."""
-    md = generate(SyntheticSpec(sessions=2, tick_interval_s=4.0), seed=3)
-    t = md.ticks
-    stamps = np.datetime_as_string(t.ts.astype("datetime64[ns]"), unit="ms").tolist()
-    path = tmp_path_factory.mktemp("data") / "quotes.csv"
-    path.write_text("ts_utc,bid,ask\n" + "".join(f"{s}Z,{b:.2f},{a:.2f}\n" for s, b, a in
-                                                 zip(stamps, t.bid.tolist(), t.ask.tolist())))
-    return path
+    return quotes_csv(tmp_path_factory.mktemp("data") / "quotes.csv", sessions=2, seed=3)
 
 
 def _header(capture: Path) -> dict[str, object]:

@@ -8,12 +8,10 @@ from pathlib import Path
 import pytest
 
 from kestrel.cli import main
+from cli_helpers import run_cli
 
 
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out = capsys.readouterr()
-    return code, out.out, out.err
+_run = run_cli
 
 
 def test_simulate_report(capsys: pytest.CaptureFixture[str]) -> None:
