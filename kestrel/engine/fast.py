@@ -7,7 +7,8 @@ every rule's condition as a boolean array (`vector.Columns`, same floating-point
 operations), then repeatedly jumps to the first tick where (a) or (b) holds — (a) by
 vectorized scans over the bid/ask arrays in growing chunks, (b) by binary search in the
 precomputed lists of true/false indices — and processes that tick with the same broker and
-rule code (`Engine._step`, `Engine._fire`) in the same order. Hence the same ledger.
+rule code (the kernel's `Broker.step`, `Broker.fire`) in the same order. Hence the same
+ledger. It drives the engine and its kernel through their public surfaces only.
 
 Cost model (`FastPolicy`): a jump costs tens of microseconds, the compiled reference loop
 well under one per tick, so when the rules fire densely (fewer than
@@ -30,7 +31,9 @@ from kestrel.frame.ticks import Ticks
 from kestrel.lang import ast
 
 from kestrel.engine.indicators import DYNAMIC_SERIES, series_in
-from kestrel.engine.orders import TickGrid, WorkingOrder, trail_level, trail_level_approx
+from kestrel.engine.broker import RuleState
+from kestrel.engine.envelope import Envelope
+from kestrel.engine.orders import BrokerOrder, TickGrid, trail_level, trail_level_approx
 
 if TYPE_CHECKING:
     from kestrel.engine.engine import Engine
@@ -141,10 +144,11 @@ def run_fast(engine: Engine, batch: Ticks, policy: FastPolicy = DEFAULT_POLICY) 
     assert compiled is not None
     if len(batch) == 0:
         return
-    engine._accept(batch)
-    start = engine.seen
-    engine._history.append(batch)
-    full = engine._history.view()  # the session so far, without copying
+    engine.accept(batch)
+    broker = engine.broker
+    start = broker.seen
+    engine.history.append(batch)
+    full = engine.history.view()  # the session so far, without copying
     if engine.dense or _dense_at_start(engine, full, start, policy):
         engine.dense = True
         engine.hand_over(batch, start, start)
@@ -153,9 +157,11 @@ def run_fast(engine: Engine, batch: Ticks, policy: FastPolicy = DEFAULT_POLICY) 
     # rule masks are built only while a rule is armed (a spent plan costs only the broker scans)
     masks: _Masks | None = None
     ts, bid, ask = full.ts, full.bid, full.ask
-    engine._sizes, engine._sizes_base = full.size, 0
-    R = engine.R
+    broker.sizes, broker.sizes_base = full.size, 0
+    R = broker.rule_states
     n_rules = len(R)
+    step, fire = broker.step, broker.fire
+    SPENT, ARMED = RuleState.SPENT, RuleState.ARMED
     i = start
     events = 0
     origin = start
@@ -168,8 +174,8 @@ def run_fast(engine: Engine, batch: Ticks, policy: FastPolicy = DEFAULT_POLICY) 
                 return
             events, origin = 0, i  # judge density over the recent stretch
         events += 1
-        j = _next_breach(engine.env_core, ts, bid, ask, i, n)
-        for o in engine.trails:
+        j = _next_breach(broker.env_core, ts, bid, ask, i, n)
+        for o in broker.trails:
             j = _next_trail_trigger(o, bid if o.side < 0 else ask, i, j, engine.grid)
         if any(R):
             if masks is None:
@@ -177,9 +183,9 @@ def run_fast(engine: Engine, batch: Ticks, policy: FastPolicy = DEFAULT_POLICY) 
             upto = masks.upto
             for r in range(n_rules):
                 st = R[r]
-                if st == 0:
+                if st == SPENT:
                     continue
-                idx = masks.trues[r] if st == 1 else masks.falses[r]
+                idx = masks.trues[r] if st == ARMED else masks.falses[r]
                 k = int(np.searchsorted(idx, i))
                 if k < idx.shape[0] and idx[k] < j:
                     j = int(idx[k])
@@ -192,39 +198,39 @@ def run_fast(engine: Engine, batch: Ticks, policy: FastPolicy = DEFAULT_POLICY) 
                     return
                 masks = _Masks(engine, full, masks.start, grown)
                 continue
-        if engine.trails and min(j, n) > i:
+        if broker.trails and min(j, n) > i:
             # the ratchets the reference applied on ticks i..j-1 (a max: order-free); at the
             # end of the batch too, so the next batch starts from the same best touch
             e = min(j, n)
-            for o in engine.trails:
+            for o in broker.trails:
                 if o.side < 0:
                     o.best = max(o.best, float(bid[i:e].max()))
                 else:
                     o.best = min(o.best, float(ask[i:e].min()))
-            engine._envelope(e - 1)
+            broker.refresh_envelope(e - 1)
         if j >= n:
             break
         t, b, a = int(ts[j]), float(bid[j]), float(ask[j])
-        lo_b, hi_b, lo_a, hi_a, t_next, i_next = engine.env
+        lo_b, hi_b, lo_a, hi_a, t_next, i_next = broker.env
         if b <= lo_b or b >= hi_b or a <= lo_a or a >= hi_a or t >= t_next or j >= i_next:
-            engine._step(j, t, b, a)
+            step(j, t, b, a)
             if masks is not None:
                 masks.refresh(engine, j)
         for r in range(n_rules):
             st = R[r]
             if not st:
                 continue
-            assert masks is not None  # a rule in state 1 or 2 was armed at the top
+            assert masks is not None  # a rule ARMED or WAITING was armed at the top
             c = bool(masks.conds[r][j])
-            if st == 1:
+            if st == ARMED:
                 if c:
                     ps = tuple(None if p is None else float(p[j]) for p in masks.prices[r])
-                    engine._fire(r, j, t, b, a, ps)
+                    fire(r, j, t, b, a, ps)
             elif not c:
-                R[r] = 1
+                R[r] = ARMED
         i = j + 1
-    engine._advance(n, int(ts[-1]), float(bid[-1]), float(ask[-1]))
-    engine._stale = True
+    broker.advance(n, int(ts[-1]), float(bid[-1]), float(ask[-1]))
+    engine.indicators_stale = True
 
 
 def _dense_at_start(engine: Engine, full: Ticks, start: int, policy: FastPolicy) -> bool:
@@ -233,13 +239,13 @@ def _dense_at_start(engine: Engine, full: Ticks, start: int, policy: FastPolicy)
     repeats left, times the events each fire makes: more than one per
     `dense_ticks_per_event` ticks, and the compiled loop runs the batch from the start."""
     n = len(full)
-    if not any(engine.R) or n - start < policy.min_events * policy.dense_ticks_per_event:
+    if not any(engine.rule_states) or n - start < policy.min_events * policy.dense_ticks_per_event:
         return False
     probe = _Masks(engine, full, start, min(n, start + _FIRST_PREFIX))
     scale = (n - start) / (probe.upto - start)
     fires = 0.0
     for r, c in enumerate(probe.conds):
-        if engine.R[r]:
+        if engine.rule_states[r]:
             seg = c[start:]
             edges = int(np.count_nonzero(seg[1:] & ~seg[:-1])) + int(seg[0])
             fires += min(edges * scale, engine.remaining[r])  # a rule fires at most its repeats
@@ -248,10 +254,10 @@ def _dense_at_start(engine: Engine, full: Ticks, start: int, policy: FastPolicy)
 
 def _fires_left(engine: Engine) -> int:
     """How many more times the armed rules may fire (their repeats left)."""
-    return sum(k for st, k in zip(engine.R, engine.remaining) if st)
+    return sum(k for st, k in zip(engine.rule_states, engine.remaining) if st)
 
 
-def _next_trail_trigger(o: WorkingOrder, touch: np.ndarray, i: int, end: int,
+def _next_trail_trigger(o: BrokerOrder, touch: np.ndarray, i: int, end: int,
                         grid: TickGrid) -> int:
     """The first k in [i, end) where trailing stop `o` triggers (its level computed from the
     best touch over ticks before k, exactly as `trail_level`), else end. The binary levels
@@ -284,7 +290,7 @@ def _next_trail_trigger(o: WorkingOrder, touch: np.ndarray, i: int, end: int,
     return end
 
 
-def _next_breach(env: tuple[float, float, float, float, int, int], ts: np.ndarray,
+def _next_breach(env: Envelope, ts: np.ndarray,
                  bid: np.ndarray, ask: np.ndarray, i: int, n: int) -> int:
     """The first index k >= i where the reference loop would call the broker."""
     lo_b, hi_b, lo_a, hi_a, t_next, i_next = env
