@@ -402,6 +402,8 @@ class Broker:
             self._emit(Cancelled(i, t, o.id, reason))
 
     def disarm(self, reason: str, i: int | None = None, t: int | None = None) -> None:
+        """Disarm the plan's entries (every rule SPENT) and cancel its working entry orders;
+        protective orders stay. `i`/`t` default to the clock. The caller refreshes `env`."""
         i = self.seen if i is None else i
         t = self.t if t is None else t
         self.armed = False
@@ -429,6 +431,8 @@ class Broker:
                         "mkt", None, i, t)
 
     def close_session(self, i: int, t: int, b: float, a: float, why: str) -> None:
+        """The end-of-day policy at tick i (`why`: the close or the end of data): disarm,
+        flatten under `end_of_day="flatten"`, mark; the broker is idle from here on."""
         self.closed = True
         if self.armed:
             self.disarm(why, i, t)
@@ -444,7 +448,7 @@ class Broker:
 
     # rules ---------------------------------------------------------------------
     def fire(self, j: int, i: int, t: int, b: float, a: float,
-              prices: tuple[float | None, ...]) -> None:
+             prices: tuple[float | None, ...]) -> None:
         """Rule j fired at tick i: run its actions (orders eligible from tick i+1)."""
         self.t, self.b, self.a = t, b, a
         rule = self.rules[j]
