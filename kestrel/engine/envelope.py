@@ -31,6 +31,7 @@ class Envelope(NamedTuple):
 
 
 IDLE_ENV = Envelope(-INF, INF, -INF, INF, NEVER, NEVER)
+_new = tuple.__new__  # builds an Envelope from its six values without NamedTuple's Python-level __new__
 
 
 def envelope(orders: Iterable[BrokerOrder], i: int, now: int, t_next: int, pos: int,
@@ -73,7 +74,7 @@ def envelope(orders: Iterable[BrokerOrder], i: int, now: int, t_next: int, pos: 
             lo_b = max(lo_b, loss_line + margin)
         else:
             hi_a = min(hi_a, loss_line - margin)
-    core = Envelope(lo_b, hi_b, lo_a, hi_a, t_next, i_next)
+    core: Envelope = _new(Envelope, (lo_b, hi_b, lo_a, hi_a, t_next, i_next))
     for o in trails:
         lvl = o.trail_level(grid)
         if o.side < 0:
@@ -82,7 +83,8 @@ def envelope(orders: Iterable[BrokerOrder], i: int, now: int, t_next: int, pos: 
         else:
             hi_a = min(hi_a, lvl)
             lo_a = max(lo_a, o.best)
-    return Envelope(lo_b, hi_b, lo_a, hi_a, t_next, i_next), core, trails
+    env: Envelope = _new(Envelope, (lo_b, hi_b, lo_a, hi_a, t_next, i_next))
+    return env, core, trails
 
 
 __all__ = ["IDLE_ENV", "NEVER", "Envelope", "envelope"]
