@@ -15,8 +15,9 @@ the fast path (`fast`, which also calls `refresh_envelope` and `advance`). Per t
 Steps 1-4 are `step`, called only where the envelope `env` says something may happen (see
 `envelope`); `env` is kept current after every change (`refresh_envelope`).
 
-Invariants: `rule_states[j]` is rule j's `RuleState` (SPENT: never fires again; ARMED: fires
-on its next true evaluation; WAITING: fired, re-arms on its next false evaluation); every
+Invariants: `rule_states[j]` is rule j's `RuleState` member, never a bare int (the
+generated loop tests ARMED by identity): SPENT never fires again, ARMED fires on its next
+true evaluation, WAITING (fired) re-arms on its next false evaluation; every
 ledger event is appended to the shared `ledger` in the order it happens; money is exact
 (`book`).
 """

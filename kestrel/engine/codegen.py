@@ -12,8 +12,9 @@ Two functions are generated from the same update code:
 - `live(E, tsl, bl, al, ll, sl, Q_, g0, S, R, K_)` drives the broker kernel `E`
   (`broker.Broker`) through its public surface only: it calls `E.step` on ticks where the
   kernel's envelope `E.env` is breached and evaluates the armed rules (`R` is
-  `E.rule_states`: each rule's `RuleState`, compared by its int value: 0 spent, 1 armed,
-  2 waiting for a false evaluation before re-arming), calling `E.fire` when one fires, and
+  `E.rule_states`, each rule's `RuleState` member: SPENT (0, false), ARMED (tested by
+  identity, as fast as an int test) or WAITING for a false evaluation before re-arming),
+  calling `E.fire` when one fires, and
   hands the rest of the batch to `E.run_idle` once every rule is spent. The three methods
   are bound to locals once per call. Crosses start fresh in `live` after arming.
 `K_` holds the session constants (`Engine.consts`): the clock base `time` counts from, the
@@ -52,7 +53,6 @@ from kestrel.lang import ast
 
 NAN = float("nan")
 SENTINEL = -(2**62)
-ARMED = int(RuleState.ARMED)  # a rule state's int value, as the generated code compares it
 
 SERIES_SRC = {
     "last": "l",
@@ -441,7 +441,8 @@ def compile_plan(plan: ast.Plan) -> CompiledPlan:
         reload_env += "; rpnl_ = E.rpnl"
     reload_r = (", ".join(rvars) + ", = R") if rvars else "pass"
     src += ["def live(E, tsl, bl, al, ll, sl, Q_, g0, S, R, K_):", "    nan = _NAN",
-            "    step, fire, run_idle = E.step, E.fire, E.run_idle"]
+            "    step, fire, run_idle = E.step, E.fire, E.run_idle",
+            "    armed_ = _ARMED"]
     src += unpack("    ") + head
     dead = "if not (" + " or ".join(rvars) + "): break"
     src += ["    " + reload_env, "    " + reload_r, "    i = g0 - 1"]
@@ -464,14 +465,14 @@ def compile_plan(plan: ast.Plan) -> CompiledPlan:
         body += [
             f"if r{j}:",
             f"    c_ = {cond}",
-            f"    if r{j} == {ARMED}:",
+            f"    if r{j} is armed_:",
             "        if c_:",
             f"            fire({j}, i, t, b, a, {price})",
             "            " + reload_env,
             "            " + reload_r,
             "            " + dead,
             "    elif not c_:",
-            f"        r{j} = R[{j}] = ARMED_",
+            f"        r{j} = R[{j}] = armed_",
         ]
     src += ["        " + line for line in body]
     src.append("    else:")
@@ -484,7 +485,7 @@ def compile_plan(plan: ast.Plan) -> CompiledPlan:
     src.append(f"def init_state():\n    nan = _NAN\n    return [{inits}]\n")
     source = "\n".join(src)
     namespace: dict[str, Any] = {"_NAN": NAN, "deque": deque, "_div": _div, "_ne": _ne, "math": math,
-                                 "ARMED_": RuleState.ARMED}
+                                 "_ARMED": RuleState.ARMED}
     exec(compile(source, "<kestrel plan>", "exec"), namespace)
     return CompiledPlan(
         plan=plan,

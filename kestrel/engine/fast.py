@@ -183,9 +183,9 @@ def run_fast(engine: Engine, batch: Ticks, policy: FastPolicy = DEFAULT_POLICY) 
             upto = masks.upto
             for r in range(n_rules):
                 st = R[r]
-                if st == SPENT:
+                if st is SPENT:
                     continue
-                idx = masks.trues[r] if st == ARMED else masks.falses[r]
+                idx = masks.trues[r] if st is ARMED else masks.falses[r]
                 k = int(np.searchsorted(idx, i))
                 if k < idx.shape[0] and idx[k] < j:
                     j = int(idx[k])
@@ -222,7 +222,7 @@ def run_fast(engine: Engine, batch: Ticks, policy: FastPolicy = DEFAULT_POLICY) 
                 continue
             assert masks is not None  # a rule ARMED or WAITING was armed at the top
             c = bool(masks.conds[r][j])
-            if st == ARMED:
+            if st is ARMED:
                 if c:
                     ps = tuple(None if p is None else float(p[j]) for p in masks.prices[r])
                     fire(r, j, t, b, a, ps)
