@@ -96,11 +96,11 @@ class Broker:
         self._fee_unit = exact(config.fee_per_unit)
         self._fee_order = exact(config.fee_per_order)
         self.session = session
-        self.open_ns = session.open_ns
+        self.open_ns = session.open_ns  # computed from the calendar: read once
         self.close_ns = session.close_ns
         # clock: ticks processed, the last tick's time and touch
         self.seen = 0
-        self.t = session.open_ns
+        self.t = self.open_ns
         self.b = NAN
         self.a = NAN
         self.closed = False

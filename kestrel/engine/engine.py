@@ -62,8 +62,6 @@ class Engine:
         self.grid = TickGrid(tick_size)
         self.money = Money.derive(tick_size, config.multiplier, config.slippage_ticks,
                                   config.fee_per_unit, config.fee_per_order, config.money_decimals)
-        self.open_ns = session.open_ns
-        self.close_ns = session.close_ns
         self.clock_base_ns = clock_base_ns(session)
         self.ledger = Ledger()
         self.last_path = "none"
@@ -80,6 +78,8 @@ class Engine:
         self.carried_in = carry
         # the kernel: orders, position and money, step, fire, risk, envelope
         self.broker = Broker(self.config, session, self.grid, self.money, self.ledger, carry)
+        self.open_ns = self.broker.open_ns
+        self.close_ns = self.broker.close_ns
 
     # the kernel's state, as callers read it
     @property

@@ -96,7 +96,8 @@ class _Masks:
     @staticmethod
     def _account(engine: Engine) -> dict[str, float]:
         """The account series conditions may read on the fast path (see `fast_blocker`)."""
-        return {"pos": float(engine.pos), "rpnl": engine.rpnl}
+        broker = engine.broker
+        return {"pos": float(broker.pos), "rpnl": broker.rpnl}
 
     def bytes_per_tick(self) -> float:
         """Memory the masks and their columns take per tick of the evaluated prefix."""
