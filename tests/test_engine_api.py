@@ -121,8 +121,18 @@ def test_windows_within_the_session_arm() -> None:
 
 def test_bad_config_fails_closed() -> None:
     # a bad config cannot be built: the Struct validates itself (construction and decoding)
-    with pytest.raises(ValueError, match="slippage_ticks must be >= 0"):
+    with pytest.raises(ValueError, match=r"slippage_ticks=-1 is invalid: Expected `float` >= 0"):
         EngineConfig(slippage_ticks=-1)
+    # built in code, every field is held to its declared type as decoding would hold it: a
+    # misspelt end_of_day would otherwise carry a position the operator meant to flatten
+    with pytest.raises(ValueError, match=r"end_of_day='Flatten' .* \(one of 'flatten', 'carry'\)"):
+        EngineConfig(end_of_day="Flatten")  # type: ignore[arg-type]
+    wrong: dict[str, object] = {"maxpos": 1.5, "maxorders": True, "latency_ns": 0.5,
+                                "money_decimals": 2.5, "partial_fills": "no", "latency_ticks": "1"}
+    for field, value in wrong.items():
+        with pytest.raises(ValueError, match=f"EngineConfig: {field}="):
+            EngineConfig(**{field: value})  # type: ignore[arg-type]
+    assert EngineConfig(maxloss=5).maxloss == 5  # an int where a float is declared is fine
     with pytest.raises(ValueError, match="tick_size"):
         Engine(EngineConfig(), SESSION, "X", 0.0)
     nan = float("nan")

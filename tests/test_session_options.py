@@ -30,6 +30,13 @@ def test_options_are_immutable_and_validated_when_built() -> None:
         SessionOptions(guard_s=-1)
     with pytest.raises(SessionError, match="guard must be 0 to 86399 seconds, got 86400"):
         SessionOptions(guard_s=86400)
+    # every field is held to its declared type when built, as decoding would hold it
+    for field, value, says in (("guard_s", 1.5, "Expected `int`, got `float`"),
+                               ("checkpoints", ["11:00"], "must be of type tuple, got list"),
+                               ("data_name", 3, "Expected `str`, got `int`"),
+                               ("engine", {"maxpos": 5}, "must be of type EngineConfig, got dict")):
+        with pytest.raises(SessionError, match=f"SessionOptions: {field}.*{says}"):
+            SessionOptions(**{field: value})  # type: ignore[arg-type]
     replaced = msgspec.structs.replace(o, engine_path="reference")
     assert replaced.engine_path == "reference" and replaced.checkpoints == ("11:00",)
 

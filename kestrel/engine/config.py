@@ -14,6 +14,8 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import Meta
 
+from kestrel.structs import check_fields
+
 Positive = Annotated[int, Meta(gt=0)]
 PositiveMoney = Annotated[float, Meta(gt=0)]
 NonNegative = Annotated[float, Meta(ge=0)]
@@ -63,6 +65,7 @@ class EngineConfig(msgspec.Struct, frozen=True, kw_only=True):
     def __post_init__(self) -> None:
         """Raise ValueError naming the bad field and the fix (construction and decoding; the
         `Meta` bounds alone apply to decoding only, and cannot say "finite")."""
+        check_fields(self)  # declared types and bounds, as decoding checks them
         # written as `not (x > 0)` so that NaN fails too
         if not (self.maxpos > 0 and self.maxorders > 0 and 0 < self.maxloss < math.inf):
             raise ValueError("EngineConfig: maxpos, maxloss and maxorders must be > 0 (maxloss finite)")

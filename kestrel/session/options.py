@@ -20,6 +20,7 @@ from kestrel.session.capture import CapturedTurn
 from kestrel.session.loop import Evidence, LoopSettings
 from kestrel.session.profiles import Policy
 from kestrel.session.schedule import DEFAULT_GUARD_S
+from kestrel.structs import check_fields
 
 EnginePath = Literal["auto", "reference"]
 """`auto`: the engine's vectorized fast path where it applies; `reference`: always per tick."""
@@ -60,12 +61,16 @@ class SessionOptions(msgspec.Struct, frozen=True):
     on_turn: Callable[[CapturedTurn], None] | None = None
 
     def __post_init__(self) -> None:
+        engine_path_of(self.engine_path)  # the friendlier message for the likeliest mistake
+        try:
+            check_fields(self, skip=("on_turn",))  # a callable: msgspec cannot check it
+        except ValueError as exc:
+            raise SessionError(str(exc)) from None
         if not 0 <= self.guard_s < 86400:
             raise SessionError(
                 f"guard must be 0 to 86399 seconds, got {self.guard_s} (a negative guard would "
                 "let the snapshot see ticks after the ordinal)"
             )
-        engine_path_of(self.engine_path)  # a Literal is only checked when decoding
 
 
 def engine_config(options: SessionOptions, data: MarketData) -> EngineConfig:
