@@ -47,6 +47,10 @@ def private_reads(source: str, filename: str = "<source>") -> list[str]:
             and not own(node.args[0])
         ):
             found.append((node.lineno, node.col_offset, ast.unparse(node)))
+        elif isinstance(node, ast.ImportFrom) and node.module != "__future__":
+            for alias in node.names:  # `from m import _name`: another module's private member
+                if private(alias.name):
+                    found.append((node.lineno, node.col_offset, f"from {node.module} import {alias.name}"))
     return [f"{filename}:{line}: {expression}" for line, _, expression in sorted(found)]
 
 
@@ -66,6 +70,7 @@ def test_the_scan_finds_private_reads_and_spares_own_members() -> None:
         "        other._written = 1\n"
         "        getattr(other, '_hidden', None)\n"
         "        return getattr(self, '_own'), type(x).__name__, x._\n"
+        "from m import _helper, public as _alias\n"
     )
     assert private_reads(source, "a.py") == [
         "a.py:4: other._theirs",
@@ -73,6 +78,7 @@ def test_the_scan_finds_private_reads_and_spares_own_members() -> None:
         "a.py:6: other._written",
         "a.py:7: getattr(other, '_hidden', None)",
         "a.py:8: x._",
+        "a.py:9: from m import _helper",
     ]
 
 

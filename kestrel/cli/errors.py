@@ -2,9 +2,28 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
+
 
 class UsageError(Exception):
     """A bad flag or input: exit code 2 with this one-line message."""
 
 
-__all__ = ["UsageError"]
+def guarded(command: str, run: Callable[[], int]) -> int:
+    """Run a subcommand's body: a `UsageError`, `SessionError` or `ScheduleError` it raises
+    becomes one line `kestrel COMMAND: message` on stderr and exit code 2 (warnings only on
+    the console)."""
+    from kestrel.logs import configure_console
+    from kestrel.session.runner import SessionError
+    from kestrel.session.schedule import ScheduleError
+
+    configure_console(level="warning")
+    try:
+        return run()
+    except (UsageError, SessionError, ScheduleError) as exc:
+        print(f"kestrel {command}: {exc}", file=sys.stderr)
+        return 2
+
+
+__all__ = ["UsageError", "guarded"]

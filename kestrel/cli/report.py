@@ -89,9 +89,9 @@ def print_summary(rep: Any) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from kestrel.cli.simulate import _guarded
+    from kestrel.cli.errors import guarded
 
-    return _guarded("report", lambda: _run_report(args))
+    return guarded("report", lambda: _run_report(args))
 
 
 def _run_report(args: argparse.Namespace) -> int:

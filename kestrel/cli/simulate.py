@@ -23,7 +23,7 @@ import msgspec
 
 from kestrel.cli.agentspec import agent_of, check_agent_fits
 from kestrel.cli.dataflags import add_data_flags, agent_input, check_paths, load_from_args, parse_guard
-from kestrel.cli.errors import UsageError
+from kestrel.cli.errors import UsageError, guarded
 from kestrel.cli.execution import add_flags as _execution_flags
 from kestrel.cli.execution import engine_config
 from kestrel.cli.subcommands import Subcommands
@@ -128,7 +128,7 @@ def _date(text: str | None) -> dt.date | None:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    return _guarded("simulate", lambda: _run_simulate(args))
+    return guarded("simulate", lambda: _run_simulate(args))
 
 
 @dataclass(frozen=True)
@@ -402,7 +402,7 @@ def _write(path: str | None, data: bytes) -> None:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    return _guarded("replay", lambda: _run_replay(args))
+    return guarded("replay", lambda: _run_replay(args))
 
 
 def _run_replay(args: argparse.Namespace) -> int:
@@ -503,17 +503,5 @@ def first_difference(expected: bytes, got: bytes) -> str:
         return f"line {n}: expected {_shown(a[n - 1])} / replayed (end of ledger)"
     return f"line {n}: expected (end of ledger) / replayed {_shown(b[n - 1])}"
 
-
-def _guarded(command: str, run: Callable[[], int]) -> int:
-    from kestrel.logs import configure_console
-    from kestrel.session.runner import SessionError
-    from kestrel.session.schedule import ScheduleError
-
-    configure_console(level="warning")
-    try:
-        return run()
-    except (UsageError, SessionError, ScheduleError) as exc:
-        print(f"kestrel {command}: {exc}", file=sys.stderr)
-        return 2
 
 __all__ = ["Prepared", "first_difference", "prepare", "register", "report", "summary"]

@@ -108,9 +108,9 @@ def _grid(args: argparse.Namespace) -> tuple[Any, str, int | None, str | None]:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from kestrel.cli.simulate import _guarded
+    from kestrel.cli.errors import guarded
 
-    return _guarded("sweep", lambda: _run_sweep(args))
+    return guarded("sweep", lambda: _run_sweep(args))
 
 
 def _run_sweep(args: argparse.Namespace) -> int:
