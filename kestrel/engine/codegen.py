@@ -46,8 +46,13 @@ from typing import Any
 
 import numpy as np
 
+from kestrel.engine import lean
 from kestrel.engine.broker import RuleState
 from kestrel.engine.indicators import IndicatorSpec, PlanError, fast_blocker, resolve
+from kestrel.engine.lean import NUMBER as _NUMBER
+from kestrel.engine.lean import cheap as _cheap
+from kestrel.engine.lean import cost as _cost
+from kestrel.engine.lean import windows_update
 from kestrel.frame.ticks import NS_PER_S
 from kestrel.lang import ast
 
@@ -146,16 +151,22 @@ def quant_columns(names: tuple[str, ...], bid: Any, ask: Any, last: Any,
     return out
 
 
-def _running_mean(k: str, v: str, x: str, n: int, ind: str, units: bool = False) -> list[str]:
+def _running_mean(k: str, v: str, x: str, n: int, ind: str) -> list[str]:
     """Lines updating the mean of the last n values of x: (S_i - S_{i-n}) / n on the running
-    sum S (`cs{k}`), with S_{i-n} kept in a bounded deque (`dq{k}`). With `units` x is a
-    whole number of half ticks: S is an exact integer and the mean is divided by n x U_."""
-    div = f"({float(n)!r} * U_)" if units else repr(float(n))
+    sum S (`cs{k}`), with S_{i-n} kept in a deque of n + 1 sums (`dq{k}`) that starts as n
+    NaNs then 0, so the mean is NaN until n values are in with no length test per tick.
+    The divisor `N{k}_` (n, or n x U_ when x is a whole number of half ticks: S is then an
+    exact integer) is hoisted into the function's head."""
     return [
         f"{ind}cs{k} += {x}",
         f"{ind}dq{k}.append(cs{k})",
-        f"{ind}{v} = (cs{k} - dq{k}[0]) / {div} if len(dq{k}) > {n} else nan",
+        f"{ind}{v} = (cs{k} - dq{k}[0]) / N{k}_",
     ]
+
+
+def _mean_state(zero: str, n: int) -> str:
+    """The initial deque of `_running_mean`: n NaNs, then the empty sum."""
+    return f"deque([nan] * {n} + [{zero}], maxlen={n + 1})"
 
 
 def _ema(v: str, x: str, n: int, ind: str) -> list[str]:
@@ -177,6 +188,8 @@ class _Gen:
         self.cross_var: dict[ast.Crosses, str] = {}
         self.tods: list[ast.TimeOfDay] = []
         self.quant: set[str] = set()
+        self.hoist: list[str] = []  # constants computed once in each function's head
+        self.defs: list[tuple[str, str]] = []  # (value, expression) lines `updates` emits
 
     def qsrc(self, x: str) -> str:
         """The source of quantized series x, noting the precomputed column it reads."""
@@ -196,6 +209,13 @@ class _Gen:
             self.base.add(name)
         return SERIES_SRC[name]
 
+    def mean_state(self, k: int, n: int, exact: bool) -> None:
+        """State and hoisted divisor of a `_running_mean` (`exact`: whole half ticks)."""
+        zero = "0" if exact else "0.0"
+        self.var(f"cs{k}", zero)
+        self.var(f"dq{k}", _mean_state(zero, n))
+        self.hoist.append(f"N{k}_ = ({float(n)!r} * U_)" if exact else f"N{k}_ = {float(n)!r}")
+
     def indicator(self, spec: IndicatorSpec) -> str:
         if spec in self.spec_var:
             return self.spec_var[spec]
@@ -206,23 +226,21 @@ class _Gen:
             self.series(spec.x)
             if spec.kind == "sma" and spec.x in QUANT_SRC:
                 self.base.add("q" + spec.x)
-        if spec.kind in ("high", "low"):
-            self.var(f"dq{k}", "deque()")
-            self.windows.append((v, spec))
-        elif spec.kind == "chg":
-            self.var(f"dq{k}", "deque()")
-            self.chgs.append((v, spec))
+        if spec.kind in ("high", "low", "chg"):
+            self.var(f"dqt{k}", "deque()")  # timestamps and values, in two deques
+            self.var(f"dqv{k}", "deque()")
+            if spec.kind == "chg":
+                self.var(f"rf{k}", "nan")
+                self.chgs.append((v, spec))
+            else:
+                self.windows.append((v, spec))
         elif spec.tf_ns == 0:
             if spec.kind == "sma":
-                zero = "0" if spec.x in QUANT_SRC else "0.0"
-                self.var(f"cs{k}", zero)
-                self.var(f"dq{k}", f"deque([{zero}], maxlen={int(spec.n) + 1})")
+                self.mean_state(k, int(spec.n), spec.x in QUANT_SRC)
             self.ticks.append((v, spec))
         else:
             if spec.kind in ("sma", "atr"):
-                zero = "0" if spec.kind == "sma" and spec.x in QUANT_SRC else "0.0"
-                self.var(f"cs{k}", zero)
-                self.var(f"dq{k}", f"deque([{zero}], maxlen={int(spec.n) + 1})")
+                self.mean_state(k, int(spec.n), spec.kind == "sma" and spec.x in QUANT_SRC)
             if spec.kind == "atr":
                 self.var(f"pc{k}", "nan")
             self.bars.setdefault(spec.tf_ns, []).append((v, spec))
@@ -250,7 +268,12 @@ class _Gen:
         if isinstance(e, ast.Compare):
             x, y = self.expr(e.left), self.expr(e.right)
             op = _op(_CMP, e.op, "comparison")
-            return f"_ne({x}, {y})" if op == "!=" else f"({x} {op} {y})"
+            if op != "!=":
+                return f"({x} {op} {y})"
+            if _cheap(x) and _cheap(y):  # `_ne` inline: a number literal is never NaN
+                guards = [f"{z} == {z}" for z in (x, y) if not _NUMBER.match(z)]
+                return "(" + " and ".join(guards + [f"{x} != {y}"]) + ")"
+            return f"_ne({x}, {y})"
         if isinstance(e, ast.Crosses):
             if e in self.cross_var:
                 return self.cross_var[e]
@@ -263,7 +286,10 @@ class _Gen:
             self.cross_var[e] = name
             return name
         if isinstance(e, ast.And):
-            return "(" + " and ".join(self.expr(o) for o in e.operands) + ")"
+            # side-effect-free operands: the order cannot change the truth value, so the
+            # cheap ones go first (a stable sort keeps the plan's order among equals)
+            ops = sorted(e.operands, key=_cost)
+            return "(" + " and ".join(self.expr(o) for o in ops) + ")"
         if isinstance(e, ast.Or):
             return "(" + " or ".join(self.expr(o) for o in e.operands) + ")"
         if isinstance(e, ast.Not):
@@ -271,51 +297,52 @@ class _Gen:
         raise PlanError(f"{type(e).__name__} is not a value here")
 
     # ----------------------------------------------------------------------------------
+    def define(self, L: list[str], v: str, expr: str, ind: str = "") -> None:
+        """A value line: `v = expr` (top level only: `lean.inline` may move it into the
+        conditions that read it)."""
+        if not ind:
+            self.defs.append((v, expr))
+        L.append(f"{ind}{v} = {expr}")
+
     def updates(self) -> list[str]:
         """Per-tick indicator update lines (indented for the loop body)."""
         L: list[str] = []
         if self.base & {"mid", "qmid"}:
             self.quant.add("km")
-            L.append("m = km / U_")
+            self.define(L, "m", "km / U_")
         if self.base & {"spread", "qspread"}:
             self.quant.add("ksp")
-            L.append("sp = ksp / U_")
+            self.define(L, "sp", "ksp / U_")
         if "time" in self.base:
-            L.append(f"tod = (t - BASE_) // {NS_PER_S}")
+            self.define(L, "tod", f"(t - BASE_) // {NS_PER_S}")
         if self.base & {"vol", "vwap"}:
             L.append("cv += s")
             if "vwap" in self.base:
-                L += ["cpv += l * s", "cl += l", "cn += 1", "vw = cpv / cv if cv > 0.0 else cl / cn"]
+                L += ["cpv += l * s", "cl += l", "cn += 1"]
+                self.define(L, "vw", "cpv / cv if cv > 0.0 else cl / cn")
+        lows = sorted({int(s.window_ns) for _, s in self.windows + self.chgs})
         if self.windows:
-            L.append("if t != pt:")
-            L.append("    for x_ in pend:")
-            for v, spec in self.windows:
-                k = v[1:]
-                op = "<=" if spec.kind == "high" else ">="
-                L.append(f"        while dq{k} and dq{k}[-1][1] {op} x_: dq{k}.pop()")
-                L.append(f"        dq{k}.append((pt, x_))")
-            L.append("    pend.clear()")
-            L.append("    pt = t")
-            for v, spec in self.windows:
-                k = v[1:]
-                L.append(f"lo_ = t - {int(spec.window_ns)}")
-                L.append(f"while dq{k} and dq{k}[0][0] < lo_: dq{k}.popleft()")
-                L.append(f"{v} = dq{k}[0][1] if dq{k} and lo_ >= t0 else nan")
-            L.append("pend.append(l)")
+            L += windows_update(self.windows)
+        for j, d in enumerate(lows):
+            L.append(f"lo{j}_ = t - {d}")
+        for v, spec in self.windows:
+            k, lo = v[1:], f"lo{lows.index(int(spec.window_ns))}_"
+            L.append(f"while dqt{k} and dqt{k}[0] < {lo}: dqt{k}.popleft(); dqv{k}.popleft()")
+            self.define(L, v, f"dqv{k}[0] if dqv{k} and {lo} >= t0 else nan")
         for v, spec in self.chgs:
-            k = v[1:]
-            L.append(f"lo_ = t - {int(spec.window_ns)}")
-            L.append(f"while len(dq{k}) > 1 and dq{k}[1][0] <= lo_: dq{k}.popleft()")
-            L.append(f"ref_ = dq{k}[0][1] if dq{k} and dq{k}[0][0] <= lo_ else nan")
-            L.append(f"{v} = 100.0 * (l / ref_ - 1.0) if ref_ else nan")
-            L.append(f"dq{k}.append((t, l))")
+            # rf: `last` of the latest tick with ts <= t - d (popped: the deque holds the rest)
+            k, lo = v[1:], f"lo{lows.index(int(spec.window_ns))}_"
+            L.append(f"while dqt{k} and dqt{k}[0] <= {lo}: dqt{k}.popleft(); rf{k} = dqv{k}.popleft()")
+            self.define(L, v, f"100.0 * (l / rf{k} - 1.0) if rf{k} else nan")
+            L.append(f"dqt{k}.append(t)")
+            L.append(f"dqv{k}.append(l)")
         for v, spec in self.ticks:
             k = v[1:]
             x = SERIES_SRC[spec.x]
-            if spec.kind == "sma" and spec.x in QUANT_SRC:
-                L += _running_mean(k, v, self.qsrc(spec.x), int(spec.n), "", units=True)
-            elif spec.kind == "sma":
-                L += _running_mean(k, v, x, int(spec.n), "")
+            if spec.kind == "sma":
+                L += _running_mean(k, v, self.qsrc(spec.x) if spec.x in QUANT_SRC else x,
+                                   int(spec.n), "")[:2]
+                self.define(L, v, f"(cs{k} - dq{k}[0]) / N{k}_")
             else:
                 L += _ema(v, x, int(spec.n), "")
         for g, (tf, items) in enumerate(sorted(self.bars.items())):
@@ -329,7 +356,7 @@ class _Gen:
                     L.append(f"        pc{k} = bc{g}")
                     L += _running_mean(k, v, "tr_", spec.n, "        ")
                 elif spec.kind == "sma" and spec.x in QUANT_SRC:
-                    L += _running_mean(k, v, f"bq{g}_{spec.x}", int(spec.n), "        ", units=True)
+                    L += _running_mean(k, v, f"bq{g}_{spec.x}", int(spec.n), "        ")
                 elif spec.kind == "sma":
                     L += _running_mean(k, v, f"bx{g}_{spec.x}", int(spec.n), "        ")
                 else:
@@ -377,17 +404,18 @@ def compile_plan(plan: ast.Plan) -> CompiledPlan:
     if g.base & {"vol", "vwap"}:
         base_vars += [("cv", "0.0"), ("cpv", "0.0"), ("cl", "0.0"), ("cn", "0")]
     if g.windows:
-        base_vars += [("pt", str(SENTINEL)), ("pend", "[]")]
+        base_vars += [("pt", str(SENTINEL)), ("pv", "nan"), ("pend", "[]")]
     g.state = base_vars + g.state
     g.bar_state()
-    for name, _x, _y, _d in g.crosses:
-        g.var(f"p{name}l", "nan")
-        g.var(f"p{name}r", "nan")
+    cross_state, pre, post, cross_exprs = lean.crosses(g.crosses)
+    g.state += cross_state
     names = [n for n, _ in g.state]
     upd = g.updates()
-    quant = tuple(q for q in QUANT_COLUMNS if q in g.quant)
-    # last and size are zipped only when the loop body reads them (`l`, `s`)
-    text = "\n".join(upd + conds + prices + [x + " " + y for _, x, y, _ in g.crosses])
+    upd, conds, prices = lean.inline(g.defs, upd, conds, prices, pre + post)
+    conds = lean.substitute(cross_exprs, conds)
+    # last, size and the quantized columns are zipped only when the loop body reads them
+    text = "\n".join(upd + conds + prices + pre + post)
+    quant = tuple(q for q in QUANT_COLUMNS if re.search(rf"\b{q}\b", text))
     reads = tuple(v for v in ("l", "s") if re.search(rf"\b{v}\b", text))
     loop = ("for t, b, a" + "".join(", " + v for v in reads + quant) + " in zip(tsl, bl, al"
             + "".join(", " + v + "l" for v in reads) + ", *Q_):")
@@ -408,6 +436,7 @@ def compile_plan(plan: ast.Plan) -> CompiledPlan:
     head = [
         "    BASE_, OPEN_, U_, TL_ = K_",
         "    H_ = U_ / 2.0",
+        *("    " + h for h in g.hoist),
         f"    {''.join(n + ', ' for n in tl)}= TL_" if tl else "    pass",
         "    if tsl:",
         "        if t0 < 0: t0 = tsl[0]",
@@ -415,16 +444,7 @@ def compile_plan(plan: ast.Plan) -> CompiledPlan:
         "            op = float(ll[0])",
         "            kop = round(op * U_)",
     ]
-    cross_lines: list[str] = []
-    for name, x, y, d in g.crosses:
-        cross_lines.append(f"cl_ = {x}")
-        cross_lines.append(f"cr_ = {y}")
-        if d == "above":
-            cross_lines.append(f"{name} = p{name}l <= p{name}r and cl_ > cr_")
-        else:
-            cross_lines.append(f"{name} = p{name}l >= p{name}r and cl_ < cr_")
-        cross_lines.append(f"p{name}l = cl_")
-        cross_lines.append(f"p{name}r = cr_")
+    cross_lines = pre + post  # warmx: the crosses' previous values only
     src: list[str] = []
     for fname, extra in (("warm", []), ("warmx", cross_lines)):
         src += [f"def {fname}(tsl, bl, al, ll, sl, Q_, S, K_):", "    nan = _NAN"]
@@ -460,7 +480,7 @@ def compile_plan(plan: ast.Plan) -> CompiledPlan:
         "    " + reload_r,
         "    " + dead,
     ]
-    body += upd + cross_lines
+    body += upd + pre
     for j, (cond, price) in enumerate(zip(conds, prices)):
         body += [
             f"if r{j}:",
@@ -470,10 +490,13 @@ def compile_plan(plan: ast.Plan) -> CompiledPlan:
             f"            fire({j}, i, t, b, a, {price})",
             "            " + reload_env,
             "            " + reload_r,
-            "            " + dead,
+            "            if not (" + " or ".join(rvars) + "):",
+            *("                " + x for x in post),
+            "                break",
             "    elif not c_:",
             f"        r{j} = R[{j}] = armed_",
         ]
+    body += post
     src += ["        " + line for line in body]
     src.append("    else:")
     src += pack("        ")
