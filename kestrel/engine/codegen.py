@@ -53,7 +53,8 @@ from kestrel.engine.lean import NUMBER as _NUMBER
 from kestrel.engine.lean import cheap as _cheap
 from kestrel.engine.lean import cost as _cost
 from kestrel.engine.lean import windows_update
-from kestrel.frame.ticks import NS_PER_S
+from kestrel.engine.feed import Chg, Feeds, Window
+from kestrel.frame.ticks import NS_PER_S, Ticks
 from kestrel.lang import ast
 
 NAN = float("nan")
@@ -127,6 +128,16 @@ class CompiledPlan:
     tods: tuple[ast.TimeOfDay, ...] = ()
     quant: tuple[str, ...] = ()  # the `QUANT_COLUMNS` the loops read (see `quant_columns`)
     reads: tuple[str, ...] = ("l", "s")  # which of last (`l`) and size (`s`) the loops read
+    feeds: Feeds = Feeds()  # the indicators whose values come in as columns (`feed`)
+
+    def columns(self, part: Ticks, S: list[Any], units: float) -> list[list[Any]]:
+        """The per-chunk columns the loops zip after ts, bid, ask, last and size: the
+        quantized ones, then the fed indicators' (advancing their state in `S`; call it
+        once per chunk, in order, right before the loop over that chunk)."""
+        q: list[list[Any]] = list(quant_columns(self.quant, part.bid, part.ask, part.last, units))
+        if self.feeds.windows or self.feeds.chgs:
+            q += self.feeds.columns(part.ts, part.last, S)
+        return q
 
 
 def quant_columns(names: tuple[str, ...], bid: Any, ask: Any, last: Any,
@@ -176,7 +187,8 @@ def _ema(v: str, x: str, n: int, ind: str) -> list[str]:
 
 
 class _Gen:
-    def __init__(self) -> None:
+    def __init__(self, fed: bool = False) -> None:
+        self.fed = fed
         self.state: list[tuple[str, str]] = []  # (name, initial value source)
         self.base: set[str] = set()
         self.spec_var: dict[IndicatorSpec, str] = {}
@@ -320,22 +332,41 @@ class _Gen:
             if "vwap" in self.base:
                 L += ["cpv += l * s", "cl += l", "cn += 1"]
                 self.define(L, "vw", "cpv / cv if cv > 0.0 else cl / cn")
-        lows = sorted({int(s.window_ns) for _, s in self.windows + self.chgs})
-        if self.windows:
-            L += windows_update(self.windows)
+        windows, chgs = self.per_tick()
+        lows = sorted({int(s.window_ns) for _, s in windows + chgs})
+        if windows:
+            L += windows_update(windows)
         for j, d in enumerate(lows):
             L.append(f"lo{j}_ = t - {d}")
-        for v, spec in self.windows:
+        for v, spec in windows:
             k, lo = v[1:], f"lo{lows.index(int(spec.window_ns))}_"
             L.append(f"while dqt{k} and dqt{k}[0] < {lo}: dqt{k}.popleft(); dqv{k}.popleft()")
             self.define(L, v, f"dqv{k}[0] if dqv{k} and {lo} >= t0 else nan")
-        for v, spec in self.chgs:
+        for v, spec in chgs:
             # rf: `last` of the latest tick with ts <= t - d (popped: the deque holds the rest)
             k, lo = v[1:], f"lo{lows.index(int(spec.window_ns))}_"
             L.append(f"while dqt{k} and dqt{k}[0] <= {lo}: dqt{k}.popleft(); rf{k} = dqv{k}.popleft()")
             self.define(L, v, f"100.0 * (l / rf{k} - 1.0) if rf{k} else nan")
             L.append(f"dqt{k}.append(t)")
             L.append(f"dqv{k}.append(l)")
+        return L + self.tick_updates()
+
+    def per_tick(self) -> tuple[list[tuple[str, IndicatorSpec]], list[tuple[str, IndicatorSpec]]]:
+        """The windows and chgs updated per tick: all of them unless `fed` (a `chg` over a
+        zero duration stays per tick: its reference is the previous tick, not a search)."""
+        if not self.fed:
+            return self.windows, self.chgs
+        return [], [(v, s) for v, s in self.chgs if s.window_ns <= 0]
+
+    def fed_columns(self) -> list[tuple[str, IndicatorSpec]]:
+        """The indicators fed as columns, in `Feeds` column order (windows, then chgs)."""
+        if not self.fed:
+            return []
+        return self.windows + [(v, s) for v, s in self.chgs if s.window_ns > 0]
+
+    def tick_updates(self) -> list[str]:
+        """Update lines of the tick sma/ema and the bar indicators."""
+        L: list[str] = []
         for v, spec in self.ticks:
             k = v[1:]
             x = SERIES_SRC[spec.x]
@@ -386,10 +417,12 @@ class _Gen:
 
 
 @functools.lru_cache(maxsize=256)
-def compile_plan(plan: ast.Plan) -> CompiledPlan:
+def compile_plan(plan: ast.Plan, fed: bool = True) -> CompiledPlan:
     """Generate, exec and return the reference-path functions for `plan` (cached: the code
-    depends on the plan only; the session's UTC offset and open come in as arguments)."""
-    g = _Gen()
+    depends on the plan only; the session's UTC offset and open come in as arguments).
+    `fed`: time windows and `chg` come in as per-chunk columns (`feed`, `CompiledPlan.columns`)
+    instead of being updated per tick; the values are the same."""
+    g = _Gen(fed)
     conds: list[str] = []
     prices: list[str] = []
     for rule in plan.rules:
@@ -416,8 +449,17 @@ def compile_plan(plan: ast.Plan) -> CompiledPlan:
     # last, size and the quantized columns are zipped only when the loop body reads them
     text = "\n".join(upd + conds + prices + pre + post)
     quant = tuple(q for q in QUANT_COLUMNS if re.search(rf"\b{q}\b", text))
+    fed = g.fed_columns()
+    feeds = Feeds(
+        windows=tuple(Window(s.kind == "high", int(s.window_ns), names.index(f"dqt{v[1:]}"),
+                             names.index(f"dqv{v[1:]}")) for v, s in fed if s.kind != "chg"),
+        chgs=tuple(Chg(int(s.window_ns), names.index(f"dqt{v[1:]}"), names.index(f"dqv{v[1:]}"),
+                       names.index(f"rf{v[1:]}")) for v, s in fed if s.kind == "chg"),
+        pt=names.index("pt") if g.windows else -1, pv=names.index("pv") if g.windows else -1,
+        pend=names.index("pend") if g.windows else -1, t0=names.index("t0"))
     reads = tuple(v for v in ("l", "s") if re.search(rf"\b{v}\b", text))
-    loop = ("for t, b, a" + "".join(", " + v for v in reads + quant) + " in zip(tsl, bl, al"
+    loop = ("for t, b, a" + "".join(", " + v for v in reads + quant + tuple(v for v, _ in fed))
+            + " in zip(tsl, bl, al"
             + "".join(", " + v + "l" for v in reads) + ", *Q_):")
     n_rules = len(plan.rules)
     rvars = [f"r{j}" for j in range(n_rules)]
@@ -521,6 +563,7 @@ def compile_plan(plan: ast.Plan) -> CompiledPlan:
         tods=tuple(g.tods),
         quant=quant,
         reads=reads,
+        feeds=feeds,
     )
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from kestrel.engine.book import Book, Carry, account_of, carry_of
 from kestrel.engine.broker import Broker, RuleState
-from kestrel.engine.codegen import CompiledPlan, compile_plan, quant_columns, time_literals
+from kestrel.engine.codegen import CompiledPlan, compile_plan, time_literals
 from kestrel.engine.config import EngineConfig
 from kestrel.engine.fast import DEFAULT_POLICY, FastPolicy, run_fast
 from kestrel.engine.indicators import PlanError, longest_lookback
@@ -44,6 +44,10 @@ class Engine:
     simulates a whole batch choosing the fast path when it applies (`last_path` says which
     ran). The engine never reads the wall clock: its time is the ticks' time.
     """
+
+    # True: the reference loop updates windows, chg and sma per tick instead of reading fed
+    # columns (`codegen.compile_plan(fed=False)`): the oracle the fed code is tested against
+    per_tick = False
 
     def __init__(
         self,
@@ -190,7 +194,7 @@ class Engine:
                 "session, so it could never be defined: use a window within the session"
             )
         mark = len(self.ledger)
-        compiled = compile_plan(plan)
+        compiled = compile_plan(plan, fed=not self.per_tick)
         broker = self.broker
         now = broker.t if at_ns is None else max(broker.t, int(at_ns))
         if broker.armed:
@@ -244,7 +248,7 @@ class Engine:
             sl = part.size.tolist() if "s" in reads else part.size
             broker.sizes, broker.sizes_base = part.size, g0 + lo
             if compiled is not None:
-                q = quant_columns(compiled.quant, part.bid, part.ask, part.last, self.grid.units)
+                q = compiled.columns(part, self.indicator_state, self.grid.units)
                 compiled.live(broker, tsl, bl, al, ll, sl, q, g0 + lo, self.indicator_state,
                               broker.rule_states, self.consts())
             else:
@@ -323,15 +327,15 @@ class Engine:
         h = self.history.view()
         n = len(h) if upto is None else upto
         cut = min(max(self.arm_tick, 0), n)
-        quant = self.compiled.quant
         for lo, hi, fn in ((0, cut, self.compiled.warm), (cut, n, self.compiled.warmx)):
             for c in range(lo, hi, CHUNK):  # one chunk at a time as Python objects
                 part = h.slice(c, min(hi, c + CHUNK))
                 reads = self.compiled.reads
                 fn(part.ts.tolist(), part.bid.tolist(), part.ask.tolist(),
                    part.last.tolist() if "l" in reads else part.last,
-                   part.size.tolist() if "s" in reads else part.size, quant_columns(quant, part.bid, part.ask, part.last,
-                                                     self.grid.units), self.indicator_state, self.consts())
+                   part.size.tolist() if "s" in reads else part.size,
+                   self.compiled.columns(part, self.indicator_state, self.grid.units),
+                   self.indicator_state, self.consts())
         self.indicators_stale = False
 
     def consts(self) -> tuple[int, int, float, tuple[int, ...]]:

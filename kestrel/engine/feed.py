@@ -1,0 +1,222 @@
+"""Indicator columns for the reference loop, computed per chunk with numpy (`codegen`).
+
+The generated loop can update a time window (`high`, `low`) or a `chg` on every tick
+(the per-tick code, `compile_plan(plan, fed=False)`), or read its values from a column this
+module computes for the whole chunk before the loop runs (`fed=True`, the engine's
+default). Both keep the SAME state between chunks (the per-tick code's variables in `S`),
+and the columns are the values the per-tick code computes, bit for bit:
+
+- a window's value at tick i is the max (min) of `last` over ticks with ts in
+  `[t_i - d, t_i)`, defined once that holds a tick and `t_i - d >=` the session's first ts.
+  The carried state is the per-tick code's monotonic deque (values strictly decreasing for
+  `high`) plus the pending ticks of the last timestamp (`pt`, `pend`, `pv`); for any
+  window start, the max over the deque's entries from it on equals the max over the
+  history's ticks from it on, so the chunk's values are range maxima over
+  deque + pending + chunk (a sparse table; max is exact). The state after the chunk is
+  what the per-tick pushes leave: the entries strictly greater (smaller) than every later
+  one, not expired at the chunk's last tick, the last timestamp's ticks pending.
+  A NaN or a zero in the values (where the per-tick comparisons and `np.maximum` disagree:
+  a NaN blocks pops, and ±0 compare equal) falls back to replaying the per-tick algorithm.
+- `chg(d)` at tick i is `100·(last_i/ref - 1)`, ref the `last` of the latest tick with
+  `ts <= t_i - d` (`rf`, the deque holding the later ticks): a search, then the same three
+  float operations as the per-tick code, elementwise.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+SENTINEL = -(2**62)
+NAN = float("nan")
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class Window:
+    """A fed `high`/`low` window: its length and its deques' places in `S`."""
+
+    high: bool
+    d: int
+    dqt: int
+    dqv: int
+
+
+@dataclass(frozen=True)
+class Chg:
+    """A fed `chg`: its length and its state's places in `S` (deques, reference)."""
+
+    d: int
+    dqt: int
+    dqv: int
+    rf: int
+
+
+@dataclass(frozen=True)
+class Feeds:
+    """The fed indicators of a compiled plan, in the order of their columns; `pt`, `pv`,
+    `pend` and `t0` are the places of the shared window state and the session's first ts."""
+
+    windows: tuple[Window, ...] = ()
+    chgs: tuple[Chg, ...] = ()
+    pt: int = -1
+    pv: int = -1
+    pend: int = -1
+    t0: int = -1
+
+    def columns(self, ts: I64, last: F64, S: list[Any]) -> list[list[float]]:
+        """The chunk's columns (windows, then chgs), advancing their state in `S`."""
+        out: list[list[float]] = []
+        if len(ts) == 0:
+            return [[] for _ in self.windows + self.chgs]  # type: ignore[operator]
+        if self.windows:
+            t0 = S[self.t0] if S[self.t0] >= 0 else int(ts[0])
+            out += _windows(self, ts, last, t0, S)
+        for c in self.chgs:
+            out.append(_chg(c, ts, last, S))
+        return out
+
+
+def _range_red(x: F64, lo: I64, hi: I64, valid: npt.NDArray[np.bool_], high: bool) -> F64:
+    """max (min) of x[lo:hi] where valid (hi > lo there), NaN elsewhere: a range of length
+    L with 2^k <= L < 2^(k+1) is the max of its first and its last 2^k values (max is
+    exact, so the overlap changes nothing); the table of 2^k-maxima is built by doubling."""
+    n = len(lo)
+    out = np.full(n, NAN)
+    if not valid.any():
+        return out
+    length = hi - lo
+    lv = np.full(n, -1, dtype=np.int64)
+    lv[valid] = np.frexp(length[valid].astype(np.float64))[1].astype(np.int64) - 1  # floor(log2)
+    red = np.maximum if high else np.minimum
+    table, level = x, 0
+    for k in range(int(lv[valid].min()), int(lv.max()) + 1):
+        sel = np.flatnonzero(lv == k)
+        if not sel.size:
+            continue
+        while level < k:
+            w = 1 << level
+            table = red(table[:-w], table[w:])
+            level += 1
+        out[sel] = red(table[lo[sel]], table[hi[sel] - (1 << k)])
+    return out
+
+
+def _survivors(x: F64, high: bool) -> npt.NDArray[np.bool_]:
+    """Which values a monotonic deque keeps after pushing all of x in order: those strictly
+    greater (smaller) than every later value."""
+    if len(x) == 0:
+        return np.zeros(0, dtype=bool)
+    acc = np.maximum.accumulate if high else np.minimum.accumulate
+    after = np.empty(len(x))
+    after[-1] = -np.inf if high else np.inf
+    after[:-1] = acc(x[::-1])[::-1][1:]
+    return np.asarray(x > after if high else x < after)
+
+
+def _windows(f: Feeds, ts: I64, last: F64, t0: int, S: list[Any]) -> list[list[float]]:
+    pt, pv, pend = S[f.pt], S[f.pv], S[f.pend]
+    gx: list[float] = [*pend, pv] if pt != SENTINEL else []
+    g = len(gx)
+    deques = [(np.asarray(S[w.dqt], dtype=np.int64), np.asarray(S[w.dqv], dtype=np.float64))
+              for w in f.windows]
+    vals = np.concatenate([np.asarray(gx, dtype=np.float64), last] + [v for _, v in deques])
+    if bool(np.isnan(vals).any()) or bool((vals == 0.0).any()):
+        return _windows_per_tick(f, ts.tolist(), last.tolist(), t0, S)
+    # the pending group then the chunk (b*), shared by the windows; each window's deque
+    # (all before the group) adds its first entry inside the window: its max (min)
+    bts = np.concatenate([np.full(g, pt, dtype=np.int64), ts])
+    bx = np.concatenate([np.asarray(gx, dtype=np.float64), last])
+    n, T = len(ts), int(ts[-1])
+    if (g == 0 or pt < ts[0]) and (n == 1 or bool(np.all(ts[1:] > ts[:-1]))):
+        hi = np.arange(g, g + n, dtype=np.int64)
+    else:
+        hi = np.searchsorted(bts, ts, side="left")
+    los: dict[int, I64] = {}
+    first = int(np.searchsorted(ts, T, side="left"))
+    out: list[list[float]] = []
+    for w, (dts, dv) in zip(f.windows, deques):
+        if w.d not in los:
+            los[w.d] = np.searchsorted(bts, ts - w.d, side="left")
+        lo = los[w.d]
+        col = _range_red(bx, lo, hi, hi > lo, w.high)
+        j = np.searchsorted(dts, ts - w.d, side="left")
+        has = j < len(dts)
+        if has.any():
+            carried = dv[np.minimum(j, len(dts) - 1)]
+            red = np.fmax if w.high else np.fmin  # NaN (empty range) takes the other
+            col = np.where(has, red(carried, col), col)
+        col[ts - w.d < t0] = NAN
+        out.append(col.tolist())
+        # state: what the pushes leave of the deque and every timestamp before T, expired
+        # entries dropped (survival only depends on later values: the tail suffices)
+        k = g + first
+        tail = int(np.searchsorted(bts[:k], T - w.d, side="left"))
+        keep_d = dts >= T - w.d
+        cts = np.concatenate([dts[keep_d], bts[tail:k]])
+        cx = np.concatenate([dv[keep_d], bx[tail:k]])
+        keep = _survivors(cx, w.high)
+        S[w.dqt] = deque(cts[keep].tolist())
+        S[w.dqv] = deque(cx[keep].tolist())
+    # the last timestamp's ticks stay pending (with the pending group when it continues)
+    group = (gx if pt == T else []) + last[first:].tolist()
+    S[f.pt], S[f.pv], S[f.pend] = T, group[-1], group[:-1]
+    return out
+
+
+def _windows_per_tick(f: Feeds, tsl: list[int], ll: list[float], t0: int,
+                      S: list[Any]) -> list[list[float]]:
+    """The per-tick windows (`lean.windows_update` and the expiry lines), for values the
+    vectorized reduction would not reproduce (NaN, signed zeros)."""
+    pt, pv, pend = S[f.pt], S[f.pv], list(S[f.pend])
+    dqs = [(w, S[w.dqt], S[w.dqv]) for w in f.windows]
+    outs: list[list[float]] = [[] for _ in f.windows]
+    for t, x in zip(tsl, ll):
+        if t != pt:
+            for y in [*pend, pv]:
+                for w, dqt, dqv in dqs:
+                    if w.high:
+                        while dqv and dqv[-1] <= y:
+                            dqv.pop()
+                            dqt.pop()
+                    else:
+                        while dqv and dqv[-1] >= y:
+                            dqv.pop()
+                            dqt.pop()
+                    dqv.append(y)
+                    dqt.append(pt)
+            pend.clear()
+            pt = t
+        else:
+            pend.append(pv)
+        pv = x
+        for j, (w, dqt, dqv) in enumerate(dqs):
+            lo = t - w.d
+            while dqt and dqt[0] < lo:
+                dqt.popleft()
+                dqv.popleft()
+            outs[j].append(dqv[0] if dqv and lo >= t0 else NAN)
+    S[f.pt], S[f.pv], S[f.pend] = pt, pv, pend
+    return outs
+
+
+def _chg(c: Chg, ts: I64, last: F64, S: list[Any]) -> list[float]:
+    dqt, dqv, rf = S[c.dqt], S[c.dqv], S[c.rf]
+    cts = np.concatenate([np.asarray([SENTINEL], dtype=np.int64), np.asarray(dqt, dtype=np.int64), ts])
+    cx = np.concatenate([np.asarray([rf], dtype=np.float64), np.asarray(dqv, dtype=np.float64), last])
+    j = np.searchsorted(cts, ts - c.d, side="right") - 1  # >= 0: the sentinel's ts is below
+    ref = cx[j]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        v = 100.0 * (last / ref - 1.0)
+    v[ref == 0.0] = NAN
+    # state after the chunk: rf = the latest tick with ts <= T - d, the later ones queued
+    jl = int(j[-1])
+    S[c.rf] = float(cx[jl])
+    S[c.dqt] = deque(cts[jl + 1:].tolist())
+    S[c.dqv] = deque(cx[jl + 1:].tolist())
+    return v.tolist()  # type: ignore[no-any-return]
