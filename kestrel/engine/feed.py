@@ -75,7 +75,9 @@ class Feeds:
         if len(ts) == 0:
             return [[] for _ in self.windows + self.chgs]  # type: ignore[operator]
         if self.windows:
-            t0 = S[self.t0] if S[self.t0] >= 0 else int(ts[0])
+            if S[self.t0] < 0:  # the session's first tick (as the loops' head sets it)
+                S[self.t0] = int(ts[0])
+            t0 = S[self.t0]
             out += _windows(self, ts, last, t0, S)
         for c in self.chgs:
             out.append(_chg(c, ts, last, S))
