@@ -8,11 +8,15 @@ Hand-computed: three round trips of 100 shares, 181.34 -> 181.11, 188.47 -> 188.
 from __future__ import annotations
 
 from decimal import Decimal
+from fractions import Fraction
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kestrel.engine import Engine, EngineConfig, ticks_of
 from kestrel.engine.ledger import Disarmed, Filled, Mark, PositionChanged
+from kestrel.engine.book import Book
 from kestrel.engine.money import Money
 
 from engine_helpers import SESSION, S, T0, plan
@@ -150,3 +154,39 @@ def test_rules_read_the_exact_pnl() -> None:
     e = _run(text, "reference")
     fills = [(f.tick, f.price) for f in e.ledger.events if isinstance(f, Filled)]
     assert fills[-1] == (12, 187.22)
+
+
+@given(st.lists(st.tuples(st.integers(-300, 300).filter(bool),
+                          st.integers(1, 2_000_000).map(lambda k: k / 100),
+                          st.integers(1, 2_000_000).map(lambda k: k / 1000)), max_size=40),
+       st.sampled_from([1.0, 50.0, 0.1, 125000.0]), st.integers(2, 6))
+def test_book_keeps_the_exact_average_cost_arithmetic(
+        fills: list[tuple[int, float, float]], multiplier: float, decimals: int) -> None:
+    """The book's integer-pair arithmetic gives what `Fraction` arithmetic on the prices'
+    decimal forms gives (average cost: a close takes its share of the cost; a reversal
+    opens at the fill price): position, cost, realized PnL, average and marks."""
+    book = Book(Money(decimals), multiplier)
+    mult = Fraction(Decimal(repr(multiplier)))
+    pos, cost, realized = 0, Fraction(0), Fraction(0)
+    for q, price, touch in fills:
+        p = Fraction(Decimal(repr(price)))
+        if pos == 0 or (pos > 0) == (q > 0):
+            cost += q * p
+        else:
+            closed = min(abs(q), abs(pos))
+            share = cost * closed / abs(pos)
+            realized += (closed * p if pos > 0 else -closed * p) - share
+            cost -= share
+            if pos + q == 0:
+                cost = Fraction(0)
+            elif (pos + q > 0) != (pos > 0):
+                cost = (pos + q) * p
+        pos += q
+        opened = book.fill(q, price)
+        assert opened == (abs(q) if pos - q == 0 or (pos - q > 0) == (q > 0)
+                          else max(0, abs(q) - abs(pos - q)))
+        assert (book.pos, book.cost, book.realized) == (pos, cost, realized)
+        assert book.avg == (float(cost / pos) if pos else 0.0)
+        assert book.rpnl_k == round(realized * mult * 10**decimals)
+        t = Fraction(Decimal(repr(touch)))
+        assert book.upnl_k(touch, touch) == (round((pos * t - cost) * mult * 10**decimals) if pos else 0)

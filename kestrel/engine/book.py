@@ -18,14 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from fractions import Fraction
+from math import gcd
 
 import msgspec
 
 from kestrel.engine.money import Money
 from kestrel.engine.orders import BrokerOrder, TickGrid, exact, exact_parts, round_div
 from kestrel.frame.account import AccountState
-
-_ZERO = Fraction(0)
 
 
 class CarriedOrder(msgspec.Struct, frozen=True):
@@ -58,10 +57,13 @@ class Carry(msgspec.Struct, frozen=True):
 
 
 class Book:
-    """The position of one engine and its exact money (see the module invariants)."""
+    """The position of one engine and its exact money (see the module invariants). The
+    exact rationals are kept as integer pairs in lowest terms (`_cn/_cd` the cost,
+    `_rn/_rd` the realized PnL; denominators > 0): the same values `Fraction` arithmetic
+    gives, without building one per fill."""
 
-    __slots__ = ("money", "mult", "pos", "cost", "realized", "rpnl_k", "fees_k", "avg",
-                 "_mn", "_md")
+    __slots__ = ("money", "mult", "pos", "_cn", "_cd", "_rn", "_rd", "rpnl_k", "fees_k",
+                 "avg", "_mn", "_md")
 
     def __init__(self, money: Money, multiplier: float) -> None:
         self.money = money
@@ -70,16 +72,26 @@ class Book:
         self._mn = self.mult.numerator * money.scale
         self._md = self.mult.denominator
         self.pos = 0
-        self.cost = _ZERO
-        self.realized = _ZERO
+        self._cn, self._cd = 0, 1
+        self._rn, self._rd = 0, 1
         self.rpnl_k = 0
         self.fees_k = 0
         self.avg = 0.0
 
+    @property
+    def cost(self) -> Fraction:
+        """The open position's exact cost basis (signed quantity x price, summed)."""
+        return Fraction(self._cn, self._cd)
+
+    @property
+    def realized(self) -> Fraction:
+        """The exact realized PnL in price points (before the multiplier)."""
+        return Fraction(self._rn, self._rd)
+
     def restore(self, pos: int, cost: Fraction) -> None:
         """Start from a carried position (no realized PnL, no fees yet this session)."""
         self.pos = pos
-        self.cost = cost if pos else _ZERO
+        self._cn, self._cd = (cost.numerator, cost.denominator) if pos else (0, 1)
         self.avg = float(cost / pos) if pos else 0.0
 
     def charge(self, fee: Fraction) -> int:
@@ -94,26 +106,33 @@ class Book:
         """Apply a fill of signed quantity `q` at `price`; returns the part that opens or adds
         to a position (0 when the fill only reduces it)."""
         pos = self.pos
-        p = exact(price)
+        pn, pd = exact_parts(price)
+        cn, cd = self._cn, self._cd
         opened = abs(q)
         if pos == 0 or (pos > 0) == (q > 0):
-            self.cost += q * p
+            cn, cd = _reduced(cn * pd + q * pn * cd, cd * pd)  # cost += q * p
             self.pos = pos + q
         else:
-            closed = min(abs(q), abs(pos))
+            apos = abs(pos)
+            closed = min(abs(q), apos)
             opened = abs(q) - closed
-            share = self.cost if closed == abs(pos) else self.cost * closed / abs(pos)
-            self.realized += (closed * p if pos > 0 else -closed * p) - share
-            self.cost -= share
+            # the closed part's share of the cost: all of it, or cost * closed / |pos|
+            sn, sd = (cn, cd) if closed == apos else _reduced(cn * closed, cd * apos)
+            # realized += sign(pos) * closed * p - share
+            gain = closed * pn if pos > 0 else -closed * pn
+            rn, rd = _reduced(gain * sd - sn * pd, pd * sd)
+            self._rn, self._rd = _reduced(self._rn * rd + rn * self._rd, self._rd * rd)
             self.pos = pos + q
             if self.pos == 0:
-                self.cost = _ZERO
+                cn, cd = 0, 1
             elif (self.pos > 0) != (pos > 0):
-                self.cost = self.pos * p
-            r = self.realized
-            self.rpnl_k = round_div(r.numerator * self._mn, r.denominator * self._md)
+                cn, cd = _reduced(self.pos * pn, pd)  # the reversal opens at p
+            else:
+                cn, cd = _reduced(cn * sd - sn * cd, cd * sd)  # cost -= share
+            self.rpnl_k = round_div(self._rn * self._mn, self._rd * self._md)
+        self._cn, self._cd = cn, cd
         # int / int is correctly rounded: the double nearest to the exact average
-        self.avg = self.cost.numerator / (self.cost.denominator * self.pos) if self.pos else 0.0
+        self.avg = cn / (cd * self.pos) if self.pos else 0.0
         return opened
 
     def upnl_k(self, b: float, a: float) -> int:
@@ -126,14 +145,19 @@ class Book:
         if x != x:
             return 0
         tn, td = exact_parts(x)  # (pos x touch - cost) x mult x scale, rounded, in integers
-        cost = self.cost
-        cn, cd = cost.numerator, cost.denominator
+        cn, cd = self._cn, self._cd
         return round_div((pos * tn * cd - cn * td) * self._mn, td * cd * self._md)
 
     def pnl_k(self, b: float, a: float) -> int:
         """rpnl - fees + upnl, in quanta (exact)."""
         k = self.rpnl_k - self.fees_k
         return k + self.upnl_k(b, a) if self.pos else k
+
+
+def _reduced(n: int, d: int) -> tuple[int, int]:
+    """n/d in lowest terms (d > 0)."""
+    g = gcd(n, d)
+    return (n // g, d // g) if g > 1 else (n, d)
 
 
 def account_of(book: Book, orders: Iterable[BrokerOrder], grid: TickGrid, b: float,
