@@ -30,6 +30,13 @@ WINDOWS = (
 )
 
 
+SMAS = (
+    "PLAN s\n"
+    "WHEN mid CROSSES ABOVE sma(mid, 5) AND spread <= 0.02: BUY 2 MKT x9\n"
+    "WHEN sma(last, 3) > sma(bid, 50) OR sma(ask, 1) < sma(spread, 4) + mid - 0.1: FLAT x9"
+)
+
+
 def with_odd_prices(ticks: Ticks, rng: random.Random) -> Ticks:
     """The day with a few `last` prints replaced by NaN or by zero (of either sign)."""
     last = ticks.last.copy()
@@ -58,7 +65,7 @@ def ledger(session: SessionSpec, ticks: Ticks, text: str, cfg: EngineConfig,
 def test_fed_reference_matches_the_per_tick_oracle(seed: int) -> None:
     rng = random.Random(7000 + seed)
     session, ticks = (random_day if seed % 3 else realistic_day)(rng)
-    text = WINDOWS if seed % 4 == 0 else random_plan_text(rng)
+    text = (WINDOWS, SMAS)[seed % 2] if seed % 4 == 0 else random_plan_text(rng)
     if seed % 5 == 1:
         ticks = with_odd_prices(ticks, rng)
         text = WINDOWS
@@ -84,7 +91,7 @@ def brute(ts: list[int], last: list[float], kind: str, d: int) -> list[float]:
     """The docs' definitions over the whole day, tick by tick: high/low over ticks with ts
     in [t - d, t), defined once that holds one and t - d >= the first ts; chg against the
     last of the latest tick with ts <= t - d."""
-    out = []
+    out: list[float] = []
     for i, t in enumerate(ts):
         if kind == "chg":
             ref = next((last[j] for j in range(i, -1, -1) if ts[j] <= t - d), math.nan)
@@ -96,43 +103,69 @@ def brute(ts: list[int], last: list[float], kind: str, d: int) -> list[float]:
     return out
 
 
-@pytest.mark.parametrize("seed", range(12))
+def brute_sma(k: list[int], n: int, units: float) -> list[float]:
+    """The mean of the last n whole-half-tick values (an exact integer sum) / (n x units)."""
+    return [sum(k[i + 1 - n:i + 1]) / (float(n) * units) if i + 1 >= n else math.nan
+            for i in range(len(k))]
+
+
+def half_ticks(day: Ticks, src: str, units: float) -> list[int]:
+    x = {"kl": day.last, "kb": day.bid, "ka": day.ask, "km": (day.bid + day.ask) / 2,
+         "ksp": day.ask - day.bid}[src]
+    return [round(v) for v in (x * units).tolist()] if src != "km" else \
+        [round(v) for v in ((day.bid + day.ask) * (units / 2)).tolist()]
+
+
+@pytest.mark.parametrize("seed", range(16))
 def test_fed_columns_and_state_match_per_tick_code_chunk_by_chunk(seed: int) -> None:
     """Over random chunkings: after every chunk the fed state equals the per-tick code's
-    state (deques, pending timestamp, chg reference), and on NaN-free days the columns
-    equal the brute-force definitions."""
+    state (deques, pending timestamp, chg reference, running sums), and on NaN-free days
+    the columns equal the brute-force definitions. Half ticks of 1e-11 make the running
+    sums pass 2**53 (where the smas leave int64 for Python ints)."""
     rng = random.Random(9100 + seed)
     _, day = random_day(rng)
     day = day.slice(0, min(len(day), 1500))
-    odd = seed % 3 == 2
+    odd = seed % 4 == 2
     if odd:
         day = with_odd_prices(day, rng)
-    p = plan(WINDOWS)
+    text, units = (WINDOWS, 200.0) if seed % 2 == 0 else (SMAS, 200.0 if seed % 4 == 1 else 2e11)
+    p = plan(text)
     fed, tick = compile_plan(p, fed=True), compile_plan(p, fed=False)
     f = fed.feeds
-    assert [w.d for w in f.windows] == [30 * 10**9, 10 * 10**9, 60 * 10**9, 60 * 10**9, 10 * 10**9]
-    assert [c.d for c in f.chgs] == [20 * 10**9, 5 * 10**9]
-    slots = sorted({f.pt, f.pv, f.pend, f.t0} | {s for w in f.windows for s in (w.dqt, w.dqv)}
-                   | {s for c in f.chgs for s in (c.dqt, c.dqv, c.rf)})
+    if text == WINDOWS:
+        assert [w.d for w in f.windows] == [30 * 10**9, 10 * 10**9, 60 * 10**9, 60 * 10**9, 10 * 10**9]
+        assert [c.d for c in f.chgs] == [20 * 10**9, 5 * 10**9]
+    else:
+        assert f.series == ("m", "sp") and [(m.n, m.src) for m in f.smas] == [
+            (5, "km"), (3, "kl"), (50, "kb"), (1, "ka"), (4, "ksp")]
+    slots = sorted({f.pt, f.pv, f.pend, f.t0} - {-1}
+                   | {s for w in f.windows for s in (w.dqt, w.dqv)}
+                   | {s for c in f.chgs for s in (c.dqt, c.dqv, c.rf)}
+                   | {s for m in f.smas for s in (m.cs, m.dq)})
     S_fed, S_tick = fed.init_state(), tick.init_state()
-    consts = (0, int(day.ts[0]), 200.0, ())
-    cols: list[list[float]] = [[] for _ in f.windows + f.chgs]  # type: ignore[operator]
-    for lo, hi in zip(cuts := split_points(len(day), rng), cuts[1:]):
+    consts = (0, int(day.ts[0]), units, ())
+    cols: list[list[float]] = [[] for _ in range(len(f.series) + len(f.windows) + len(f.chgs) + len(f.smas))]
+    cuts = split_points(len(day), rng)
+    for lo, hi in zip(cuts, cuts[1:]):
         part = day.slice(lo, hi)
         args = (part.ts.tolist(), part.bid.tolist(), part.ask.tolist(), part.last.tolist(),
                 part.size.tolist())
-        q_fed = fed.columns(part, S_fed, 200.0)
+        q_fed = fed.columns(part, S_fed, units)
         for c, new in zip(cols, q_fed[len(fed.quant):]):
             c += new
         fed.warm(*args, q_fed, S_fed, consts)
-        tick.warm(*args, tick.columns(part, S_tick, 200.0), S_tick, consts)
+        tick.warm(*args, tick.columns(part, S_tick, units), S_tick, consts)
         for s in slots:
             assert same(S_fed[s], S_tick[s]), (seed, lo, hi, s, S_fed[s], S_tick[s])
-    if not odd:
-        ts, last = day.ts.tolist(), day.last.tolist()
-        kinds = [("high" if w.high else "low", w.d) for w in f.windows] + [("chg", c.d) for c in f.chgs]
-        for (kind, d), got in zip(kinds, cols):
-            assert same(got, brute(ts, last, kind, d)), (seed, kind, d)
+    if odd:
+        return
+    ts, last = day.ts.tolist(), day.last.tolist()
+    want = [[k / units for k in half_ticks(day, {"m": "km", "sp": "ksp"}[x], units)] for x in f.series]
+    want += [brute(ts, last, "high" if w.high else "low", w.d) for w in f.windows]
+    want += [brute(ts, last, "chg", c.d) for c in f.chgs]
+    want += [brute_sma(half_ticks(day, m.src, units), m.n, units) for m in f.smas]
+    for got, exp in zip(cols, want, strict=True):
+        assert same(got, exp), seed
 
 
 def test_fed_columns_reach_the_bounds_the_oracle_reads() -> None:

@@ -53,7 +53,7 @@ from kestrel.engine.lean import NUMBER as _NUMBER
 from kestrel.engine.lean import cheap as _cheap
 from kestrel.engine.lean import cost as _cost
 from kestrel.engine.lean import windows_update
-from kestrel.engine.feed import Chg, Feeds, Window
+from kestrel.engine.feed import Chg, Feeds, Sma, Window, quant_array
 from kestrel.frame.ticks import NS_PER_S, Ticks
 from kestrel.lang import ast
 
@@ -134,32 +134,20 @@ class CompiledPlan:
         """The per-chunk columns the loops zip after ts, bid, ask, last and size: the
         quantized ones, then the fed indicators' (advancing their state in `S`; call it
         once per chunk, in order, right before the loop over that chunk)."""
-        q: list[list[Any]] = list(quant_columns(self.quant, part.bid, part.ask, part.last, units))
-        if self.feeds.windows or self.feeds.chgs:
-            q += self.feeds.columns(part.ts, part.last, S)
-        return q
+        f = self.feeds
+        if not f:
+            return list(quant_columns(self.quant, part.bid, part.ask, part.last, units))
+        arrays = {name: quant_array(name, part.bid, part.ask, part.last, units)
+                  for name in sorted(set(self.quant) | f.sources())}
+        q: list[list[Any]] = [arrays[name].tolist() for name in self.quant]
+        return q + f.columns(part.ts, part.last, S, units, arrays)
 
 
 def quant_columns(names: tuple[str, ...], bid: Any, ask: Any, last: Any,
                   units: float) -> list[list[int]]:
-    """The quantized columns `names` (of `QUANT_COLUMNS`) of a batch as lists of ints: whole
-    half ticks, `round(x * U_)` with x = last, bid, ask, mid = (b + a) / 2 (as
-    `(b + a) * (U_ / 2)`) or spread = a - b; `np.rint` rounds half to even like `round`,
-    on the same doubles, so the values are the ones a per-tick `round` would give."""
-    out: list[list[int]] = []
-    for name in names:
-        if name == "kl":
-            x = last * units
-        elif name == "kb":
-            x = bid * units
-        elif name == "ka":
-            x = ask * units
-        elif name == "km":
-            x = (bid + ask) * (units / 2.0)
-        else:
-            x = (ask - bid) * units
-        out.append(np.rint(x).astype(np.int64).tolist())
-    return out
+    """The quantized columns `names` (of `QUANT_COLUMNS`) of a batch as lists of ints
+    (`feed.quant_array`: the values a per-tick `round(x * U_)` would give)."""
+    return [quant_array(name, bid, ask, last, units).tolist() for name in names]
 
 
 def _running_mean(k: str, v: str, x: str, n: int, ind: str) -> list[str]:
@@ -319,10 +307,10 @@ class _Gen:
     def updates(self) -> list[str]:
         """Per-tick indicator update lines (indented for the loop body)."""
         L: list[str] = []
-        if self.base & {"mid", "qmid"}:
+        if self.base & {"mid", "qmid"} and not self.fed:
             self.quant.add("km")
             self.define(L, "m", "km / U_")
-        if self.base & {"spread", "qspread"}:
+        if self.base & {"spread", "qspread"} and not self.fed:
             self.quant.add("ksp")
             self.define(L, "sp", "ksp / U_")
         if "time" in self.base:
@@ -358,11 +346,16 @@ class _Gen:
             return self.windows, self.chgs
         return [], [(v, s) for v, s in self.chgs if s.window_ns <= 0]
 
+    def fed_sma(self, spec: IndicatorSpec) -> bool:
+        """Whether a tick indicator is fed: an sma of a quantized column series."""
+        return self.fed and spec.kind == "sma" and spec.x in QUANT_SRC and spec.x != "open"
+
     def fed_columns(self) -> list[tuple[str, IndicatorSpec]]:
-        """The indicators fed as columns, in `Feeds` column order (windows, then chgs)."""
+        """The indicators fed as columns, in `Feeds` column order (windows, chgs, smas)."""
         if not self.fed:
             return []
-        return self.windows + [(v, s) for v, s in self.chgs if s.window_ns > 0]
+        return (self.windows + [(v, s) for v, s in self.chgs if s.window_ns > 0]
+                + [(v, s) for v, s in self.ticks if self.fed_sma(s)])
 
     def tick_updates(self) -> list[str]:
         """Update lines of the tick sma/ema and the bar indicators."""
@@ -370,6 +363,8 @@ class _Gen:
         for v, spec in self.ticks:
             k = v[1:]
             x = SERIES_SRC[spec.x]
+            if self.fed_sma(spec):
+                continue
             if spec.kind == "sma":
                 L += _running_mean(k, v, self.qsrc(spec.x) if spec.x in QUANT_SRC else x,
                                    int(spec.n), "")[:2]
@@ -450,15 +445,20 @@ def compile_plan(plan: ast.Plan, fed: bool = True) -> CompiledPlan:
     text = "\n".join(upd + conds + prices + pre + post)
     quant = tuple(q for q in QUANT_COLUMNS if re.search(rf"\b{q}\b", text))
     fed = g.fed_columns()
+    series = tuple(x for x, name in (("m", "mid"), ("sp", "spread"))
+                   if g.fed and re.search(rf"\b{x}\b", text))
     feeds = Feeds(
+        series=series,
         windows=tuple(Window(s.kind == "high", int(s.window_ns), names.index(f"dqt{v[1:]}"),
-                             names.index(f"dqv{v[1:]}")) for v, s in fed if s.kind != "chg"),
+                             names.index(f"dqv{v[1:]}")) for v, s in fed if s.kind in ("high", "low")),
         chgs=tuple(Chg(int(s.window_ns), names.index(f"dqt{v[1:]}"), names.index(f"dqv{v[1:]}"),
                        names.index(f"rf{v[1:]}")) for v, s in fed if s.kind == "chg"),
+        smas=tuple(Sma(int(s.n), QUANT_SRC[s.x], names.index(f"cs{v[1:]}"), names.index(f"dq{v[1:]}"))
+                   for v, s in fed if s.kind == "sma"),
         pt=names.index("pt") if g.windows else -1, pv=names.index("pv") if g.windows else -1,
         pend=names.index("pend") if g.windows else -1, t0=names.index("t0"))
     reads = tuple(v for v in ("l", "s") if re.search(rf"\b{v}\b", text))
-    loop = ("for t, b, a" + "".join(", " + v for v in reads + quant + tuple(v for v, _ in fed))
+    loop = ("for t, b, a" + "".join(", " + v for v in reads + quant + series + tuple(v for v, _ in fed))
             + " in zip(tsl, bl, al"
             + "".join(", " + v + "l" for v in reads) + ", *Q_):")
     n_rules = len(plan.rules)

@@ -58,22 +58,65 @@ class Chg:
 
 
 @dataclass(frozen=True)
+class Sma:
+    """A fed tick `sma` of a quantized series (`src`, a `codegen.QUANT_COLUMNS` name): its
+    length and its running sum's and deque's places in `S`."""
+
+    n: int
+    src: str
+    cs: int
+    dq: int
+
+
+def quant_array(name: str, bid: F64, ask: F64, last: F64, units: float) -> I64:
+    """A quantized column (`codegen.QUANT_COLUMNS`): whole half ticks, `round(x * U_)` with
+    x = last, bid, ask, mid = (b + a) / 2 (as `(b + a) * (U_ / 2)`) or spread = a - b;
+    `np.rint` rounds half to even like `round`, on the same doubles."""
+    if name == "kl":
+        x = last * units
+    elif name == "kb":
+        x = bid * units
+    elif name == "ka":
+        x = ask * units
+    elif name == "km":
+        x = (bid + ask) * (units / 2.0)
+    else:
+        x = (ask - bid) * units
+    return np.rint(x).astype(np.int64)
+
+
+# the fed series (`m`, `sp`) and the quantized column each is `k / U_` of
+SERIES_SRC = {"m": "km", "sp": "ksp"}
+
+
+@dataclass(frozen=True)
 class Feeds:
-    """The fed indicators of a compiled plan, in the order of their columns; `pt`, `pv`,
+    """The fed values of a compiled plan, in the order of their columns: the series `mid`
+    and `spread` (`m`, `sp`), time windows, chgs, tick smas of quantized series; `pt`, `pv`,
     `pend` and `t0` are the places of the shared window state and the session's first ts."""
 
+    series: tuple[str, ...] = ()
     windows: tuple[Window, ...] = ()
     chgs: tuple[Chg, ...] = ()
+    smas: tuple[Sma, ...] = ()
     pt: int = -1
     pv: int = -1
     pend: int = -1
     t0: int = -1
 
-    def columns(self, ts: I64, last: F64, S: list[Any]) -> list[list[float]]:
-        """The chunk's columns (windows, then chgs), advancing their state in `S`."""
-        out: list[list[float]] = []
+    def sources(self) -> set[str]:
+        """The quantized columns the fed values are computed from."""
+        return {SERIES_SRC[x] for x in self.series} | {s.src for s in self.smas}
+
+    def __bool__(self) -> bool:
+        return bool(self.series or self.windows or self.chgs or self.smas)
+
+    def columns(self, ts: I64, last: F64, S: list[Any], units: float,
+                quant: dict[str, I64]) -> list[list[float]]:
+        """The chunk's columns, advancing their state in `S` (`quant`: the `sources`)."""
+        out: list[list[float]] = [(quant[SERIES_SRC[x]] / units).tolist() for x in self.series]
         if len(ts) == 0:
-            return [[] for _ in self.windows + self.chgs]  # type: ignore[operator]
+            return out + [[] for _ in range(len(self.windows) + len(self.chgs) + len(self.smas))]
         if self.windows:
             if S[self.t0] < 0:  # the session's first tick (as the loops' head sets it)
                 S[self.t0] = int(ts[0])
@@ -81,6 +124,8 @@ class Feeds:
             out += _windows(self, ts, last, t0, S)
         for c in self.chgs:
             out.append(_chg(c, ts, last, S))
+        for m in self.smas:
+            out.append(_sma(m, quant[m.src], S, units))
         return out
 
 
@@ -221,4 +266,37 @@ def _chg(c: Chg, ts: I64, last: F64, S: list[Any]) -> list[float]:
     S[c.rf] = float(cx[jl])
     S[c.dqt] = deque(cts[jl + 1:].tolist())
     S[c.dqv] = deque(cx[jl + 1:].tolist())
+    return v.tolist()  # type: ignore[no-any-return]
+
+
+def _sma(m: Sma, k: I64, S: list[Any], units: float) -> list[float]:
+    """`(S_i - S_{i-n}) / (n x U_)` on the exact running sum S of whole half ticks: the
+    carried deque holds the last n + 1 sums (NaN before the first), then the chunk's. In
+    int64 while every sum is below 2**53 (so also exactly a double), else per tick on
+    Python ints."""
+    n, cs, dq = m.n, S[m.cs], S[m.dq]
+    div = float(n) * units
+    size = len(k)
+    before = list(dq)
+    big = max((abs(x) for x in before if x == x), default=0)
+    if max(big, abs(cs)) + int(np.abs(k).sum()) >= 2**53:
+        out: list[float] = []
+        for x in k.tolist():
+            cs += x
+            dq.append(cs)
+            out.append((cs - dq[0]) / div)
+        S[m.cs] = cs
+        return out
+    nans = sum(1 for x in before if x != x)  # a prefix: the sums before the first value
+    sums = np.empty(n + 1 + size, dtype=np.int64)
+    sums[:nans] = 0
+    sums[nans:n + 1] = before[nans:]
+    np.cumsum(k, out=sums[n + 1:])
+    sums[n + 1:] += cs
+    v = (sums[n + 1:] - sums[1:size + 1]).astype(np.float64) / div
+    v[:max(0, nans - 1)] = NAN  # tick i reads the sum n back: a NaN while i + 1 < nans
+    tail = sums[-(n + 1):].tolist()
+    lead = max(0, nans - size)  # the NaNs still in the deque after the chunk
+    S[m.cs] = tail[-1]
+    S[m.dq] = deque([NAN] * lead + tail[lead:], maxlen=n + 1)
     return v.tolist()  # type: ignore[no-any-return]
