@@ -129,6 +129,9 @@ class Feeds:
         return out
 
 
+_POW2 = 1 << np.arange(63, dtype=np.int64)
+
+
 def _range_red(x: F64, lo: I64, hi: I64, valid: npt.NDArray[np.bool_], high: bool) -> F64:
     """max (min) of x[lo:hi] where valid (hi > lo there), NaN elsewhere: a range of length
     L with 2^k <= L < 2^(k+1) is the max of its first and its last 2^k values (max is
@@ -137,20 +140,24 @@ def _range_red(x: F64, lo: I64, hi: I64, valid: npt.NDArray[np.bool_], high: boo
     out = np.full(n, NAN)
     if not valid.any():
         return out
-    length = hi - lo
-    lv = np.full(n, -1, dtype=np.int64)
-    lv[valid] = np.frexp(length[valid].astype(np.float64))[1].astype(np.int64) - 1  # floor(log2)
+    lv = np.full(n, -1, dtype=np.int64)  # floor(log2(length)), exactly
+    lv[valid] = np.searchsorted(_POW2, (hi - lo)[valid], side="right") - 1
     red = np.maximum if high else np.minimum
+    top = int(lv.max())
+    main = np.flatnonzero(lv == top)  # most ranges (the rest: the window filling up)
+    rest = np.flatnonzero(valid & (lv != top))
+    groups = [(k, rest[lv[rest] == k]) for k in np.unique(lv[rest]).tolist()] + [(top, main)]
     table, level = x, 0
-    for k in range(int(lv[valid].min()), int(lv.max()) + 1):
-        sel = np.flatnonzero(lv == k)
-        if not sel.size:
-            continue
+    for k, sel in groups:
         while level < k:
             w = 1 << level
             table = red(table[:-w], table[w:])
             level += 1
-        out[sel] = red(table[lo[sel]], table[hi[sel] - (1 << k)])
+        a, b = int(sel[0]), int(sel[-1]) + 1
+        if b - a == sel.size:  # one run of ticks (the usual case): slices, no scatter
+            out[a:b] = red(table.take(lo[a:b]), table.take(hi[a:b] - (1 << k)))
+        else:
+            out[sel] = red(table.take(lo[sel]), table.take(hi[sel] - (1 << k)))
     return out
 
 
