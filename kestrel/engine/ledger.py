@@ -166,7 +166,7 @@ class Ledger:
 
     def to_jsonl(self) -> bytes:
         """Canonical JSON lines (byte-comparable between runs)."""
-        return b"".join(_ENCODER.encode(e) + b"\n" for e in self.events)
+        return _ENCODER.encode_lines(self.events)  # each event's JSON, then "\n"
 
     @classmethod
     def from_jsonl(cls, data: bytes) -> Ledger:
