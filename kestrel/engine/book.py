@@ -63,7 +63,7 @@ class Book:
     gives, without building one per fill."""
 
     __slots__ = ("money", "mult", "pos", "_cn", "_cd", "_rn", "_rd", "rpnl_k", "fees_k",
-                 "avg", "_mn", "_md")
+                 "avg", "_mn", "_md", "_marks")
 
     def __init__(self, money: Money, multiplier: float) -> None:
         self.money = money
@@ -77,6 +77,7 @@ class Book:
         self.rpnl_k = 0
         self.fees_k = 0
         self.avg = 0.0
+        self._marks: dict[float, int] = {}  # upnl_k by touch, for the current position
 
     @property
     def cost(self) -> Fraction:
@@ -93,6 +94,7 @@ class Book:
         self.pos = pos
         self._cn, self._cd = (cost.numerator, cost.denominator) if pos else (0, 1)
         self.avg = float(cost / pos) if pos else 0.0
+        self._marks = {}
 
     def charge(self, fee: Fraction) -> int:
         """Charge a fee (exact amount); returns it in quanta."""
@@ -131,6 +133,7 @@ class Book:
                 cn, cd = _reduced(cn * sd - sn * cd, cd * sd)  # cost -= share
             self.rpnl_k = round_div(self._rn * self._mn, self._rd * self._md)
         self._cn, self._cd = cn, cd
+        self._marks = {}
         # int / int is correctly rounded: the double nearest to the exact average
         self.avg = cn / (cd * self.pos) if self.pos else 0.0
         return opened
@@ -142,11 +145,18 @@ class Book:
         if pos == 0:
             return 0
         x = b if pos > 0 else a
+        k = self._marks.get(x)
+        if k is not None:
+            return k
         if x != x:
             return 0
         tn, td = exact_parts(x)  # (pos x touch - cost) x mult x scale, rounded, in integers
         cn, cd = self._cn, self._cd
-        return round_div((pos * tn * cd - cn * td) * self._mn, td * cd * self._md)
+        k = round_div((pos * tn * cd - cn * td) * self._mn, td * cd * self._md)
+        if len(self._marks) >= 4096:  # a position held across many touches: start over
+            self._marks = {}
+        self._marks[x] = k  # the touches repeat: the next time it is a lookup
+        return k
 
     def pnl_k(self, b: float, a: float) -> int:
         """rpnl - fees + upnl, in quanta (exact)."""
