@@ -168,6 +168,7 @@ def test_book_keeps_the_exact_average_cost_arithmetic(
     book = Book(Money(decimals), multiplier)
     mult = Fraction(Decimal(repr(multiplier)))
     pos, cost, realized = 0, Fraction(0), Fraction(0)
+    touches: list[float] = []
     for q, price, touch in fills:
         p = Fraction(Decimal(repr(price)))
         if pos == 0 or (pos > 0) == (q > 0):
@@ -188,5 +189,7 @@ def test_book_keeps_the_exact_average_cost_arithmetic(
         assert (book.pos, book.cost, book.realized) == (pos, cost, realized)
         assert book.avg == (float(cost / pos) if pos else 0.0)
         assert book.rpnl_k == round(realized * mult * 10**decimals)
-        t = Fraction(Decimal(repr(touch)))
-        assert book.upnl_k(touch, touch) == (round((pos * t - cost) * mult * 10**decimals) if pos else 0)
+        touches.append(touch)  # every touch so far, marked again (a cached mark must follow the fill)
+        for x in touches[-5:] + touches[-5:]:
+            t = Fraction(Decimal(repr(x)))
+            assert book.upnl_k(x, x) == (round((pos * t - cost) * mult * 10**decimals) if pos else 0)
