@@ -59,6 +59,18 @@ from kestrel.lang import ast
 
 NAN = float("nan")
 SENTINEL = -(2**62)
+FEED_MIN = 2048  # the fewest ticks a chunk of the fed code has (below: the per-tick code)
+
+
+def spans(n: int, chunk: int) -> list[tuple[int, int]]:
+    """[lo, hi) pieces of n ticks for the live loop: half `FEED_MIN` (per tick), then eight
+    times longer each up to `chunk`, so a plan whose rules are all spent early wastes little
+    fed work (the rest of a piece); a piece boundary never changes the ledger."""
+    out, lo, size = [], 0, FEED_MIN // 2
+    while lo < n:
+        out.append((lo, min(n, lo + size)))
+        lo, size = lo + size, min(chunk, 8 * size)
+    return out
 
 SERIES_SRC = {
     "last": "l",
@@ -129,6 +141,15 @@ class CompiledPlan:
     quant: tuple[str, ...] = ()  # the `QUANT_COLUMNS` the loops read (see `quant_columns`)
     reads: tuple[str, ...] = ("l", "s")  # which of last (`l`) and size (`s`) the loops read
     feeds: Feeds = Feeds()  # the indicators whose values come in as columns (`feed`)
+    twin: CompiledPlan | None = None  # the per-tick code of a fed plan: same state layout
+
+    def for_chunk(self, n: int, live: bool = True) -> CompiledPlan:
+        """The code to run a chunk of n ticks with: the fed code from `FEED_MIN` ticks on
+        (numpy's fixed cost per call outweighs it below) while a rule is live, else the
+        per-tick twin. Both keep the same state, so they can take turns chunk by chunk."""
+        if self.twin is None or (live and n >= FEED_MIN):
+            return self
+        return self.twin
 
     def columns(self, part: Ticks, S: list[Any], units: float) -> list[list[Any]]:
         """The per-chunk columns the loops zip after ts, bid, ask, last and size: the
@@ -417,6 +438,7 @@ def compile_plan(plan: ast.Plan, fed: bool = True) -> CompiledPlan:
     depends on the plan only; the session's UTC offset and open come in as arguments).
     `fed`: time windows and `chg` come in as per-chunk columns (`feed`, `CompiledPlan.columns`)
     instead of being updated per tick; the values are the same."""
+    twin = compile_plan(plan, fed=False) if fed else None
     g = _Gen(fed)
     conds: list[str] = []
     prices: list[str] = []
@@ -564,6 +586,7 @@ def compile_plan(plan: ast.Plan, fed: bool = True) -> CompiledPlan:
         quant=quant,
         reads=reads,
         feeds=feeds,
+        twin=twin if feeds else None,
     )
 
 

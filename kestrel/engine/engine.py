@@ -16,7 +16,7 @@ from typing import Any
 
 from kestrel.engine.book import Book, Carry, account_of, carry_of
 from kestrel.engine.broker import Broker, RuleState
-from kestrel.engine.codegen import CompiledPlan, compile_plan, time_literals
+from kestrel.engine.codegen import CompiledPlan, compile_plan, spans, time_literals
 from kestrel.engine.config import EngineConfig
 from kestrel.engine.fast import DEFAULT_POLICY, FastPolicy, run_fast
 from kestrel.engine.indicators import PlanError, longest_lookback
@@ -240,17 +240,19 @@ class Engine:
         n = len(batch)
         compiled = self.compiled
         broker = self.broker
-        for lo in range(0, n, CHUNK):
-            part = batch.slice(lo, min(n, lo + CHUNK))
+        for lo, hi in spans(n, CHUNK):
+            part = batch.slice(lo, hi)
+            code = (compiled.for_chunk(hi - lo, any(broker.rule_states))
+                    if compiled is not None else None)
             tsl, bl, al = part.ts.tolist(), part.bid.tolist(), part.ask.tolist()
-            reads = compiled.reads if compiled is not None else ()
+            reads = code.reads if code is not None else ()
             ll = part.last.tolist() if "l" in reads else part.last
             sl = part.size.tolist() if "s" in reads else part.size
             broker.sizes, broker.sizes_base = part.size, g0 + lo
-            if compiled is not None:
-                q = compiled.columns(part, self.indicator_state, self.grid.units)
-                compiled.live(broker, tsl, bl, al, ll, sl, q, g0 + lo, self.indicator_state,
-                              broker.rule_states, self.consts())
+            if code is not None:
+                q = code.columns(part, self.indicator_state, self.grid.units)
+                code.live(broker, tsl, bl, al, ll, sl, q, g0 + lo, self.indicator_state,
+                          broker.rule_states, self.consts())
             else:
                 broker.run_idle(tsl, bl, al, ll, sl, g0 + lo)
             broker.advance(g0 + lo + len(tsl), tsl[-1], bl[-1], al[-1])
@@ -327,14 +329,15 @@ class Engine:
         h = self.history.view()
         n = len(h) if upto is None else upto
         cut = min(max(self.arm_tick, 0), n)
-        for lo, hi, fn in ((0, cut, self.compiled.warm), (cut, n, self.compiled.warmx)):
+        for lo, hi, crosses in ((0, cut, False), (cut, n, True)):
             for c in range(lo, hi, CHUNK):  # one chunk at a time as Python objects
                 part = h.slice(c, min(hi, c + CHUNK))
-                reads = self.compiled.reads
+                code = self.compiled.for_chunk(len(part))
+                fn, reads = code.warmx if crosses else code.warm, code.reads
                 fn(part.ts.tolist(), part.bid.tolist(), part.ask.tolist(),
                    part.last.tolist() if "l" in reads else part.last,
                    part.size.tolist() if "s" in reads else part.size,
-                   self.compiled.columns(part, self.indicator_state, self.grid.units),
+                   code.columns(part, self.indicator_state, self.grid.units),
                    self.indicator_state, self.consts())
         self.indicators_stale = False
 
