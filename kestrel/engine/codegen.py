@@ -466,21 +466,20 @@ def compile_plan(plan: ast.Plan, fed: bool = True) -> CompiledPlan:
     # last, size and the quantized columns are zipped only when the loop body reads them
     text = "\n".join(upd + conds + prices + pre + post)
     quant = tuple(q for q in QUANT_COLUMNS if re.search(rf"\b{q}\b", text))
-    fed = g.fed_columns()
-    series = tuple(x for x, name in (("m", "mid"), ("sp", "spread"))
-                   if g.fed and re.search(rf"\b{x}\b", text))
+    fed_cols = g.fed_columns()
+    series = tuple(x for x in ("m", "sp") if g.fed and re.search(rf"\b{x}\b", text))
     feeds = Feeds(
         series=series,
         windows=tuple(Window(s.kind == "high", int(s.window_ns), names.index(f"dqt{v[1:]}"),
-                             names.index(f"dqv{v[1:]}")) for v, s in fed if s.kind in ("high", "low")),
+                             names.index(f"dqv{v[1:]}")) for v, s in fed_cols if s.kind in ("high", "low")),
         chgs=tuple(Chg(int(s.window_ns), names.index(f"dqt{v[1:]}"), names.index(f"dqv{v[1:]}"),
-                       names.index(f"rf{v[1:]}")) for v, s in fed if s.kind == "chg"),
+                       names.index(f"rf{v[1:]}")) for v, s in fed_cols if s.kind == "chg"),
         smas=tuple(Sma(int(s.n), QUANT_SRC[s.x], names.index(f"cs{v[1:]}"), names.index(f"dq{v[1:]}"))
-                   for v, s in fed if s.kind == "sma"),
+                   for v, s in fed_cols if s.kind == "sma"),
         pt=names.index("pt") if g.windows else -1, pv=names.index("pv") if g.windows else -1,
         pend=names.index("pend") if g.windows else -1, t0=names.index("t0"))
     reads = tuple(v for v in ("l", "s") if re.search(rf"\b{v}\b", text))
-    loop = ("for t, b, a" + "".join(", " + v for v in reads + quant + series + tuple(v for v, _ in fed))
+    loop = ("for t, b, a" + "".join(", " + v for v in reads + quant + series + tuple(v for v, _ in fed_cols))
             + " in zip(tsl, bl, al"
             + "".join(", " + v + "l" for v in reads) + ", *Q_):")
     n_rules = len(plan.rules)
