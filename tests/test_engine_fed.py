@@ -180,9 +180,9 @@ def test_fed_columns_reach_the_bounds_the_oracle_reads() -> None:
     last = np.array([5.0, 7.0, 6.0, 9.0, 1.0])
     z = np.zeros(5)
     part = Ticks(ts, last, last, last, z)
-    (col,) = c.columns(part.slice(0, 3), S, 200.0)[len(c.quant):]
+    col = list(c.columns(part.slice(0, 3), S, 200.0)[-1])
     assert same(col, [math.nan, math.nan, 7.0])  # t - 2s reaches the first tick at the third
-    (col,) = c.columns(part.slice(3, 4), S, 200.0)[len(c.quant):]
+    col = list(c.columns(part.slice(3, 4), S, 200.0)[-1])
     assert same(col, [7.0])  # the 6.0 sharing its timestamp is pending, not in the window
-    (col,) = c.columns(part.slice(4, 5), S, 200.0)[len(c.quant):]
+    col = list(c.columns(part.slice(4, 5), S, 200.0)[-1])
     assert same(col, [9.0])  # [t-2s, t) holds 7.0, 6.0 and 9.0

@@ -160,7 +160,7 @@ class CompiledPlan:
             return list(quant_columns(self.quant, part.bid, part.ask, part.last, units))
         arrays = {name: quant_array(name, part.bid, part.ask, part.last, units)
                   for name in sorted(set(self.quant) | f.sources())}
-        q: list[list[Any]] = [arrays[name].tolist() for name in self.quant]
+        q: list[Any] = [arrays[name].data for name in self.quant]
         return q + f.columns(part.ts, part.last, S, units, arrays)
 
 

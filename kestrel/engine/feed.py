@@ -25,6 +25,7 @@ and the columns are the values the per-tick code computes, bit for bit:
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +36,9 @@ SENTINEL = -(2**62)
 NAN = float("nan")
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
+# a column the loop zips: a list, or a memoryview of a numpy array (iterating one yields
+# the same Python ints and floats as `tolist`, without building the list)
+Column = Sequence[float] | memoryview
 
 
 @dataclass(frozen=True)
@@ -112,9 +116,9 @@ class Feeds:
         return bool(self.series or self.windows or self.chgs or self.smas)
 
     def columns(self, ts: I64, last: F64, S: list[Any], units: float,
-                quant: dict[str, I64]) -> list[list[float]]:
+                quant: dict[str, I64]) -> list[Column]:
         """The chunk's columns, advancing their state in `S` (`quant`: the `sources`)."""
-        out: list[list[float]] = [(quant[SERIES_SRC[x]] / units).tolist() for x in self.series]
+        out: list[Column] = [(quant[SERIES_SRC[x]] / units).data for x in self.series]
         if len(ts) == 0:
             return out + [[] for _ in range(len(self.windows) + len(self.chgs) + len(self.smas))]
         if self.windows:
@@ -173,7 +177,7 @@ def _survivors(x: F64, high: bool) -> npt.NDArray[np.bool_]:
     return np.asarray(x > after if high else x < after)
 
 
-def _windows(f: Feeds, ts: I64, last: F64, t0: int, S: list[Any]) -> list[list[float]]:
+def _windows(f: Feeds, ts: I64, last: F64, t0: int, S: list[Any]) -> list[Column]:
     pt, pv, pend = S[f.pt], S[f.pv], S[f.pend]
     gx: list[float] = [*pend, pv] if pt != SENTINEL else []
     g = len(gx)
@@ -193,7 +197,7 @@ def _windows(f: Feeds, ts: I64, last: F64, t0: int, S: list[Any]) -> list[list[f
         hi = np.searchsorted(bts, ts, side="left")
     los: dict[int, I64] = {}
     first = int(np.searchsorted(ts, T, side="left"))
-    out: list[list[float]] = []
+    out: list[Column] = []
     for w, (dts, dv) in zip(f.windows, deques):
         if w.d not in los:
             los[w.d] = np.searchsorted(bts, ts - w.d, side="left")
@@ -206,7 +210,7 @@ def _windows(f: Feeds, ts: I64, last: F64, t0: int, S: list[Any]) -> list[list[f
             red = np.fmax if w.high else np.fmin  # NaN (empty range) takes the other
             col = np.where(has, red(carried, col), col)
         col[ts - w.d < t0] = NAN
-        out.append(col.tolist())
+        out.append(col.data)
         # state: what the pushes leave of the deque and every timestamp before T, expired
         # entries dropped (survival only depends on later values: the tail suffices)
         k = g + first
@@ -224,7 +228,7 @@ def _windows(f: Feeds, ts: I64, last: F64, t0: int, S: list[Any]) -> list[list[f
 
 
 def _windows_per_tick(f: Feeds, tsl: list[int], ll: list[float], t0: int,
-                      S: list[Any]) -> list[list[float]]:
+                      S: list[Any]) -> list[Column]:
     """The per-tick windows (`lean.windows_update` and the expiry lines), for values the
     vectorized reduction would not reproduce (NaN, signed zeros)."""
     pt, pv, pend = S[f.pt], S[f.pv], list(S[f.pend])
@@ -256,10 +260,11 @@ def _windows_per_tick(f: Feeds, tsl: list[int], ll: list[float], t0: int,
                 dqv.popleft()
             outs[j].append(dqv[0] if dqv and lo >= t0 else NAN)
     S[f.pt], S[f.pv], S[f.pend] = pt, pv, pend
-    return outs
+    cols: list[Column] = list(outs)
+    return cols
 
 
-def _chg(c: Chg, ts: I64, last: F64, S: list[Any]) -> list[float]:
+def _chg(c: Chg, ts: I64, last: F64, S: list[Any]) -> Column:
     dqt, dqv, rf = S[c.dqt], S[c.dqv], S[c.rf]
     cts = np.concatenate([np.asarray([SENTINEL], dtype=np.int64), np.asarray(dqt, dtype=np.int64), ts])
     cx = np.concatenate([np.asarray([rf], dtype=np.float64), np.asarray(dqv, dtype=np.float64), last])
@@ -273,10 +278,11 @@ def _chg(c: Chg, ts: I64, last: F64, S: list[Any]) -> list[float]:
     S[c.rf] = float(cx[jl])
     S[c.dqt] = deque(cts[jl + 1:].tolist())
     S[c.dqv] = deque(cx[jl + 1:].tolist())
-    return v.tolist()  # type: ignore[no-any-return]
+    data: memoryview = v.data
+    return data
 
 
-def _sma(m: Sma, k: I64, S: list[Any], units: float) -> list[float]:
+def _sma(m: Sma, k: I64, S: list[Any], units: float) -> Column:
     """`(S_i - S_{i-n}) / (n x U_)` on the exact running sum S of whole half ticks: the
     carried deque holds the last n + 1 sums (NaN before the first), then the chunk's. In
     int64 while every sum is below 2**53 (so also exactly a double), else per tick on
@@ -306,4 +312,5 @@ def _sma(m: Sma, k: I64, S: list[Any], units: float) -> list[float]:
     lead = max(0, nans - size)  # the NaNs still in the deque after the chunk
     S[m.cs] = tail[-1]
     S[m.dq] = deque([NAN] * lead + tail[lead:], maxlen=n + 1)
-    return v.tolist()  # type: ignore[no-any-return]
+    data: memoryview = v.data
+    return data
