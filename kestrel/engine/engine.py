@@ -244,10 +244,11 @@ class Engine:
             part = batch.slice(lo, hi)
             code = (compiled.for_chunk(hi - lo, any(broker.rule_states))
                     if compiled is not None else None)
-            tsl, bl, al = part.ts.tolist(), part.bid.tolist(), part.ask.tolist()
+            # memoryviews: iterating one yields the Python ints and floats `tolist` would
+            tsl, bl, al = part.ts.data, part.bid.data, part.ask.data
             reads = code.reads if code is not None else ()
-            ll = part.last.tolist() if "l" in reads else part.last
-            sl = part.size.tolist() if "s" in reads else part.size
+            ll = part.last.data if "l" in reads else part.last
+            sl = part.size.data if "s" in reads else part.size
             broker.sizes, broker.sizes_base = part.size, g0 + lo
             if code is not None:
                 q = code.columns(part, self.indicator_state, self.grid.units)
