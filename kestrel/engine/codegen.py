@@ -545,18 +545,17 @@ def compile_plan(plan: ast.Plan, fed: bool = True) -> CompiledPlan:
     ]
     body += upd + pre
     for j, (cond, price) in enumerate(zip(conds, prices)):
-        body += [
-            f"if r{j}:",
-            f"    c_ = {cond}",
-            f"    if r{j} is armed_:",
-            "        if c_:",
-            f"            fire({j}, i, t, b, a, {price})",
-            "            " + reload_env,
-            "            " + reload_r,
-            "            if not (" + " or ".join(rvars) + "):",
-            *("                " + x for x in post),
-            "                break",
-            "    elif not c_:",
+        body += [  # armed: fire when true; waiting: re-arm when false; spent (0): skip
+            f"if r{j} is armed_:",
+            f"    if {cond}:",
+            f"        fire({j}, i, t, b, a, {price})",
+            "        " + reload_env,
+            "        " + reload_r,
+            "        if not (" + " or ".join(rvars) + "):",
+            *("            " + x for x in post),
+            "            break",
+            f"elif r{j}:",
+            f"    if not {cond}:",
             f"        r{j} = R[{j}] = armed_",
         ]
     body += post
