@@ -1,6 +1,8 @@
 """The ledger: every order, fill, cancel, position change, arm/disarm and PnL mark.
 
-Events are msgspec Structs in one tagged union (`event` field). Each carries `tick` (the
+Events are msgspec Structs in one tagged union (`event` field), untracked by the garbage
+collector (`gc=False`: they hold only numbers, strings and None, so they cannot be in a
+cycle, and a long ledger adds nothing to every collection's work). Each carries `tick` (the
 engine's global tick index since the session started) and `ts` (ns UTC). The canonical
 serialization is JSON lines, one event per line in emission order, fields in declaration
 order, floats in shortest round-trip form: two runs are compared by bytes.
@@ -20,7 +22,7 @@ Side: TypeAlias = Literal["buy", "sell"]
 Role: TypeAlias = Literal["entry", "stop", "target", "trail", "flat", "exit"]
 
 
-class Armed(msgspec.Struct, frozen=True, tag="armed", tag_field="event"):
+class Armed(msgspec.Struct, frozen=True, gc=False, tag="armed", tag_field="event"):
     tick: int
     ts: int
     plan: str
@@ -28,7 +30,7 @@ class Armed(msgspec.Struct, frozen=True, tag="armed", tag_field="event"):
     expiry_ts: int
 
 
-class Carried(msgspec.Struct, frozen=True, tag="carry", tag_field="event"):
+class Carried(msgspec.Struct, frozen=True, gc=False, tag="carry", tag_field="event"):
     """The session opened with a position carried from the previous one (`end_of_day =
     "carry"`): its size, average price and how many protective orders came with it (they
     follow as `order` events of plan `carried`)."""
@@ -40,21 +42,21 @@ class Carried(msgspec.Struct, frozen=True, tag="carry", tag_field="event"):
     orders: int
 
 
-class Disarmed(msgspec.Struct, frozen=True, tag="disarmed", tag_field="event"):
+class Disarmed(msgspec.Struct, frozen=True, gc=False, tag="disarmed", tag_field="event"):
     tick: int
     ts: int
     plan: str
     reason: str
 
 
-class Fired(msgspec.Struct, frozen=True, tag="fired", tag_field="event"):
+class Fired(msgspec.Struct, frozen=True, gc=False, tag="fired", tag_field="event"):
     tick: int
     ts: int
     plan: str
     rule: int
 
 
-class OrderPlaced(msgspec.Struct, frozen=True, tag="order", tag_field="event"):
+class OrderPlaced(msgspec.Struct, frozen=True, gc=False, tag="order", tag_field="event"):
     tick: int
     ts: int
     id: int
@@ -67,7 +69,7 @@ class OrderPlaced(msgspec.Struct, frozen=True, tag="order", tag_field="event"):
     parent: int | None
 
 
-class OrderRejected(msgspec.Struct, frozen=True, tag="reject", tag_field="event"):
+class OrderRejected(msgspec.Struct, frozen=True, gc=False, tag="reject", tag_field="event"):
     tick: int
     ts: int
     plan: str
@@ -75,7 +77,7 @@ class OrderRejected(msgspec.Struct, frozen=True, tag="reject", tag_field="event"
     reason: str
 
 
-class Filled(msgspec.Struct, frozen=True, tag="fill", tag_field="event"):
+class Filled(msgspec.Struct, frozen=True, gc=False, tag="fill", tag_field="event"):
     tick: int
     ts: int
     id: int
@@ -85,14 +87,14 @@ class Filled(msgspec.Struct, frozen=True, tag="fill", tag_field="event"):
     fee: float
 
 
-class Cancelled(msgspec.Struct, frozen=True, tag="cancel", tag_field="event"):
+class Cancelled(msgspec.Struct, frozen=True, gc=False, tag="cancel", tag_field="event"):
     tick: int
     ts: int
     id: int
     reason: str
 
 
-class PositionChanged(msgspec.Struct, frozen=True, tag="position", tag_field="event"):
+class PositionChanged(msgspec.Struct, frozen=True, gc=False, tag="position", tag_field="event"):
     tick: int
     ts: int
     pos: int
@@ -100,7 +102,7 @@ class PositionChanged(msgspec.Struct, frozen=True, tag="position", tag_field="ev
     rpnl: float
 
 
-class Mark(msgspec.Struct, frozen=True, tag="mark", tag_field="event"):
+class Mark(msgspec.Struct, frozen=True, gc=False, tag="mark", tag_field="event"):
     """Equity = rpnl + upnl - fees, upnl marked at the touch (bid for longs, ask for shorts)."""
 
     tick: int
