@@ -18,6 +18,8 @@ from kestrel.engine import Engine, EngineConfig, ticks_of
 from kestrel.engine.ledger import Disarmed, Filled, Mark, PositionChanged
 from kestrel.engine.book import Book
 from kestrel.engine.money import Money
+from kestrel.engine.orders import TickGrid, bracket_price
+from kestrel.lang.ast import Offset
 
 from engine_helpers import SESSION, S, T0, plan
 
@@ -193,3 +195,17 @@ def test_book_keeps_the_exact_average_cost_arithmetic(
         for x in touches[-5:] + touches[-5:]:
             t = Fraction(Decimal(repr(x)))
             assert book.upnl_k(x, x) == (round((pos * t - cost) * mult * 10**decimals) if pos else 0)
+
+
+@given(st.integers(1, 10**9).map(lambda k: k / 10**4), st.sampled_from(["pct", "abs", "at"]),
+       st.integers(-5000, 5000).map(lambda k: k / 100), st.sampled_from([0.01, 0.25, 0.00001, 0.5, 0.03]))
+def test_bracket_levels_are_the_decimal_arithmetic_on_the_grid(
+        entry: float, mode: str, value: float, tick: float) -> None:
+    """A STOP/TARGET level computed in integers is the exact decimal level (entry x (1 +
+    v/100), entry + v, or v) rounded half to even onto the grid, as `Fraction` computes it."""
+    grid = TickGrid(tick)
+    e, v = Fraction(Decimal(repr(entry))), Fraction(Decimal(repr(value)))
+    x = e * (1 + v / 100) if mode == "pct" else e + v if mode == "abs" else v
+    assert bracket_price(entry, Offset(mode, value), grid) == grid.snap_exact(x)  # type: ignore[arg-type]
+    k = round(x / Fraction(Decimal(repr(tick))))
+    assert grid.snap_exact(x) == (k / grid.inv if grid.inv else float(k * Fraction(Decimal(repr(tick)))))

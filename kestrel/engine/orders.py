@@ -84,8 +84,13 @@ class TickGrid:
         self.units = 2.0 * (self.inv if self.inv else 1.0 / tick)
 
     def snap_exact(self, x: Fraction) -> float:
-        t = self.tick_exact  # x / t rounded half to even, in integers (exact)
-        k = round_div(x.numerator * t.denominator, x.denominator * t.numerator)
+        return self.snap_parts(x.numerator, x.denominator)
+
+    def snap_parts(self, n: int, d: int) -> float:
+        """`snap_exact(n / d)` for integers n and d > 0 (in any terms: the rounding of a
+        ratio does not depend on them), without building a `Fraction`."""
+        t = self.tick_exact  # (n / d) / t rounded half to even, in integers (exact)
+        k = round_div(n * t.denominator, d * t.numerator)
         return k / self.inv if self.inv else float(k * self.tick_exact)
 
     def snap(self, p: float) -> float:
@@ -243,17 +248,19 @@ def bracket_price(entry: float, off: ast.Offset, grid: TickGrid) -> float:
     """A STOP/TARGET price from the entry fill price: exact in decimal, rounded half to even
     onto the tick grid (61830 x (1 + 0.05/100) = 61860.915 -> 61860.92 at 0.01). A pure
     function of its inputs, so cached (entries repeat at the same prices all day)."""
-    return _bracket_price(entry, off, grid)
+    return _bracket_price(entry, off.mode, off.value, grid)
 
 
 @lru_cache(maxsize=65536)
-def _bracket_price(entry: float, off: ast.Offset, grid: TickGrid) -> float:
-    v = exact(off.value)
-    if off.mode == "pct":
-        return grid.snap_exact(exact(entry) * (1 + v / 100))
-    if off.mode == "abs":
-        return grid.snap_exact(exact(entry) + v)
-    return grid.snap_exact(v)
+def _bracket_price(entry: float, mode: str, value: float, grid: TickGrid) -> float:
+    # in integers on the decimal forms: entry = en/ed, the offset v = vn/vd
+    vn, vd = exact_parts(value)
+    if mode == "at":
+        return grid.snap_parts(vn, vd)
+    en, ed = exact_parts(entry)
+    if mode == "pct":  # entry x (1 + v/100)
+        return grid.snap_parts(en * (100 * vd + vn), ed * 100 * vd)
+    return grid.snap_parts(en * vd + vn * ed, ed * vd)  # abs: entry + v
 
 
 def slipped(touch: float, side: int, slip_ticks: Fraction, grid: TickGrid) -> float:
@@ -261,4 +268,9 @@ def slipped(touch: float, side: int, slip_ticks: Fraction, grid: TickGrid) -> fl
     a buy, subtracted for a sell): exact, on the tick grid. No slippage: the touch as is."""
     if not slip_ticks:
         return touch
+    return _slipped(touch, side, slip_ticks, grid)
+
+
+@lru_cache(maxsize=65536)
+def _slipped(touch: float, side: int, slip_ticks: Fraction, grid: TickGrid) -> float:
     return grid.snap_exact(exact(touch) + side * slip_ticks * grid.tick_exact)
