@@ -186,3 +186,27 @@ def test_fed_columns_reach_the_bounds_the_oracle_reads() -> None:
     assert same(col, [7.0])  # the 6.0 sharing its timestamp is pending, not in the window
     col = list(c.columns(part.slice(4, 5), S, 200.0)[-1])
     assert same(col, [9.0])  # [t-2s, t) holds 7.0, 6.0 and 9.0
+
+
+@pytest.mark.parametrize("cond", ["time > 09:41:07", "time <= 09:41:07", "time < 09:41:07",
+                                  "time >= 09:41:07", "09:41:07 < time", "09:41:07 >= time",
+                                  "NOT time <= 09:52:00 AND 10:03:30 > time"])
+def test_time_of_day_compares_on_the_timestamp_as_the_fast_path_does(cond: str) -> None:
+    """`time op hh:mm:ss` compiles to a compare of the tick's timestamp with a bound (no
+    division per tick); the fast path computes `time` as whole seconds: same ledgers, on a
+    day with ticks at and around the bound's second."""
+    session, ticks = random_day(random.Random(41))
+    bound = session.wall_clock_ns(9, 41, 7)
+    ts = ticks.ts.copy()
+    ts[100:104] = [bound - 1, bound, bound + 999_999_999, bound + 10**9]
+    ts.sort()
+    day = Ticks(ts, ticks.bid, ticks.ask, ticks.last, ticks.size)
+    text = f"PLAN t\nWHEN {cond}: BUY 1 MKT x50\nWHEN pos >= 3: FLAT x50"
+    ref = Engine(EngineConfig(), session, "TEST", 0.01)
+    ref.arm(plan(text))
+    ref.run(day, path="reference")
+    fast = Engine(EngineConfig(), session, "TEST", 0.01)
+    fast.arm(plan(text))
+    fast.run(day, path="fast")
+    assert ref.ledger.to_jsonl() == fast.ledger.to_jsonl()
+    assert b'"fill"' in ref.ledger.to_jsonl()

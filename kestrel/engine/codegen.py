@@ -210,6 +210,7 @@ class _Gen:
         self.tods: list[ast.TimeOfDay] = []
         self.quant: set[str] = set()
         self.hoist: list[str] = []  # constants computed once in each function's head
+        self.hoist_late: list[str] = []  # the same, reading the times of day (`tl{k}`)
         self.defs: list[tuple[str, str]] = []  # (value, expression) lines `updates` emits
 
     def qsrc(self, x: str) -> str:
@@ -287,6 +288,9 @@ class _Gen:
             op = _op(_ARITH, e.op, "operator")
             return f"_div({x}, {y})" if op == "/" else f"({x} {op} {y})"
         if isinstance(e, ast.Compare):
+            clock = self.clock_compare(e)
+            if clock is not None:
+                return clock
             x, y = self.expr(e.left), self.expr(e.right)
             op = _op(_CMP, e.op, "comparison")
             if op != "!=":
@@ -316,6 +320,27 @@ class _Gen:
         if isinstance(e, ast.Not):
             return f"(not {self.expr(e.operand)})"
         raise PlanError(f"{type(e).__name__} is not a value here")
+
+    def clock_compare(self, e: ast.Compare) -> str | None:
+        """`time op hh:mm` (either order) as a comparison of the tick's ns timestamp with a
+        hoisted bound: `(t - BASE_) // 1e9 >= k` is `t >= BASE_ + k x 1e9` and `> k` is
+        `>= k + 1` for integers, so no big-int division per tick. None for other compares."""
+        flip = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
+        if (isinstance(e.left, ast.Series) and e.left.name == "time"
+                and isinstance(e.right, ast.TimeOfDay) and e.op in flip):
+            tod, op = e.right, str(e.op)
+        elif (isinstance(e.right, ast.Series) and e.right.name == "time"
+              and isinstance(e.left, ast.TimeOfDay) and e.op in flip):
+            tod, op = e.left, flip[e.op]
+        else:
+            return None
+        k = self.expr(tod)[2:]  # tl{k}
+        after = op in (">", "<=")  # against the first ns of the next second
+        name = f"tb{k}_{int(after)}"
+        line = f"{name} = BASE_ + (tl{k} + {int(after)}) * {NS_PER_S}"
+        if line not in self.hoist_late:
+            self.hoist_late.append(line)
+        return f"(t {'>=' if op in ('>=', '>') else '<'} {name})"
 
     # ----------------------------------------------------------------------------------
     def define(self, L: list[str], v: str, expr: str, ind: str = "") -> None:
@@ -501,6 +526,7 @@ def compile_plan(plan: ast.Plan, fed: bool = True) -> CompiledPlan:
         "    H_ = U_ / 2.0",
         *("    " + h for h in g.hoist),
         f"    {''.join(n + ', ' for n in tl)}= TL_" if tl else "    pass",
+        *("    " + h for h in g.hoist_late),
         "    if tsl:",
         "        if t0 < 0: t0 = tsl[0]",
         "        if op != op:",
