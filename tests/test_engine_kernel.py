@@ -51,7 +51,7 @@ def test_generated_code_names_no_private_member(name: str, plan: Plan) -> None:
     attrs = {n.attr for n in pyast.walk(pyast.parse(source)) if isinstance(n, pyast.Attribute)}
     assert not {a for a in attrs if a.startswith("_")}
     # the live loop drives the kernel by its public methods, bound once per call
-    assert "step, fire, run_idle = E.step, E.fire, E.run_idle\n    armed_ = _ARMED\n" in source
+    assert "step, fire, run_idle = E.step, E.fire, E.run_idle\n    armed_, waiting_ = _ARMED, _WAITING\n" in source
     assert attrs <= {"step", "fire", "run_idle", "env", "pos", "rpnl", "upnl_now", "pnl_now",
                      "append", "pop", "popleft", "clear"}, attrs
     for attr in attrs & {"step", "fire", "run_idle", "env", "pos", "rpnl", "upnl_now", "pnl_now"}:

@@ -467,8 +467,14 @@ def compile_plan(plan: ast.Plan, fed: bool = True) -> CompiledPlan:
     g = _Gen(fed)
     conds: list[str] = []
     prices: list[str] = []
+    gates: list[str] = []  # each rule's account conjuncts (pos, rpnl): "" when none
+    rests: list[str] = []  # the rest of its top-level AND
     for rule in plan.rules:
         conds.append(g.expr(rule.cond))
+        acct, rest = lean.split_account(rule.cond)
+        gates.append(" and ".join(g.expr(o) for o in acct))
+        rest.sort(key=_cost)
+        rests.append("(" + " and ".join(g.expr(o) for o in rest) + ")" if rest else "True")
         ps = [
             g.expr(act.price) if isinstance(act, ast.Order) and act.price is not None else "None"
             for act in rule.actions
@@ -486,10 +492,12 @@ def compile_plan(plan: ast.Plan, fed: bool = True) -> CompiledPlan:
     g.state += cross_state
     names = [n for n, _ in g.state]
     upd = g.updates()
-    upd, conds, prices = lean.inline(g.defs, upd, conds, prices, pre + post)
-    conds = lean.substitute(cross_exprs, conds)
+    n_rules = len(plan.rules)
+    upd, texts, prices = lean.inline(g.defs, upd, conds + rests, prices, pre + post)
+    texts = lean.substitute(cross_exprs, texts)
+    conds, rests = texts[:n_rules], texts[n_rules:]
     # last, size and the quantized columns are zipped only when the loop body reads them
-    text = "\n".join(upd + conds + prices + pre + post)
+    text = "\n".join(upd + conds + prices + pre + post + gates)
     quant = tuple(q for q in QUANT_COLUMNS if re.search(rf"\b{q}\b", text))
     fed_cols = g.fed_columns()
     series = tuple(x for x in ("m", "sp") if g.fed and re.search(rf"\b{x}\b", text))
@@ -507,7 +515,6 @@ def compile_plan(plan: ast.Plan, fed: bool = True) -> CompiledPlan:
     loop = ("for t, b, a" + "".join(", " + v for v in reads + quant + series + tuple(v for v, _ in fed_cols))
             + " in zip(tsl, bl, al"
             + "".join(", " + v + "l" for v in reads) + ", *Q_):")
-    n_rules = len(plan.rules)
     rvars = [f"r{j}" for j in range(n_rules)]
 
     def unpack(ind: str) -> list[str]:
@@ -548,10 +555,14 @@ def compile_plan(plan: ast.Plan, fed: bool = True) -> CompiledPlan:
         reload_env += "; pos_ = E.pos"
     if re.search(r"\brpnl_\b", text):
         reload_env += "; rpnl_ = E.rpnl"
-    reload_r = (", ".join(rvars) + ", = R") if rvars else "pass"
+    # after each broker event: the rule states, and per rule `a{j}` (armed and its account
+    # gate holds: pos and rpnl change only here) and `w{j}` (waiting to re-arm)
+    reload_r = "; ".join([", ".join(rvars) + ", = R"] + [
+        f"a{j} = r{j} is armed_" + (f" and {gate}" if gate else "") + f"; w{j} = r{j} is waiting_"
+        for j, gate in enumerate(gates)])
     src += ["def live(E, tsl, bl, al, ll, sl, Q_, g0, S, R, K_):", "    nan = _NAN",
             "    step, fire, run_idle = E.step, E.fire, E.run_idle",
-            "    armed_ = _ARMED"]
+            "    armed_, waiting_ = _ARMED, _WAITING"]
     src += unpack("    ") + head
     dead = "if not (" + " or ".join(rvars) + "): break"
     src += ["    " + reload_env, "    " + reload_r, "    i = g0 - 1"]
@@ -570,19 +581,21 @@ def compile_plan(plan: ast.Plan, fed: bool = True) -> CompiledPlan:
         "    " + dead,
     ]
     body += upd + pre
-    for j, (cond, price) in enumerate(zip(conds, prices)):
-        body += [  # armed: fire when true; waiting: re-arm when false; spent (0): skip
-            f"if r{j} is armed_:",
-            f"    if {cond}:",
+    for j, (cond, rest, gate, price) in enumerate(zip(conds, rests, gates, prices)):
+        body += [  # armed (and gate): fire when the rest holds; waiting: re-arm when false
+            f"if a{j}:",
+            f"    if {rest}:",
             f"        fire({j}, i, t, b, a, {price})",
             "        " + reload_env,
             "        " + reload_r,
             "        if not (" + " or ".join(rvars) + "):",
             *("            " + x for x in post),
             "            break",
-            f"elif r{j}:",
+            f"elif w{j}:",
             f"    if not {cond}:",
             f"        r{j} = R[{j}] = armed_",
+            f"        a{j} = {gate or 'True'}",
+            f"        w{j} = False",
         ]
     body += post
     src += ["        " + line for line in body]
@@ -596,7 +609,7 @@ def compile_plan(plan: ast.Plan, fed: bool = True) -> CompiledPlan:
     src.append(f"def init_state():\n    nan = _NAN\n    return [{inits}]\n")
     source = "\n".join(src)
     namespace: dict[str, Any] = {"_NAN": NAN, "deque": deque, "_div": _div, "_ne": _ne, "math": math,
-                                 "_ARMED": RuleState.ARMED}
+                                 "_ARMED": RuleState.ARMED, "_WAITING": RuleState.WAITING}
     exec(compile(source, "<kestrel plan>", "exec"), namespace)
     return CompiledPlan(
         plan=plan,

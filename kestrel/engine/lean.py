@@ -30,7 +30,8 @@ import re
 from kestrel.engine.indicators import IndicatorSpec
 from kestrel.lang import ast
 
-INLINE_MAX = 2  # a value read more often than this by the conditions is computed once
+INLINE_MAX = 4  # a value read more often than this by the conditions is computed once (a rule's
+# condition appears twice: whole, and as the rest of its account gate)
 IDENT = re.compile(r"[A-Za-z_]\w*\Z")
 NUMBER = re.compile(r"-?\d[\d.e+-]*\Z")
 # locals a fire can change in the middle of the rules (re-read after `E._fire`)
@@ -158,3 +159,30 @@ def substitute(names: dict[str, str], texts: list[str]) -> list[str]:
         return texts
     pat = re.compile(r"\b(" + "|".join(re.escape(n) for n in names) + r")\b")
     return [pat.sub(lambda m: names[m.group(1)], t) for t in texts]
+
+
+ACCOUNT = frozenset({"pos", "rpnl"})  # series that change only when the broker runs
+
+
+def account_only(e: ast.Expr) -> bool:
+    """Whether an expression reads only `pos`, `rpnl` and numbers: its value changes only
+    at a broker step or a fire, where the generated loop re-reads the account."""
+    if isinstance(e, ast.Number | ast.Percent):
+        return True
+    if isinstance(e, ast.Series):
+        return e.name in ACCOUNT
+    if isinstance(e, ast.Neg | ast.Not):
+        return account_only(e.operand)
+    if isinstance(e, ast.Arith | ast.Compare):
+        return account_only(e.left) and account_only(e.right)
+    if isinstance(e, ast.And | ast.Or):
+        return all(account_only(o) for o in e.operands)
+    return False
+
+
+def split_account(cond: ast.Expr) -> tuple[list[ast.Expr], list[ast.Expr]]:
+    """A condition's top-level `AND` operands as (account-only, the rest), each in the
+    plan's order (`cost` orders the rest): the account part is a gate the loop computes
+    once per broker event instead of once per tick."""
+    ops = list(cond.operands) if isinstance(cond, ast.And) else [cond]
+    return [o for o in ops if account_only(o)], [o for o in ops if not account_only(o)]
