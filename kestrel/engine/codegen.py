@@ -581,10 +581,10 @@ def compile_plan(plan: ast.Plan, fed: bool = True) -> CompiledPlan:
         "    " + dead,
     ]
     body += upd + pre
-    for j, (cond, rest, gate, price) in enumerate(zip(conds, rests, gates, prices)):
+    for j, (cond, rest_src, gate, price) in enumerate(zip(conds, rests, gates, prices)):
         body += [  # armed (and gate): fire when the rest holds; waiting: re-arm when false
             f"if a{j}:",
-            f"    if {rest}:",
+            f"    if {rest_src}:",
             f"        fire({j}, i, t, b, a, {price})",
             "        " + reload_env,
             "        " + reload_r,
