@@ -557,9 +557,10 @@ def compile_plan(plan: ast.Plan, fed: bool = True) -> CompiledPlan:
         reload_env += "; rpnl_ = E.rpnl"
     # after each broker event: the rule states, and per rule `a{j}` (armed and its account
     # gate holds: pos and rpnl change only here) and `w{j}` (waiting to re-arm)
+    any_w = "anyw_ = " + " or ".join(f"w{j}" for j in range(n_rules))
     reload_r = "; ".join([", ".join(rvars) + ", = R"] + [
         f"a{j} = r{j} is armed_" + (f" and {gate}" if gate else "") + f"; w{j} = r{j} is waiting_"
-        for j, gate in enumerate(gates)])
+        for j, gate in enumerate(gates)] + [any_w])
     src += ["def live(E, tsl, bl, al, ll, sl, Q_, g0, S, R, K_):", "    nan = _NAN",
             "    step, fire, run_idle = E.step, E.fire, E.run_idle",
             "    armed_, waiting_ = _ARMED, _WAITING"]
@@ -581,8 +582,8 @@ def compile_plan(plan: ast.Plan, fed: bool = True) -> CompiledPlan:
         "    " + dead,
     ]
     body += upd + pre
-    for j, (cond, rest_src, gate, price) in enumerate(zip(conds, rests, gates, prices)):
-        body += [  # armed (and gate): fire when the rest holds; waiting: re-arm when false
+    for j, (rest_src, price) in enumerate(zip(rests, prices)):
+        body += [  # armed (and its gate holds): fire when the rest holds
             f"if a{j}:",
             f"    if {rest_src}:",
             f"        fire({j}, i, t, b, a, {price})",
@@ -591,12 +592,19 @@ def compile_plan(plan: ast.Plan, fed: bool = True) -> CompiledPlan:
             "        if not (" + " or ".join(rvars) + "):",
             *("            " + x for x in post),
             "            break",
-            f"elif w{j}:",
-            f"    if not {cond}:",
+        ]
+    # waiting rules re-arm on a false evaluation; after the armed ones, which is the same:
+    # a fire places orders (no fill within the tick: pos and rpnl stay) and sets its own
+    # rule's state, or disarms every rule (then no waiting rule is left to re-arm)
+    body.append("if anyw_:")
+    for j, (cond, gate) in enumerate(zip(conds, gates)):
+        body += [
+            f"    if w{j} and not {cond}:",
             f"        r{j} = R[{j}] = armed_",
             f"        a{j} = {gate or 'True'}",
             f"        w{j} = False",
         ]
+    body.append("    " + any_w)
     body += post
     src += ["        " + line for line in body]
     src.append("    else:")
