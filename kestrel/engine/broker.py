@@ -95,6 +95,8 @@ class Broker:
         self.slip_ticks = exact(config.slippage_ticks)
         self._fee_unit = exact(config.fee_per_unit)
         self._fee_order = exact(config.fee_per_order)
+        self._has_fees = bool(self._fee_unit or self._fee_order)  # (Fraction truth is slow)
+        self._has_slip = bool(self.slip_ticks)
         self.session = session
         self.open_ns = session.open_ns  # computed from the calendar: read once
         self.close_ns = session.close_ns
@@ -327,6 +329,8 @@ class Broker:
 
     def _slipped(self, side: int, b: float, a: float) -> float:
         """A market-style fill price: the touch with adverse slippage, on the tick grid."""
+        if not self._has_slip:
+            return a if side > 0 else b
         return slipped(a if side > 0 else b, side, self.slip_ticks, self.grid)
 
     def _fill(self, o: BrokerOrder, price: float, i: int, t: int, b: float, a: float,
@@ -334,14 +338,15 @@ class Broker:
         m = self.money
         bk = self.book
         fee_k = (bk.charge(self._fee_unit * qty + (self._fee_order if o.filled == 0 else 0))
-                 if self._fee_unit or self._fee_order else 0)
+                 if self._has_fees else 0)
         o.filled += qty
         if o.filled >= o.qty:
             del self.orders[o.id]
         self._emit(Filled(i, t, o.id, "buy" if o.side > 0 else "sell", qty, price, m.amount(fee_k)))
         pos = bk.pos
         opened = bk.fill(o.side * qty, price)  # the part of the fill that opens or adds
-        self._emit(PositionChanged(i, t, bk.pos, bk.avg if bk.pos else None, self.rpnl))
+        now = bk.pos
+        self._emit(PositionChanged(i, t, now, bk.avg if now else None, m.amount(bk.rpnl_k)))
         if o.role == "entry" and o.bracket is not None:
             if opened:
                 self._bracket(o, price, opened, i, t)
@@ -352,13 +357,13 @@ class Broker:
                         self._cancel(sib, i, t, "oco")
                     else:
                         sib.qty -= qty
-        if self.pos == 0:
+        if now == 0:
             for other in list(self.orders.values()):
                 if other.role in ("stop", "target", "trail", "flat", "exit"):
                     self._cancel(other, i, t, "flat")
-        elif (pos > 0) != (self.pos > 0) and pos != 0:
+        elif (pos > 0) != (now > 0) and pos != 0:
             # reversed: protective orders of the old side would now add to the position
-            sign = 1 if self.pos > 0 else -1
+            sign = 1 if now > 0 else -1
             for other in list(self.orders.values()):
                 if other.role in ("stop", "target", "trail", "flat", "exit") and other.side == sign:
                     self._cancel(other, i, t, "reversed")

@@ -42,30 +42,35 @@ def envelope(orders: Iterable[BrokerOrder], i: int, now: int, t_next: int, pos: 
     trails: list[BrokerOrder] = []
     lo_b, hi_b, lo_a, hi_a = -INF, INF, -INF, INF
     i_next = NEVER
-    for o in orders:
+    for o in orders:  # (comparisons, not min/max calls: this runs at every broker event)
         if i + 1 < o.el_idx or now < o.el_ts:
-            if i + 1 < o.el_idx:
-                i_next = min(i_next, o.el_idx)
-            if now < o.el_ts:
-                t_next = min(t_next, o.el_ts)
+            if i + 1 < o.el_idx and o.el_idx < i_next:
+                i_next = o.el_idx
+            if now < o.el_ts and o.el_ts < t_next:
+                t_next = o.el_ts
             continue
-        if o.expire_ts is not None:
-            t_next = min(t_next, o.expire_ts)
+        if o.expire_ts is not None and o.expire_ts < t_next:
+            t_next = o.expire_ts
         ty = o.type
         if ty == "mkt":
-            i_next = min(i_next, i + 1)
+            if i + 1 < i_next:
+                i_next = i + 1
         elif ty == "lmt":
-            assert o.price is not None
+            p = o.price
+            assert p is not None
             if o.side > 0:
-                lo_a = max(lo_a, o.price)
-            else:
-                hi_b = min(hi_b, o.price)
+                if p > lo_a:
+                    lo_a = p
+            elif p < hi_b:
+                hi_b = p
         elif ty == "stp":
-            assert o.price is not None
+            p = o.price
+            assert p is not None
             if o.side > 0:
-                hi_a = min(hi_a, o.price)
-            else:
-                lo_b = max(lo_b, o.price)
+                if p < hi_a:
+                    hi_a = p
+            elif p > lo_b:
+                lo_b = p
         else:
             trails.append(o)
     if loss_line is not None:
