@@ -136,21 +136,29 @@ class Feeds:
 _POW2 = 1 << np.arange(63, dtype=np.int64)
 
 
-def _range_red(x: F64, lo: I64, hi: I64, valid: npt.NDArray[np.bool_], high: bool) -> F64:
-    """max (min) of x[lo:hi] where valid (hi > lo there), NaN elsewhere: a range of length
-    L with 2^k <= L < 2^(k+1) is the max of its first and its last 2^k values (max is
-    exact, so the overlap changes nothing); the table of 2^k-maxima is built by doubling."""
-    n = len(lo)
-    out = np.full(n, NAN)
+Groups = list[tuple[int, "npt.NDArray[np.intp]"]]
+
+
+def _levels(lo: I64, hi: I64) -> Groups:
+    """The ranges [lo, hi) grouped by floor(log2(length)) (empty ranges left out), in
+    increasing level: computed once for every window of one length."""
+    valid = hi > lo
     if not valid.any():
-        return out
-    lv = np.full(n, -1, dtype=np.int64)  # floor(log2(length)), exactly
+        return []
+    lv = np.full(len(lo), -1, dtype=np.int64)  # floor(log2(length)), exactly
     lv[valid] = np.searchsorted(_POW2, (hi - lo)[valid], side="right") - 1
-    red = np.maximum if high else np.minimum
     top = int(lv.max())
     main = np.flatnonzero(lv == top)  # most ranges (the rest: the window filling up)
     rest = np.flatnonzero(valid & (lv != top))
-    groups = [(k, rest[lv[rest] == k]) for k in np.unique(lv[rest]).tolist()] + [(top, main)]
+    return [(k, rest[lv[rest] == k]) for k in np.unique(lv[rest]).tolist()] + [(top, main)]
+
+
+def _range_red(x: F64, lo: I64, hi: I64, groups: Groups, high: bool) -> F64:
+    """max (min) of x[lo:hi] for the ranges of `groups` (`_levels`), NaN elsewhere: a range
+    of length L with 2^k <= L < 2^(k+1) is the max of its first and its last 2^k values
+    (max is exact, so the overlap changes nothing); the 2^k-maxima table by doubling."""
+    out = np.full(len(lo), NAN)
+    red = np.maximum if high else np.minimum
     table, level = x, 0
     for k, sel in groups:
         while level < k:
@@ -195,14 +203,15 @@ def _windows(f: Feeds, ts: I64, last: F64, t0: int, S: list[Any]) -> list[Column
         hi = np.arange(g, g + n, dtype=np.int64)
     else:
         hi = np.searchsorted(bts, ts, side="left")
-    los: dict[int, I64] = {}
+    los: dict[int, tuple[I64, Groups]] = {}
     first = int(np.searchsorted(ts, T, side="left"))
     out: list[Column] = []
     for w, (dts, dv) in zip(f.windows, deques):
-        if w.d not in los:
-            los[w.d] = np.searchsorted(bts, ts - w.d, side="left")
-        lo = los[w.d]
-        col = _range_red(bx, lo, hi, hi > lo, w.high)
+        if w.d not in los:  # windows of one length share their ranges
+            lo_d = np.searchsorted(bts, ts - w.d, side="left")
+            los[w.d] = lo_d, _levels(lo_d, hi)
+        lo, groups = los[w.d]
+        col = _range_red(bx, lo, hi, groups, w.high)
         j = np.searchsorted(dts, ts - w.d, side="left")
         has = j < len(dts)
         if has.any():
