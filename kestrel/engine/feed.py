@@ -1,10 +1,13 @@
 """Indicator columns for the reference loop, computed per chunk with numpy (`codegen`).
 
-The generated loop can update a time window (`high`, `low`) or a `chg` on every tick
-(the per-tick code, `compile_plan(plan, fed=False)`), or read its values from a column this
-module computes for the whole chunk before the loop runs (`fed=True`, the engine's
-default). Both keep the SAME state between chunks (the per-tick code's variables in `S`),
-and the columns are the values the per-tick code computes, bit for bit:
+The generated loop can update a time window (`high`, `low`), a `chg`, the tick `sma` of a
+quantized series and the `mid`/`spread` series on every tick (the per-tick code,
+`compile_plan(plan, fed=False)`), or read their values from columns this module computes
+for the whole chunk before the loop runs (`fed=True`, the engine's default for chunks of
+`codegen.FEED_MIN` ticks or more). Both keep the SAME state between chunks (the per-tick
+code's variables in `S`), and the columns are the values the per-tick code computes, bit
+for bit. Columns are memoryviews of the numpy results: iterating one yields the same
+Python ints and floats as `tolist`, without building a list.
 
 - a window's value at tick i is the max (min) of `last` over ticks with ts in
   `[t_i - d, t_i)`, defined once that holds a tick and `t_i - d >=` the session's first ts.
@@ -20,6 +23,11 @@ and the columns are the values the per-tick code computes, bit for bit:
 - `chg(d)` at tick i is `100·(last_i/ref - 1)`, ref the `last` of the latest tick with
   `ts <= t_i - d` (`rf`, the deque holding the later ticks): a search, then the same three
   float operations as the per-tick code, elementwise.
+- a tick `sma(x, n)` is `(S_i - S_{i-n}) / (n x U_)` on the running sum of whole half
+  ticks: an int64 cumsum continuing the carried sum and deque (exactly the Python ints
+  while every sum is below 2**53, so also exactly a double; Python ints above).
+- `mid`/`spread` are `k / U_` of their quantized column (int64 to double is exact below
+  2**53, then one division, as the per-tick `km / U_`).
 """
 
 from __future__ import annotations
