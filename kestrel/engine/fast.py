@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import msgspec
 import numpy as np
 
+from kestrel.engine.dense import Feed, Unsupported, run_dense
 from kestrel.engine.vector import Columns
 from kestrel.frame.ticks import Ticks
 from kestrel.lang import ast
@@ -51,6 +52,9 @@ class FastPolicy(msgspec.Struct, frozen=True):
     min_events: int = 32
     max_mask_ticks: int = 20_000_000
     max_mask_mb: float = 150.0
+    dense_loop: bool = True  # dense stretches run on the vector-fed loop (`dense`), not the compiled one
+    force_dense: bool = False  # the dense loop from the batch's first tick, whatever the density
+    dense_prefix_ratio: float = 4.0  # the dense loop's columns cover the session so far: at most this x the batch
 
 
 DEFAULT_POLICY = FastPolicy()
@@ -145,27 +149,32 @@ def run_fast(engine: Engine, batch: Ticks, policy: FastPolicy = DEFAULT_POLICY) 
     start = engine.seen
     engine._history.append(batch)
     full = engine._history.view()  # the session so far, without copying
-    if engine.dense or _dense_at_start(engine, full, start, policy):
-        engine.dense = True
-        engine.hand_over(batch, start, start)
-        return
     n = len(full)
+    i = start
+    if any(engine.R) and (policy.force_dense or engine.dense
+                          or _dense_at_start(engine, full, start, policy)):
+        engine.dense = True
+        i = _dense(engine, batch, full, start, start, policy)
+        if i < 0:
+            return
+    hz = _horizon(engine, full)
     # rule masks are built only while a rule is armed (a spent plan costs only the broker scans)
     masks: _Masks | None = None
     ts, bid, ask = full.ts, full.bid, full.ask
     engine._sizes, engine._sizes_base = full.size, 0
     R = engine.R
     n_rules = len(R)
-    i = start
     events = 0
-    origin = start
+    origin = i
     while i < n:
         if events >= policy.min_events:
             if ((i - origin) < events * policy.dense_ticks_per_event
                     and _fires_left(engine) * _EVENTS_PER_FIRE * policy.dense_ticks_per_event > n - i):
                 engine.dense = True
-                engine.hand_over(batch, start, i)
-                return
+                i = _dense(engine, batch, full, start, i, policy)
+                if i < 0:
+                    return
+                masks = None
             events, origin = 0, i  # judge density over the recent stretch
         events += 1
         j = _next_breach(engine.env_core, ts, bid, ask, i, n)
@@ -173,7 +182,7 @@ def run_fast(engine: Engine, batch: Ticks, policy: FastPolicy = DEFAULT_POLICY) 
             j = _next_trail_trigger(o, bid if o.side < 0 else ask, i, j, engine.grid)
         if any(R):
             if masks is None:
-                masks = _Masks(engine, full, i, min(n, i + _FIRST_PREFIX))
+                masks = _Masks(engine, full, i, min(n, max(hz, i + 1), i + _FIRST_PREFIX))
             upto = masks.upto
             for r in range(n_rules):
                 st = R[r]
@@ -186,6 +195,8 @@ def run_fast(engine: Engine, batch: Ticks, policy: FastPolicy = DEFAULT_POLICY) 
             if j >= upto and upto < n:
                 # rule events past the evaluated prefix are unknown: extend and look again
                 grown = min(n, upto + (upto - masks.start))
+                if hz > upto:
+                    grown = min(grown, hz)  # past the plan's deadline no rule is evaluated
                 if (grown - masks.start > policy.max_mask_ticks
                         or grown * masks.bytes_per_tick() > policy.max_mask_mb * 2**20):
                     engine.hand_over(batch, start, i)  # bounded memory: stream the rest
@@ -225,6 +236,49 @@ def run_fast(engine: Engine, batch: Ticks, policy: FastPolicy = DEFAULT_POLICY) 
         i = j + 1
     engine._advance(n, int(ts[-1]), float(bid[-1]), float(ask[-1]))
     engine._stale = True
+
+
+def _horizon(engine: Engine, full: Ticks) -> int:
+    """The ticks rules may be evaluated on: up to the first at the plan's expiry or the
+    session close (included: its broker step disarms the plan before any rule is read)."""
+    deadline = min(engine.expiry_ns, engine.close_ns)
+    return min(len(full), int(np.searchsorted(full.ts, deadline, side="left")) + 1)
+
+
+def _dense(engine: Engine, batch: Ticks, full: Ticks, start: int, i: int,
+           policy: FastPolicy) -> int:
+    """Run ticks i.. of the batch (session ticks start..) as a dense stretch: on the dense loop
+    (`dense.run_dense`) when the policy allows it, the plan has per-account-state forms and
+    the session so far is not much longer than the batch (its columns cover the whole
+    prefix: a short segment late in a session costs less on the compiled loop); else on the
+    compiled loop, as is the rest of a batch past the memory cap. Returns the tick from which
+    no rule is live (the jump loop runs the broker from there), or -1 when the batch is done."""
+    n = len(full)
+    if policy.dense_loop and (policy.force_dense or n <= policy.dense_prefix_ratio * (n - i)):
+        compiled = engine.compiled
+        assert compiled is not None
+        rules = compiled.plan.rules
+        per_tick = 64 + 16 * sum(sum(1 for _ in ast.walk(r.cond)) + len(r.actions) for r in rules)
+        cap = min(i + policy.max_mask_ticks, int(policy.max_mask_mb * 2**20 / per_tick))
+        upto = min(n, max(i + 1, _horizon(engine, full)), cap)
+        feed = None
+        if upto > i:
+            try:
+                feed = Feed(rules, full, engine.session, engine.arm_tick, engine.grid.units, i, upto)
+            except Unsupported:
+                pass
+        if feed is not None:
+            engine._sizes, engine._sizes_base = full.size, 0
+            k = run_dense(feed, full, i, upto, engine.R, engine, engine._step, engine._fire)
+            if k >= n:
+                engine._advance(n, int(full.ts[-1]), float(full.bid[-1]), float(full.ask[-1]))
+                engine._stale = True
+                return -1
+            if not any(engine.R):
+                return k
+            i = k  # the memory cap: the compiled loop streams the rest
+    engine.hand_over(batch, start, i)
+    return -1
 
 
 def _dense_at_start(engine: Engine, full: Ticks, start: int, policy: FastPolicy) -> bool:
