@@ -26,7 +26,7 @@ from kestrel.engine.book import Book, Carry, account_of, carry_of
 from kestrel.engine.codegen import CompiledPlan, compile_plan, quant_columns, time_literals
 from kestrel.engine.config import EngineConfig
 from kestrel.engine.envelope import IDLE_ENV, NEVER, envelope
-from kestrel.engine.fast import DEFAULT_POLICY, FastPolicy, run_fast
+from kestrel.engine.fast import DEFAULT_POLICY, FastPolicy, FastStats, run_fast
 from kestrel.engine.indicators import PlanError, longest_lookback
 from kestrel.engine.history import TickHistory, accepted, ticks_of
 from kestrel.engine.money import Money
@@ -142,6 +142,7 @@ class Engine:
         self._stale = False
         self.dense = False  # the fast path found the plan firing densely: compiled loop from now on
         self.fast_policy: FastPolicy = DEFAULT_POLICY
+        self.fast_stats = FastStats()  # how the last fast-path batch was spent
         self._sizes: Sequence[float] | np.ndarray | None = None
         self._sizes_base = 0
         self.env: tuple[float, float, float, float, int, int] = IDLE_ENV
@@ -309,7 +310,7 @@ class Engine:
         if path == "fast" and blocker:
             raise PlanError("the fast path does not apply: " + blocker)
         if path != "reference" and not blocker:
-            run_fast(self, ticks, self.fast_policy)
+            self.fast_stats = run_fast(self, ticks, self.fast_policy)
             self.last_path = "fast"
         else:
             self.on_ticks(ticks)

@@ -60,6 +60,15 @@ class FastPolicy(msgspec.Struct, frozen=True):
 DEFAULT_POLICY = FastPolicy()
 
 
+class FastStats(msgspec.Struct):
+    """How one fast-path batch was spent: ticks run on the dense loop, ticks handed to the
+    compiled loop, and events processed by the jump loop (`Engine.fast_stats`)."""
+
+    dense_ticks: int = 0
+    compiled_ticks: int = 0
+    jumps: int = 0
+
+
 class _Masks:
     """Rule conditions and entry prices evaluated over the prefix [0, upto) of the day.
 
@@ -138,28 +147,33 @@ class _Masks:
             self.falses[r] = np.concatenate((f[: np.searchsorted(f, j)], np.flatnonzero(~c) + j))
 
 
-def run_fast(engine: Engine, batch: Ticks, policy: FastPolicy = DEFAULT_POLICY) -> None:
+def run_fast(engine: Engine, batch: Ticks, policy: FastPolicy = DEFAULT_POLICY) -> FastStats:
     """Advance `engine` over `batch` on the fast path (the plan must be fast-eligible),
     handing dense or over-long stretches to the compiled loop (see `FastPolicy`)."""
     compiled = engine.compiled
     assert compiled is not None
+    stats = FastStats()
     if len(batch) == 0:
-        return
+        return stats
     engine._accept(batch)
     start = engine.seen
     engine._history.append(batch)
     full = engine._history.view()  # the session so far, without copying
     n = len(full)
     i = start
-    if any(engine.R) and (policy.force_dense or engine.dense
-                          or _dense_at_start(engine, full, start, policy)):
-        engine.dense = True
-        i = _dense(engine, batch, full, start, start, policy)
-        if i < 0:
-            return
     hz = _horizon(engine, full)
     # rule masks are built only while a rule is armed (a spent plan costs only the broker scans)
     masks: _Masks | None = None
+    if any(engine.R):
+        dense = policy.force_dense or engine.dense
+        if not dense:
+            dense, masks = _dense_at_start(engine, full, start, hz, policy)
+        if dense:
+            engine.dense = True
+            i = _dense(engine, batch, full, start, start, policy, stats)
+            if i < 0:
+                return stats
+            masks = None
     ts, bid, ask = full.ts, full.bid, full.ask
     engine._sizes, engine._sizes_base = full.size, 0
     R = engine.R
@@ -171,12 +185,13 @@ def run_fast(engine: Engine, batch: Ticks, policy: FastPolicy = DEFAULT_POLICY) 
             if ((i - origin) < events * policy.dense_ticks_per_event
                     and _fires_left(engine) * _EVENTS_PER_FIRE * policy.dense_ticks_per_event > n - i):
                 engine.dense = True
-                i = _dense(engine, batch, full, start, i, policy)
+                i = _dense(engine, batch, full, start, i, policy, stats)
                 if i < 0:
-                    return
+                    return stats
                 masks = None
             events, origin = 0, i  # judge density over the recent stretch
         events += 1
+        stats.jumps += 1
         j = _next_breach(engine.env_core, ts, bid, ask, i, n)
         for o in engine.trails:
             j = _next_trail_trigger(o, bid if o.side < 0 else ask, i, j, engine.grid)
@@ -199,8 +214,9 @@ def run_fast(engine: Engine, batch: Ticks, policy: FastPolicy = DEFAULT_POLICY) 
                     grown = min(grown, hz)  # past the plan's deadline no rule is evaluated
                 if (grown - masks.start > policy.max_mask_ticks
                         or grown * masks.bytes_per_tick() > policy.max_mask_mb * 2**20):
+                    stats.compiled_ticks += n - i
                     engine.hand_over(batch, start, i)  # bounded memory: stream the rest
-                    return
+                    return stats
                 masks = _Masks(engine, full, masks.start, grown)
                 continue
         if engine.trails and min(j, n) > i:
@@ -236,6 +252,7 @@ def run_fast(engine: Engine, batch: Ticks, policy: FastPolicy = DEFAULT_POLICY) 
         i = j + 1
     engine._advance(n, int(ts[-1]), float(bid[-1]), float(ask[-1]))
     engine._stale = True
+    return stats
 
 
 def _horizon(engine: Engine, full: Ticks) -> int:
@@ -246,7 +263,7 @@ def _horizon(engine: Engine, full: Ticks) -> int:
 
 
 def _dense(engine: Engine, batch: Ticks, full: Ticks, start: int, i: int,
-           policy: FastPolicy) -> int:
+           policy: FastPolicy, stats: FastStats) -> int:
     """Run ticks i.. of the batch (session ticks start..) as a dense stretch: on the dense loop
     (`dense.run_dense`) when the policy allows it, the plan has per-account-state forms and
     the session so far is not much longer than the batch (its columns cover the whole
@@ -270,6 +287,7 @@ def _dense(engine: Engine, batch: Ticks, full: Ticks, start: int, i: int,
         if feed is not None:
             engine._sizes, engine._sizes_base = full.size, 0
             k = run_dense(feed, full, i, upto, engine.R, engine, engine._step, engine._fire)
+            stats.dense_ticks += k - i
             if k >= n:
                 engine._advance(n, int(full.ts[-1]), float(full.bid[-1]), float(full.ask[-1]))
                 engine._stale = True
@@ -277,27 +295,31 @@ def _dense(engine: Engine, batch: Ticks, full: Ticks, start: int, i: int,
             if not any(engine.R):
                 return k
             i = k  # the memory cap: the compiled loop streams the rest
+    stats.compiled_ticks += n - i
     engine.hand_over(batch, start, i)
     return -1
 
 
-def _dense_at_start(engine: Engine, full: Ticks, start: int, policy: FastPolicy) -> bool:
-    """The cost model's first look: the armed rules' fires over the batch, estimated from the
-    rising edges of their conditions on the next `_FIRST_PREFIX` ticks and capped by their
-    repeats left, times the events each fire makes: more than one per
-    `dense_ticks_per_event` ticks, and the compiled loop runs the batch from the start."""
+def _dense_at_start(engine: Engine, full: Ticks, start: int, hz: int,
+                    policy: FastPolicy) -> tuple[bool, _Masks | None]:
+    """The cost model's first look: the armed rules' fires before the plan's horizon `hz`,
+    estimated from the rising edges of their conditions on the next `_FIRST_PREFIX` ticks and
+    capped by their repeats left, times the events each fire makes: more than one per
+    `dense_ticks_per_event` ticks, and the batch runs dense from the start. Returns the
+    verdict and the probe's masks (the jump loop's first masks when not dense)."""
     n = len(full)
-    if not any(engine.R) or n - start < policy.min_events * policy.dense_ticks_per_event:
-        return False
-    probe = _Masks(engine, full, start, min(n, start + _FIRST_PREFIX))
-    scale = (n - start) / (probe.upto - start)
+    span = max(1, min(n, hz) - start)
+    if span < policy.min_events * policy.dense_ticks_per_event:
+        return False, None
+    probe = _Masks(engine, full, start, min(n, start + span, start + _FIRST_PREFIX))
+    scale = span / (probe.upto - start)
     fires = 0.0
     for r, c in enumerate(probe.conds):
         if engine.R[r]:
             seg = c[start:]
             edges = int(np.count_nonzero(seg[1:] & ~seg[:-1])) + int(seg[0])
             fires += min(edges * scale, engine.remaining[r])  # a rule fires at most its repeats
-    return fires * _EVENTS_PER_FIRE * policy.dense_ticks_per_event > n - start
+    return fires * _EVENTS_PER_FIRE * policy.dense_ticks_per_event > span, probe
 
 
 def _fires_left(engine: Engine) -> int:
