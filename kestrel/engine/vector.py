@@ -146,12 +146,14 @@ class Columns:
         lv = np.zeros(n, dtype=np.int64)
         lv[valid] = np.frexp(length[valid].astype(np.float64))[1].astype(np.int64) - 1  # floor(log2), exact
         red = np.maximum if spec.kind == "high" else np.minimum
-        table = x.copy()
+        table = x
         level = 0
-        top = int(lv[valid].max())
+        # the levels queried (regular ticks: one or two)
+        used = np.flatnonzero(np.bincount(lv[valid])).tolist()
+        top = used[-1]
         while True:
-            sel = np.flatnonzero(valid & (lv == level))
-            if sel.size:
+            if level in used:
+                sel = np.flatnonzero(valid & (lv == level)) if len(used) > 1 else np.flatnonzero(valid)
                 w = 1 << level
                 out[sel] = red(table[lo[sel]], table[hi[sel] - w])
             if level >= top:
