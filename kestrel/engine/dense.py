@@ -278,18 +278,35 @@ class Feed:
         return m
 
 
+def _plan(feed: Feed, states: Sequence[int], forms: tuple[Form, ...]) -> tuple[int, tuple[tuple[int, int, bool], ...]]:
+    """For rule states and forms: the scan mask (`Feed.mask`) and the checks at a tick the
+    scan stops on, in rule order: (rule, its bit, fire (True) or re-arm (False))."""
+    checks: list[tuple[int, int, bool]] = []
+    for r, (st, f) in enumerate(zip(states, forms)):
+        if not st:
+            continue
+        armed = st == 1
+        if isinstance(f, bool):
+            if f == armed:  # armed on a True, or waiting on a False: at once
+                checks.append((r, 1 << ALWAYS, armed))
+            continue
+        checks.append((r, 1 << (f if armed else MAX_FORMS + f), armed))
+    return feed.mask(states, forms), tuple(checks)
+
+
 def run_dense(feed: Feed, full: Ticks, i: int, end: int, states: list[int], host: Host,
-              step: Step, fire: Fire) -> int:
+              step: Step, fire: Fire, armed: int = 1) -> int:
     """Process ticks [i, end) (end <= feed.upto) exactly as the reference loop would, with the
     broker's `step` and the rules' `fire`; `states` are the rules' states (0 spent, 1 armed,
-    2 waiting), changed in place. Returns `end`, or the first tick from which no rule is live
-    (the broker alone runs from there)."""
+    2 waiting), changed in place (a re-armed rule gets `armed`). Returns `end`, or the first
+    tick from which no rule is live (the broker alone runs from there)."""
     ts, bid, ask = full.ts, full.bid, full.ask
-    n_rules = len(states)
     k = i
     key = feed.key(host)
     forms = feed.forms(key)
-    masks: dict[tuple[tuple[Form, ...], tuple[int, ...]], int] = {}
+    plans: dict[tuple[tuple[Form, ...], tuple[int, ...]], tuple[int, tuple[tuple[int, int, bool], ...]]] = {}
+    fixed = [None if any(p is not None for p in ps) else tuple(ps) for ps in feed.prices]
+    inf = math.inf
     while k < end:
         w0 = k
         w1 = min(end, k + WINDOW)
@@ -298,26 +315,43 @@ def run_dense(feed: Feed, full: Ticks, i: int, end: int, states: list[int], host
         al: list[float] = ask[w0:w1].tolist()
         bits = feed.window_bits(w0, w1)
         while k < w1:
-            if not any(states):
+            pk = (forms, tuple(states))
+            plan = plans.get(pk)
+            if plan is None:
+                plan = plans[pk] = _plan(feed, states, forms)
+            m, checks = plan
+            if not checks and not any(states):
                 return k
             lo_b, hi_b, lo_a, hi_a, t_next, i_next = host.env
-            mk = (forms, tuple(states))
-            m = masks.get(mk)
-            if m is None:
-                m = masks[mk] = feed.mask(states, forms)
             stop = min(w1, i_next, w0 + bisect_left(tsl, t_next, k - w0))
             last = max(stop, k) - w0
-            for j in range(k - w0, last):
-                if bits[j] & m:
-                    break
-                b = bl[j]
-                if b <= lo_b or b >= hi_b:
-                    break
-                a = al[j]
-                if a <= lo_a or a >= hi_a:
-                    break
+            j = k - w0
+            # the scan: the first tick with a rule to evaluate or the envelope breached
+            if lo_a == -inf and hi_a == inf:
+                if lo_b == -inf and hi_b == inf:
+                    for j in range(j, last):
+                        if bits[j] & m:
+                            break
+                    else:
+                        j = last
+                else:
+                    for j in range(j, last):
+                        if bits[j] & m or not lo_b < bl[j] < hi_b:
+                            break
+                    else:
+                        j = last
+            elif lo_b == -inf and hi_b == inf:
+                for j in range(j, last):
+                    if bits[j] & m or not lo_a < al[j] < hi_a:
+                        break
+                else:
+                    j = last
             else:
-                j = last
+                for j in range(j, last):
+                    if bits[j] & m or not (lo_b < bl[j] < hi_b and lo_a < al[j] < hi_a):
+                        break
+                else:
+                    j = last
             k = w0 + j
             if k >= w1:
                 break
@@ -329,19 +363,21 @@ def run_dense(feed: Feed, full: Ticks, i: int, end: int, states: list[int], host
                     key, forms = new, feed.forms(new)
                     if feed.stale():  # a new form: rebuild the bits
                         bits = feed.window_bits(w0, w1)
+                pk = (forms, tuple(states))
+                plan = plans.get(pk)
+                if plan is None:
+                    plan = plans[pk] = _plan(feed, states, forms)
+                checks = plan[1]
             x = bits[j]
-            for r in range(n_rules):
-                st = states[r]
-                if not st:
-                    continue
-                f = forms[r]
-                c = f if isinstance(f, bool) else bool(x >> f & 1)
-                if st == 1:
-                    if c:
-                        ps = tuple(None if p is None else float(p[k]) for p in feed.prices[r])
+            for r, bit, fires in checks:
+                if x & bit and states[r]:  # a rule fired before may have disarmed the plan
+                    if fires:
+                        ps = fixed[r]
+                        if ps is None:
+                            ps = tuple(None if p is None else float(p[k]) for p in feed.prices[r])
                         fire(r, k, t, b, a, ps)
-                elif not c:
-                    states[r] = 1
+                    else:
+                        states[r] = armed
             k += 1
     return end
 
