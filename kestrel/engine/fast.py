@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 _FIRST_CHUNK = 512
 _FIRST_PREFIX = 4096
+_PROBE = 2048  # ticks the cost model's first look evaluates
 _EVENTS_PER_FIRE = 3  # a fire, its entry's fill, its exit: the stops the loop makes per fire
 
 
@@ -303,7 +304,7 @@ def _dense(engine: Engine, batch: Ticks, full: Ticks, start: int, i: int,
 def _dense_at_start(engine: Engine, full: Ticks, start: int, hz: int,
                     policy: FastPolicy) -> tuple[bool, _Masks | None]:
     """The cost model's first look: the armed rules' fires before the plan's horizon `hz`,
-    estimated from the rising edges of their conditions on the next `_FIRST_PREFIX` ticks and
+    estimated from the rising edges of their conditions on the next `_PROBE` ticks and
     capped by their repeats left, times the events each fire makes: more than one per
     `dense_ticks_per_event` ticks, and the batch runs dense from the start. Returns the
     verdict and the probe's masks (the jump loop's first masks when not dense)."""
@@ -311,7 +312,7 @@ def _dense_at_start(engine: Engine, full: Ticks, start: int, hz: int,
     span = max(1, min(n, hz) - start)
     if span < policy.min_events * policy.dense_ticks_per_event:
         return False, None
-    probe = _Masks(engine, full, start, min(n, start + span, start + _FIRST_PREFIX))
+    probe = _Masks(engine, full, start, min(n, start + span, start + min(_PROBE, _FIRST_PREFIX)))
     scale = span / (probe.upto - start)
     fires = 0.0
     for r, c in enumerate(probe.conds):
