@@ -15,7 +15,7 @@ import pytest
 
 from kestrel.data.synthetic import SyntheticSpec, generate
 from kestrel.engine import Engine, EngineConfig
-from kestrel.engine.dense import Feed, Unsupported
+from kestrel.engine.dense import FALSE_FORM, TRUE_FORM, Feed, Unsupported
 from kestrel.engine.fast import FastPolicy
 from kestrel.frame.session import SessionSpec
 from kestrel.frame.ticks import Ticks
@@ -159,11 +159,11 @@ def test_forms_fold_account_state_into_constants_or_static_arrays() -> None:
                  "WHEN mid < 100 OR rpnl > 5: FLAT\nWHEN NOT (pos > 0): FLAT")
     flat = feed.forms((0.0, 0.0))
     long_ = feed.forms((100.0, 10.0))
-    assert long_ == (False, True, False)
-    assert flat[2] is True
+    assert long_ == (FALSE_FORM, TRUE_FORM, FALSE_FORM)
+    assert flat[2] == TRUE_FORM
     mid = feed.cols.series("mid")
     above, below = flat[0], flat[1]
-    assert not isinstance(above, bool) and not isinstance(below, bool) and above != below
+    assert above >= 0 and below >= 0 and above != below
     assert np.array_equal(feed.arrays[above], mid > 100)
     assert np.array_equal(feed.arrays[below], mid < 100)
     assert 0 < np.count_nonzero(mid > 100) < len(mid)  # the forms are not constant arrays

@@ -48,8 +48,11 @@ MAX_FORMS = 24  # forms held at once: 2 bits each + the always bit in an int64
 ALWAYS = 2 * MAX_FORMS
 ACCOUNT = ("pos", "rpnl")
 Bools = npt.NDArray[np.bool_]
-# a rule's condition under one account state: a constant, or the index of a static form
-Form = bool | int
+# a rule's condition under one account state: the index of a static form (>= 0), or a
+# constant (never a bool: True == 1 would alias form 1 in the loop's caches)
+Form = int
+TRUE_FORM = -1
+FALSE_FORM = -2
 Step = Callable[[int, int, float, float], None]
 Fire = Callable[[int, int, int, float, float, tuple[float | None, ...]], None]
 
@@ -209,25 +212,25 @@ class Feed:
         if not series_in(e) & DYNAMIC_SERIES:
             return self._register(("static", e), lambda: self.cols.truth(e))
         if _pure(e):
-            return _truth(_scalar(e, acc, self.session))
+            return TRUE_FORM if _truth(_scalar(e, acc, self.session)) else FALSE_FORM
         if isinstance(e, ast.Not):
             f = self._form(e.operand, acc)
-            if isinstance(f, bool):
-                return not f
+            if f < 0:
+                return FALSE_FORM if f == TRUE_FORM else TRUE_FORM
             return self._register(("not", f), lambda: ~self.arrays[f])
         if isinstance(e, ast.And | ast.Or):
             conj = isinstance(e, ast.And)
             parts: list[int] = []
             for o in e.operands:
                 f = self._form(o, acc)
-                if isinstance(f, bool):
-                    if f != conj:  # a False operand of AND, a True one of OR
+                if f < 0:
+                    if (f == TRUE_FORM) != conj:  # a False operand of AND, a True one of OR
                         return f
                     continue
                 if f not in parts:
                     parts.append(f)
             if not parts:
-                return conj
+                return TRUE_FORM if conj else FALSE_FORM
             if len(parts) == 1:
                 return parts[0]
             tag = ("and" if conj else "or", tuple(parts))
@@ -264,34 +267,27 @@ class Feed:
         """A form was added since the bits were built."""
         return self._built != len(self.arrays) or not self.bits.size
 
-    def mask(self, states: Sequence[int], forms: tuple[Form, ...]) -> int:
-        """The bits whose presence at a tick means a rule must be evaluated there."""
-        m = 0
-        for st, f in zip(states, forms):
-            if not st:
-                continue
-            if isinstance(f, bool):
-                if f == (st == 1):  # armed on a True, or waiting on a False: at once
-                    m |= 1 << ALWAYS
-                continue
-            m |= 1 << (f if st == 1 else MAX_FORMS + f)
-        return m
 
-
-def _plan(feed: Feed, states: Sequence[int], forms: tuple[Form, ...]) -> tuple[int, tuple[tuple[int, int, bool], ...]]:
-    """For rule states and forms: the scan mask (`Feed.mask`) and the checks at a tick the
-    scan stops on, in rule order: (rule, its bit, fire (True) or re-arm (False))."""
+def _plan(states: Sequence[int], forms: tuple[Form, ...]) -> tuple[int, tuple[tuple[int, int, bool], ...]]:
+    """For rule states and forms: the checks at a tick, in rule order (rule, its bit, fire
+    (True) or re-arm (False)): for an armed rule the bit of "its form is true", for a
+    waiting one "is false", for a constant that holds the always bit; and the scan mask,
+    the union of those bits (a tick with none of them set needs no rule evaluated)."""
     checks: list[tuple[int, int, bool]] = []
+    m = 0
     for r, (st, f) in enumerate(zip(states, forms)):
         if not st:
             continue
         armed = st == 1
-        if isinstance(f, bool):
-            if f == armed:  # armed on a True, or waiting on a False: at once
-                checks.append((r, 1 << ALWAYS, armed))
-            continue
-        checks.append((r, 1 << (f if armed else MAX_FORMS + f), armed))
-    return feed.mask(states, forms), tuple(checks)
+        if f < 0:
+            if (f == TRUE_FORM) != armed:  # armed on a False or waiting on a True: nothing
+                continue
+            bit = 1 << ALWAYS
+        else:
+            bit = 1 << (f if armed else MAX_FORMS + f)
+        checks.append((r, bit, armed))
+        m |= bit
+    return m, tuple(checks)
 
 
 def run_dense(feed: Feed, full: Ticks, i: int, end: int, states: list[int], host: Host,
@@ -318,7 +314,7 @@ def run_dense(feed: Feed, full: Ticks, i: int, end: int, states: list[int], host
             pk = (forms, tuple(states))
             plan = plans.get(pk)
             if plan is None:
-                plan = plans[pk] = _plan(feed, states, forms)
+                plan = plans[pk] = _plan(states, forms)
             m, checks = plan
             if not checks and not any(states):
                 return k
@@ -366,7 +362,7 @@ def run_dense(feed: Feed, full: Ticks, i: int, end: int, states: list[int], host
                 pk = (forms, tuple(states))
                 plan = plans.get(pk)
                 if plan is None:
-                    plan = plans[pk] = _plan(feed, states, forms)
+                    plan = plans[pk] = _plan(states, forms)
                 checks = plan[1]
             x = bits[j]
             for r, bit, fires in checks:
@@ -382,4 +378,4 @@ def run_dense(feed: Feed, full: Ticks, i: int, end: int, states: list[int], host
     return end
 
 
-__all__ = ["ALWAYS", "MAX_FORMS", "Feed", "Host", "Unsupported", "WINDOW", "run_dense"]
+__all__ = ["ALWAYS", "FALSE_FORM", "MAX_FORMS", "TRUE_FORM", "Feed", "Host", "Unsupported", "WINDOW", "run_dense"]
