@@ -301,7 +301,9 @@ def run_dense(feed: Feed, full: Ticks, i: int, end: int, states: list[int], host
     key = feed.key(host)
     forms = feed.forms(key)
     plans: dict[tuple[tuple[Form, ...], tuple[int, ...]], tuple[int, tuple[tuple[int, int, bool], ...]]] = {}
-    fixed = [None if any(p is not None for p in ps) else tuple(ps) for ps in feed.prices]
+    # the prices of rules whose actions read none (all None), built once
+    fixed: list[tuple[float | None, ...] | None] = [
+        None if any(p is not None for p in ps) else tuple(None for _ in ps) for ps in feed.prices]
     inf = math.inf
     while k < end:
         w0 = k
