@@ -49,7 +49,7 @@ class FastPolicy(msgspec.Struct, frozen=True):
     `max_mask_ticks` ticks or, at the bytes per tick the current masks take, more than
     `max_mask_mb` MB (bounded memory on long sessions)."""
 
-    dense_ticks_per_event: float = 150.0
+    dense_ticks_per_event: float = 300.0
     min_events: int = 32
     max_mask_ticks: int = 20_000_000
     max_mask_mb: float = 150.0
@@ -278,9 +278,12 @@ def _dense(engine: Engine, batch: Ticks, full: Ticks, start: int, i: int,
         rules = compiled.plan.rules
         per_tick = 64 + 16 * sum(sum(1 for _ in ast.walk(r.cond)) + len(r.actions) for r in rules)
         cap = min(i + policy.max_mask_ticks, int(policy.max_mask_mb * 2**20 / per_tick))
-        upto = min(n, max(i + 1, _horizon(engine, full)), cap)
+        need = min(n, max(i + 1, _horizon(engine, full)))
+        upto = min(need, cap)
         feed = None
-        if upto > i:
+        # the columns cannot reach the plan's horizon (memory): the compiled loop runs it all
+        # (a later hand-over would re-warm the indicators over the prefix first)
+        if upto > i and (upto == need or policy.force_dense):
             try:
                 feed = Feed(rules, full, engine.session, engine.arm_tick, engine.grid.units, i, upto)
             except Unsupported:
