@@ -163,6 +163,7 @@ class Feed:
             raise Unsupported("too many condition forms")
         self.arrays: list[Bools] = []  # the static forms, over [0, upto)
         self._form_of: dict[object, int] = {}
+        self._kinds: dict[int, int] = {}  # per node id (the plan holds the nodes)
         self._by_key: dict[tuple[float, ...], tuple[Form, ...]] = {}
         self.prices: list[list[npt.NDArray[np.float64] | None]] = [
             [self.cols.expr(a.price) if isinstance(a, ast.Order) and a.price is not None
@@ -208,10 +209,20 @@ class Feed:
             self.arrays.append(make())
         return k
 
+    def _kind(self, e: ast.Expr) -> int:
+        """0: static (reads no account state), 1: account state only, 2: mixed (cached per
+        node: `_form` runs for every new account state)."""
+        k = self._kinds.get(id(e))
+        if k is None:
+            k = self._kinds[id(e)] = (0 if not series_in(e) & DYNAMIC_SERIES
+                                      else 1 if _pure(e) else 2)
+        return k
+
     def _form(self, e: ast.Expr, acc: dict[str, float]) -> Form:
-        if not series_in(e) & DYNAMIC_SERIES:
-            return self._register(("static", e), lambda: self.cols.truth(e))
-        if _pure(e):
+        kind = self._kind(e)
+        if kind == 0:
+            return self._register(("static", id(e)), lambda: self.cols.truth(e))
+        if kind == 1:
             return TRUE_FORM if _truth(_scalar(e, acc, self.session)) else FALSE_FORM
         if isinstance(e, ast.Not):
             f = self._form(e.operand, acc)
