@@ -182,3 +182,57 @@ def test_a_comparison_mixing_account_and_ticks_has_no_form_and_runs_compiled() -
     assert e.fast_stats.dense_ticks == 0 and e.fast_stats.compiled_ticks == len(ticks)
     assert e.ledger.to_jsonl() == reference(session, ticks, text, cfg)
 
+
+
+# ------------------------------------------------------------------ state across calls
+@pytest.mark.parametrize("seed", range(400, 412))
+def test_dense_loop_mid_session_arm_and_mixed_paths(seed: int) -> None:
+    """A plan armed mid-session (its crosses start fresh there), then the dense loop, a
+    reference batch, the dense loop again: the ledger of one reference run."""
+    rng = random.Random(seed)
+    session, ticks = (realistic_day if seed % 2 else random_day)(rng)
+    text, cfg = random_plan_text(rng), random_config(rng)
+    n = len(ticks)
+    cut, a, b = sorted(rng.sample(range(1, n - 1), 3))
+    out = []
+    for dense in (False, True):
+        e = Engine(cfg, session, "TEST", 0.01)
+        e.fast_policy = DENSE
+        e.on_ticks(ticks.slice(0, cut))
+        e.arm(plan(text))
+        if dense:
+            e.run(ticks.slice(cut, a), final=False)
+            e.on_ticks(ticks.slice(a, b))
+            e.run(ticks.slice(b, n))
+        else:
+            e.run(ticks.slice(cut, n), path="reference")
+        out.append(e.ledger.to_jsonl())
+    assert out[0] == out[1]
+
+
+def test_dense_loop_with_a_carried_position() -> None:
+    """Day two opens with day one's position and protective orders (end_of_day="carry"):
+    the dense loop from its first tick equals the reference."""
+    carried = 0
+    for seed in range(8):
+        rng = random.Random(seed)
+        cfg = EngineConfig(maxorders=5000, end_of_day="carry")
+        day1, day2 = realistic_day(rng), realistic_day(rng)
+        text = RICH if seed % 2 else ALL_DAY
+        first = armed(day1[0], text, cfg)
+        first.run(day1[1].slice(0, len(day1[1]) - 1 - seed * 7))  # stop mid-trade on some days
+        carry = first.carry_out()
+        carried += carry is not None
+        out = []
+        for dense in (False, True):
+            e = Engine(cfg, day2[0], "TEST", 0.01, carry=carry)
+            e.arm(plan(text))
+            if dense:
+                e.fast_policy = DENSE
+                e.run(day2[1], path="fast")
+                assert e.fast_stats.dense_ticks > 0
+            else:
+                e.run(day2[1], path="reference")
+            out.append(e.ledger.to_jsonl())
+        assert out[0] == out[1], seed
+    assert carried >= 2  # some days really open with a position
