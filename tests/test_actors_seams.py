@@ -19,24 +19,6 @@ MAX_LINES = 700
 # Underscore names that are documented public API of the standard library, not private members.
 PUBLIC_UNDERSCORE = frozenset({"os._exit"})
 
-# Known reads of `Engine` privates by the fast path, owned by issue 12 item 1 (the broker kernel
-# gives the fast path and the generated loop a public surface). The scan fails on any read not
-# listed here; an entry that no longer occurs is fine (item 1 removes them).
-KNOWN_ENGINE_FRIENDS = frozenset({
-    "kestrel/engine/fast.py: engine._accept",
-    "kestrel/engine/fast.py: engine._history",
-    "kestrel/engine/fast.py: engine._sizes",
-    "kestrel/engine/fast.py: engine._sizes_base",
-    "kestrel/engine/fast.py: engine._envelope",
-    "kestrel/engine/fast.py: engine._step",
-    "kestrel/engine/fast.py: engine._fire",
-    "kestrel/engine/fast.py: engine._advance",
-    "kestrel/engine/fast.py: engine._stale",
-})
-# Over 700 lines on main while issue 12 item 1 (the broker kernel) splits the engine: the only
-# module allowed over the limit, and only until that lands (an entry under the limit is fine).
-KNOWN_OVERSIZED = frozenset({"kestrel/engine/engine.py"})
-
 
 def private_reads(source: str, filename: str = "<source>") -> list[str]:
     """Every access to a `_private` member of an object other than `self`/`cls`, as
@@ -115,11 +97,7 @@ def test_no_module_of_kestrel_reads_another_objects_private_members() -> None:
         for path in kestrel_modules()
         for hit in private_reads(path.read_text(), str(path.relative_to(KESTREL.parent)))
     ]
-    unknown = [
-        hit for hit in found
-        if f"{hit.split(':', 1)[0]}: {hit.split(': ', 1)[1]}" not in KNOWN_ENGINE_FRIENDS
-    ]
-    assert unknown == []
+    assert found == []
 
 
 def test_the_scan_spares_documented_underscore_names_only() -> None:
@@ -134,7 +112,7 @@ def test_no_module_is_over_700_lines(root: Path) -> None:
         for path in sorted(root.rglob("*.py"))
     }
     assert len(sizes) > 10
-    over = {name: n for name, n in sizes.items() if n > MAX_LINES and name not in KNOWN_OVERSIZED}
+    over = {name: n for name, n in sizes.items() if n > MAX_LINES}
     assert over == {}
 
 

@@ -272,6 +272,12 @@ def test_ctl_end_to_end(tmp_path: Path, daemon_factory: Any, capsys: pytest.Capt
     assert main(["ctl", "--home", home, "show", run, "--json"]) == 0
     shown = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert shown["state"] == "done" and shown["pace"] == "8000"
+    assert main(["ctl", "--home", home, "show", run]) == 0
+    rows = capsys.readouterr().out.splitlines()  # one row per summary leaf, not one JSON line
+    total = [r.split() for r in rows if r.startswith("total.fills ")]
+    assert total == [["total.fills", str(shown["summary"]["total"]["fills"])]]
+    assert rows[-1].startswith("also in the summary: ") and "days" in rows[-1]
+    assert all(len(r) < 200 for r in rows)
     out = tmp_path / "out"
     out.mkdir()
     assert main(["ctl", "--home", home, "export", run, "--ledger", str(out / "l"), "--capture", str(out / "c"),

@@ -215,9 +215,23 @@ def _show(c: Client, args: argparse.Namespace) -> int:
         if i.get(k) is not None:
             print(f"{k:<14}{i[k]}")
     print(f"{'argv':<14}{' '.join(i['argv'])}")
-    if i.get("summary"):
-        print(f"{'summary':<14}{json.dumps(i['summary'], sort_keys=True)}")
+    summary = i.get("summary") or {}
+    rows = _leaves("total", summary["total"]) if isinstance(summary.get("total"), dict) else []
+    width = max((len(k) for k, _ in rows), default=0) + 2
+    for key, value in rows:
+        print(f"{key:<{width}}{value}")
+    rest = sorted(k for k in summary if k != "total")
+    if rest:
+        print(f"also in the summary: {', '.join(rest)} (ctl show {i['run']} --json)")
     return 0
+
+
+def _leaves(prefix: str, value: Any) -> list[tuple[str, str]]:
+    """A nested record as one `dotted.key  value` row per leaf, keys sorted, so `ctl show`
+    reads like a table (lists and scalars are leaves, shown as JSON)."""
+    if isinstance(value, dict) and value:
+        return [row for k in sorted(value) for row in _leaves(f"{prefix}.{k}", value[k])]
+    return [(prefix, json.dumps(value, sort_keys=True))]
 
 
 def _ended(i: dict[str, Any]) -> int:

@@ -22,9 +22,8 @@ from fractions import Fraction
 import msgspec
 
 from kestrel.engine.money import Money
-from kestrel.engine.orders import TickGrid, WorkingOrder, exact, exact_parts, round_div
+from kestrel.engine.orders import BrokerOrder, TickGrid, exact, exact_parts, round_div
 from kestrel.frame.account import AccountState
-from kestrel.frame.account import WorkingOrder as AccountOrder
 
 _ZERO = Fraction(0)
 
@@ -137,20 +136,11 @@ class Book:
         return k + self.upnl_k(b, a) if self.pos else k
 
 
-def account_of(book: Book, orders: Iterable[WorkingOrder], grid: TickGrid, b: float,
+def account_of(book: Book, orders: Iterable[BrokerOrder], grid: TickGrid, b: float,
                a: float) -> AccountState:
     """The account as of a touch (b, a): position, average entry, PnL and working orders."""
     m = book.money
-    shown = tuple(
-        AccountOrder(
-            id=str(o.id),
-            side="buy" if o.side > 0 else "sell",
-            qty=o.remaining,
-            type="stp" if o.type == "trail" else o.type,
-            price=o.trail_level(grid) if o.type == "trail" else o.price,
-        )
-        for o in orders
-    )
+    shown = tuple(o.view(grid) for o in orders)
     return AccountState(
         position=book.pos,
         avg_entry=book.avg if book.pos else None,
@@ -161,7 +151,7 @@ def account_of(book: Book, orders: Iterable[WorkingOrder], grid: TickGrid, b: fl
     )
 
 
-def carry_of(book: Book, orders: Iterable[WorkingOrder]) -> Carry | None:
+def carry_of(book: Book, orders: Iterable[BrokerOrder]) -> Carry | None:
     """What the next session takes over: the position, its exact cost basis and its live
     protective orders (entries never carry); None when flat."""
     if not book.pos:

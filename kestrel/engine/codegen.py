@@ -9,10 +9,14 @@ comparison using one is false (`!=` is guarded explicitly).
 Two functions are generated from the same update code:
 - `warm(tsl, bl, al, ll, sl, Q_, S, K_)` feeds history to the indicators only, and
   `warmx` (same signature) also to the crosses (history after the plan was armed);
-- `live(E, tsl, bl, al, ll, sl, Q_, g0, S, R, K_)` also calls the broker (`E._step`) on ticks where
-  the broker's envelope `E.env` is breached and evaluates the armed rules (`R` holds each
-  rule's state: 0 spent, 1 armed, 2 waiting for a false evaluation before re-arming),
-  calling `E._fire` when one fires. Crosses start fresh in `live` after arming.
+- `live(E, tsl, bl, al, ll, sl, Q_, g0, S, R, K_)` drives the broker kernel `E`
+  (`broker.Broker`) through its public surface only: it calls `E.step` on ticks where the
+  kernel's envelope `E.env` is breached and evaluates the armed rules (`R` is
+  `E.rule_states`, each rule's `RuleState` member: SPENT (0, false), ARMED (tested by
+  identity, as fast as an int test) or WAITING for a false evaluation before re-arming),
+  calling `E.fire` when one fires, and
+  hands the rest of the batch to `E.run_idle` once every rule is spent. The three methods
+  are bound to locals once per call. Crosses start fresh in `live` after arming.
 `K_` holds the session constants (`Engine.consts`): the clock base `time` counts from, the
 open (ns), the price units of the exact indicators (half ticks) and the plan's times of day
 as `time` values. `Q_` holds the quantized columns the plan reads (`CompiledPlan.quant`,
@@ -42,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from kestrel.engine.broker import RuleState
 from kestrel.engine.indicators import IndicatorSpec, PlanError, fast_blocker, resolve
 from kestrel.frame.ticks import NS_PER_S
 from kestrel.lang import ast
@@ -435,20 +440,22 @@ def compile_plan(plan: ast.Plan) -> CompiledPlan:
     if re.search(r"\brpnl_\b", text):
         reload_env += "; rpnl_ = E.rpnl"
     reload_r = (", ".join(rvars) + ", = R") if rvars else "pass"
-    src += ["def live(E, tsl, bl, al, ll, sl, Q_, g0, S, R, K_):", "    nan = _NAN"]
+    src += ["def live(E, tsl, bl, al, ll, sl, Q_, g0, S, R, K_):", "    nan = _NAN",
+            "    step, fire, run_idle = E.step, E.fire, E.run_idle",
+            "    armed_ = _ARMED"]
     src += unpack("    ") + head
     dead = "if not (" + " or ".join(rvars) + "): break"
     src += ["    " + reload_env, "    " + reload_r, "    i = g0 - 1"]
     # once every rule is spent or disarmed, the indicators are never read again: the rest
     # of the batch runs the broker-only loop
     src.append("    if not (" + " or ".join(rvars) + "):")
-    src.append("        E._live_bare(tsl, bl, al, ll, sl, g0, 0)")
+    src.append("        run_idle(tsl, bl, al, ll, sl, g0, 0)")
     src.append("        return")
     src.append("    " + loop)
     body = [
         "i += 1",
         "if b <= lo_b or b >= hi_b or a <= lo_a or a >= hi_a or t >= t_next or i >= i_next:",
-        "    E._step(i, t, b, a)",
+        "    step(i, t, b, a)",
         "    " + reload_env,
         "    " + reload_r,
         "    " + dead,
@@ -458,26 +465,27 @@ def compile_plan(plan: ast.Plan) -> CompiledPlan:
         body += [
             f"if r{j}:",
             f"    c_ = {cond}",
-            f"    if r{j} == 1:",
+            f"    if r{j} is armed_:",
             "        if c_:",
-            f"            E._fire({j}, i, t, b, a, {price})",
+            f"            fire({j}, i, t, b, a, {price})",
             "            " + reload_env,
             "            " + reload_r,
             "            " + dead,
             "    elif not c_:",
-            f"        r{j} = R[{j}] = 1",
+            f"        r{j} = R[{j}] = armed_",
         ]
     src += ["        " + line for line in body]
     src.append("    else:")
     src += pack("        ")
     src.append("        return")
     src += pack("    ")
-    src.append("    E._live_bare(tsl, bl, al, ll, sl, g0, i - g0 + 1)")
+    src.append("    run_idle(tsl, bl, al, ll, sl, g0, i - g0 + 1)")
     src.append("")
     inits = ", ".join(init for _, init in g.state)
     src.append(f"def init_state():\n    nan = _NAN\n    return [{inits}]\n")
     source = "\n".join(src)
-    namespace: dict[str, Any] = {"_NAN": NAN, "deque": deque, "_div": _div, "_ne": _ne, "math": math}
+    namespace: dict[str, Any] = {"_NAN": NAN, "deque": deque, "_div": _div, "_ne": _ne, "math": math,
+                                 "_ARMED": RuleState.ARMED}
     exec(compile(source, "<kestrel plan>", "exec"), namespace)
     return CompiledPlan(
         plan=plan,

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -53,6 +53,7 @@ Bools = npt.NDArray[np.bool_]
 Form = int
 TRUE_FORM = -1
 FALSE_FORM = -2
+State = TypeVar("State", bound=int)  # a rule's state: 0 spent, 1 armed, 2 waiting
 Step = Callable[[int, int, float, float], None]
 Fire = Callable[[int, int, int, float, float, tuple[float | None, ...]], None]
 
@@ -301,8 +302,8 @@ def _plan(states: Sequence[int], forms: tuple[Form, ...]) -> tuple[int, tuple[tu
     return m, tuple(checks)
 
 
-def run_dense(feed: Feed, full: Ticks, i: int, end: int, states: list[int], host: Host,
-              step: Step, fire: Fire, armed: int = 1) -> int:
+def run_dense(feed: Feed, full: Ticks, i: int, end: int, states: list[State], host: Host,
+              step: Step, fire: Fire, armed: State) -> int:
     """Process ticks [i, end) (end <= feed.upto) exactly as the reference loop would, with the
     broker's `step` and the rules' `fire`; `states` are the rules' states (0 spent, 1 armed,
     2 waiting), changed in place (a re-armed rule gets `armed`). Returns `end`, or the first

@@ -7,7 +7,8 @@ every rule's condition as a boolean array (`vector.Columns`, same floating-point
 operations), then repeatedly jumps to the first tick where (a) or (b) holds — (a) by
 vectorized scans over the bid/ask arrays in growing chunks, (b) by binary search in the
 precomputed lists of true/false indices — and processes that tick with the same broker and
-rule code (`Engine._step`, `Engine._fire`) in the same order. Hence the same ledger.
+rule code (the kernel's `Broker.step`, `Broker.fire`) in the same order. Hence the same
+ledger. It drives the engine and its kernel through their public surfaces only.
 
 Cost model (`FastPolicy`): a jump costs tens of microseconds, the compiled reference loop
 well under one per tick, so when the rules fire densely (fewer than
@@ -31,7 +32,9 @@ from kestrel.frame.ticks import Ticks
 from kestrel.lang import ast
 
 from kestrel.engine.indicators import DYNAMIC_SERIES, series_in
-from kestrel.engine.orders import TickGrid, WorkingOrder, trail_level, trail_level_approx
+from kestrel.engine.broker import RuleState
+from kestrel.engine.envelope import Envelope
+from kestrel.engine.orders import BrokerOrder, TickGrid, trail_level, trail_level_approx
 
 if TYPE_CHECKING:
     from kestrel.engine.engine import Engine
@@ -107,7 +110,8 @@ class _Masks:
     @staticmethod
     def _account(engine: Engine) -> dict[str, float]:
         """The account series conditions may read on the fast path (see `fast_blocker`)."""
-        return {"pos": float(engine.pos), "rpnl": engine.rpnl}
+        broker = engine.broker
+        return {"pos": float(broker.pos), "rpnl": broker.rpnl}
 
     def bytes_per_tick(self) -> float:
         """Memory the masks and their columns take per tick of the evaluated prefix."""
@@ -156,16 +160,17 @@ def run_fast(engine: Engine, batch: Ticks, policy: FastPolicy = DEFAULT_POLICY) 
     stats = FastStats()
     if len(batch) == 0:
         return stats
-    engine._accept(batch)
-    start = engine.seen
-    engine._history.append(batch)
-    full = engine._history.view()  # the session so far, without copying
+    engine.accept(batch)
+    broker = engine.broker
+    start = broker.seen
+    engine.history.append(batch)
+    full = engine.history.view()  # the session so far, without copying
     n = len(full)
     i = start
     hz = _horizon(engine, full)
     # rule masks are built only while a rule is armed (a spent plan costs only the broker scans)
     masks: _Masks | None = None
-    if any(engine.R):
+    if any(broker.rule_states):
         dense = policy.force_dense or engine.dense
         if not dense:
             dense, masks = _dense_at_start(engine, full, start, hz, policy)
@@ -176,9 +181,11 @@ def run_fast(engine: Engine, batch: Ticks, policy: FastPolicy = DEFAULT_POLICY) 
                 return stats
             masks = None
     ts, bid, ask = full.ts, full.bid, full.ask
-    engine._sizes, engine._sizes_base = full.size, 0
-    R = engine.R
+    broker.sizes, broker.sizes_base = full.size, 0
+    R = broker.rule_states
     n_rules = len(R)
+    step, fire = broker.step, broker.fire
+    SPENT, ARMED = RuleState.SPENT, RuleState.ARMED
     events = 0
     origin = i
     while i < n:
@@ -193,8 +200,8 @@ def run_fast(engine: Engine, batch: Ticks, policy: FastPolicy = DEFAULT_POLICY) 
             events, origin = 0, i  # judge density over the recent stretch
         events += 1
         stats.jumps += 1
-        j = _next_breach(engine.env_core, ts, bid, ask, i, n)
-        for o in engine.trails:
+        j = _next_breach(broker.env_core, ts, bid, ask, i, n)
+        for o in broker.trails:
             j = _next_trail_trigger(o, bid if o.side < 0 else ask, i, j, engine.grid)
         if any(R):
             if masks is None:
@@ -202,9 +209,9 @@ def run_fast(engine: Engine, batch: Ticks, policy: FastPolicy = DEFAULT_POLICY) 
             upto = masks.upto
             for r in range(n_rules):
                 st = R[r]
-                if st == 0:
+                if st is SPENT:
                     continue
-                idx = masks.trues[r] if st == 1 else masks.falses[r]
+                idx = masks.trues[r] if st is ARMED else masks.falses[r]
                 k = int(np.searchsorted(idx, i))
                 if k < idx.shape[0] and idx[k] < j:
                     j = int(idx[k])
@@ -220,46 +227,46 @@ def run_fast(engine: Engine, batch: Ticks, policy: FastPolicy = DEFAULT_POLICY) 
                     return stats
                 masks = _Masks(engine, full, masks.start, grown)
                 continue
-        if engine.trails and min(j, n) > i:
+        if broker.trails and min(j, n) > i:
             # the ratchets the reference applied on ticks i..j-1 (a max: order-free); at the
             # end of the batch too, so the next batch starts from the same best touch
             e = min(j, n)
-            for o in engine.trails:
+            for o in broker.trails:
                 if o.side < 0:
                     o.best = max(o.best, float(bid[i:e].max()))
                 else:
                     o.best = min(o.best, float(ask[i:e].min()))
-            engine._envelope(e - 1)
+            broker.refresh_envelope(e - 1)
         if j >= n:
             break
         t, b, a = int(ts[j]), float(bid[j]), float(ask[j])
-        lo_b, hi_b, lo_a, hi_a, t_next, i_next = engine.env
+        lo_b, hi_b, lo_a, hi_a, t_next, i_next = broker.env
         if b <= lo_b or b >= hi_b or a <= lo_a or a >= hi_a or t >= t_next or j >= i_next:
-            engine._step(j, t, b, a)
+            step(j, t, b, a)
             if masks is not None:
                 masks.refresh(engine, j)
         for r in range(n_rules):
             st = R[r]
             if not st:
                 continue
-            assert masks is not None  # a rule in state 1 or 2 was armed at the top
+            assert masks is not None  # a rule ARMED or WAITING was armed at the top
             c = bool(masks.conds[r][j])
-            if st == 1:
+            if st is ARMED:
                 if c:
                     ps = tuple(None if p is None else float(p[j]) for p in masks.prices[r])
-                    engine._fire(r, j, t, b, a, ps)
+                    fire(r, j, t, b, a, ps)
             elif not c:
-                R[r] = 1
+                R[r] = ARMED
         i = j + 1
-    engine._advance(n, int(ts[-1]), float(bid[-1]), float(ask[-1]))
-    engine._stale = True
+    broker.advance(n, int(ts[-1]), float(bid[-1]), float(ask[-1]))
+    engine.indicators_stale = True
     return stats
 
 
 def _horizon(engine: Engine, full: Ticks) -> int:
     """The ticks rules may be evaluated on: up to the first at the plan's expiry or the
     session close (included: its broker step disarms the plan before any rule is read)."""
-    deadline = min(engine.expiry_ns, engine.close_ns)
+    deadline = min(engine.broker.expiry_ns, engine.close_ns)
     return min(len(full), int(np.searchsorted(full.ts, deadline, side="left")) + 1)
 
 
@@ -289,14 +296,16 @@ def _dense(engine: Engine, batch: Ticks, full: Ticks, start: int, i: int,
             except Unsupported:
                 pass
         if feed is not None:
-            engine._sizes, engine._sizes_base = full.size, 0
-            k = run_dense(feed, full, i, upto, engine.R, engine, engine._step, engine._fire)
+            broker = engine.broker
+            broker.sizes, broker.sizes_base = full.size, 0
+            k = run_dense(feed, full, i, upto, broker.rule_states, broker, broker.step,
+                          broker.fire, RuleState.ARMED)
             stats.dense_ticks += k - i
             if k >= n:
-                engine._advance(n, int(full.ts[-1]), float(full.bid[-1]), float(full.ask[-1]))
-                engine._stale = True
+                broker.advance(n, int(full.ts[-1]), float(full.bid[-1]), float(full.ask[-1]))
+                engine.indicators_stale = True
                 return -1
-            if not any(engine.R):
+            if not any(broker.rule_states):
                 return k
             i = k  # the memory cap: the compiled loop streams the rest
     stats.compiled_ticks += n - i
@@ -319,7 +328,7 @@ def _dense_at_start(engine: Engine, full: Ticks, start: int, hz: int,
     scale = span / (probe.upto - start)
     fires = 0.0
     for r, c in enumerate(probe.conds):
-        if engine.R[r]:
+        if engine.rule_states[r]:
             seg = c[start:]
             edges = int(np.count_nonzero(seg[1:] & ~seg[:-1])) + int(seg[0])
             fires += min(edges * scale, engine.remaining[r])  # a rule fires at most its repeats
@@ -328,10 +337,10 @@ def _dense_at_start(engine: Engine, full: Ticks, start: int, hz: int,
 
 def _fires_left(engine: Engine) -> int:
     """How many more times the armed rules may fire (their repeats left)."""
-    return sum(k for st, k in zip(engine.R, engine.remaining) if st)
+    return sum(k for st, k in zip(engine.rule_states, engine.remaining) if st)
 
 
-def _next_trail_trigger(o: WorkingOrder, touch: np.ndarray, i: int, end: int,
+def _next_trail_trigger(o: BrokerOrder, touch: np.ndarray, i: int, end: int,
                         grid: TickGrid) -> int:
     """The first k in [i, end) where trailing stop `o` triggers (its level computed from the
     best touch over ticks before k, exactly as `trail_level`), else end. The binary levels
@@ -364,7 +373,7 @@ def _next_trail_trigger(o: WorkingOrder, touch: np.ndarray, i: int, end: int,
     return end
 
 
-def _next_breach(env: tuple[float, float, float, float, int, int], ts: np.ndarray,
+def _next_breach(env: Envelope, ts: np.ndarray,
                  bid: np.ndarray, ask: np.ndarray, i: int, n: int) -> int:
     """The first index k >= i where the reference loop would call the broker."""
     lo_b, hi_b, lo_a, hi_a, t_next, i_next = env

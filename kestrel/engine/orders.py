@@ -30,6 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kestrel.engine.config import EngineConfig
+from kestrel.frame.account import WorkingOrder
 from kestrel.lang import ast
 
 OrderType = Literal["mkt", "lmt", "stp", "trail"]
@@ -97,9 +98,11 @@ class TickGrid:
         return out
 
 
-class WorkingOrder:
-    """A working order. `side` is +1 buy / -1 sell; eligible at global tick index k when
-    k >= el_idx and ts >= el_ts. `oco` groups protective siblings of one entry fill."""
+class BrokerOrder:
+    """The broker's live, mutable working order (its fills, trailing best and OCO siblings
+    change as ticks come). `side` is +1 buy / -1 sell; eligible at global tick index k when
+    k >= el_idx and ts >= el_ts. `oco` groups protective siblings of one entry fill. What an
+    agent sees of it is `view` (the frame's immutable `WorkingOrder`)."""
 
     __slots__ = (
         "id", "plan", "rule", "role", "side", "qty", "filled", "type", "price", "parent",
@@ -152,6 +155,17 @@ class WorkingOrder:
         """The trailing stop's level from the best touch so far, on the tick grid."""
         assert self.trail is not None
         return trail_level(self.best, self.trail, self.side, grid)
+
+    def view(self, grid: TickGrid) -> WorkingOrder:
+        """The order as the account shows it: the unfilled remainder; a trailing stop shows
+        as a STP at its current level."""
+        return WorkingOrder(
+            id=str(self.id),
+            side="buy" if self.side > 0 else "sell",
+            qty=self.remaining,
+            type="stp" if self.type == "trail" else self.type,
+            price=self.trail_level(grid) if self.type == "trail" else self.price,
+        )
 
 
 def trail_level(best: float, trail: ast.Offset, side: int, grid: TickGrid) -> float:

@@ -1,0 +1,540 @@
+"""The broker kernel: orders, position and money, the broker step, rules firing and risk.
+
+`Broker` is the typed kernel the engine's two paths drive through a small public surface:
+the generated per-tick loop (`codegen`, which binds `step`, `fire` and `run_idle` once) and
+the fast path (`fast`, which also calls `refresh_envelope` and `advance`). Per tick i
+(ts t, touch b/a), in this order (docs/engine.md states each rule once):
+1. session close: the end-of-day policy at the first tick with t >= close;
+2. broker: eligible working orders, in id order: TTL cancels, else fills (see `orders`);
+3. risk: pnl = rpnl - fees + upnl against the loss floor (the plan's baseline - maxloss or
+   the session's -session_maxloss, the higher); reaching it disarms (or stands the session
+   down), cancels every order and flattens at market;
+4. plan expiry (UNTIL/FOR) disarms the plan's entries;
+5. indicators take tick i (the caller's part); armed rules fire in order (`fire`); an order
+   over maxorders or maxpos is rejected (the plan stays armed); orders are eligible from i+1.
+Steps 1-4 are `step`, called only where the envelope `env` says something may happen (see
+`envelope`); `env` is kept current after every change (`refresh_envelope`).
+
+Invariants: `rule_states[j]` is rule j's `RuleState` member, never a bare int (the
+generated loop tests ARMED by identity): SPENT never fires again, ARMED fires on its next
+true evaluation, WAITING (fired) re-arms on its next false evaluation; every
+ledger event is appended to the shared `ledger` in the order it happens; money is exact
+(`book`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from enum import IntEnum
+from fractions import Fraction
+from itertools import islice
+
+import numpy as np
+
+from kestrel.engine.book import Book, Carry
+from kestrel.engine.config import EngineConfig
+from kestrel.engine.envelope import IDLE_ENV, NEVER, Envelope, envelope
+from kestrel.engine.ledger import (
+    Armed,
+    Cancelled,
+    Carried,
+    Disarmed,
+    Filled,
+    Fired,
+    Ledger,
+    LedgerEvent,
+    Mark,
+    OrderPlaced,
+    OrderRejected,
+    PositionChanged,
+)
+from kestrel.engine.money import Money
+from kestrel.engine.orders import (
+    BrokerOrder,
+    OrderType,
+    TickGrid,
+    bracket_price,
+    entry_risk,
+    exact,
+    slipped,
+)
+from kestrel.frame.session import SessionSpec
+from kestrel.frame.ticks import NS_PER_S
+from kestrel.lang import ast
+
+INF = math.inf
+NAN = float("nan")
+_SIDE = {"buy": 1, "sell": -1}
+
+
+class RuleState(IntEnum):
+    """A rule's state in the per-tick loop (the generated code compares the int values)."""
+
+    SPENT = 0  # disarmed or out of repeats: never fires again
+    ARMED = 1  # fires on its next true evaluation
+    WAITING = 2  # fired and has repeats left: re-arms on its next false evaluation
+
+
+class Broker:
+    """The simulated broker and the armed plan's rules for one instrument over one session.
+
+    State: the clock (`seen` ticks processed; `t`, `b`, `a`: the last tick's time and
+    touch; `closed` once the session close was processed), the account (`book`, `orders`),
+    the plan's rules (`rules`, `rule_states`, `remaining` repeats, `expiry_ns`), the risk
+    bounds (`maxpos`, `maxloss`, `maxorders`) and the envelope (`env`, `env_core` without
+    the trailing stops, which are listed in `trails`)."""
+
+    def __init__(self, config: EngineConfig, session: SessionSpec, grid: TickGrid, money: Money,
+                 ledger: Ledger, carry: Carry | None = None) -> None:
+        self.config = config
+        self.grid = grid
+        self.money = money
+        self.ledger = ledger
+        self.slip = config.slippage_ticks * grid.tick
+        self.slip_ticks = exact(config.slippage_ticks)
+        self._fee_unit = exact(config.fee_per_unit)
+        self._fee_order = exact(config.fee_per_order)
+        self.session = session
+        self.open_ns = session.open_ns  # computed from the calendar: read once
+        self.close_ns = session.close_ns
+        # clock: ticks processed, the last tick's time and touch
+        self.seen = 0
+        self.t = self.open_ns
+        self.b = NAN
+        self.a = NAN
+        self.closed = False
+        # account: the position and its money, exact (see `book`), and the working orders
+        self.book = Book(money, config.multiplier)
+        self.orders: dict[int, BrokerOrder] = {}
+        self._next_id = 1
+        self._next_oco = 1
+        # the tick sizes partial fills read: `sizes[i - sizes_base]` is tick i's size
+        self.sizes: Sequence[float] | np.ndarray | None = None
+        self.sizes_base = 0
+        # the armed plan
+        self.rules: tuple[ast.Rule, ...] = ()
+        self.plan_name = ""
+        self.armed = False
+        self.rule_states: list[RuleState] = []
+        self.remaining: list[int] = []
+        self.expiry_ns = NEVER
+        self.maxpos = config.maxpos
+        self.maxloss = config.maxloss
+        self.maxorders = config.maxorders
+        self.placed = 0
+        self._baseline_k = 0  # the plan's pnl at arming, in money quanta
+        self._maxloss_k = money.at_least(self.maxloss)
+        self.loss_breached = False
+        # the session's loss limit counts from the open and never resets
+        self._session_floor_k = (
+            -money.at_least(config.session_maxloss) if config.session_maxloss is not None
+            else -(2**62))
+        self.session_down = ""
+        self._floor_k = max(-self._maxloss_k, self._session_floor_k)
+        self._loss_guard = (-INF, INF)  # bid (long) / ask (short) at which pnl may reach the floor
+        self.env: Envelope = IDLE_ENV
+        self.env_core: Envelope = IDLE_ENV  # env without the trailing stops (see fast.py)
+        self.trails: list[BrokerOrder] = []
+        if carry is not None:
+            self._restore(carry)
+        self.refresh_envelope(-1)
+
+    # the account, as the generated code and callers read it
+    @property
+    def pos(self) -> int:
+        return self.book.pos
+
+    @property
+    def avg(self) -> float:
+        return self.book.avg
+
+    @property
+    def rpnl(self) -> float:
+        return self.money.amount(self.book.rpnl_k)
+
+    @property
+    def fees(self) -> float:
+        return self.money.amount(self.book.fees_k)
+
+    def pnl_now(self, b: float, a: float) -> float:
+        """The `pnl` series: rpnl - fees + upnl at the touch, exactly what maxloss measures."""
+        return self.money.amount(self.book.pnl_k(b, a))
+
+    def upnl_now(self, b: float, a: float) -> float:
+        """The `upnl` series: unrealized PnL at the touch."""
+        return self.money.amount(self.book.upnl_k(b, a)) if self.book.pos else 0.0
+
+    def adopt(self, plan: ast.Plan, now: int) -> None:
+        """Arm `plan`'s rules at time `now` (the incumbent already disarmed): its RISK bounds
+        tighten the operator's, its loss floor counts from the pnl now, each rule starts
+        ARMED with its repeats (SPENT when the session is closed or stood down)."""
+        self.rules = plan.rules
+        self.plan_name = plan.name
+        risk, cfg = plan.risk, self.config
+        self.maxpos = cfg.maxpos if risk.maxpos is None else min(cfg.maxpos, risk.maxpos)
+        self.maxloss = cfg.maxloss if risk.maxloss is None else min(cfg.maxloss, risk.maxloss)
+        self.maxorders = cfg.maxorders if risk.maxorders is None else min(cfg.maxorders, risk.maxorders)
+        self._maxloss_k = self.money.at_least(self.maxloss)
+        self._baseline_k = self.book.pnl_k(self.b, self.a)
+        self._floor_k = max(self._baseline_k - self._maxloss_k, self._session_floor_k)
+        if not self.session_down and self._baseline_k <= self._session_floor_k:  # already past
+            self.session_down = f"session maxloss {cfg.session_maxloss:g} breached: the session stands down"
+        self.placed = 0
+        self.loss_breached = bool(self.session_down)
+        self.armed = not self.closed and not self.session_down
+        n = len(plan.rules)
+        self.rule_states = [RuleState.ARMED if self.armed else RuleState.SPENT] * n
+        self.remaining = [max(1, r.repeat) for r in plan.rules]
+        exp = plan.expiry
+        if isinstance(exp, ast.Until):
+            self.expiry_ns = self.session.wall_clock_ns(exp.at.hour, exp.at.minute, exp.at.second)
+        elif isinstance(exp, ast.For):
+            self.expiry_ns = now + exp.span.seconds * NS_PER_S
+        else:
+            self.expiry_ns = self.close_ns
+        self._emit(Armed(self.seen, now, plan.name, n, self.expiry_ns))
+        if not self.armed:
+            self._emit(Disarmed(self.seen, now, plan.name,
+                                "session closed" if self.closed else self.session_down))
+        elif self.expiry_ns <= now:  # UNTIL already past: nothing may fire
+            self.disarm("expired", t=now)
+        self.refresh_envelope(self.seen - 1)
+
+    # carried position -------------------------------------------------------------
+    def _restore(self, carry: Carry) -> None:
+        """Open the session with a carried position and its protective orders (eligible
+        from the first tick), marked in the ledger by a `carry` event."""
+        self.book.restore(carry.pos, Fraction(carry.cost))
+        self._emit(Carried(0, self.open_ns, carry.pos, self.book.avg, len(carry.orders)))
+        groups: dict[int | None, int | None] = {None: None}
+        for c in carry.orders:
+            if c.oco not in groups:
+                groups[c.oco] = self._next_oco
+                self._next_oco += 1
+            trail = (ast.Offset(c.trail_mode, c.trail_value)  # type: ignore[arg-type]
+                     if c.trail_mode is not None and c.trail_value is not None else None)
+            o = self._place("carried", -1, c.role, c.side, c.qty, c.type,  # type: ignore[arg-type]
+                            c.price, 0, self.open_ns, oco=groups[c.oco], trail=trail, best=c.best)
+            o.el_idx, o.el_ts = 0, self.open_ns
+
+    def advance(self, seen: int, t: int, b: float, a: float) -> None:
+        """Set the clock after a stretch of ticks: `seen` ticks processed, the last one at
+        time t with touch (b, a) (the loops pass the touch only to `step` and `fire`)."""
+        self.seen = seen
+        self.t = int(t)
+        self.b = float(b)
+        self.a = float(a)
+
+    def run_idle(self, tsl: Sequence[int], bl: Sequence[float], al: Sequence[float],
+                 ll: object, sl: object, g0: int, skip: int = 0) -> None:
+        """The loop without live rules: only the broker (positions, protective orders),
+        from batch position `skip` on (`ll`, `sl`: unread, the generated loop's columns)."""
+        i = g0 + skip - 1
+        step = self.step
+        lo_b, hi_b, lo_a, hi_a, t_next, i_next = self.env
+        for t, b, a in islice(zip(tsl, bl, al), skip, None):
+            i += 1
+            if b <= lo_b or b >= hi_b or a <= lo_a or a >= hi_a or t >= t_next or i >= i_next:
+                step(i, t, b, a)
+                lo_b, hi_b, lo_a, hi_a, t_next, i_next = self.env
+
+    def _emit(self, e: LedgerEvent) -> None:
+        self.ledger.events.append(e)
+
+    def _mark(self, i: int, t: int, b: float, a: float) -> None:
+        bk = self.book
+        u = bk.upnl_k(b, a)
+        m = self.money
+        self._emit(Mark(i, t, bk.pos, m.amount(bk.rpnl_k), m.amount(u), m.amount(bk.fees_k),
+                        m.amount(bk.rpnl_k + u - bk.fees_k)))
+
+    # broker step ---------------------------------------------------------------
+    def step(self, i: int, t: int, b: float, a: float) -> None:
+        """Process tick i for the broker, risk and deadlines (called only when `env` is
+        breached; a no-op otherwise)."""
+        if self.closed:
+            return
+        self.t, self.b, self.a = t, b, a
+        if t >= self.close_ns:
+            self.close_session(i, t, b, a, "session close")
+            return
+        filled = False
+        for o in list(self.orders.values()):
+            if o.id not in self.orders or i < o.el_idx or t < o.el_ts:
+                continue
+            if o.expire_ts is not None and t >= o.expire_ts:
+                self._cancel(o, i, t, "ttl")
+                continue
+            price = self._fill_price(o, b, a)
+            if price is not None:
+                qty = self._fill_qty(o, i)
+                if qty > 0:
+                    self._fill(o, price, i, t, b, a, qty)
+                    filled = True
+        # pnl moves only with a fill or the touch; the exact check runs past the loss guard
+        near = b <= self._loss_guard[0] if self.book.pos > 0 else a >= self._loss_guard[1]
+        if (not self.loss_breached and (filled or (self.book.pos and near))
+                and self.book.pnl_k(b, a) <= self._floor_k):
+            self._breach_loss(i, t, b, a)
+        if self.armed and t >= self.expiry_ns:
+            self.disarm("expired", i, t)
+        self.refresh_envelope(i)
+
+    def _fill_qty(self, o: BrokerOrder, i: int) -> int:
+        """The whole remainder, or with partial fills on at most the tick's size (whole
+        units, at least 1) when the data carries sizes. Protective and closing orders are
+        reduce-only: they fill at most the open position (a position already reduced by
+        another order is closed, never reversed, by its stop)."""
+        q = o.remaining
+        if self.config.partial_fills and self.sizes is not None:
+            s = float(self.sizes[i - self.sizes_base])
+            if s >= 1.0:
+                q = min(q, int(s))
+        if o.role != "entry":
+            q = min(q, abs(self.pos)) if o.side * self.pos < 0 else 0
+        return q
+
+    def _fill_price(self, o: BrokerOrder, b: float, a: float) -> float | None:
+        ty = o.type
+        if ty == "mkt":
+            return self._slipped(o.side, b, a)
+        p = o.price
+        assert p is not None or ty == "trail"
+        if ty == "lmt":
+            assert p is not None
+            if o.side > 0:
+                return (p if p < a else a) if a <= p else None
+            return (p if p > b else b) if b >= p else None
+        if ty == "stp":
+            assert p is not None
+            if o.side > 0:
+                return self._slipped(1, b, a) if a >= p else None
+            return self._slipped(-1, b, a) if b <= p else None
+        # trail: check the level, then ratchet
+        lvl = o.trail_level(self.grid)
+        if o.side < 0:
+            if b <= lvl:
+                return self._slipped(-1, b, a)
+            if b > o.best:
+                o.best = b
+        else:
+            if a >= lvl:
+                return self._slipped(1, b, a)
+            if a < o.best:
+                o.best = a
+        return None
+
+    def _slipped(self, side: int, b: float, a: float) -> float:
+        """A market-style fill price: the touch with adverse slippage, on the tick grid."""
+        return slipped(a if side > 0 else b, side, self.slip_ticks, self.grid)
+
+    def _fill(self, o: BrokerOrder, price: float, i: int, t: int, b: float, a: float,
+              qty: int) -> None:
+        m = self.money
+        bk = self.book
+        fee_k = (bk.charge(self._fee_unit * qty + (self._fee_order if o.filled == 0 else 0))
+                 if self._fee_unit or self._fee_order else 0)
+        o.filled += qty
+        if o.filled >= o.qty:
+            del self.orders[o.id]
+        self._emit(Filled(i, t, o.id, "buy" if o.side > 0 else "sell", qty, price, m.amount(fee_k)))
+        pos = bk.pos
+        opened = bk.fill(o.side * qty, price)  # the part of the fill that opens or adds
+        self._emit(PositionChanged(i, t, bk.pos, bk.avg if bk.pos else None, self.rpnl))
+        if o.role == "entry" and o.bracket is not None:
+            if opened:
+                self._bracket(o, price, opened, i, t)
+        elif o.oco is not None:
+            for sib in list(self.orders.values()):
+                if sib.oco == o.oco and sib.id != o.id:
+                    if sib.remaining <= qty:
+                        self._cancel(sib, i, t, "oco")
+                    else:
+                        sib.qty -= qty
+        if self.pos == 0:
+            for other in list(self.orders.values()):
+                if other.role in ("stop", "target", "trail", "flat", "exit"):
+                    self._cancel(other, i, t, "flat")
+        elif (pos > 0) != (self.pos > 0) and pos != 0:
+            # reversed: protective orders of the old side would now add to the position
+            sign = 1 if self.pos > 0 else -1
+            for other in list(self.orders.values()):
+                if other.role in ("stop", "target", "trail", "flat", "exit") and other.side == sign:
+                    self._cancel(other, i, t, "reversed")
+        self._mark(i, t, b, a)
+
+    def _bracket(self, entry: BrokerOrder, price: float, qty: int, i: int, t: int) -> None:
+        spec = entry.bracket
+        assert spec is not None
+        oco = self._next_oco
+        self._next_oco += 1
+        side = -entry.side
+        if spec.stop is not None:
+            self._place(entry.plan, entry.rule, "stop", side, qty, "stp",
+                        bracket_price(price, spec.stop, self.grid), i, t, parent=entry.id, oco=oco)
+        if spec.target is not None:
+            self._place(entry.plan, entry.rule, "target", side, qty, "lmt",
+                        bracket_price(price, spec.target, self.grid), i, t, parent=entry.id, oco=oco)
+        if spec.trail is not None:
+            self._place(entry.plan, entry.rule, "trail", side, qty, "trail", None, i, t,
+                        parent=entry.id, oco=oco, trail=spec.trail, best=price)
+
+    def _place(self, plan: str, rule: int, role: str, side: int, qty: int, ty: OrderType,
+               price: float | None, i: int, t: int, *, parent: int | None = None,
+               oco: int | None = None, ttl_ns: int | None = None,
+               trail: ast.Offset | None = None, best: float = 0.0,
+               bracket: ast.Order | None = None) -> BrokerOrder:
+        cfg = self.config
+        o = BrokerOrder(
+            self._next_id, plan, rule, role, side, qty, ty, price, parent,
+            i + 1 + cfg.latency_ticks, t + cfg.latency_ns,
+            None if ttl_ns is None else t + ttl_ns, trail, best, bracket, oco,
+        )
+        self._next_id += 1
+        self.orders[o.id] = o
+        shown = o.trail_level(self.grid) if ty == "trail" else price
+        self._emit(OrderPlaced(i, t, o.id, plan, role, "buy" if side > 0 else "sell",  # type: ignore[arg-type]
+                               qty, ty, shown, parent))
+        return o
+
+    def _cancel(self, o: BrokerOrder, i: int, t: int, reason: str) -> None:
+        if self.orders.pop(o.id, None) is not None:
+            self._emit(Cancelled(i, t, o.id, reason))
+
+    def disarm(self, reason: str, i: int | None = None, t: int | None = None) -> None:
+        """Disarm the plan's entries (every rule SPENT) and cancel its working entry orders;
+        protective orders stay. `i`/`t` default to the clock. The caller refreshes `env`."""
+        i = self.seen if i is None else i
+        t = self.t if t is None else t
+        self.armed = False
+        for j in range(len(self.rule_states)):
+            self.rule_states[j] = RuleState.SPENT
+        for o in list(self.orders.values()):
+            if o.role == "entry":
+                self._cancel(o, i, t, reason)
+        self._emit(Disarmed(i, t, self.plan_name, reason))
+
+    def _breach_loss(self, i: int, t: int, b: float, a: float) -> None:
+        self.loss_breached = True
+        reason = f"maxloss {self.maxloss:g} breached"
+        if self._session_floor_k >= self._baseline_k - self._maxloss_k:
+            reason = f"session maxloss {self.config.session_maxloss:g} breached"
+            self.session_down = reason + ": the session stands down"
+        if self.armed:
+            self.disarm(reason, i, t)
+        else:
+            self._emit(Disarmed(i, t, self.plan_name, reason))
+        for o in list(self.orders.values()):
+            self._cancel(o, i, t, "maxloss")
+        if self.pos:
+            self._place(self.plan_name, -1, "exit", -1 if self.pos > 0 else 1, abs(self.pos),
+                        "mkt", None, i, t)
+
+    def close_session(self, i: int, t: int, b: float, a: float, why: str) -> None:
+        """The end-of-day policy at tick i (`why`: the close or the end of data): disarm,
+        flatten under `end_of_day="flatten"`, mark; the broker is idle from here on."""
+        self.closed = True
+        if self.armed:
+            self.disarm(why, i, t)
+        if self.config.end_of_day == "flatten":
+            for o in list(self.orders.values()):
+                self._cancel(o, i, t, why)
+            if self.pos:
+                side = -1 if self.pos > 0 else 1
+                o = self._place(self.plan_name, -1, "exit", side, abs(self.pos), "mkt", None, i, t)
+                self._fill(o, self._slipped(side, b, a), i, t, b, a, o.qty)
+        self._mark(i, t, b, a)
+        self.refresh_envelope(i)  # closed: idle
+
+    # rules ---------------------------------------------------------------------
+    def fire(self, j: int, i: int, t: int, b: float, a: float,
+             prices: tuple[float | None, ...]) -> None:
+        """Rule j fired at tick i: run its actions (orders eligible from tick i+1)."""
+        self.t, self.b, self.a = t, b, a
+        rule = self.rules[j]
+        self.remaining[j] -= 1
+        self.rule_states[j] = RuleState.WAITING if self.remaining[j] > 0 else RuleState.SPENT
+        self._emit(Fired(i, t, self.plan_name, j))
+        for act, price in zip(rule.actions, prices):
+            if not self.armed:
+                break
+            if isinstance(act, ast.Order):
+                self._entry(j, act, price, i, t)
+            elif isinstance(act, ast.Flat):
+                # a FLAT only reduces: it counts towards maxorders but is never refused
+                closing = any(o.role in ("flat", "exit") for o in self.orders.values())
+                if self.pos and not closing:
+                    self.placed += 1
+                    self._place(self.plan_name, j, "flat", -1 if self.pos > 0 else 1,
+                                abs(self.pos), "mkt", None, i, t)
+            else:
+                for o in list(self.orders.values()):
+                    if o.role == "entry" and o.plan == self.plan_name:
+                        self._cancel(o, i, t, f"rule {j} cancel")
+        self.refresh_envelope(i)
+
+    def _entry(self, j: int, act: ast.Order, price: float | None, i: int, t: int) -> None:
+        side = _SIDE[act.side]
+        if act.order_type != "mkt" and (price is None or price != price):
+            self._emit(OrderRejected(i, t, self.plan_name, j, "price undefined at this tick"))
+            return
+        if self.placed >= self.maxorders:
+            self._emit(OrderRejected(i, t, self.plan_name, j,
+                                     f"maxorders {self.maxorders} reached"))
+            return
+        working = sum(o.side * o.remaining for o in self.orders.values()
+                      if o.role in ("entry", "flat"))
+        projected = self.pos + working + side * act.qty
+        if abs(projected) > self.maxpos:
+            self._emit(OrderRejected(i, t, self.plan_name, j,
+                                     f"maxpos {self.maxpos}: position would reach {projected}"))
+            return
+        if price is not None:
+            price = self.grid.snap(price)
+        risk = entry_risk(act, side, price, self.b, self.a, self.slip, self.grid, self.config)
+        if risk:
+            committed = sum(o.risk * o.remaining for o in self.orders.values() if o.role == "entry")
+            m = self.money
+            after_k = self.book.pnl_k(self.b, self.a) - m.quanta(committed + risk * act.qty)
+            if after_k <= self._floor_k:
+                plan_floor = self._baseline_k - self._maxloss_k
+                plan_bound = plan_floor >= self._session_floor_k
+                bound = (f"maxloss {self.maxloss:g}" if plan_bound
+                         else f"session maxloss {self.config.session_maxloss:g}")
+                whose, pnl_k = ("plan's", after_k - self._baseline_k) if plan_bound else ("session's", after_k)
+                self._emit(OrderRejected(
+                    i, t, self.plan_name, j,
+                    f"worst-case loss {risk * act.qty:.2f} would take the {whose} pnl to "
+                    f"{m.amount(pnl_k):.2f}, past {bound}"))
+                self.disarm(f"{bound} would be breached", i, t)
+                return
+        self.placed += 1
+        bracket = act if (act.stop or act.target or act.trail) else None
+        ttl = None if act.ttl is None else act.ttl.seconds * NS_PER_S
+        o = self._place(self.plan_name, j, "entry", side, act.qty, act.order_type, price, i, t,
+                        ttl_ns=ttl, bracket=bracket)
+        o.risk = risk
+
+    # envelope ------------------------------------------------------------------
+    def refresh_envelope(self, i: int) -> None:
+        """Recompute `env` (and `env_core`, `trails`) after tick i (see `envelope`)."""
+        if self.closed:
+            self.env = self.env_core = IDLE_ENV
+            self.trails = []
+            return
+        bk = self.book
+        loss_line = None
+        self._loss_guard = (-INF, INF)
+        if bk.pos and not self.loss_breached:
+            # + one money quantum: upnl is rounded to the quantum before the check
+            room = (self._floor_k - bk.rpnl_k + bk.fees_k + 1) / self.money.scale
+            loss_line = bk.avg + room / (bk.pos * self.config.multiplier)
+            margin = 1e-6 * (1.0 + abs(loss_line))
+            self._loss_guard = (loss_line + margin, loss_line - margin)
+        t_next = min(self.close_ns, self.expiry_ns) if self.armed else self.close_ns
+        self.env, self.env_core, self.trails = envelope(
+            self.orders.values(), i, self.t, t_next, bk.pos, loss_line, self.grid)
+
+
+__all__ = ["Broker", "RuleState"]

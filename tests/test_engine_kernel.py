@@ -1,0 +1,100 @@
+"""The broker kernel's seams: the generated per-tick loop names no private member (it drives
+`broker.Broker` through its public surface), and rule states are the named `RuleState`s."""
+
+from __future__ import annotations
+
+import ast as pyast
+import datetime as dt
+import re
+from pathlib import Path
+
+import pytest
+
+from kestrel.engine import Engine, EngineConfig, ticks_of
+from kestrel.engine.broker import Broker, RuleState
+from kestrel.engine.codegen import compile_plan
+from kestrel.frame.account import WorkingOrder
+from kestrel.frame.session import SessionSpec
+from kestrel.lang import Module, Plan, parse
+
+from bench.workloads import ALL_DAY, RICH
+
+ROOT = Path(__file__).resolve().parent.parent
+PRIVATE = re.compile(r"\.\_[A-Za-z]")
+
+
+def corpus() -> list[tuple[str, Plan]]:
+    out: list[tuple[str, Plan]] = []
+    for path in sorted((ROOT / "examples").glob("*.kes")):
+        doc = parse(path.read_text())
+        stmts = doc.statements if isinstance(doc, Module) else (doc,)
+        out += [(f"{path.stem}.{s.name}", s) for s in stmts if isinstance(s, Plan)]
+    for name, text in (("all_day", ALL_DAY), ("rich", RICH)):
+        p = parse(text)
+        assert isinstance(p, Plan)
+        out.append((name, p))
+    return out
+
+
+PLANS = corpus()
+
+
+def test_the_corpus_is_every_example_and_both_workloads() -> None:
+    names = [n for n, _ in PLANS]
+    assert len(names) >= 20 and {"all_day", "rich"} <= set(names)
+
+
+@pytest.mark.parametrize(("name", "plan"), PLANS, ids=[n for n, _ in PLANS])
+def test_generated_code_names_no_private_member(name: str, plan: Plan) -> None:
+    source = compile_plan(plan).source
+    assert PRIVATE.findall(source) == [], name
+    attrs = {n.attr for n in pyast.walk(pyast.parse(source)) if isinstance(n, pyast.Attribute)}
+    assert not {a for a in attrs if a.startswith("_")}
+    # the live loop drives the kernel by its public methods, bound once per call
+    assert "step, fire, run_idle = E.step, E.fire, E.run_idle\n    armed_ = _ARMED\n" in source
+    assert attrs <= {"step", "fire", "run_idle", "env", "pos", "rpnl", "upnl_now", "pnl_now",
+                     "append", "pop", "popleft", "clear"}, attrs
+    for attr in attrs & {"step", "fire", "run_idle", "env", "pos", "rpnl", "upnl_now", "pnl_now"}:
+        assert hasattr(Broker, attr) or attr == "env", attr
+
+
+def test_the_regex_catches_a_private_access() -> None:
+    assert PRIVATE.findall("E._step(i, t, b, a)") == ["._s"]
+    assert PRIVATE.findall("x = _div(a, b); E.step(i)") == []
+
+
+def _session() -> SessionSpec:
+    return SessionSpec.us_equity(dt.date(2024, 1, 2))
+
+
+def test_rule_states_are_named_and_follow_fire_and_rearm() -> None:
+    assert [int(s) for s in (RuleState.SPENT, RuleState.ARMED, RuleState.WAITING)] == [0, 1, 2]
+    session = _session()
+    o = session.open_ns
+    e = Engine(EngineConfig(), session, "SAMPLE", 0.01)
+    plan = parse("PLAN p\nWHEN bid > 100: BUY 1 MKT x2")
+    assert isinstance(plan, Plan)
+    e.arm(plan)
+    assert e.rule_states == [RuleState.ARMED]
+    e.on_ticks(ticks_of([(o + 1, 101.0, 101.1)]))
+    assert e.rule_states == [RuleState.WAITING] and e.remaining == [1]
+    e.on_ticks(ticks_of([(o + 2, 99.0, 99.1)]))  # false: re-armed
+    assert e.rule_states == [RuleState.ARMED]
+    e.on_ticks(ticks_of([(o + 3, 101.0, 101.1)]))  # second and last repeat
+    assert e.rule_states == [RuleState.SPENT] and e.remaining == [0]
+    assert e.pos == 1
+
+
+def test_the_account_shows_the_broker_orders_as_frame_working_orders() -> None:
+    session = _session()
+    o = session.open_ns
+    e = Engine(EngineConfig(), session, "SAMPLE", 0.01)
+    plan = parse("PLAN p\nWHEN bid > 100: BUY 2 MKT STOP -1 TRAIL 0.5")
+    assert isinstance(plan, Plan)
+    e.arm(plan)
+    # fires at tick 1, fills at tick 2's ask 101.3: stop 100.3, trail 101.3 - 0.5
+    e.on_ticks(ticks_of([(o + 1, 101.0, 101.1), (o + 2, 101.2, 101.3)]))
+    shown = e.account().orders
+    assert all(type(w) is WorkingOrder for w in shown)
+    assert sorted((w.side, w.qty, w.type, w.price) for w in shown) == [
+        ("sell", 2, "stp", 100.3), ("sell", 2, "stp", 100.8)]
