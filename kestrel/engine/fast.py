@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 _FIRST_CHUNK = 512
 _FIRST_PREFIX = 4096
 _PROBE = 2048  # ticks the cost model's first look evaluates
+_SURELY = 8  # repeats left for this many times the density threshold: dense without a look
 _EVENTS_PER_FIRE = 3  # a fire, its entry's fill, its exit: the stops the loop makes per fire
 
 
@@ -318,12 +319,20 @@ def _dense_at_start(engine: Engine, full: Ticks, start: int, hz: int,
     """The cost model's first look: the armed rules' fires before the plan's horizon `hz`,
     estimated from the rising edges of their conditions on the next `_PROBE` ticks and
     capped by their repeats left, times the events each fire makes: more than one per
-    `dense_ticks_per_event` ticks, and the batch runs dense from the start. Returns the
-    verdict and the probe's masks (the jump loop's first masks when not dense)."""
+    `dense_ticks_per_event` ticks, and the batch runs dense from the start. Without a look
+    when the repeats left cannot make it dense, or could make it `_SURELY` times over.
+    Returns the verdict and the probe's masks (the jump loop's first masks when not dense)."""
     n = len(full)
     span = max(1, min(n, hz) - start)
     if span < policy.min_events * policy.dense_ticks_per_event:
         return False, None
+    bound = _fires_left(engine) * _EVENTS_PER_FIRE * policy.dense_ticks_per_event
+    if bound <= span:  # cannot be dense: the jump loop builds its own masks
+        return False, None
+    if bound > _SURELY * span:
+        # repeats for many times the threshold: judged dense without a look (the dense loop
+        # stays cheap on a sparse stretch: its columns are the masks the jumps would build)
+        return True, None
     probe = _Masks(engine, full, start, min(n, start + span, start + min(_PROBE, _FIRST_PREFIX)))
     scale = span / (probe.upto - start)
     fires = 0.0
