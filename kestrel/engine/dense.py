@@ -317,6 +317,8 @@ def run_dense(feed: Feed, full: Ticks, i: int, end: int, states: list[State], ho
     fixed: list[tuple[float | None, ...] | None] = [
         None if any(p is not None for p in ps) else tuple(None for _ in ps) for ps in feed.prices]
     inf = math.inf
+    pos_only = feed.reads == {"pos"}
+    pos = host.pos
     while k < end:
         w0 = k
         w1 = min(end, k + WINDOW)
@@ -324,6 +326,7 @@ def run_dense(feed: Feed, full: Ticks, i: int, end: int, states: list[State], ho
         bl: list[float] = bid[w0:w1].tolist()
         al: list[float] = ask[w0:w1].tolist()
         bits = feed.window_bits(w0, w1)
+        t_seen, t_stop = -1, w1  # the first tick of the window at or past t_seen (bisected)
         while k < w1:
             pk = (forms, tuple(states))
             plan = plans.get(pk)
@@ -333,7 +336,9 @@ def run_dense(feed: Feed, full: Ticks, i: int, end: int, states: list[State], ho
             if not checks and not any(states):
                 return k
             lo_b, hi_b, lo_a, hi_a, t_next, i_next = host.env
-            stop = min(w1, i_next, w0 + bisect_left(tsl, t_next, k - w0))
+            if t_next != t_seen:
+                t_seen, t_stop = t_next, w0 + bisect_left(tsl, t_next, k - w0)
+            stop = min(w1, i_next, t_stop)
             last = max(stop, k) - w0
             j = k - w0
             # the scan: the first tick with a rule to evaluate or the envelope breached
@@ -368,11 +373,19 @@ def run_dense(feed: Feed, full: Ticks, i: int, end: int, states: list[State], ho
             t, b, a = tsl[j], bl[j], al[j]
             if b <= lo_b or b >= hi_b or a <= lo_a or a >= hi_a or t >= t_next or k >= i_next:
                 step(k, t, b, a)
-                new = feed.key(host)
-                if new != key:
-                    key, forms = new, feed.forms(new)
-                    if feed.stale():  # a new form: rebuild the bits
-                        bits = feed.window_bits(w0, w1)
+                if pos_only:  # the common case, without building the key
+                    if host.pos != pos:
+                        pos = host.pos
+                        key = (float(pos), 0.0)
+                        forms = feed.forms(key)
+                        if feed.stale():  # a new form: rebuild the bits
+                            bits = feed.window_bits(w0, w1)
+                else:
+                    new = feed.key(host)
+                    if new != key:
+                        key, forms = new, feed.forms(new)
+                        if feed.stale():
+                            bits = feed.window_bits(w0, w1)
                 pk = (forms, tuple(states))
                 plan = plans.get(pk)
                 if plan is None:
