@@ -10,13 +10,17 @@ precomputed lists of true/false indices — and processes that tick with the sam
 rule code (the kernel's `Broker.step`, `Broker.fire`) in the same order. Hence the same
 ledger. It drives the engine and its kernel through their public surfaces only.
 
-Cost model (`FastPolicy`): a jump costs tens of microseconds, the compiled reference loop
-well under one per tick, so when the rules fire densely (fewer than
-`dense_ticks_per_event` ticks per processed event, measured over at least `min_events`
-events) the fast path hands the rest of the batch to the compiled loop (`Engine.hand_over`)
-and keeps to it for the rest of the session (`Engine.dense`): the state at a handover is
-exactly the reference's after the same tick, so the ledger does not change. The fast path
-is therefore never much slower than the reference, and far faster where ticks are idle.
+Cost model (`FastPolicy`): a jump costs tens of microseconds, the dense loop (`dense`:
+numpy columns, one int of rule bits and the envelope test per tick in Python) well under
+one per tick, so when the rules fire densely (fewer than `dense_ticks_per_event` ticks per
+processed event: estimated up front from the conditions' rising edges and the repeats left,
+or measured over at least `min_events` events) the batch runs on the dense loop and the
+engine keeps to it for the session (`Engine.dense`). The compiled loop (`Engine.hand_over`)
+takes a dense stretch instead when the plan's conditions have no per-account-state forms,
+when the columns could not reach the plan's horizon within the memory cap, or when the
+session so far dwarfs the batch (`dense_prefix_ratio`). Every loop processes a tick with the
+same broker and rule code in the same order, so the ledger does not change; `FastStats`
+says how a batch was spent.
 """
 
 from __future__ import annotations
