@@ -1,7 +1,7 @@
 """The dense loop: the fast path's loop for plans that fire densely, fed by numpy columns.
 
 Where rules fire every few dozen ticks, jumping from event to event (`fast.run_fast`) costs
-more than the compiled reference loop, and that loop spends most of its time updating
+more than looping, and the compiled reference loop spends most of its time updating
 indicators tick by tick. The dense loop gets every indicator and condition from
 `vector.Columns` (the same floating-point operations as the reference, computed with numpy
 over the session's prefix) and keeps only a lean per-tick test in Python.
@@ -10,8 +10,9 @@ Rule conditions of a fast-eligible plan read the tick series (static: computed o
 most `pos` and `rpnl` (dynamic: constant between fills). Each condition is reduced, per
 account state, to a constant or to one of a few static boolean arrays (`Feed.forms`), by
 evaluating its account-only parts as scalars (`pos == 0 AND X` is X when flat and False
-otherwise; `X OR rpnl > 0` is X or True). Every static array gets two bits of one int per
-tick (true, false) and bit `2S` is always set (`Feed.bits`). The per-tick loop then tests
+otherwise; `X OR rpnl > 0` is X or True). Every static array (form k) gets two bits of one
+int per tick, k (true) and MAX_FORMS + k (false), and bit ALWAYS is always set
+(`Feed.window_bits`). The per-tick loop then tests
 
     bits[k] & m  or  bid/ask outside the broker's envelope
 
@@ -19,9 +20,9 @@ where `m` holds, for each armed rule, the bit of "its condition is true" (for a 
 waiting to re-arm, "is false"), and stops before the next deadline (`t_next`, `i_next`).
 At a tick it stops on it does exactly what the reference does there: the broker step, then
 the rules in order (fire, or re-arm). The ledger is therefore the reference's, byte for
-byte (tests/test_engine_differential.py).
+byte (tests/test_engine_dense.py).
 
-A condition mixing account state with tick series inside one comparison (`last > rpnl`)
+A condition mixing account state with tick series inside one comparison (`pos < vol`)
 has no such form (`Unsupported`): the fast path then hands the batch to the compiled loop.
 """
 
@@ -188,7 +189,9 @@ class Feed:
                 host.rpnl if "rpnl" in self.reads else 0.0)
 
     def forms(self, key: tuple[float, ...]) -> tuple[Form, ...]:
-        """Each rule's condition under account state `key`: True/False or a form index."""
+        """Each rule's condition under account state `key`: TRUE_FORM, FALSE_FORM or a form
+        index (cached per state; when the forms outgrow MAX_FORMS only this state's are kept,
+        renumbered: the bits are then rebuilt, see `stale`)."""
         hit = self._by_key.get(key)
         if hit is not None:
             return hit
