@@ -15,7 +15,7 @@ import pytest
 
 from kestrel.data.synthetic import SyntheticSpec, generate
 from kestrel.engine import Engine, EngineConfig
-from kestrel.engine.dense import FALSE_FORM, TRUE_FORM, Feed, Unsupported
+from kestrel.engine.dense import FALSE_FORM, MAX_FORMS, TRUE_FORM, Feed, Unsupported
 from kestrel.engine.fast import FastPolicy
 from kestrel.frame.session import SessionSpec
 from kestrel.frame.ticks import Ticks
@@ -236,3 +236,34 @@ def test_dense_loop_with_a_carried_position() -> None:
             out.append(e.ledger.to_jsonl())
         assert out[0] == out[1], seed
     assert carried >= 2  # some days really open with a position
+
+
+def test_forms_past_the_cap_are_renumbered_and_stay_exact() -> None:
+    """Three rules whose AND of (account OR tick) parts takes a different combination under
+    each of eight positions: more forms over all states than MAX_FORMS, never more at once;
+    every state's forms (after the renumbering) are the conditions evaluated directly, and
+    the bits hold them."""
+    rules = "\n".join(
+        f"WHEN mid > {99.4 + r / 10} AND (pos == 1 OR pos == 5 OR pos == 6 OR mid > {99.6 + r / 10})"
+        f" AND (pos == 2 OR pos == 5 OR pos == 7 OR mid > {99.8 + r / 10})"
+        f" AND (pos == 3 OR pos == 6 OR pos == 7 OR mid > {100.0 + r / 10}): FLAT"
+        for r in range(3))
+    feed = _feed("PLAN g\n" + rules)
+    held, renumbered = 0, False
+    for _ in range(2):
+        for pos in range(8):
+            forms = feed.forms((float(pos), 0.0))
+            assert len(feed.arrays) <= MAX_FORMS
+            renumbered |= len(feed.arrays) < held
+            held = len(feed.arrays)
+            feed.cols.account = {"pos": float(pos), "rpnl": 0.0}
+            bits = np.array(feed.window_bits(0, feed.upto), dtype=np.int64)
+            for rule, f in zip(feed.rules, forms):
+                want = feed.cols.truth(rule.cond)
+                if f < 0:
+                    assert np.all(want == (f == TRUE_FORM))
+                else:
+                    assert np.array_equal(feed.arrays[f], want)
+                    assert np.array_equal((bits >> f) & 1, want.astype(np.int64))
+                    assert np.array_equal((bits >> (MAX_FORMS + f)) & 1, (~want).astype(np.int64))
+    assert renumbered  # the states really outgrew the cap
