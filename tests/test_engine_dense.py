@@ -17,6 +17,7 @@ from kestrel.data.synthetic import SyntheticSpec, generate
 from kestrel.engine import Engine, EngineConfig
 from kestrel.engine.dense import FALSE_FORM, MAX_FORMS, TRUE_FORM, Feed, Unsupported
 from kestrel.engine.fast import FastPolicy
+from kestrel.engine.ledger import PositionChanged
 from kestrel.frame.session import SessionSpec
 from kestrel.frame.ticks import Ticks
 from kestrel.lang import Plan
@@ -267,3 +268,31 @@ def test_forms_past_the_cap_are_renumbered_and_stay_exact() -> None:
                     assert np.array_equal((bits >> f) & 1, want.astype(np.int64))
                     assert np.array_equal((bits >> (MAX_FORMS + f)) & 1, (~want).astype(np.int64))
     assert renumbered  # the states really outgrew the cap
+
+
+def test_dense_loop_equals_reference_while_forms_are_renumbered() -> None:
+    """The plan above trading: its position walks 0..8 and back, so the loop renumbers its
+    forms mid-session; the ledger is still the reference's."""
+    rules = "\n".join(
+        f"WHEN mid > {99.4 + r / 10} AND (pos == 1 OR pos == 5 OR pos == 6 OR mid > {99.6 + r / 10})"
+        f" AND (pos == 2 OR pos == 5 OR pos == 7 OR mid > {99.8 + r / 10})"
+        f" AND (pos == 3 OR pos == 6 OR pos == 7 OR mid > {100.0 + r / 10}): BUY 1 MKT x40"
+        for r in range(3))
+    text = "PLAN g RISK maxpos 50\n" + rules + "\nWHEN pos >= 8: FLAT x40"
+    rng = random.Random(8)
+    for _ in range(3):
+        session, ticks = realistic_day(rng)
+        mid = float((ticks.bid[0] + ticks.ask[0]) / 2)
+        shifted = text
+        for r in range(3):  # thresholds around this day's opening mid
+            for base in (99.4, 99.6, 99.8, 100.0):
+                shifted = shifted.replace(f"> {base + r / 10}", f"> {mid - 100 + base + r / 10:.2f}")
+        cfg = EngineConfig(maxorders=5000)
+        ref = reference(session, ticks, shifted, cfg)
+        e = armed(session, shifted, cfg)
+        e.fast_policy = DENSE
+        e.run(ticks, path="fast")
+        assert e.fast_stats.dense_ticks > 0
+        assert e.ledger.to_jsonl() == ref
+        held = {ev.pos for ev in e.ledger.events if isinstance(ev, PositionChanged)}
+        assert len(held) >= 6  # the position really walks through the states
