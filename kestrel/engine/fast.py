@@ -268,6 +268,17 @@ def run_fast(engine: Engine, batch: Ticks, policy: FastPolicy = DEFAULT_POLICY) 
     return stats
 
 
+def _columns_cap(engine: Engine, policy: FastPolicy) -> int:
+    """How far (ticks from the session's first) the dense loop's columns may reach within
+    `max_mask_mb`: a conservative bytes-per-tick estimate from the plan's size (measured
+    peaks: ~150 B/tick for the 86 nodes of the rich workload, ~50 for the 20 of all-day)."""
+    compiled = engine.compiled
+    assert compiled is not None
+    rules = compiled.plan.rules
+    per_tick = 32 + 4 * sum(sum(1 for _ in ast.walk(r.cond)) + len(r.actions) for r in rules)
+    return int(policy.max_mask_mb * 2**20 / per_tick)
+
+
 def _horizon(engine: Engine, full: Ticks) -> int:
     """The ticks rules may be evaluated on: up to the first at the plan's expiry or the
     session close (included: its broker step disarms the plan before any rule is read)."""
@@ -288,8 +299,7 @@ def _dense(engine: Engine, batch: Ticks, full: Ticks, start: int, i: int,
         compiled = engine.compiled
         assert compiled is not None
         rules = compiled.plan.rules
-        per_tick = 64 + 16 * sum(sum(1 for _ in ast.walk(r.cond)) + len(r.actions) for r in rules)
-        cap = min(i + policy.max_mask_ticks, int(policy.max_mask_mb * 2**20 / per_tick))
+        cap = min(i + policy.max_mask_ticks, _columns_cap(engine, policy))
         need = min(n, max(i + 1, _horizon(engine, full)))
         upto = min(need, cap)
         feed = None
@@ -330,7 +340,13 @@ def _dense_at_start(engine: Engine, full: Ticks, start: int, hz: int,
     span = max(1, min(n, hz) - start)
     if span < policy.min_events * policy.dense_ticks_per_event:
         return False, None
-    bound = _fires_left(engine) * _EVENTS_PER_FIRE * policy.dense_ticks_per_event
+    left = _fires_left(engine)
+    if left >= policy.min_events and min(n, hz) > _columns_cap(engine, policy):
+        # rules that may live to a horizon no columns can reach within the memory cap (a
+        # long session): the compiled loop from the start (`_dense` finds the cap), since the
+        # jump loop's masks would stop short of it and hand over with a re-warm
+        return True, None
+    bound = left * _EVENTS_PER_FIRE * policy.dense_ticks_per_event
     if bound <= span:  # cannot be dense: the jump loop builds its own masks
         return False, None
     if bound > _SURELY * span:
