@@ -18,7 +18,7 @@ from kestrel.engine.book import Book, Carry, account_of, carry_of
 from kestrel.engine.broker import Broker, RuleState
 from kestrel.engine.codegen import CompiledPlan, compile_plan, spans, time_literals
 from kestrel.engine.config import EngineConfig
-from kestrel.engine.fast import DEFAULT_POLICY, FastPolicy, run_fast
+from kestrel.engine.fast import DEFAULT_POLICY, FastPolicy, FastStats, run_fast
 from kestrel.engine.indicators import PlanError, longest_lookback
 from kestrel.engine.history import TickHistory, accepted, ticks_of
 from kestrel.engine.money import Money
@@ -77,8 +77,9 @@ class Engine:
         self.compiled: CompiledPlan | None = None
         self.arm_tick = 0
         self.time_values: tuple[int, ...] = ()
-        self.dense = False  # the fast path found the plan firing densely: compiled loop from now on
+        self.dense = False  # the fast path found the plan firing densely: dense loop from now on
         self.fast_policy: FastPolicy = DEFAULT_POLICY
+        self.fast_stats = FastStats()  # how the last fast-path batch was spent
         self.carried_in = carry
         # the kernel: orders, position and money, step, fire, risk, envelope
         self.broker = Broker(self.config, session, self.grid, self.money, self.ledger, carry)
@@ -277,7 +278,7 @@ class Engine:
         if path == "fast" and blocker:
             raise PlanError("the fast path does not apply: " + blocker)
         if path != "reference" and not blocker:
-            run_fast(self, ticks, self.fast_policy)
+            self.fast_stats = run_fast(self, ticks, self.fast_policy)
             self.last_path = "fast"
         else:
             self.on_ticks(ticks)

@@ -10,13 +10,17 @@ precomputed lists of true/false indices — and processes that tick with the sam
 rule code (the kernel's `Broker.step`, `Broker.fire`) in the same order. Hence the same
 ledger. It drives the engine and its kernel through their public surfaces only.
 
-Cost model (`FastPolicy`): a jump costs tens of microseconds, the compiled reference loop
-well under one per tick, so when the rules fire densely (fewer than
-`dense_ticks_per_event` ticks per processed event, measured over at least `min_events`
-events) the fast path hands the rest of the batch to the compiled loop (`Engine.hand_over`)
-and keeps to it for the rest of the session (`Engine.dense`): the state at a handover is
-exactly the reference's after the same tick, so the ledger does not change. The fast path
-is therefore never much slower than the reference, and far faster where ticks are idle.
+Cost model (`FastPolicy`): a jump costs tens of microseconds, the dense loop (`dense`:
+numpy columns, one int of rule bits and the envelope test per tick in Python) well under
+one per tick, so when the rules fire densely (fewer than `dense_ticks_per_event` ticks per
+processed event: estimated up front from the conditions' rising edges and the repeats left,
+or measured over at least `min_events` events) the batch runs on the dense loop and the
+engine keeps to it for the session (`Engine.dense`). The compiled loop (`Engine.hand_over`)
+takes a dense stretch instead when the plan's conditions have no per-account-state forms,
+when the columns could not reach the plan's horizon within the memory cap, or when the
+session so far dwarfs the batch (`dense_prefix_ratio`). Every loop processes a tick with the
+same broker and rule code in the same order, so the ledger does not change; `FastStats`
+says how a batch was spent.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import TYPE_CHECKING
 import msgspec
 import numpy as np
 
+from kestrel.engine.dense import Feed, Unsupported, run_dense
 from kestrel.engine.vector import Columns
 from kestrel.frame.ticks import Ticks
 from kestrel.lang import ast
@@ -40,6 +45,8 @@ if TYPE_CHECKING:
 
 _FIRST_CHUNK = 512
 _FIRST_PREFIX = 4096
+_PROBE = 2048  # ticks the cost model's first look evaluates
+_SURELY = 8  # repeats left for this many times the density threshold: dense without a look
 _EVENTS_PER_FIRE = 3  # a fire, its entry's fill, its exit: the stops the loop makes per fire
 
 
@@ -50,13 +57,25 @@ class FastPolicy(msgspec.Struct, frozen=True):
     `max_mask_ticks` ticks or, at the bytes per tick the current masks take, more than
     `max_mask_mb` MB (bounded memory on long sessions)."""
 
-    dense_ticks_per_event: float = 150.0
+    dense_ticks_per_event: float = 300.0
     min_events: int = 32
     max_mask_ticks: int = 20_000_000
-    max_mask_mb: float = 150.0
+    max_mask_mb: float = 100.0
+    dense_loop: bool = True  # dense stretches run on the vector-fed loop (`dense`), not the compiled one
+    force_dense: bool = False  # the dense loop from the batch's first tick, whatever the density
+    dense_prefix_ratio: float = 4.0  # the dense loop's columns cover the session so far: at most this x the batch
 
 
 DEFAULT_POLICY = FastPolicy()
+
+
+class FastStats(msgspec.Struct):
+    """How one fast-path batch was spent: ticks run on the dense loop, ticks handed to the
+    compiled loop, and events processed by the jump loop (`Engine.fast_stats`)."""
+
+    dense_ticks: int = 0
+    compiled_ticks: int = 0
+    jumps: int = 0
 
 
 class _Masks:
@@ -138,49 +157,60 @@ class _Masks:
             self.falses[r] = np.concatenate((f[: np.searchsorted(f, j)], np.flatnonzero(~c) + j))
 
 
-def run_fast(engine: Engine, batch: Ticks, policy: FastPolicy = DEFAULT_POLICY) -> None:
+def run_fast(engine: Engine, batch: Ticks, policy: FastPolicy = DEFAULT_POLICY) -> FastStats:
     """Advance `engine` over `batch` on the fast path (the plan must be fast-eligible),
     handing dense or over-long stretches to the compiled loop (see `FastPolicy`)."""
     compiled = engine.compiled
     assert compiled is not None
+    stats = FastStats()
     if len(batch) == 0:
-        return
+        return stats
     engine.accept(batch)
     broker = engine.broker
     start = broker.seen
     engine.history.append(batch)
     full = engine.history.view()  # the session so far, without copying
-    if engine.dense or _dense_at_start(engine, full, start, policy):
-        engine.dense = True
-        engine.hand_over(batch, start, start)
-        return
     n = len(full)
+    i = start
+    hz = _horizon(engine, full)
     # rule masks are built only while a rule is armed (a spent plan costs only the broker scans)
     masks: _Masks | None = None
+    if any(broker.rule_states):
+        dense = policy.force_dense or engine.dense
+        if not dense:
+            dense, masks = _dense_at_start(engine, full, start, hz, policy)
+        if dense:
+            engine.dense = True
+            i = _dense(engine, batch, full, start, start, policy, stats)
+            if i < 0:
+                return stats
+            masks = None
     ts, bid, ask = full.ts, full.bid, full.ask
     broker.sizes, broker.sizes_base = full.size, 0
     R = broker.rule_states
     n_rules = len(R)
     step, fire = broker.step, broker.fire
     SPENT, ARMED = RuleState.SPENT, RuleState.ARMED
-    i = start
     events = 0
-    origin = start
+    origin = i
     while i < n:
         if events >= policy.min_events:
             if ((i - origin) < events * policy.dense_ticks_per_event
                     and _fires_left(engine) * _EVENTS_PER_FIRE * policy.dense_ticks_per_event > n - i):
                 engine.dense = True
-                engine.hand_over(batch, start, i)
-                return
+                i = _dense(engine, batch, full, start, i, policy, stats)
+                if i < 0:
+                    return stats
+                masks = None
             events, origin = 0, i  # judge density over the recent stretch
         events += 1
+        stats.jumps += 1
         j = _next_breach(broker.env_core, ts, bid, ask, i, n)
         for o in broker.trails:
             j = _next_trail_trigger(o, bid if o.side < 0 else ask, i, j, engine.grid)
         if any(R):
             if masks is None:
-                masks = _Masks(engine, full, i, min(n, i + _FIRST_PREFIX))
+                masks = _Masks(engine, full, i, min(n, max(hz, i + 1), i + _FIRST_PREFIX))
             upto = masks.upto
             for r in range(n_rules):
                 st = R[r]
@@ -193,10 +223,13 @@ def run_fast(engine: Engine, batch: Ticks, policy: FastPolicy = DEFAULT_POLICY) 
             if j >= upto and upto < n:
                 # rule events past the evaluated prefix are unknown: extend and look again
                 grown = min(n, upto + (upto - masks.start))
+                if hz > upto:
+                    grown = min(grown, hz)  # past the plan's deadline no rule is evaluated
                 if (grown - masks.start > policy.max_mask_ticks
                         or grown * masks.bytes_per_tick() > policy.max_mask_mb * 2**20):
+                    stats.compiled_ticks += n - i
                     engine.hand_over(batch, start, i)  # bounded memory: stream the rest
-                    return
+                    return stats
                 masks = _Masks(engine, full, masks.start, grown)
                 continue
         if broker.trails and min(j, n) > i:
@@ -232,25 +265,103 @@ def run_fast(engine: Engine, batch: Ticks, policy: FastPolicy = DEFAULT_POLICY) 
         i = j + 1
     broker.advance(n, int(ts[-1]), float(bid[-1]), float(ask[-1]))
     engine.indicators_stale = True
+    return stats
 
 
-def _dense_at_start(engine: Engine, full: Ticks, start: int, policy: FastPolicy) -> bool:
-    """The cost model's first look: the armed rules' fires over the batch, estimated from the
-    rising edges of their conditions on the next `_FIRST_PREFIX` ticks and capped by their
-    repeats left, times the events each fire makes: more than one per
-    `dense_ticks_per_event` ticks, and the compiled loop runs the batch from the start."""
+def _columns_cap(engine: Engine, policy: FastPolicy) -> int:
+    """How far (ticks from the session's first) the dense loop's columns may reach within
+    `max_mask_mb`: a conservative bytes-per-tick estimate from the plan's size (measured
+    peaks: ~150 B/tick for the 86 nodes of the rich workload, ~50 for the 20 of all-day)."""
+    compiled = engine.compiled
+    assert compiled is not None
+    rules = compiled.plan.rules
+    per_tick = 32 + 4 * sum(sum(1 for _ in ast.walk(r.cond)) + len(r.actions) for r in rules)
+    return int(policy.max_mask_mb * 2**20 / per_tick)
+
+
+def _horizon(engine: Engine, full: Ticks) -> int:
+    """The ticks rules may be evaluated on: up to the first at the plan's expiry or the
+    session close (included: its broker step disarms the plan before any rule is read)."""
+    deadline = min(engine.broker.expiry_ns, engine.close_ns)
+    return min(len(full), int(np.searchsorted(full.ts, deadline, side="left")) + 1)
+
+
+def _dense(engine: Engine, batch: Ticks, full: Ticks, start: int, i: int,
+           policy: FastPolicy, stats: FastStats) -> int:
+    """Run ticks i.. of the batch (session ticks start..) as a dense stretch: on the dense loop
+    (`dense.run_dense`) when the policy allows it, the plan has per-account-state forms and
+    the session so far is not much longer than the batch (its columns cover the whole
+    prefix: a short segment late in a session costs less on the compiled loop); else on the
+    compiled loop, as is the rest of a batch past the memory cap. Returns the tick from which
+    no rule is live (the jump loop runs the broker from there), or -1 when the batch is done."""
     n = len(full)
-    if not any(engine.rule_states) or n - start < policy.min_events * policy.dense_ticks_per_event:
-        return False
-    probe = _Masks(engine, full, start, min(n, start + _FIRST_PREFIX))
-    scale = (n - start) / (probe.upto - start)
+    if policy.dense_loop and (policy.force_dense or n <= policy.dense_prefix_ratio * (n - i)):
+        compiled = engine.compiled
+        assert compiled is not None
+        rules = compiled.plan.rules
+        cap = min(i + policy.max_mask_ticks, _columns_cap(engine, policy))
+        need = min(n, max(i + 1, _horizon(engine, full)))
+        upto = min(need, cap)
+        feed = None
+        # the columns cannot reach the plan's horizon (memory): the compiled loop runs it all
+        # (a later hand-over would re-warm the indicators over the prefix first)
+        if upto > i and (upto == need or policy.force_dense):
+            try:
+                feed = Feed(rules, full, engine.session, engine.arm_tick, engine.grid.units, i, upto)
+            except Unsupported:
+                pass
+        if feed is not None:
+            broker = engine.broker
+            broker.sizes, broker.sizes_base = full.size, 0
+            k = run_dense(feed, full, i, upto, broker.rule_states, broker, broker.step,
+                          broker.fire, RuleState.ARMED)
+            stats.dense_ticks += k - i
+            if k >= n:
+                broker.advance(n, int(full.ts[-1]), float(full.bid[-1]), float(full.ask[-1]))
+                engine.indicators_stale = True
+                return -1
+            if not any(broker.rule_states):
+                return k
+            i = k  # the memory cap: the compiled loop streams the rest
+    stats.compiled_ticks += n - i
+    engine.hand_over(batch, start, i)
+    return -1
+
+
+def _dense_at_start(engine: Engine, full: Ticks, start: int, hz: int,
+                    policy: FastPolicy) -> tuple[bool, _Masks | None]:
+    """The cost model's first look: the armed rules' fires before the plan's horizon `hz`,
+    estimated from the rising edges of their conditions on the next `_PROBE` ticks and
+    capped by their repeats left, times the events each fire makes: more than one per
+    `dense_ticks_per_event` ticks, and the batch runs dense from the start. Without a look
+    when the repeats left cannot make it dense, or could make it `_SURELY` times over.
+    Returns the verdict and the probe's masks (the jump loop's first masks when not dense)."""
+    n = len(full)
+    span = max(1, min(n, hz) - start)
+    if span < policy.min_events * policy.dense_ticks_per_event:
+        return False, None
+    left = _fires_left(engine)
+    if left >= policy.min_events and min(n, hz) > _columns_cap(engine, policy):
+        # rules that may live to a horizon no columns can reach within the memory cap (a
+        # long session): the compiled loop from the start (`_dense` finds the cap), since the
+        # jump loop's masks would stop short of it and hand over with a re-warm
+        return True, None
+    bound = left * _EVENTS_PER_FIRE * policy.dense_ticks_per_event
+    if bound <= span:  # cannot be dense: the jump loop builds its own masks
+        return False, None
+    if bound > _SURELY * span:
+        # repeats for many times the threshold: judged dense without a look (the dense loop
+        # stays cheap on a sparse stretch: its columns are the masks the jumps would build)
+        return True, None
+    probe = _Masks(engine, full, start, min(n, start + span, start + min(_PROBE, _FIRST_PREFIX)))
+    scale = span / (probe.upto - start)
     fires = 0.0
     for r, c in enumerate(probe.conds):
         if engine.rule_states[r]:
             seg = c[start:]
             edges = int(np.count_nonzero(seg[1:] & ~seg[:-1])) + int(seg[0])
             fires += min(edges * scale, engine.remaining[r])  # a rule fires at most its repeats
-    return fires * _EVENTS_PER_FIRE * policy.dense_ticks_per_event > n - start
+    return fires * _EVENTS_PER_FIRE * policy.dense_ticks_per_event > span, probe
 
 
 def _fires_left(engine: Engine) -> int:

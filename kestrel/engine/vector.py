@@ -41,12 +41,14 @@ class Columns:
         self.n = len(ticks)
         self._cache: dict[object, Arr] = {}
         self._cross: dict[ast.Crosses, Arr] = {}
+        self._spans_cache: dict[object, tuple[Arr, Arr, Arr, Arr]] = {}
         self.account: dict[str, float] = {}
 
     def nbytes(self) -> int:
         """Memory held by the computed columns."""
-        return sum(a.nbytes for a in self._cache.values()) + sum(
-            a.nbytes for a in self._cross.values())
+        return (sum(a.nbytes for a in self._cache.values())
+                + sum(a.nbytes for a in self._cross.values())
+                + sum(a.nbytes for span in self._spans_cache.values() for a in span))
 
     # series ------------------------------------------------------------------------
     def series(self, name: str) -> Arr:
@@ -132,26 +134,38 @@ class Columns:
                 self._cache[key] = np.searchsorted(ts, ts, side="left")
         return self._cache[key]
 
+    def _spans(self, window_ns: int) -> tuple[Arr, Arr, Arr, Arr]:
+        """Per tick, the window `[t-d, t)` as index bounds [lo, hi), whether it is defined
+        and floor(log2) of its length: shared by the `high` and `low` of one length."""
+        key = ("spans", window_ns)
+        if key not in self._spans_cache:
+            ts, n = self.t.ts, self.n
+            lo = np.searchsorted(ts, ts - window_ns, side="left")
+            hi = self._before()
+            length = hi - lo
+            valid = (length > 0) & (ts - window_ns >= ts[0])
+            lv = np.zeros(n, dtype=np.int64)
+            lv[valid] = np.frexp(length[valid].astype(np.float64))[1].astype(np.int64) - 1  # floor(log2), exact
+            self._spans_cache[key] = (lo, hi, valid, lv)
+        return self._spans_cache[key]
+
     def _window(self, spec: IndicatorSpec) -> F64:
         ts, x, n = self.t.ts, self.t.last, self.n
         out = np.full(n, NAN)
         if n == 0:
             return out
-        lo = np.searchsorted(ts, ts - spec.window_ns, side="left")
-        hi = self._before()
-        length = hi - lo
-        valid = (length > 0) & (ts - spec.window_ns >= ts[0])
+        lo, hi, valid, lv = self._spans(spec.window_ns)
         if not valid.any():
             return out
-        lv = np.zeros(n, dtype=np.int64)
-        lv[valid] = np.frexp(length[valid].astype(np.float64))[1].astype(np.int64) - 1  # floor(log2), exact
         red = np.maximum if spec.kind == "high" else np.minimum
-        table = x.copy()
+        table = x
         level = 0
-        top = int(lv[valid].max())
+        # the levels queried (regular ticks: one or two)
+        used = np.flatnonzero(np.bincount(lv[valid])).tolist()
+        top = used[-1]
         while True:
-            sel = np.flatnonzero(valid & (lv == level))
-            if sel.size:
+            if level in used:
+                sel = np.flatnonzero(valid & (lv == level)) if len(used) > 1 else np.flatnonzero(valid)
                 w = 1 << level
                 out[sel] = red(table[lo[sel]], table[hi[sel] - w])
             if level >= top:

@@ -1,0 +1,411 @@
+"""The dense loop: the fast path's loop for plans that fire densely, fed by numpy columns.
+
+Where rules fire every few dozen ticks, jumping from event to event (`fast.run_fast`) costs
+more than looping, and the compiled reference loop spends most of its time updating
+indicators tick by tick. The dense loop gets every indicator and condition from
+`vector.Columns` (the same floating-point operations as the reference, computed with numpy
+over the session's prefix) and keeps only a lean per-tick test in Python.
+
+Rule conditions of a fast-eligible plan read the tick series (static: computed once) and at
+most `pos` and `rpnl` (dynamic: constant between fills). Each condition is reduced, per
+account state, to a constant or to one of a few static boolean arrays (`Feed.forms`), by
+evaluating its account-only parts as scalars (`pos == 0 AND X` is X when flat and False
+otherwise; `X OR rpnl > 0` is X or True). Every static array (form k) gets two bits of one
+int per tick, k (true) and MAX_FORMS + k (false), and bit ALWAYS is always set
+(`Feed.window_bits`). The per-tick loop then tests
+
+    bits[k] & m  or  bid/ask outside the broker's envelope
+
+where `m` holds, for each armed rule, the bit of "its condition is true" (for a rule
+waiting to re-arm, "is false"), and stops before the next deadline (`t_next`, `i_next`).
+At a tick it stops on it does exactly what the reference does there: the broker step, then
+the rules in order (fire, or re-arm). The ledger is therefore the reference's, byte for
+byte (tests/test_engine_dense.py).
+
+A condition mixing account state with tick series inside one comparison (`pos < vol`)
+has no such form (`Unsupported`): the fast path then hands the batch to the compiled loop.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from kestrel.engine.indicators import DYNAMIC_SERIES, series_in
+from kestrel.engine.plans import clock_seconds
+from kestrel.engine.vector import Columns
+from kestrel.frame.session import SessionSpec
+from kestrel.frame.ticks import Ticks
+from kestrel.lang import ast
+
+NAN = math.nan
+WINDOW = 8192  # ticks of columns held as Python lists at once
+MAX_FORMS = 24  # forms held at once: 2 bits each + the always bit in an int64
+ALWAYS = 2 * MAX_FORMS
+ACCOUNT = ("pos", "rpnl")
+Bools = npt.NDArray[np.bool_]
+# a rule's condition under one account state: the index of a static form (>= 0), or a
+# constant (never a bool: True == 1 would alias form 1 in the loop's caches)
+Form = int
+TRUE_FORM = -1
+FALSE_FORM = -2
+State = TypeVar("State", bound=int)  # a rule's state: 0 spent, 1 armed, 2 waiting
+Step = Callable[[int, int, float, float], None]
+Fire = Callable[[int, int, int, float, float, tuple[float | None, ...]], None]
+
+
+class Unsupported(Exception):
+    """The plan's conditions have no per-account-state form (see the module docstring)."""
+
+
+class Host(Protocol):
+    """What the dense loop reads of the broker between its calls."""
+
+    @property
+    def env(self) -> tuple[float, float, float, float, int, int]: ...
+
+    @property
+    def pos(self) -> int: ...
+
+    @property
+    def rpnl(self) -> float: ...
+
+
+def _pure(e: ast.Expr) -> bool:
+    """The expression reads account state and nothing that moves with the ticks."""
+    names = series_in(e)
+    if not names or not names <= DYNAMIC_SERIES:
+        return False
+    return not any(isinstance(x, ast.Call | ast.Crosses) for x in ast.walk(e))
+
+
+def _scalar(e: ast.Expr, acc: dict[str, float], session: SessionSpec) -> Any:
+    """An account-only expression's value, with the operations `Columns.expr` applies
+    elementwise (the same IEEE results on scalars)."""
+    if isinstance(e, ast.Number | ast.Percent):
+        return float(e.value)
+    if isinstance(e, ast.TimeOfDay):
+        return clock_seconds(session, e)
+    if isinstance(e, ast.Series):
+        if e.name not in acc:
+            raise Unsupported(f"series {e.name} in an account expression")
+        return acc[e.name]
+    if isinstance(e, ast.Neg):
+        return -_scalar(e.operand, acc, session)
+    if isinstance(e, ast.Arith):
+        x, y = _scalar(e.left, acc, session), _scalar(e.right, acc, session)
+        if e.op == "+":
+            return x + y
+        if e.op == "-":
+            return x - y
+        if e.op == "*":
+            return x * y
+        return x / y if y != 0 else NAN
+    if isinstance(e, ast.Compare):
+        x, y = _scalar(e.left, acc, session), _scalar(e.right, acc, session)
+        op = e.op
+        if op == "<":
+            return x < y
+        if op == "<=":
+            return x <= y
+        if op == ">":
+            return x > y
+        if op == ">=":
+            return x >= y
+        if op == "==":
+            return x == y
+        return x == x and y == y and x != y
+    if isinstance(e, ast.And):
+        return all(_truth(_scalar(o, acc, session)) for o in e.operands)
+    if isinstance(e, ast.Or):
+        return any(_truth(_scalar(o, acc, session)) for o in e.operands)
+    if isinstance(e, ast.Not):
+        return not _truth(_scalar(e.operand, acc, session))
+    raise Unsupported(f"{type(e).__name__} in an account expression")
+
+
+def _forms_bound(e: ast.Expr) -> int:
+    """How many forms evaluating `e` under one account state may register; raises
+    `Unsupported` when account state and tick series meet below a NOT/AND/OR."""
+    if not series_in(e) & DYNAMIC_SERIES:
+        return 1
+    if _pure(e):
+        return 0
+    if isinstance(e, ast.Not):
+        return _forms_bound(e.operand) + 1
+    if isinstance(e, ast.And | ast.Or):
+        return sum(_forms_bound(o) for o in e.operands) + 1
+    raise Unsupported("a comparison mixes account state with tick series")
+
+
+def _truth(v: Any) -> bool:
+    """Python truthiness as `Columns.truth` computes it (NaN is true)."""
+    return bool(v) if isinstance(v, bool) else bool(v != 0)
+
+
+class Feed:
+    """Rule bits and entry prices over the ticks [base, upto) of a session prefix [0, upto)."""
+
+    def __init__(self, rules: Sequence[ast.Rule], full: Ticks, session: SessionSpec,
+                 arm: int, units: float, base: int, upto: int) -> None:
+        self.rules = rules
+        self.session = session
+        self.base = base
+        self.upto = upto
+        self.cols = Columns(full.slice(0, upto), session, arm, units)
+        self.reads = frozenset().union(*(series_in(r.cond) & DYNAMIC_SERIES for r in rules))
+        if self.reads - set(ACCOUNT):
+            raise Unsupported("a condition reads upnl or pnl")
+        if sum(_forms_bound(r.cond) for r in rules) > MAX_FORMS:
+            raise Unsupported("too many condition forms")
+        self.arrays: list[Bools] = []  # the static forms, over [0, upto)
+        self._form_of: dict[object, int] = {}
+        self._kinds: dict[int, int] = {}  # per node id (the plan holds the nodes)
+        self._by_key: dict[tuple[float, ...], tuple[Form, ...]] = {}
+        self.prices: list[list[npt.NDArray[np.float64] | None]] = [
+            [self.cols.expr(a.price) if isinstance(a, ast.Order) and a.price is not None
+             else None for a in r.actions]
+            for r in rules
+        ]
+        self.bits: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self._built = 0  # forms the bits array holds
+
+    def nbytes(self) -> int:
+        """Memory held by the columns, forms and bits."""
+        return (self.cols.nbytes() + self.bits.nbytes + sum(a.nbytes for a in self.arrays)
+                + sum(p.nbytes for ps in self.prices for p in ps if p is not None))
+
+    # forms -------------------------------------------------------------------------
+    def key(self, host: Host) -> tuple[float, ...]:
+        """The account state the conditions read (the fast path's `pos`, `rpnl`)."""
+        if not self.reads:
+            return ()
+        return (float(host.pos) if "pos" in self.reads else 0.0,
+                host.rpnl if "rpnl" in self.reads else 0.0)
+
+    def forms(self, key: tuple[float, ...]) -> tuple[Form, ...]:
+        """Each rule's condition under account state `key`: TRUE_FORM, FALSE_FORM or a form
+        index (cached per state; when the forms outgrow MAX_FORMS only this state's are kept,
+        renumbered: the bits are then rebuilt, see `stale`)."""
+        hit = self._by_key.get(key)
+        if hit is not None:
+            return hit
+        acc = {"pos": key[0], "rpnl": key[1]} if key else {}
+        out = [self._form(r.cond, acc) for r in self.rules]
+        if len(self.arrays) > MAX_FORMS:  # keep only this state's forms (at most the bound)
+            self.arrays, self._form_of, self._by_key = [], {}, {}
+            self._built = -1
+            out = [self._form(r.cond, acc) for r in self.rules]
+        if len(self._by_key) > 64:
+            self._by_key.clear()
+        self._by_key[key] = forms = tuple(out)
+        return forms
+
+    def _register(self, tag: object, make: Callable[[], Bools]) -> int:
+        k = self._form_of.get(tag)
+        if k is None:
+            k = self._form_of[tag] = len(self.arrays)
+            self.arrays.append(make())
+        return k
+
+    def _kind(self, e: ast.Expr) -> int:
+        """0: static (reads no account state), 1: account state only, 2: mixed (cached per
+        node: `_form` runs for every new account state)."""
+        k = self._kinds.get(id(e))
+        if k is None:
+            k = self._kinds[id(e)] = (0 if not series_in(e) & DYNAMIC_SERIES
+                                      else 1 if _pure(e) else 2)
+        return k
+
+    def _form(self, e: ast.Expr, acc: dict[str, float]) -> Form:
+        kind = self._kind(e)
+        if kind == 0:
+            return self._register(("static", id(e)), lambda: self.cols.truth(e))
+        if kind == 1:
+            return TRUE_FORM if _truth(_scalar(e, acc, self.session)) else FALSE_FORM
+        if isinstance(e, ast.Not):
+            f = self._form(e.operand, acc)
+            if f < 0:
+                return FALSE_FORM if f == TRUE_FORM else TRUE_FORM
+            return self._register(("not", f), lambda: ~self.arrays[f])
+        if isinstance(e, ast.And | ast.Or):
+            conj = isinstance(e, ast.And)
+            parts: list[int] = []
+            for o in e.operands:
+                f = self._form(o, acc)
+                if f < 0:
+                    if (f == TRUE_FORM) != conj:  # a False operand of AND, a True one of OR
+                        return f
+                    continue
+                if f not in parts:
+                    parts.append(f)
+            if not parts:
+                return TRUE_FORM if conj else FALSE_FORM
+            if len(parts) == 1:
+                return parts[0]
+            tag = ("and" if conj else "or", tuple(parts))
+
+            def combine() -> Bools:
+                acc_ = self.arrays[parts[0]].copy()
+                for p in parts[1:]:
+                    if conj:
+                        acc_ &= self.arrays[p]
+                    else:
+                        acc_ |= self.arrays[p]
+                return acc_
+
+            return self._register(tag, combine)
+        raise Unsupported("a comparison mixes account state with tick series")
+
+    def window_bits(self, lo: int, hi: int) -> list[int]:
+        """The bits of ticks [lo, hi) as a list: bit k = form k is true, bit MAX_FORMS + k =
+        form k is false, bit ALWAYS always set. Forms added since the last call are OR'ed
+        into the bits array first."""
+        if self.stale():
+            if not self.bits.size or self._built < 0:
+                self.bits = np.full(self.upto - self.base, 1 << ALWAYS, dtype=np.int64)
+                self._built = 0
+            bits = self.bits
+            for k in range(self._built, len(self.arrays)):
+                bits |= np.where(self.arrays[k][self.base:], np.int64(1 << k),
+                                 np.int64(1 << (MAX_FORMS + k)))
+            self._built = len(self.arrays)
+        out: list[int] = self.bits[lo - self.base: hi - self.base].tolist()
+        return out
+
+    def stale(self) -> bool:
+        """A form was added since the bits were built."""
+        return self._built != len(self.arrays) or not self.bits.size
+
+
+def _plan(states: Sequence[int], forms: tuple[Form, ...]) -> tuple[int, tuple[tuple[int, int, bool], ...]]:
+    """For rule states and forms: the checks at a tick, in rule order (rule, its bit, fire
+    (True) or re-arm (False)): for an armed rule the bit of "its form is true", for a
+    waiting one "is false", for a constant that holds the always bit; and the scan mask,
+    the union of those bits (a tick with none of them set needs no rule evaluated)."""
+    checks: list[tuple[int, int, bool]] = []
+    m = 0
+    for r, (st, f) in enumerate(zip(states, forms)):
+        if not st:
+            continue
+        armed = st == 1
+        if f < 0:
+            if (f == TRUE_FORM) != armed:  # armed on a False or waiting on a True: nothing
+                continue
+            bit = 1 << ALWAYS
+        else:
+            bit = 1 << (f if armed else MAX_FORMS + f)
+        checks.append((r, bit, armed))
+        m |= bit
+    return m, tuple(checks)
+
+
+def run_dense(feed: Feed, full: Ticks, i: int, end: int, states: list[State], host: Host,
+              step: Step, fire: Fire, armed: State) -> int:
+    """Process ticks [i, end) (end <= feed.upto) exactly as the reference loop would, with the
+    broker's `step` and the rules' `fire`; `states` are the rules' states (0 spent, 1 armed,
+    2 waiting), changed in place (a re-armed rule gets `armed`). Returns `end`, or the first
+    tick from which no rule is live (the broker alone runs from there)."""
+    ts, bid, ask = full.ts, full.bid, full.ask
+    k = i
+    key = feed.key(host)
+    forms = feed.forms(key)
+    plans: dict[tuple[tuple[Form, ...], tuple[int, ...]], tuple[int, tuple[tuple[int, int, bool], ...]]] = {}
+    # the prices of rules whose actions read none (all None), built once
+    fixed: list[tuple[float | None, ...] | None] = [
+        None if any(p is not None for p in ps) else tuple(None for _ in ps) for ps in feed.prices]
+    inf = math.inf
+    pos_only = feed.reads == {"pos"}
+    pos = host.pos
+    while k < end:
+        w0 = k
+        w1 = min(end, k + WINDOW)
+        tsl: list[int] = ts[w0:w1].tolist()
+        bl: list[float] = bid[w0:w1].tolist()
+        al: list[float] = ask[w0:w1].tolist()
+        bits = feed.window_bits(w0, w1)
+        t_seen, t_stop = -1, w1  # the first tick of the window at or past t_seen (bisected)
+        while k < w1:
+            pk = (forms, tuple(states))
+            plan = plans.get(pk)
+            if plan is None:
+                plan = plans[pk] = _plan(states, forms)
+            m, checks = plan
+            if not checks and not any(states):
+                return k
+            lo_b, hi_b, lo_a, hi_a, t_next, i_next = host.env
+            if t_next != t_seen:
+                t_seen, t_stop = t_next, w0 + bisect_left(tsl, t_next, k - w0)
+            stop = min(w1, i_next, t_stop)
+            last = max(stop, k) - w0
+            j = k - w0
+            # the scan: the first tick with a rule to evaluate or the envelope breached
+            if lo_a == -inf and hi_a == inf:
+                if lo_b == -inf and hi_b == inf:
+                    for j in range(j, last):
+                        if bits[j] & m:
+                            break
+                    else:
+                        j = last
+                else:
+                    for j in range(j, last):
+                        if bits[j] & m or not lo_b < bl[j] < hi_b:
+                            break
+                    else:
+                        j = last
+            elif lo_b == -inf and hi_b == inf:
+                for j in range(j, last):
+                    if bits[j] & m or not lo_a < al[j] < hi_a:
+                        break
+                else:
+                    j = last
+            else:
+                for j in range(j, last):
+                    if bits[j] & m or not (lo_b < bl[j] < hi_b and lo_a < al[j] < hi_a):
+                        break
+                else:
+                    j = last
+            k = w0 + j
+            if k >= w1:
+                break
+            t, b, a = tsl[j], bl[j], al[j]
+            if b <= lo_b or b >= hi_b or a <= lo_a or a >= hi_a or t >= t_next or k >= i_next:
+                step(k, t, b, a)
+                if pos_only:  # the common case, without building the key
+                    if host.pos != pos:
+                        pos = host.pos
+                        key = (float(pos), 0.0)
+                        forms = feed.forms(key)
+                        if feed.stale():  # a new form: rebuild the bits
+                            bits = feed.window_bits(w0, w1)
+                else:
+                    new = feed.key(host)
+                    if new != key:
+                        key, forms = new, feed.forms(new)
+                        if feed.stale():
+                            bits = feed.window_bits(w0, w1)
+                pk = (forms, tuple(states))
+                plan = plans.get(pk)
+                if plan is None:
+                    plan = plans[pk] = _plan(states, forms)
+                checks = plan[1]
+            x = bits[j]
+            for r, bit, fires in checks:
+                if x & bit and states[r]:  # a rule fired before may have disarmed the plan
+                    if fires:
+                        ps = fixed[r]
+                        if ps is None:
+                            ps = tuple(None if p is None else float(p[k]) for p in feed.prices[r])
+                        fire(r, k, t, b, a, ps)
+                    else:
+                        states[r] = armed
+            k += 1
+    return end
+
+
+__all__ = ["ALWAYS", "FALSE_FORM", "MAX_FORMS", "TRUE_FORM", "Feed", "Host", "Unsupported", "WINDOW", "run_dense"]
