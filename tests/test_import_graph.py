@@ -23,11 +23,11 @@ def _module_name(path: Path, root: Path = ROOT) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _runtime_imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+def _runtime_imports(tree: ast.AST, typing_too: bool = False) -> list[ast.Import | ast.ImportFrom]:
     found: list[ast.Import | ast.ImportFrom] = []
 
     def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+        if not typing_too and isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             for branch in node.orelse:
                 visit(branch)
             return
@@ -40,13 +40,14 @@ def _runtime_imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
     return found
 
 
-def import_graph(package: Path) -> dict[str, set[str]]:
-    """module -> the modules of `package` it imports at run time."""
+def import_graph(package: Path, typing_too: bool = False) -> dict[str, set[str]]:
+    """module -> the modules of `package` it imports at run time (with `typing_too`, also
+    under `if TYPE_CHECKING:`)."""
     paths = {_module_name(p, package.parent): p for p in package.rglob("*.py")}
     graph: dict[str, set[str]] = {name: set() for name in paths}
     for name, path in paths.items():
         is_pkg = path.name == "__init__.py"
-        for node in _runtime_imports(ast.parse(path.read_text(), str(path))):
+        for node in _runtime_imports(ast.parse(path.read_text(), str(path)), typing_too):
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
@@ -119,6 +120,13 @@ def test_no_import_circle_in_lang_or_engine() -> None:
     assert found == [], "import circles: " + "; ".join(" -> ".join(c) for c in found)
 
 
+def test_no_circle_in_lang_or_engine_even_through_type_only_imports() -> None:
+    """A type-only circle still couples two modules' designs (the fast path typed against
+    the facade that calls it): the engine's seams are Protocols instead."""
+    found = cycles_through(import_graph(PACKAGE, typing_too=True), CHECKED)
+    assert found == [], "import circles: " + "; ".join(" -> ".join(c) for c in found)
+
+
 def test_the_checker_finds_a_circle_hidden_behind_a_deferred_import(tmp_path: Path) -> None:
     pkg = tmp_path / "kestrel" / "lang"
     pkg.mkdir(parents=True)
@@ -137,6 +145,8 @@ def test_the_checker_finds_a_circle_hidden_behind_a_deferred_import(tmp_path: Pa
         ["kestrel.lang.checker", "kestrel.lang.formatter", "kestrel.lang.parser", "kestrel.lang.checker"]
     ]
     assert cycles_through(graph, ("kestrel.engine",)) == []
+    typed = import_graph(tmp_path / "kestrel", typing_too=True)
+    assert typed["kestrel.lang.formatter"] == {"kestrel.lang.parser", "kestrel.lang.ast"}
 
 
 @pytest.mark.parametrize("prefix", CHECKED)

@@ -79,8 +79,8 @@ class RuleState(IntEnum):
 class Broker:
     """The simulated broker and the armed plan's rules for one instrument over one session.
 
-    State: the clock (`seen` ticks processed; `t`, `b`, `a`: the last tick's time and
-    touch; `closed` once the session close was processed), the account (`book`, `orders`),
+    State: the clock (`seen` ticks processed; `now_ns`, `bid`, `ask`: the last tick's time
+    and touch; `closed` once the session close was processed), the account (`book`, `orders`),
     the plan's rules (`rules`, `rule_states`, `remaining` repeats, `expiry_ns`), the risk
     bounds (`maxpos`, `maxloss`, `maxorders`) and the envelope (`env`, `env_core` without
     the trailing stops, which are listed in `trails`)."""
@@ -102,9 +102,9 @@ class Broker:
         self.close_ns = session.close_ns
         # clock: ticks processed, the last tick's time and touch
         self.seen = 0
-        self.t = self.open_ns
-        self.b = NAN
-        self.a = NAN
+        self.now_ns = self.open_ns
+        self.bid = NAN
+        self.ask = NAN
         self.closed = False
         # account: the position and its money, exact (see `book`), and the working orders
         self.book = Book(money, config.multiplier)
@@ -178,7 +178,7 @@ class Broker:
         self.maxloss = cfg.maxloss if risk.maxloss is None else min(cfg.maxloss, risk.maxloss)
         self.maxorders = cfg.maxorders if risk.maxorders is None else min(cfg.maxorders, risk.maxorders)
         self._maxloss_k = self.money.at_least(self.maxloss)
-        self._baseline_k = self.book.pnl_k(self.b, self.a)
+        self._baseline_k = self.book.pnl_k(self.bid, self.ask)
         self._floor_k = max(self._baseline_k - self._maxloss_k, self._session_floor_k)
         if not self.session_down and self._baseline_k <= self._session_floor_k:  # already past
             self.session_down = f"session maxloss {cfg.session_maxloss:g} breached: the session stands down"
@@ -224,9 +224,9 @@ class Broker:
         """Set the clock after a stretch of ticks: `seen` ticks processed, the last one at
         time t with touch (b, a) (the loops pass the touch only to `step` and `fire`)."""
         self.seen = seen
-        self.t = int(t)
-        self.b = float(b)
-        self.a = float(a)
+        self.now_ns = int(t)
+        self.bid = float(b)
+        self.ask = float(a)
 
     def run_idle(self, tsl: Sequence[int], bl: Sequence[float], al: Sequence[float],
                  ll: object, sl: object, g0: int, skip: int = 0) -> None:
@@ -257,7 +257,7 @@ class Broker:
         breached; a no-op otherwise)."""
         if self.closed:
             return
-        self.t, self.b, self.a = t, b, a
+        self.now_ns, self.bid, self.ask = t, b, a
         if t >= self.close_ns:
             self.close_session(i, t, b, a, "session close")
             return
@@ -411,7 +411,7 @@ class Broker:
         """Disarm the plan's entries (every rule SPENT) and cancel its working entry orders;
         protective orders stay. `i`/`t` default to the clock. The caller refreshes `env`."""
         i = self.seen if i is None else i
-        t = self.t if t is None else t
+        t = self.now_ns if t is None else t
         self.armed = False
         for j in range(len(self.rule_states)):
             self.rule_states[j] = RuleState.SPENT
@@ -456,7 +456,7 @@ class Broker:
     def fire(self, j: int, i: int, t: int, b: float, a: float,
              prices: tuple[float | None, ...]) -> None:
         """Rule j fired at tick i: run its actions (orders eligible from tick i+1)."""
-        self.t, self.b, self.a = t, b, a
+        self.now_ns, self.bid, self.ask = t, b, a
         rule = self.rules[j]
         self.remaining[j] -= 1
         self.rule_states[j] = RuleState.WAITING if self.remaining[j] > 0 else RuleState.SPENT
@@ -497,11 +497,11 @@ class Broker:
             return
         if price is not None:
             price = self.grid.snap(price)
-        risk = entry_risk(act, side, price, self.b, self.a, self.slip, self.grid, self.config)
+        risk = entry_risk(act, side, price, self.bid, self.ask, self.slip, self.grid, self.config)
         if risk:
             committed = sum(o.risk * o.remaining for o in self.orders.values() if o.role == "entry")
             m = self.money
-            after_k = self.book.pnl_k(self.b, self.a) - m.quanta(committed + risk * act.qty)
+            after_k = self.book.pnl_k(self.bid, self.ask) - m.quanta(committed + risk * act.qty)
             if after_k <= self._floor_k:
                 plan_floor = self._baseline_k - self._maxloss_k
                 plan_bound = plan_floor >= self._session_floor_k
@@ -539,7 +539,7 @@ class Broker:
             self._loss_guard = (loss_line + margin, loss_line - margin)
         t_next = min(self.close_ns, self.expiry_ns) if self.armed else self.close_ns
         self.env, self.env_core, self.trails = envelope(
-            self.orders.values(), i, self.t, t_next, bk.pos, loss_line, self.grid)
+            self.orders.values(), i, self.now_ns, t_next, bk.pos, loss_line, self.grid)
 
 
 __all__ = ["Broker", "RuleState"]

@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from kestrel.engine import lean
+import kestrel.engine.lean as lean
 from kestrel.engine.broker import RuleState
 from kestrel.engine.indicators import IndicatorSpec, PlanError, fast_blocker, resolve
 from kestrel.engine.lean import NUMBER as _NUMBER
@@ -118,11 +118,13 @@ def _op(table: dict[str, str], op: object, what: str) -> str:
     return table[op]
 
 
-def _div(x: float, y: float) -> float:
+def safe_div(x: float, y: float) -> float:
+    """`/` in the language: NaN on a zero divisor."""
     return x / y if y else NAN
 
 
-def _ne(x: float, y: float) -> bool:
+def not_equal(x: float, y: float) -> bool:
+    """`!=` in the language: false when either side is NaN (not yet defined)."""
     return x == x and y == y and x != y
 
 
@@ -286,7 +288,7 @@ class _Gen:
         if isinstance(e, ast.Arith):
             x, y = self.expr(e.left), self.expr(e.right)
             op = _op(_ARITH, e.op, "operator")
-            return f"_div({x}, {y})" if op == "/" else f"({x} {op} {y})"
+            return f"safe_div({x}, {y})" if op == "/" else f"({x} {op} {y})"
         if isinstance(e, ast.Compare):
             clock = self.clock_compare(e)
             if clock is not None:
@@ -295,10 +297,10 @@ class _Gen:
             op = _op(_CMP, e.op, "comparison")
             if op != "!=":
                 return f"({x} {op} {y})"
-            if _cheap(x) and _cheap(y):  # `_ne` inline: a number literal is never NaN
+            if _cheap(x) and _cheap(y):  # `not_equal` inline: a number literal is never NaN
                 guards = [f"{z} == {z}" for z in (x, y) if not _NUMBER.match(z)]
                 return "(" + " and ".join(guards + [f"{x} != {y}"]) + ")"
-            return f"_ne({x}, {y})"
+            return f"not_equal({x}, {y})"
         if isinstance(e, ast.Crosses):
             if e in self.cross_var:
                 return self.cross_var[e]
@@ -543,7 +545,7 @@ def compile_plan(plan: ast.Plan, fed: bool = True) -> CompiledPlan:
     cross_lines = pre + post  # warmx: the crosses' previous values only
     src: list[str] = []
     for fname, extra in (("warm", []), ("warmx", cross_lines)):
-        src += [f"def {fname}(tsl, bl, al, ll, sl, Q_, S, K_):", "    nan = _NAN"]
+        src += [f"def {fname}(tsl, bl, al, ll, sl, Q_, S, K_):", "    nan = NAN"]
         src += unpack("    ") + head
         src.append("    " + loop)
         src += ["        " + u for u in upd + extra] or ["        pass"]
@@ -561,9 +563,9 @@ def compile_plan(plan: ast.Plan, fed: bool = True) -> CompiledPlan:
     reload_r = "; ".join([", ".join(rvars) + ", = R"] + [
         f"a{j} = r{j} is armed_" + (f" and {gate}" if gate else "") + f"; w{j} = r{j} is waiting_"
         for j, gate in enumerate(gates)] + [any_w])
-    src += ["def live(E, tsl, bl, al, ll, sl, Q_, g0, S, R, K_):", "    nan = _NAN",
+    src += ["def live(E, tsl, bl, al, ll, sl, Q_, g0, S, R, K_):", "    nan = NAN",
             "    step, fire, run_idle = E.step, E.fire, E.run_idle",
-            "    armed_, waiting_ = _ARMED, _WAITING"]
+            "    armed_, waiting_ = ARMED, WAITING"]
     src += unpack("    ") + head
     dead = "if not (" + " or ".join(rvars) + "): break"
     src += ["    " + reload_env, "    " + reload_r, "    i = g0 - 1"]
@@ -614,10 +616,10 @@ def compile_plan(plan: ast.Plan, fed: bool = True) -> CompiledPlan:
     src.append("    run_idle(tsl, bl, al, ll, sl, g0, i - g0 + 1)")
     src.append("")
     inits = ", ".join(init for _, init in g.state)
-    src.append(f"def init_state():\n    nan = _NAN\n    return [{inits}]\n")
+    src.append(f"def init_state():\n    nan = NAN\n    return [{inits}]\n")
     source = "\n".join(src)
-    namespace: dict[str, Any] = {"_NAN": NAN, "deque": deque, "_div": _div, "_ne": _ne, "math": math,
-                                 "_ARMED": RuleState.ARMED, "_WAITING": RuleState.WAITING}
+    namespace: dict[str, Any] = {"NAN": NAN, "deque": deque, "safe_div": safe_div, "not_equal": not_equal,
+                                 "math": math, "ARMED": RuleState.ARMED, "WAITING": RuleState.WAITING}
     exec(compile(source, "<kestrel plan>", "exec"), namespace)
     return CompiledPlan(
         plan=plan,

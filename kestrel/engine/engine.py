@@ -95,7 +95,7 @@ class Engine:
     @property
     def t(self) -> int:
         """The last tick's time (the session open before the first tick)."""
-        return self.broker.t
+        return self.broker.now_ns
 
     @property
     def closed(self) -> bool:
@@ -197,7 +197,7 @@ class Engine:
         mark = len(self.ledger)
         compiled = compile_plan(plan, fed=not self.per_tick)
         broker = self.broker
-        now = broker.t if at_ns is None else max(broker.t, int(at_ns))
+        now = broker.now_ns if at_ns is None else max(broker.now_ns, int(at_ns))
         if broker.armed:
             broker.disarm(f"superseded by {plan.name}", t=now)
         self.compiled = compiled
@@ -215,7 +215,7 @@ class Engine:
         mark = len(self.ledger)
         broker = self.broker
         if broker.armed:
-            broker.disarm(reason, t=broker.t if at_ns is None else max(broker.t, int(at_ns)))
+            broker.disarm(reason, t=broker.now_ns if at_ns is None else max(broker.now_ns, int(at_ns)))
             broker.refresh_envelope(broker.seen - 1)
         return self.ledger.events[mark:]
 
@@ -265,7 +265,7 @@ class Engine:
         mark = len(self.ledger)
         k = self.broker
         if not k.closed and k.seen:
-            k.close_session(k.seen - 1, k.t, k.b, k.a, "end of data")
+            k.close_session(k.seen - 1, k.now_ns, k.bid, k.ask, "end of data")
         return self.ledger.events[mark:]
 
     def run(self, ticks: Ticks, *, path: str = "auto", final: bool = True) -> Ledger:
@@ -292,7 +292,7 @@ class Engine:
     def account(self) -> AccountState:
         """Position, average entry, PnL and working orders as of the last tick."""
         k = self.broker
-        return account_of(k.book, k.orders.values(), self.grid, k.b, k.a)
+        return account_of(k.book, k.orders.values(), self.grid, k.bid, k.ask)
 
     def carry_out(self) -> Carry | None:
         """What the next session takes over under `end_of_day="carry"`: the position, its
@@ -308,7 +308,7 @@ class Engine:
 
     def accept(self, batch: Ticks) -> None:
         """Fail closed on a batch the session cannot take next (see `history.accepted`)."""
-        accepted(batch, self.broker.t if self.broker.seen else None)
+        accepted(batch, self.broker.now_ns if self.broker.seen else None)
 
     def hand_over(self, batch: Ticks, start: int, i: int) -> None:
         """Run ticks i.. of `batch` (session ticks start.., already in the history) on the

@@ -25,7 +25,8 @@ says how a batch was spent.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Protocol
 
 import msgspec
 import numpy as np
@@ -36,12 +37,38 @@ from kestrel.frame.ticks import Ticks
 from kestrel.lang import ast
 
 from kestrel.engine.indicators import DYNAMIC_SERIES, series_in
-from kestrel.engine.broker import RuleState
+from kestrel.engine.broker import Broker, RuleState
+from kestrel.engine.codegen import CompiledPlan
+from kestrel.engine.history import TickHistory
 from kestrel.engine.envelope import Envelope
 from kestrel.engine.orders import BrokerOrder, TickGrid, trail_level, trail_level_approx
 
-if TYPE_CHECKING:
-    from kestrel.engine.engine import Engine
+from kestrel.frame.session import SessionSpec
+
+
+class Engine(Protocol):
+    """What the fast path drives: the engine facade's public surface (`kestrel.engine.Engine`
+    satisfies it; typed here so that the fast path does not import the facade that calls it)."""
+
+    compiled: CompiledPlan | None
+    session: SessionSpec
+    grid: TickGrid
+    broker: Broker
+    history: TickHistory
+    arm_tick: int
+    close_ns: int
+    dense: bool  # the plan fires densely: the dense loop runs it from now on
+    indicators_stale: bool
+
+    @property
+    def rule_states(self) -> Sequence[RuleState]: ...
+
+    @property
+    def remaining(self) -> Sequence[int]: ...
+
+    def accept(self, batch: Ticks) -> None: ...
+
+    def hand_over(self, batch: Ticks, start: int, i: int) -> None: ...
 
 _FIRST_CHUNK = 512
 _FIRST_PREFIX = 4096

@@ -34,7 +34,7 @@ class Columns:
     armed (crosses start fresh there)."""
 
     def __init__(self, ticks: Ticks, session: SessionSpec, arm: int, units: float) -> None:
-        self.t = ticks
+        self.ticks = ticks
         self.session = session
         self.arm = arm
         self.units = units
@@ -55,7 +55,7 @@ class Columns:
         key = ("series", name)
         if key in self._cache:
             return self._cache[key]
-        t = self.t
+        t = self.ticks
         out: Arr
         if name == "last":
             out = t.last
@@ -91,7 +91,7 @@ class Columns:
         key = ("q", name)
         if key in self._cache:
             return self._cache[key]
-        t, u = self.t, self.units
+        t, u = self.ticks, self.units
         if name == "mid":
             out = np.rint((t.bid + t.ask) * (u / 2.0))
         elif name == "spread":
@@ -127,7 +127,7 @@ class Columns:
         its `[t-d, t)` window); `arange` when timestamps are strictly increasing."""
         key = "before"
         if key not in self._cache:
-            ts = self.t.ts
+            ts = self.ticks.ts
             if self.n < 2 or bool(np.all(ts[1:] > ts[:-1])):
                 self._cache[key] = np.arange(self.n)
             else:
@@ -139,7 +139,7 @@ class Columns:
         and floor(log2) of its length: shared by the `high` and `low` of one length."""
         key = ("spans", window_ns)
         if key not in self._spans_cache:
-            ts, n = self.t.ts, self.n
+            ts, n = self.ticks.ts, self.n
             lo = np.searchsorted(ts, ts - window_ns, side="left")
             hi = self._before()
             length = hi - lo
@@ -150,7 +150,7 @@ class Columns:
         return self._spans_cache[key]
 
     def _window(self, spec: IndicatorSpec) -> F64:
-        ts, x, n = self.t.ts, self.t.last, self.n
+        ts, x, n = self.ticks.ts, self.ticks.last, self.n
         out = np.full(n, NAN)
         if n == 0:
             return out
@@ -176,7 +176,7 @@ class Columns:
         return out
 
     def _chg(self, spec: IndicatorSpec) -> F64:
-        ts, last = self.t.ts, self.t.last
+        ts, last = self.ticks.ts, self.ticks.last
         j = np.searchsorted(ts, ts - spec.window_ns, side="right") - 1
         ref = np.where(j >= 0, last[np.maximum(j, 0)], NAN)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -241,7 +241,7 @@ class Columns:
         return np.asarray(self._ema_list(x.tolist(), n), dtype=np.float64)
 
     def _bars(self, spec: IndicatorSpec) -> F64:
-        ts, last, n = self.t.ts, self.t.last, self.n
+        ts, last, n = self.ticks.ts, self.ticks.last, self.n
         out = np.full(n, NAN)
         if n == 0:
             return out

@@ -15,7 +15,7 @@ from typing import Literal
 
 import msgspec
 
-from kestrel.frame import panes
+import kestrel.frame.panes as panes
 from kestrel.frame.snapshot import FrozenSnapshot
 from kestrel.frame.text import fmt_duration
 from kestrel.lang.limits import VIEW_BUDGET_MAX, VIEW_BUDGET_MIN
