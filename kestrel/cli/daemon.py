@@ -36,9 +36,6 @@ def register(subparsers: Subcommands) -> None:
     p.add_argument("--home", help="the daemon's folder (default $KESTREL_HOME, else $XDG_STATE_HOME/kestrel)")
     p.add_argument("--backend", choices=("asyncio", "trio"), default="asyncio", help="anyio backend (default asyncio)")
     p.set_defaults(func=_daemon)
-    from kestrel.cli import ctl
-
-    ctl.register(subparsers)
 
 
 def home_of(arg: str | None) -> Any:
