@@ -9,16 +9,23 @@ Prints one JSON line:
   soon as its single trade is done;
 - `reference_vs_python_floor` / `fast_vs_python_floor`: the engine's ticks/s on that same
   SMA-cross-with-bracket plan over the floor's;
-- `backtrader_ratio` (when backtrader is installed): backtrader's wall time on the same
-  strategy (re-entering when flat) over the same data as 1-minute bars, over the engine's
-  reference wall time; the `*_ratio_fast` keys use the fast path's wall time;
+- `backtrader_ratio` (when backtrader is installed): backtrader's wall time on the
+  SMA-bracket workload (`FLOOR_PLAN`) over the same ticks, fed one bar per tick
+  (`backtrader_bars` is the number of ticks fed), over the engine's reference wall time on
+  it; the `*_ratio_fast` keys use the fast path's wall time. `backtrader_trades_match`: its
+  round trips (`backtrader_round_trips`) are the engine's (`engine_round_trips`): same entry
+  and exit timestamps and sides, prices within half a tick; `backtrader_mismatch` says what
+  differs ('' when nothing). bench/peers.py holds both peers and how they mirror the engine;
 - `armed_all_day_*_ticks_per_s`: a plan whose rule stays armed all day (it never fires),
   so the reference path evaluates its indicators and condition on every tick;
   `python_per_tick_loop_ticks_per_s`: a pure-Python loop over every tick (SMA cross with
   bracket, re-entering when flat) and `armed_all_day_reference_vs_per_tick_loop` the ratio;
 - `nautilus_ratio` (when nautilus_trader is installed): NautilusTrader's BacktestEngine wall
-  time on the same strategy over the same quote ticks (its SMA computed in the strategy,
-  first cross per session, bracket as an OUO order list), over the engine's reference wall;
+  time on the same workload over the same quote ticks (its SMA computed in the strategy,
+  first cross per session, the entry on the next tick, a stop-market and a limit from the
+  entry's fill price, the flatten on the session's last tick), over the engine's reference
+  wall; `nautilus_trades_match` / `nautilus_round_trips` / `nautilus_mismatch` as for
+  backtrader. Each peer's wall is the best of `repeats` runs (their fills must not vary);
 - `segmented_vs_single_ratio`: on one long session (a fifth of the ticks), the wall time of
   `run(segment, final=False)` over `segments` (200) equal segments then `finish()` (the
   session runner's pattern) over one `run` of the whole session, for the armed-all-day plan
@@ -46,7 +53,8 @@ Honest workloads (issue 17), reported separately:
   frozen tick columns it holds (`long_session_data_mb`);
 - `vs_nautilus_reference` / `vs_nautilus_fast`: NautilusTrader's wall time over the
   engine's on the SMA-bracket workload (same quote ticks, a Python strategy), with
-  `nautilus_trades` / `engine_trades` and `nautilus_entries_match` (same entry ticks).
+  `nautilus_trades` / `engine_trades` (signals fired) and `nautilus_entries_match` (same
+  signal ticks), and `nautilus_trades_match` (same entries and exits, above).
 `--quick` uses 200,000 ticks instead of 1,000,000.
 """
 
@@ -69,11 +77,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kestrel.engine import Engine, EngineConfig  # noqa: E402
-from kestrel.engine.ledger import Fired  # noqa: E402
 from kestrel.frame.session import SessionSpec  # noqa: E402
 from kestrel.frame.ticks import Ticks  # noqa: E402
 from kestrel.lang import Module, Plan, parse  # noqa: E402
 
+from bench import peers  # noqa: E402
 from bench.workloads import ALL_DAY, RICH  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -273,147 +281,6 @@ def per_tick_loop(days: list[tuple[SessionSpec, Ticks]]) -> tuple[float, int]:
     return time.perf_counter() - t0, trades
 
 
-def minute_bars(days: list[tuple[SessionSpec, Ticks]]) -> list[tuple[dt.datetime, float, float, float, float]]:
-    """1-minute OHLC bars of the mid, per session (empty minutes skipped)."""
-    rows = []
-    for _s, ticks in days:
-        mid = (ticks.bid + ticks.ask) / 2.0
-        minute = ticks.ts // 60_000_000_000
-        starts = np.concatenate(([0], np.flatnonzero(minute[1:] != minute[:-1]) + 1))
-        ends = np.concatenate((starts[1:], [len(mid)]))
-        hi = np.maximum.reduceat(mid, starts)
-        lo = np.minimum.reduceat(mid, starts)
-        for k in range(len(starts)):
-            when = dt.datetime(1970, 1, 1) + dt.timedelta(minutes=int(minute[starts[k]]))
-            rows.append((when, float(mid[starts[k]]), float(hi[k]), float(lo[k]), float(mid[ends[k] - 1])))
-    return rows
-
-
-def backtrader_wall(days: list[tuple[SessionSpec, Ticks]]) -> tuple[float, int] | None:
-    """backtrader (when installed) on the same strategy over 1-minute bars of the same ticks."""
-    try:
-        import backtrader as bt
-    except ImportError:
-        return None
-    rows = minute_bars(days)
-
-    class ListFeed(bt.feed.DataBase):  # type: ignore[misc]
-        def start(self) -> None:
-            super().start()
-            self._k = 0
-
-        def _load(self) -> bool:
-            if self._k >= len(rows):
-                return False
-            when, o, h, lo, c = rows[self._k]
-            self._k += 1
-            self.lines.datetime[0] = bt.date2num(when)
-            self.lines.open[0], self.lines.high[0], self.lines.low[0], self.lines.close[0] = o, h, lo, c
-            self.lines.volume[0] = 0.0
-            self.lines.openinterest[0] = 0.0
-            return True
-
-    class SmaBracket(bt.Strategy):  # type: ignore[misc]
-        def __init__(self) -> None:
-            self.cross = bt.ind.CrossOver(self.data.close, bt.ind.SMA(self.data.close, period=50))
-
-        def next(self) -> None:
-            if not self.position and self.cross[0] > 0:
-                px = self.data.close[0]
-                self.buy_bracket(size=100, exectype=bt.Order.Market,
-                                 stopprice=px * 0.995, limitprice=px * 1.01)
-
-    cerebro = bt.Cerebro(stdstats=False)
-    cerebro.adddata(ListFeed())
-    cerebro.addstrategy(SmaBracket)
-    t0 = time.perf_counter()
-    cerebro.run()
-    return time.perf_counter() - t0, len(rows)
-
-
-def nautilus_wall(days: list[tuple[SessionSpec, Ticks]]) -> tuple[float, int, list[int]] | None:
-    """NautilusTrader's BacktestEngine (when installed) on the same quote ticks: SMA(50) of
-    the mid computed in the strategy, first cross above per session -> market buy 100 with a
-    -0.5% stop-market / +1% limit bracket (OUO). Returns (wall time of engine.run, trades)."""
-    try:
-        from nautilus_trader.backtest.engine import BacktestEngine, BacktestEngineConfig
-        from nautilus_trader.config import LoggingConfig
-        from nautilus_trader.model.currencies import USD
-        from nautilus_trader.model.data import QuoteTick
-        from nautilus_trader.model.enums import AccountType, OmsType, OrderSide
-        from nautilus_trader.model.identifiers import TraderId, Venue
-        from nautilus_trader.model.objects import Money, Quantity
-        from nautilus_trader.test_kit.providers import TestInstrumentProvider
-        from nautilus_trader.trading.strategy import Strategy
-    except ImportError:
-        return None
-    instrument = TestInstrumentProvider.equity("SYN", "XNAS")
-    ts = np.concatenate([t.ts for _, t in days]).astype(np.uint64)
-    # this build's from_raw_arrays_to_list takes float64 prices and sizes
-    bids = np.round(np.concatenate([t.bid for _, t in days]), 2)
-    asks = np.round(np.concatenate([t.ask for _, t in days]), 2)
-    sizes = np.full(len(ts), 100.0)
-    ticks = QuoteTick.from_raw_arrays_to_list(instrument.id, 2, 0, bids, asks, sizes, sizes, ts, ts)
-    engine = BacktestEngine(BacktestEngineConfig(
-        trader_id=TraderId("BENCH-001"), logging=LoggingConfig(bypass_logging=True)))
-    venue = Venue("XNAS")
-    engine.add_venue(venue=venue, oms_type=OmsType.NETTING, account_type=AccountType.MARGIN,
-                     base_currency=USD, starting_balances=[Money(100_000_000, USD)])
-    engine.add_instrument(instrument)
-    engine.add_data(ticks)
-    trades = [0]
-    signals: list[int] = []
-
-    class SmaBracket(Strategy):  # type: ignore[misc]
-        def __init__(self) -> None:
-            super().__init__()
-            self.window = [0.0] * 50
-            self.acc = 0.0
-            self.count = 0
-            self.prev = (float("nan"), float("nan"))
-            self.day = -1
-            self.fired = False
-
-        def on_start(self) -> None:
-            self.subscribe_quote_ticks(instrument.id)
-
-        def on_quote_tick(self, tick: QuoteTick) -> None:
-            day = tick.ts_event // 86_400_000_000_000
-            if day != self.day:
-                self.day, self.fired, self.count, self.acc = day, False, 0, 0.0
-                self.window = [0.0] * 50
-                self.prev = (float("nan"), float("nan"))
-            b = tick.bid_price.as_double()
-            a = tick.ask_price.as_double()
-            m = (b + a) / 2.0
-            j = self.count % 50
-            self.acc += m - self.window[j]
-            self.window[j] = m
-            self.count += 1
-            if self.count < 50:
-                return
-            sma = self.acc / 50
-            pm, ps = self.prev
-            self.prev = (m, sma)
-            if not self.fired and pm <= ps and m > sma:
-                self.fired = True
-                trades[0] += 1
-                signals.append(int(tick.ts_event))
-                bracket = self.order_factory.bracket(
-                    instrument.id, OrderSide.BUY, Quantity.from_int(100),
-                    sl_trigger_price=instrument.make_price(a * 0.995),
-                    tp_price=instrument.make_price(a * 1.01),
-                )
-                self.submit_order_list(bracket)
-
-    engine.add_strategy(SmaBracket())
-    t0 = time.perf_counter()
-    engine.run()
-    wall = time.perf_counter() - t0
-    engine.dispose()
-    return wall, trades[0], signals
-
-
 def example_plans() -> list[tuple[str, Plan]]:
     """Every plan of examples/*.kes (a module's plans each), by file.plan name."""
     out = []
@@ -530,17 +397,6 @@ def real_data(quick: bool) -> dict[str, object]:
             "real_ledgers_identical": same}
 
 
-def engine_entries(days: list[tuple[SessionSpec, Ticks]], plan: Plan) -> list[int]:
-    """The engine's entry fills of the SMA-bracket workload as timestamps (ns)."""
-    out = []
-    for session, ticks in days:
-        e = Engine(EngineConfig(), session, "SYN", 0.01)
-        e.arm(plan)
-        e.run(ticks)
-        out += [ev.ts for ev in e.ledger.events if isinstance(ev, Fired)]
-    return out
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description="engine throughput")
     parser.add_argument("--quick", action="store_true", help="200,000 ticks instead of 1,000,000")
@@ -641,26 +497,23 @@ def main() -> None:
     result.update(long_session_rss(1_000_000 if args.quick else 10_000_000))
     # our peak memory, before the peers load their frameworks and data
     result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-    bt_res = backtrader_wall(days)
-    if bt_res is not None:
-        bt_wall, bars = bt_res
-        result["backtrader_wall_s"] = round(bt_wall, 3)
-        result["backtrader_bars"] = bars
-        result["backtrader_ratio"] = round(bt_wall / sma_ref_wall, 3)
-        result["backtrader_ratio_fast"] = round(bt_wall / sma_fast_wall, 3)
-    nt = nautilus_wall(days)
+    # the peers, their trades checked against the engine's (bench/peers.py)
+    signals, fills = peers.engine_fills(days, floor_plan)
+    ours = peers.round_trips(fills)
+    result["engine_trades"] = len(signals)
+    result["engine_round_trips"] = len(ours)
+    bt_run = peers.best_run(peers.backtrader_run, days, REPEATS)
+    if bt_run is not None:
+        result.update(peers.peer_keys("backtrader", bt_run, ours, sma_ref_wall, sma_fast_wall))
+        result["backtrader_bars"] = bt_run.ticks  # one bar per tick
+    nt = peers.best_run(peers.nautilus_run, days, REPEATS)
     if nt is not None:
-        nt_wall, nt_trades, nt_signals = nt
-        ours = engine_entries(days, floor_plan)
-        result["nautilus_wall_s"] = round(nt_wall, 3)
-        result["nautilus_ticks_per_s"] = round(n / nt_wall)
-        result["nautilus_ratio"] = round(nt_wall / sma_ref_wall, 3)
-        result["nautilus_ratio_fast"] = round(nt_wall / sma_fast_wall, 3)
+        result.update(peers.peer_keys("nautilus", nt, ours, sma_ref_wall, sma_fast_wall))
+        result["nautilus_ticks_per_s"] = round(n / nt.wall)
         result["vs_nautilus_reference"] = result["nautilus_ratio"]
         result["vs_nautilus_fast"] = result["nautilus_ratio_fast"]
-        result["nautilus_trades"] = nt_trades
-        result["engine_trades"] = len(ours)
-        result["nautilus_entries_match"] = sorted(nt_signals) == sorted(ours)
+        result["nautilus_trades"] = len(nt.signals)
+        result["nautilus_entries_match"] = sorted(nt.signals) == sorted(signals)
     result["ledgers_identical"] = identical
     result["per_plan"] = per_plan
     result["peak_rss_mb_with_peers"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
