@@ -59,7 +59,7 @@ class AgentActor(Actor[AgentMessage]):
         if isinstance(message, TakeLate):
             if not message.final:
                 return list(self.late.take())
-            with anyio.move_on_after(message.grace):
+            with anyio.move_on_after(message.grace):  # real time: the calls run in threads
                 await self._settle()
             return self.late.close()
         if not self.agent.blocking:
@@ -71,6 +71,8 @@ class AgentActor(Actor[AgentMessage]):
         call = AuthorCall(self.agent, message.request, timeout=message.timeout, late=self.late,
                           date=message.date, on_done=self._signal(done))
         start_call(call)
+        # real time, not the system's clock: the call runs in a worker thread at wall-clock
+        # speed, and a virtual clock would jump past the timeout while the loop idles on it
         with anyio.move_on_after(message.timeout):
             await done.wait()
         return call.abandon()

@@ -19,9 +19,13 @@ import stat
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kestrel.cli.errors import UsageError
+
+if TYPE_CHECKING:  # the data modules load only when data is read
+    from kestrel.data.source import DataSource
+    from kestrel.frame.market import MarketData
 
 _DURATION = re.compile(r"^(\d+)([smh]?)$")
 # every flag `load_from_args` reads (a cache of loaded data keys on them)
@@ -77,7 +81,7 @@ def add_data_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, help="with --data sample: generate the sample from this seed (>= 0)")
 
 
-def load_from_args(args: argparse.Namespace, command: str) -> tuple[Any, Any, str]:
+def load_from_args(args: argparse.Namespace, command: str) -> tuple[MarketData, DataSource, str]:
     """(MarketData, DataSource, label) for the data flags; `UsageError` on any bad input."""
     from kestrel.data import DataError, generate, load, load_sample
     from kestrel.data.sample import SAMPLE_SPEC, sample_seed

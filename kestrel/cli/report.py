@@ -6,10 +6,15 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from kestrel.cli.errors import UsageError
 from kestrel.cli.subcommands import Subcommands
+
+if TYPE_CHECKING:  # the report modules load only when a report is made
+    from kestrel.report.board import Row
+    from kestrel.report.run import RunReport
 
 
 def register(subparsers: Subcommands) -> None:
@@ -56,7 +61,7 @@ def write_text(path: str, text: str) -> None:
         raise UsageError(f"cannot write {path}: {exc.strerror}") from None
 
 
-def write_run_report(rep: Any, html_path: str | None, png_path: str | None = None) -> None:
+def write_run_report(rep: RunReport, html_path: str | None, png_path: str | None = None) -> None:
     """The run's HTML page (and PNG) at the given paths."""
     from kestrel.report.html import render_run
 
@@ -73,7 +78,7 @@ def write_run_report(rep: Any, html_path: str | None, png_path: str | None = Non
             raise UsageError(f"cannot write {png_path}: {exc.strerror}") from None
 
 
-def print_summary(rep: Any) -> None:
+def print_summary(rep: RunReport) -> None:
     """The terminal summary: an equity sparkline and the key metrics."""
     from kestrel.report.text import instrument_line, metric_rows, money, sparkline
 
@@ -107,7 +112,7 @@ def _run_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_report_of(capture: str, ledger_path: str | None) -> Any:
+def run_report_of(capture: str, ledger_path: str | None) -> RunReport:
     """The report of a capture: with its ledger as given, else by replaying the capture."""
     import datetime as dt
 
@@ -182,7 +187,7 @@ def _sweep_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def print_leaderboard(rows: Any) -> None:
+def print_leaderboard(rows: Sequence[Row]) -> None:
     from kestrel.report.board import text_lines
 
     for line in text_lines(rows):

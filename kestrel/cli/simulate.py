@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # imported lazily at run time (start-up cost)
     from rich.progress import Progress
 
     from kestrel.frame import MarketData
+    from kestrel.data.source import DataSource
     from kestrel.session.capture import CaptureWriter
     from kestrel.session.options import EvidenceSink, SessionOptions
     from kestrel.session.profiles import Mode
@@ -143,10 +144,10 @@ class Prepared:
     pace: float | None
 
 
-Loader = Callable[[argparse.Namespace], "tuple[Any, Any, str]"]
+Loader = Callable[[argparse.Namespace], "tuple[MarketData, DataSource, str]"]
 
 
-def _load(args: argparse.Namespace) -> tuple[Any, Any, str]:
+def _load(args: argparse.Namespace) -> tuple[MarketData, DataSource, str]:
     return load_from_args(args, "simulate")
 
 
