@@ -64,3 +64,26 @@ def test_evidence_kinds_are_a_closed_set_on_decode() -> None:
     with pytest.raises(msgspec.ValidationError, match="kind"):
         msgspec.convert({**record, "kind": "replies"}, Evidence)
     assert Evidence("OPEN", 0, "late-reply", "m", Usage(), False).kind == "late-reply"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "says"),
+    [
+        ({"checkpoints": ("xx",)}, "checkpoint 'xx' is not a time: write it as HH:MM"),
+        ({"checkpoints": ("10:00", "25:00")}, "checkpoint '25:00' is out of range"),
+        ({"allowed_panes": ("quots",)}, "unknown pane 'quots' (did you mean 'quote'?)"),
+        ({"allowed_panes": ("quote", "nope")}, "unknown pane 'nope': the catalog has quote, bars"),
+        ({"allowed_panes": ()}, "allowed_panes is empty"),
+    ],
+)
+def test_checkpoints_and_panes_are_checked_when_built(kwargs: dict[str, object], says: str) -> None:
+    """A bad checkpoint or pane fails where the options are made, saying what to fix (it
+    used to surface inside `run_session`, the pane case as an empty 'choose from:')."""
+    with pytest.raises(SessionError) as err:
+        SessionOptions(**kwargs)  # type: ignore[arg-type]
+    assert says in str(err.value)
+
+
+def test_good_checkpoints_and_panes_pass() -> None:
+    o = SessionOptions(checkpoints=("09:45", "15:30"), allowed_panes=("quote", "bars"))
+    assert o.checkpoints == ("09:45", "15:30") and o.allowed_panes == ("quote", "bars")

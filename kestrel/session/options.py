@@ -19,7 +19,8 @@ from kestrel.frame import DEFAULT_CATALOG, MarketData, PaneCatalog
 from kestrel.session.capture import CapturedTurn
 from kestrel.session.loop import Evidence, LoopSettings
 from kestrel.session.profiles import Policy
-from kestrel.session.schedule import DEFAULT_GUARD_S
+from kestrel.session.schedule import DEFAULT_GUARD_S, ScheduleError, parse_checkpoint
+from kestrel.lang.suggest import closest
 from kestrel.structs import check_fields
 
 EnginePath = Literal["auto", "reference"]
@@ -66,6 +67,24 @@ class SessionOptions(msgspec.Struct, frozen=True):
             check_fields(self, skip=("on_turn",))  # a callable: msgspec cannot check it
         except ValueError as exc:
             raise SessionError(str(exc)) from None
+        for text in self.checkpoints:
+            try:
+                parse_checkpoint(text)
+            except ScheduleError as exc:
+                raise SessionError(str(exc)) from None
+        if self.allowed_panes is not None:
+            known = self.catalog.names()
+            if not self.allowed_panes:
+                raise SessionError(
+                    "allowed_panes is empty: the agent could request no pane at all; list the "
+                    f"panes it may request ({', '.join(known)}) or pass None for all of them")
+            for name in self.allowed_panes:
+                if name not in self.catalog:
+                    guess = closest(name, known)
+                    raise SessionError(
+                        f"allowed_panes names an unknown pane {name!r}"
+                        + (f" (did you mean {guess!r}?)" if guess else "")
+                        + f": the catalog has {', '.join(known)}")
         if not 0 <= self.guard_s < 86400:
             raise SessionError(
                 f"guard must be 0 to 86399 seconds, got {self.guard_s} (a negative guard would "
