@@ -59,7 +59,7 @@ class Engine:
     ) -> None:
         if not (0 < tick_size < INF):
             raise ValueError(f"tick_size must be a finite number > 0, got {tick_size}")
-        self.config = config.validated()
+        self.config = config  # valid: EngineConfig checks every field when built
         self.session = session
         self.instrument = instrument
         self.tick_size = tick_size
