@@ -93,7 +93,7 @@ class Engine:
         return self.broker.seen
 
     @property
-    def t(self) -> int:
+    def now_ns(self) -> int:
         """The last tick's time (the session open before the first tick)."""
         return self.broker.now_ns
 

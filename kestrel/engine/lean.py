@@ -34,7 +34,7 @@ INLINE_MAX = 4  # a value read more often than this by the conditions is compute
 # condition appears twice: whole, and as the rest of its account gate)
 IDENT = re.compile(r"[A-Za-z_]\w*\Z")
 NUMBER = re.compile(r"-?\d[\d.e+-]*\Z")
-# locals a fire can change in the middle of the rules (re-read after `E._fire`)
+# locals a fire can change in the middle of the rules (re-read after `fire`)
 MUTABLE = frozenset({"pos_", "rpnl_"})
 # locals cheap to read twice (the `!=` guard reads each operand twice)
 PLAIN = frozenset({"l", "b", "a", "s", "pos_", "rpnl_"})
