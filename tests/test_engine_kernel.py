@@ -53,10 +53,10 @@ def test_generated_code_names_no_private_member(name: str, plan: Plan) -> None:
     names = {n.id for n in pyast.walk(pyast.parse(source)) if isinstance(n, pyast.Name)}
     assert not {n for n in names if n.startswith("_")}, name  # no private global either
     # the live loop drives the kernel by its public methods, bound once per call
-    assert "step, fire, run_idle = E.step, E.fire, E.run_idle\n    armed_, waiting_ = ARMED, WAITING\n" in source
-    assert attrs <= {"step", "fire", "run_idle", "env", "pos", "rpnl", "upnl_now", "pnl_now",
+    assert "step, fire, run_idle, rearm = E.step, E.fire, E.run_idle, E.rearm\n    armed_, waiting_ = ARMED, WAITING\n" in source
+    assert attrs <= {"step", "fire", "run_idle", "rearm", "env", "pos", "rpnl", "upnl_now", "pnl_now",
                      "append", "pop", "popleft", "clear"}, attrs
-    for attr in attrs & {"step", "fire", "run_idle", "env", "pos", "rpnl", "upnl_now", "pnl_now"}:
+    for attr in attrs & {"step", "fire", "run_idle", "rearm", "env", "pos", "rpnl", "upnl_now", "pnl_now"}:
         assert hasattr(Broker, attr) or attr == "env", attr
 
 
@@ -100,3 +100,48 @@ def test_the_account_shows_the_broker_orders_as_frame_working_orders() -> None:
     assert all(type(w) is WorkingOrder for w in shown)
     assert sorted((w.side, w.qty, w.type, w.price) for w in shown) == [
         ("sell", 2, "stp", 100.3), ("sell", 2, "stp", 100.8)]
+
+
+KERNEL_STATE = {"rule_states", "remaining", "best", "orders", "book", "env", "env_core", "trails"}
+
+
+def kernel_writes(source: str) -> list[str]:
+    """Assignments (plain, augmented, subscripted) to the kernel's state through another
+    object: `x.best = ...`, `x.rule_states[j] = ...`, `R[j] = ...` (R: the rule states the
+    generated loop receives)."""
+    found: list[str] = []
+    for node in pyast.walk(pyast.parse(source)):
+        targets: list[pyast.expr] = []
+        if isinstance(node, pyast.Assign):
+            targets = list(node.targets)
+        elif isinstance(node, pyast.AugAssign | pyast.AnnAssign):
+            targets = [node.target]
+        flat: list[pyast.expr] = []
+        for tgt in targets:  # unpack `a, b.best = ...` one level
+            flat += list(tgt.elts) if isinstance(tgt, pyast.Tuple | pyast.List) else [tgt]
+        for t in flat:
+            base = t.value if isinstance(t, pyast.Subscript) else t
+            if isinstance(base, pyast.Attribute) and base.attr in KERNEL_STATE and not (
+                    isinstance(base.value, pyast.Name) and base.value.id == "self"):
+                found.append(pyast.unparse(t))
+            elif isinstance(t, pyast.Subscript) and isinstance(t.value, pyast.Name) and t.value.id in ("R", "states"):
+                found.append(pyast.unparse(t))
+    return found
+
+
+def test_only_the_kernel_changes_its_state() -> None:
+    """The loops re-arm rules and ratchet trailing stops through `Broker.rearm` and
+    `Broker.ratchet_trails`; no other module (nor the generated code) writes the kernel's
+    rule states, orders or envelope."""
+    engine_dir = ROOT / "kestrel" / "engine"
+    for path in sorted(engine_dir.glob("*.py")):
+        if path.name in ("broker.py", "orders.py", "book.py"):
+            continue
+        assert kernel_writes(path.read_text()) == [], path.name
+    for name, plan in PLANS:
+        assert kernel_writes(compile_plan(plan).source) == [], name
+
+
+def test_the_write_scan_catches_kernel_writes() -> None:
+    assert kernel_writes("o.best = max(o.best, 1.0)\nR[r] = 1\nb.rule_states[0] = 2\nself.best = 0") == [
+        "o.best", "R[r]", "b.rule_states[0]"]

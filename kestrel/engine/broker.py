@@ -521,6 +521,23 @@ class Broker:
                         ttl_ns=ttl, bracket=bracket)
         o.risk = risk
 
+    def rearm(self, j: int) -> None:
+        """Rule j, WAITING since it fired, re-arms: its condition was false at a tick (the
+        loops call this at the first such tick; the rule fires on its next true one)."""
+        self.rule_states[j] = RuleState.ARMED
+
+    def ratchet_trails(self, bids: np.ndarray, asks: np.ndarray, i: int) -> None:
+        """Ratchet the trailing stops over a stretch of ticks ending at tick i in which none
+        triggered (`bids`/`asks`: the stretch's touches, non-empty): a sell trail's best to
+        the highest bid, a buy trail's to the lowest ask (a max or min: order-free), then
+        refresh the envelope at tick i."""
+        for o in self.trails:
+            if o.side < 0:
+                o.best = max(o.best, float(bids.max()))
+            else:
+                o.best = min(o.best, float(asks.min()))
+        self.refresh_envelope(i)
+
     # envelope ------------------------------------------------------------------
     def refresh_envelope(self, i: int) -> None:
         """Recompute `env` (and `env_core`, `trails`) after tick i (see `envelope`)."""

@@ -564,7 +564,7 @@ def compile_plan(plan: ast.Plan, fed: bool = True) -> CompiledPlan:
         f"a{j} = r{j} is armed_" + (f" and {gate}" if gate else "") + f"; w{j} = r{j} is waiting_"
         for j, gate in enumerate(gates)] + [any_w])
     src += ["def live(E, tsl, bl, al, ll, sl, Q_, g0, S, R, K_):", "    nan = NAN",
-            "    step, fire, run_idle = E.step, E.fire, E.run_idle",
+            "    step, fire, run_idle, rearm = E.step, E.fire, E.run_idle, E.rearm",
             "    armed_, waiting_ = ARMED, WAITING"]
     src += unpack("    ") + head
     dead = "if not (" + " or ".join(rvars) + "): break"
@@ -602,7 +602,8 @@ def compile_plan(plan: ast.Plan, fed: bool = True) -> CompiledPlan:
     for j, (cond, gate) in enumerate(zip(conds, gates)):
         body += [
             f"    if w{j} and not {cond}:",
-            f"        r{j} = R[{j}] = armed_",
+            f"        rearm({j})",
+            f"        r{j} = armed_",
             f"        a{j} = {gate or 'True'}",
             f"        w{j} = False",
         ]

@@ -31,11 +31,12 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
+from kestrel.engine.broker import RuleState
 from kestrel.engine.indicators import DYNAMIC_SERIES, series_in
 from kestrel.engine.plans import clock_seconds
 from kestrel.engine.vector import Columns
@@ -54,7 +55,7 @@ Bools = npt.NDArray[np.bool_]
 Form = int
 TRUE_FORM = -1
 FALSE_FORM = -2
-State = TypeVar("State", bound=int)  # a rule's state: 0 spent, 1 armed, 2 waiting
+Rearm = Callable[[int], None]
 Step = Callable[[int, int, float, float], None]
 Fire = Callable[[int, int, int, float, float, tuple[float | None, ...]], None]
 
@@ -283,7 +284,7 @@ class Feed:
         return self._built != len(self.arrays) or not self.bits.size
 
 
-def _plan(states: Sequence[int], forms: tuple[Form, ...]) -> tuple[int, tuple[tuple[int, int, bool], ...]]:
+def _plan(states: Sequence[RuleState], forms: tuple[Form, ...]) -> tuple[int, tuple[tuple[int, int, bool], ...]]:
     """For rule states and forms: the checks at a tick, in rule order (rule, its bit, fire
     (True) or re-arm (False)): for an armed rule the bit of "its form is true", for a
     waiting one "is false", for a constant that holds the always bit; and the scan mask,
@@ -293,7 +294,7 @@ def _plan(states: Sequence[int], forms: tuple[Form, ...]) -> tuple[int, tuple[tu
     for r, (st, f) in enumerate(zip(states, forms)):
         if not st:
             continue
-        armed = st == 1
+        armed = st is RuleState.ARMED
         if f < 0:
             if (f == TRUE_FORM) != armed:  # armed on a False or waiting on a True: nothing
                 continue
@@ -305,12 +306,13 @@ def _plan(states: Sequence[int], forms: tuple[Form, ...]) -> tuple[int, tuple[tu
     return m, tuple(checks)
 
 
-def run_dense(feed: Feed, full: Ticks, i: int, end: int, states: list[State], host: Host,
-              step: Step, fire: Fire, armed: State) -> int:
+def run_dense(feed: Feed, full: Ticks, i: int, end: int, states: Sequence[RuleState], host: Host,
+              step: Step, fire: Fire, rearm: Rearm) -> int:
     """Process ticks [i, end) (end <= feed.upto) exactly as the reference loop would, with the
-    broker's `step` and the rules' `fire`; `states` are the rules' states (0 spent, 1 armed,
-    2 waiting), changed in place (a re-armed rule gets `armed`). Returns `end`, or the first
-    tick from which no rule is live (the broker alone runs from there)."""
+    broker's `step` and the rules' `fire`; `states` are the rules' states (the broker's
+    `rule_states`, read only: a waiting rule whose form is false is re-armed by `rearm`).
+    Returns `end`, or the first tick from which no rule is live (the broker alone runs
+    from there)."""
     ts, bid, ask = full.ts, full.bid, full.ask
     k = i
     key = feed.key(host)
@@ -403,7 +405,7 @@ def run_dense(feed: Feed, full: Ticks, i: int, end: int, states: list[State], ho
                             ps = tuple(None if p is None else float(p[k]) for p in feed.prices[r])
                         fire(r, k, t, b, a, ps)
                     else:
-                        states[r] = armed
+                        rearm(r)
             k += 1
     return end
 

@@ -263,12 +263,7 @@ def run_fast(engine: Engine, batch: Ticks, policy: FastPolicy = DEFAULT_POLICY) 
             # the ratchets the reference applied on ticks i..j-1 (a max: order-free); at the
             # end of the batch too, so the next batch starts from the same best touch
             e = min(j, n)
-            for o in broker.trails:
-                if o.side < 0:
-                    o.best = max(o.best, float(bid[i:e].max()))
-                else:
-                    o.best = min(o.best, float(ask[i:e].min()))
-            broker.refresh_envelope(e - 1)
+            broker.ratchet_trails(bid[i:e], ask[i:e], e - 1)
         if j >= n:
             break
         t, b, a = int(ts[j]), float(bid[j]), float(ask[j])
@@ -288,7 +283,7 @@ def run_fast(engine: Engine, batch: Ticks, policy: FastPolicy = DEFAULT_POLICY) 
                     ps = tuple(None if p is None else float(p[j]) for p in masks.prices[r])
                     fire(r, j, t, b, a, ps)
             elif not c:
-                R[r] = ARMED
+                broker.rearm(r)
         i = j + 1
     broker.advance(n, int(ts[-1]), float(bid[-1]), float(ask[-1]))
     engine.indicators_stale = True
@@ -341,7 +336,7 @@ def _dense(engine: Engine, batch: Ticks, full: Ticks, start: int, i: int,
             broker = engine.broker
             broker.sizes, broker.sizes_base = full.size, 0
             k = run_dense(feed, full, i, upto, broker.rule_states, broker, broker.step,
-                          broker.fire, RuleState.ARMED)
+                          broker.fire, broker.rearm)
             stats.dense_ticks += k - i
             if k >= n:
                 broker.advance(n, int(full.ts[-1]), float(full.bid[-1]), float(full.ask[-1]))
