@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -306,6 +306,13 @@ def _plan(states: Sequence[RuleState], forms: tuple[Form, ...]) -> tuple[int, tu
     return m, tuple(checks)
 
 
+def _items(column: npt.NDArray[Any]) -> Sequence[Any]:
+    """A window of a column as a sequence whose items become Python objects only when the
+    loop reads them (a memoryview: `tolist` would build every one up front)."""
+    view: memoryview = np.ascontiguousarray(column).data
+    return cast("Sequence[Any]", view)
+
+
 def run_dense(feed: Feed, full: Ticks, i: int, end: int, states: Sequence[RuleState], host: Host,
               step: Step, fire: Fire, rearm: Rearm) -> int:
     """Process ticks [i, end) (end <= feed.upto) exactly as the reference loop would, with the
@@ -327,9 +334,9 @@ def run_dense(feed: Feed, full: Ticks, i: int, end: int, states: Sequence[RuleSt
     while k < end:
         w0 = k
         w1 = min(end, k + WINDOW)
-        tsl: list[int] = ts[w0:w1].tolist()
-        bl: list[float] = bid[w0:w1].tolist()
-        al: list[float] = ask[w0:w1].tolist()
+        tsl: Sequence[int] = _items(ts[w0:w1])
+        bl: Sequence[float] = _items(bid[w0:w1])
+        al: Sequence[float] = _items(ask[w0:w1])
         bits = feed.window_bits(w0, w1)
         t_seen, t_stop = -1, w1  # the first tick of the window at or past t_seen (bisected)
         while k < w1:
