@@ -25,7 +25,7 @@ ledger event is appended to the shared `ledger` in the order it happens; money i
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from enum import IntEnum
 from fractions import Fraction
 from itertools import islice
@@ -66,6 +66,9 @@ from kestrel.lang import ast
 INF = math.inf
 NAN = float("nan")
 _SIDE = {"buy": 1, "sell": -1}
+_FLAT = 1  # an action's kind in `Broker._actions` (an ORDER is its `_EntrySpec`)
+_CANCEL = 2
+_RISK_MEMO_MAX = 4096  # entry risks memoized per ORDER action (see `_EntrySpec.risks`)
 
 
 class RuleState(IntEnum):
@@ -74,6 +77,43 @@ class RuleState(IntEnum):
     SPENT = 0  # disarmed or out of repeats: never fires again
     ARMED = 1  # fires on its next true evaluation
     WAITING = 2  # fired and has repeats left: re-arms on its next false evaluation
+
+
+class _EntrySpec:
+    """An ORDER action as the broker places it, read once when the plan is adopted: its side
+    (+1/-1), signed quantity, TTL in ns, the bracket its fills spawn (the action itself when
+    it has a STOP, TARGET or TRAIL, else None) and whether the entry's worst-case loss is
+    bounded (a STOP or TRAIL: `entry_risk` is 0.0 otherwise). `risks` memoizes `entry_risk`
+    by its reference price (the limit or stop price, the touch for MKT), of which it is a
+    pure function for a given action and broker."""
+
+    __slots__ = ("act", "side", "qty", "signed", "type", "priced", "ttl_ns", "bracket",
+                 "bounded", "risks")
+
+    def __init__(self, act: ast.Order) -> None:
+        self.act = act
+        self.side = _SIDE[act.side]
+        self.qty = act.qty
+        self.signed = self.side * act.qty
+        self.type: OrderType = act.order_type
+        self.priced = act.order_type != "mkt"
+        self.ttl_ns = None if act.ttl is None else act.ttl.seconds * NS_PER_S
+        self.bracket = act if (act.stop or act.target or act.trail) else None
+        self.bounded = act.stop is not None or act.trail is not None
+        self.risks: dict[float, float] = {}
+
+
+_Action = _EntrySpec | int  # an ORDER's spec, or _FLAT / _CANCEL
+
+
+def _dispatch(rule: ast.Rule) -> tuple[_Action, ...]:
+    """A rule's actions as `fire` runs them."""
+    return tuple(_EntrySpec(a) if isinstance(a, ast.Order) else _FLAT if isinstance(a, ast.Flat)
+                 else _CANCEL for a in rule.actions)
+
+
+_WAITING = RuleState.WAITING
+_SPENT = RuleState.SPENT
 
 
 class Broker:
@@ -91,6 +131,7 @@ class Broker:
         self.grid = grid
         self.money = money
         self.ledger = ledger
+        self._emit: Callable[[LedgerEvent], None] = ledger.events.append  # (the list is never replaced)
         self.slip = config.slippage_ticks * grid.tick
         self.slip_ticks = exact(config.slippage_ticks)
         self._fee_unit = exact(config.fee_per_unit)
@@ -116,6 +157,7 @@ class Broker:
         self.sizes_base = 0
         # the armed plan
         self.rules: tuple[ast.Rule, ...] = ()
+        self._actions: list[tuple[_Action, ...]] = []  # rule j's actions as `fire` runs them
         self.plan_name = ""
         self.armed = False
         self.rule_states: list[RuleState] = []
@@ -172,6 +214,7 @@ class Broker:
         tighten the operator's, its loss floor counts from the pnl now, each rule starts
         ARMED with its repeats (SPENT when the session is closed or stood down)."""
         self.rules = plan.rules
+        self._actions = [_dispatch(r) for r in plan.rules]
         self.plan_name = plan.name
         risk, cfg = plan.risk, self.config
         self.maxpos = cfg.maxpos if risk.maxpos is None else min(cfg.maxpos, risk.maxpos)
@@ -240,9 +283,6 @@ class Broker:
             if b <= lo_b or b >= hi_b or a <= lo_a or a >= hi_a or t >= t_next or i >= i_next:
                 step(i, t, b, a)
                 lo_b, hi_b, lo_a, hi_a, t_next, i_next = self.env
-
-    def _emit(self, e: LedgerEvent) -> None:
-        self.ledger.events.append(e)
 
     def _mark(self, i: int, t: int, b: float, a: float) -> None:
         bk = self.book
@@ -457,51 +497,73 @@ class Broker:
              prices: tuple[float | None, ...]) -> None:
         """Rule j fired at tick i: run its actions (orders eligible from tick i+1)."""
         self.now_ns, self.bid, self.ask = t, b, a
-        rule = self.rules[j]
-        self.remaining[j] -= 1
-        self.rule_states[j] = RuleState.WAITING if self.remaining[j] > 0 else RuleState.SPENT
+        left = self.remaining[j] - 1
+        self.remaining[j] = left
+        self.rule_states[j] = _WAITING if left > 0 else _SPENT
         self._emit(Fired(i, t, self.plan_name, j))
-        for act, price in zip(rule.actions, prices):
+        for act, price in zip(self._actions[j], prices):
             if not self.armed:
                 break
-            if isinstance(act, ast.Order):
+            if isinstance(act, _EntrySpec):
                 self._entry(j, act, price, i, t)
-            elif isinstance(act, ast.Flat):
+            elif act == _FLAT:
                 # a FLAT only reduces: it counts towards maxorders but is never refused
-                closing = any(o.role in ("flat", "exit") for o in self.orders.values())
-                if self.pos and not closing:
-                    self.placed += 1
-                    self._place(self.plan_name, j, "flat", -1 if self.pos > 0 else 1,
-                                abs(self.pos), "mkt", None, i, t)
+                pos = self.book.pos
+                if pos:
+                    for o in self.orders.values():
+                        if o.role == "flat" or o.role == "exit":
+                            break  # already closing
+                    else:
+                        self.placed += 1
+                        self._place(self.plan_name, j, "flat", -1 if pos > 0 else 1,
+                                    abs(pos), "mkt", None, i, t)
             else:
                 for o in list(self.orders.values()):
                     if o.role == "entry" and o.plan == self.plan_name:
                         self._cancel(o, i, t, f"rule {j} cancel")
         self.refresh_envelope(i)
 
-    def _entry(self, j: int, act: ast.Order, price: float | None, i: int, t: int) -> None:
-        side = _SIDE[act.side]
-        if act.order_type != "mkt" and (price is None or price != price):
+    def _entry(self, j: int, e: _EntrySpec, price: float | None, i: int, t: int) -> None:
+        if e.priced and (price is None or price != price):
             self._emit(OrderRejected(i, t, self.plan_name, j, "price undefined at this tick"))
             return
         if self.placed >= self.maxorders:
             self._emit(OrderRejected(i, t, self.plan_name, j,
                                      f"maxorders {self.maxorders} reached"))
             return
-        working = sum(o.side * o.remaining for o in self.orders.values()
-                      if o.role in ("entry", "flat"))
-        projected = self.pos + working + side * act.qty
+        working = 0  # the working entries' and flats' signed remainder
+        entries: list[BrokerOrder] = []
+        for o in self.orders.values():
+            role = o.role
+            if role == "entry":
+                working += o.side * (o.qty - o.filled)
+                entries.append(o)
+            elif role == "flat":
+                working += o.side * (o.qty - o.filled)
+        projected = self.book.pos + working + e.signed
         if abs(projected) > self.maxpos:
             self._emit(OrderRejected(i, t, self.plan_name, j,
                                      f"maxpos {self.maxpos}: position would reach {projected}"))
             return
         if price is not None:
             price = self.grid.snap(price)
-        risk = entry_risk(act, side, price, self.bid, self.ask, self.slip, self.grid, self.config)
+        risk = 0.0
+        if e.bounded:
+            ref = price if e.priced else (self.ask if e.side > 0 else self.bid)
+            assert ref is not None
+            got = e.risks.get(ref)
+            if got is None:
+                got = entry_risk(e.act, e.side, price, self.bid, self.ask, self.slip, self.grid,
+                                 self.config)
+                if len(e.risks) >= _RISK_MEMO_MAX:
+                    e.risks.clear()
+                e.risks[ref] = got
+            risk = got
         if risk:
-            committed = sum(o.risk * o.remaining for o in self.orders.values() if o.role == "entry")
+            # (summed as `sum` sums, in id order: the float total is the same)
+            committed = sum([o.risk * o.remaining for o in entries])
             m = self.money
-            after_k = self.book.pnl_k(self.bid, self.ask) - m.quanta(committed + risk * act.qty)
+            after_k = self.book.pnl_k(self.bid, self.ask) - m.quanta(committed + risk * e.qty)
             if after_k <= self._floor_k:
                 plan_floor = self._baseline_k - self._maxloss_k
                 plan_bound = plan_floor >= self._session_floor_k
@@ -510,15 +572,13 @@ class Broker:
                 whose, pnl_k = ("plan's", after_k - self._baseline_k) if plan_bound else ("session's", after_k)
                 self._emit(OrderRejected(
                     i, t, self.plan_name, j,
-                    f"worst-case loss {risk * act.qty:.2f} would take the {whose} pnl to "
+                    f"worst-case loss {risk * e.qty:.2f} would take the {whose} pnl to "
                     f"{m.amount(pnl_k):.2f}, past {bound}"))
                 self.disarm(f"{bound} would be breached", i, t)
                 return
         self.placed += 1
-        bracket = act if (act.stop or act.target or act.trail) else None
-        ttl = None if act.ttl is None else act.ttl.seconds * NS_PER_S
-        o = self._place(self.plan_name, j, "entry", side, act.qty, act.order_type, price, i, t,
-                        ttl_ns=ttl, bracket=bracket)
+        o = self._place(self.plan_name, j, "entry", e.side, e.qty, e.type, price, i, t,
+                        ttl_ns=e.ttl_ns, bracket=e.bracket)
         o.risk = risk
 
     # envelope ------------------------------------------------------------------
