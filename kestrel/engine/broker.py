@@ -68,6 +68,7 @@ NAN = float("nan")
 _SIDE = {"buy": 1, "sell": -1}
 _FLAT = 1  # an action's kind in `Broker._actions` (an ORDER is its `_EntrySpec`)
 _CANCEL = 2
+_PROTECTIVE = frozenset(("stop", "target", "trail", "flat", "exit"))  # cancelled when flat
 _RISK_MEMO_MAX = 4096  # entry risks memoized per ORDER action (see `_EntrySpec.risks`)
 
 
@@ -134,6 +135,11 @@ class Broker:
         self._emit: Callable[[LedgerEvent], None] = ledger.events.append  # (the list is never replaced)
         self.slip = config.slippage_ticks * grid.tick
         self.slip_ticks = exact(config.slippage_ticks)
+        self._scale = money.scale  # k quanta are k / _scale (`Money.amount`)
+        self._mult = config.multiplier
+        self._partial = config.partial_fills
+        self._lat_i = 1 + config.latency_ticks  # an order placed at tick i is eligible from i + _lat_i
+        self._lat_ns = config.latency_ns
         self._fee_unit = exact(config.fee_per_unit)
         self._fee_order = exact(config.fee_per_order)
         self._has_fees = bool(self._fee_unit or self._fee_order)  # (Fraction truth is slow)
@@ -176,7 +182,9 @@ class Broker:
             else -(2**62))
         self.session_down = ""
         self._floor_k = max(-self._maxloss_k, self._session_floor_k)
-        self._loss_guard = (-INF, INF)  # bid (long) / ask (short) at which pnl may reach the floor
+        # the bid (long) / ask (short) past which pnl may reach the floor (see refresh_envelope)
+        self._guard_b = -INF
+        self._guard_a = INF
         self.env: Envelope = IDLE_ENV
         self.env_core: Envelope = IDLE_ENV  # env without the trailing stops (see fast.py)
         self.trails: list[BrokerOrder] = []
@@ -287,9 +295,8 @@ class Broker:
     def _mark(self, i: int, t: int, b: float, a: float) -> None:
         bk = self.book
         u = bk.upnl_k(b, a)
-        m = self.money
-        self._emit(Mark(i, t, bk.pos, m.amount(bk.rpnl_k), m.amount(u), m.amount(bk.fees_k),
-                        m.amount(bk.rpnl_k + u - bk.fees_k)))
+        r, f, sc = bk.rpnl_k, bk.fees_k, self._scale
+        self._emit(Mark(i, t, bk.pos, r / sc, u / sc, f / sc, (r + u - f) / sc))
 
     # broker step ---------------------------------------------------------------
     def step(self, i: int, t: int, b: float, a: float) -> None:
@@ -302,10 +309,12 @@ class Broker:
             self.close_session(i, t, b, a, "session close")
             return
         filled = False
-        for o in list(self.orders.values()):
-            if o.id not in self.orders or i < o.el_idx or t < o.el_ts:
+        orders = self.orders
+        for o in list(orders.values()):  # (orders placed meanwhile are not yet eligible)
+            if i < o.el_idx or t < o.el_ts or o.id not in orders:
                 continue
-            if o.expire_ts is not None and t >= o.expire_ts:
+            expire = o.expire_ts
+            if expire is not None and t >= expire:
                 self._cancel(o, i, t, "ttl")
                 continue
             price = self._fill_price(o, b, a)
@@ -315,8 +324,9 @@ class Broker:
                     self._fill(o, price, i, t, b, a, qty)
                     filled = True
         # pnl moves only with a fill or the touch; the exact check runs past the loss guard
-        near = b <= self._loss_guard[0] if self.book.pos > 0 else a >= self._loss_guard[1]
-        if (not self.loss_breached and (filled or (self.book.pos and near))
+        pos = self.book.pos
+        if (not self.loss_breached
+                and (filled or (pos and (b <= self._guard_b if pos > 0 else a >= self._guard_a)))
                 and self.book.pnl_k(b, a) <= self._floor_k):
             self._breach_loss(i, t, b, a)
         if self.armed and t >= self.expiry_ns:
@@ -328,13 +338,16 @@ class Broker:
         units, at least 1) when the data carries sizes. Protective and closing orders are
         reduce-only: they fill at most the open position (a position already reduced by
         another order is closed, never reversed, by its stop)."""
-        q = o.remaining
-        if self.config.partial_fills and self.sizes is not None:
+        q = o.qty - o.filled
+        if self._partial and self.sizes is not None:
             s = float(self.sizes[i - self.sizes_base])
             if s >= 1.0:
                 q = min(q, int(s))
         if o.role != "entry":
-            q = min(q, abs(self.pos)) if o.side * self.pos < 0 else 0
+            pos = self.book.pos
+            if o.side * pos >= 0:
+                return 0
+            return q if q < abs(pos) else abs(pos)
         return q
 
     def _fill_price(self, o: BrokerOrder, b: float, a: float) -> float | None:
@@ -375,39 +388,52 @@ class Broker:
 
     def _fill(self, o: BrokerOrder, price: float, i: int, t: int, b: float, a: float,
               qty: int) -> None:
-        m = self.money
+        """Fill `qty` of `o` at `price`: fill, position and mark events; an entry's fill
+        spawns its bracket, a protective fill shrinks or cancels its OCO siblings; going
+        flat cancels the protective orders, a reversal those of the old side."""
         bk = self.book
+        emit = self._emit
+        sc = self._scale
         fee_k = (bk.charge(self._fee_unit * qty + (self._fee_order if o.filled == 0 else 0))
                  if self._has_fees else 0)
         o.filled += qty
+        orders = self.orders
         if o.filled >= o.qty:
-            del self.orders[o.id]
-        self._emit(Filled(i, t, o.id, "buy" if o.side > 0 else "sell", qty, price, m.amount(fee_k)))
+            del orders[o.id]
+        side = o.side
+        emit(Filled(i, t, o.id, "buy" if side > 0 else "sell", qty, price, fee_k / sc))
         pos = bk.pos
-        opened = bk.fill(o.side * qty, price)  # the part of the fill that opens or adds
+        opened = bk.fill(side * qty, price)  # the part of the fill that opens or adds
         now = bk.pos
-        self._emit(PositionChanged(i, t, now, bk.avg if now else None, m.amount(bk.rpnl_k)))
+        emit(PositionChanged(i, t, now, bk.avg if now else None, bk.rpnl_k / sc))
         if o.role == "entry" and o.bracket is not None:
             if opened:
                 self._bracket(o, price, opened, i, t)
         elif o.oco is not None:
-            for sib in list(self.orders.values()):
-                if sib.oco == o.oco and sib.id != o.id:
-                    if sib.remaining <= qty:
-                        self._cancel(sib, i, t, "oco")
+            # (shrinking emits nothing, so the cancels may follow the scan: same events)
+            oco, oid = o.oco, o.id
+            gone = []
+            for sib in orders.values():
+                if sib.oco == oco and sib.id != oid:
+                    if sib.qty - sib.filled <= qty:
+                        gone.append(sib)
                     else:
                         sib.qty -= qty
-        if now == 0:
-            for other in list(self.orders.values()):
-                if other.role in ("stop", "target", "trail", "flat", "exit"):
+            for sib in gone:
+                self._cancel(sib, i, t, "oco")
+        if orders:
+            if now == 0:
+                for other in [x for x in orders.values() if x.role in _PROTECTIVE]:
                     self._cancel(other, i, t, "flat")
-        elif (pos > 0) != (now > 0) and pos != 0:
-            # reversed: protective orders of the old side would now add to the position
-            sign = 1 if now > 0 else -1
-            for other in list(self.orders.values()):
-                if other.role in ("stop", "target", "trail", "flat", "exit") and other.side == sign:
+            elif (pos > 0) != (now > 0) and pos != 0:
+                # reversed: protective orders of the old side would now add to the position
+                sign = 1 if now > 0 else -1
+                for other in [x for x in orders.values()
+                              if x.role in _PROTECTIVE and x.side == sign]:
                     self._cancel(other, i, t, "reversed")
-        self._mark(i, t, b, a)
+        u = bk.upnl_k(b, a)  # the mark (`_mark`, inline)
+        r, f = bk.rpnl_k, bk.fees_k
+        emit(Mark(i, t, now, r / sc, u / sc, f / sc, (r + u - f) / sc))
 
     def _bracket(self, entry: BrokerOrder, price: float, qty: int, i: int, t: int) -> None:
         spec = entry.bracket
@@ -430,14 +456,12 @@ class Broker:
                oco: int | None = None, ttl_ns: int | None = None,
                trail: ast.Offset | None = None, best: float = 0.0,
                bracket: ast.Order | None = None) -> BrokerOrder:
-        cfg = self.config
-        o = BrokerOrder(
-            self._next_id, plan, rule, role, side, qty, ty, price, parent,
-            i + 1 + cfg.latency_ticks, t + cfg.latency_ns,
-            None if ttl_ns is None else t + ttl_ns, trail, best, bracket, oco,
-        )
-        self._next_id += 1
-        self.orders[o.id] = o
+        oid = self._next_id
+        self._next_id = oid + 1
+        o = BrokerOrder(oid, plan, rule, role, side, qty, ty, price, parent, i + self._lat_i,
+                        t + self._lat_ns, None if ttl_ns is None else t + ttl_ns, trail, best,
+                        bracket, oco)
+        self.orders[oid] = o
         shown = o.trail_level(self.grid) if ty == "trail" else price
         self._emit(OrderPlaced(i, t, o.id, plan, role, "buy" if side > 0 else "sell",  # type: ignore[arg-type]
                                qty, ty, shown, parent))
@@ -589,17 +613,23 @@ class Broker:
             self.trails = []
             return
         bk = self.book
-        loss_line = None
-        self._loss_guard = (-INF, INF)
-        if bk.pos and not self.loss_breached:
+        pos = bk.pos
+        if pos and not self.loss_breached:
             # + one money quantum: upnl is rounded to the quantum before the check
-            room = (self._floor_k - bk.rpnl_k + bk.fees_k + 1) / self.money.scale
-            loss_line = bk.avg + room / (bk.pos * self.config.multiplier)
-            margin = 1e-6 * (1.0 + abs(loss_line))
-            self._loss_guard = (loss_line + margin, loss_line - margin)
-        t_next = min(self.close_ns, self.expiry_ns) if self.armed else self.close_ns
+            room = (self._floor_k - bk.rpnl_k + bk.fees_k + 1) / self._scale
+            line = bk.avg + room / (pos * self._mult)
+            margin = 1e-6 * (1.0 + abs(line))
+            self._guard_b = line + margin
+            self._guard_a = line - margin
+            loss_line: float | None = line
+        else:
+            loss_line = None
+            self._guard_b = -INF
+            self._guard_a = INF
+        t_next = self.close_ns
+        if self.armed and self.expiry_ns < t_next:
+            t_next = self.expiry_ns
         self.env, self.env_core, self.trails = envelope(
-            self.orders.values(), i, self.now_ns, t_next, bk.pos, loss_line, self.grid)
-
+            self.orders.values(), i, self.now_ns, t_next, pos, loss_line, self.grid)
 
 __all__ = ["Broker", "RuleState"]
