@@ -26,6 +26,7 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Literal
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -103,54 +104,35 @@ class TickGrid:
         return out
 
 
-class BrokerOrder:
+class BrokerOrder(msgspec.Struct, gc=False, eq=False):
     """The broker's live, mutable working order (its fills, trailing best and OCO siblings
     change as ticks come). `side` is +1 buy / -1 sell; eligible at global tick index k when
-    k >= el_idx and ts >= el_ts. `oco` groups protective siblings of one entry fill. What an
-    agent sees of it is `view` (the frame's immutable `WorkingOrder`)."""
+    k >= el_idx and ts >= el_ts. `oco` groups protective siblings of one entry fill; `risk`
+    is an entry's worst-case loss per unit (money), 0 when unbounded. What an agent sees of
+    it is `view` (the frame's immutable `WorkingOrder`).
 
-    __slots__ = (
-        "id", "plan", "rule", "role", "side", "qty", "filled", "type", "price", "parent",
-        "el_idx", "el_ts", "expire_ts", "trail", "best", "bracket", "oco", "risk",
-    )
+    A msgspec Struct for its cheap construction (one per order placed): `eq=False` keeps
+    identity equality and hashing, as for a plain object; `gc=False` since it refers only to
+    numbers, strings and immutable plan nodes (never to a cycle)."""
 
-    def __init__(
-        self,
-        id: int,
-        plan: str,
-        rule: int,
-        role: str,
-        side: int,
-        qty: int,
-        type: OrderType,
-        price: float | None,
-        parent: int | None,
-        el_idx: int,
-        el_ts: int,
-        expire_ts: int | None = None,
-        trail: ast.Offset | None = None,
-        best: float = 0.0,
-        bracket: ast.Order | None = None,
-        oco: int | None = None,
-    ) -> None:
-        self.id = id
-        self.plan = plan
-        self.rule = rule
-        self.role = role
-        self.side = side
-        self.qty = qty
-        self.filled = 0
-        self.type: OrderType = type
-        self.price = price
-        self.parent = parent
-        self.el_idx = el_idx
-        self.el_ts = el_ts
-        self.expire_ts = expire_ts
-        self.trail = trail
-        self.best = best
-        self.bracket = bracket
-        self.oco = oco
-        self.risk = 0.0  # an entry's worst-case loss per unit (money), 0 when unbounded
+    id: int
+    plan: str
+    rule: int
+    role: str
+    side: int
+    qty: int
+    type: OrderType
+    price: float | None
+    parent: int | None
+    el_idx: int
+    el_ts: int
+    expire_ts: int | None = None
+    trail: ast.Offset | None = None
+    best: float = 0.0
+    bracket: ast.Order | None = None
+    oco: int | None = None
+    filled: int = 0
+    risk: float = 0.0
 
     @property
     def remaining(self) -> int:
