@@ -199,12 +199,14 @@ def stop_distance(order: ast.Order, entry: float, grid: TickGrid) -> float | Non
     """Per-unit distance from an entry filled at `entry` to its tightest protective stop
     (the STOP level or the TRAIL's initial level, as the broker would place them; a trail
     only ratchets towards the market), or None when the entry has neither."""
-    levels = []
+    dist: float | None = None  # (the first of the smallest, as `min` picks it)
     if order.stop is not None:
-        levels.append(bracket_price(entry, order.stop, grid))
+        dist = abs(entry - bracket_price(entry, order.stop, grid))
     if order.trail is not None:
-        levels.append(trail_level(entry, order.trail, 1 if order.side == "sell" else -1, grid))
-    return min(abs(entry - lv) for lv in levels) if levels else None
+        d = abs(entry - trail_level(entry, order.trail, 1 if order.side == "sell" else -1, grid))
+        if dist is None or d < dist:
+            dist = d
+    return dist
 
 
 def entry_risk(act: ast.Order, side: int, price: float | None, bid: float, ask: float,
