@@ -73,7 +73,11 @@ class TickGrid:
     `Fraction`) half to even and returns the double nearest to the grid price.
 
     `quantum` is the price unit of the exact tick-series indicators: half a tick (a mid
-    is a whole number of half ticks), as `units` per price point (2/tick)."""
+    is a whole number of half ticks), as `units` per price point (2/tick).
+
+    A grid is its tick (every other field derives from it): grids of one tick are equal and
+    hash alike, so the price caches keyed by grid (`_bracket_price`, `_slipped`,
+    `_trail_level_exact`) serve every engine of that tick, not only the one that filled them."""
 
     __slots__ = ("tick", "inv", "tick_exact", "units")
 
@@ -83,6 +87,12 @@ class TickGrid:
         self.inv = inv if inv >= 1.0 and abs(inv * tick - 1.0) <= 1e-9 else 0.0
         self.tick_exact = exact(tick)
         self.units = 2.0 * (self.inv if self.inv else 1.0 / tick)
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (isinstance(other, TickGrid) and other.tick == self.tick)
+
+    def __hash__(self) -> int:
+        return hash(self.tick)
 
     def snap_exact(self, x: Fraction) -> float:
         return self.snap_parts(x.numerator, x.denominator)
