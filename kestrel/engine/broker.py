@@ -113,6 +113,7 @@ def _dispatch(rule: ast.Rule) -> tuple[_Action, ...]:
                  else _CANCEL for a in rule.actions)
 
 
+_new_env = tuple.__new__  # an Envelope from its six values (as in `envelope`)
 _WAITING = RuleState.WAITING
 _SPENT = RuleState.SPENT
 
@@ -140,6 +141,7 @@ class Broker:
         self._partial = config.partial_fills
         self._lat_i = 1 + config.latency_ticks  # an order placed at tick i is eligible from i + _lat_i
         self._lat_ns = config.latency_ns
+        self._no_latency = config.latency_ticks == 0 and config.latency_ns == 0
         self._fee_unit = exact(config.fee_per_unit)
         self._fee_order = exact(config.fee_per_order)
         self._has_fees = bool(self._fee_unit or self._fee_order)  # (Fraction truth is slow)
@@ -455,12 +457,12 @@ class Broker:
                price: float | None, i: int, t: int, *, parent: int | None = None,
                oco: int | None = None, ttl_ns: int | None = None,
                trail: ast.Offset | None = None, best: float = 0.0,
-               bracket: ast.Order | None = None) -> BrokerOrder:
+               bracket: ast.Order | None = None, risk: float = 0.0) -> BrokerOrder:
         oid = self._next_id
         self._next_id = oid + 1
         o = BrokerOrder(oid, plan, rule, role, side, qty, ty, price, parent, i + self._lat_i,
                         t + self._lat_ns, None if ttl_ns is None else t + ttl_ns, trail, best,
-                        bracket, oco)
+                        bracket, oco, 0, risk)
         self.orders[oid] = o
         shown = o.trail_level(self.grid) if ty == "trail" else price
         self._emit(OrderPlaced(i, t, o.id, plan, role, "buy" if side > 0 else "sell",  # type: ignore[arg-type]
@@ -519,16 +521,25 @@ class Broker:
     # rules ---------------------------------------------------------------------
     def fire(self, j: int, i: int, t: int, b: float, a: float,
              prices: tuple[float | None, ...]) -> None:
-        """Rule j fired at tick i: run its actions (orders eligible from tick i+1)."""
+        """Rule j fired at tick i: run its actions (orders eligible from tick i+1).
+
+        When the fire's only change is MKT orders placed, eligible at the next tick (no
+        latency), that tick's step is due anyway (a working MKT order puts `i_next` at
+        i + 1) and recomputes the envelope: `env` then only says so (`_step_next`) instead
+        of being recomputed here. The loops step at the same ticks either way."""
         self.now_ns, self.bid, self.ask = t, b, a
         left = self.remaining[j] - 1
         self.remaining[j] = left
         self.rule_states[j] = _WAITING if left > 0 else _SPENT
         self._emit(Fired(i, t, self.plan_name, j))
+        first_id = self._next_id
+        mkt_only = self._no_latency  # no change but MKT orders placed (so far)
         for act, price in zip(self._actions[j], prices):
             if not self.armed:
                 break
             if isinstance(act, _EntrySpec):
+                if act.priced:
+                    mkt_only = False
                 self._entry(j, act, price, i, t)
             elif act == _FLAT:
                 # a FLAT only reduces: it counts towards maxorders but is never refused
@@ -542,10 +553,14 @@ class Broker:
                         self._place(self.plan_name, j, "flat", -1 if pos > 0 else 1,
                                     abs(pos), "mkt", None, i, t)
             else:
+                mkt_only = False
                 for o in list(self.orders.values()):
                     if o.role == "entry" and o.plan == self.plan_name:
                         self._cancel(o, i, t, f"rule {j} cancel")
-        self.refresh_envelope(i)
+        if mkt_only and self.armed and self._next_id > first_id:
+            self._step_next(i)
+        else:
+            self.refresh_envelope(i)
 
     def _entry(self, j: int, e: _EntrySpec, price: float | None, i: int, t: int) -> None:
         if e.priced and (price is None or price != price):
@@ -587,7 +602,7 @@ class Broker:
             # (summed as `sum` sums, in id order: the float total is the same)
             committed = sum([o.risk * o.remaining for o in entries])
             m = self.money
-            after_k = self.book.pnl_k(self.bid, self.ask) - m.quanta(committed + risk * e.qty)
+            after_k = self.book.pnl_k(self.bid, self.ask) - round((committed + risk * e.qty) * self._scale)
             if after_k <= self._floor_k:
                 plan_floor = self._baseline_k - self._maxloss_k
                 plan_bound = plan_floor >= self._session_floor_k
@@ -601,11 +616,17 @@ class Broker:
                 self.disarm(f"{bound} would be breached", i, t)
                 return
         self.placed += 1
-        o = self._place(self.plan_name, j, "entry", e.side, e.qty, e.type, price, i, t,
-                        ttl_ns=e.ttl_ns, bracket=e.bracket)
-        o.risk = risk
+        self._place(self.plan_name, j, "entry", e.side, e.qty, e.type, price, i, t,
+                    ttl_ns=e.ttl_ns, bracket=e.bracket, risk=risk)
 
     # envelope ------------------------------------------------------------------
+    def _step_next(self, i: int) -> None:
+        """Set `env` (and `env_core`) to call the broker at tick i + 1, where it recomputes
+        them: only where a MKT order eligible at i + 1 makes that step due anyway (the
+        envelope after tick i would have `i_next` = i + 1). `trails` and the loss guard are
+        unchanged: a fire neither moves the position nor touches protective orders."""
+        self.env = self.env_core = _new_env(Envelope, (-INF, INF, -INF, INF, NEVER, i + 1))
+
     def refresh_envelope(self, i: int) -> None:
         """Recompute `env` (and `env_core`, `trails`) after tick i (see `envelope`)."""
         if self.closed:
