@@ -571,12 +571,14 @@ class Broker:
                                      f"maxorders {self.maxorders} reached"))
             return
         working = 0  # the working entries' and flats' signed remainder
-        entries: list[BrokerOrder] = []
+        n_entries = 0
+        committed: float = 0  # the working entries' worst-case loss, summed as `sum` does
         for o in self.orders.values():
             role = o.role
             if role == "entry":
                 working += o.side * (o.qty - o.filled)
-                entries.append(o)
+                n_entries += 1
+                committed = 0 + o.risk * (o.qty - o.filled)  # sum([x]) is 0 + x
             elif role == "flat":
                 working += o.side * (o.qty - o.filled)
         projected = self.book.pos + working + e.signed
@@ -599,8 +601,9 @@ class Broker:
                 e.risks[ref] = got
             risk = got
         if risk:
-            # (summed as `sum` sums, in id order: the float total is the same)
-            committed = sum([o.risk * o.remaining for o in entries])
+            if n_entries > 1:  # (in id order, by `sum` itself: the same float total)
+                committed = sum([o.risk * o.remaining for o in self.orders.values()
+                                 if o.role == "entry"])
             m = self.money
             after_k = self.book.pnl_k(self.bid, self.ask) - round((committed + risk * e.qty) * self._scale)
             if after_k <= self._floor_k:

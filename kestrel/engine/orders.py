@@ -63,6 +63,9 @@ def round_div(p: int, q: int) -> int:
     return k
 
 
+_GRIDS: dict[float, TickGrid] = {}  # the grid of each tick size (see `TickGrid`)
+
+
 class TickGrid:
     """Rounds prices to the nearest multiple of the tick size (half to even).
 
@@ -75,24 +78,31 @@ class TickGrid:
     `quantum` is the price unit of the exact tick-series indicators: half a tick (a mid
     is a whole number of half ticks), as `units` per price point (2/tick).
 
-    A grid is its tick (every other field derives from it): grids of one tick are equal and
-    hash alike, so the price caches keyed by grid (`_bracket_price`, `_slipped`,
-    `_trail_level_exact`) serve every engine of that tick, not only the one that filled them."""
+    A grid is its tick (every other field derives from it) and there is one grid per tick:
+    `TickGrid(tick)` returns the same object for equal ticks, so the price caches keyed by
+    grid (`_bracket_price`, `_slipped`, `_trail_level_exact`) serve every engine of that
+    tick, not only the one that filled them, and compare their keys by identity."""
 
     __slots__ = ("tick", "inv", "tick_exact", "units")
+    tick: float
+    inv: float
+    tick_exact: Fraction
+    units: float
 
-    def __init__(self, tick: float) -> None:
-        inv = float(round(1.0 / tick))
-        self.tick = tick
-        self.inv = inv if inv >= 1.0 and abs(inv * tick - 1.0) <= 1e-9 else 0.0
-        self.tick_exact = exact(tick)
-        self.units = 2.0 * (self.inv if self.inv else 1.0 / tick)
+    def __new__(cls, tick: float) -> TickGrid:
+        g = _GRIDS.get(tick)
+        if g is None:
+            g = super().__new__(cls)
+            inv = float(round(1.0 / tick))
+            g.tick = tick
+            g.inv = inv if inv >= 1.0 and abs(inv * tick - 1.0) <= 1e-9 else 0.0
+            g.tick_exact = exact(tick)
+            g.units = 2.0 * (g.inv if g.inv else 1.0 / tick)
+            _GRIDS[tick] = g
+        return g
 
-    def __eq__(self, other: object) -> bool:
-        return self is other or (isinstance(other, TickGrid) and other.tick == self.tick)
-
-    def __hash__(self) -> int:
-        return hash(self.tick)
+    def __reduce__(self) -> tuple[type[TickGrid], tuple[float]]:
+        return TickGrid, (self.tick,)  # (a copy or an unpickled grid is the tick's grid)
 
     def snap_exact(self, x: Fraction) -> float:
         return self.snap_parts(x.numerator, x.denominator)
