@@ -48,8 +48,15 @@ def exact(x: float) -> Fraction:
 @lru_cache(maxsize=65536)
 def exact_parts(x: float) -> tuple[int, int]:
     """`exact(x)` as (numerator, denominator) in lowest terms, denominator > 0: integer
-    arithmetic on these is the exact arithmetic, without building `Fraction`s."""
-    f = exact(x)
+    arithmetic on these is the exact arithmetic, without building `Fraction`s. A plain
+    shortest form ("189.89", "-0.5": digits, one point) is read directly from its digits."""
+    r = repr(float(x))
+    whole, point, frac = r.partition(".")
+    if point and frac.isdigit() and (whole.lstrip("-").isdigit()):
+        n, d = int(whole + frac), 10 ** len(frac)
+        g = math.gcd(n, d)
+        return n // g, d // g
+    f = exact(x)  # exponent forms (1e-05, 1.5e+16), nan, inf
     return f.numerator, f.denominator
 
 
