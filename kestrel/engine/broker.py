@@ -13,7 +13,8 @@ the fast path (`fast`, which also calls `refresh_envelope` and `advance`). Per t
 5. indicators take tick i (the caller's part); armed rules fire in order (`fire`); an order
    over maxorders or maxpos is rejected (the plan stays armed); orders are eligible from i+1.
 Steps 1-4 are `step`, called only where the envelope `env` says something may happen (see
-`envelope`); `env` is kept current after every change (`refresh_envelope`).
+`envelope`); `env` is kept current after every change (`refresh_envelope`), but after a fire
+whose only change is MKT orders it just calls for the next tick's step, due anyway (`fire`).
 
 Invariants: `rule_states[j]` is rule j's `RuleState` member, never a bare int (the
 generated loop tests ARMED by identity): SPENT never fires again, ARMED fires on its next
@@ -133,13 +134,14 @@ class Broker:
         self.grid = grid
         self.money = money
         self.ledger = ledger
-        self._emit: Callable[[LedgerEvent], None] = ledger.events.append  # (the list is never replaced)
+        # every event goes to the ledger's list (never replaced), in the order it happens
+        self._emit: Callable[[LedgerEvent], None] = ledger.events.append
         self.slip = config.slippage_ticks * grid.tick
         self.slip_ticks = exact(config.slippage_ticks)
         self._scale = money.scale  # k quanta are k / _scale (`Money.amount`)
         self._mult = config.multiplier
         self._partial = config.partial_fills
-        self._lat_i = 1 + config.latency_ticks  # an order placed at tick i is eligible from i + _lat_i
+        self._lat_i = 1 + config.latency_ticks  # an order placed at tick i: eligible from i + _lat_i
         self._lat_ns = config.latency_ns
         self._no_latency = config.latency_ticks == 0 and config.latency_ns == 0
         self._fee_unit = exact(config.fee_per_unit)
@@ -605,7 +607,8 @@ class Broker:
                 committed = sum([o.risk * o.remaining for o in self.orders.values()
                                  if o.role == "entry"])
             m = self.money
-            after_k = self.book.pnl_k(self.bid, self.ask) - round((committed + risk * e.qty) * self._scale)
+            worst_k = round((committed + risk * e.qty) * self._scale)  # (`Money.quanta`)
+            after_k = self.book.pnl_k(self.bid, self.ask) - worst_k
             if after_k <= self._floor_k:
                 plan_floor = self._baseline_k - self._maxloss_k
                 plan_bound = plan_floor >= self._session_floor_k
