@@ -106,36 +106,42 @@ class Book:
 
     def fill(self, q: int, price: float) -> int:
         """Apply a fill of signed quantity `q` at `price`; returns the part that opens or adds
-        to a position (0 when the fill only reduces it)."""
+        to a position (0 when the fill only reduces it). (The ratios are reduced inline with
+        `gcd`, as `_reduced` does: this runs at every fill.)"""
         pos = self.pos
         pn, pd = exact_parts(price)
         cn, cd = self._cn, self._cd
-        opened = abs(q)
         if pos == 0 or (pos > 0) == (q > 0):
-            cn, cd = _reduced(cn * pd + q * pn * cd, cd * pd)  # cost += q * p
-            self.pos = pos + q
+            cn, cd = cn * pd + q * pn * cd, cd * pd  # cost += q * p
+            g = gcd(cn, cd)
+            if g > 1:
+                cn, cd = cn // g, cd // g
+            self.pos = now = pos + q
+            opened = q if q > 0 else -q
         else:
-            apos = abs(pos)
-            closed = min(abs(q), apos)
-            opened = abs(q) - closed
+            aq = q if q > 0 else -q
+            apos = pos if pos > 0 else -pos
+            closed = aq if aq < apos else apos
+            opened = aq - closed
             # the closed part's share of the cost: all of it, or cost * closed / |pos|
             sn, sd = (cn, cd) if closed == apos else _reduced(cn * closed, cd * apos)
             # realized += sign(pos) * closed * p - share
             gain = closed * pn if pos > 0 else -closed * pn
             rn, rd = _reduced(gain * sd - sn * pd, pd * sd)
             self._rn, self._rd = _reduced(self._rn * rd + rn * self._rd, self._rd * rd)
-            self.pos = pos + q
-            if self.pos == 0:
+            self.pos = now = pos + q
+            if now == 0:
                 cn, cd = 0, 1
-            elif (self.pos > 0) != (pos > 0):
-                cn, cd = _reduced(self.pos * pn, pd)  # the reversal opens at p
+            elif (now > 0) != (pos > 0):
+                cn, cd = _reduced(now * pn, pd)  # the reversal opens at p
             else:
                 cn, cd = _reduced(cn * sd - sn * cd, cd * sd)  # cost -= share
             self.rpnl_k = round_div(self._rn * self._mn, self._rd * self._md)
         self._cn, self._cd = cn, cd
-        self._marks = {}
+        if self._marks:
+            self._marks = {}
         # int / int is correctly rounded: the double nearest to the exact average
-        self.avg = cn / (cd * self.pos) if self.pos else 0.0
+        self.avg = cn / (cd * now) if now else 0.0
         return opened
 
     def upnl_k(self, b: float, a: float) -> int:

@@ -13,7 +13,8 @@ the fast path (`fast`, which also calls `refresh_envelope` and `advance`). Per t
 5. indicators take tick i (the caller's part); armed rules fire in order (`fire`); an order
    over maxorders or maxpos is rejected (the plan stays armed); orders are eligible from i+1.
 Steps 1-4 are `step`, called only where the envelope `env` says something may happen (see
-`envelope`); `env` is kept current after every change (`refresh_envelope`).
+`envelope`); `env` is kept current after every change (`refresh_envelope`), but after a fire
+whose only change is MKT orders it just calls for the next tick's step, due anyway (`fire`).
 
 Invariants: `rule_states[j]` is rule j's `RuleState` member, never a bare int (the
 generated loop tests ARMED by identity): SPENT never fires again, ARMED fires on its next
@@ -25,7 +26,7 @@ ledger event is appended to the shared `ledger` in the order it happens; money i
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from enum import IntEnum
 from fractions import Fraction
 from itertools import islice
@@ -66,6 +67,10 @@ from kestrel.lang import ast
 INF = math.inf
 NAN = float("nan")
 _SIDE = {"buy": 1, "sell": -1}
+_FLAT = 1  # an action's kind in `Broker._actions` (an ORDER is its `_EntrySpec`)
+_CANCEL = 2
+_PROTECTIVE = frozenset(("stop", "target", "trail", "flat", "exit"))  # cancelled when flat
+_RISK_MEMO_MAX = 4096  # entry risks memoized per ORDER action (see `_EntrySpec.risks`)
 
 
 class RuleState(IntEnum):
@@ -74,6 +79,44 @@ class RuleState(IntEnum):
     SPENT = 0  # disarmed or out of repeats: never fires again
     ARMED = 1  # fires on its next true evaluation
     WAITING = 2  # fired and has repeats left: re-arms on its next false evaluation
+
+
+class _EntrySpec:
+    """An ORDER action as the broker places it, read once when the plan is adopted: its side
+    (+1/-1), signed quantity, TTL in ns, the bracket its fills spawn (the action itself when
+    it has a STOP, TARGET or TRAIL, else None) and whether the entry's worst-case loss is
+    bounded (a STOP or TRAIL: `entry_risk` is 0.0 otherwise). `risks` memoizes `entry_risk`
+    by its reference price (the limit or stop price, the touch for MKT), of which it is a
+    pure function for a given action and broker."""
+
+    __slots__ = ("act", "side", "qty", "signed", "type", "priced", "ttl_ns", "bracket",
+                 "bounded", "risks")
+
+    def __init__(self, act: ast.Order) -> None:
+        self.act = act
+        self.side = _SIDE[act.side]
+        self.qty = act.qty
+        self.signed = self.side * act.qty
+        self.type: OrderType = act.order_type
+        self.priced = act.order_type != "mkt"
+        self.ttl_ns = None if act.ttl is None else act.ttl.seconds * NS_PER_S
+        self.bracket = act if (act.stop or act.target or act.trail) else None
+        self.bounded = act.stop is not None or act.trail is not None
+        self.risks: dict[float, float] = {}
+
+
+_Action = _EntrySpec | int  # an ORDER's spec, or _FLAT / _CANCEL
+
+
+def _dispatch(rule: ast.Rule) -> tuple[_Action, ...]:
+    """A rule's actions as `fire` runs them."""
+    return tuple(_EntrySpec(a) if isinstance(a, ast.Order) else _FLAT if isinstance(a, ast.Flat)
+                 else _CANCEL for a in rule.actions)
+
+
+_new_env = tuple.__new__  # an Envelope from its six values (as in `envelope`)
+_WAITING = RuleState.WAITING
+_SPENT = RuleState.SPENT
 
 
 class Broker:
@@ -91,8 +134,16 @@ class Broker:
         self.grid = grid
         self.money = money
         self.ledger = ledger
+        # every event goes to the ledger's list (never replaced), in the order it happens
+        self._emit: Callable[[LedgerEvent], None] = ledger.events.append
         self.slip = config.slippage_ticks * grid.tick
         self.slip_ticks = exact(config.slippage_ticks)
+        self._scale = money.scale  # k quanta are k / _scale (`Money.amount`)
+        self._mult = config.multiplier
+        self._partial = config.partial_fills
+        self._lat_i = 1 + config.latency_ticks  # an order placed at tick i: eligible from i + _lat_i
+        self._lat_ns = config.latency_ns
+        self._no_latency = config.latency_ticks == 0 and config.latency_ns == 0
         self._fee_unit = exact(config.fee_per_unit)
         self._fee_order = exact(config.fee_per_order)
         self._has_fees = bool(self._fee_unit or self._fee_order)  # (Fraction truth is slow)
@@ -116,6 +167,7 @@ class Broker:
         self.sizes_base = 0
         # the armed plan
         self.rules: tuple[ast.Rule, ...] = ()
+        self._actions: list[tuple[_Action, ...]] = []  # rule j's actions as `fire` runs them
         self.plan_name = ""
         self.armed = False
         self.rule_states: list[RuleState] = []
@@ -134,7 +186,9 @@ class Broker:
             else -(2**62))
         self.session_down = ""
         self._floor_k = max(-self._maxloss_k, self._session_floor_k)
-        self._loss_guard = (-INF, INF)  # bid (long) / ask (short) at which pnl may reach the floor
+        # the bid (long) / ask (short) past which pnl may reach the floor (see refresh_envelope)
+        self._guard_b = -INF
+        self._guard_a = INF
         self.env: Envelope = IDLE_ENV
         self.env_core: Envelope = IDLE_ENV  # env without the trailing stops (see fast.py)
         self.trails: list[BrokerOrder] = []
@@ -172,6 +226,7 @@ class Broker:
         tighten the operator's, its loss floor counts from the pnl now, each rule starts
         ARMED with its repeats (SPENT when the session is closed or stood down)."""
         self.rules = plan.rules
+        self._actions = [_dispatch(r) for r in plan.rules]
         self.plan_name = plan.name
         risk, cfg = plan.risk, self.config
         self.maxpos = cfg.maxpos if risk.maxpos is None else min(cfg.maxpos, risk.maxpos)
@@ -241,15 +296,11 @@ class Broker:
                 step(i, t, b, a)
                 lo_b, hi_b, lo_a, hi_a, t_next, i_next = self.env
 
-    def _emit(self, e: LedgerEvent) -> None:
-        self.ledger.events.append(e)
-
     def _mark(self, i: int, t: int, b: float, a: float) -> None:
         bk = self.book
         u = bk.upnl_k(b, a)
-        m = self.money
-        self._emit(Mark(i, t, bk.pos, m.amount(bk.rpnl_k), m.amount(u), m.amount(bk.fees_k),
-                        m.amount(bk.rpnl_k + u - bk.fees_k)))
+        r, f, sc = bk.rpnl_k, bk.fees_k, self._scale
+        self._emit(Mark(i, t, bk.pos, r / sc, u / sc, f / sc, (r + u - f) / sc))
 
     # broker step ---------------------------------------------------------------
     def step(self, i: int, t: int, b: float, a: float) -> None:
@@ -262,10 +313,12 @@ class Broker:
             self.close_session(i, t, b, a, "session close")
             return
         filled = False
-        for o in list(self.orders.values()):
-            if o.id not in self.orders or i < o.el_idx or t < o.el_ts:
+        orders = self.orders
+        for o in list(orders.values()):  # (orders placed meanwhile are not yet eligible)
+            if i < o.el_idx or t < o.el_ts or o.id not in orders:
                 continue
-            if o.expire_ts is not None and t >= o.expire_ts:
+            expire = o.expire_ts
+            if expire is not None and t >= expire:
                 self._cancel(o, i, t, "ttl")
                 continue
             price = self._fill_price(o, b, a)
@@ -275,8 +328,9 @@ class Broker:
                     self._fill(o, price, i, t, b, a, qty)
                     filled = True
         # pnl moves only with a fill or the touch; the exact check runs past the loss guard
-        near = b <= self._loss_guard[0] if self.book.pos > 0 else a >= self._loss_guard[1]
-        if (not self.loss_breached and (filled or (self.book.pos and near))
+        pos = self.book.pos
+        if (not self.loss_breached
+                and (filled or (pos and (b <= self._guard_b if pos > 0 else a >= self._guard_a)))
                 and self.book.pnl_k(b, a) <= self._floor_k):
             self._breach_loss(i, t, b, a)
         if self.armed and t >= self.expiry_ns:
@@ -288,13 +342,16 @@ class Broker:
         units, at least 1) when the data carries sizes. Protective and closing orders are
         reduce-only: they fill at most the open position (a position already reduced by
         another order is closed, never reversed, by its stop)."""
-        q = o.remaining
-        if self.config.partial_fills and self.sizes is not None:
+        q = o.qty - o.filled
+        if self._partial and self.sizes is not None:
             s = float(self.sizes[i - self.sizes_base])
             if s >= 1.0:
                 q = min(q, int(s))
         if o.role != "entry":
-            q = min(q, abs(self.pos)) if o.side * self.pos < 0 else 0
+            pos = self.book.pos
+            if o.side * pos >= 0:
+                return 0
+            return q if q < abs(pos) else abs(pos)
         return q
 
     def _fill_price(self, o: BrokerOrder, b: float, a: float) -> float | None:
@@ -335,39 +392,52 @@ class Broker:
 
     def _fill(self, o: BrokerOrder, price: float, i: int, t: int, b: float, a: float,
               qty: int) -> None:
-        m = self.money
+        """Fill `qty` of `o` at `price`: fill, position and mark events; an entry's fill
+        spawns its bracket, a protective fill shrinks or cancels its OCO siblings; going
+        flat cancels the protective orders, a reversal those of the old side."""
         bk = self.book
+        emit = self._emit
+        sc = self._scale
         fee_k = (bk.charge(self._fee_unit * qty + (self._fee_order if o.filled == 0 else 0))
                  if self._has_fees else 0)
         o.filled += qty
+        orders = self.orders
         if o.filled >= o.qty:
-            del self.orders[o.id]
-        self._emit(Filled(i, t, o.id, "buy" if o.side > 0 else "sell", qty, price, m.amount(fee_k)))
+            del orders[o.id]
+        side = o.side
+        emit(Filled(i, t, o.id, "buy" if side > 0 else "sell", qty, price, fee_k / sc))
         pos = bk.pos
-        opened = bk.fill(o.side * qty, price)  # the part of the fill that opens or adds
+        opened = bk.fill(side * qty, price)  # the part of the fill that opens or adds
         now = bk.pos
-        self._emit(PositionChanged(i, t, now, bk.avg if now else None, m.amount(bk.rpnl_k)))
+        emit(PositionChanged(i, t, now, bk.avg if now else None, bk.rpnl_k / sc))
         if o.role == "entry" and o.bracket is not None:
             if opened:
                 self._bracket(o, price, opened, i, t)
         elif o.oco is not None:
-            for sib in list(self.orders.values()):
-                if sib.oco == o.oco and sib.id != o.id:
-                    if sib.remaining <= qty:
-                        self._cancel(sib, i, t, "oco")
+            # (shrinking emits nothing, so the cancels may follow the scan: same events)
+            oco, oid = o.oco, o.id
+            gone = []
+            for sib in orders.values():
+                if sib.oco == oco and sib.id != oid:
+                    if sib.qty - sib.filled <= qty:
+                        gone.append(sib)
                     else:
                         sib.qty -= qty
-        if now == 0:
-            for other in list(self.orders.values()):
-                if other.role in ("stop", "target", "trail", "flat", "exit"):
+            for sib in gone:
+                self._cancel(sib, i, t, "oco")
+        if orders:
+            if now == 0:
+                for other in [x for x in orders.values() if x.role in _PROTECTIVE]:
                     self._cancel(other, i, t, "flat")
-        elif (pos > 0) != (now > 0) and pos != 0:
-            # reversed: protective orders of the old side would now add to the position
-            sign = 1 if now > 0 else -1
-            for other in list(self.orders.values()):
-                if other.role in ("stop", "target", "trail", "flat", "exit") and other.side == sign:
+            elif (pos > 0) != (now > 0) and pos != 0:
+                # reversed: protective orders of the old side would now add to the position
+                sign = 1 if now > 0 else -1
+                for other in [x for x in orders.values()
+                              if x.role in _PROTECTIVE and x.side == sign]:
                     self._cancel(other, i, t, "reversed")
-        self._mark(i, t, b, a)
+        u = bk.upnl_k(b, a)  # the mark (`_mark`, inline)
+        r, f = bk.rpnl_k, bk.fees_k
+        emit(Mark(i, t, now, r / sc, u / sc, f / sc, (r + u - f) / sc))
 
     def _bracket(self, entry: BrokerOrder, price: float, qty: int, i: int, t: int) -> None:
         spec = entry.bracket
@@ -389,15 +459,13 @@ class Broker:
                price: float | None, i: int, t: int, *, parent: int | None = None,
                oco: int | None = None, ttl_ns: int | None = None,
                trail: ast.Offset | None = None, best: float = 0.0,
-               bracket: ast.Order | None = None) -> BrokerOrder:
-        cfg = self.config
-        o = BrokerOrder(
-            self._next_id, plan, rule, role, side, qty, ty, price, parent,
-            i + 1 + cfg.latency_ticks, t + cfg.latency_ns,
-            None if ttl_ns is None else t + ttl_ns, trail, best, bracket, oco,
-        )
-        self._next_id += 1
-        self.orders[o.id] = o
+               bracket: ast.Order | None = None, risk: float = 0.0) -> BrokerOrder:
+        oid = self._next_id
+        self._next_id = oid + 1
+        o = BrokerOrder(oid, plan, rule, role, side, qty, ty, price, parent, i + self._lat_i,
+                        t + self._lat_ns, None if ttl_ns is None else t + ttl_ns, trail, best,
+                        bracket, oco, 0, risk)
+        self.orders[oid] = o
         shown = o.trail_level(self.grid) if ty == "trail" else price
         self._emit(OrderPlaced(i, t, o.id, plan, role, "buy" if side > 0 else "sell",  # type: ignore[arg-type]
                                qty, ty, shown, parent))
@@ -455,53 +523,92 @@ class Broker:
     # rules ---------------------------------------------------------------------
     def fire(self, j: int, i: int, t: int, b: float, a: float,
              prices: tuple[float | None, ...]) -> None:
-        """Rule j fired at tick i: run its actions (orders eligible from tick i+1)."""
+        """Rule j fired at tick i: run its actions (orders eligible from tick i+1).
+
+        When the fire's only change is MKT orders placed, eligible at the next tick (no
+        latency), that tick's step is due anyway (a working MKT order puts `i_next` at
+        i + 1) and recomputes the envelope: `env` then only says so (`_step_next`) instead
+        of being recomputed here. The loops step at the same ticks either way."""
         self.now_ns, self.bid, self.ask = t, b, a
-        rule = self.rules[j]
-        self.remaining[j] -= 1
-        self.rule_states[j] = RuleState.WAITING if self.remaining[j] > 0 else RuleState.SPENT
+        left = self.remaining[j] - 1
+        self.remaining[j] = left
+        self.rule_states[j] = _WAITING if left > 0 else _SPENT
         self._emit(Fired(i, t, self.plan_name, j))
-        for act, price in zip(rule.actions, prices):
+        first_id = self._next_id
+        mkt_only = self._no_latency  # no change but MKT orders placed (so far)
+        for act, price in zip(self._actions[j], prices):
             if not self.armed:
                 break
-            if isinstance(act, ast.Order):
+            if isinstance(act, _EntrySpec):
+                if act.priced:
+                    mkt_only = False
                 self._entry(j, act, price, i, t)
-            elif isinstance(act, ast.Flat):
+            elif act == _FLAT:
                 # a FLAT only reduces: it counts towards maxorders but is never refused
-                closing = any(o.role in ("flat", "exit") for o in self.orders.values())
-                if self.pos and not closing:
-                    self.placed += 1
-                    self._place(self.plan_name, j, "flat", -1 if self.pos > 0 else 1,
-                                abs(self.pos), "mkt", None, i, t)
+                pos = self.book.pos
+                if pos:
+                    for o in self.orders.values():
+                        if o.role == "flat" or o.role == "exit":
+                            break  # already closing
+                    else:
+                        self.placed += 1
+                        self._place(self.plan_name, j, "flat", -1 if pos > 0 else 1,
+                                    abs(pos), "mkt", None, i, t)
             else:
+                mkt_only = False
                 for o in list(self.orders.values()):
                     if o.role == "entry" and o.plan == self.plan_name:
                         self._cancel(o, i, t, f"rule {j} cancel")
-        self.refresh_envelope(i)
+        if mkt_only and self.armed and self._next_id > first_id:
+            self._step_next(i)
+        else:
+            self.refresh_envelope(i)
 
-    def _entry(self, j: int, act: ast.Order, price: float | None, i: int, t: int) -> None:
-        side = _SIDE[act.side]
-        if act.order_type != "mkt" and (price is None or price != price):
+    def _entry(self, j: int, e: _EntrySpec, price: float | None, i: int, t: int) -> None:
+        if e.priced and (price is None or price != price):
             self._emit(OrderRejected(i, t, self.plan_name, j, "price undefined at this tick"))
             return
         if self.placed >= self.maxorders:
             self._emit(OrderRejected(i, t, self.plan_name, j,
                                      f"maxorders {self.maxorders} reached"))
             return
-        working = sum(o.side * o.remaining for o in self.orders.values()
-                      if o.role in ("entry", "flat"))
-        projected = self.pos + working + side * act.qty
+        working = 0  # the working entries' and flats' signed remainder
+        n_entries = 0
+        committed: float = 0  # the working entries' worst-case loss, summed as `sum` does
+        for o in self.orders.values():
+            role = o.role
+            if role == "entry":
+                working += o.side * (o.qty - o.filled)
+                n_entries += 1
+                committed = 0 + o.risk * (o.qty - o.filled)  # sum([x]) is 0 + x
+            elif role == "flat":
+                working += o.side * (o.qty - o.filled)
+        projected = self.book.pos + working + e.signed
         if abs(projected) > self.maxpos:
             self._emit(OrderRejected(i, t, self.plan_name, j,
                                      f"maxpos {self.maxpos}: position would reach {projected}"))
             return
         if price is not None:
             price = self.grid.snap(price)
-        risk = entry_risk(act, side, price, self.bid, self.ask, self.slip, self.grid, self.config)
+        risk = 0.0
+        if e.bounded:
+            ref = price if e.priced else (self.ask if e.side > 0 else self.bid)
+            assert ref is not None
+            got = e.risks.get(ref)
+            if got is None:
+                got = entry_risk(e.act, e.side, price, self.bid, self.ask, self.slip, self.grid,
+                                 self.config)
+                if len(e.risks) >= _RISK_MEMO_MAX:
+                    e.risks.clear()
+                e.risks[ref] = got
+            risk = got
         if risk:
-            committed = sum(o.risk * o.remaining for o in self.orders.values() if o.role == "entry")
+            if n_entries > 1:  # (in id order, by `sum` itself: the same float total)
+                committed = sum([o.risk * o.remaining for o in self.orders.values()
+                                 if o.role == "entry"])
             m = self.money
-            after_k = self.book.pnl_k(self.bid, self.ask) - m.quanta(committed + risk * act.qty)
+            worst_k = round((committed + risk * e.qty) * self._scale)  # (`Money.quanta`)
+            after_k = self.book.pnl_k(self.bid, self.ask) - worst_k
             if after_k <= self._floor_k:
                 plan_floor = self._baseline_k - self._maxloss_k
                 plan_bound = plan_floor >= self._session_floor_k
@@ -510,16 +617,13 @@ class Broker:
                 whose, pnl_k = ("plan's", after_k - self._baseline_k) if plan_bound else ("session's", after_k)
                 self._emit(OrderRejected(
                     i, t, self.plan_name, j,
-                    f"worst-case loss {risk * act.qty:.2f} would take the {whose} pnl to "
+                    f"worst-case loss {risk * e.qty:.2f} would take the {whose} pnl to "
                     f"{m.amount(pnl_k):.2f}, past {bound}"))
                 self.disarm(f"{bound} would be breached", i, t)
                 return
         self.placed += 1
-        bracket = act if (act.stop or act.target or act.trail) else None
-        ttl = None if act.ttl is None else act.ttl.seconds * NS_PER_S
-        o = self._place(self.plan_name, j, "entry", side, act.qty, act.order_type, price, i, t,
-                        ttl_ns=ttl, bracket=bracket)
-        o.risk = risk
+        self._place(self.plan_name, j, "entry", e.side, e.qty, e.type, price, i, t,
+                    ttl_ns=e.ttl_ns, bracket=e.bracket, risk=risk)
 
     def rearm(self, j: int) -> None:
         """Rule j, WAITING since it fired, re-arms: its condition was false at a tick (the
@@ -539,6 +643,13 @@ class Broker:
         self.refresh_envelope(i)
 
     # envelope ------------------------------------------------------------------
+    def _step_next(self, i: int) -> None:
+        """Set `env` (and `env_core`) to call the broker at tick i + 1, where it recomputes
+        them: only where a MKT order eligible at i + 1 makes that step due anyway (the
+        envelope after tick i would have `i_next` = i + 1). `trails` and the loss guard are
+        unchanged: a fire neither moves the position nor touches protective orders."""
+        self.env = self.env_core = _new_env(Envelope, (-INF, INF, -INF, INF, NEVER, i + 1))
+
     def refresh_envelope(self, i: int) -> None:
         """Recompute `env` (and `env_core`, `trails`) after tick i (see `envelope`)."""
         if self.closed:
@@ -546,17 +657,23 @@ class Broker:
             self.trails = []
             return
         bk = self.book
-        loss_line = None
-        self._loss_guard = (-INF, INF)
-        if bk.pos and not self.loss_breached:
+        pos = bk.pos
+        if pos and not self.loss_breached:
             # + one money quantum: upnl is rounded to the quantum before the check
-            room = (self._floor_k - bk.rpnl_k + bk.fees_k + 1) / self.money.scale
-            loss_line = bk.avg + room / (bk.pos * self.config.multiplier)
-            margin = 1e-6 * (1.0 + abs(loss_line))
-            self._loss_guard = (loss_line + margin, loss_line - margin)
-        t_next = min(self.close_ns, self.expiry_ns) if self.armed else self.close_ns
+            room = (self._floor_k - bk.rpnl_k + bk.fees_k + 1) / self._scale
+            line = bk.avg + room / (pos * self._mult)
+            margin = 1e-6 * (1.0 + abs(line))
+            self._guard_b = line + margin
+            self._guard_a = line - margin
+            loss_line: float | None = line
+        else:
+            loss_line = None
+            self._guard_b = -INF
+            self._guard_a = INF
+        t_next = self.close_ns
+        if self.armed and self.expiry_ns < t_next:
+            t_next = self.expiry_ns
         self.env, self.env_core, self.trails = envelope(
-            self.orders.values(), i, self.now_ns, t_next, bk.pos, loss_line, self.grid)
-
+            self.orders.values(), i, self.now_ns, t_next, pos, loss_line, self.grid)
 
 __all__ = ["Broker", "RuleState"]

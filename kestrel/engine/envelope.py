@@ -38,23 +38,30 @@ def envelope(orders: Iterable[BrokerOrder], i: int, now: int, t_next: int, pos: 
              loss_line: float | None, grid: TickGrid) -> tuple[Envelope, Envelope, list[BrokerOrder]]:
     """(env, core, trails) after tick i at time `now`: `t_next` is the next plan deadline
     (close or expiry), `loss_line` the touch at which the loss floor would be reached for the
-    open position `pos` (None: no running loss check)."""
+    open position `pos` (None: no running loss check). `env` is `core` itself when there is
+    no trailing stop. (Comparisons, not min/max calls: this runs at every broker event; they
+    pick the same values.)"""
     trails: list[BrokerOrder] = []
-    lo_b, hi_b, lo_a, hi_a = -INF, INF, -INF, INF
+    lo_b = lo_a = -INF
+    hi_b = hi_a = INF
     i_next = NEVER
-    for o in orders:  # (comparisons, not min/max calls: this runs at every broker event)
-        if i + 1 < o.el_idx or now < o.el_ts:
-            if i + 1 < o.el_idx and o.el_idx < i_next:
-                i_next = o.el_idx
-            if now < o.el_ts and o.el_ts < t_next:
-                t_next = o.el_ts
+    k = i + 1  # the next tick
+    for o in orders:
+        el = o.el_idx
+        el_ts = o.el_ts
+        if k < el or now < el_ts:
+            if k < el < i_next:
+                i_next = el
+            if now < el_ts < t_next:
+                t_next = el_ts
             continue
-        if o.expire_ts is not None and o.expire_ts < t_next:
-            t_next = o.expire_ts
+        expire = o.expire_ts
+        if expire is not None and expire < t_next:
+            t_next = expire
         ty = o.type
         if ty == "mkt":
-            if i + 1 < i_next:
-                i_next = i + 1
+            if k < i_next:
+                i_next = k
         elif ty == "lmt":
             p = o.price
             assert p is not None
@@ -76,18 +83,28 @@ def envelope(orders: Iterable[BrokerOrder], i: int, now: int, t_next: int, pos: 
     if loss_line is not None:
         margin = 1e-6 * (1.0 + abs(loss_line))
         if pos > 0:
-            lo_b = max(lo_b, loss_line + margin)
+            x = loss_line + margin
+            if x > lo_b:
+                lo_b = x
         else:
-            hi_a = min(hi_a, loss_line - margin)
+            x = loss_line - margin
+            if x < hi_a:
+                hi_a = x
     core: Envelope = _new(Envelope, (lo_b, hi_b, lo_a, hi_a, t_next, i_next))
+    if not trails:
+        return core, core, trails
     for o in trails:
         lvl = o.trail_level(grid)
         if o.side < 0:
-            lo_b = max(lo_b, lvl)
-            hi_b = min(hi_b, o.best)
+            if lvl > lo_b:
+                lo_b = lvl
+            if o.best < hi_b:
+                hi_b = o.best
         else:
-            hi_a = min(hi_a, lvl)
-            lo_a = max(lo_a, o.best)
+            if lvl < hi_a:
+                hi_a = lvl
+            if o.best > lo_a:
+                lo_a = o.best
     env: Envelope = _new(Envelope, (lo_b, hi_b, lo_a, hi_a, t_next, i_next))
     return env, core, trails
 

@@ -26,6 +26,7 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Literal
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -47,8 +48,15 @@ def exact(x: float) -> Fraction:
 @lru_cache(maxsize=65536)
 def exact_parts(x: float) -> tuple[int, int]:
     """`exact(x)` as (numerator, denominator) in lowest terms, denominator > 0: integer
-    arithmetic on these is the exact arithmetic, without building `Fraction`s."""
-    f = exact(x)
+    arithmetic on these is the exact arithmetic, without building `Fraction`s. A plain
+    shortest form ("189.89", "-0.5": digits, one point) is read directly from its digits."""
+    r = repr(float(x))
+    whole, point, frac = r.partition(".")
+    if point and frac.isdigit() and (whole.lstrip("-").isdigit()):
+        n, d = int(whole + frac), 10 ** len(frac)
+        g = math.gcd(n, d)
+        return n // g, d // g
+    f = exact(x)  # exponent forms (1e-05, 1.5e+16), nan, inf
     return f.numerator, f.denominator
 
 
@@ -62,6 +70,9 @@ def round_div(p: int, q: int) -> int:
     return k
 
 
+_GRIDS: dict[float, TickGrid] = {}  # the grid of each tick size (see `TickGrid`)
+
+
 class TickGrid:
     """Rounds prices to the nearest multiple of the tick size (half to even).
 
@@ -72,16 +83,33 @@ class TickGrid:
     `Fraction`) half to even and returns the double nearest to the grid price.
 
     `quantum` is the price unit of the exact tick-series indicators: half a tick (a mid
-    is a whole number of half ticks), as `units` per price point (2/tick)."""
+    is a whole number of half ticks), as `units` per price point (2/tick).
+
+    A grid is its tick (every other field derives from it) and there is one grid per tick:
+    `TickGrid(tick)` returns the same object for equal ticks, so the price caches keyed by
+    grid (`_bracket_price`, `_slipped`, `_trail_level_exact`) serve every engine of that
+    tick, not only the one that filled them, and compare their keys by identity."""
 
     __slots__ = ("tick", "inv", "tick_exact", "units")
+    tick: float
+    inv: float
+    tick_exact: Fraction
+    units: float
 
-    def __init__(self, tick: float) -> None:
-        inv = float(round(1.0 / tick))
-        self.tick = tick
-        self.inv = inv if inv >= 1.0 and abs(inv * tick - 1.0) <= 1e-9 else 0.0
-        self.tick_exact = exact(tick)
-        self.units = 2.0 * (self.inv if self.inv else 1.0 / tick)
+    def __new__(cls, tick: float) -> TickGrid:
+        g = _GRIDS.get(tick)
+        if g is None:
+            g = super().__new__(cls)
+            inv = float(round(1.0 / tick))
+            g.tick = tick
+            g.inv = inv if inv >= 1.0 and abs(inv * tick - 1.0) <= 1e-9 else 0.0
+            g.tick_exact = exact(tick)
+            g.units = 2.0 * (g.inv if g.inv else 1.0 / tick)
+            _GRIDS[tick] = g
+        return g
+
+    def __reduce__(self) -> tuple[type[TickGrid], tuple[float]]:
+        return TickGrid, (self.tick,)  # (a copy or an unpickled grid is the tick's grid)
 
     def snap_exact(self, x: Fraction) -> float:
         return self.snap_parts(x.numerator, x.denominator)
@@ -103,54 +131,35 @@ class TickGrid:
         return out
 
 
-class BrokerOrder:
+class BrokerOrder(msgspec.Struct, gc=False, eq=False):
     """The broker's live, mutable working order (its fills, trailing best and OCO siblings
     change as ticks come). `side` is +1 buy / -1 sell; eligible at global tick index k when
-    k >= el_idx and ts >= el_ts. `oco` groups protective siblings of one entry fill. What an
-    agent sees of it is `view` (the frame's immutable `WorkingOrder`)."""
+    k >= el_idx and ts >= el_ts. `oco` groups protective siblings of one entry fill; `risk`
+    is an entry's worst-case loss per unit (money), 0 when unbounded. What an agent sees of
+    it is `view` (the frame's immutable `WorkingOrder`).
 
-    __slots__ = (
-        "id", "plan", "rule", "role", "side", "qty", "filled", "type", "price", "parent",
-        "el_idx", "el_ts", "expire_ts", "trail", "best", "bracket", "oco", "risk",
-    )
+    A msgspec Struct for its cheap construction (one per order placed): `eq=False` keeps
+    identity equality and hashing, as for a plain object; `gc=False` since it refers only to
+    numbers, strings and immutable plan nodes (never to a cycle)."""
 
-    def __init__(
-        self,
-        id: int,
-        plan: str,
-        rule: int,
-        role: str,
-        side: int,
-        qty: int,
-        type: OrderType,
-        price: float | None,
-        parent: int | None,
-        el_idx: int,
-        el_ts: int,
-        expire_ts: int | None = None,
-        trail: ast.Offset | None = None,
-        best: float = 0.0,
-        bracket: ast.Order | None = None,
-        oco: int | None = None,
-    ) -> None:
-        self.id = id
-        self.plan = plan
-        self.rule = rule
-        self.role = role
-        self.side = side
-        self.qty = qty
-        self.filled = 0
-        self.type: OrderType = type
-        self.price = price
-        self.parent = parent
-        self.el_idx = el_idx
-        self.el_ts = el_ts
-        self.expire_ts = expire_ts
-        self.trail = trail
-        self.best = best
-        self.bracket = bracket
-        self.oco = oco
-        self.risk = 0.0  # an entry's worst-case loss per unit (money), 0 when unbounded
+    id: int
+    plan: str
+    rule: int
+    role: str
+    side: int
+    qty: int
+    type: OrderType
+    price: float | None
+    parent: int | None
+    el_idx: int
+    el_ts: int
+    expire_ts: int | None = None
+    trail: ast.Offset | None = None
+    best: float = 0.0
+    bracket: ast.Order | None = None
+    oco: int | None = None
+    filled: int = 0
+    risk: float = 0.0
 
     @property
     def remaining(self) -> int:
@@ -217,12 +226,14 @@ def stop_distance(order: ast.Order, entry: float, grid: TickGrid) -> float | Non
     """Per-unit distance from an entry filled at `entry` to its tightest protective stop
     (the STOP level or the TRAIL's initial level, as the broker would place them; a trail
     only ratchets towards the market), or None when the entry has neither."""
-    levels = []
+    dist: float | None = None  # (the first of the smallest, as `min` picks it)
     if order.stop is not None:
-        levels.append(bracket_price(entry, order.stop, grid))
+        dist = abs(entry - bracket_price(entry, order.stop, grid))
     if order.trail is not None:
-        levels.append(trail_level(entry, order.trail, 1 if order.side == "sell" else -1, grid))
-    return min(abs(entry - lv) for lv in levels) if levels else None
+        d = abs(entry - trail_level(entry, order.trail, 1 if order.side == "sell" else -1, grid))
+        if dist is None or d < dist:
+            dist = d
+    return dist
 
 
 def entry_risk(act: ast.Order, side: int, price: float | None, bid: float, ask: float,
