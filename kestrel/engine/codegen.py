@@ -144,6 +144,7 @@ class CompiledPlan:
     reads: tuple[str, ...] = ("l", "s")  # which of last (`l`) and size (`s`) the loops read
     feeds: Feeds = Feeds()  # the indicators whose values come in as columns (`feed`)
     twin: CompiledPlan | None = None  # the per-tick code of a fed plan: same state layout
+    size: int = 0  # the rules' condition nodes plus their actions (the fast path's memory estimate)
 
     def for_chunk(self, n: int, live: bool = True) -> CompiledPlan:
         """The code to run a chunk of n ticks with: the fed code from `FEED_MIN` ticks on
@@ -625,6 +626,7 @@ def compile_plan(plan: ast.Plan, fed: bool = True) -> CompiledPlan:
     return CompiledPlan(
         plan=plan,
         source=source,
+        size=sum(sum(1 for _ in ast.walk(r.cond)) + len(r.actions) for r in plan.rules),
         warm=namespace["warm"],
         warmx=namespace["warmx"],
         live=namespace["live"],

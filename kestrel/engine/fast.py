@@ -296,8 +296,7 @@ def _columns_cap(engine: Engine, policy: FastPolicy) -> int:
     peaks: ~150 B/tick for the 86 nodes of the rich workload, ~50 for the 20 of all-day)."""
     compiled = engine.compiled
     assert compiled is not None
-    rules = compiled.plan.rules
-    per_tick = 32 + 4 * sum(sum(1 for _ in ast.walk(r.cond)) + len(r.actions) for r in rules)
+    per_tick = 32 + 4 * compiled.size
     return int(policy.max_mask_mb * 2**20 / per_tick)
 
 
