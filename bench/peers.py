@@ -68,6 +68,33 @@ STOP_FACTOR = Decimal("0.995")  # STOP -0.5%
 TARGET_FACTOR = Decimal("1.01")  # TARGET +1%
 
 
+class CrossSignal:
+    """The engine's `mid CROSSES ABOVE sma(mid, 50)` for one session, as both peers compute
+    it: the mid in whole half cents (`mid_half_cents`) summed exactly, so ties compare as the
+    engine's quantized sums do; the first cross only (the plan fires once)."""
+
+    def __init__(self) -> None:
+        self.window = [0] * SMA_N
+        self.acc = 0
+        self.count = 0
+        self.prev_ok = False  # prev_mid <= prev_sma
+        self.fired = False
+
+    def fires(self, m: int) -> bool:
+        """Feed the tick's mid (half cents): True at the session's first cross above."""
+        j = self.count % SMA_N
+        self.acc += m - self.window[j]
+        self.window[j] = m
+        self.count += 1
+        if self.count < SMA_N:
+            return False
+        above = SMA_N * m > self.acc  # mid > sma, exactly
+        fire = not self.fired and self.prev_ok and above
+        self.fired |= fire
+        self.prev_ok = not above
+        return fire
+
+
 @dataclass(frozen=True)
 class Fill:
     ts: int
@@ -259,11 +286,7 @@ def backtrader_run(days: Days) -> PeerRun | None:
             self.basis = Decimal(0)
 
         def reset(self) -> None:
-            self.window = [0] * SMA_N
-            self.acc = 0
-            self.count = 0
-            self.prev_ok = False  # prev_mid <= prev_sma
-            self.fired = False
+            self.signal = CrossSignal()
             self.pending = False
 
         def notify_order(self, order: Any) -> None:
@@ -297,22 +320,12 @@ def backtrader_run(days: Days) -> PeerRun | None:
                     self.cancel(o)
                 self.exits = []
                 self.sell(size=QTY, exectype=bt.Order.Market, coc=False)
-            m = mid_half_cents(b, a)
-            j = self.count % SMA_N
-            self.acc += m - self.window[j]
-            self.window[j] = m
-            self.count += 1
-            if self.count < SMA_N:
-                return
-            above = SMA_N * m > self.acc  # mid > sma, exactly
-            if not self.fired and self.prev_ok and above:
-                self.fired = True
+            if self.signal.fires(mid_half_cents(b, a)):
                 signals.append(ts_of[data.datetime[0]])
                 if penult[k]:  # the entry would fill on the last tick: see the docstring
                     unmirrored.append(signals[-1])
                 else:  # a signal on the session's last tick never fills
                     self.pending = k + 1 < len(first) and not first[k + 1]
-            self.prev_ok = not above
 
     cerebro = bt.Cerebro(stdstats=False)
     cerebro.broker.set_coc(True)
@@ -374,11 +387,7 @@ def nautilus_run(days: Days) -> PeerRun | None:
             self.long = False
 
         def reset(self) -> None:
-            self.window = [0] * SMA_N
-            self.acc = 0
-            self.count = 0
-            self.prev_ok = False  # prev_mid <= prev_sma
-            self.fired = False
+            self.signal = CrossSignal()
             self.pending = False
 
         def on_start(self) -> None:
@@ -425,19 +434,9 @@ def nautilus_run(days: Days) -> PeerRun | None:
                 self.submit_order(self.order_factory.market(instrument.id, OrderSide.BUY, qty))
             elif self.long and t in ends:
                 self.flatten()
-            m = mid_half_cents(tick.bid_price.as_double(), tick.ask_price.as_double())
-            j = self.count % SMA_N
-            self.acc += m - self.window[j]
-            self.window[j] = m
-            self.count += 1
-            if self.count < SMA_N:
-                return
-            above = SMA_N * m > self.acc  # mid > sma, exactly
-            if not self.fired and self.prev_ok and above:
-                self.fired = True
+            if self.signal.fires(mid_half_cents(tick.bid_price.as_double(), tick.ask_price.as_double())):
                 signals.append(int(t))
                 self.pending = t not in ends
-            self.prev_ok = not above
 
     engine.add_strategy(SmaBracket())
     t0 = time.perf_counter()
