@@ -238,6 +238,17 @@ class Columns:
         return out
 
     def _ema(self, x: Arr, n: int) -> F64:
+        if x.shape[0] and bool(np.isfinite(x).all()):
+            # finite values: v is never NaN past the seed (barring an overflow, checked), so
+            # the recurrence runs without the reseed test: the same operations in the same order
+            it = iter(x.tolist())
+            alpha = 2.0 / (n + 1)
+            seed = v = next(it)
+            vals = [v := v + alpha * (x_ - v) for x_ in it]
+            vals.insert(0, seed)
+            out = np.array(vals, dtype=np.float64)
+            if bool(np.isfinite(out[-1])):  # a NaN or an overflow stays to the end
+                return out
         return np.asarray(self._ema_list(x.tolist(), n), dtype=np.float64)
 
     def _bars(self, spec: IndicatorSpec) -> F64:
