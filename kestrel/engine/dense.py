@@ -144,6 +144,37 @@ def _forms_bound(e: ast.Expr) -> int:
     raise Unsupported("a comparison mixes account state with tick series")
 
 
+# per plan (its rules, kept alive with the entry: the ids stay theirs): the account series
+# the conditions read and the nodes' kinds (`Feed._kind`), or why the plan has no forms
+_ANALYSES: dict[int, tuple[Sequence[ast.Rule], frozenset[str], dict[int, int], str | None]] = {}
+
+
+def _analysis(rules: Sequence[ast.Rule]) -> tuple[frozenset[str], dict[int, int]]:
+    """The account series the rules' conditions read and the kinds cache of their nodes
+    (shared by every Feed of a plan whose rules are a tuple), or `Unsupported`."""
+    hit = _ANALYSES.get(id(rules))
+    if hit is None or hit[0] is not rules:
+        reads: frozenset[str] = frozenset().union(
+            *(series_in(r.cond) & DYNAMIC_SERIES for r in rules))
+        why = None
+        if reads - set(ACCOUNT):
+            why = "a condition reads upnl or pnl"
+        else:
+            try:
+                if sum(_forms_bound(r.cond) for r in rules) > MAX_FORMS:
+                    why = "too many condition forms"
+            except Unsupported as exc:
+                why = str(exc)
+        hit = (rules, reads, {}, why)
+        if isinstance(rules, tuple):  # immutable: cached (a list may change under its id)
+            if len(_ANALYSES) >= 64:
+                _ANALYSES.clear()
+            _ANALYSES[id(rules)] = hit
+    if hit[3] is not None:
+        raise Unsupported(hit[3])
+    return hit[1], hit[2]
+
+
 def _truth(v: Any) -> bool:
     """Python truthiness as `Columns.truth` computes it (NaN is true)."""
     return bool(v) if isinstance(v, bool) else bool(v != 0)
@@ -159,14 +190,9 @@ class Feed:
         self.base = base
         self.upto = upto
         self.cols = Columns(full.slice(0, upto), session, arm, units)
-        self.reads = frozenset().union(*(series_in(r.cond) & DYNAMIC_SERIES for r in rules))
-        if self.reads - set(ACCOUNT):
-            raise Unsupported("a condition reads upnl or pnl")
-        if sum(_forms_bound(r.cond) for r in rules) > MAX_FORMS:
-            raise Unsupported("too many condition forms")
+        self.reads, self._kinds = _analysis(rules)
         self.arrays: list[Bools] = []  # the static forms, over [0, upto)
         self._form_of: dict[object, int] = {}
-        self._kinds: dict[int, int] = {}  # per node id (the plan holds the nodes)
         self._by_key: dict[tuple[float, ...], tuple[Form, ...]] = {}
         self.prices: list[list[npt.NDArray[np.float64] | None]] = [
             [self.cols.expr(a.price) if isinstance(a, ast.Order) and a.price is not None
