@@ -29,3 +29,45 @@ def test_ema_equals_the_reference_recurrence() -> None:
     assert cols._ema(np.zeros(0), 5).shape == (0,)
     big = np.array([1.7e308, -1.7e308, 1.7e308, 3.0])
     assert cols._ema(big, 1).tobytes() == np.asarray(Columns._ema_list(big.tolist(), 1)).tobytes()
+
+
+def test_block_scan_equals_the_tick_scan() -> None:
+    """`_scan_blocks` stops where the tick-by-tick test first holds (NaN prices included)."""
+    from kestrel.engine import dense
+
+    class _F:
+        base = 0
+
+        def __init__(self, bits: np.ndarray) -> None:
+            self.bits = bits
+
+    rng = np.random.default_rng(7)
+    inf = float("inf")
+    for trial in range(300):
+        n = int(rng.integers(1, 400))
+        bid = 100.0 + np.cumsum(rng.integers(-1, 2, n)) * 0.01
+        ask = bid + 0.01 * rng.integers(1, 3, n)
+        if trial % 5 == 0:
+            bid[rng.integers(0, n)] = np.nan
+        if trial % 7 == 0:
+            ask[rng.integers(0, n)] = np.nan
+        bits = np.where(rng.random(n) < rng.choice([0.0, 0.002, 0.05]), 1, 2).astype(np.int64)
+        blk = dense._blocks(_F(bits), bid, ask, 0, n)  # type: ignore[arg-type]
+        bl, al, bi = bid.tolist(), ask.tolist(), bits.tolist()
+        for _ in range(5):
+            j = int(rng.integers(0, n))
+            last = int(rng.integers(j, n + 1))
+            m = int(rng.choice([1, 2, 4]))
+            use_b, use_a = bool(rng.integers(0, 2)), bool(rng.integers(0, 2))
+            w = float(rng.choice([0.02, 0.1, 10.0]))
+            lo_b, hi_b = (bid[j] - w, bid[j] + w) if use_b else (-inf, inf)
+            lo_a, hi_a = (ask[j] - w, ask[j] + w) if use_a else (-inf, inf)
+            want = last
+            for k in range(j, last):
+                if (bi[k] & m or (use_b and not lo_b < bl[k] < hi_b)
+                        or (use_a and not lo_a < al[k] < hi_a)):
+                    want = k
+                    break
+            got = dense._scan_blocks(j, last, m, bi, bl, al, blk, use_b, use_a,
+                                     lo_b, hi_b, lo_a, hi_a)
+            assert got == want, (trial, j, last)

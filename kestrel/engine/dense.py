@@ -49,6 +49,9 @@ WINDOW = 8192  # ticks of columns held as Python lists at once
 MAX_FORMS = 24  # forms held at once: 2 bits each + the always bit in an int64
 ALWAYS = 2 * MAX_FORMS
 ACCOUNT = ("pos", "rpnl")
+SHORT = 32  # ticks a scan tests one by one before it goes by blocks
+BLOCK_SHIFT = 5
+BLOCK = 1 << BLOCK_SHIFT  # ticks per block of a long scan (`_scan_blocks`)
 Bools = npt.NDArray[np.bool_]
 # a rule's condition under one account state: the index of a static form (>= 0), or a
 # constant (never a bool: True == 1 would alias form 1 in the loop's caches)
@@ -58,6 +61,7 @@ FALSE_FORM = -2
 Rearm = Callable[[int], None]
 Step = Callable[[int, int, float, float], None]
 Fire = Callable[[int, int, int, float, float, tuple[float | None, ...]], None]
+_Blocks = tuple[list[int], list[float], list[float], list[float], list[float]]
 
 
 class Unsupported(Exception):
@@ -339,6 +343,44 @@ def _items(column: npt.NDArray[Any]) -> Sequence[Any]:
     return cast("Sequence[Any]", view)
 
 
+def _blocks(feed: Feed, bid: npt.NDArray[np.float64], ask: npt.NDArray[np.float64],
+            w0: int, w1: int) -> _Blocks:
+    """Per block of BLOCK ticks of the window [w0, w1) (the last one may be shorter): the OR
+    of its ticks' bits and the min and max of its bids and asks (NaN when one is NaN)."""
+    starts = np.arange(0, w1 - w0, BLOCK)
+    bw = feed.bits[w0 - feed.base: w1 - feed.base]
+    b, a = bid[w0:w1], ask[w0:w1]
+    return (np.bitwise_or.reduceat(bw, starts).tolist(),
+            np.minimum.reduceat(b, starts).tolist(), np.maximum.reduceat(b, starts).tolist(),
+            np.minimum.reduceat(a, starts).tolist(), np.maximum.reduceat(a, starts).tolist())
+
+
+def _scan_blocks(j: int, last: int, m: int, bits: list[int], bl: Sequence[float],
+                 al: Sequence[float], blk: _Blocks, use_b: bool, use_a: bool,
+                 lo_b: float, hi_b: float, lo_a: float, hi_a: float) -> int:
+    """The scan of `run_dense` over window ticks [j, last): the first tick whose bits meet
+    `m` or whose bid (`use_b`) or ask (`use_a`) is outside the envelope, else `last`. A whole
+    block none of whose ticks can stop (its bits' OR misses `m`, its min and max are inside)
+    is skipped at once; the others are tested tick by tick (a NaN fails every comparison,
+    so a block holding one is tested tick by tick)."""
+    bor, bmin, bmax, amin, amax = blk
+    while j < last:
+        q = j >> BLOCK_SHIFT
+        e = (q + 1) << BLOCK_SHIFT
+        if (e <= last and j == e - BLOCK and not bor[q] & m
+                and (not use_b or (lo_b < bmin[q] and bmax[q] < hi_b))
+                and (not use_a or (lo_a < amin[q] and amax[q] < hi_a))):
+            j = e
+            continue
+        e = min(e, last)
+        for j in range(j, e):
+            if (bits[j] & m or (use_b and not lo_b < bl[j] < hi_b)
+                    or (use_a and not lo_a < al[j] < hi_a)):
+                return j
+        j = e
+    return last
+
+
 def run_dense(feed: Feed, full: Ticks, i: int, end: int, states: Sequence[RuleState], host: Host,
               step: Step, fire: Fire, rearm: Rearm) -> int:
     """Process ticks [i, end) (end <= feed.upto) exactly as the reference loop would, with the
@@ -364,6 +406,7 @@ def run_dense(feed: Feed, full: Ticks, i: int, end: int, states: Sequence[RuleSt
         bl: Sequence[float] = _items(bid[w0:w1])
         al: Sequence[float] = _items(ask[w0:w1])
         bits = feed.window_bits(w0, w1)
+        blk: _Blocks | None = None  # the window's blocks, built on the first long scan
         t_seen, t_stop = -1, w1  # the first tick of the window at or past t_seen (bisected)
         while k < w1:
             pk = (forms, tuple(states))
@@ -379,32 +422,54 @@ def run_dense(feed: Feed, full: Ticks, i: int, end: int, states: Sequence[RuleSt
             stop = min(w1, i_next, t_stop)
             last = max(stop, k) - w0
             j = k - w0
-            # the scan: the first tick with a rule to evaluate or the envelope breached
+            # the scan: the first tick with a rule to evaluate or the envelope breached (tick
+            # by tick over SHORT ticks, then by blocks: `_scan_blocks`)
+            short = min(last, j + SHORT)
             if lo_a == -inf and hi_a == inf:
                 if lo_b == -inf and hi_b == inf:
-                    for j in range(j, last):
+                    for j in range(j, short):
                         if bits[j] & m:
                             break
                     else:
-                        j = last
+                        j = short
+                        if short < last:
+                            if blk is None:
+                                blk = _blocks(feed, bid, ask, w0, w1)
+                            j = _scan_blocks(j, last, m, bits, bl, al, blk, False, False,
+                                             lo_b, hi_b, lo_a, hi_a)
                 else:
-                    for j in range(j, last):
+                    for j in range(j, short):
                         if bits[j] & m or not lo_b < bl[j] < hi_b:
                             break
                     else:
-                        j = last
+                        j = short
+                        if short < last:
+                            if blk is None:
+                                blk = _blocks(feed, bid, ask, w0, w1)
+                            j = _scan_blocks(j, last, m, bits, bl, al, blk, True, False,
+                                             lo_b, hi_b, lo_a, hi_a)
             elif lo_b == -inf and hi_b == inf:
-                for j in range(j, last):
+                for j in range(j, short):
                     if bits[j] & m or not lo_a < al[j] < hi_a:
                         break
                 else:
-                    j = last
+                    j = short
+                    if short < last:
+                        if blk is None:
+                            blk = _blocks(feed, bid, ask, w0, w1)
+                        j = _scan_blocks(j, last, m, bits, bl, al, blk, False, True,
+                                         lo_b, hi_b, lo_a, hi_a)
             else:
-                for j in range(j, last):
+                for j in range(j, short):
                     if bits[j] & m or not (lo_b < bl[j] < hi_b and lo_a < al[j] < hi_a):
                         break
                 else:
-                    j = last
+                    j = short
+                    if short < last:
+                        if blk is None:
+                            blk = _blocks(feed, bid, ask, w0, w1)
+                        j = _scan_blocks(j, last, m, bits, bl, al, blk, True, True,
+                                         lo_b, hi_b, lo_a, hi_a)
             k = w0 + j
             if k >= w1:
                 break
@@ -418,12 +483,14 @@ def run_dense(feed: Feed, full: Ticks, i: int, end: int, states: Sequence[RuleSt
                         forms = feed.forms(key)
                         if feed.stale():  # a new form: rebuild the bits
                             bits = feed.window_bits(w0, w1)
+                            blk = None
                 else:
                     new = feed.key(host)
                     if new != key:
                         key, forms = new, feed.forms(new)
                         if feed.stale():
                             bits = feed.window_bits(w0, w1)
+                            blk = None
                 pk = (forms, tuple(states))
                 plan = plans.get(pk)
                 if plan is None:
