@@ -399,6 +399,9 @@ def run_dense(feed: Feed, full: Ticks, i: int, end: int, states: Sequence[RuleSt
     inf = math.inf
     pos_only = feed.reads == {"pos"}
     pos = host.pos
+    # the checks and scan mask of (forms, states): recomputed only after a step (which may
+    # change both) or a fire or re-arm (states); None when due
+    plan: tuple[int, tuple[tuple[int, int, bool], ...]] | None = None
     while k < end:
         w0 = k
         w1 = min(end, k + WINDOW)
@@ -409,18 +412,21 @@ def run_dense(feed: Feed, full: Ticks, i: int, end: int, states: Sequence[RuleSt
         blk: _Blocks | None = None  # the window's blocks, built on the first long scan
         t_seen, t_stop = -1, w1  # the first tick of the window at or past t_seen (bisected)
         while k < w1:
-            pk = (forms, tuple(states))
-            plan = plans.get(pk)
             if plan is None:
-                plan = plans[pk] = _plan(states, forms)
+                pk = (forms, tuple(states))
+                plan = plans.get(pk)
+                if plan is None:
+                    plan = plans[pk] = _plan(states, forms)
             m, checks = plan
             if not checks and not any(states):
                 return k
             lo_b, hi_b, lo_a, hi_a, t_next, i_next = host.env
             if t_next != t_seen:
                 t_seen, t_stop = t_next, w0 + bisect_left(tsl, t_next, k - w0)
-            stop = min(w1, i_next, t_stop)
-            last = max(stop, k) - w0
+            stop = t_stop if t_stop < w1 else w1
+            if i_next < stop:
+                stop = i_next
+            last = (stop if stop > k else k) - w0
             j = k - w0
             # the scan: the first tick with a rule to evaluate or the envelope breached (tick
             # by tick over SHORT ticks, then by blocks: `_scan_blocks`)
@@ -499,6 +505,7 @@ def run_dense(feed: Feed, full: Ticks, i: int, end: int, states: Sequence[RuleSt
             x = bits[j]
             for r, bit, fires in checks:
                 if x & bit and states[r]:  # a rule fired before may have disarmed the plan
+                    plan = None  # the states change: the plan is recomputed
                     if fires:
                         ps = fixed[r]
                         if ps is None:
