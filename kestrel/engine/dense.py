@@ -430,7 +430,9 @@ def run_dense(feed: Feed, full: Ticks, i: int, end: int, states: Sequence[RuleSt
             j = k - w0
             # the scan: the first tick with a rule to evaluate or the envelope breached (tick
             # by tick over SHORT ticks, then by blocks: `_scan_blocks`)
-            short = min(last, j + SHORT)
+            short = j + SHORT
+            if short > last:
+                short = last
             if lo_a == -inf and hi_a == inf:
                 if lo_b == -inf and hi_b == inf:
                     for j in range(j, short):
@@ -501,8 +503,11 @@ def run_dense(feed: Feed, full: Ticks, i: int, end: int, states: Sequence[RuleSt
                 plan = plans.get(pk)
                 if plan is None:
                     plan = plans[pk] = _plan(states, forms)
-                checks = plan[1]
+                m, checks = plan
             x = bits[j]
+            if not x & m:  # no check holds (m is the union of the checks' bits)
+                k += 1
+                continue
             for r, bit, fires in checks:
                 if x & bit and states[r]:  # a rule fired before may have disarmed the plan
                     plan = None  # the states change: the plan is recomputed
