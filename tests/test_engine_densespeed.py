@@ -71,3 +71,33 @@ def test_block_scan_equals_the_tick_scan() -> None:
             got = dense._scan_blocks(j, last, m, bi, bl, al, blk, use_b, use_a,
                                      lo_b, hi_b, lo_a, hi_a)
             assert got == want, (trial, j, last)
+
+
+def test_window_extremes_and_shared_sums_match_naive() -> None:
+    """high/low over [t-d, t) (shared queries, duplicated timestamps) equal a naive max/min;
+    smas sharing one running sum equal the unshared computation."""
+    from kestrel.engine.indicators import IndicatorSpec
+    from kestrel.frame.ticks import Ticks
+
+    rng = np.random.default_rng(5)
+    for trial in range(40):
+        n = int(rng.integers(1, 400))
+        ts = np.sort(rng.integers(0, 3 * n, n)).astype(np.int64) * 10**9
+        bid = (100.0 + np.cumsum(rng.integers(-1, 2, n)) * 0.01).astype(np.float64)
+        last = (bid + 0.005).astype(np.float64)
+        ticks = Ticks(ts, bid, (bid + 0.01).astype(np.float64), last, np.ones(n))
+        cols = Columns(ticks, None, 0, 200.0)  # type: ignore[arg-type]  # no session series read
+        for d in (1, 5, 40):
+            w = d * 10**9
+            hi, lo = (cols.indicator(IndicatorSpec(k, window_ns=w)) for k in ("high", "low"))
+            for i in range(n):
+                a = int(np.searchsorted(ts, ts[i] - w, side="left"))
+                b = int(np.searchsorted(ts, ts[i], side="left"))
+                if b > a and ts[i] - w >= ts[0]:
+                    assert hi[i] == last[a:b].max() and lo[i] == last[a:b].min(), (trial, d, i)
+                else:
+                    assert np.isnan(hi[i]) and np.isnan(lo[i]), (trial, d, i)
+        k = cols.quantized("mid")
+        for m in (1, 3, 20):
+            got = cols.indicator(IndicatorSpec("sma", x="mid", n=m))
+            assert got.tobytes() == Columns._sma_units(k, m, 200.0).tobytes()
