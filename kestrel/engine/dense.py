@@ -293,10 +293,10 @@ class Feed:
             return self._register(tag, combine)
         raise Unsupported("a comparison mixes account state with tick series")
 
-    def window_bits(self, lo: int, hi: int) -> list[int]:
-        """The bits of ticks [lo, hi) as a list: bit k = form k is true, bit MAX_FORMS + k =
-        form k is false, bit ALWAYS always set. Forms added since the last call are OR'ed
-        into the bits array first."""
+    def window_bits(self, lo: int, hi: int) -> Sequence[int]:
+        """The bits of ticks [lo, hi) (a view, see `_items`: it sees later forms OR'ed in):
+        bit k = form k is true, bit MAX_FORMS + k = form k is false, bit ALWAYS always set.
+        Forms added since the last call are OR'ed into the bits array first."""
         if self.stale():
             if not self.bits.size or self._built < 0:
                 self.bits = np.full(self.upto - self.base, 1 << ALWAYS, dtype=np.int64)
@@ -306,8 +306,7 @@ class Feed:
                 bits |= np.where(self.arrays[k][self.base:], np.int64(1 << k),
                                  np.int64(1 << (MAX_FORMS + k)))
             self._built = len(self.arrays)
-        out: list[int] = self.bits[lo - self.base: hi - self.base].tolist()
-        return out
+        return _items(self.bits[lo - self.base: hi - self.base])
 
     def stale(self) -> bool:
         """A form was added since the bits were built."""
@@ -355,7 +354,7 @@ def _blocks(feed: Feed, bid: npt.NDArray[np.float64], ask: npt.NDArray[np.float6
             np.minimum.reduceat(a, starts).tolist(), np.maximum.reduceat(a, starts).tolist())
 
 
-def _scan_blocks(j: int, last: int, m: int, bits: list[int], bl: Sequence[float],
+def _scan_blocks(j: int, last: int, m: int, bits: Sequence[int], bl: Sequence[float],
                  al: Sequence[float], blk: _Blocks, use_b: bool, use_a: bool,
                  lo_b: float, hi_b: float, lo_a: float, hi_a: float) -> int:
     """The scan of `run_dense` over window ticks [j, last): the first tick whose bits meet
