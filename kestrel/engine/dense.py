@@ -395,6 +395,10 @@ def run_dense(feed: Feed, full: Ticks, i: int, end: int, states: Sequence[RuleSt
     # the prices of rules whose actions read none (all None), built once
     fixed: list[tuple[float | None, ...] | None] = [
         None if any(p is not None for p in ps) else tuple(None for _ in ps) for ps in feed.prices]
+    # the others' price columns as float64 views (an item is `float(p[k])`, read when fired)
+    priced: list[tuple[Sequence[float] | None, ...]] = [
+        tuple(None if p is None else _items(p.astype(np.float64, copy=False)) for p in ps)
+        for ps in feed.prices]
     inf = math.inf
     pos_only = feed.reads == {"pos"}
     pos = host.pos
@@ -513,7 +517,7 @@ def run_dense(feed: Feed, full: Ticks, i: int, end: int, states: Sequence[RuleSt
                     if fires:
                         ps = fixed[r]
                         if ps is None:
-                            ps = tuple(None if p is None else float(p[k]) for p in feed.prices[r])
+                            ps = tuple(None if p is None else p[k] for p in priced[r])
                         fire(r, k, t, b, a, ps)
                     else:
                         rearm(r)
