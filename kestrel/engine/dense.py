@@ -18,6 +18,10 @@ int per tick, k (true) and MAX_FORMS + k (false), and bit ALWAYS is always set
 
 where `m` holds, for each armed rule, the bit of "its condition is true" (for a rule
 waiting to re-arm, "is false"), and stops before the next deadline (`t_next`, `i_next`).
+Past its first SHORT ticks a scan goes by blocks of BLOCK ticks (`_scan_blocks`): a block
+whose bits' OR misses `m` and whose bid/ask min and max are inside the envelope holds no
+stop and is skipped whole; the checks and the mask (`_plan`) are recomputed only after a
+step, a fire or a re-arm.
 At a tick it stops on it does exactly what the reference does there: the broker step, then
 the rules in order (fire, or re-arm). The ledger is therefore the reference's, byte for
 byte (tests/test_engine_dense.py).
