@@ -101,3 +101,30 @@ def test_window_extremes_and_shared_sums_match_naive() -> None:
         for m in (1, 3, 20):
             got = cols.indicator(IndicatorSpec("sma", x="mid", n=m))
             assert got.tobytes() == Columns._sma_units(k, m, 200.0).tobytes()
+
+
+def test_bits_built_incrementally_equal_the_forms() -> None:
+    """The bits, built as forms appear (one account state after another), hold bit k where
+    form k is true and bit MAX_FORMS + k where it is false, and the always bit."""
+    from bench.engine_throughput import make_days, plan_of
+    from bench.workloads import RICH
+    from kestrel.engine import dense
+
+    (session, ticks), = make_days(6000, seed=3, sessions=1)
+    grows = ("PLAN grows\n"
+             "WHEN last > high(1m) AND (spread <= 0.02 OR pos < 50): BUY 100 MKT x5\n"
+             "WHEN NOT (mid CROSSES ABOVE sma(mid, 20) OR pos > -50): SELL 100 MKT x5")
+    for rules, base in ((plan_of(RICH).rules, 0), (plan_of(RICH).rules, 1234),
+                        (plan_of(grows).rules, 0), (plan_of(grows).rules, 777)):
+        built = []
+        feed = dense.Feed(rules, ticks, session, 0, 200.0, base, len(ticks))
+        for pos in (0.0, 100.0, -100.0, 200.0):
+            feed.forms((pos, 0.0))
+            got = np.asarray(feed.window_bits(base, len(ticks)), dtype=np.int64)
+            want = np.full(len(ticks) - base, 1 << dense.ALWAYS, dtype=np.int64)
+            for k, a in enumerate(feed.arrays):
+                want |= np.where(a[base:], 1 << k, 1 << (dense.MAX_FORMS + k))
+            assert got.tobytes() == want.tobytes(), (base, pos)
+            built.append(len(feed.arrays))
+        assert built[0] > 0
+    assert built[-1] > built[0]  # the second plan's forms grew with the account states

@@ -302,13 +302,22 @@ class Feed:
         bit k = form k is true, bit MAX_FORMS + k = form k is false, bit ALWAYS always set.
         Forms added since the last call are OR'ed into the bits array first."""
         if self.stale():
-            if not self.bits.size or self._built < 0:
-                self.bits = np.full(self.upto - self.base, 1 << ALWAYS, dtype=np.int64)
+            # the new forms' false bits set, then both of a form's bits flipped where it is
+            # true (one masked pass per form, no temporary array)
+            fresh = not self.bits.size or self._built < 0
+            if fresh:
                 self._built = 0
+            false = 0
+            for k in range(self._built, len(self.arrays)):
+                false |= 1 << (MAX_FORMS + k)
+            if fresh:
+                self.bits = np.full(self.upto - self.base, (1 << ALWAYS) | false, dtype=np.int64)
+            elif false:
+                self.bits |= np.int64(false)
             bits = self.bits
             for k in range(self._built, len(self.arrays)):
-                bits |= np.where(self.arrays[k][self.base:], np.int64(1 << k),
-                                 np.int64(1 << (MAX_FORMS + k)))
+                np.bitwise_xor(bits, np.int64((1 << k) | (1 << (MAX_FORMS + k))), out=bits,
+                               where=self.arrays[k][self.base:])
             self._built = len(self.arrays)
         return _items(self.bits[lo - self.base: hi - self.base])
 
