@@ -415,6 +415,7 @@ def run_dense(feed: Feed, full: Ticks, i: int, end: int, states: Sequence[RuleSt
     inf = math.inf
     pos_only = feed.reads == {"pos"}
     pos = host.pos
+    forms_at = {pos: forms} if pos_only else {}  # the forms per position (pos_only)
     # the checks and scan mask of (forms, states): recomputed only after a step (which may
     # change both) or a fire or re-arm (states); None when due
     plan: tuple[int, tuple[tuple[int, int, bool], ...]] | None = None
@@ -427,6 +428,7 @@ def run_dense(feed: Feed, full: Ticks, i: int, end: int, states: Sequence[RuleSt
         bits = feed.window_bits(w0, w1)
         blk: _Blocks | None = None  # the window's blocks, built on the first long scan
         t_seen, t_stop = -1, w1  # the first tick of the window at or past t_seen (bisected)
+        ts_end = tsl[w1 - w0 - 1]
         while k < w1:
             if plan is None:
                 pk = (forms, tuple(states))
@@ -437,8 +439,9 @@ def run_dense(feed: Feed, full: Ticks, i: int, end: int, states: Sequence[RuleSt
             if not checks and not any(states):
                 return k
             lo_b, hi_b, lo_a, hi_a, t_next, i_next = host.env
-            if t_next != t_seen:
-                t_seen, t_stop = t_next, w0 + bisect_left(tsl, t_next, k - w0)
+            if t_next != t_seen:  # (a deadline past the window's last tick: its end)
+                t_seen = t_next
+                t_stop = w1 if t_next > ts_end else w0 + bisect_left(tsl, t_next, k - w0)
             stop = t_stop if t_stop < w1 else w1
             if i_next < stop:
                 stop = i_next
@@ -501,13 +504,18 @@ def run_dense(feed: Feed, full: Ticks, i: int, end: int, states: Sequence[RuleSt
             if b <= lo_b or b >= hi_b or a <= lo_a or a >= hi_a or t >= t_next or k >= i_next:
                 step(k, t, b, a)
                 if pos_only:  # the common case, without building the key
-                    if host.pos != pos:
-                        pos = host.pos
-                        key = (float(pos), 0.0)
-                        forms = feed.forms(key)
-                        if feed.stale():  # a new form: rebuild the bits
-                            bits = feed.window_bits(w0, w1)
-                            blk = None
+                    now = host.pos
+                    if now != pos:
+                        pos = now
+                        hit = forms_at.get(pos)
+                        if hit is None:
+                            hit = feed.forms((float(pos), 0.0))
+                            if feed.stale():  # a new form: rebuild the bits
+                                bits = feed.window_bits(w0, w1)
+                                blk = None
+                                forms_at.clear()  # the forms may have been renumbered
+                            forms_at[pos] = hit
+                        forms = hit
                 else:
                     new = feed.key(host)
                     if new != key:
