@@ -18,6 +18,10 @@ int per tick, k (true) and MAX_FORMS + k (false), and bit ALWAYS is always set
 
 where `m` holds, for each armed rule, the bit of "its condition is true" (for a rule
 waiting to re-arm, "is false"), and stops before the next deadline (`t_next`, `i_next`).
+Past its first SHORT ticks a scan goes by blocks of BLOCK ticks (`_scan_blocks`): a block
+whose bits' OR misses `m` and whose bid/ask min and max are inside the envelope holds no
+stop and is skipped whole; the checks and the mask (`_plan`) are recomputed only after a
+step, a fire or a re-arm.
 At a tick it stops on it does exactly what the reference does there: the broker step, then
 the rules in order (fire, or re-arm). The ledger is therefore the reference's, byte for
 byte (tests/test_engine_dense.py).
@@ -49,6 +53,9 @@ WINDOW = 8192  # ticks of columns held as Python lists at once
 MAX_FORMS = 24  # forms held at once: 2 bits each + the always bit in an int64
 ALWAYS = 2 * MAX_FORMS
 ACCOUNT = ("pos", "rpnl")
+SHORT = 32  # ticks a scan tests one by one before it goes by blocks
+BLOCK_SHIFT = 5
+BLOCK = 1 << BLOCK_SHIFT  # ticks per block of a long scan (`_scan_blocks`)
 Bools = npt.NDArray[np.bool_]
 # a rule's condition under one account state: the index of a static form (>= 0), or a
 # constant (never a bool: True == 1 would alias form 1 in the loop's caches)
@@ -58,6 +65,7 @@ FALSE_FORM = -2
 Rearm = Callable[[int], None]
 Step = Callable[[int, int, float, float], None]
 Fire = Callable[[int, int, int, float, float, tuple[float | None, ...]], None]
+_Blocks = tuple[list[int], list[float], list[float], list[float], list[float]]
 
 
 class Unsupported(Exception):
@@ -144,6 +152,37 @@ def _forms_bound(e: ast.Expr) -> int:
     raise Unsupported("a comparison mixes account state with tick series")
 
 
+# per plan (its rules, kept alive with the entry: the ids stay theirs): the account series
+# the conditions read and the nodes' kinds (`Feed._kind`), or why the plan has no forms
+_ANALYSES: dict[int, tuple[Sequence[ast.Rule], frozenset[str], dict[int, int], str | None]] = {}
+
+
+def _analysis(rules: Sequence[ast.Rule]) -> tuple[frozenset[str], dict[int, int]]:
+    """The account series the rules' conditions read and the kinds cache of their nodes
+    (shared by every Feed of a plan whose rules are a tuple), or `Unsupported`."""
+    hit = _ANALYSES.get(id(rules))
+    if hit is None or hit[0] is not rules:
+        reads: frozenset[str] = frozenset().union(
+            *(series_in(r.cond) & DYNAMIC_SERIES for r in rules))
+        why = None
+        if reads - set(ACCOUNT):
+            why = "a condition reads upnl or pnl"
+        else:
+            try:
+                if sum(_forms_bound(r.cond) for r in rules) > MAX_FORMS:
+                    why = "too many condition forms"
+            except Unsupported as exc:
+                why = str(exc)
+        hit = (rules, reads, {}, why)
+        if isinstance(rules, tuple):  # immutable: cached (a list may change under its id)
+            if len(_ANALYSES) >= 64:
+                _ANALYSES.clear()
+            _ANALYSES[id(rules)] = hit
+    if hit[3] is not None:
+        raise Unsupported(hit[3])
+    return hit[1], hit[2]
+
+
 def _truth(v: Any) -> bool:
     """Python truthiness as `Columns.truth` computes it (NaN is true)."""
     return bool(v) if isinstance(v, bool) else bool(v != 0)
@@ -159,14 +198,9 @@ class Feed:
         self.base = base
         self.upto = upto
         self.cols = Columns(full.slice(0, upto), session, arm, units)
-        self.reads = frozenset().union(*(series_in(r.cond) & DYNAMIC_SERIES for r in rules))
-        if self.reads - set(ACCOUNT):
-            raise Unsupported("a condition reads upnl or pnl")
-        if sum(_forms_bound(r.cond) for r in rules) > MAX_FORMS:
-            raise Unsupported("too many condition forms")
+        self.reads, self._kinds = _analysis(rules)
         self.arrays: list[Bools] = []  # the static forms, over [0, upto)
         self._form_of: dict[object, int] = {}
-        self._kinds: dict[int, int] = {}  # per node id (the plan holds the nodes)
         self._by_key: dict[tuple[float, ...], tuple[Form, ...]] = {}
         self.prices: list[list[npt.NDArray[np.float64] | None]] = [
             [self.cols.expr(a.price) if isinstance(a, ast.Order) and a.price is not None
@@ -263,21 +297,29 @@ class Feed:
             return self._register(tag, combine)
         raise Unsupported("a comparison mixes account state with tick series")
 
-    def window_bits(self, lo: int, hi: int) -> list[int]:
-        """The bits of ticks [lo, hi) as a list: bit k = form k is true, bit MAX_FORMS + k =
-        form k is false, bit ALWAYS always set. Forms added since the last call are OR'ed
-        into the bits array first."""
+    def window_bits(self, lo: int, hi: int) -> Sequence[int]:
+        """The bits of ticks [lo, hi) (a view, see `_items`: it sees later forms OR'ed in):
+        bit k = form k is true, bit MAX_FORMS + k = form k is false, bit ALWAYS always set.
+        Forms added since the last call are OR'ed into the bits array first."""
         if self.stale():
-            if not self.bits.size or self._built < 0:
-                self.bits = np.full(self.upto - self.base, 1 << ALWAYS, dtype=np.int64)
+            # the new forms' false bits set, then both of a form's bits flipped where it is
+            # true (one masked pass per form, no temporary array)
+            fresh = not self.bits.size or self._built < 0
+            if fresh:
                 self._built = 0
+            false = 0
+            for k in range(self._built, len(self.arrays)):
+                false |= 1 << (MAX_FORMS + k)
+            if fresh:
+                self.bits = np.full(self.upto - self.base, (1 << ALWAYS) | false, dtype=np.int64)
+            elif false:
+                self.bits |= np.int64(false)
             bits = self.bits
             for k in range(self._built, len(self.arrays)):
-                bits |= np.where(self.arrays[k][self.base:], np.int64(1 << k),
-                                 np.int64(1 << (MAX_FORMS + k)))
+                np.bitwise_xor(bits, np.int64((1 << k) | (1 << (MAX_FORMS + k))), out=bits,
+                               where=self.arrays[k][self.base:])
             self._built = len(self.arrays)
-        out: list[int] = self.bits[lo - self.base: hi - self.base].tolist()
-        return out
+        return _items(self.bits[lo - self.base: hi - self.base])
 
     def stale(self) -> bool:
         """A form was added since the bits were built."""
@@ -313,6 +355,44 @@ def _items(column: npt.NDArray[Any]) -> Sequence[Any]:
     return cast("Sequence[Any]", view)
 
 
+def _blocks(feed: Feed, bid: npt.NDArray[np.float64], ask: npt.NDArray[np.float64],
+            w0: int, w1: int) -> _Blocks:
+    """Per block of BLOCK ticks of the window [w0, w1) (the last one may be shorter): the OR
+    of its ticks' bits and the min and max of its bids and asks (NaN when one is NaN)."""
+    starts = np.arange(0, w1 - w0, BLOCK)
+    bw = feed.bits[w0 - feed.base: w1 - feed.base]
+    b, a = bid[w0:w1], ask[w0:w1]
+    return (np.bitwise_or.reduceat(bw, starts).tolist(),
+            np.minimum.reduceat(b, starts).tolist(), np.maximum.reduceat(b, starts).tolist(),
+            np.minimum.reduceat(a, starts).tolist(), np.maximum.reduceat(a, starts).tolist())
+
+
+def _scan_blocks(j: int, last: int, m: int, bits: Sequence[int], bl: Sequence[float],
+                 al: Sequence[float], blk: _Blocks, use_b: bool, use_a: bool,
+                 lo_b: float, hi_b: float, lo_a: float, hi_a: float) -> int:
+    """The scan of `run_dense` over window ticks [j, last): the first tick whose bits meet
+    `m` or whose bid (`use_b`) or ask (`use_a`) is outside the envelope, else `last`. A whole
+    block none of whose ticks can stop (its bits' OR misses `m`, its min and max are inside)
+    is skipped at once; the others are tested tick by tick (a NaN fails every comparison,
+    so a block holding one is tested tick by tick)."""
+    bor, bmin, bmax, amin, amax = blk
+    while j < last:
+        q = j >> BLOCK_SHIFT
+        e = (q + 1) << BLOCK_SHIFT
+        if (e <= last and j == e - BLOCK and not bor[q] & m
+                and (not use_b or (lo_b < bmin[q] and bmax[q] < hi_b))
+                and (not use_a or (lo_a < amin[q] and amax[q] < hi_a))):
+            j = e
+            continue
+        e = min(e, last)
+        for j in range(j, e):
+            if (bits[j] & m or (use_b and not lo_b < bl[j] < hi_b)
+                    or (use_a and not lo_a < al[j] < hi_a)):
+                return j
+        j = e
+    return last
+
+
 def run_dense(feed: Feed, full: Ticks, i: int, end: int, states: Sequence[RuleState], host: Host,
               step: Step, fire: Fire, rearm: Rearm) -> int:
     """Process ticks [i, end) (end <= feed.upto) exactly as the reference loop would, with the
@@ -328,9 +408,17 @@ def run_dense(feed: Feed, full: Ticks, i: int, end: int, states: Sequence[RuleSt
     # the prices of rules whose actions read none (all None), built once
     fixed: list[tuple[float | None, ...] | None] = [
         None if any(p is not None for p in ps) else tuple(None for _ in ps) for ps in feed.prices]
+    # the others' price columns as float64 views (an item is `float(p[k])`, read when fired)
+    priced: list[tuple[Sequence[float] | None, ...]] = [
+        tuple(None if p is None else _items(p.astype(np.float64, copy=False)) for p in ps)
+        for ps in feed.prices]
     inf = math.inf
     pos_only = feed.reads == {"pos"}
     pos = host.pos
+    forms_at = {pos: forms} if pos_only else {}  # the forms per position (pos_only)
+    # the checks and scan mask of (forms, states): recomputed only after a step (which may
+    # change both) or a fire or re-arm (states); None when due
+    plan: tuple[int, tuple[tuple[int, int, bool], ...]] | None = None
     while k < end:
         w0 = k
         w1 = min(end, k + WINDOW)
@@ -338,47 +426,77 @@ def run_dense(feed: Feed, full: Ticks, i: int, end: int, states: Sequence[RuleSt
         bl: Sequence[float] = _items(bid[w0:w1])
         al: Sequence[float] = _items(ask[w0:w1])
         bits = feed.window_bits(w0, w1)
+        blk: _Blocks | None = None  # the window's blocks, built on the first long scan
         t_seen, t_stop = -1, w1  # the first tick of the window at or past t_seen (bisected)
+        ts_end = tsl[w1 - w0 - 1]
         while k < w1:
-            pk = (forms, tuple(states))
-            plan = plans.get(pk)
             if plan is None:
-                plan = plans[pk] = _plan(states, forms)
+                pk = (forms, tuple(states))
+                plan = plans.get(pk)
+                if plan is None:
+                    plan = plans[pk] = _plan(states, forms)
             m, checks = plan
             if not checks and not any(states):
                 return k
             lo_b, hi_b, lo_a, hi_a, t_next, i_next = host.env
-            if t_next != t_seen:
-                t_seen, t_stop = t_next, w0 + bisect_left(tsl, t_next, k - w0)
-            stop = min(w1, i_next, t_stop)
-            last = max(stop, k) - w0
+            if t_next != t_seen:  # (a deadline past the window's last tick: its end)
+                t_seen = t_next
+                t_stop = w1 if t_next > ts_end else w0 + bisect_left(tsl, t_next, k - w0)
+            stop = t_stop if t_stop < w1 else w1
+            if i_next < stop:
+                stop = i_next
+            last = (stop if stop > k else k) - w0
             j = k - w0
-            # the scan: the first tick with a rule to evaluate or the envelope breached
+            # the scan: the first tick with a rule to evaluate or the envelope breached (tick
+            # by tick over SHORT ticks, then by blocks: `_scan_blocks`)
+            short = j + SHORT
+            if short > last:
+                short = last
             if lo_a == -inf and hi_a == inf:
                 if lo_b == -inf and hi_b == inf:
-                    for j in range(j, last):
+                    for j in range(j, short):
                         if bits[j] & m:
                             break
                     else:
-                        j = last
+                        j = short
+                        if short < last:
+                            if blk is None:
+                                blk = _blocks(feed, bid, ask, w0, w1)
+                            j = _scan_blocks(j, last, m, bits, bl, al, blk, False, False,
+                                             lo_b, hi_b, lo_a, hi_a)
                 else:
-                    for j in range(j, last):
+                    for j in range(j, short):
                         if bits[j] & m or not lo_b < bl[j] < hi_b:
                             break
                     else:
-                        j = last
+                        j = short
+                        if short < last:
+                            if blk is None:
+                                blk = _blocks(feed, bid, ask, w0, w1)
+                            j = _scan_blocks(j, last, m, bits, bl, al, blk, True, False,
+                                             lo_b, hi_b, lo_a, hi_a)
             elif lo_b == -inf and hi_b == inf:
-                for j in range(j, last):
+                for j in range(j, short):
                     if bits[j] & m or not lo_a < al[j] < hi_a:
                         break
                 else:
-                    j = last
+                    j = short
+                    if short < last:
+                        if blk is None:
+                            blk = _blocks(feed, bid, ask, w0, w1)
+                        j = _scan_blocks(j, last, m, bits, bl, al, blk, False, True,
+                                         lo_b, hi_b, lo_a, hi_a)
             else:
-                for j in range(j, last):
+                for j in range(j, short):
                     if bits[j] & m or not (lo_b < bl[j] < hi_b and lo_a < al[j] < hi_a):
                         break
                 else:
-                    j = last
+                    j = short
+                    if short < last:
+                        if blk is None:
+                            blk = _blocks(feed, bid, ask, w0, w1)
+                        j = _scan_blocks(j, last, m, bits, bl, al, blk, True, True,
+                                         lo_b, hi_b, lo_a, hi_a)
             k = w0 + j
             if k >= w1:
                 break
@@ -386,30 +504,41 @@ def run_dense(feed: Feed, full: Ticks, i: int, end: int, states: Sequence[RuleSt
             if b <= lo_b or b >= hi_b or a <= lo_a or a >= hi_a or t >= t_next or k >= i_next:
                 step(k, t, b, a)
                 if pos_only:  # the common case, without building the key
-                    if host.pos != pos:
-                        pos = host.pos
-                        key = (float(pos), 0.0)
-                        forms = feed.forms(key)
-                        if feed.stale():  # a new form: rebuild the bits
-                            bits = feed.window_bits(w0, w1)
+                    now = host.pos
+                    if now != pos:
+                        pos = now
+                        hit = forms_at.get(pos)
+                        if hit is None:
+                            hit = feed.forms((float(pos), 0.0))
+                            if feed.stale():  # a new form: rebuild the bits
+                                bits = feed.window_bits(w0, w1)
+                                blk = None
+                                forms_at.clear()  # the forms may have been renumbered
+                            forms_at[pos] = hit
+                        forms = hit
                 else:
                     new = feed.key(host)
                     if new != key:
                         key, forms = new, feed.forms(new)
                         if feed.stale():
                             bits = feed.window_bits(w0, w1)
+                            blk = None
                 pk = (forms, tuple(states))
                 plan = plans.get(pk)
                 if plan is None:
                     plan = plans[pk] = _plan(states, forms)
-                checks = plan[1]
+                m, checks = plan
             x = bits[j]
+            if not x & m:  # no check holds (m is the union of the checks' bits)
+                k += 1
+                continue
             for r, bit, fires in checks:
                 if x & bit and states[r]:  # a rule fired before may have disarmed the plan
+                    plan = None  # the states change: the plan is recomputed
                     if fires:
                         ps = fixed[r]
                         if ps is None:
-                            ps = tuple(None if p is None else float(p[k]) for p in feed.prices[r])
+                            ps = tuple(None if p is None else p[k] for p in priced[r])
                         fire(r, k, t, b, a, ps)
                     else:
                         rearm(r)

@@ -41,14 +41,14 @@ class Columns:
         self.n = len(ticks)
         self._cache: dict[object, Arr] = {}
         self._cross: dict[ast.Crosses, Arr] = {}
-        self._spans_cache: dict[object, tuple[Arr, Arr, Arr, Arr]] = {}
+        self._spans_cache: dict[object, list[tuple[int, Arr, Arr, Arr]]] = {}
         self.account: dict[str, float] = {}
 
     def nbytes(self) -> int:
         """Memory held by the computed columns."""
         return (sum(a.nbytes for a in self._cache.values())
                 + sum(a.nbytes for a in self._cross.values())
-                + sum(a.nbytes for span in self._spans_cache.values() for a in span))
+                + sum(a.nbytes for qs in self._spans_cache.values() for q in qs for a in q[1:]))
 
     # series ------------------------------------------------------------------------
     def series(self, name: str) -> Arr:
@@ -113,7 +113,8 @@ class Columns:
         elif spec.kind == "chg":
             out = self._chg(spec)
         elif spec.tf_ns == 0 and spec.kind == "sma" and spec.x in QUANTIZED:
-            out = self._sma_units(self.quantized(spec.x), spec.n, self.units)
+            out = self._sma_units(self.quantized(spec.x), spec.n, self.units,
+                                  self._qsums(spec.x))
         elif spec.tf_ns == 0:
             out = self._sma(self.series(spec.x), spec.n) if spec.kind == "sma" else self._ema(
                 self.series(spec.x), spec.n)
@@ -136,43 +137,50 @@ class Columns:
 
     def _spans(self, window_ns: int) -> tuple[Arr, Arr, Arr, Arr]:
         """Per tick, the window `[t-d, t)` as index bounds [lo, hi), whether it is defined
-        and floor(log2) of its length: shared by the `high` and `low` of one length."""
-        key = ("spans", window_ns)
-        if key not in self._spans_cache:
-            ts, n = self.ticks.ts, self.n
-            lo = np.searchsorted(ts, ts - window_ns, side="left")
-            hi = self._before()
-            length = hi - lo
-            valid = (length > 0) & (ts - window_ns >= ts[0])
-            lv = np.zeros(n, dtype=np.int64)
-            lv[valid] = np.frexp(length[valid].astype(np.float64))[1].astype(np.int64) - 1  # floor(log2), exact
-            self._spans_cache[key] = (lo, hi, valid, lv)
-        return self._spans_cache[key]
+        and floor(log2) of its length (any value where it is not defined)."""
+        ts = self.ticks.ts
+        lo = np.searchsorted(ts, ts - window_ns, side="left")
+        hi = self._before()
+        length = hi - lo
+        valid = (length > 0) & (ts - window_ns >= ts[0])
+        lv = np.frexp(length.astype(np.float64))[1].astype(np.int64) - 1  # floor(log2), exact
+        return lo, hi, valid, lv
+
+    def _queries(self, window_ns: int) -> list[tuple[int, Arr, Arr, Arr]]:
+        """The sparse-table queries of the windows `[t-d, t)`, per level queried (regular
+        ticks: one or two): the level, the ticks that query it and the two table indices
+        each reads. Shared by the `high` and `low` of one length."""
+        key = ("queries", window_ns)
+        hit = self._spans_cache.get(key)
+        if hit is None:
+            lo, hi, valid, lv = self._spans(window_ns)
+            hit = []
+            if valid.any():
+                used = np.flatnonzero(np.bincount(lv[valid])).tolist()
+                for level in used:
+                    sel = (np.flatnonzero(valid & (lv == level)) if len(used) > 1
+                           else np.flatnonzero(valid))
+                    hit.append((level, sel, lo[sel], hi[sel] - (1 << level)))
+            self._spans_cache[key] = hit
+        return hit
 
     def _window(self, spec: IndicatorSpec) -> F64:
-        ts, x, n = self.ticks.ts, self.ticks.last, self.n
+        x, n = self.ticks.last, self.n
         out = np.full(n, NAN)
         if n == 0:
             return out
-        lo, hi, valid, lv = self._spans(spec.window_ns)
-        if not valid.any():
+        queries = self._queries(spec.window_ns)
+        if not queries:
             return out
         red = np.maximum if spec.kind == "high" else np.minimum
         table = x
         level = 0
-        # the levels queried (regular ticks: one or two)
-        used = np.flatnonzero(np.bincount(lv[valid])).tolist()
-        top = used[-1]
-        while True:
-            if level in used:
-                sel = np.flatnonzero(valid & (lv == level)) if len(used) > 1 else np.flatnonzero(valid)
+        for q_level, sel, a, b in queries:
+            while level < q_level:
                 w = 1 << level
-                out[sel] = red(table[lo[sel]], table[hi[sel] - w])
-            if level >= top:
-                break
-            w = 1 << level
-            table = red(table[:-w], table[w:])
-            level += 1
+                table = red(table[:-w], table[w:])
+                level += 1
+            out[sel] = red(table[a], table[b])
         return out
 
     def _chg(self, spec: IndicatorSpec) -> F64:
@@ -192,10 +200,23 @@ class Columns:
             out[n - 1:] = (cs[n:] - cs[:-n]) / float(n)
         return out
 
+    def _qsums(self, name: str) -> Arr:
+        """The running sums of a quantized series, 0 first (shared by its smas)."""
+        key = ("qsums", name)
+        if key not in self._cache:
+            k = self.quantized(name)
+            cs = np.empty(k.shape[0] + 1, dtype=np.int64)
+            cs[0] = 0
+            np.cumsum(k, out=cs[1:])
+            self._cache[key] = cs
+        return self._cache[key]
+
     @staticmethod
-    def _sma_units(k: Arr, n: int, units: float) -> F64:
-        """The mean of the last n whole-half-tick values: exact int64 sums / (n x units)."""
-        cs = np.concatenate((np.zeros(1, dtype=np.int64), np.cumsum(k)))
+    def _sma_units(k: Arr, n: int, units: float, cs: Arr | None = None) -> F64:
+        """The mean of the last n whole-half-tick values: exact int64 sums / (n x units)
+        (`cs`: the running sums of k, 0 first, when known)."""
+        if cs is None:
+            cs = np.concatenate((np.zeros(1, dtype=np.int64), np.cumsum(k)))
         out = np.full(k.shape[0], NAN)
         if k.shape[0] >= n:
             out[n - 1:] = (cs[n:] - cs[:-n]).astype(np.float64) / (float(n) * units)
@@ -238,6 +259,17 @@ class Columns:
         return out
 
     def _ema(self, x: Arr, n: int) -> F64:
+        if x.shape[0] and bool(np.isfinite(x).all()):
+            # finite values: v is never NaN past the seed (barring an overflow, checked), so
+            # the recurrence runs without the reseed test: the same operations in the same order
+            it = iter(x.tolist())
+            alpha = 2.0 / (n + 1)
+            seed = v = next(it)
+            vals = [v := v + alpha * (x_ - v) for x_ in it]
+            vals.insert(0, seed)
+            out = np.fromiter(vals, dtype=np.float64, count=len(vals))
+            if bool(np.isfinite(out[-1])):  # a NaN or an overflow stays to the end
+                return out
         return np.asarray(self._ema_list(x.tolist(), n), dtype=np.float64)
 
     def _bars(self, spec: IndicatorSpec) -> F64:
