@@ -452,51 +452,41 @@ def run_dense(feed: Feed, full: Ticks, i: int, end: int, states: Sequence[RuleSt
             short = j + SHORT
             if short > last:
                 short = last
-            if lo_a == -inf and hi_a == inf:
-                if lo_b == -inf and hi_b == inf:
+            on_bid = lo_b != -inf or hi_b != inf  # the envelope's finite sides
+            on_ask = lo_a != -inf or hi_a != inf
+            scan_on = False  # no stop within the short scan: the block scan goes on from `short`
+            if not on_ask:
+                if not on_bid:
                     for j in range(j, short):
                         if bits[j] & m:
                             break
                     else:
-                        j = short
-                        if short < last:
-                            if blk is None:
-                                blk = _blocks(feed, bid, ask, w0, w1)
-                            j = _scan_blocks(j, last, m, bits, bl, al, blk, False, False,
-                                             lo_b, hi_b, lo_a, hi_a)
+                        scan_on = True
                 else:
                     for j in range(j, short):
                         if bits[j] & m or not lo_b < bl[j] < hi_b:
                             break
                     else:
-                        j = short
-                        if short < last:
-                            if blk is None:
-                                blk = _blocks(feed, bid, ask, w0, w1)
-                            j = _scan_blocks(j, last, m, bits, bl, al, blk, True, False,
-                                             lo_b, hi_b, lo_a, hi_a)
-            elif lo_b == -inf and hi_b == inf:
+                        scan_on = True
+            elif not on_bid:
                 for j in range(j, short):
                     if bits[j] & m or not lo_a < al[j] < hi_a:
                         break
                 else:
-                    j = short
-                    if short < last:
-                        if blk is None:
-                            blk = _blocks(feed, bid, ask, w0, w1)
-                        j = _scan_blocks(j, last, m, bits, bl, al, blk, False, True,
-                                         lo_b, hi_b, lo_a, hi_a)
+                    scan_on = True
             else:
                 for j in range(j, short):
                     if bits[j] & m or not (lo_b < bl[j] < hi_b and lo_a < al[j] < hi_a):
                         break
                 else:
-                    j = short
-                    if short < last:
-                        if blk is None:
-                            blk = _blocks(feed, bid, ask, w0, w1)
-                        j = _scan_blocks(j, last, m, bits, bl, al, blk, True, True,
-                                         lo_b, hi_b, lo_a, hi_a)
+                    scan_on = True
+            if scan_on:
+                j = short
+                if short < last:
+                    if blk is None:
+                        blk = _blocks(feed, bid, ask, w0, w1)
+                    j = _scan_blocks(j, last, m, bits, bl, al, blk, on_bid, on_ask,
+                                     lo_b, hi_b, lo_a, hi_a)
             k = w0 + j
             if k >= w1:
                 break
