@@ -79,10 +79,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from kestrel.engine import Engine, EngineConfig  # noqa: E402
 from kestrel.frame.session import SessionSpec  # noqa: E402
 from kestrel.frame.ticks import Ticks  # noqa: E402
-from kestrel.lang import Module, Plan, parse  # noqa: E402
+from kestrel.lang import Plan, parse  # noqa: E402
 
 from bench import peers  # noqa: E402
-from bench.workloads import ALL_DAY, RICH  # noqa: E402
+from bench.workloads import ALL_DAY, RICH, example_plans  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FX_PLANS = (
@@ -279,16 +279,6 @@ def per_tick_loop(days: list[tuple[SessionSpec, Ticks]]) -> tuple[float, int]:
                     state = 1
                 prev_mid, prev_sma = m, sma
     return time.perf_counter() - t0, trades
-
-
-def example_plans() -> list[tuple[str, Plan]]:
-    """Every plan of examples/*.kes (a module's plans each), by file.plan name."""
-    out = []
-    for path in sorted((ROOT / "examples").glob("*.kes")):
-        doc = parse(path.read_text())
-        stmts = doc.statements if isinstance(doc, Module) else (doc,)
-        out += [(f"{path.stem}.{s.name}", s) for s in stmts if isinstance(s, Plan)]
-    return out
 
 
 def shared_data_dir() -> Path | None:

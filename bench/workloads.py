@@ -1,5 +1,14 @@
 """The engine bench's honest workloads (bench/engine_throughput.py), also run by the
-differential and pinned-ledger tests: a plan that trades all day, and a rich 8-rule plan."""
+differential and pinned-ledger tests: a plan that trades all day, and a rich 8-rule plan;
+and the plan corpora the bench and the engine tests share."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kestrel.lang import Module, Plan, parse
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 ALL_DAY = (
     "PLAN allday RISK maxpos 100\n"
@@ -17,3 +26,23 @@ RICH = (
     "WHEN chg(5m) > 0.5% AND pos == 0: SELL 100 MKT TRAIL 0.3% x100\n"
     "WHEN time >= 15:50 AND pos != 0: FLAT; CANCEL"
 )
+
+
+def example_plans() -> list[tuple[str, Plan]]:
+    """Every plan of examples/*.kes (a module's plans each), by file.plan name."""
+    out: list[tuple[str, Plan]] = []
+    for path in sorted(EXAMPLES.glob("*.kes")):
+        doc = parse(path.read_text())
+        stmts = doc.statements if isinstance(doc, Module) else (doc,)
+        out += [(f"{path.stem}.{s.name}", s) for s in stmts if isinstance(s, Plan)]
+    return out
+
+
+def engine_corpus() -> list[tuple[str, Plan]]:
+    """Every example plan, then the all-day and rich workloads (as `all_day`, `rich`)."""
+    out = example_plans()
+    for name, text in (("all_day", ALL_DAY), ("rich", RICH)):
+        plan = parse(text)
+        assert isinstance(plan, Plan)
+        out.append((name, plan))
+    return out

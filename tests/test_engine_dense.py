@@ -22,8 +22,8 @@ from kestrel.frame.session import SessionSpec
 from kestrel.frame.ticks import Ticks
 from kestrel.lang import Plan
 
-from bench.engine_throughput import REARMING, example_plans
-from bench.workloads import ALL_DAY, RICH
+from bench.engine_throughput import REARMING
+from bench.workloads import ALL_DAY, RICH, example_plans
 from engine_cases import armed, random_config, random_day, random_plan_text, realistic_day
 from engine_helpers import plan
 

@@ -15,28 +15,15 @@ from kestrel.engine.broker import Broker, RuleState
 from kestrel.engine.codegen import compile_plan
 from kestrel.frame.account import WorkingOrder
 from kestrel.frame.session import SessionSpec
-from kestrel.lang import Module, Plan, parse
+from kestrel.lang import Plan, parse
 
-from bench.workloads import ALL_DAY, RICH
+from bench.workloads import engine_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 PRIVATE = re.compile(r"\.\_[A-Za-z]")
 
 
-def corpus() -> list[tuple[str, Plan]]:
-    out: list[tuple[str, Plan]] = []
-    for path in sorted((ROOT / "examples").glob("*.kes")):
-        doc = parse(path.read_text())
-        stmts = doc.statements if isinstance(doc, Module) else (doc,)
-        out += [(f"{path.stem}.{s.name}", s) for s in stmts if isinstance(s, Plan)]
-    for name, text in (("all_day", ALL_DAY), ("rich", RICH)):
-        p = parse(text)
-        assert isinstance(p, Plan)
-        out.append((name, p))
-    return out
-
-
-PLANS = corpus()
+PLANS = engine_corpus()
 
 
 def test_the_corpus_is_every_example_and_both_workloads() -> None:

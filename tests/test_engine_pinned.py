@@ -9,36 +9,20 @@ paste its output below, and say why in the commit."""
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 
 from kestrel.data.synthetic import SyntheticSpec, generate
 from kestrel.engine import Engine, EngineConfig
 from kestrel.frame.session import SessionSpec
 from kestrel.frame.ticks import Ticks
-from kestrel.lang import Module, Plan, parse
+from kestrel.lang import Plan
 
-from bench.workloads import ALL_DAY, RICH
+from bench.workloads import engine_corpus
 
-ROOT = Path(__file__).resolve().parent.parent
-CORPUS = sorted((ROOT / "examples").glob("*.kes"))
 CONFIGS = {
     "plain": EngineConfig(maxorders=5000),
     "friction": EngineConfig(maxorders=5000, slippage_ticks=1.0, fee_per_unit=0.005,
                              fee_per_order=1.0, latency_ticks=1, partial_fills=True),
 }
-
-
-def _plans() -> list[tuple[str, Plan]]:
-    out: list[tuple[str, Plan]] = []
-    for path in CORPUS:
-        doc = parse(path.read_text())
-        stmts = doc.statements if isinstance(doc, Module) else (doc,)
-        out += [(f"{path.stem}.{s.name}", s) for s in stmts if isinstance(s, Plan)]
-    for name, text in (("all_day", ALL_DAY), ("rich", RICH)):
-        p = parse(text)
-        assert isinstance(p, Plan)
-        out.append((name, p))
-    return out
 
 
 def _ledger(plan: Plan, cfg: EngineConfig, day: tuple[SessionSpec, Ticks, float], path: str,
@@ -61,7 +45,7 @@ def pinned_digests() -> dict[str, str]:
     data = generate(SyntheticSpec(sessions=2))
     days = [(s, data.between(s.open_ns, s.close_ns).ticks, data.tick_size) for s in data.sessions]
     out: dict[str, str] = {}
-    for name, plan in _plans():
+    for name, plan in engine_corpus():
         for cname, cfg in CONFIGS.items():
             h = hashlib.sha256()
             for day in days:

@@ -11,6 +11,8 @@ from kestrel.cli import main
 from kestrel.lang import GRAMMAR_SUMMARY, Module, Plan, format_source, parse
 from kestrel.lang.registry import FUNCTIONS, SERIES
 
+from bench.workloads import example_plans
+
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = sorted((ROOT / "examples").glob("*.kes"))
 
@@ -63,15 +65,6 @@ def test_grammar_summary_is_short_and_its_examples_are_valid() -> None:
     assert len(quicktok.get_encoding("o200k_base").encode(GRAMMAR_SUMMARY)) < 120
 
 
-def _corpus_plans() -> list[tuple[str, Plan]]:
-    out: list[tuple[str, Plan]] = []
-    for path in CORPUS:
-        doc = parse(path.read_text())
-        stmts = doc.statements if isinstance(doc, Module) else (doc,)
-        out += [(f"{path.name}:{s.name}", s) for s in stmts if isinstance(s, Plan)]
-    return out
-
-
 def test_every_corpus_plan_arms_on_the_sample_and_most_trade() -> None:
     """A corpus that never fires teaches nothing: every plan must arm on the bundled sample's
     last session (no foreign `ON SYMBOL`, nothing the engine refuses) and most must fill."""
@@ -83,7 +76,7 @@ def test_every_corpus_plan_arms_on_the_sample_and_most_trade() -> None:
     ticks = md.ticks.between(session.open_ns, session.close_ns)
     traded: list[str] = []
     silent: list[str] = []
-    for label, plan in _corpus_plans():
+    for label, plan in example_plans():
         assert plan.instrument in (None, md.symbol), f"{label} is pinned to {plan.instrument}"
         engine = Engine(EngineConfig(), session, md.symbol, md.tick_size)
         assert any(isinstance(e, Armed) for e in engine.arm(plan)), label
