@@ -43,7 +43,7 @@ import numpy.typing as npt
 from kestrel.engine.broker import RuleState
 from kestrel.engine.indicators import DYNAMIC_SERIES, series_in
 from kestrel.engine.plans import clock_seconds
-from kestrel.engine.vector import Columns
+from kestrel.engine.vector import Columns, compare
 from kestrel.frame.session import SessionSpec
 from kestrel.frame.ticks import Ticks
 from kestrel.lang import ast
@@ -116,19 +116,7 @@ def _scalar(e: ast.Expr, acc: dict[str, float], session: SessionSpec) -> Any:
             return x * y
         return x / y if y != 0 else NAN
     if isinstance(e, ast.Compare):
-        x, y = _scalar(e.left, acc, session), _scalar(e.right, acc, session)
-        op = e.op
-        if op == "<":
-            return x < y
-        if op == "<=":
-            return x <= y
-        if op == ">":
-            return x > y
-        if op == ">=":
-            return x >= y
-        if op == "==":
-            return x == y
-        return x == x and y == y and x != y
+        return compare(e.op, _scalar(e.left, acc, session), _scalar(e.right, acc, session))
     if isinstance(e, ast.And):
         return all(_truth(_scalar(o, acc, session)) for o in e.operands)
     if isinstance(e, ast.Or):

@@ -29,6 +29,23 @@ NAN = float("nan")
 QUANTIZED = frozenset({"last", "bid", "ask", "mid", "spread", "open"})
 
 
+def compare(op: str, x: Any, y: Any) -> Any:
+    """The language's `x op y` on floats or, elementwise, on arrays (the reference's
+    operations): IEEE order for `<`, `<=`, `>`, `>=`, `==`; `!=` is false when either side is
+    NaN (a value not yet defined), where IEEE would say true."""
+    if op == "<":
+        return x < y
+    if op == "<=":
+        return x <= y
+    if op == ">":
+        return x > y
+    if op == ">=":
+        return x >= y
+    if op == "==":
+        return x == y
+    return (x == x) & (y == y) & (x != y)
+
+
 class Columns:
     """Lazily computed arrays for one session's ticks; `arm` is the index where the plan was
     armed (crosses start fresh there)."""
@@ -336,19 +353,8 @@ class Columns:
             with np.errstate(divide="ignore", invalid="ignore"):
                 return np.where(y != 0, x / np.where(y != 0, y, 1.0), NAN)
         if isinstance(e, ast.Compare):
-            x, y = self.expr(e.left, lo), self.expr(e.right, lo)
-            op = e.op
-            if op == "<":
-                return x < y
-            if op == "<=":
-                return x <= y
-            if op == ">":
-                return x > y
-            if op == ">=":
-                return x >= y
-            if op == "==":
-                return np.asarray(x == y)
-            return np.asarray((x == x) & (y == y) & (x != y))
+            out = compare(e.op, self.expr(e.left, lo), self.expr(e.right, lo))
+            return np.asarray(out) if e.op in ("==", "!=") else out
         if isinstance(e, ast.Crosses):
             if e not in self._cross:
                 x, y = self.expr(e.left), self.expr(e.right)
