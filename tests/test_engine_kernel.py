@@ -52,18 +52,19 @@ def test_the_regex_catches_a_private_access() -> None:
     assert PRIVATE.findall("x = safe_div(a, b); E.step(i)") == []
 
 
-def _session() -> SessionSpec:
-    return SessionSpec.us_equity(dt.date(2024, 1, 2))
+def _armed(text: str) -> tuple[Engine, int]:
+    """An engine on a 2024-01-02 US equity session with `text` armed, and the session open."""
+    session = SessionSpec.us_equity(dt.date(2024, 1, 2))
+    e = Engine(EngineConfig(), session, "SAMPLE", 0.01)
+    plan = parse(text)
+    assert isinstance(plan, Plan)
+    e.arm(plan)
+    return e, session.open_ns
 
 
 def test_rule_states_are_named_and_follow_fire_and_rearm() -> None:
     assert [int(s) for s in (RuleState.SPENT, RuleState.ARMED, RuleState.WAITING)] == [0, 1, 2]
-    session = _session()
-    o = session.open_ns
-    e = Engine(EngineConfig(), session, "SAMPLE", 0.01)
-    plan = parse("PLAN p\nWHEN bid > 100: BUY 1 MKT x2")
-    assert isinstance(plan, Plan)
-    e.arm(plan)
+    e, o = _armed("PLAN p\nWHEN bid > 100: BUY 1 MKT x2")
     assert e.rule_states == [RuleState.ARMED]
     e.on_ticks(ticks_of([(o + 1, 101.0, 101.1)]))
     assert e.rule_states == [RuleState.WAITING] and e.remaining == [1]
@@ -75,12 +76,7 @@ def test_rule_states_are_named_and_follow_fire_and_rearm() -> None:
 
 
 def test_the_account_shows_the_broker_orders_as_frame_working_orders() -> None:
-    session = _session()
-    o = session.open_ns
-    e = Engine(EngineConfig(), session, "SAMPLE", 0.01)
-    plan = parse("PLAN p\nWHEN bid > 100: BUY 2 MKT STOP -1 TRAIL 0.5")
-    assert isinstance(plan, Plan)
-    e.arm(plan)
+    e, o = _armed("PLAN p\nWHEN bid > 100: BUY 2 MKT STOP -1 TRAIL 0.5")
     # fires at tick 1, fills at tick 2's ask 101.3: stop 100.3, trail 101.3 - 0.5
     e.on_ticks(ticks_of([(o + 1, 101.0, 101.1), (o + 2, 101.2, 101.3)]))
     shown = e.account().orders
