@@ -4,8 +4,11 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-dev
 BSTAMP := $(VENV)/.installed-bench
+# the engine's hot modules, compiled in place by mypyc (kestrel/engine/native.py lists them)
+NATIVE := kestrel/engine/_native.json
+NATIVE_SRC := $(addprefix kestrel/engine/,$(addsuffix .py,book broker dense envelope fast feed history money orders vector))
 
-.PHONY: demo test bench lint typecheck clean
+.PHONY: demo test bench lint typecheck clean compile pure
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -13,17 +16,28 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# a failed compile (no C compiler) leaves the engine pure Python: slower, the same ledgers
+$(NATIVE): $(STAMP) $(NATIVE_SRC) tools/compile_engine.py
+	$(PY) tools/compile_engine.py > $(VENV)/compile.log 2>&1 \
+	  || { echo "make: the engine's compile failed (see $(VENV)/compile.log): running pure Python"; \
+	       $(PY) tools/compile_engine.py --clean; echo '{}' > $(NATIVE); }
+
+compile: $(NATIVE)
+
+pure:
+	$(PYTHON) tools/compile_engine.py --clean
+
 $(BSTAMP): $(STAMP)
 	$(PY) -m pip install --quiet -e '.[dev,bench]'
 	touch $(BSTAMP)
 
-demo: $(STAMP)
+demo: $(STAMP) $(NATIVE)
 	$(VENV)/bin/kestrel simulate --checkpoints 11:00,13:30
 
-test: $(STAMP)
+test: $(STAMP) $(NATIVE)
 	$(PY) -m pytest -q
 
-bench: $(BSTAMP)
+bench: $(BSTAMP) $(NATIVE)
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b --quick || exit 1; done
 
 lint: typecheck
@@ -32,4 +46,5 @@ typecheck: $(STAMP)
 	$(PY) -m mypy
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .mypy_cache .hypothesis build
+	$(PYTHON) tools/compile_engine.py --clean

@@ -3,6 +3,7 @@
 Pure, synchronous and sans-IO: `Engine.on_ticks(batch)` in, ledger events out.
 """
 
+from kestrel.engine import native  # first: it picks compiled or pure modules (see there)
 from kestrel.engine.book import Carry, CarriedOrder
 from kestrel.engine.config import EngineConfig
 from kestrel.engine.engine import Engine, ticks_of

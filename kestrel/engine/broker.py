@@ -574,7 +574,7 @@ class Broker:
             return
         working = 0  # the working entries' and flats' signed remainder
         n_entries = 0
-        committed: float = 0  # the working entries' worst-case loss, summed as `sum` does
+        committed = 0.0  # the working entries' worst-case loss, summed as `sum` does
         for o in self.orders.values():
             role = o.role
             if role == "entry":
