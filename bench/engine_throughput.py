@@ -76,7 +76,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kestrel.engine import Engine, EngineConfig  # noqa: E402
+from kestrel.engine import Engine, EngineConfig, native  # noqa: E402
 from kestrel.frame.session import SessionSpec  # noqa: E402
 from kestrel.frame.ticks import Ticks  # noqa: E402
 from kestrel.lang import Plan, parse  # noqa: E402
@@ -400,6 +400,8 @@ def main() -> None:
     n = sum(len(t) for _, t in days)
     result: dict[str, object] = {
         "bench": "engine_throughput", "quick": args.quick, "ticks": n, "repeats": REPEATS,
+        # the hot modules compiled by mypyc (`make compile`), or pure Python (KESTREL_PURE=1)
+        "engine_compiled": native.compiled(),
     }
     ref_wall = fast_wall = 0.0
     identical = True

@@ -16,7 +16,7 @@ import pytest
 from kestrel.data.synthetic import SyntheticSpec, generate
 from kestrel.engine import Engine, EngineConfig
 from kestrel.engine.dense import FALSE_FORM, MAX_FORMS, TRUE_FORM, Feed, Unsupported
-from kestrel.engine.fast import FastPolicy
+from kestrel.engine.policy import FastPolicy
 from kestrel.engine.ledger import PositionChanged
 from kestrel.frame.session import SessionSpec
 from kestrel.frame.ticks import Ticks

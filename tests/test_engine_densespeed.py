@@ -6,11 +6,14 @@ from __future__ import annotations
 import numpy as np
 
 from kestrel.engine.vector import Columns
+from kestrel.frame.ticks import Ticks
 
 
 def test_ema_equals_the_reference_recurrence() -> None:
     rng = np.random.default_rng(1)
-    cols = Columns.__new__(Columns)
+    one = np.ones(1)
+    cols = Columns(Ticks(np.zeros(1, dtype=np.int64), one, one, one, one), None,  # type: ignore[arg-type]
+                   0, 200.0)  # (no session series read)
     for trial in range(400):
         n = int(rng.integers(1, 300))
         x = np.round(rng.standard_normal(n) * rng.choice([1.0, 1e3, 1e300]), int(rng.integers(0, 4)))
@@ -33,14 +36,11 @@ def test_ema_equals_the_reference_recurrence() -> None:
 
 def test_block_scan_equals_the_tick_scan() -> None:
     """`_scan_blocks` stops where the tick-by-tick test first holds (NaN prices included)."""
+    from bench.engine_throughput import make_days, plan_of
     from kestrel.engine import dense
 
-    class _F:
-        base = 0
-
-        def __init__(self, bits: np.ndarray) -> None:
-            self.bits = bits
-
+    (session, day), = make_days(400, seed=2, sessions=1)
+    rules = plan_of("PLAN p\nWHEN last > 0: BUY 1 MKT").rules
     rng = np.random.default_rng(7)
     inf = float("inf")
     for trial in range(300):
@@ -52,7 +52,9 @@ def test_block_scan_equals_the_tick_scan() -> None:
         if trial % 7 == 0:
             ask[rng.integers(0, n)] = np.nan
         bits = np.where(rng.random(n) < rng.choice([0.0, 0.002, 0.05]), 1, 2).astype(np.int64)
-        blk = dense._blocks(_F(bits), bid, ask, 0, n)  # type: ignore[arg-type]
+        feed = dense.Feed(rules, day.slice(0, n), session, 0, 200.0, 0, n)
+        feed.bits = bits  # the bits under test, over ticks [0, n)
+        blk = dense._blocks(feed, bid, ask, 0, n)
         bl, al, bi = bid.tolist(), ask.tolist(), bits.tolist()
         for _ in range(5):
             j = int(rng.integers(0, n))

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from kestrel.engine import Engine, EngineConfig, Ledger
-from kestrel.engine.fast import FastPolicy
+from kestrel.engine.policy import FastPolicy
 from kestrel.engine.ledger import (
     Cancelled,
     Disarmed,

@@ -20,40 +20,10 @@ from collections.abc import Iterable
 from fractions import Fraction
 from math import gcd
 
-import msgspec
-
-from kestrel.engine.money import Money
+from kestrel.engine.carry import CarriedOrder, Carry
+from kestrel.engine.money import Money, int_ratio
 from kestrel.engine.orders import BrokerOrder, TickGrid, exact, exact_parts, round_div
 from kestrel.frame.account import AccountState
-
-
-class CarriedOrder(msgspec.Struct, frozen=True):
-    """A protective order carried into the next session: role stop | target | trail, its
-    side (+1 buy / -1 sell), remaining quantity, price (stop / target) or the trail's
-    offset and best touch so far, and its OCO group."""
-
-    role: str
-    side: int
-    qty: int
-    type: str
-    price: float | None
-    oco: int | None
-    trail_mode: str | None = None
-    trail_value: float | None = None
-    best: float = 0.0
-
-
-class Carry(msgspec.Struct, frozen=True):
-    """What a session hands the next under `end_of_day="carry"`: the position, its exact cost
-    basis (as a decimal string), and its live protective orders (`CarriedOrder`)."""
-
-    pos: int
-    cost: str
-    orders: tuple[CarriedOrder, ...] = ()
-
-    @property
-    def avg_price(self) -> float:
-        return float(Fraction(self.cost) / self.pos) if self.pos else 0.0
 
 
 class Book:
@@ -140,8 +110,8 @@ class Book:
         self._cn, self._cd = cn, cd
         if self._marks:
             self._marks = {}
-        # int / int is correctly rounded: the double nearest to the exact average
-        self.avg = cn / (cd * now) if now else 0.0
+        # the double nearest to the exact average
+        self.avg = int_ratio(cn, cd * now) if now else 0.0
         return opened
 
     def upnl_k(self, b: float, a: float) -> int:

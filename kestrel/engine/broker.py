@@ -50,7 +50,7 @@ from kestrel.engine.ledger import (
     OrderRejected,
     PositionChanged,
 )
-from kestrel.engine.money import Money
+from kestrel.engine.money import Money, int_ratio
 from kestrel.engine.orders import (
     BrokerOrder,
     OrderType,
@@ -300,7 +300,8 @@ class Broker:
         bk = self.book
         u = bk.upnl_k(b, a)
         r, f, sc = bk.rpnl_k, bk.fees_k, self._scale
-        self._emit(Mark(i, t, bk.pos, r / sc, u / sc, f / sc, (r + u - f) / sc))
+        self._emit(Mark(i, t, bk.pos, int_ratio(r, sc), int_ratio(u, sc), int_ratio(f, sc),
+                        int_ratio(r + u - f, sc)))
 
     # broker step ---------------------------------------------------------------
     def step(self, i: int, t: int, b: float, a: float) -> None:
@@ -405,11 +406,11 @@ class Broker:
         if o.filled >= o.qty:
             del orders[o.id]
         side = o.side
-        emit(Filled(i, t, o.id, "buy" if side > 0 else "sell", qty, price, fee_k / sc))
+        emit(Filled(i, t, o.id, "buy" if side > 0 else "sell", qty, price, int_ratio(fee_k, sc)))
         pos = bk.pos
         opened = bk.fill(side * qty, price)  # the part of the fill that opens or adds
         now = bk.pos
-        emit(PositionChanged(i, t, now, bk.avg if now else None, bk.rpnl_k / sc))
+        emit(PositionChanged(i, t, now, bk.avg if now else None, int_ratio(bk.rpnl_k, sc)))
         if o.role == "entry" and o.bracket is not None:
             if opened:
                 self._bracket(o, price, opened, i, t)
@@ -437,7 +438,8 @@ class Broker:
                     self._cancel(other, i, t, "reversed")
         u = bk.upnl_k(b, a)  # the mark (`_mark`, inline)
         r, f = bk.rpnl_k, bk.fees_k
-        emit(Mark(i, t, now, r / sc, u / sc, f / sc, (r + u - f) / sc))
+        emit(Mark(i, t, now, int_ratio(r, sc), int_ratio(u, sc), int_ratio(f, sc),
+                  int_ratio(r + u - f, sc)))
 
     def _bracket(self, entry: BrokerOrder, price: float, qty: int, i: int, t: int) -> None:
         spec = entry.bracket
@@ -660,7 +662,7 @@ class Broker:
         pos = bk.pos
         if pos and not self.loss_breached:
             # + one money quantum: upnl is rounded to the quantum before the check
-            room = (self._floor_k - bk.rpnl_k + bk.fees_k + 1) / self._scale
+            room = int_ratio(self._floor_k - bk.rpnl_k + bk.fees_k + 1, self._scale)
             line = bk.avg + room / (pos * self._mult)
             margin = 1e-6 * (1.0 + abs(line))
             self._guard_b = line + margin

@@ -18,7 +18,8 @@ from kestrel.engine.book import Book, Carry, account_of, carry_of
 from kestrel.engine.broker import Broker, RuleState
 from kestrel.engine.codegen import CompiledPlan, compile_plan, spans, time_literals
 from kestrel.engine.config import EngineConfig
-from kestrel.engine.fast import DEFAULT_POLICY, FastPolicy, FastStats, run_fast
+from kestrel.engine.fast import run_fast
+from kestrel.engine.policy import DEFAULT_POLICY, FastPolicy, FastStats
 from kestrel.engine.indicators import PlanError, longest_lookback
 from kestrel.engine.history import TickHistory, accepted, ticks_of
 from kestrel.engine.money import Money

@@ -15,6 +15,7 @@ Invariants:
 from __future__ import annotations
 
 import math
+from operator import truediv
 from decimal import Decimal
 
 MAX_DECIMALS = 9
@@ -70,7 +71,7 @@ class Money:
 
     def amount(self, k: int) -> float:
         """The double nearest to `k` quanta."""
-        return k / self.scale
+        return int_ratio(k, self.scale)
 
     def at_least(self, x: float) -> int:
         """The smallest whole number of quanta >= the decimal value of `x` (exact, for bounds
@@ -78,4 +79,16 @@ class Money:
         return math.ceil(Decimal(repr(float(x))) * self.scale)
 
 
-__all__ = ["MAX_DECIMALS", "Money", "decimals_of"]
+_EXACT = 1 << 53  # ints of at most this magnitude are exact doubles
+
+
+def int_ratio(n: int, d: int) -> float:
+    """`n / d` for ints: the double nearest to the exact quotient, as Python's `int / int`.
+    Compiled code (`native`) divides ints as two doubles, exact only while both are exact
+    doubles (|x| <= 2**53), so larger operands take Python's own division."""
+    if -_EXACT <= n <= _EXACT and -_EXACT <= d <= _EXACT:
+        return n / d
+    return truediv(n, d)  # type: ignore[no-any-return]
+
+
+__all__ = ["MAX_DECIMALS", "Money", "decimals_of", "int_ratio"]

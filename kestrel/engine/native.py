@@ -30,12 +30,12 @@ PACKAGE = "kestrel.engine"
 # the hot modules, compiled together (one mypyc group: calls between them are native)
 COMPILED = ("book", "broker", "dense", "envelope", "fast", "feed", "history", "money", "orders",
             "vector")
-MANIFEST = ENGINE_DIR / "_native.json"
+MANIFEST = "_native.json"  # in the package: the sources' hashes the build compiled
 GROUP = "_native__mypyc"  # the group's shared library (`kestrel/engine/_native__mypyc.*.so`)
 
 
-def _digest(module: str) -> str:
-    return hashlib.sha256((ENGINE_DIR / f"{module}.py").read_bytes()).hexdigest()
+def _digest(module: str, engine_dir: Path) -> str:
+    return hashlib.sha256((engine_dir / f"{module}.py").read_bytes()).hexdigest()
 
 
 def _binaries() -> list[Path]:
@@ -49,28 +49,29 @@ def _binaries() -> list[Path]:
     return out
 
 
-def write_manifest() -> None:
+def write_manifest(engine_dir: Path = ENGINE_DIR) -> None:
     """Record the sources' hashes the compiled modules were built from."""
-    MANIFEST.write_text(json.dumps({m: _digest(m) for m in COMPILED}, indent=1, sort_keys=True) + "\n")
+    digests = {m: _digest(m, engine_dir) for m in COMPILED}
+    (engine_dir / MANIFEST).write_text(json.dumps(digests, indent=1, sort_keys=True) + "\n")
 
 
 def clean() -> None:
     """Remove the compiled modules and their manifest (the engine then runs pure Python)."""
     for p in _binaries():
         p.unlink()
-    MANIFEST.unlink(missing_ok=True)
+    (ENGINE_DIR / MANIFEST).unlink(missing_ok=True)
 
 
-def stale() -> list[str]:
+def stale(engine_dir: Path = ENGINE_DIR) -> list[str]:
     """The compiled modules whose source changed since the build (all of them when the
     manifest is missing or unreadable)."""
     try:
-        built = json.loads(MANIFEST.read_text())
+        built = json.loads((engine_dir / MANIFEST).read_text())
     except (OSError, ValueError):
         return list(COMPILED)
     if not isinstance(built, dict):
         return list(COMPILED)
-    return [m for m in COMPILED if built.get(m) != _digest(m)]
+    return [m for m in COMPILED if built.get(m) != _digest(m, engine_dir)]
 
 
 class _PureFinder(importlib.abc.MetaPathFinder):
@@ -95,8 +96,8 @@ def _choose() -> str:
     else:
         old = stale()
         if old:
-            why = (f"kestrel.engine: the compiled {', '.join(old)} are older than their source; "
-                   "running pure Python (rebuild with `make compile`)")
+            why = (f"kestrel.engine: compiled modules out of date with their source "
+                   f"({', '.join(old)}); running pure Python (rebuild with `make compile`)")
     if why is None:
         return "native"
     if why:
