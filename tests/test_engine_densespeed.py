@@ -45,8 +45,8 @@ def test_block_scan_equals_the_tick_scan() -> None:
     inf = float("inf")
     for trial in range(300):
         n = int(rng.integers(1, 400))
-        bid = 100.0 + np.cumsum(rng.integers(-1, 2, n)) * 0.01
-        ask = bid + 0.01 * rng.integers(1, 3, n)
+        bid = (100.0 + np.cumsum(rng.integers(-1, 2, n)) * 0.01).astype(np.float64)
+        ask = (bid + 0.01 * rng.integers(1, 3, n)).astype(np.float64)
         if trial % 5 == 0:
             bid[rng.integers(0, n)] = np.nan
         if trial % 7 == 0:
