@@ -5,12 +5,20 @@ from __future__ import annotations
 
 import numpy as np
 
+import datetime as dt
+
 from kestrel.engine.vector import Columns
+from kestrel.frame.session import SessionSpec
+from kestrel.frame.ticks import Ticks
+
+# a Columns needs a session (the compiled class checks its arguments' types) even where no
+# session series is read
+SESSION = SessionSpec(dt.date(2024, 1, 2), tz="UTC")
 
 
 def test_ema_equals_the_reference_recurrence() -> None:
     rng = np.random.default_rng(1)
-    cols = Columns.__new__(Columns)
+    cols = Columns(Ticks.empty(), SESSION, 0, 200.0)
     for trial in range(400):
         n = int(rng.integers(1, 300))
         x = np.round(rng.standard_normal(n) * rng.choice([1.0, 1e3, 1e300]), int(rng.integers(0, 4)))
@@ -86,7 +94,7 @@ def test_window_extremes_and_shared_sums_match_naive() -> None:
         bid = (100.0 + np.cumsum(rng.integers(-1, 2, n)) * 0.01).astype(np.float64)
         last = (bid + 0.005).astype(np.float64)
         ticks = Ticks(ts, bid, (bid + 0.01).astype(np.float64), last, np.ones(n))
-        cols = Columns(ticks, None, 0, 200.0)  # type: ignore[arg-type]  # no session series read
+        cols = Columns(ticks, SESSION, 0, 200.0)
         for d in (1, 5, 40):
             w = d * 10**9
             hi, lo = (cols.indicator(IndicatorSpec(k, window_ns=w)) for k in ("high", "low"))

@@ -40,8 +40,21 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from kestrel.engine.native import compiled
+
+try:  # mypy's runtime library: native reads and writes of doubles and int64s in bytes
+    from mypy_extensions import i64
+    from librt.strings import BytesWriter, read_f64_le, read_i64_le, write_f64_le, write_i64_le
+    from librt.vecs import append, vec
+    _LIBRT = True
+except ImportError:  # pragma: no cover - installed with mypy, which the compiled build needs
+    _LIBRT = False
+
 SENTINEL = -(2**62)
 NAN = float("nan")
+# the column kernels below run compiled (C doubles and int64s, no Python object per value);
+# interpreted, each value would cost a call: the numpy formulas run instead (same values)
+NATIVE = _LIBRT and compiled()
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 # a column the loop zips: a list, or a memoryview of a numpy array (iterating one yields
@@ -331,3 +344,146 @@ def _sma(m: Sma, k: I64, S: list[Any], units: float) -> Column:
     S[m.dq] = deque([NAN] * lead + tail[lead:], maxlen=n + 1)
     data: memoryview = v.data
     return data
+
+
+# compiled kernels ----------------------------------------------------------------------
+# Each reads int64 timestamps and doubles from the bytes of numpy arrays (`tobytes`) and
+# writes its column as the bytes of a float64 (int64) array, in one pass without a Python
+# object per value. `ts` is non-decreasing (a `Ticks` invariant), so the searches of
+# `t_i - d` advance one pointer: the same indices as `np.searchsorted`. Every value is the
+# one the numpy formula computes, with the same floating-point operations
+# (tests/test_engine_kernels.py checks them against those formulas).
+
+
+def ema_kernel(xb: bytes, alpha: float) -> bytes:
+    """The ema recurrence over the doubles of `xb`: `v = x if v is NaN else v + alpha *
+    (x - v)` (`vector.Columns._ema_list`)."""
+    n: i64 = len(xb) // 8
+    w = BytesWriter()
+    v: float = NAN
+    k: i64 = 0
+    while k < n:
+        x = read_f64_le(xb, k * 8)
+        if v != v:
+            v = x
+        else:
+            v = v + alpha * (x - v)
+        write_f64_le(w, v)
+        k += 1
+    return w.getvalue()
+
+
+def search_kernel(hay: bytes, tsb: bytes, d: i64, right: bool) -> bytes:
+    """`np.searchsorted(hay, ts - d, side)` (int64 indices) for non-decreasing `hay` and
+    `ts`."""
+    m: i64 = len(hay) // 8
+    n: i64 = len(tsb) // 8
+    w = BytesWriter()
+    j: i64 = 0
+    i: i64 = 0
+    while i < n:
+        v = read_i64_le(tsb, i * 8) - d
+        if right:
+            while j < m and read_i64_le(hay, j * 8) <= v:
+                j += 1
+        else:
+            while j < m and read_i64_le(hay, j * 8) < v:
+                j += 1
+        write_i64_le(w, j)
+        i += 1
+    return w.getvalue()
+
+
+def chg_kernel(tsb: bytes, xb: bytes, d: i64) -> bytes:
+    """`chg(d)` over a session's ticks (`vector.Columns._chg`): `100 * (x_i / ref - 1)`, ref
+    the value of the latest tick with `ts <= t_i - d`; NaN without one or when it is 0."""
+    n: i64 = len(tsb) // 8
+    w = BytesWriter()
+    nan: float = NAN
+    j: i64 = 0  # the ticks with ts <= t_i - d
+    i: i64 = 0
+    while i < n:
+        v = read_i64_le(tsb, i * 8) - d
+        while j < n and read_i64_le(tsb, j * 8) <= v:
+            j += 1
+        if j == 0:
+            write_f64_le(w, nan)
+        else:
+            ref = read_f64_le(xb, (j - 1) * 8)
+            if ref == 0.0:
+                write_f64_le(w, nan)
+            else:
+                write_f64_le(w, 100.0 * (read_f64_le(xb, i * 8) / ref - 1.0))
+        i += 1
+    return w.getvalue()
+
+
+def window_kernel(tsb: bytes, xb: bytes, d: i64) -> tuple[bytes, bytes]:
+    """max and min of x over the ticks with ts in `[t_i - d, t_i)`, NaN where that holds no
+    tick or starts before the first tick (`vector.Columns._window`), by two monotonic deques
+    (indices and values). For values without NaN and without zeros (max and min then have
+    one answer, bit for bit); the caller checks."""
+    n: i64 = len(tsb) // 8
+    wh = BytesWriter()
+    wl = BytesWriter()
+    if n == 0:
+        return wh.getvalue(), wl.getvalue()
+    nan: float = NAN
+    t0 = read_i64_le(tsb, 0)
+    hq = vec[i64](capacity=n)  # the max deque: indices, values (strictly decreasing)
+    hv = vec[float](capacity=n)
+    lq = vec[i64](capacity=n)  # the min deque (strictly increasing)
+    lv = vec[float](capacity=n)
+    hh: i64 = 0  # heads and tails
+    ht: i64 = 0
+    lh: i64 = 0
+    lt: i64 = 0
+    lo: i64 = 0  # the first tick with ts >= t_i - d
+    hi: i64 = 0  # the first tick with ts >= t_i (pushed: the ticks before)
+    th: i64 = t0  # ts[hi]
+    tl: i64 = t0  # ts[lo]
+    end: i64 = 9223372036854775807  # past every timestamp
+    i: i64 = 0
+    while i < n:
+        t = read_i64_le(tsb, i * 8)
+        while th < t:
+            y = read_f64_le(xb, hi * 8)
+            while ht > hh and hv[ht - 1] <= y:
+                ht -= 1
+            if ht < len(hq):
+                hq[ht] = hi
+                hv[ht] = y
+            else:
+                hq = append(hq, hi)
+                hv = append(hv, y)
+            ht += 1
+            while lt > lh and lv[lt - 1] >= y:
+                lt -= 1
+            if lt < len(lq):
+                lq[lt] = hi
+                lv[lt] = y
+            else:
+                lq = append(lq, hi)
+                lv = append(lv, y)
+            lt += 1
+            hi += 1
+            th = read_i64_le(tsb, hi * 8)  # hi < n: ts[i] = t is not below t
+        start = t - d
+        while tl < start:
+            lo += 1
+            if lo < n:
+                tl = read_i64_le(tsb, lo * 8)
+            else:
+                tl = end
+        if hi > lo and start >= t0:
+            while hq[hh] < lo:
+                hh += 1
+            while lq[lh] < lo:
+                lh += 1
+            write_f64_le(wh, hv[hh])
+            write_f64_le(wl, lv[lh])
+        else:
+            write_f64_le(wh, nan)
+            write_f64_le(wl, nan)
+        i += 1
+    return wh.getvalue(), wl.getvalue()

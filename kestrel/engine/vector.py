@@ -14,9 +14,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from kestrel.engine import feed
 from kestrel.engine.indicators import IndicatorSpec, PlanError, resolve
 from kestrel.engine.plans import clock_base_ns, clock_seconds
 from kestrel.frame.session import SessionSpec
@@ -59,6 +61,8 @@ class Columns:
         self._cache: dict[object, Arr] = {}
         self._cross: dict[ast.Crosses, Arr] = {}
         self._spans_cache: dict[object, list[tuple[int, Arr, Arr, Arr]]] = {}
+        self._raw: dict[str, bytes] = {}  # `ts`, `last` as bytes, for the compiled kernels
+        self._clean = -1  # `_clean_last`, once known
         self.account: dict[str, float] = {}
 
     def nbytes(self) -> int:
@@ -120,6 +124,21 @@ class Columns:
         q: Arr = out.astype(np.int64)
         self._cache[key] = q
         return q
+
+    def _bytes(self, name: str) -> bytes:
+        """A tick column's bytes (int64 `ts`, float64 `last`), shared by the kernels."""
+        b = self._raw.get(name)
+        if b is None:
+            b = self._raw[name] = (self.ticks.ts if name == "ts" else self.ticks.last).tobytes()
+        return b
+
+    def _clean_last(self) -> bool:
+        """`last` holds no NaN and no zero: a window's max (min) is then one value, bit for
+        bit, whatever the algorithm (the compiled kernel's deque, the sparse table)."""
+        if self._clean < 0:
+            x = self.ticks.last
+            self._clean = int(not bool(np.isnan(x).any()) and bool((x != 0.0).all()))
+        return self._clean == 1
 
     # indicators --------------------------------------------------------------------
     def indicator(self, spec: IndicatorSpec) -> F64:
@@ -183,6 +202,13 @@ class Columns:
 
     def _window(self, spec: IndicatorSpec) -> F64:
         x, n = self.ticks.last, self.n
+        if feed.NATIVE and self._clean_last():  # the high and the low at once
+            hb, lb = feed.window_kernel(self._bytes("ts"), self._bytes("last"), spec.window_ns)
+            high = np.frombuffer(hb, dtype=np.float64)
+            low = np.frombuffer(lb, dtype=np.float64)
+            self._cache[msgspec.structs.replace(spec, kind="high")] = high
+            self._cache[msgspec.structs.replace(spec, kind="low")] = low
+            return high if spec.kind == "high" else low
         out = np.full(n, NAN)
         if n == 0:
             return out
@@ -201,6 +227,9 @@ class Columns:
         return out
 
     def _chg(self, spec: IndicatorSpec) -> F64:
+        if feed.NATIVE:
+            return np.frombuffer(feed.chg_kernel(self._bytes("ts"), self._bytes("last"),
+                                                 spec.window_ns), dtype=np.float64)
         ts, last = self.ticks.ts, self.ticks.last
         j = np.searchsorted(ts, ts - spec.window_ns, side="right") - 1
         ref = np.where(j >= 0, last[np.maximum(j, 0)], NAN)
@@ -276,6 +305,8 @@ class Columns:
         return out
 
     def _ema(self, x: Arr, n: int) -> F64:
+        if feed.NATIVE and x.dtype == np.float64:
+            return np.frombuffer(feed.ema_kernel(x.tobytes(), 2.0 / (n + 1)), dtype=np.float64)
         if x.shape[0] and bool(np.isfinite(x).all()):
             # finite values: v is never NaN past the seed (barring an overflow, checked), so
             # the recurrence runs without the reseed test: the same operations in the same order
