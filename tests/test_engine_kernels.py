@@ -1,4 +1,4 @@
-"""The compiled column kernels (`kestrel.engine.feed`: ema, search, chg, windows) give the
+"""The compiled column kernels (`kestrel.engine.feed`: ema, search, chg) give the
 numpy formulas' values bit for bit: on random inputs with NaN, infinities, signed zeros,
 irregular and duplicated timestamps. The kernels run interpreted too (slowly: librt's
 functions called from Python), so this holds for both builds; `Columns` itself is compared
@@ -65,7 +65,7 @@ def _same(a: Any, b: Any) -> bool:
 @given(values, st.integers(1, 60))
 def test_ema_kernel_is_the_recurrence(xs: list[float], n: int) -> None:
     x = np.asarray(xs, dtype=np.float64)
-    got = np.frombuffer(feed.ema_kernel(x.tobytes(), 2.0 / (n + 1)), dtype=np.float64)
+    got = feed.floats(feed.ema_kernel(x, 2.0 / (n + 1)))
     assert _same(got, _ema_reference(x, n))
 
 
@@ -74,12 +74,10 @@ def test_ema_kernel_is_the_recurrence(xs: list[float], n: int) -> None:
 def test_search_kernel_is_searchsorted(start: int, a: list[int], b: list[int], d: int,
                                        right: bool) -> None:
     hay, ts = _ts(start, a), _ts(start + 5, b)
-    got = np.frombuffer(feed.search_kernel(hay.tobytes(), ts.tobytes(), d * S, right),
-                        dtype=np.int64)
+    got = np.asarray(feed.search_kernel(hay, ts, d * S, right))
     want = np.searchsorted(hay, ts - d * S, side="right" if right else "left")
     assert got.tolist() == want.tolist()
-    self_ = np.frombuffer(feed.search_kernel(ts.tobytes(), ts.tobytes(), d * S, right),
-                          dtype=np.int64)
+    self_ = np.asarray(feed.search_kernel(ts, ts, d * S, right))
     assert self_.tolist() == np.searchsorted(ts, ts - d * S,
                                              side="right" if right else "left").tolist()
 
@@ -89,14 +87,8 @@ def test_search_kernel_is_searchsorted(start: int, a: list[int], b: list[int], d
 def test_chg_kernel_is_the_formula(start: int, steps: list[int], xs: list[float],
                                    d: int) -> None:
     ts, x = _pair(start, steps, xs)
-    got = np.frombuffer(feed.chg_kernel(ts.tobytes(), x.tobytes(), d * S), dtype=np.float64)
+    got = feed.floats(feed.chg_kernel(ts, x, d * S))
     assert _same(got, _chg_reference(ts, x, d * S))
-
-
-clean = st.lists(st.one_of(st.floats(min_value=0.01, max_value=1e6),
-                           st.floats(min_value=-1e6, max_value=-0.01),
-                           st.sampled_from([float("inf"), float("-inf"), 100.0, 100.01])),
-                 min_size=0, max_size=120)
 
 
 def _columns(ts: I64, x: F64) -> Columns:
@@ -104,33 +96,12 @@ def _columns(ts: I64, x: F64) -> Columns:
     return Columns(Ticks(ts, x, x, x, np.ones(n)), SESSION, 0, 200.0)
 
 
-def _window_numpy(ts: I64, x: F64, d: int) -> tuple[F64, F64]:
-    old = feed.NATIVE
-    feed.NATIVE = False
-    try:
-        c = _columns(ts, x)
-        return (c.indicator(IndicatorSpec("high", window_ns=d)),
-                c.indicator(IndicatorSpec("low", window_ns=d)))
-    finally:
-        feed.NATIVE = old
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.integers(0, 10**6), gaps, clean, st.integers(1, 60))
-def test_window_kernel_is_the_sparse_table(start: int, steps: list[int], xs: list[float],
-                                           d: int) -> None:
-    ts, x = _pair(start, steps, xs)
-    hb, lb = feed.window_kernel(ts.tobytes(), x.tobytes(), d * S)
-    high, low = _window_numpy(ts, x, d * S)
-    assert _same(np.frombuffer(hb, dtype=np.float64), high)
-    assert _same(np.frombuffer(lb, dtype=np.float64), low)
-
-
 @settings(max_examples=150, deadline=None)
 @given(st.integers(0, 10**6), gaps, values, st.integers(1, 60), st.integers(1, 40))
 def test_columns_equal_with_the_kernels_on_and_off(start: int, steps: list[int],
                                                    xs: list[float], d: int, n: int) -> None:
-    """Whatever the values (NaN or zeros: the windows fall back to the sparse table)."""
+    """The windows' sparse table on the kernel's searches and one run of queries, the chg
+    and the ema equal the numpy formulas (NaN, zeros, duplicated timestamps included)."""
     ts, x = _pair(start, steps, xs)
     specs = [IndicatorSpec("high", window_ns=d * S), IndicatorSpec("low", window_ns=d * S),
              IndicatorSpec("chg", window_ns=d * S), IndicatorSpec("ema", x="last", n=n)]

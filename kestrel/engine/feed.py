@@ -42,10 +42,9 @@ import numpy.typing as npt
 
 from kestrel.engine.native import compiled
 
-try:  # mypy's runtime library: native reads and writes of doubles and int64s in bytes
+try:  # mypy's runtime library: vecs, arrays of C doubles and int64s
     from mypy_extensions import i64
-    from librt.strings import BytesWriter, read_f64_le, read_i64_le, write_f64_le, write_i64_le
-    from librt.vecs import append, vec
+    from librt.vecs import extend, vec
     _LIBRT = True
 except ImportError:  # pragma: no cover - installed with mypy, which the compiled build needs
     _LIBRT = False
@@ -166,6 +165,10 @@ def _levels(lo: I64, hi: I64) -> Groups:
     valid = hi > lo
     if not valid.any():
         return []
+    length = hi - lo
+    short, long_ = int(length[valid].min()).bit_length(), int(length.max()).bit_length()
+    if short == long_:  # one level (the usual case): the valid ranges, no per-range level
+        return [(long_ - 1, np.flatnonzero(valid))]
     lv = np.full(len(lo), -1, dtype=np.int64)  # floor(log2(length)), exactly
     lv[valid] = np.searchsorted(_POW2, (hi - lo)[valid], side="right") - 1
     top = int(lv.max())
@@ -181,10 +184,15 @@ def _range_red(x: F64, lo: I64, hi: I64, groups: Groups, high: bool) -> F64:
     out = np.full(len(lo), NAN)
     red = np.maximum if high else np.minimum
     table, level = x, 0
+    bufs: list[F64] = []  # the tables of two levels take turns in two buffers
     for k, sel in groups:
         while level < k:
             w = 1 << level
-            table = red(table[:-w], table[w:])
+            if not bufs:
+                bufs = [np.empty(len(x)), np.empty(len(x))]
+            nxt = bufs[level & 1][:len(table) - w]
+            red(table[:-w], table[w:], out=nxt)
+            table = nxt
             level += 1
         a, b = int(sel[0]), int(sel[-1]) + 1
         if b - a == sel.size:  # one run of ticks (the usual case): slices, no scatter
@@ -229,7 +237,7 @@ def _windows(f: Feeds, ts: I64, last: F64, t0: int, S: list[Any]) -> list[Column
     out: list[Column] = []
     for w, (dts, dv) in zip(f.windows, deques):
         if w.d not in los:  # windows of one length share their ranges
-            lo_d = np.searchsorted(bts, ts - w.d, side="left")
+            lo_d = search(bts, ts, w.d, False)
             los[w.d] = lo_d, _levels(lo_d, hi)
         lo, groups = los[w.d]
         col = _range_red(bx, lo, hi, groups, w.high)
@@ -298,7 +306,7 @@ def _chg(c: Chg, ts: I64, last: F64, S: list[Any]) -> Column:
     dqt, dqv, rf = S[c.dqt], S[c.dqv], S[c.rf]
     cts = np.concatenate([np.asarray([SENTINEL], dtype=np.int64), np.asarray(dqt, dtype=np.int64), ts])
     cx = np.concatenate([np.asarray([rf], dtype=np.float64), np.asarray(dqv, dtype=np.float64), last])
-    j = np.searchsorted(cts, ts - c.d, side="right") - 1  # >= 0: the sentinel's ts is below
+    j = search(cts, ts, c.d, True) - 1  # >= 0: the sentinel's ts is below
     ref = cx[j]
     with np.errstate(divide="ignore", invalid="ignore"):
         v = 100.0 * (last / ref - 1.0)
@@ -347,143 +355,102 @@ def _sma(m: Sma, k: I64, S: list[Any], units: float) -> Column:
 
 
 # compiled kernels ----------------------------------------------------------------------
-# Each reads int64 timestamps and doubles from the bytes of numpy arrays (`tobytes`) and
-# writes its column as the bytes of a float64 (int64) array, in one pass without a Python
-# object per value. `ts` is non-decreasing (a `Ticks` invariant), so the searches of
-# `t_i - d` advance one pointer: the same indices as `np.searchsorted`. Every value is the
-# one the numpy formula computes, with the same floating-point operations
-# (tests/test_engine_kernels.py checks them against those formulas).
+# Each copies its numpy inputs into librt vecs (one memcpy each: int64 `ts`, float64
+# values) and writes its column into a vec, read back by `np.frombuffer` (vecs export a
+# buffer): one pass of C doubles and int64s, no Python object per value. `ts` is
+# non-decreasing (a `Ticks` invariant), so the searches of `t_i - d` advance one pointer:
+# the same indices as `np.searchsorted`. Every value is the one the numpy formula computes,
+# with the same floating-point operations (tests/test_engine_kernels.py checks them
+# against those formulas, NaN, infinities, signed zeros and duplicated timestamps included).
 
 
-def ema_kernel(xb: bytes, alpha: float) -> bytes:
-    """The ema recurrence over the doubles of `xb`: `v = x if v is NaN else v + alpha *
-    (x - v)` (`vector.Columns._ema_list`)."""
-    n: i64 = len(xb) // 8
-    w = BytesWriter()
+def floats(v: vec[float]) -> F64:
+    """A kernel's column as a float64 array (a view of the vec's buffer)."""
+    return np.frombuffer(memoryview(v), dtype=np.float64)
+
+
+def _f64(a: Any) -> vec[float]:
+    """A float64 array's values (one memcpy: contiguous arrays export their buffer)."""
+    out = vec[float](capacity=len(a))
+    return extend(out, np.ascontiguousarray(a, dtype=np.float64))
+
+
+def _i64(a: Any) -> vec[i64]:
+    """An int64 array's values (one memcpy)."""
+    out = vec[i64](capacity=len(a))
+    return extend(out, np.ascontiguousarray(a, dtype=np.int64))
+
+
+def search(hay: I64, ts: I64, d: int, right: bool) -> I64:
+    """`np.searchsorted(hay, ts - d, side)` for non-decreasing `hay` and `ts` (the
+    kernel when compiled)."""
+    if NATIVE:
+        return np.frombuffer(memoryview(search_kernel(hay, ts, d, right)), dtype=np.int64)
+    return np.searchsorted(hay, ts - d, side="right" if right else "left")
+
+
+def ema_kernel(x: Any, alpha: float) -> vec[float]:
+    """The ema recurrence over float64 `x`: `v = x if v is NaN else v + alpha * (x - v)`
+    (`vector.Columns._ema_list`)."""
+    xs = _f64(x)
+    out = _f64(x)
+    n: i64 = len(xs)
     v: float = NAN
     k: i64 = 0
     while k < n:
-        x = read_f64_le(xb, k * 8)
+        y = xs[k]
         if v != v:
-            v = x
+            v = y
         else:
-            v = v + alpha * (x - v)
-        write_f64_le(w, v)
+            v = v + alpha * (y - v)
+        out[k] = v
         k += 1
-    return w.getvalue()
+    return out
 
 
-def search_kernel(hay: bytes, tsb: bytes, d: i64, right: bool) -> bytes:
-    """`np.searchsorted(hay, ts - d, side)` (int64 indices) for non-decreasing `hay` and
-    `ts`."""
-    m: i64 = len(hay) // 8
-    n: i64 = len(tsb) // 8
-    w = BytesWriter()
+def search_kernel(hay: Any, ts: Any, d: i64, right: bool) -> vec[i64]:
+    """`np.searchsorted(hay, ts - d, side)` for non-decreasing int64 `hay` and `ts`."""
+    h = _i64(hay)
+    t = _i64(ts)
+    out = _i64(ts)
+    m: i64 = len(h)
+    n: i64 = len(t)
     j: i64 = 0
     i: i64 = 0
     while i < n:
-        v = read_i64_le(tsb, i * 8) - d
+        v = t[i] - d
         if right:
-            while j < m and read_i64_le(hay, j * 8) <= v:
+            while j < m and h[j] <= v:
                 j += 1
         else:
-            while j < m and read_i64_le(hay, j * 8) < v:
+            while j < m and h[j] < v:
                 j += 1
-        write_i64_le(w, j)
+        out[i] = j
         i += 1
-    return w.getvalue()
+    return out
 
 
-def chg_kernel(tsb: bytes, xb: bytes, d: i64) -> bytes:
+def chg_kernel(ts: Any, x: Any, d: i64) -> vec[float]:
     """`chg(d)` over a session's ticks (`vector.Columns._chg`): `100 * (x_i / ref - 1)`, ref
     the value of the latest tick with `ts <= t_i - d`; NaN without one or when it is 0."""
-    n: i64 = len(tsb) // 8
-    w = BytesWriter()
+    t = _i64(ts)
+    xs = _f64(x)
+    out = _f64(x)
+    n: i64 = len(t)
     nan: float = NAN
     j: i64 = 0  # the ticks with ts <= t_i - d
     i: i64 = 0
     while i < n:
-        v = read_i64_le(tsb, i * 8) - d
-        while j < n and read_i64_le(tsb, j * 8) <= v:
+        v = t[i] - d
+        while j < n and t[j] <= v:
             j += 1
         if j == 0:
-            write_f64_le(w, nan)
+            out[i] = nan
         else:
-            ref = read_f64_le(xb, (j - 1) * 8)
+            ref = xs[j - 1]
             if ref == 0.0:
-                write_f64_le(w, nan)
+                out[i] = nan
             else:
-                write_f64_le(w, 100.0 * (read_f64_le(xb, i * 8) / ref - 1.0))
+                out[i] = 100.0 * (xs[i] / ref - 1.0)
         i += 1
-    return w.getvalue()
-
-
-def window_kernel(tsb: bytes, xb: bytes, d: i64) -> tuple[bytes, bytes]:
-    """max and min of x over the ticks with ts in `[t_i - d, t_i)`, NaN where that holds no
-    tick or starts before the first tick (`vector.Columns._window`), by two monotonic deques
-    (indices and values). For values without NaN and without zeros (max and min then have
-    one answer, bit for bit); the caller checks."""
-    n: i64 = len(tsb) // 8
-    wh = BytesWriter()
-    wl = BytesWriter()
-    if n == 0:
-        return wh.getvalue(), wl.getvalue()
-    nan: float = NAN
-    t0 = read_i64_le(tsb, 0)
-    hq = vec[i64](capacity=n)  # the max deque: indices, values (strictly decreasing)
-    hv = vec[float](capacity=n)
-    lq = vec[i64](capacity=n)  # the min deque (strictly increasing)
-    lv = vec[float](capacity=n)
-    hh: i64 = 0  # heads and tails
-    ht: i64 = 0
-    lh: i64 = 0
-    lt: i64 = 0
-    lo: i64 = 0  # the first tick with ts >= t_i - d
-    hi: i64 = 0  # the first tick with ts >= t_i (pushed: the ticks before)
-    th: i64 = t0  # ts[hi]
-    tl: i64 = t0  # ts[lo]
-    end: i64 = 9223372036854775807  # past every timestamp
-    i: i64 = 0
-    while i < n:
-        t = read_i64_le(tsb, i * 8)
-        while th < t:
-            y = read_f64_le(xb, hi * 8)
-            while ht > hh and hv[ht - 1] <= y:
-                ht -= 1
-            if ht < len(hq):
-                hq[ht] = hi
-                hv[ht] = y
-            else:
-                hq = append(hq, hi)
-                hv = append(hv, y)
-            ht += 1
-            while lt > lh and lv[lt - 1] >= y:
-                lt -= 1
-            if lt < len(lq):
-                lq[lt] = hi
-                lv[lt] = y
-            else:
-                lq = append(lq, hi)
-                lv = append(lv, y)
-            lt += 1
-            hi += 1
-            th = read_i64_le(tsb, hi * 8)  # hi < n: ts[i] = t is not below t
-        start = t - d
-        while tl < start:
-            lo += 1
-            if lo < n:
-                tl = read_i64_le(tsb, lo * 8)
-            else:
-                tl = end
-        if hi > lo and start >= t0:
-            while hq[hh] < lo:
-                hh += 1
-            while lq[lh] < lo:
-                lh += 1
-            write_f64_le(wh, hv[hh])
-            write_f64_le(wl, lv[lh])
-        else:
-            write_f64_le(wh, nan)
-            write_f64_le(wl, nan)
-        i += 1
-    return wh.getvalue(), wl.getvalue()
+    return out

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -29,6 +28,7 @@ F64 = npt.NDArray[np.float64]
 Arr = npt.NDArray[Any]
 NAN = float("nan")
 QUANTIZED = frozenset({"last", "bid", "ask", "mid", "spread", "open"})
+_NO_TICKS = np.zeros(0, dtype=np.int64)
 
 
 def compare(op: str, x: Any, y: Any) -> Any:
@@ -60,16 +60,14 @@ class Columns:
         self.n = len(ticks)
         self._cache: dict[object, Arr] = {}
         self._cross: dict[ast.Crosses, Arr] = {}
-        self._spans_cache: dict[object, list[tuple[int, Arr, Arr, Arr]]] = {}
-        self._raw: dict[str, bytes] = {}  # `ts`, `last` as bytes, for the compiled kernels
-        self._clean = -1  # `_clean_last`, once known
+        self._spans_cache: dict[object, list[tuple[int, int, Arr, Arr, Arr]]] = {}
         self.account: dict[str, float] = {}
 
     def nbytes(self) -> int:
         """Memory held by the computed columns."""
         return (sum(a.nbytes for a in self._cache.values())
                 + sum(a.nbytes for a in self._cross.values())
-                + sum(a.nbytes for qs in self._spans_cache.values() for q in qs for a in q[1:]))
+                + sum(a.nbytes for qs in self._spans_cache.values() for q in qs for a in q[2:]))
 
     # series ------------------------------------------------------------------------
     def series(self, name: str) -> Arr:
@@ -125,21 +123,6 @@ class Columns:
         self._cache[key] = q
         return q
 
-    def _bytes(self, name: str) -> bytes:
-        """A tick column's bytes (int64 `ts`, float64 `last`), shared by the kernels."""
-        b = self._raw.get(name)
-        if b is None:
-            b = self._raw[name] = (self.ticks.ts if name == "ts" else self.ticks.last).tobytes()
-        return b
-
-    def _clean_last(self) -> bool:
-        """`last` holds no NaN and no zero: a window's max (min) is then one value, bit for
-        bit, whatever the algorithm (the compiled kernel's deque, the sparse table)."""
-        if self._clean < 0:
-            x = self.ticks.last
-            self._clean = int(not bool(np.isnan(x).any()) and bool((x != 0.0).all()))
-        return self._clean == 1
-
     # indicators --------------------------------------------------------------------
     def indicator(self, spec: IndicatorSpec) -> F64:
         if spec in self._cache:
@@ -175,19 +158,22 @@ class Columns:
         """Per tick, the window `[t-d, t)` as index bounds [lo, hi), whether it is defined
         and floor(log2) of its length (any value where it is not defined)."""
         ts = self.ticks.ts
-        lo = np.searchsorted(ts, ts - window_ns, side="left")
+        lo = feed.search(ts, ts, window_ns, False)
         hi = self._before()
         length = hi - lo
         valid = (length > 0) & (ts - window_ns >= ts[0])
         lv = np.frexp(length.astype(np.float64))[1].astype(np.int64) - 1  # floor(log2), exact
         return lo, hi, valid, lv
 
-    def _queries(self, window_ns: int) -> list[tuple[int, Arr, Arr, Arr]]:
+    def _queries(self, window_ns: int) -> list[tuple[int, int, Arr, Arr, Arr]]:
         """The sparse-table queries of the windows `[t-d, t)`, per level queried (regular
-        ticks: one or two): the level, the ticks that query it and the two table indices
-        each reads. Shared by the `high` and `low` of one length."""
+        ticks: one or two): the level, the first tick of a run of ticks querying it to the
+        end (-1: the ticks are `sel`), the ticks and the two table indices each reads.
+        Shared by the `high` and `low` of one length."""
         key = ("queries", window_ns)
         hit = self._spans_cache.get(key)
+        if hit is None:
+            hit = self._run_query(window_ns)
         if hit is None:
             lo, hi, valid, lv = self._spans(window_ns)
             hit = []
@@ -196,19 +182,31 @@ class Columns:
                 for level in used:
                     sel = (np.flatnonzero(valid & (lv == level)) if len(used) > 1
                            else np.flatnonzero(valid))
-                    hit.append((level, sel, lo[sel], hi[sel] - (1 << level)))
-            self._spans_cache[key] = hit
+                    hit.append((level, -1, sel, lo[sel], hi[sel] - (1 << level)))
+        self._spans_cache[key] = hit
         return hit
+
+    def _run_query(self, window_ns: int) -> list[tuple[int, int, Arr, Arr, Arr]] | None:
+        """The usual case of `_queries` without per-tick masks: the windows are defined
+        from the first tick `s` with `t - d >= ts[0]` to the end, their lengths all of one
+        level. None otherwise."""
+        ts, n = self.ticks.ts, self.n
+        if n == 0:
+            return []
+        s = int(np.searchsorted(ts, int(ts[0]) + window_ns, side="left"))
+        if s >= n:
+            return []
+        lo = feed.search(ts, ts[s:], window_ns, False)
+        hi = self._before()[s:]
+        length = hi - lo
+        short = int(length.min())
+        if short <= 0 or short.bit_length() != int(length.max()).bit_length():
+            return None
+        level = short.bit_length() - 1
+        return [(level, s, _NO_TICKS, lo, hi - (1 << level))]
 
     def _window(self, spec: IndicatorSpec) -> F64:
         x, n = self.ticks.last, self.n
-        if feed.NATIVE and self._clean_last():  # the high and the low at once
-            hb, lb = feed.window_kernel(self._bytes("ts"), self._bytes("last"), spec.window_ns)
-            high = np.frombuffer(hb, dtype=np.float64)
-            low = np.frombuffer(lb, dtype=np.float64)
-            self._cache[msgspec.structs.replace(spec, kind="high")] = high
-            self._cache[msgspec.structs.replace(spec, kind="low")] = low
-            return high if spec.kind == "high" else low
         out = np.full(n, NAN)
         if n == 0:
             return out
@@ -218,18 +216,25 @@ class Columns:
         red = np.maximum if spec.kind == "high" else np.minimum
         table = x
         level = 0
-        for q_level, sel, a, b in queries:
+        bufs: list[F64] = []  # the tables of two levels take turns in two buffers
+        for q_level, start, sel, a, b in queries:
             while level < q_level:
                 w = 1 << level
-                table = red(table[:-w], table[w:])
+                if not bufs:
+                    bufs = [np.empty(n), np.empty(n)]
+                nxt = bufs[level & 1][:table.shape[0] - w]
+                red(table[:-w], table[w:], out=nxt)
+                table = nxt
                 level += 1
-            out[sel] = red(table[a], table[b])
+            if start >= 0:
+                out[start:] = red(table.take(a), table.take(b))
+            else:
+                out[sel] = red(table[a], table[b])
         return out
 
     def _chg(self, spec: IndicatorSpec) -> F64:
         if feed.NATIVE:
-            return np.frombuffer(feed.chg_kernel(self._bytes("ts"), self._bytes("last"),
-                                                 spec.window_ns), dtype=np.float64)
+            return feed.floats(feed.chg_kernel(self.ticks.ts, self.ticks.last, spec.window_ns))
         ts, last = self.ticks.ts, self.ticks.last
         j = np.searchsorted(ts, ts - spec.window_ns, side="right") - 1
         ref = np.where(j >= 0, last[np.maximum(j, 0)], NAN)
@@ -306,7 +311,7 @@ class Columns:
 
     def _ema(self, x: Arr, n: int) -> F64:
         if feed.NATIVE and x.dtype == np.float64:
-            return np.frombuffer(feed.ema_kernel(x.tobytes(), 2.0 / (n + 1)), dtype=np.float64)
+            return feed.floats(feed.ema_kernel(x, 2.0 / (n + 1)))
         if x.shape[0] and bool(np.isfinite(x).all()):
             # finite values: v is never NaN past the seed (barring an overflow, checked), so
             # the recurrence runs without the reseed test: the same operations in the same order
