@@ -62,10 +62,11 @@ class Columns:
         self._cross: dict[ast.Crosses, Arr] = {}
         self._spans_cache: dict[object, list[tuple[int, int, Arr, Arr, Arr]]] = {}
         self.account: dict[str, float] = {}
+        self._bufs: list[F64] = []  # `_scratch`
 
     def nbytes(self) -> int:
         """Memory held by the computed columns."""
-        return (sum(a.nbytes for a in self._cache.values())
+        return (sum(a.nbytes for a in self._cache.values()) + sum(b.nbytes for b in self._bufs)
                 + sum(a.nbytes for a in self._cross.values())
                 + sum(a.nbytes for qs in self._spans_cache.values() for q in qs for a in q[2:]))
 
@@ -111,14 +112,18 @@ class Columns:
         if key in self._cache:
             return self._cache[key]
         t, u = self.ticks, self.units
+        # the same operations as `np.rint((b + a) * (u / 2.0))`, in place on one temporary
         if name == "mid":
-            out = np.rint((t.bid + t.ask) * (u / 2.0))
+            out = t.bid + t.ask
+            out *= u / 2.0
         elif name == "spread":
-            out = np.rint((t.ask - t.bid) * u)
+            out = t.ask - t.bid
+            out *= u
         elif name == "open":
-            out = np.full(self.n, np.rint(t.last[0] * u) if self.n else 0.0)
+            out = np.full(self.n, t.last[0] * u if self.n else 0.0)
         else:
-            out = np.rint(self.series(name) * u)
+            out = self.series(name) * u
+        np.rint(out, out=out)
         q: Arr = out.astype(np.int64)
         self._cache[key] = q
         return q
@@ -207,21 +212,36 @@ class Columns:
 
     def _window(self, spec: IndicatorSpec) -> F64:
         x, n = self.ticks.last, self.n
-        out = np.full(n, NAN)
         if n == 0:
-            return out
+            return np.full(n, NAN)
         queries = self._queries(spec.window_ns)
         if not queries:
-            return out
+            return np.full(n, NAN)
         red = np.maximum if spec.kind == "high" else np.minimum
         table = x
         level = 0
-        bufs: list[F64] = []  # the tables of two levels take turns in two buffers
+        # the tables of two levels take turns in two scratch buffers (shared by the windows)
+        bufs = self._scratch()
+        if len(queries) == 1 and queries[0][1] >= 0:  # one run of queries: no temporary
+            q_level, start, _, a, b = queries[0]
+            while level < q_level:
+                w = 1 << level
+                nxt = bufs[level & 1][:table.shape[0] - w]
+                red(table[:-w], table[w:], out=nxt)
+                table = nxt
+                level += 1
+            out = np.empty(n)
+            out[:start] = NAN
+            rest = out[start:]
+            # (indices in range: `clip` only spares `take` a buffered copy)
+            first = np.take(table, a, out=bufs[level & 1][:a.shape[0]], mode="clip")
+            np.take(table, b, out=rest, mode="clip")
+            red(first, rest, out=rest)
+            return out
+        out = np.full(n, NAN)
         for q_level, start, sel, a, b in queries:
             while level < q_level:
                 w = 1 << level
-                if not bufs:
-                    bufs = [np.empty(n), np.empty(n)]
                 nxt = bufs[level & 1][:table.shape[0] - w]
                 red(table[:-w], table[w:], out=nxt)
                 table = nxt
@@ -231,6 +251,12 @@ class Columns:
             else:
                 out[sel] = red(table[a], table[b])
         return out
+
+    def _scratch(self) -> list[F64]:
+        """Two float64 buffers of the session's length, for temporaries."""
+        if not self._bufs:
+            self._bufs = [np.empty(self.n), np.empty(self.n)]
+        return self._bufs
 
     def _chg(self, spec: IndicatorSpec) -> F64:
         if feed.NATIVE:
@@ -268,9 +294,10 @@ class Columns:
         (`cs`: the running sums of k, 0 first, when known)."""
         if cs is None:
             cs = np.concatenate((np.zeros(1, dtype=np.int64), np.cumsum(k)))
-        out = np.full(k.shape[0], NAN)
-        if k.shape[0] >= n:
-            out[n - 1:] = (cs[n:] - cs[:-n]).astype(np.float64) / (float(n) * units)
+        out = np.empty(k.shape[0])
+        out[:n - 1] = NAN
+        if k.shape[0] >= n:  # int64 to double then the division, as `astype` then `/`
+            np.divide(cs[n:] - cs[:-n], float(n) * units, out=out[n - 1:])
         return out
 
     @staticmethod
@@ -389,7 +416,11 @@ class Columns:
             with np.errstate(divide="ignore", invalid="ignore"):
                 return np.where(y != 0, x / np.where(y != 0, y, 1.0), NAN)
         if isinstance(e, ast.Compare):
-            out = compare(e.op, self.expr(e.left, lo), self.expr(e.right, lo))
+            # a constant side as a scalar (numpy compares it as the array of it; no array)
+            x, y = self._operand(e.left, lo), self._operand(e.right, lo)
+            if not isinstance(x, np.ndarray) and not isinstance(y, np.ndarray):
+                x, y = self.expr(e.left, lo), self.expr(e.right, lo)
+            out = compare(e.op, x, y)
             return np.asarray(out) if e.op in ("==", "!=") else out
         if isinstance(e, ast.Crosses):
             if e not in self._cross:
@@ -418,6 +449,15 @@ class Columns:
         if isinstance(e, ast.Not):
             return ~self.truth(e.operand, lo)
         raise PlanError(f"{type(e).__name__} is not a value here")
+
+    def _operand(self, e: ast.Expr, lo: int) -> Any:
+        """A comparison's side: a constant as a Python float (int for a time of day), the
+        value `np.full` would fill `expr`'s array with; else `expr`."""
+        if isinstance(e, ast.Number | ast.Percent):
+            return float(e.value)
+        if isinstance(e, ast.TimeOfDay):
+            return clock_seconds(self.session, e)
+        return self.expr(e, lo)
 
     def truth(self, e: ast.Expr, lo: int = 0) -> npt.NDArray[np.bool_]:
         """Python truthiness of an expression's value, elementwise."""
