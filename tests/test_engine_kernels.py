@@ -87,8 +87,19 @@ def test_search_kernel_is_searchsorted(start: int, a: list[int], b: list[int], d
 def test_chg_kernel_is_the_formula(start: int, steps: list[int], xs: list[float],
                                    d: int) -> None:
     ts, x = _pair(start, steps, xs)
-    got = feed.floats(feed.chg_kernel(ts, x, d * S))
+    got = feed.floats(feed.chg_kernel(ts, x, ts, x, d * S))
     assert _same(got, _chg_reference(ts, x, d * S))
+    # a haystack of earlier ticks first (the reference path's carried deque, a sentinel)
+    k = len(ts) // 2
+    hay = np.concatenate([np.asarray([-(2**62)], dtype=np.int64), ts])
+    hx = np.concatenate([np.asarray([float("nan")]), x])
+    got = feed.floats(feed.chg_kernel(hay, hx, ts[k:], x[k:], d * S))
+    j = np.searchsorted(hay, ts[k:] - d * S, side="right") - 1
+    ref = hx[j]
+    with np.errstate(all="ignore"):
+        want = 100.0 * (x[k:] / ref - 1.0)
+    want[ref == 0.0] = np.nan
+    assert _same(got, want)
 
 
 def _columns(ts: I64, x: F64) -> Columns:

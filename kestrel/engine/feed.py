@@ -162,19 +162,17 @@ Groups = list[tuple[int, "npt.NDArray[np.intp]"]]
 def _levels(lo: I64, hi: I64) -> Groups:
     """The ranges [lo, hi) grouped by floor(log2(length)) (empty ranges left out), in
     increasing level: computed once for every window of one length."""
-    valid = hi > lo
-    if not valid.any():
-        return []
     length = hi - lo
-    short, long_ = int(length[valid].min()).bit_length(), int(length.max()).bit_length()
-    if short == long_:  # one level (the usual case): the valid ranges, no per-range level
-        return [(long_ - 1, np.flatnonzero(valid))]
-    lv = np.full(len(lo), -1, dtype=np.int64)  # floor(log2(length)), exactly
-    lv[valid] = np.searchsorted(_POW2, (hi - lo)[valid], side="right") - 1
-    top = int(lv.max())
-    main = np.flatnonzero(lv == top)  # most ranges (the rest: the window filling up)
-    rest = np.flatnonzero(valid & (lv != top))
-    return [(k, rest[lv[rest] == k]) for k in np.unique(lv[rest]).tolist()] + [(top, main)]
+    longest = int(length.max()) if len(length) else 0
+    if longest <= 0:
+        return []
+    top = longest.bit_length() - 1  # the top level: floor(log2(length)), exactly
+    main = np.flatnonzero(length >= (1 << top))  # most ranges
+    rest = np.flatnonzero((length > 0) & (length < (1 << top)))  # the window filling up
+    if not rest.size:
+        return [(top, main)]
+    lv = np.searchsorted(_POW2, length[rest], side="right") - 1
+    return [(k, rest[lv == k]) for k in np.unique(lv).tolist()] + [(top, main)]
 
 
 def _range_red(x: F64, lo: I64, hi: I64, groups: Groups, high: bool) -> F64:
@@ -196,7 +194,9 @@ def _range_red(x: F64, lo: I64, hi: I64, groups: Groups, high: bool) -> F64:
             level += 1
         a, b = int(sel[0]), int(sel[-1]) + 1
         if b - a == sel.size:  # one run of ticks (the usual case): slices, no scatter
-            out[a:b] = red(table.take(lo[a:b]), table.take(hi[a:b] - (1 << k)))
+            dst = out[a:b]  # (indices in range: `clip` only spares `take` a buffered copy)
+            np.take(table, hi[a:b] - (1 << k), out=dst, mode="clip")
+            red(table.take(lo[a:b]), dst, out=dst)
         else:
             out[sel] = red(table.take(lo[sel]), table.take(hi[sel] - (1 << k)))
     return out
@@ -241,13 +241,12 @@ def _windows(f: Feeds, ts: I64, last: F64, t0: int, S: list[Any]) -> list[Column
             los[w.d] = lo_d, _levels(lo_d, hi)
         lo, groups = los[w.d]
         col = _range_red(bx, lo, hi, groups, w.high)
-        j = np.searchsorted(dts, ts - w.d, side="left")
-        has = j < len(dts)
-        if has.any():
-            carried = dv[np.minimum(j, len(dts) - 1)]
+        j = search(dts, ts, w.d, False)
+        p = int(np.searchsorted(j, len(dts), side="left"))  # j < len(dts): a prefix
+        if p:
             red = np.fmax if w.high else np.fmin  # NaN (empty range) takes the other
-            col = np.where(has, red(carried, col), col)
-        col[ts - w.d < t0] = NAN
+            col[:p] = red(dv[j[:p]], col[:p])
+        col[:int(np.searchsorted(ts, t0 + w.d, side="left"))] = NAN  # ts - d < t0: a prefix
         out.append(col.data)
         # state: what the pushes leave of the deque and every timestamp before T, expired
         # entries dropped (survival only depends on later values: the tail suffices)
@@ -306,13 +305,17 @@ def _chg(c: Chg, ts: I64, last: F64, S: list[Any]) -> Column:
     dqt, dqv, rf = S[c.dqt], S[c.dqv], S[c.rf]
     cts = np.concatenate([np.asarray([SENTINEL], dtype=np.int64), np.asarray(dqt, dtype=np.int64), ts])
     cx = np.concatenate([np.asarray([rf], dtype=np.float64), np.asarray(dqv, dtype=np.float64), last])
-    j = search(cts, ts, c.d, True) - 1  # >= 0: the sentinel's ts is below
-    ref = cx[j]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        v = 100.0 * (last / ref - 1.0)
-    v[ref == 0.0] = NAN
+    if NATIVE:
+        v = floats(chg_kernel(cts, cx, ts, last, c.d))
+        jl = int(np.searchsorted(cts, int(ts[-1]) - c.d, side="right")) - 1
+    else:
+        j = search(cts, ts, c.d, True) - 1  # >= 0: the sentinel's ts is below
+        ref = cx[j]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            v = 100.0 * (last / ref - 1.0)
+        v[ref == 0.0] = NAN
+        jl = int(j[-1])
     # state after the chunk: rf = the latest tick with ts <= T - d, the later ones queued
-    jl = int(j[-1])
     S[c.rf] = float(cx[jl])
     S[c.dqt] = deque(cts[jl + 1:].tolist())
     S[c.dqv] = deque(cx[jl + 1:].tolist())
@@ -430,24 +433,28 @@ def search_kernel(hay: Any, ts: Any, d: i64, right: bool) -> vec[i64]:
     return out
 
 
-def chg_kernel(ts: Any, x: Any, d: i64) -> vec[float]:
-    """`chg(d)` over a session's ticks (`vector.Columns._chg`): `100 * (x_i / ref - 1)`, ref
-    the value of the latest tick with `ts <= t_i - d`; NaN without one or when it is 0."""
+def chg_kernel(hay: Any, vals: Any, ts: Any, x: Any, d: i64) -> vec[float]:
+    """`chg(d)` at the ticks (ts, x) (`vector.Columns._chg`, `_chg` here): `100 * (x_i / ref
+    - 1)`, ref the value (`vals`) of the latest entry of non-decreasing `hay` with
+    `hay <= t_i - d`; NaN without one or when it is 0."""
+    h = _i64(hay)
+    hv = _f64(vals)
     t = _i64(ts)
     xs = _f64(x)
     out = _f64(x)
+    m: i64 = len(h)
     n: i64 = len(t)
     nan: float = NAN
-    j: i64 = 0  # the ticks with ts <= t_i - d
+    j: i64 = 0  # the entries with hay <= t_i - d
     i: i64 = 0
     while i < n:
         v = t[i] - d
-        while j < n and t[j] <= v:
+        while j < m and h[j] <= v:
             j += 1
         if j == 0:
             out[i] = nan
         else:
-            ref = xs[j - 1]
+            ref = hv[j - 1]
             if ref == 0.0:
                 out[i] = nan
             else:

@@ -260,7 +260,8 @@ class Columns:
 
     def _chg(self, spec: IndicatorSpec) -> F64:
         if feed.NATIVE:
-            return feed.floats(feed.chg_kernel(self.ticks.ts, self.ticks.last, spec.window_ns))
+            ts, last = self.ticks.ts, self.ticks.last
+            return feed.floats(feed.chg_kernel(ts, last, ts, last, spec.window_ns))
         ts, last = self.ticks.ts, self.ticks.last
         j = np.searchsorted(ts, ts - spec.window_ns, side="right") - 1
         ref = np.where(j >= 0, last[np.maximum(j, 0)], NAN)
