@@ -414,7 +414,7 @@ def ema_kernel(x: Any, alpha: float) -> vec[float]:
 def search_kernel(hay: Any, ts: Any, d: i64, right: bool) -> vec[i64]:
     """`np.searchsorted(hay, ts - d, side)` for non-decreasing int64 `hay` and `ts`."""
     h = _i64(hay)
-    t = _i64(ts)
+    t = h if ts is hay else _i64(ts)  # (one copy when searching a column's own ts)
     out = _i64(ts)
     m: i64 = len(h)
     n: i64 = len(t)
@@ -439,8 +439,8 @@ def chg_kernel(hay: Any, vals: Any, ts: Any, x: Any, d: i64) -> vec[float]:
     `hay <= t_i - d`; NaN without one or when it is 0."""
     h = _i64(hay)
     hv = _f64(vals)
-    t = _i64(ts)
-    xs = _f64(x)
+    t = h if ts is hay else _i64(ts)  # (one copy each when the haystack is the ticks)
+    xs = hv if x is vals else _f64(x)
     out = _f64(x)
     m: i64 = len(h)
     n: i64 = len(t)

@@ -201,7 +201,7 @@ class Columns:
         s = int(np.searchsorted(ts, int(ts[0]) + window_ns, side="left"))
         if s >= n:
             return []
-        lo = feed.search(ts, ts[s:], window_ns, False)
+        lo = feed.search(ts, ts, window_ns, False)[s:]
         hi = self._before()[s:]
         length = hi - lo
         short = int(length.min())
