@@ -220,13 +220,14 @@ def _windows(f: Feeds, ts: I64, last: F64, t0: int, S: list[Any]) -> list[Column
     g = len(gx)
     deques = [(np.asarray(S[w.dqt], dtype=np.int64), np.asarray(S[w.dqv], dtype=np.float64))
               for w in f.windows]
-    vals = np.concatenate([np.asarray(gx, dtype=np.float64), last] + [v for _, v in deques])
-    if bool(np.isnan(vals).any()) or bool((vals == 0.0).any()):
+    gv = np.asarray(gx, dtype=np.float64)
+    if any(bool(np.isnan(v).any()) or bool((v == 0.0).any())
+           for v in [gv, last] + [v for _, v in deques]):
         return _windows_per_tick(f, ts.tolist(), last.tolist(), t0, S)
     # the pending group then the chunk (b*), shared by the windows; each window's deque
     # (all before the group) adds its first entry inside the window: its max (min)
     bts = np.concatenate([np.full(g, pt, dtype=np.int64), ts])
-    bx = np.concatenate([np.asarray(gx, dtype=np.float64), last])
+    bx = np.concatenate([gv, last])
     n, T = len(ts), int(ts[-1])
     if (g == 0 or pt < ts[0]) and (n == 1 or bool(np.all(ts[1:] > ts[:-1]))):
         hi = np.arange(g, g + n, dtype=np.int64)
@@ -347,7 +348,7 @@ def _sma(m: Sma, k: I64, S: list[Any], units: float) -> Column:
     sums[nans:n + 1] = before[nans:]
     np.cumsum(k, out=sums[n + 1:])
     sums[n + 1:] += cs
-    v = (sums[n + 1:] - sums[1:size + 1]).astype(np.float64) / div
+    v = np.divide(sums[n + 1:] - sums[1:size + 1], div)  # int64 to double, then `/`
     v[:max(0, nans - 1)] = NAN  # tick i reads the sum n back: a NaN while i + 1 < nans
     tail = sums[-(n + 1):].tolist()
     lead = max(0, nans - size)  # the NaNs still in the deque after the chunk
