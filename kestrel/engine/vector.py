@@ -8,6 +8,9 @@ scalar Python loop). Undefined values are NaN; comparisons follow Python's NaN r
 Quantized series (mid, spread and the sma inputs) are whole numbers of half ticks as the
 generated code computes them (`np.rint` rounds half to even like `round`), and their sums
 are exact int64 cumulative sums.
+Compiled (mypyc), the ema, the chg and the windows' searches of `t - d` run as the one-pass
+kernels of `kestrel.engine.feed` (C doubles and int64s in librt vecs); interpreted, the
+numpy formulas run: the same values (tests/test_engine_kernels.py).
 """
 
 from __future__ import annotations
