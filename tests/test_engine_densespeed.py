@@ -5,15 +5,20 @@ from __future__ import annotations
 
 import numpy as np
 
+import datetime as dt
+
 from kestrel.engine.vector import Columns
+from kestrel.frame.session import SessionSpec
 from kestrel.frame.ticks import Ticks
+
+# a Columns needs a session (the compiled class checks its arguments' types) even where no
+# session series is read
+SESSION = SessionSpec(dt.date(2024, 1, 2), tz="UTC")
 
 
 def test_ema_equals_the_reference_recurrence() -> None:
     rng = np.random.default_rng(1)
-    one = np.ones(1)
-    cols = Columns(Ticks(np.zeros(1, dtype=np.int64), one, one, one, one), None,  # type: ignore[arg-type]
-                   0, 200.0)  # (no session series read)
+    cols = Columns(Ticks.empty(), SESSION, 0, 200.0)
     for trial in range(400):
         n = int(rng.integers(1, 300))
         x = np.round(rng.standard_normal(n) * rng.choice([1.0, 1e3, 1e300]), int(rng.integers(0, 4)))
@@ -36,25 +41,26 @@ def test_ema_equals_the_reference_recurrence() -> None:
 
 def test_block_scan_equals_the_tick_scan() -> None:
     """`_scan_blocks` stops where the tick-by-tick test first holds (NaN prices included)."""
-    from bench.engine_throughput import make_days, plan_of
     from kestrel.engine import dense
 
-    (session, day), = make_days(400, seed=2, sessions=1)
-    rules = plan_of("PLAN p\nWHEN last > 0: BUY 1 MKT").rules
+    class _F:
+        base = 0
+
+        def __init__(self, bits: np.ndarray) -> None:
+            self.bits = bits
+
     rng = np.random.default_rng(7)
     inf = float("inf")
     for trial in range(300):
         n = int(rng.integers(1, 400))
-        bid = (100.0 + np.cumsum(rng.integers(-1, 2, n)) * 0.01).astype(np.float64)
-        ask = (bid + 0.01 * rng.integers(1, 3, n)).astype(np.float64)
+        bid = 100.0 + np.cumsum(rng.integers(-1, 2, n)) * 0.01
+        ask = bid + 0.01 * rng.integers(1, 3, n)
         if trial % 5 == 0:
             bid[rng.integers(0, n)] = np.nan
         if trial % 7 == 0:
             ask[rng.integers(0, n)] = np.nan
         bits = np.where(rng.random(n) < rng.choice([0.0, 0.002, 0.05]), 1, 2).astype(np.int64)
-        feed = dense.Feed(rules, day.slice(0, n), session, 0, 200.0, 0, n)
-        feed.bits = bits  # the bits under test, over ticks [0, n)
-        blk = dense._blocks(feed, bid, ask, 0, n)
+        blk = dense._blocks(_F(bits), bid, ask, 0, n)  # type: ignore[arg-type]
         bl, al, bi = bid.tolist(), ask.tolist(), bits.tolist()
         for _ in range(5):
             j = int(rng.integers(0, n))
@@ -88,7 +94,7 @@ def test_window_extremes_and_shared_sums_match_naive() -> None:
         bid = (100.0 + np.cumsum(rng.integers(-1, 2, n)) * 0.01).astype(np.float64)
         last = (bid + 0.005).astype(np.float64)
         ticks = Ticks(ts, bid, (bid + 0.01).astype(np.float64), last, np.ones(n))
-        cols = Columns(ticks, None, 0, 200.0)  # type: ignore[arg-type]  # no session series read
+        cols = Columns(ticks, SESSION, 0, 200.0)
         for d in (1, 5, 40):
             w = d * 10**9
             hi, lo = (cols.indicator(IndicatorSpec(k, window_ns=w)) for k in ("high", "low"))

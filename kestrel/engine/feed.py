@@ -40,8 +40,20 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from kestrel.engine.native import compiled
+
+try:  # mypy's runtime library: vecs, arrays of C doubles and int64s
+    from mypy_extensions import i64
+    from librt.vecs import extend, vec
+    _LIBRT = True
+except ImportError:  # pragma: no cover - installed with mypy, which the compiled build needs
+    _LIBRT = False
+
 SENTINEL = -(2**62)
 NAN = float("nan")
+# the column kernels below run compiled (C doubles and int64s, no Python object per value);
+# interpreted, each value would cost a call: the numpy formulas run instead (same values)
+NATIVE = _LIBRT and compiled()
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 # a column the loop zips: a list, or a memoryview of a numpy array (iterating one yields
@@ -150,15 +162,17 @@ Groups = list[tuple[int, "npt.NDArray[np.intp]"]]
 def _levels(lo: I64, hi: I64) -> Groups:
     """The ranges [lo, hi) grouped by floor(log2(length)) (empty ranges left out), in
     increasing level: computed once for every window of one length."""
-    valid = hi > lo
-    if not valid.any():
+    length = hi - lo
+    longest = int(length.max()) if len(length) else 0
+    if longest <= 0:
         return []
-    lv = np.full(len(lo), -1, dtype=np.int64)  # floor(log2(length)), exactly
-    lv[valid] = np.searchsorted(_POW2, (hi - lo)[valid], side="right") - 1
-    top = int(lv.max())
-    main = np.flatnonzero(lv == top)  # most ranges (the rest: the window filling up)
-    rest = np.flatnonzero(valid & (lv != top))
-    return [(k, rest[lv[rest] == k]) for k in np.unique(lv[rest]).tolist()] + [(top, main)]
+    top = longest.bit_length() - 1  # the top level: floor(log2(length)), exactly
+    main = np.flatnonzero(length >= (1 << top))  # most ranges
+    rest = np.flatnonzero((length > 0) & (length < (1 << top)))  # the window filling up
+    if not rest.size:
+        return [(top, main)]
+    lv = np.searchsorted(_POW2, length[rest], side="right") - 1
+    return [(k, rest[lv == k]) for k in np.unique(lv).tolist()] + [(top, main)]
 
 
 def _range_red(x: F64, lo: I64, hi: I64, groups: Groups, high: bool) -> F64:
@@ -168,14 +182,21 @@ def _range_red(x: F64, lo: I64, hi: I64, groups: Groups, high: bool) -> F64:
     out = np.full(len(lo), NAN)
     red = np.maximum if high else np.minimum
     table, level = x, 0
+    bufs: list[F64] = []  # the tables of two levels take turns in two buffers
     for k, sel in groups:
         while level < k:
             w = 1 << level
-            table = red(table[:-w], table[w:])
+            if not bufs:
+                bufs = [np.empty(len(x)), np.empty(len(x))]
+            nxt = bufs[level & 1][:len(table) - w]
+            red(table[:-w], table[w:], out=nxt)
+            table = nxt
             level += 1
         a, b = int(sel[0]), int(sel[-1]) + 1
         if b - a == sel.size:  # one run of ticks (the usual case): slices, no scatter
-            out[a:b] = red(table.take(lo[a:b]), table.take(hi[a:b] - (1 << k)))
+            dst = out[a:b]  # (indices in range: `clip` only spares `take` a buffered copy)
+            np.take(table, hi[a:b] - (1 << k), out=dst, mode="clip")
+            red(table.take(lo[a:b]), dst, out=dst)
         else:
             out[sel] = red(table.take(lo[sel]), table.take(hi[sel] - (1 << k)))
     return out
@@ -199,13 +220,14 @@ def _windows(f: Feeds, ts: I64, last: F64, t0: int, S: list[Any]) -> list[Column
     g = len(gx)
     deques = [(np.asarray(S[w.dqt], dtype=np.int64), np.asarray(S[w.dqv], dtype=np.float64))
               for w in f.windows]
-    vals = np.concatenate([np.asarray(gx, dtype=np.float64), last] + [v for _, v in deques])
-    if bool(np.isnan(vals).any()) or bool((vals == 0.0).any()):
+    gv = np.asarray(gx, dtype=np.float64)
+    if any(bool(np.isnan(v).any()) or bool((v == 0.0).any())
+           for v in [gv, last] + [v for _, v in deques]):
         return _windows_per_tick(f, ts.tolist(), last.tolist(), t0, S)
     # the pending group then the chunk (b*), shared by the windows; each window's deque
     # (all before the group) adds its first entry inside the window: its max (min)
     bts = np.concatenate([np.full(g, pt, dtype=np.int64), ts])
-    bx = np.concatenate([np.asarray(gx, dtype=np.float64), last])
+    bx = np.concatenate([gv, last])
     n, T = len(ts), int(ts[-1])
     if (g == 0 or pt < ts[0]) and (n == 1 or bool(np.all(ts[1:] > ts[:-1]))):
         hi = np.arange(g, g + n, dtype=np.int64)
@@ -216,17 +238,16 @@ def _windows(f: Feeds, ts: I64, last: F64, t0: int, S: list[Any]) -> list[Column
     out: list[Column] = []
     for w, (dts, dv) in zip(f.windows, deques):
         if w.d not in los:  # windows of one length share their ranges
-            lo_d = np.searchsorted(bts, ts - w.d, side="left")
+            lo_d = search(bts, ts, w.d, False)
             los[w.d] = lo_d, _levels(lo_d, hi)
         lo, groups = los[w.d]
         col = _range_red(bx, lo, hi, groups, w.high)
-        j = np.searchsorted(dts, ts - w.d, side="left")
-        has = j < len(dts)
-        if has.any():
-            carried = dv[np.minimum(j, len(dts) - 1)]
+        j = search(dts, ts, w.d, False)
+        p = int(np.searchsorted(j, len(dts), side="left"))  # j < len(dts): a prefix
+        if p:
             red = np.fmax if w.high else np.fmin  # NaN (empty range) takes the other
-            col = np.where(has, red(carried, col), col)
-        col[ts - w.d < t0] = NAN
+            col[:p] = red(dv[j[:p]], col[:p])
+        col[:int(np.searchsorted(ts, t0 + w.d, side="left"))] = NAN  # ts - d < t0: a prefix
         out.append(col.data)
         # state: what the pushes leave of the deque and every timestamp before T, expired
         # entries dropped (survival only depends on later values: the tail suffices)
@@ -285,13 +306,17 @@ def _chg(c: Chg, ts: I64, last: F64, S: list[Any]) -> Column:
     dqt, dqv, rf = S[c.dqt], S[c.dqv], S[c.rf]
     cts = np.concatenate([np.asarray([SENTINEL], dtype=np.int64), np.asarray(dqt, dtype=np.int64), ts])
     cx = np.concatenate([np.asarray([rf], dtype=np.float64), np.asarray(dqv, dtype=np.float64), last])
-    j = np.searchsorted(cts, ts - c.d, side="right") - 1  # >= 0: the sentinel's ts is below
-    ref = cx[j]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        v = 100.0 * (last / ref - 1.0)
-    v[ref == 0.0] = NAN
+    if NATIVE:
+        v = floats(chg_kernel(cts, cx, ts, last, c.d))
+        jl = int(np.searchsorted(cts, int(ts[-1]) - c.d, side="right")) - 1
+    else:
+        j = search(cts, ts, c.d, True) - 1  # >= 0: the sentinel's ts is below
+        ref = cx[j]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            v = 100.0 * (last / ref - 1.0)
+        v[ref == 0.0] = NAN
+        jl = int(j[-1])
     # state after the chunk: rf = the latest tick with ts <= T - d, the later ones queued
-    jl = int(j[-1])
     S[c.rf] = float(cx[jl])
     S[c.dqt] = deque(cts[jl + 1:].tolist())
     S[c.dqv] = deque(cx[jl + 1:].tolist())
@@ -323,7 +348,7 @@ def _sma(m: Sma, k: I64, S: list[Any], units: float) -> Column:
     sums[nans:n + 1] = before[nans:]
     np.cumsum(k, out=sums[n + 1:])
     sums[n + 1:] += cs
-    v = (sums[n + 1:] - sums[1:size + 1]).astype(np.float64) / div
+    v = np.divide(sums[n + 1:] - sums[1:size + 1], div)  # int64 to double, then `/`
     v[:max(0, nans - 1)] = NAN  # tick i reads the sum n back: a NaN while i + 1 < nans
     tail = sums[-(n + 1):].tolist()
     lead = max(0, nans - size)  # the NaNs still in the deque after the chunk
@@ -331,3 +356,109 @@ def _sma(m: Sma, k: I64, S: list[Any], units: float) -> Column:
     S[m.dq] = deque([NAN] * lead + tail[lead:], maxlen=n + 1)
     data: memoryview = v.data
     return data
+
+
+# compiled kernels ----------------------------------------------------------------------
+# Each copies its numpy inputs into librt vecs (one memcpy each: int64 `ts`, float64
+# values) and writes its column into a vec, read back by `np.frombuffer` (vecs export a
+# buffer): one pass of C doubles and int64s, no Python object per value. `ts` is
+# non-decreasing (a `Ticks` invariant), so the searches of `t_i - d` advance one pointer:
+# the same indices as `np.searchsorted`. Every value is the one the numpy formula computes,
+# with the same floating-point operations (tests/test_engine_kernels.py checks them
+# against those formulas, NaN, infinities, signed zeros and duplicated timestamps included).
+
+
+def floats(v: vec[float]) -> F64:
+    """A kernel's column as a float64 array (a view of the vec's buffer)."""
+    return np.frombuffer(memoryview(v), dtype=np.float64)
+
+
+def _f64(a: Any) -> vec[float]:
+    """A float64 array's values (one memcpy: contiguous arrays export their buffer)."""
+    out = vec[float](capacity=len(a))
+    return extend(out, np.ascontiguousarray(a, dtype=np.float64))
+
+
+def _i64(a: Any) -> vec[i64]:
+    """An int64 array's values (one memcpy)."""
+    out = vec[i64](capacity=len(a))
+    return extend(out, np.ascontiguousarray(a, dtype=np.int64))
+
+
+def search(hay: I64, ts: I64, d: int, right: bool) -> I64:
+    """`np.searchsorted(hay, ts - d, side)` for non-decreasing `hay` and `ts` (the
+    kernel when compiled)."""
+    if NATIVE:
+        return np.frombuffer(memoryview(search_kernel(hay, ts, d, right)), dtype=np.int64)
+    return np.searchsorted(hay, ts - d, side="right" if right else "left")
+
+
+def ema_kernel(x: Any, alpha: float) -> vec[float]:
+    """The ema recurrence over float64 `x`: `v = x if v is NaN else v + alpha * (x - v)`
+    (`vector.Columns._ema_list`)."""
+    xs = _f64(x)
+    out = _f64(x)
+    n: i64 = len(xs)
+    v: float = NAN
+    k: i64 = 0
+    while k < n:
+        y = xs[k]
+        if v != v:
+            v = y
+        else:
+            v = v + alpha * (y - v)
+        out[k] = v
+        k += 1
+    return out
+
+
+def search_kernel(hay: Any, ts: Any, d: i64, right: bool) -> vec[i64]:
+    """`np.searchsorted(hay, ts - d, side)` for non-decreasing int64 `hay` and `ts`."""
+    h = _i64(hay)
+    t = h if ts is hay else _i64(ts)  # (one copy when searching a column's own ts)
+    out = _i64(ts)
+    m: i64 = len(h)
+    n: i64 = len(t)
+    j: i64 = 0
+    i: i64 = 0
+    while i < n:
+        v = t[i] - d
+        if right:
+            while j < m and h[j] <= v:
+                j += 1
+        else:
+            while j < m and h[j] < v:
+                j += 1
+        out[i] = j
+        i += 1
+    return out
+
+
+def chg_kernel(hay: Any, vals: Any, ts: Any, x: Any, d: i64) -> vec[float]:
+    """`chg(d)` at the ticks (ts, x) (`vector.Columns._chg`, `_chg` here): `100 * (x_i / ref
+    - 1)`, ref the value (`vals`) of the latest entry of non-decreasing `hay` with
+    `hay <= t_i - d`; NaN without one or when it is 0."""
+    h = _i64(hay)
+    hv = _f64(vals)
+    t = h if ts is hay else _i64(ts)  # (one copy each when the haystack is the ticks)
+    xs = hv if x is vals else _f64(x)
+    out = _f64(x)
+    m: i64 = len(h)
+    n: i64 = len(t)
+    nan: float = NAN
+    j: i64 = 0  # the entries with hay <= t_i - d
+    i: i64 = 0
+    while i < n:
+        v = t[i] - d
+        while j < m and h[j] <= v:
+            j += 1
+        if j == 0:
+            out[i] = nan
+        else:
+            ref = hv[j - 1]
+            if ref == 0.0:
+                out[i] = nan
+            else:
+                out[i] = 100.0 * (xs[i] / ref - 1.0)
+        i += 1
+    return out

@@ -8,6 +8,9 @@ scalar Python loop). Undefined values are NaN; comparisons follow Python's NaN r
 Quantized series (mid, spread and the sma inputs) are whole numbers of half ticks as the
 generated code computes them (`np.rint` rounds half to even like `round`), and their sums
 are exact int64 cumulative sums.
+Compiled (mypyc), the ema, the chg and the windows' searches of `t - d` run as the one-pass
+kernels of `kestrel.engine.feed` (C doubles and int64s in librt vecs); interpreted, the
+numpy formulas run: the same values (tests/test_engine_kernels.py).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from kestrel.engine import feed
 from kestrel.engine.indicators import IndicatorSpec, PlanError, resolve
 from kestrel.engine.plans import clock_base_ns, clock_seconds
 from kestrel.frame.session import SessionSpec
@@ -27,6 +31,7 @@ F64 = npt.NDArray[np.float64]
 Arr = npt.NDArray[Any]
 NAN = float("nan")
 QUANTIZED = frozenset({"last", "bid", "ask", "mid", "spread", "open"})
+_NO_TICKS = np.zeros(0, dtype=np.int64)
 
 
 def compare(op: str, x: Any, y: Any) -> Any:
@@ -58,14 +63,15 @@ class Columns:
         self.n = len(ticks)
         self._cache: dict[object, Arr] = {}
         self._cross: dict[ast.Crosses, Arr] = {}
-        self._spans_cache: dict[object, list[tuple[int, Arr, Arr, Arr]]] = {}
+        self._spans_cache: dict[object, list[tuple[int, int, Arr, Arr, Arr]]] = {}
         self.account: dict[str, float] = {}
+        self._bufs: list[F64] = []  # `_scratch`
 
     def nbytes(self) -> int:
         """Memory held by the computed columns."""
-        return (sum(a.nbytes for a in self._cache.values())
+        return (sum(a.nbytes for a in self._cache.values()) + sum(b.nbytes for b in self._bufs)
                 + sum(a.nbytes for a in self._cross.values())
-                + sum(a.nbytes for qs in self._spans_cache.values() for q in qs for a in q[1:]))
+                + sum(a.nbytes for qs in self._spans_cache.values() for q in qs for a in q[2:]))
 
     # series ------------------------------------------------------------------------
     def series(self, name: str) -> Arr:
@@ -109,14 +115,18 @@ class Columns:
         if key in self._cache:
             return self._cache[key]
         t, u = self.ticks, self.units
+        # the same operations as `np.rint((b + a) * (u / 2.0))`, in place on one temporary
         if name == "mid":
-            out = np.rint((t.bid + t.ask) * (u / 2.0))
+            out = t.bid + t.ask
+            out *= u / 2.0
         elif name == "spread":
-            out = np.rint((t.ask - t.bid) * u)
+            out = t.ask - t.bid
+            out *= u
         elif name == "open":
-            out = np.full(self.n, np.rint(t.last[0] * u) if self.n else 0.0)
+            out = np.full(self.n, t.last[0] * u if self.n else 0.0)
         else:
-            out = np.rint(self.series(name) * u)
+            out = self.series(name) * u
+        np.rint(out, out=out)
         q: Arr = out.astype(np.int64)
         self._cache[key] = q
         return q
@@ -156,19 +166,22 @@ class Columns:
         """Per tick, the window `[t-d, t)` as index bounds [lo, hi), whether it is defined
         and floor(log2) of its length (any value where it is not defined)."""
         ts = self.ticks.ts
-        lo = np.searchsorted(ts, ts - window_ns, side="left")
+        lo = feed.search(ts, ts, window_ns, False)
         hi = self._before()
         length = hi - lo
         valid = (length > 0) & (ts - window_ns >= ts[0])
         lv = np.frexp(length.astype(np.float64))[1].astype(np.int64) - 1  # floor(log2), exact
         return lo, hi, valid, lv
 
-    def _queries(self, window_ns: int) -> list[tuple[int, Arr, Arr, Arr]]:
+    def _queries(self, window_ns: int) -> list[tuple[int, int, Arr, Arr, Arr]]:
         """The sparse-table queries of the windows `[t-d, t)`, per level queried (regular
-        ticks: one or two): the level, the ticks that query it and the two table indices
-        each reads. Shared by the `high` and `low` of one length."""
+        ticks: one or two): the level, the first tick of a run of ticks querying it to the
+        end (-1: the ticks are `sel`), the ticks and the two table indices each reads.
+        Shared by the `high` and `low` of one length."""
         key = ("queries", window_ns)
         hit = self._spans_cache.get(key)
+        if hit is None:
+            hit = self._run_query(window_ns)
         if hit is None:
             lo, hi, valid, lv = self._spans(window_ns)
             hit = []
@@ -177,30 +190,81 @@ class Columns:
                 for level in used:
                     sel = (np.flatnonzero(valid & (lv == level)) if len(used) > 1
                            else np.flatnonzero(valid))
-                    hit.append((level, sel, lo[sel], hi[sel] - (1 << level)))
-            self._spans_cache[key] = hit
+                    hit.append((level, -1, sel, lo[sel], hi[sel] - (1 << level)))
+        self._spans_cache[key] = hit
         return hit
+
+    def _run_query(self, window_ns: int) -> list[tuple[int, int, Arr, Arr, Arr]] | None:
+        """The usual case of `_queries` without per-tick masks: the windows are defined
+        from the first tick `s` with `t - d >= ts[0]` to the end, their lengths all of one
+        level. None otherwise."""
+        ts, n = self.ticks.ts, self.n
+        if n == 0:
+            return []
+        s = int(np.searchsorted(ts, int(ts[0]) + window_ns, side="left"))
+        if s >= n:
+            return []
+        lo = feed.search(ts, ts, window_ns, False)[s:]
+        hi = self._before()[s:]
+        length = hi - lo
+        short = int(length.min())
+        if short <= 0 or short.bit_length() != int(length.max()).bit_length():
+            return None
+        level = short.bit_length() - 1
+        return [(level, s, _NO_TICKS, lo, hi - (1 << level))]
 
     def _window(self, spec: IndicatorSpec) -> F64:
         x, n = self.ticks.last, self.n
-        out = np.full(n, NAN)
         if n == 0:
-            return out
+            return np.full(n, NAN)
         queries = self._queries(spec.window_ns)
         if not queries:
-            return out
+            return np.full(n, NAN)
         red = np.maximum if spec.kind == "high" else np.minimum
         table = x
         level = 0
-        for q_level, sel, a, b in queries:
+        # the tables of two levels take turns in two scratch buffers (shared by the windows)
+        bufs = self._scratch()
+        if len(queries) == 1 and queries[0][1] >= 0:  # one run of queries: no temporary
+            q_level, start, _, a, b = queries[0]
             while level < q_level:
                 w = 1 << level
-                table = red(table[:-w], table[w:])
+                nxt = bufs[level & 1][:table.shape[0] - w]
+                red(table[:-w], table[w:], out=nxt)
+                table = nxt
                 level += 1
-            out[sel] = red(table[a], table[b])
+            out = np.empty(n)
+            out[:start] = NAN
+            rest = out[start:]
+            # (indices in range: `clip` only spares `take` a buffered copy)
+            first = np.take(table, a, out=bufs[level & 1][:a.shape[0]], mode="clip")
+            np.take(table, b, out=rest, mode="clip")
+            red(first, rest, out=rest)
+            return out
+        out = np.full(n, NAN)
+        for q_level, start, sel, a, b in queries:
+            while level < q_level:
+                w = 1 << level
+                nxt = bufs[level & 1][:table.shape[0] - w]
+                red(table[:-w], table[w:], out=nxt)
+                table = nxt
+                level += 1
+            if start >= 0:
+                out[start:] = red(table.take(a), table.take(b))
+            else:
+                out[sel] = red(table[a], table[b])
         return out
 
+    def _scratch(self) -> list[F64]:
+        """Two float64 buffers of the session's length, for temporaries."""
+        if not self._bufs:
+            self._bufs = [np.empty(self.n), np.empty(self.n)]
+        return self._bufs
+
     def _chg(self, spec: IndicatorSpec) -> F64:
+        if feed.NATIVE:
+            ts, last = self.ticks.ts, self.ticks.last
+            return feed.floats(feed.chg_kernel(ts, last, ts, last, spec.window_ns))
         ts, last = self.ticks.ts, self.ticks.last
         j = np.searchsorted(ts, ts - spec.window_ns, side="right") - 1
         ref = np.where(j >= 0, last[np.maximum(j, 0)], NAN)
@@ -234,9 +298,10 @@ class Columns:
         (`cs`: the running sums of k, 0 first, when known)."""
         if cs is None:
             cs = np.concatenate((np.zeros(1, dtype=np.int64), np.cumsum(k)))
-        out = np.full(k.shape[0], NAN)
-        if k.shape[0] >= n:
-            out[n - 1:] = (cs[n:] - cs[:-n]).astype(np.float64) / (float(n) * units)
+        out = np.empty(k.shape[0])
+        out[:n - 1] = NAN
+        if k.shape[0] >= n:  # int64 to double then the division, as `astype` then `/`
+            np.divide(cs[n:] - cs[:-n], float(n) * units, out=out[n - 1:])
         return out
 
     @staticmethod
@@ -276,6 +341,8 @@ class Columns:
         return out
 
     def _ema(self, x: Arr, n: int) -> F64:
+        if feed.NATIVE and x.dtype == np.float64:
+            return feed.floats(feed.ema_kernel(x, 2.0 / (n + 1)))
         if x.shape[0] and bool(np.isfinite(x).all()):
             # finite values: v is never NaN past the seed (barring an overflow, checked), so
             # the recurrence runs without the reseed test: the same operations in the same order
@@ -353,7 +420,11 @@ class Columns:
             with np.errstate(divide="ignore", invalid="ignore"):
                 return np.where(y != 0, x / np.where(y != 0, y, 1.0), NAN)
         if isinstance(e, ast.Compare):
-            out = compare(e.op, self.expr(e.left, lo), self.expr(e.right, lo))
+            # a constant side as a scalar (numpy compares it as the array of it; no array)
+            x, y = self._operand(e.left, lo), self._operand(e.right, lo)
+            if not isinstance(x, np.ndarray) and not isinstance(y, np.ndarray):
+                x, y = self.expr(e.left, lo), self.expr(e.right, lo)
+            out = compare(e.op, x, y)
             return np.asarray(out) if e.op in ("==", "!=") else out
         if isinstance(e, ast.Crosses):
             if e not in self._cross:
@@ -382,6 +453,15 @@ class Columns:
         if isinstance(e, ast.Not):
             return ~self.truth(e.operand, lo)
         raise PlanError(f"{type(e).__name__} is not a value here")
+
+    def _operand(self, e: ast.Expr, lo: int) -> Any:
+        """A comparison's side: a constant as a Python float (int for a time of day), the
+        value `np.full` would fill `expr`'s array with; else `expr`."""
+        if isinstance(e, ast.Number | ast.Percent):
+            return float(e.value)
+        if isinstance(e, ast.TimeOfDay):
+            return clock_seconds(self.session, e)
+        return self.expr(e, lo)
 
     def truth(self, e: ast.Expr, lo: int = 0) -> npt.NDArray[np.bool_]:
         """Python truthiness of an expression's value, elementwise."""
