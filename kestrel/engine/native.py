@@ -93,6 +93,9 @@ def _choose() -> str:
     why = None
     if os.environ.get("KESTREL_PURE", "") not in ("", "0"):
         why = ""
+    elif importlib.util.find_spec("librt") is None:
+        why = ("kestrel.engine: librt (mypyc's runtime library, installed with mypy) is missing; "
+               "running pure Python (pip install librt, or `make pure`)")
     else:
         old = stale()
         if old:
