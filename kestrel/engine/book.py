@@ -22,7 +22,7 @@ from math import gcd
 
 import msgspec
 
-from kestrel.engine.money import Money
+from kestrel.engine.money import Money, ratio
 from kestrel.engine.orders import BrokerOrder, TickGrid, exact, exact_parts, round_div
 from kestrel.frame.account import AccountState
 
@@ -141,7 +141,7 @@ class Book:
         if self._marks:
             self._marks = {}
         # int / int is correctly rounded: the double nearest to the exact average
-        self.avg = cn / (cd * now) if now else 0.0
+        self.avg = ratio(cn, cd * now) if now else 0.0
         return opened
 
     def upnl_k(self, b: float, a: float) -> int:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from enum import IntEnum
+from typing import Final
 from fractions import Fraction
 from itertools import islice
 
@@ -50,9 +51,12 @@ from kestrel.engine.ledger import (
     OrderRejected,
     PositionChanged,
 )
-from kestrel.engine.money import Money
+from kestrel.engine.money import Money, ratio
 from kestrel.engine.orders import (
     BrokerOrder,
+    MKT,
+    LMT,
+    STP,
     OrderType,
     TickGrid,
     bracket_price,
@@ -64,13 +68,14 @@ from kestrel.frame.session import SessionSpec
 from kestrel.frame.ticks import NS_PER_S
 from kestrel.lang import ast
 
-INF = math.inf
-NAN = float("nan")
-_SIDE = {"buy": 1, "sell": -1}
-_FLAT = 1  # an action's kind in `Broker._actions` (an ORDER is its `_EntrySpec`)
-_CANCEL = 2
-_PROTECTIVE = frozenset(("stop", "target", "trail", "flat", "exit"))  # cancelled when flat
-_RISK_MEMO_MAX = 4096  # entry risks memoized per ORDER action (see `_EntrySpec.risks`)
+INF: Final = math.inf
+NAN: Final = float("nan")
+_SIDE: Final = {"buy": 1, "sell": -1}
+_FLAT: Final = 1  # an action's kind in `Broker._actions` (an ORDER is its `_EntrySpec`)
+_CANCEL: Final = 2
+# every role but "entry" (stop, target, trail, flat, exit) is protective or closing:
+# cancelled when the position goes flat (`BrokerOrder.entry` is False)
+_RISK_MEMO_MAX: Final = 4096  # entry risks memoized per ORDER action (see `_EntrySpec.risks`)
 
 
 class RuleState(IntEnum):
@@ -114,9 +119,10 @@ def _dispatch(rule: ast.Rule) -> tuple[_Action, ...]:
                  else _CANCEL for a in rule.actions)
 
 
-_new_env = tuple.__new__  # an Envelope from its six values (as in `envelope`)
-_WAITING = RuleState.WAITING
-_SPENT = RuleState.SPENT
+_new_env: Final = tuple.__new__  # an Envelope from its six values (as in `envelope`)
+_WAITING: Final = RuleState.WAITING
+_SPENT: Final = RuleState.SPENT
+_ARMED: Final = RuleState.ARMED
 
 
 class Broker:
@@ -135,7 +141,7 @@ class Broker:
         self.money = money
         self.ledger = ledger
         # every event goes to the ledger's list (never replaced), in the order it happens
-        self._emit: Callable[[LedgerEvent], None] = ledger.events.append
+        self._events: list[LedgerEvent] = ledger.events
         self.slip = config.slippage_ticks * grid.tick
         self.slip_ticks = exact(config.slippage_ticks)
         self._scale = money.scale  # k quanta are k / _scale (`Money.amount`)
@@ -250,9 +256,9 @@ class Broker:
             self.expiry_ns = now + exp.span.seconds * NS_PER_S
         else:
             self.expiry_ns = self.close_ns
-        self._emit(Armed(self.seen, now, plan.name, n, self.expiry_ns))
+        self._events.append(Armed(self.seen, now, plan.name, n, self.expiry_ns))
         if not self.armed:
-            self._emit(Disarmed(self.seen, now, plan.name,
+            self._events.append(Disarmed(self.seen, now, plan.name,
                                 "session closed" if self.closed else self.session_down))
         elif self.expiry_ns <= now:  # UNTIL already past: nothing may fire
             self.disarm("expired", t=now)
@@ -263,7 +269,7 @@ class Broker:
         """Open the session with a carried position and its protective orders (eligible
         from the first tick), marked in the ledger by a `carry` event."""
         self.book.restore(carry.pos, Fraction(carry.cost))
-        self._emit(Carried(0, self.open_ns, carry.pos, self.book.avg, len(carry.orders)))
+        self._events.append(Carried(0, self.open_ns, carry.pos, self.book.avg, len(carry.orders)))
         groups: dict[int | None, int | None] = {None: None}
         for c in carry.orders:
             if c.oco not in groups:
@@ -300,7 +306,8 @@ class Broker:
         bk = self.book
         u = bk.upnl_k(b, a)
         r, f, sc = bk.rpnl_k, bk.fees_k, self._scale
-        self._emit(Mark(i, t, bk.pos, r / sc, u / sc, f / sc, (r + u - f) / sc))
+        self._events.append(Mark(i, t, bk.pos, ratio(r, sc), ratio(u, sc), ratio(f, sc),
+                                 ratio(r + u - f, sc)))
 
     # broker step ---------------------------------------------------------------
     def step(self, i: int, t: int, b: float, a: float) -> None:
@@ -308,30 +315,67 @@ class Broker:
         breached; a no-op otherwise)."""
         if self.closed:
             return
-        self.now_ns, self.bid, self.ask = t, b, a
+        self.now_ns = t
+        self.bid = b
+        self.ask = a
         if t >= self.close_ns:
             self.close_session(i, t, b, a, "session close")
             return
         filled = False
         orders = self.orders
-        for o in list(orders.values()):  # (orders placed meanwhile are not yet eligible)
-            if i < o.el_idx or t < o.el_ts or o.id not in orders:
-                continue
-            expire = o.expire_ts
-            if expire is not None and t >= expire:
-                self._cancel(o, i, t, "ttl")
-                continue
-            price = self._fill_price(o, b, a)
-            if price is not None:
+        if orders:
+            # (orders placed meanwhile are not yet eligible; one that left is no longer live)
+            for o in list(orders.values()):
+                if i < o.el_idx or t < o.el_ts or not o.live:
+                    continue
+                if t >= o.exp:
+                    self._cancel(o, i, t, "ttl")
+                    continue
+                # the fill price, if the order fills at this touch (see `orders`)
+                kind = o.kind
+                side = o.side
+                if kind == MKT:
+                    price = self._slipped(side, b, a)
+                elif kind == LMT:
+                    p = o.px
+                    if side > 0:
+                        if not a <= p:
+                            continue
+                        price = p if p < a else a
+                    else:
+                        if not b >= p:
+                            continue
+                        price = p if p > b else b
+                elif kind == STP:
+                    p = o.px
+                    if side > 0:
+                        if not a >= p:
+                            continue
+                    elif not b <= p:
+                        continue
+                    price = self._slipped(side, b, a)
+                else:  # trail: check the level, then ratchet
+                    lvl = o.trail_level(self.grid)
+                    if side < 0:
+                        if not b <= lvl:
+                            if b > o.best:
+                                o.best = b
+                            continue
+                    elif not a >= lvl:
+                        if a < o.best:
+                            o.best = a
+                        continue
+                    price = self._slipped(side, b, a)
                 qty = self._fill_qty(o, i)
                 if qty > 0:
                     self._fill(o, price, i, t, b, a, qty)
                     filled = True
         # pnl moves only with a fill or the touch; the exact check runs past the loss guard
-        pos = self.book.pos
+        bk = self.book
+        pos = bk.pos
         if (not self.loss_breached
-                and (filled or (pos and (b <= self._guard_b if pos > 0 else a >= self._guard_a)))
-                and self.book.pnl_k(b, a) <= self._floor_k):
+                and (filled or (pos != 0 and (b <= self._guard_b if pos > 0 else a >= self._guard_a)))
+                and bk.pnl_k(b, a) <= self._floor_k):
             self._breach_loss(i, t, b, a)
         if self.armed and t >= self.expiry_ns:
             self.disarm("expired", i, t)
@@ -347,42 +391,13 @@ class Broker:
             s = float(self.sizes[i - self.sizes_base])
             if s >= 1.0:
                 q = min(q, int(s))
-        if o.role != "entry":
+        if not o.entry:
             pos = self.book.pos
             if o.side * pos >= 0:
                 return 0
-            return q if q < abs(pos) else abs(pos)
+            apos = pos if pos > 0 else -pos
+            return q if q < apos else apos
         return q
-
-    def _fill_price(self, o: BrokerOrder, b: float, a: float) -> float | None:
-        ty = o.type
-        if ty == "mkt":
-            return self._slipped(o.side, b, a)
-        p = o.price
-        assert p is not None or ty == "trail"
-        if ty == "lmt":
-            assert p is not None
-            if o.side > 0:
-                return (p if p < a else a) if a <= p else None
-            return (p if p > b else b) if b >= p else None
-        if ty == "stp":
-            assert p is not None
-            if o.side > 0:
-                return self._slipped(1, b, a) if a >= p else None
-            return self._slipped(-1, b, a) if b <= p else None
-        # trail: check the level, then ratchet
-        lvl = o.trail_level(self.grid)
-        if o.side < 0:
-            if b <= lvl:
-                return self._slipped(-1, b, a)
-            if b > o.best:
-                o.best = b
-        else:
-            if a >= lvl:
-                return self._slipped(1, b, a)
-            if a < o.best:
-                o.best = a
-        return None
 
     def _slipped(self, side: int, b: float, a: float) -> float:
         """A market-style fill price: the touch with adverse slippage, on the tick grid."""
@@ -396,7 +411,7 @@ class Broker:
         spawns its bracket, a protective fill shrinks or cancels its OCO siblings; going
         flat cancels the protective orders, a reversal those of the old side."""
         bk = self.book
-        emit = self._emit
+        events = self._events
         sc = self._scale
         fee_k = (bk.charge(self._fee_unit * qty + (self._fee_order if o.filled == 0 else 0))
                  if self._has_fees else 0)
@@ -404,21 +419,23 @@ class Broker:
         orders = self.orders
         if o.filled >= o.qty:
             del orders[o.id]
+            o.live = False
         side = o.side
-        emit(Filled(i, t, o.id, "buy" if side > 0 else "sell", qty, price, fee_k / sc))
+        events.append(Filled(i, t, o.id, "buy" if side > 0 else "sell", qty, price, ratio(fee_k, sc)))
         pos = bk.pos
         opened = bk.fill(side * qty, price)  # the part of the fill that opens or adds
         now = bk.pos
-        emit(PositionChanged(i, t, now, bk.avg if now else None, bk.rpnl_k / sc))
-        if o.role == "entry" and o.bracket is not None:
+        events.append(PositionChanged(i, t, now, bk.avg if now else None,
+                                      ratio(bk.rpnl_k, sc)))
+        if o.entry and o.bracket is not None:
             if opened:
                 self._bracket(o, price, opened, i, t)
-        elif o.oco is not None:
+        elif o.group:
             # (shrinking emits nothing, so the cancels may follow the scan: same events)
-            oco, oid = o.oco, o.id
-            gone = []
+            oco, oid = o.group, o.id
+            gone: list[BrokerOrder] = []
             for sib in orders.values():
-                if sib.oco == oco and sib.id != oid:
+                if sib.group == oco and sib.id != oid:
                     if sib.qty - sib.filled <= qty:
                         gone.append(sib)
                     else:
@@ -427,17 +444,17 @@ class Broker:
                 self._cancel(sib, i, t, "oco")
         if orders:
             if now == 0:
-                for other in [x for x in orders.values() if x.role in _PROTECTIVE]:
+                for other in [x for x in orders.values() if not x.entry]:
                     self._cancel(other, i, t, "flat")
             elif (pos > 0) != (now > 0) and pos != 0:
                 # reversed: protective orders of the old side would now add to the position
                 sign = 1 if now > 0 else -1
-                for other in [x for x in orders.values()
-                              if x.role in _PROTECTIVE and x.side == sign]:
+                for other in [x for x in orders.values() if not x.entry and x.side == sign]:
                     self._cancel(other, i, t, "reversed")
         u = bk.upnl_k(b, a)  # the mark (`_mark`, inline)
         r, f = bk.rpnl_k, bk.fees_k
-        emit(Mark(i, t, now, r / sc, u / sc, f / sc, (r + u - f) / sc))
+        events.append(Mark(i, t, now, ratio(r, sc), ratio(u, sc), ratio(f, sc),
+                           ratio(r + u - f, sc)))
 
     def _bracket(self, entry: BrokerOrder, price: float, qty: int, i: int, t: int) -> None:
         spec = entry.bracket
@@ -467,13 +484,15 @@ class Broker:
                         bracket, oco, 0, risk)
         self.orders[oid] = o
         shown = o.trail_level(self.grid) if ty == "trail" else price
-        self._emit(OrderPlaced(i, t, o.id, plan, role, "buy" if side > 0 else "sell",  # type: ignore[arg-type]
+        self._events.append(OrderPlaced(i, t, o.id, plan, role, "buy" if side > 0 else "sell",  # type: ignore[arg-type]
                                qty, ty, shown, parent))
         return o
 
     def _cancel(self, o: BrokerOrder, i: int, t: int, reason: str) -> None:
-        if self.orders.pop(o.id, None) is not None:
-            self._emit(Cancelled(i, t, o.id, reason))
+        if o.live:  # (in `orders`)
+            o.live = False
+            del self.orders[o.id]
+            self._events.append(Cancelled(i, t, o.id, reason))
 
     def disarm(self, reason: str, i: int | None = None, t: int | None = None) -> None:
         """Disarm the plan's entries (every rule SPENT) and cancel its working entry orders;
@@ -484,9 +503,9 @@ class Broker:
         for j in range(len(self.rule_states)):
             self.rule_states[j] = RuleState.SPENT
         for o in list(self.orders.values()):
-            if o.role == "entry":
+            if o.entry:
                 self._cancel(o, i, t, reason)
-        self._emit(Disarmed(i, t, self.plan_name, reason))
+        self._events.append(Disarmed(i, t, self.plan_name, reason))
 
     def _breach_loss(self, i: int, t: int, b: float, a: float) -> None:
         self.loss_breached = True
@@ -497,7 +516,7 @@ class Broker:
         if self.armed:
             self.disarm(reason, i, t)
         else:
-            self._emit(Disarmed(i, t, self.plan_name, reason))
+            self._events.append(Disarmed(i, t, self.plan_name, reason))
         for o in list(self.orders.values()):
             self._cancel(o, i, t, "maxloss")
         if self.pos:
@@ -533,12 +552,15 @@ class Broker:
         left = self.remaining[j] - 1
         self.remaining[j] = left
         self.rule_states[j] = _WAITING if left > 0 else _SPENT
-        self._emit(Fired(i, t, self.plan_name, j))
+        self._events.append(Fired(i, t, self.plan_name, j))
         first_id = self._next_id
         mkt_only = self._no_latency  # no change but MKT orders placed (so far)
-        for act, price in zip(self._actions[j], prices):
+        acts = self._actions[j]
+        for k in range(min(len(acts), len(prices))):
             if not self.armed:
                 break
+            act = acts[k]
+            price = prices[k]
             if isinstance(act, _EntrySpec):
                 if act.priced:
                     mkt_only = False
@@ -557,7 +579,7 @@ class Broker:
             else:
                 mkt_only = False
                 for o in list(self.orders.values()):
-                    if o.role == "entry" and o.plan == self.plan_name:
+                    if o.entry and o.plan == self.plan_name:
                         self._cancel(o, i, t, f"rule {j} cancel")
         if mkt_only and self.armed and self._next_id > first_id:
             self._step_next(i)
@@ -566,26 +588,25 @@ class Broker:
 
     def _entry(self, j: int, e: _EntrySpec, price: float | None, i: int, t: int) -> None:
         if e.priced and (price is None or price != price):
-            self._emit(OrderRejected(i, t, self.plan_name, j, "price undefined at this tick"))
+            self._events.append(OrderRejected(i, t, self.plan_name, j, "price undefined at this tick"))
             return
         if self.placed >= self.maxorders:
-            self._emit(OrderRejected(i, t, self.plan_name, j,
+            self._events.append(OrderRejected(i, t, self.plan_name, j,
                                      f"maxorders {self.maxorders} reached"))
             return
         working = 0  # the working entries' and flats' signed remainder
         n_entries = 0
         committed = 0.0  # the working entries' worst-case loss, summed as `sum` does
         for o in self.orders.values():
-            role = o.role
-            if role == "entry":
+            if o.entry:
                 working += o.side * (o.qty - o.filled)
                 n_entries += 1
                 committed = 0 + o.risk * (o.qty - o.filled)  # sum([x]) is 0 + x
-            elif role == "flat":
+            elif o.role == "flat":
                 working += o.side * (o.qty - o.filled)
         projected = self.book.pos + working + e.signed
         if abs(projected) > self.maxpos:
-            self._emit(OrderRejected(i, t, self.plan_name, j,
+            self._events.append(OrderRejected(i, t, self.plan_name, j,
                                      f"maxpos {self.maxpos}: position would reach {projected}"))
             return
         if price is not None:
@@ -605,7 +626,7 @@ class Broker:
         if risk:
             if n_entries > 1:  # (in id order, by `sum` itself: the same float total)
                 committed = sum([o.risk * o.remaining for o in self.orders.values()
-                                 if o.role == "entry"])
+                                 if o.entry])
             m = self.money
             worst_k = round((committed + risk * e.qty) * self._scale)  # (`Money.quanta`)
             after_k = self.book.pnl_k(self.bid, self.ask) - worst_k
@@ -615,7 +636,7 @@ class Broker:
                 bound = (f"maxloss {self.maxloss:g}" if plan_bound
                          else f"session maxloss {self.config.session_maxloss:g}")
                 whose, pnl_k = ("plan's", after_k - self._baseline_k) if plan_bound else ("session's", after_k)
-                self._emit(OrderRejected(
+                self._events.append(OrderRejected(
                     i, t, self.plan_name, j,
                     f"worst-case loss {risk * e.qty:.2f} would take the {whose} pnl to "
                     f"{m.amount(pnl_k):.2f}, past {bound}"))
@@ -660,7 +681,7 @@ class Broker:
         pos = bk.pos
         if pos and not self.loss_breached:
             # + one money quantum: upnl is rounded to the quantum before the check
-            room = (self._floor_k - bk.rpnl_k + bk.fees_k + 1) / self._scale
+            room = ratio(self._floor_k - bk.rpnl_k + bk.fees_k + 1, self._scale)
             line = bk.avg + room / (pos * self._mult)
             margin = 1e-6 * (1.0 + abs(line))
             self._guard_b = line + margin

@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from kestrel.engine.orders import BrokerOrder, TickGrid
+from kestrel.engine.orders import LMT, MKT, STP, BrokerOrder, TickGrid
 
 INF = math.inf
 NEVER = 2**62
@@ -55,24 +55,22 @@ def envelope(orders: Iterable[BrokerOrder], i: int, now: int, t_next: int, pos: 
             if now < el_ts < t_next:
                 t_next = el_ts
             continue
-        expire = o.expire_ts
-        if expire is not None and expire < t_next:
+        expire = o.exp
+        if expire < t_next:
             t_next = expire
-        ty = o.type
-        if ty == "mkt":
+        kind = o.kind
+        if kind == MKT:
             if k < i_next:
                 i_next = k
-        elif ty == "lmt":
-            p = o.price
-            assert p is not None
+        elif kind == LMT:
+            p = o.px
             if o.side > 0:
                 if p > lo_a:
                     lo_a = p
             elif p < hi_b:
                 hi_b = p
-        elif ty == "stp":
-            p = o.price
-            assert p is not None
+        elif kind == STP:
+            p = o.px
             if o.side > 0:
                 if p < hi_a:
                     hi_a = p

@@ -24,9 +24,8 @@ import math
 from decimal import Decimal
 from fractions import Fraction
 from functools import lru_cache
-from typing import Literal
+from typing import Final, Literal
 
-import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -131,35 +130,66 @@ class TickGrid:
         return out
 
 
-class BrokerOrder(msgspec.Struct, gc=False, eq=False):
+# an order's type as `BrokerOrder.kind` (the broker's loops compare ints, not strings)
+MKT: Final = 0
+LMT: Final = 1
+STP: Final = 2
+TRAIL: Final = 3
+_KINDS: Final = {"mkt": MKT, "lmt": LMT, "stp": STP, "trail": TRAIL}
+NO_EXPIRY: Final = 2**62  # `BrokerOrder.exp` of an order without a TTL
+
+
+class BrokerOrder:
     """The broker's live, mutable working order (its fills, trailing best and OCO siblings
     change as ticks come). `side` is +1 buy / -1 sell; eligible at global tick index k when
     k >= el_idx and ts >= el_ts. `oco` groups protective siblings of one entry fill; `risk`
     is an entry's worst-case loss per unit (money), 0 when unbounded. What an agent sees of
     it is `view` (the frame's immutable `WorkingOrder`).
 
-    A msgspec Struct for its cheap construction (one per order placed): `eq=False` keeps
-    identity equality and hashing, as for a plain object; `gc=False` since it refers only to
-    numbers, strings and immutable plan nodes (never to a cycle)."""
+    A plain class compared by identity, native under mypyc: besides the fields, the broker's
+    loops read typed copies of the optional ones, set once here (`price`, `expire_ts` and
+    `oco` never change): `kind` (MKT, LMT, STP, TRAIL), `entry` (the role is "entry"; every
+    other role is protective or closing), `px` (the price, NaN when None), `exp` (expire_ts,
+    NO_EXPIRY when None), `group` (oco, 0 when None: groups count from 1) and `live` (the
+    order is in the broker's book of working orders: cleared when it leaves it)."""
 
-    id: int
-    plan: str
-    rule: int
-    role: str
-    side: int
-    qty: int
-    type: OrderType
-    price: float | None
-    parent: int | None
-    el_idx: int
-    el_ts: int
-    expire_ts: int | None = None
-    trail: ast.Offset | None = None
-    best: float = 0.0
-    bracket: ast.Order | None = None
-    oco: int | None = None
-    filled: int = 0
-    risk: float = 0.0
+    __slots__ = ("id", "plan", "rule", "role", "side", "qty", "type", "price", "parent",
+                 "el_idx", "el_ts", "expire_ts", "trail", "best", "bracket", "oco", "filled",
+                 "risk", "kind", "entry", "px", "exp", "group", "live")
+
+    def __init__(self, id: int, plan: str, rule: int, role: str, side: int, qty: int,
+                 type: OrderType, price: float | None, parent: int | None, el_idx: int,
+                 el_ts: int, expire_ts: int | None = None, trail: ast.Offset | None = None,
+                 best: float = 0.0, bracket: ast.Order | None = None, oco: int | None = None,
+                 filled: int = 0, risk: float = 0.0) -> None:
+        self.id = id
+        self.plan = plan
+        self.rule = rule
+        self.role = role
+        self.side = side
+        self.qty = qty
+        self.type: OrderType = type
+        self.price = price
+        self.parent = parent
+        self.el_idx = el_idx
+        self.el_ts = el_ts
+        self.expire_ts = expire_ts
+        self.trail = trail
+        self.best = best
+        self.bracket = bracket
+        self.oco = oco
+        self.filled = filled
+        self.risk = risk
+        self.kind: int = _KINDS[type]
+        self.entry: bool = role == "entry"
+        self.px: float = math.nan if price is None else price
+        self.exp: int = NO_EXPIRY if expire_ts is None else expire_ts
+        self.group: int = 0 if oco is None else oco
+        self.live = True
+
+    def __repr__(self) -> str:
+        return (f"BrokerOrder(id={self.id}, role={self.role!r}, side={self.side}, "
+                f"qty={self.qty}, type={self.type!r}, price={self.price}, filled={self.filled})")
 
     @property
     def remaining(self) -> int:
