@@ -54,6 +54,7 @@ from kestrel.engine.ledger import (
 from kestrel.engine.money import Money, ratio
 from kestrel.engine.orders import (
     BrokerOrder,
+    EntrySpec,
     MKT,
     LMT,
     STP,
@@ -70,12 +71,11 @@ from kestrel.lang import ast
 
 INF: Final = math.inf
 NAN: Final = float("nan")
-_SIDE: Final = {"buy": 1, "sell": -1}
-_FLAT: Final = 1  # an action's kind in `Broker._actions` (an ORDER is its `_EntrySpec`)
+_FLAT: Final = 1  # an action's kind in `Broker._actions` (an ORDER is its `EntrySpec`)
 _CANCEL: Final = 2
 # every role but "entry" (stop, target, trail, flat, exit) is protective or closing:
 # cancelled when the position goes flat (`BrokerOrder.entry` is False)
-_RISK_MEMO_MAX: Final = 4096  # entry risks memoized per ORDER action (see `_EntrySpec.risks`)
+_RISK_MEMO_MAX: Final = 4096  # entry risks memoized per ORDER action (see `EntrySpec.risks`)
 
 
 class RuleState(IntEnum):
@@ -86,39 +86,30 @@ class RuleState(IntEnum):
     WAITING = 2  # fired and has repeats left: re-arms on its next false evaluation
 
 
-class _EntrySpec:
-    """An ORDER action as the broker places it, read once when the plan is adopted: its side
-    (+1/-1), signed quantity, TTL in ns, the bracket its fills spawn (the action itself when
-    it has a STOP, TARGET or TRAIL, else None) and whether the entry's worst-case loss is
-    bounded (a STOP or TRAIL: `entry_risk` is 0.0 otherwise). `risks` memoizes `entry_risk`
-    by its reference price (the limit or stop price, the touch for MKT), of which it is a
-    pure function for a given action and broker."""
-
-    __slots__ = ("act", "side", "qty", "signed", "type", "priced", "ttl_ns", "bracket",
-                 "bounded", "risks")
-
-    def __init__(self, act: ast.Order) -> None:
-        self.act = act
-        self.side = _SIDE[act.side]
-        self.qty = act.qty
-        self.signed = self.side * act.qty
-        self.type: OrderType = act.order_type
-        self.priced = act.order_type != "mkt"
-        self.ttl_ns = None if act.ttl is None else act.ttl.seconds * NS_PER_S
-        self.bracket = act if (act.stop or act.target or act.trail) else None
-        self.bounded = act.stop is not None or act.trail is not None
-        self.risks: dict[float, float] = {}
-
-
-_Action = _EntrySpec | int  # an ORDER's spec, or _FLAT / _CANCEL
+_Action = EntrySpec | int  # an ORDER's spec, or _FLAT / _CANCEL
 
 
 def _dispatch(rule: ast.Rule) -> tuple[_Action, ...]:
     """A rule's actions as `fire` runs them."""
-    return tuple(_EntrySpec(a) if isinstance(a, ast.Order) else _FLAT if isinstance(a, ast.Flat)
+    return tuple(EntrySpec(a) if isinstance(a, ast.Order) else _FLAT if isinstance(a, ast.Flat)
                  else _CANCEL for a in rule.actions)
 
 
+# the ledger's event types and the envelope's constants bound once (compiled, a name imported
+# from a module that is not compiled is looked up in the module's dict at every use)
+_Armed: Final = Armed
+_Cancelled: Final = Cancelled
+_Carried: Final = Carried
+_Disarmed: Final = Disarmed
+_Filled: Final = Filled
+_Fired: Final = Fired
+_Mark: Final = Mark
+_OrderPlaced: Final = OrderPlaced
+_OrderRejected: Final = OrderRejected
+_PositionChanged: Final = PositionChanged
+_Envelope: Final = Envelope
+_NEVER: Final = NEVER
+_IDLE_ENV: Final = IDLE_ENV
 _new_env: Final = tuple.__new__  # an Envelope from its six values (as in `envelope`)
 _WAITING: Final = RuleState.WAITING
 _SPENT: Final = RuleState.SPENT
@@ -178,7 +169,7 @@ class Broker:
         self.armed = False
         self.rule_states: list[RuleState] = []
         self.remaining: list[int] = []
-        self.expiry_ns = NEVER
+        self.expiry_ns = _NEVER
         self.maxpos = config.maxpos
         self.maxloss = config.maxloss
         self.maxorders = config.maxorders
@@ -195,8 +186,8 @@ class Broker:
         # the bid (long) / ask (short) past which pnl may reach the floor (see refresh_envelope)
         self._guard_b = -INF
         self._guard_a = INF
-        self.env: Envelope = IDLE_ENV
-        self.env_core: Envelope = IDLE_ENV  # env without the trailing stops (see fast.py)
+        self.env: Envelope = _IDLE_ENV
+        self.env_core: Envelope = _IDLE_ENV  # env without the trailing stops (see fast.py)
         self.trails: list[BrokerOrder] = []
         if carry is not None:
             self._restore(carry)
@@ -247,7 +238,7 @@ class Broker:
         self.loss_breached = bool(self.session_down)
         self.armed = not self.closed and not self.session_down
         n = len(plan.rules)
-        self.rule_states = [RuleState.ARMED if self.armed else RuleState.SPENT] * n
+        self.rule_states = [_ARMED if self.armed else _SPENT] * n
         self.remaining = [max(1, r.repeat) for r in plan.rules]
         exp = plan.expiry
         if isinstance(exp, ast.Until):
@@ -256,9 +247,9 @@ class Broker:
             self.expiry_ns = now + exp.span.seconds * NS_PER_S
         else:
             self.expiry_ns = self.close_ns
-        self._events.append(Armed(self.seen, now, plan.name, n, self.expiry_ns))
+        self._events.append(_Armed(self.seen, now, plan.name, n, self.expiry_ns))
         if not self.armed:
-            self._events.append(Disarmed(self.seen, now, plan.name,
+            self._events.append(_Disarmed(self.seen, now, plan.name,
                                 "session closed" if self.closed else self.session_down))
         elif self.expiry_ns <= now:  # UNTIL already past: nothing may fire
             self.disarm("expired", t=now)
@@ -269,7 +260,7 @@ class Broker:
         """Open the session with a carried position and its protective orders (eligible
         from the first tick), marked in the ledger by a `carry` event."""
         self.book.restore(carry.pos, Fraction(carry.cost))
-        self._events.append(Carried(0, self.open_ns, carry.pos, self.book.avg, len(carry.orders)))
+        self._events.append(_Carried(0, self.open_ns, carry.pos, self.book.avg, len(carry.orders)))
         groups: dict[int | None, int | None] = {None: None}
         for c in carry.orders:
             if c.oco not in groups:
@@ -306,7 +297,7 @@ class Broker:
         bk = self.book
         u = bk.upnl_k(b, a)
         r, f, sc = bk.rpnl_k, bk.fees_k, self._scale
-        self._events.append(Mark(i, t, bk.pos, ratio(r, sc), ratio(u, sc), ratio(f, sc),
+        self._events.append(_Mark(i, t, bk.pos, ratio(r, sc), ratio(u, sc), ratio(f, sc),
                                  ratio(r + u - f, sc)))
 
     # broker step ---------------------------------------------------------------
@@ -421,13 +412,13 @@ class Broker:
             del orders[o.id]
             o.live = False
         side = o.side
-        events.append(Filled(i, t, o.id, "buy" if side > 0 else "sell", qty, price, ratio(fee_k, sc)))
+        events.append(_Filled(i, t, o.id, "buy" if side > 0 else "sell", qty, price, ratio(fee_k, sc)))
         pos = bk.pos
         opened = bk.fill(side * qty, price)  # the part of the fill that opens or adds
         now = bk.pos
-        events.append(PositionChanged(i, t, now, bk.avg if now else None,
+        events.append(_PositionChanged(i, t, now, bk.avg if now else None,
                                       ratio(bk.rpnl_k, sc)))
-        if o.entry and o.bracket is not None:
+        if o.entry and o.spec is not None:
             if opened:
                 self._bracket(o, price, opened, i, t)
         elif o.group:
@@ -453,21 +444,21 @@ class Broker:
                     self._cancel(other, i, t, "reversed")
         u = bk.upnl_k(b, a)  # the mark (`_mark`, inline)
         r, f = bk.rpnl_k, bk.fees_k
-        events.append(Mark(i, t, now, ratio(r, sc), ratio(u, sc), ratio(f, sc),
+        events.append(_Mark(i, t, now, ratio(r, sc), ratio(u, sc), ratio(f, sc),
                            ratio(r + u - f, sc)))
 
     def _bracket(self, entry: BrokerOrder, price: float, qty: int, i: int, t: int) -> None:
-        spec = entry.bracket
+        spec = entry.spec
         assert spec is not None
         oco = self._next_oco
         self._next_oco += 1
         side = -entry.side
         if spec.stop is not None:
             self._place(entry.plan, entry.rule, "stop", side, qty, "stp",
-                        bracket_price(price, spec.stop, self.grid), i, t, parent=entry.id, oco=oco)
+                        spec.stop_at(price, self.grid), i, t, parent=entry.id, oco=oco)
         if spec.target is not None:
             self._place(entry.plan, entry.rule, "target", side, qty, "lmt",
-                        bracket_price(price, spec.target, self.grid), i, t, parent=entry.id, oco=oco)
+                        spec.target_at(price, self.grid), i, t, parent=entry.id, oco=oco)
         if spec.trail is not None:
             self._place(entry.plan, entry.rule, "trail", side, qty, "trail", None, i, t,
                         parent=entry.id, oco=oco, trail=spec.trail, best=price)
@@ -476,15 +467,15 @@ class Broker:
                price: float | None, i: int, t: int, *, parent: int | None = None,
                oco: int | None = None, ttl_ns: int | None = None,
                trail: ast.Offset | None = None, best: float = 0.0,
-               bracket: ast.Order | None = None, risk: float = 0.0) -> BrokerOrder:
+               spec: EntrySpec | None = None, risk: float = 0.0) -> BrokerOrder:
         oid = self._next_id
         self._next_id = oid + 1
         o = BrokerOrder(oid, plan, rule, role, side, qty, ty, price, parent, i + self._lat_i,
                         t + self._lat_ns, None if ttl_ns is None else t + ttl_ns, trail, best,
-                        bracket, oco, 0, risk)
+                        spec, oco, 0, risk)
         self.orders[oid] = o
         shown = o.trail_level(self.grid) if ty == "trail" else price
-        self._events.append(OrderPlaced(i, t, o.id, plan, role, "buy" if side > 0 else "sell",  # type: ignore[arg-type]
+        self._events.append(_OrderPlaced(i, t, o.id, plan, role, "buy" if side > 0 else "sell",  # type: ignore[arg-type]
                                qty, ty, shown, parent))
         return o
 
@@ -492,7 +483,7 @@ class Broker:
         if o.live:  # (in `orders`)
             o.live = False
             del self.orders[o.id]
-            self._events.append(Cancelled(i, t, o.id, reason))
+            self._events.append(_Cancelled(i, t, o.id, reason))
 
     def disarm(self, reason: str, i: int | None = None, t: int | None = None) -> None:
         """Disarm the plan's entries (every rule SPENT) and cancel its working entry orders;
@@ -501,11 +492,11 @@ class Broker:
         t = self.now_ns if t is None else t
         self.armed = False
         for j in range(len(self.rule_states)):
-            self.rule_states[j] = RuleState.SPENT
+            self.rule_states[j] = _SPENT
         for o in list(self.orders.values()):
             if o.entry:
                 self._cancel(o, i, t, reason)
-        self._events.append(Disarmed(i, t, self.plan_name, reason))
+        self._events.append(_Disarmed(i, t, self.plan_name, reason))
 
     def _breach_loss(self, i: int, t: int, b: float, a: float) -> None:
         self.loss_breached = True
@@ -516,7 +507,7 @@ class Broker:
         if self.armed:
             self.disarm(reason, i, t)
         else:
-            self._events.append(Disarmed(i, t, self.plan_name, reason))
+            self._events.append(_Disarmed(i, t, self.plan_name, reason))
         for o in list(self.orders.values()):
             self._cancel(o, i, t, "maxloss")
         if self.pos:
@@ -552,7 +543,7 @@ class Broker:
         left = self.remaining[j] - 1
         self.remaining[j] = left
         self.rule_states[j] = _WAITING if left > 0 else _SPENT
-        self._events.append(Fired(i, t, self.plan_name, j))
+        self._events.append(_Fired(i, t, self.plan_name, j))
         first_id = self._next_id
         mkt_only = self._no_latency  # no change but MKT orders placed (so far)
         acts = self._actions[j]
@@ -561,7 +552,7 @@ class Broker:
                 break
             act = acts[k]
             price = prices[k]
-            if isinstance(act, _EntrySpec):
+            if isinstance(act, EntrySpec):
                 if act.priced:
                     mkt_only = False
                 self._entry(j, act, price, i, t)
@@ -586,12 +577,12 @@ class Broker:
         else:
             self.refresh_envelope(i)
 
-    def _entry(self, j: int, e: _EntrySpec, price: float | None, i: int, t: int) -> None:
+    def _entry(self, j: int, e: EntrySpec, price: float | None, i: int, t: int) -> None:
         if e.priced and (price is None or price != price):
-            self._events.append(OrderRejected(i, t, self.plan_name, j, "price undefined at this tick"))
+            self._events.append(_OrderRejected(i, t, self.plan_name, j, "price undefined at this tick"))
             return
         if self.placed >= self.maxorders:
-            self._events.append(OrderRejected(i, t, self.plan_name, j,
+            self._events.append(_OrderRejected(i, t, self.plan_name, j,
                                      f"maxorders {self.maxorders} reached"))
             return
         working = 0  # the working entries' and flats' signed remainder
@@ -606,7 +597,7 @@ class Broker:
                 working += o.side * (o.qty - o.filled)
         projected = self.book.pos + working + e.signed
         if abs(projected) > self.maxpos:
-            self._events.append(OrderRejected(i, t, self.plan_name, j,
+            self._events.append(_OrderRejected(i, t, self.plan_name, j,
                                      f"maxpos {self.maxpos}: position would reach {projected}"))
             return
         if price is not None:
@@ -636,7 +627,7 @@ class Broker:
                 bound = (f"maxloss {self.maxloss:g}" if plan_bound
                          else f"session maxloss {self.config.session_maxloss:g}")
                 whose, pnl_k = ("plan's", after_k - self._baseline_k) if plan_bound else ("session's", after_k)
-                self._events.append(OrderRejected(
+                self._events.append(_OrderRejected(
                     i, t, self.plan_name, j,
                     f"worst-case loss {risk * e.qty:.2f} would take the {whose} pnl to "
                     f"{m.amount(pnl_k):.2f}, past {bound}"))
@@ -644,12 +635,12 @@ class Broker:
                 return
         self.placed += 1
         self._place(self.plan_name, j, "entry", e.side, e.qty, e.type, price, i, t,
-                    ttl_ns=e.ttl_ns, bracket=e.bracket, risk=risk)
+                    ttl_ns=e.ttl_ns, spec=e if e.bracket is not None else None, risk=risk)
 
     def rearm(self, j: int) -> None:
         """Rule j, WAITING since it fired, re-arms: its condition was false at a tick (the
         loops call this at the first such tick; the rule fires on its next true one)."""
-        self.rule_states[j] = RuleState.ARMED
+        self.rule_states[j] = _ARMED
 
     def ratchet_trails(self, bids: np.ndarray, asks: np.ndarray, i: int) -> None:
         """Ratchet the trailing stops over a stretch of ticks ending at tick i in which none
@@ -669,12 +660,12 @@ class Broker:
         them: only where a MKT order eligible at i + 1 makes that step due anyway (the
         envelope after tick i would have `i_next` = i + 1). `trails` and the loss guard are
         unchanged: a fire neither moves the position nor touches protective orders."""
-        self.env = self.env_core = _new_env(Envelope, (-INF, INF, -INF, INF, NEVER, i + 1))
+        self.env = self.env_core = _new_env(_Envelope, (-INF, INF, -INF, INF, _NEVER, i + 1))
 
     def refresh_envelope(self, i: int) -> None:
         """Recompute `env` (and `env_core`, `trails`) after tick i (see `envelope`)."""
         if self.closed:
-            self.env = self.env_core = IDLE_ENV
+            self.env = self.env_core = _IDLE_ENV
             self.trails = []
             return
         bk = self.book

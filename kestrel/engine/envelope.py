@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from kestrel.engine.orders import LMT, MKT, STP, BrokerOrder, TickGrid
 
-INF = math.inf
-NEVER = 2**62
+INF: Final = math.inf
+NEVER: Final = 2**62
 
 
 class Envelope(NamedTuple):
@@ -30,8 +30,8 @@ class Envelope(NamedTuple):
     i_next: int
 
 
-IDLE_ENV = Envelope(-INF, INF, -INF, INF, NEVER, NEVER)
-_new = tuple.__new__  # builds an Envelope from its six values without NamedTuple's Python-level __new__
+IDLE_ENV: Final = Envelope(-INF, INF, -INF, INF, NEVER, NEVER)
+_new: Final = tuple.__new__  # builds an Envelope from its six values without NamedTuple's Python-level __new__
 
 
 def envelope(orders: Iterable[BrokerOrder], i: int, now: int, t_next: int, pos: int,
