@@ -33,7 +33,6 @@ has no such form (`Unsupported`): the fast path then hands the batch to the comp
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from typing import Any, Final, cast
 
@@ -47,6 +46,11 @@ from kestrel.engine.vector import Columns, compare
 from kestrel.frame.session import SessionSpec
 from kestrel.frame.ticks import Ticks
 from kestrel.lang import ast
+
+try:  # mypy's runtime library: compiled, these read the bytes in place
+    from librt.strings import read_f64_le, read_i64_le
+except ImportError:  # pragma: no cover - pure Python without it: the same values
+    from kestrel.engine.bytereads import read_f64_le, read_i64_le
 
 NAN: Final = math.nan
 INF: Final = math.inf
@@ -296,6 +300,12 @@ class Feed:
             self._built = len(self.arrays)
         return _items(self.bits[lo - self.base: hi - self.base])
 
+    def window_bytes(self, lo: int, hi: int) -> bytes:
+        """`window_bits` as little-endian int64 bytes (a copy: taken again after forms are
+        added), which the loop reads with `read_i64_le` at byte offset 8 x (tick - lo)."""
+        self.window_bits(lo, hi)
+        return _le(self.bits[lo - self.base: hi - self.base])
+
     def stale(self) -> bool:
         """A form was added since the bits were built."""
         return self._built != len(self.arrays) or not self.bits.size
@@ -350,6 +360,23 @@ def _code(states: list[RuleState]) -> int:
     return c
 
 
+def _le(column: npt.NDArray[Any]) -> bytes:
+    """A window of an int64 or float64 column as little-endian bytes (one copy), read with
+    `read_i64_le` / `read_f64_le` at byte offset 8 x its index."""
+    return np.ascontiguousarray(column, dtype=column.dtype.newbyteorder("<")).tobytes()
+
+
+def _first_at(tb: bytes, t: int, lo: int, hi: int) -> int:
+    """`bisect_left` of time t over window ticks [lo, hi) of the timestamps `tb` (`_le`)."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if read_i64_le(tb, 8 * mid) < t:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
 def _items(column: npt.NDArray[Any]) -> Sequence[Any]:
     """A window of a column as a sequence whose items become Python objects only when the
     loop reads them (a memoryview: `tolist` would build every one up front)."""
@@ -369,14 +396,15 @@ def _blocks(feed: Feed, bid: npt.NDArray[np.float64], ask: npt.NDArray[np.float6
             np.minimum.reduceat(a, starts).tolist(), np.maximum.reduceat(a, starts).tolist())
 
 
-def _scan_blocks(j: int, last: int, m: int, bits: Sequence[int], bl: Sequence[float],
-                 al: Sequence[float], blk: _Blocks, use_b: bool, use_a: bool,
-                 lo_b: float, hi_b: float, lo_a: float, hi_a: float) -> int:
+def _scan_blocks(j: int, last: int, m: int, bits: bytes, bl: bytes, al: bytes, blk: _Blocks,
+                 use_b: bool, use_a: bool, lo_b: float, hi_b: float, lo_a: float,
+                 hi_a: float) -> int:
     """The scan of `run_dense` over window ticks [j, last): the first tick whose bits meet
     `m` or whose bid (`use_b`) or ask (`use_a`) is outside the envelope, else `last`. A whole
     block none of whose ticks can stop (its bits' OR misses `m`, its min and max are inside)
     is skipped at once; the others are tested tick by tick (a NaN fails every comparison,
-    so a block holding one is tested tick by tick)."""
+    so a block holding one is tested tick by tick). The window's `bits`, bids `bl` and asks
+    `al` are `_le` bytes (tick j at byte 8 j)."""
     bor, bmin, bmax, amin, amax = blk
     while j < last:
         q = j >> BLOCK_SHIFT
@@ -389,37 +417,42 @@ def _scan_blocks(j: int, last: int, m: int, bits: Sequence[int], bl: Sequence[fl
         if e > last:
             e = last
         while j < e:
-            if (bits[j] & m or (use_b and not lo_b < bl[j] < hi_b)
-                    or (use_a and not lo_a < al[j] < hi_a)):
+            o = 8 * j
+            if (read_i64_le(bits, o) & m or (use_b and not lo_b < read_f64_le(bl, o) < hi_b)
+                    or (use_a and not lo_a < read_f64_le(al, o) < hi_a)):
                 return j
             j += 1
     return last
 
 
-def _scan(j: int, short: int, m: int, bits: Sequence[int], bl: Sequence[float],
-          al: Sequence[float], on_bid: bool, on_ask: bool, lo_b: float, hi_b: float,
-          lo_a: float, hi_a: float) -> int:
+def _scan(j: int, short: int, m: int, bits: bytes, bl: bytes, al: bytes, on_bid: bool,
+          on_ask: bool, lo_b: float, hi_b: float, lo_a: float, hi_a: float) -> int:
     """The first window tick in [j, short) whose bits meet `m` or whose bid (`on_bid`) or ask
-    (`on_ask`) is outside the envelope, else `short` (specialised to the finite sides)."""
+    (`on_ask`) is outside the envelope, else `short` (specialised to the finite sides; the
+    window as in `_scan_blocks`)."""
     if not on_ask:
         if not on_bid:
             while j < short:
-                if bits[j] & m:
+                if read_i64_le(bits, 8 * j) & m:
                     return j
                 j += 1
         else:
             while j < short:
-                if bits[j] & m or not lo_b < bl[j] < hi_b:
+                o = 8 * j
+                if read_i64_le(bits, o) & m or not lo_b < read_f64_le(bl, o) < hi_b:
                     return j
                 j += 1
     elif not on_bid:
         while j < short:
-            if bits[j] & m or not lo_a < al[j] < hi_a:
+            o = 8 * j
+            if read_i64_le(bits, o) & m or not lo_a < read_f64_le(al, o) < hi_a:
                 return j
             j += 1
     else:
         while j < short:
-            if bits[j] & m or not (lo_b < bl[j] < hi_b and lo_a < al[j] < hi_a):
+            o = 8 * j
+            if read_i64_le(bits, o) & m or not (lo_b < read_f64_le(bl, o) < hi_b
+                                                 and lo_a < read_f64_le(al, o) < hi_a):
                 return j
             j += 1
     return short
@@ -444,9 +477,9 @@ def run_dense(feed: Feed, full: Ticks, i: int, end: int, broker: Broker) -> int:
     # the prices of rules whose actions read none (all None), built once
     fixed: list[tuple[float | None, ...] | None] = [
         None if any(p is not None for p in ps) else tuple(None for _ in ps) for ps in feed.prices]
-    # the others' price columns as float64 views (an item is `float(p[k])`, read when fired)
-    priced: list[tuple[Sequence[float] | None, ...]] = [
-        tuple(None if p is None else _items(p.astype(np.float64, copy=False)) for p in ps)
+    # the others' price columns as float64 `_le` bytes over [0, upto) (read when fired)
+    priced: list[tuple[bytes | None, ...]] = [
+        tuple(None if p is None else _le(p.astype(np.float64, copy=False)) for p in ps)
         for ps in feed.prices]
     pos_only = feed.reads == {"pos"}
     pos = broker.pos
@@ -458,13 +491,14 @@ def run_dense(feed: Feed, full: Ticks, i: int, end: int, broker: Broker) -> int:
     while k < end:
         w0 = k
         w1 = min(end, k + WINDOW)
-        tsl: Sequence[int] = _items(ts[w0:w1])
-        bl: Sequence[float] = _items(bid[w0:w1])
-        al: Sequence[float] = _items(ask[w0:w1])
-        bits = feed.window_bits(w0, w1)
+        # the window's columns as `_le` bytes: tick k at byte 8 (k - w0)
+        tsl = _le(ts[w0:w1])
+        bl = _le(bid[w0:w1])
+        al = _le(ask[w0:w1])
+        bits = feed.window_bytes(w0, w1)
         blk: _Blocks | None = None  # the window's blocks, built on the first long scan
         t_seen, t_stop = -1, w1  # the first tick of the window at or past t_seen (bisected)
-        ts_end: int = tsl[w1 - w0 - 1]
+        ts_end: int = read_i64_le(tsl, 8 * (w1 - w0 - 1))
         while k < w1:
             if plan is None:
                 code = _code(states)
@@ -478,7 +512,7 @@ def run_dense(feed: Feed, full: Ticks, i: int, end: int, broker: Broker) -> int:
             lo_b, hi_b, lo_a, hi_a, t_next, i_next = broker.env
             if t_next != t_seen:  # (a deadline past the window's last tick: its end)
                 t_seen = t_next
-                t_stop = w1 if t_next > ts_end else w0 + bisect_left(tsl, t_next, k - w0)
+                t_stop = w1 if t_next > ts_end else w0 + _first_at(tsl, t_next, k - w0, w1 - w0)
             stop = t_stop if t_stop < w1 else w1
             if i_next < stop:
                 stop = i_next
@@ -500,9 +534,10 @@ def run_dense(feed: Feed, full: Ticks, i: int, end: int, broker: Broker) -> int:
             k = w0 + j
             if k >= w1:
                 break
-            t: int = tsl[j]
-            b: float = bl[j]
-            a: float = al[j]
+            o = 8 * j
+            t: int = read_i64_le(tsl, o)
+            b: float = read_f64_le(bl, o)
+            a: float = read_f64_le(al, o)
             if b <= lo_b or b >= hi_b or a <= lo_a or a >= hi_a or t >= t_next or k >= i_next:
                 broker.step(k, t, b, a)
                 new_forms = forms
@@ -514,7 +549,7 @@ def run_dense(feed: Feed, full: Ticks, i: int, end: int, broker: Broker) -> int:
                         if hit is None:
                             hit = feed.forms((float(pos), 0.0))
                             if feed.stale():  # a new form: rebuild the bits
-                                bits = feed.window_bits(w0, w1)
+                                bits = feed.window_bytes(w0, w1)
                                 blk = None
                                 forms_at.clear()  # the forms may have been renumbered
                             forms_at[pos] = hit
@@ -524,7 +559,7 @@ def run_dense(feed: Feed, full: Ticks, i: int, end: int, broker: Broker) -> int:
                     if new != key:
                         key, new_forms = new, feed.forms(new)
                         if feed.stale():
-                            bits = feed.window_bits(w0, w1)
+                            bits = feed.window_bytes(w0, w1)
                             blk = None
                 if new_forms is not forms:
                     forms = new_forms
@@ -538,7 +573,7 @@ def run_dense(feed: Feed, full: Ticks, i: int, end: int, broker: Broker) -> int:
                 if plan is None:
                     plan = plans[pk] = _plan(states, forms)
                 m = plan.m
-            x: int = bits[j]
+            x: int = read_i64_le(bits, o)
             if not x & m:  # no check holds (m is the union of the checks' bits)
                 k += 1
                 continue
@@ -550,7 +585,8 @@ def run_dense(feed: Feed, full: Ticks, i: int, end: int, broker: Broker) -> int:
                     if cfires[c]:
                         ps = fixed[r]
                         if ps is None:
-                            ps = tuple([None if p is None else p[k] for p in priced[r]])
+                            ps = tuple([None if p is None else read_f64_le(p, 8 * k)
+                                        for p in priced[r]])
                         broker.fire(r, k, t, b, a, ps)
                     else:
                         broker.rearm(r)
