@@ -384,12 +384,12 @@ def _items(column: npt.NDArray[Any]) -> Sequence[Any]:
     return cast("Sequence[Any]", view)
 
 
-def _blocks(feed: Feed, bid: npt.NDArray[np.float64], ask: npt.NDArray[np.float64],
-            w0: int, w1: int) -> _Blocks:
+def _blocks(bw: npt.NDArray[np.int64], bid: npt.NDArray[np.float64],
+            ask: npt.NDArray[np.float64], w0: int, w1: int) -> _Blocks:
     """Per block of BLOCK ticks of the window [w0, w1) (the last one may be shorter): the OR
-    of its ticks' bits and the min and max of its bids and asks (NaN when one is NaN)."""
+    of its ticks' bits (`bw`, the window's) and the min and max of its bids and asks (NaN
+    when one is NaN)."""
     starts = np.arange(0, w1 - w0, BLOCK)
-    bw = feed.bits[w0 - feed.base: w1 - feed.base]
     b, a = bid[w0:w1], ask[w0:w1]
     return (np.bitwise_or.reduceat(bw, starts).tolist(),
             np.minimum.reduceat(b, starts).tolist(), np.maximum.reduceat(b, starts).tolist(),
@@ -528,7 +528,7 @@ def run_dense(feed: Feed, full: Ticks, i: int, end: int, broker: Broker) -> int:
             j = _scan(j, short, m, bits, bl, al, on_bid, on_ask, lo_b, hi_b, lo_a, hi_a)
             if j == short and short < last:  # no stop yet: the block scan goes on
                 if blk is None:
-                    blk = _blocks(feed, bid, ask, w0, w1)
+                    blk = _blocks(feed.bits[w0 - feed.base: w1 - feed.base], bid, ask, w0, w1)
                 j = _scan_blocks(j, last, m, bits, bl, al, blk, on_bid, on_ask,
                                  lo_b, hi_b, lo_a, hi_a)
             k = w0 + j
