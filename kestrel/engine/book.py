@@ -18,12 +18,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from fractions import Fraction
-from math import gcd
+from math import gcd as _gcd
+from typing import Final
 
 import msgspec
 
 from kestrel.engine.money import Money, ratio
-from kestrel.engine.orders import BrokerOrder, TickGrid, exact, exact_parts, round_div
+from kestrel.engine.orders import BrokerOrder, TickGrid, exact, exact_parts as _exact_parts, round_div
+
+# (compiled: functions of modules that are not, or cached wrappers, bound once)
+gcd: Final = _gcd
+exact_parts: Final = _exact_parts
 from kestrel.frame.account import AccountState
 
 

@@ -686,6 +686,6 @@ class Broker:
         if self.armed and self.expiry_ns < t_next:
             t_next = self.expiry_ns
         self.env, self.env_core, self.trails = envelope(
-            self.orders.values(), i, self.now_ns, t_next, pos, loss_line, self.grid)
+            self.orders, i, self.now_ns, t_next, pos, loss_line, self.grid)
 
 __all__ = ["Broker", "RuleState"]

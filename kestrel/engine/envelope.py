@@ -10,7 +10,6 @@ the fast path, which follows them with a running max instead of stepping on ever
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from typing import Final, NamedTuple
 
 from kestrel.engine.orders import LMT, MKT, STP, BrokerOrder, TickGrid
@@ -31,12 +30,14 @@ class Envelope(NamedTuple):
 
 
 IDLE_ENV: Final = Envelope(-INF, INF, -INF, INF, NEVER, NEVER)
+_ENVELOPE: Final = Envelope  # (compiled: a class bound once, not looked up per use)
 _new: Final = tuple.__new__  # builds an Envelope from its six values without NamedTuple's Python-level __new__
 
 
-def envelope(orders: Iterable[BrokerOrder], i: int, now: int, t_next: int, pos: int,
+def envelope(orders: dict[int, BrokerOrder], i: int, now: int, t_next: int, pos: int,
              loss_line: float | None, grid: TickGrid) -> tuple[Envelope, Envelope, list[BrokerOrder]]:
-    """(env, core, trails) after tick i at time `now`: `t_next` is the next plan deadline
+    """(env, core, trails) after tick i at time `now` for the working `orders` (by id):
+    `t_next` is the next plan deadline
     (close or expiry), `loss_line` the touch at which the loss floor would be reached for the
     open position `pos` (None: no running loss check). `env` is `core` itself when there is
     no trailing stop. (Comparisons, not min/max calls: this runs at every broker event; they
@@ -46,7 +47,7 @@ def envelope(orders: Iterable[BrokerOrder], i: int, now: int, t_next: int, pos: 
     hi_b = hi_a = INF
     i_next = NEVER
     k = i + 1  # the next tick
-    for o in orders:
+    for o in orders.values():
         el = o.el_idx
         el_ts = o.el_ts
         if k < el or now < el_ts:
@@ -88,7 +89,7 @@ def envelope(orders: Iterable[BrokerOrder], i: int, now: int, t_next: int, pos: 
             x = loss_line - margin
             if x < hi_a:
                 hi_a = x
-    core: Envelope = _new(Envelope, (lo_b, hi_b, lo_a, hi_a, t_next, i_next))
+    core: Envelope = _new(_ENVELOPE, (lo_b, hi_b, lo_a, hi_a, t_next, i_next))
     if not trails:
         return core, core, trails
     for o in trails:
@@ -103,7 +104,7 @@ def envelope(orders: Iterable[BrokerOrder], i: int, now: int, t_next: int, pos: 
                 hi_a = lvl
             if o.best > lo_a:
                 lo_a = o.best
-    env: Envelope = _new(Envelope, (lo_b, hi_b, lo_a, hi_a, t_next, i_next))
+    env: Envelope = _new(_ENVELOPE, (lo_b, hi_b, lo_a, hi_a, t_next, i_next))
     return env, core, trails
 
 
