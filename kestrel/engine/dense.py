@@ -280,6 +280,11 @@ class Feed:
         """The bits of ticks [lo, hi) (a view, see `_items`: it sees later forms OR'ed in):
         bit k = form k is true, bit MAX_FORMS + k = form k is false, bit ALWAYS always set.
         Forms added since the last call are OR'ed into the bits array first."""
+        self._build()
+        return _items(self.bits[lo - self.base: hi - self.base])
+
+    def _build(self) -> None:
+        """OR the forms added since the last call into the bits array."""
         if self.stale():
             # the new forms' false bits set, then both of a form's bits flipped where it is
             # true (one masked pass per form, no temporary array)
@@ -298,12 +303,11 @@ class Feed:
                 np.bitwise_xor(bits, np.int64((1 << k) | (1 << (MAX_FORMS + k))), out=bits,
                                where=self.arrays[k][self.base:])
             self._built = len(self.arrays)
-        return _items(self.bits[lo - self.base: hi - self.base])
 
     def window_bytes(self, lo: int, hi: int) -> bytes:
         """`window_bits` as little-endian int64 bytes (a copy: taken again after forms are
         added), which the loop reads with `read_i64_le` at byte offset 8 x (tick - lo)."""
-        self.window_bits(lo, hi)
+        self._build()
         return _le(self.bits[lo - self.base: hi - self.base])
 
     def stale(self) -> bool:
