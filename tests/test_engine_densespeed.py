@@ -43,25 +43,20 @@ def test_block_scan_equals_the_tick_scan() -> None:
     """`_scan_blocks` stops where the tick-by-tick test first holds (NaN prices included)."""
     from kestrel.engine import dense
 
-    class _F:
-        base = 0
-
-        def __init__(self, bits: np.ndarray) -> None:
-            self.bits = bits
-
     rng = np.random.default_rng(7)
     inf = float("inf")
     for trial in range(300):
         n = int(rng.integers(1, 400))
-        bid = 100.0 + np.cumsum(rng.integers(-1, 2, n)) * 0.01
-        ask = bid + 0.01 * rng.integers(1, 3, n)
+        bid = (100.0 + np.cumsum(rng.integers(-1, 2, n)) * 0.01).astype(np.float64)
+        ask = (bid + 0.01 * rng.integers(1, 3, n)).astype(np.float64)
         if trial % 5 == 0:
             bid[rng.integers(0, n)] = np.nan
         if trial % 7 == 0:
             ask[rng.integers(0, n)] = np.nan
         bits = np.where(rng.random(n) < rng.choice([0.0, 0.002, 0.05]), 1, 2).astype(np.int64)
-        blk = dense._blocks(_F(bits), bid, ask, 0, n)  # type: ignore[arg-type]
+        blk = dense._blocks(bits, bid, ask, 0, n)
         bl, al, bi = bid.tolist(), ask.tolist(), bits.tolist()
+        lb, la, lbits = dense._le(bid), dense._le(ask), dense._le(bits)  # as the loop reads them
         for _ in range(5):
             j = int(rng.integers(0, n))
             last = int(rng.integers(j, n + 1))
@@ -76,7 +71,7 @@ def test_block_scan_equals_the_tick_scan() -> None:
                         or (use_a and not lo_a < al[k] < hi_a)):
                     want = k
                     break
-            got = dense._scan_blocks(j, last, m, bi, bl, al, blk, use_b, use_a,
+            got = dense._scan_blocks(j, last, m, lbits, lb, la, blk, use_b, use_a,
                                      lo_b, hi_b, lo_a, hi_a)
             assert got == want, (trial, j, last)
 

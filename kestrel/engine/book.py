@@ -18,11 +18,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from fractions import Fraction
-from math import gcd
+from math import gcd as _gcd
+from typing import Final
 
 from kestrel.engine.carry import CarriedOrder, Carry
-from kestrel.engine.money import Money, int_ratio
-from kestrel.engine.orders import BrokerOrder, TickGrid, exact, exact_parts, round_div
+from kestrel.engine.money import Money, ratio
+from kestrel.engine.orders import BrokerOrder, TickGrid, exact, exact_parts as _exact_parts, round_div
+
+# (compiled: functions of modules that are not, or cached wrappers, bound once)
+gcd: Final = _gcd
+exact_parts: Final = _exact_parts
 from kestrel.frame.account import AccountState
 
 
@@ -110,8 +115,8 @@ class Book:
         self._cn, self._cd = cn, cd
         if self._marks:
             self._marks = {}
-        # the double nearest to the exact average
-        self.avg = int_ratio(cn, cd * now) if now else 0.0
+        # int / int is correctly rounded: the double nearest to the exact average
+        self.avg = ratio(cn, cd * now) if now else 0.0
         return opened
 
     def upnl_k(self, b: float, a: float) -> int:

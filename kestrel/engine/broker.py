@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from enum import IntEnum
+from typing import Final
 from fractions import Fraction
 from itertools import islice
 
@@ -50,9 +51,13 @@ from kestrel.engine.ledger import (
     OrderRejected,
     PositionChanged,
 )
-from kestrel.engine.money import Money, int_ratio
+from kestrel.engine.money import Money, ratio
 from kestrel.engine.orders import (
     BrokerOrder,
+    EntrySpec,
+    MKT,
+    LMT,
+    STP,
     OrderType,
     TickGrid,
     bracket_price,
@@ -64,13 +69,13 @@ from kestrel.frame.session import SessionSpec
 from kestrel.frame.ticks import NS_PER_S
 from kestrel.lang import ast
 
-INF = math.inf
-NAN = float("nan")
-_SIDE = {"buy": 1, "sell": -1}
-_FLAT = 1  # an action's kind in `Broker._actions` (an ORDER is its `_EntrySpec`)
-_CANCEL = 2
-_PROTECTIVE = frozenset(("stop", "target", "trail", "flat", "exit"))  # cancelled when flat
-_RISK_MEMO_MAX = 4096  # entry risks memoized per ORDER action (see `_EntrySpec.risks`)
+INF: Final = math.inf
+NAN: Final = float("nan")
+_FLAT: Final = 1  # an action's kind in `Broker._actions` (an ORDER is its `EntrySpec`)
+_CANCEL: Final = 2
+# every role but "entry" (stop, target, trail, flat, exit) is protective or closing:
+# cancelled when the position goes flat (`BrokerOrder.entry` is False)
+_RISK_MEMO_MAX: Final = 4096  # entry risks memoized per ORDER action (see `EntrySpec.risks`)
 
 
 class RuleState(IntEnum):
@@ -81,42 +86,34 @@ class RuleState(IntEnum):
     WAITING = 2  # fired and has repeats left: re-arms on its next false evaluation
 
 
-class _EntrySpec:
-    """An ORDER action as the broker places it, read once when the plan is adopted: its side
-    (+1/-1), signed quantity, TTL in ns, the bracket its fills spawn (the action itself when
-    it has a STOP, TARGET or TRAIL, else None) and whether the entry's worst-case loss is
-    bounded (a STOP or TRAIL: `entry_risk` is 0.0 otherwise). `risks` memoizes `entry_risk`
-    by its reference price (the limit or stop price, the touch for MKT), of which it is a
-    pure function for a given action and broker."""
-
-    __slots__ = ("act", "side", "qty", "signed", "type", "priced", "ttl_ns", "bracket",
-                 "bounded", "risks")
-
-    def __init__(self, act: ast.Order) -> None:
-        self.act = act
-        self.side = _SIDE[act.side]
-        self.qty = act.qty
-        self.signed = self.side * act.qty
-        self.type: OrderType = act.order_type
-        self.priced = act.order_type != "mkt"
-        self.ttl_ns = None if act.ttl is None else act.ttl.seconds * NS_PER_S
-        self.bracket = act if (act.stop or act.target or act.trail) else None
-        self.bounded = act.stop is not None or act.trail is not None
-        self.risks: dict[float, float] = {}
-
-
-_Action = _EntrySpec | int  # an ORDER's spec, or _FLAT / _CANCEL
+_Action = EntrySpec | int  # an ORDER's spec, or _FLAT / _CANCEL
 
 
 def _dispatch(rule: ast.Rule) -> tuple[_Action, ...]:
     """A rule's actions as `fire` runs them."""
-    return tuple(_EntrySpec(a) if isinstance(a, ast.Order) else _FLAT if isinstance(a, ast.Flat)
+    return tuple(EntrySpec(a) if isinstance(a, ast.Order) else _FLAT if isinstance(a, ast.Flat)
                  else _CANCEL for a in rule.actions)
 
 
-_new_env = tuple.__new__  # an Envelope from its six values (as in `envelope`)
-_WAITING = RuleState.WAITING
-_SPENT = RuleState.SPENT
+# the ledger's event types and the envelope's constants bound once (compiled, a name imported
+# from a module that is not compiled is looked up in the module's dict at every use)
+_Armed: Final = Armed
+_Cancelled: Final = Cancelled
+_Carried: Final = Carried
+_Disarmed: Final = Disarmed
+_Filled: Final = Filled
+_Fired: Final = Fired
+_Mark: Final = Mark
+_OrderPlaced: Final = OrderPlaced
+_OrderRejected: Final = OrderRejected
+_PositionChanged: Final = PositionChanged
+_Envelope: Final = Envelope
+_NEVER: Final = NEVER
+_IDLE_ENV: Final = IDLE_ENV
+_new_env: Final = tuple.__new__  # an Envelope from its six values (as in `envelope`)
+_WAITING: Final = RuleState.WAITING
+_SPENT: Final = RuleState.SPENT
+_ARMED: Final = RuleState.ARMED
 
 
 class Broker:
@@ -135,7 +132,7 @@ class Broker:
         self.money = money
         self.ledger = ledger
         # every event goes to the ledger's list (never replaced), in the order it happens
-        self._emit: Callable[[LedgerEvent], None] = ledger.events.append
+        self._events: list[LedgerEvent] = ledger.events
         self.slip = config.slippage_ticks * grid.tick
         self.slip_ticks = exact(config.slippage_ticks)
         self._scale = money.scale  # k quanta are k / _scale (`Money.amount`)
@@ -172,7 +169,7 @@ class Broker:
         self.armed = False
         self.rule_states: list[RuleState] = []
         self.remaining: list[int] = []
-        self.expiry_ns = NEVER
+        self.expiry_ns = _NEVER
         self.maxpos = config.maxpos
         self.maxloss = config.maxloss
         self.maxorders = config.maxorders
@@ -189,8 +186,8 @@ class Broker:
         # the bid (long) / ask (short) past which pnl may reach the floor (see refresh_envelope)
         self._guard_b = -INF
         self._guard_a = INF
-        self.env: Envelope = IDLE_ENV
-        self.env_core: Envelope = IDLE_ENV  # env without the trailing stops (see fast.py)
+        self.env: Envelope = _IDLE_ENV
+        self.env_core: Envelope = _IDLE_ENV  # env without the trailing stops (see fast.py)
         self.trails: list[BrokerOrder] = []
         if carry is not None:
             self._restore(carry)
@@ -241,7 +238,7 @@ class Broker:
         self.loss_breached = bool(self.session_down)
         self.armed = not self.closed and not self.session_down
         n = len(plan.rules)
-        self.rule_states = [RuleState.ARMED if self.armed else RuleState.SPENT] * n
+        self.rule_states = [_ARMED if self.armed else _SPENT] * n
         self.remaining = [max(1, r.repeat) for r in plan.rules]
         exp = plan.expiry
         if isinstance(exp, ast.Until):
@@ -250,9 +247,9 @@ class Broker:
             self.expiry_ns = now + exp.span.seconds * NS_PER_S
         else:
             self.expiry_ns = self.close_ns
-        self._emit(Armed(self.seen, now, plan.name, n, self.expiry_ns))
+        self._events.append(_Armed(self.seen, now, plan.name, n, self.expiry_ns))
         if not self.armed:
-            self._emit(Disarmed(self.seen, now, plan.name,
+            self._events.append(_Disarmed(self.seen, now, plan.name,
                                 "session closed" if self.closed else self.session_down))
         elif self.expiry_ns <= now:  # UNTIL already past: nothing may fire
             self.disarm("expired", t=now)
@@ -263,7 +260,7 @@ class Broker:
         """Open the session with a carried position and its protective orders (eligible
         from the first tick), marked in the ledger by a `carry` event."""
         self.book.restore(carry.pos, Fraction(carry.cost))
-        self._emit(Carried(0, self.open_ns, carry.pos, self.book.avg, len(carry.orders)))
+        self._events.append(_Carried(0, self.open_ns, carry.pos, self.book.avg, len(carry.orders)))
         groups: dict[int | None, int | None] = {None: None}
         for c in carry.orders:
             if c.oco not in groups:
@@ -300,8 +297,8 @@ class Broker:
         bk = self.book
         u = bk.upnl_k(b, a)
         r, f, sc = bk.rpnl_k, bk.fees_k, self._scale
-        self._emit(Mark(i, t, bk.pos, int_ratio(r, sc), int_ratio(u, sc), int_ratio(f, sc),
-                        int_ratio(r + u - f, sc)))
+        self._events.append(_Mark(i, t, bk.pos, ratio(r, sc), ratio(u, sc), ratio(f, sc),
+                                 ratio(r + u - f, sc)))
 
     # broker step ---------------------------------------------------------------
     def step(self, i: int, t: int, b: float, a: float) -> None:
@@ -309,30 +306,67 @@ class Broker:
         breached; a no-op otherwise)."""
         if self.closed:
             return
-        self.now_ns, self.bid, self.ask = t, b, a
+        self.now_ns = t
+        self.bid = b
+        self.ask = a
         if t >= self.close_ns:
             self.close_session(i, t, b, a, "session close")
             return
         filled = False
         orders = self.orders
-        for o in list(orders.values()):  # (orders placed meanwhile are not yet eligible)
-            if i < o.el_idx or t < o.el_ts or o.id not in orders:
-                continue
-            expire = o.expire_ts
-            if expire is not None and t >= expire:
-                self._cancel(o, i, t, "ttl")
-                continue
-            price = self._fill_price(o, b, a)
-            if price is not None:
+        if orders:
+            # (orders placed meanwhile are not yet eligible; one that left is no longer live)
+            for o in list(orders.values()):
+                if i < o.el_idx or t < o.el_ts or not o.live:
+                    continue
+                if t >= o.exp:
+                    self._cancel(o, i, t, "ttl")
+                    continue
+                # the fill price, if the order fills at this touch (see `orders`)
+                kind = o.kind
+                side = o.side
+                if kind == MKT:
+                    price = self._slipped(side, b, a)
+                elif kind == LMT:
+                    p = o.px
+                    if side > 0:
+                        if not a <= p:
+                            continue
+                        price = p if p < a else a
+                    else:
+                        if not b >= p:
+                            continue
+                        price = p if p > b else b
+                elif kind == STP:
+                    p = o.px
+                    if side > 0:
+                        if not a >= p:
+                            continue
+                    elif not b <= p:
+                        continue
+                    price = self._slipped(side, b, a)
+                else:  # trail: check the level, then ratchet
+                    lvl = o.trail_level(self.grid)
+                    if side < 0:
+                        if not b <= lvl:
+                            if b > o.best:
+                                o.best = b
+                            continue
+                    elif not a >= lvl:
+                        if a < o.best:
+                            o.best = a
+                        continue
+                    price = self._slipped(side, b, a)
                 qty = self._fill_qty(o, i)
                 if qty > 0:
                     self._fill(o, price, i, t, b, a, qty)
                     filled = True
         # pnl moves only with a fill or the touch; the exact check runs past the loss guard
-        pos = self.book.pos
+        bk = self.book
+        pos = bk.pos
         if (not self.loss_breached
-                and (filled or (pos and (b <= self._guard_b if pos > 0 else a >= self._guard_a)))
-                and self.book.pnl_k(b, a) <= self._floor_k):
+                and (filled or (pos != 0 and (b <= self._guard_b if pos > 0 else a >= self._guard_a)))
+                and bk.pnl_k(b, a) <= self._floor_k):
             self._breach_loss(i, t, b, a)
         if self.armed and t >= self.expiry_ns:
             self.disarm("expired", i, t)
@@ -348,42 +382,13 @@ class Broker:
             s = float(self.sizes[i - self.sizes_base])
             if s >= 1.0:
                 q = min(q, int(s))
-        if o.role != "entry":
+        if not o.entry:
             pos = self.book.pos
             if o.side * pos >= 0:
                 return 0
-            return q if q < abs(pos) else abs(pos)
+            apos = pos if pos > 0 else -pos
+            return q if q < apos else apos
         return q
-
-    def _fill_price(self, o: BrokerOrder, b: float, a: float) -> float | None:
-        ty = o.type
-        if ty == "mkt":
-            return self._slipped(o.side, b, a)
-        p = o.price
-        assert p is not None or ty == "trail"
-        if ty == "lmt":
-            assert p is not None
-            if o.side > 0:
-                return (p if p < a else a) if a <= p else None
-            return (p if p > b else b) if b >= p else None
-        if ty == "stp":
-            assert p is not None
-            if o.side > 0:
-                return self._slipped(1, b, a) if a >= p else None
-            return self._slipped(-1, b, a) if b <= p else None
-        # trail: check the level, then ratchet
-        lvl = o.trail_level(self.grid)
-        if o.side < 0:
-            if b <= lvl:
-                return self._slipped(-1, b, a)
-            if b > o.best:
-                o.best = b
-        else:
-            if a >= lvl:
-                return self._slipped(1, b, a)
-            if a < o.best:
-                o.best = a
-        return None
 
     def _slipped(self, side: int, b: float, a: float) -> float:
         """A market-style fill price: the touch with adverse slippage, on the tick grid."""
@@ -397,7 +402,7 @@ class Broker:
         spawns its bracket, a protective fill shrinks or cancels its OCO siblings; going
         flat cancels the protective orders, a reversal those of the old side."""
         bk = self.book
-        emit = self._emit
+        events = self._events
         sc = self._scale
         fee_k = (bk.charge(self._fee_unit * qty + (self._fee_order if o.filled == 0 else 0))
                  if self._has_fees else 0)
@@ -405,21 +410,23 @@ class Broker:
         orders = self.orders
         if o.filled >= o.qty:
             del orders[o.id]
+            o.live = False
         side = o.side
-        emit(Filled(i, t, o.id, "buy" if side > 0 else "sell", qty, price, int_ratio(fee_k, sc)))
+        events.append(_Filled(i, t, o.id, "buy" if side > 0 else "sell", qty, price, ratio(fee_k, sc)))
         pos = bk.pos
         opened = bk.fill(side * qty, price)  # the part of the fill that opens or adds
         now = bk.pos
-        emit(PositionChanged(i, t, now, bk.avg if now else None, int_ratio(bk.rpnl_k, sc)))
-        if o.role == "entry" and o.bracket is not None:
+        events.append(_PositionChanged(i, t, now, bk.avg if now else None,
+                                      ratio(bk.rpnl_k, sc)))
+        if o.entry and o.spec is not None:
             if opened:
                 self._bracket(o, price, opened, i, t)
-        elif o.oco is not None:
+        elif o.group:
             # (shrinking emits nothing, so the cancels may follow the scan: same events)
-            oco, oid = o.oco, o.id
-            gone = []
+            oco, oid = o.group, o.id
+            gone: list[BrokerOrder] = []
             for sib in orders.values():
-                if sib.oco == oco and sib.id != oid:
+                if sib.group == oco and sib.id != oid:
                     if sib.qty - sib.filled <= qty:
                         gone.append(sib)
                     else:
@@ -428,31 +435,30 @@ class Broker:
                 self._cancel(sib, i, t, "oco")
         if orders:
             if now == 0:
-                for other in [x for x in orders.values() if x.role in _PROTECTIVE]:
+                for other in [x for x in orders.values() if not x.entry]:
                     self._cancel(other, i, t, "flat")
             elif (pos > 0) != (now > 0) and pos != 0:
                 # reversed: protective orders of the old side would now add to the position
                 sign = 1 if now > 0 else -1
-                for other in [x for x in orders.values()
-                              if x.role in _PROTECTIVE and x.side == sign]:
+                for other in [x for x in orders.values() if not x.entry and x.side == sign]:
                     self._cancel(other, i, t, "reversed")
         u = bk.upnl_k(b, a)  # the mark (`_mark`, inline)
         r, f = bk.rpnl_k, bk.fees_k
-        emit(Mark(i, t, now, int_ratio(r, sc), int_ratio(u, sc), int_ratio(f, sc),
-                  int_ratio(r + u - f, sc)))
+        events.append(_Mark(i, t, now, ratio(r, sc), ratio(u, sc), ratio(f, sc),
+                           ratio(r + u - f, sc)))
 
     def _bracket(self, entry: BrokerOrder, price: float, qty: int, i: int, t: int) -> None:
-        spec = entry.bracket
+        spec = entry.spec
         assert spec is not None
         oco = self._next_oco
         self._next_oco += 1
         side = -entry.side
         if spec.stop is not None:
             self._place(entry.plan, entry.rule, "stop", side, qty, "stp",
-                        bracket_price(price, spec.stop, self.grid), i, t, parent=entry.id, oco=oco)
+                        spec.stop_at(price, self.grid), i, t, parent=entry.id, oco=oco)
         if spec.target is not None:
             self._place(entry.plan, entry.rule, "target", side, qty, "lmt",
-                        bracket_price(price, spec.target, self.grid), i, t, parent=entry.id, oco=oco)
+                        spec.target_at(price, self.grid), i, t, parent=entry.id, oco=oco)
         if spec.trail is not None:
             self._place(entry.plan, entry.rule, "trail", side, qty, "trail", None, i, t,
                         parent=entry.id, oco=oco, trail=spec.trail, best=price)
@@ -461,21 +467,23 @@ class Broker:
                price: float | None, i: int, t: int, *, parent: int | None = None,
                oco: int | None = None, ttl_ns: int | None = None,
                trail: ast.Offset | None = None, best: float = 0.0,
-               bracket: ast.Order | None = None, risk: float = 0.0) -> BrokerOrder:
+               spec: EntrySpec | None = None, risk: float = 0.0) -> BrokerOrder:
         oid = self._next_id
         self._next_id = oid + 1
         o = BrokerOrder(oid, plan, rule, role, side, qty, ty, price, parent, i + self._lat_i,
                         t + self._lat_ns, None if ttl_ns is None else t + ttl_ns, trail, best,
-                        bracket, oco, 0, risk)
+                        spec, oco, 0, risk)
         self.orders[oid] = o
         shown = o.trail_level(self.grid) if ty == "trail" else price
-        self._emit(OrderPlaced(i, t, o.id, plan, role, "buy" if side > 0 else "sell",  # type: ignore[arg-type]
+        self._events.append(_OrderPlaced(i, t, o.id, plan, role, "buy" if side > 0 else "sell",  # type: ignore[arg-type]
                                qty, ty, shown, parent))
         return o
 
     def _cancel(self, o: BrokerOrder, i: int, t: int, reason: str) -> None:
-        if self.orders.pop(o.id, None) is not None:
-            self._emit(Cancelled(i, t, o.id, reason))
+        if o.live:  # (in `orders`)
+            o.live = False
+            del self.orders[o.id]
+            self._events.append(_Cancelled(i, t, o.id, reason))
 
     def disarm(self, reason: str, i: int | None = None, t: int | None = None) -> None:
         """Disarm the plan's entries (every rule SPENT) and cancel its working entry orders;
@@ -484,11 +492,11 @@ class Broker:
         t = self.now_ns if t is None else t
         self.armed = False
         for j in range(len(self.rule_states)):
-            self.rule_states[j] = RuleState.SPENT
+            self.rule_states[j] = _SPENT
         for o in list(self.orders.values()):
-            if o.role == "entry":
+            if o.entry:
                 self._cancel(o, i, t, reason)
-        self._emit(Disarmed(i, t, self.plan_name, reason))
+        self._events.append(_Disarmed(i, t, self.plan_name, reason))
 
     def _breach_loss(self, i: int, t: int, b: float, a: float) -> None:
         self.loss_breached = True
@@ -499,7 +507,7 @@ class Broker:
         if self.armed:
             self.disarm(reason, i, t)
         else:
-            self._emit(Disarmed(i, t, self.plan_name, reason))
+            self._events.append(_Disarmed(i, t, self.plan_name, reason))
         for o in list(self.orders.values()):
             self._cancel(o, i, t, "maxloss")
         if self.pos:
@@ -535,13 +543,16 @@ class Broker:
         left = self.remaining[j] - 1
         self.remaining[j] = left
         self.rule_states[j] = _WAITING if left > 0 else _SPENT
-        self._emit(Fired(i, t, self.plan_name, j))
+        self._events.append(_Fired(i, t, self.plan_name, j))
         first_id = self._next_id
         mkt_only = self._no_latency  # no change but MKT orders placed (so far)
-        for act, price in zip(self._actions[j], prices):
+        acts = self._actions[j]
+        for k in range(min(len(acts), len(prices))):
             if not self.armed:
                 break
-            if isinstance(act, _EntrySpec):
+            act = acts[k]
+            price = prices[k]
+            if isinstance(act, EntrySpec):
                 if act.priced:
                     mkt_only = False
                 self._entry(j, act, price, i, t)
@@ -559,35 +570,34 @@ class Broker:
             else:
                 mkt_only = False
                 for o in list(self.orders.values()):
-                    if o.role == "entry" and o.plan == self.plan_name:
+                    if o.entry and o.plan == self.plan_name:
                         self._cancel(o, i, t, f"rule {j} cancel")
         if mkt_only and self.armed and self._next_id > first_id:
             self._step_next(i)
         else:
             self.refresh_envelope(i)
 
-    def _entry(self, j: int, e: _EntrySpec, price: float | None, i: int, t: int) -> None:
+    def _entry(self, j: int, e: EntrySpec, price: float | None, i: int, t: int) -> None:
         if e.priced and (price is None or price != price):
-            self._emit(OrderRejected(i, t, self.plan_name, j, "price undefined at this tick"))
+            self._events.append(_OrderRejected(i, t, self.plan_name, j, "price undefined at this tick"))
             return
         if self.placed >= self.maxorders:
-            self._emit(OrderRejected(i, t, self.plan_name, j,
+            self._events.append(_OrderRejected(i, t, self.plan_name, j,
                                      f"maxorders {self.maxorders} reached"))
             return
         working = 0  # the working entries' and flats' signed remainder
         n_entries = 0
         committed = 0.0  # the working entries' worst-case loss, summed as `sum` does
         for o in self.orders.values():
-            role = o.role
-            if role == "entry":
+            if o.entry:
                 working += o.side * (o.qty - o.filled)
                 n_entries += 1
                 committed = 0 + o.risk * (o.qty - o.filled)  # sum([x]) is 0 + x
-            elif role == "flat":
+            elif o.role == "flat":
                 working += o.side * (o.qty - o.filled)
         projected = self.book.pos + working + e.signed
         if abs(projected) > self.maxpos:
-            self._emit(OrderRejected(i, t, self.plan_name, j,
+            self._events.append(_OrderRejected(i, t, self.plan_name, j,
                                      f"maxpos {self.maxpos}: position would reach {projected}"))
             return
         if price is not None:
@@ -607,7 +617,7 @@ class Broker:
         if risk:
             if n_entries > 1:  # (in id order, by `sum` itself: the same float total)
                 committed = sum([o.risk * o.remaining for o in self.orders.values()
-                                 if o.role == "entry"])
+                                 if o.entry])
             m = self.money
             worst_k = round((committed + risk * e.qty) * self._scale)  # (`Money.quanta`)
             after_k = self.book.pnl_k(self.bid, self.ask) - worst_k
@@ -617,7 +627,7 @@ class Broker:
                 bound = (f"maxloss {self.maxloss:g}" if plan_bound
                          else f"session maxloss {self.config.session_maxloss:g}")
                 whose, pnl_k = ("plan's", after_k - self._baseline_k) if plan_bound else ("session's", after_k)
-                self._emit(OrderRejected(
+                self._events.append(_OrderRejected(
                     i, t, self.plan_name, j,
                     f"worst-case loss {risk * e.qty:.2f} would take the {whose} pnl to "
                     f"{m.amount(pnl_k):.2f}, past {bound}"))
@@ -625,12 +635,12 @@ class Broker:
                 return
         self.placed += 1
         self._place(self.plan_name, j, "entry", e.side, e.qty, e.type, price, i, t,
-                    ttl_ns=e.ttl_ns, bracket=e.bracket, risk=risk)
+                    ttl_ns=e.ttl_ns, spec=e if e.bracket is not None else None, risk=risk)
 
     def rearm(self, j: int) -> None:
         """Rule j, WAITING since it fired, re-arms: its condition was false at a tick (the
         loops call this at the first such tick; the rule fires on its next true one)."""
-        self.rule_states[j] = RuleState.ARMED
+        self.rule_states[j] = _ARMED
 
     def ratchet_trails(self, bids: np.ndarray, asks: np.ndarray, i: int) -> None:
         """Ratchet the trailing stops over a stretch of ticks ending at tick i in which none
@@ -650,19 +660,19 @@ class Broker:
         them: only where a MKT order eligible at i + 1 makes that step due anyway (the
         envelope after tick i would have `i_next` = i + 1). `trails` and the loss guard are
         unchanged: a fire neither moves the position nor touches protective orders."""
-        self.env = self.env_core = _new_env(Envelope, (-INF, INF, -INF, INF, NEVER, i + 1))
+        self.env = self.env_core = _new_env(_Envelope, (-INF, INF, -INF, INF, _NEVER, i + 1))
 
     def refresh_envelope(self, i: int) -> None:
         """Recompute `env` (and `env_core`, `trails`) after tick i (see `envelope`)."""
         if self.closed:
-            self.env = self.env_core = IDLE_ENV
+            self.env = self.env_core = _IDLE_ENV
             self.trails = []
             return
         bk = self.book
         pos = bk.pos
         if pos and not self.loss_breached:
             # + one money quantum: upnl is rounded to the quantum before the check
-            room = int_ratio(self._floor_k - bk.rpnl_k + bk.fees_k + 1, self._scale)
+            room = ratio(self._floor_k - bk.rpnl_k + bk.fees_k + 1, self._scale)
             line = bk.avg + room / (pos * self._mult)
             margin = 1e-6 * (1.0 + abs(line))
             self._guard_b = line + margin
@@ -676,6 +686,6 @@ class Broker:
         if self.armed and self.expiry_ns < t_next:
             t_next = self.expiry_ns
         self.env, self.env_core, self.trails = envelope(
-            self.orders.values(), i, self.now_ns, t_next, pos, loss_line, self.grid)
+            self.orders, i, self.now_ns, t_next, pos, loss_line, self.grid)
 
 __all__ = ["Broker", "RuleState"]

@@ -33,14 +33,13 @@ has no such form (`Unsupported`): the fast path then hands the batch to the comp
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, cast
+from typing import Any, Final, cast
 
 import numpy as np
 import numpy.typing as npt
 
-from kestrel.engine.broker import RuleState
+from kestrel.engine.broker import Broker, RuleState
 from kestrel.engine.indicators import DYNAMIC_SERIES, series_in
 from kestrel.engine.plans import clock_seconds
 from kestrel.engine.vector import Columns, compare
@@ -48,41 +47,33 @@ from kestrel.frame.session import SessionSpec
 from kestrel.frame.ticks import Ticks
 from kestrel.lang import ast
 
-NAN = math.nan
-WINDOW = 8192  # ticks of columns held as Python lists at once
-MAX_FORMS = 24  # forms held at once: 2 bits each + the always bit in an int64
-ALWAYS = 2 * MAX_FORMS
-ACCOUNT = ("pos", "rpnl")
-SHORT = 32  # ticks a scan tests one by one before it goes by blocks
-BLOCK_SHIFT = 5
-BLOCK = 1 << BLOCK_SHIFT  # ticks per block of a long scan (`_scan_blocks`)
+try:  # mypy's runtime library: compiled, these read the bytes in place
+    from librt.strings import read_f64_le, read_i64_le
+except ImportError:  # pragma: no cover - pure Python without it: the same values
+    from kestrel.engine.bytereads import read_f64_le, read_i64_le
+
+NAN: Final = math.nan
+INF: Final = math.inf
+WINDOW: Final = 8192  # ticks of columns read through memoryviews at once
+MAX_FORMS: Final = 24  # forms held at once: 2 bits each + the always bit in an int64
+ALWAYS: Final = 2 * MAX_FORMS
+ACCOUNT: Final = ("pos", "rpnl")
+SHORT: Final = 1024  # ticks a scan tests one by one before it goes by blocks
+BLOCK_SHIFT: Final = 5
+BLOCK: Final = 1 << BLOCK_SHIFT  # ticks per block of a long scan (`_scan_blocks`)
 Bools = npt.NDArray[np.bool_]
 # a rule's condition under one account state: the index of a static form (>= 0), or a
 # constant (never a bool: True == 1 would alias form 1 in the loop's caches)
 Form = int
-TRUE_FORM = -1
-FALSE_FORM = -2
-Rearm = Callable[[int], None]
-Step = Callable[[int, int, float, float], None]
-Fire = Callable[[int, int, int, float, float, tuple[float | None, ...]], None]
+TRUE_FORM: Final = -1
+FALSE_FORM: Final = -2
 _Blocks = tuple[list[int], list[float], list[float], list[float], list[float]]
+_SPENT: Final = RuleState.SPENT
+_ARMED: Final = RuleState.ARMED
 
 
 class Unsupported(Exception):
     """The plan's conditions have no per-account-state form (see the module docstring)."""
-
-
-class Host(Protocol):
-    """What the dense loop reads of the broker between its calls."""
-
-    @property
-    def env(self) -> tuple[float, float, float, float, int, int]: ...
-
-    @property
-    def pos(self) -> int: ...
-
-    @property
-    def rpnl(self) -> float: ...
 
 
 def _pure(e: ast.Expr) -> bool:
@@ -204,12 +195,12 @@ class Feed:
                 + sum(p.nbytes for ps in self.prices for p in ps if p is not None))
 
     # forms -------------------------------------------------------------------------
-    def key(self, host: Host) -> tuple[float, ...]:
+    def key(self, broker: Broker) -> tuple[float, ...]:
         """The account state the conditions read (the fast path's `pos`, `rpnl`)."""
         if not self.reads:
             return ()
-        return (float(host.pos) if "pos" in self.reads else 0.0,
-                host.rpnl if "rpnl" in self.reads else 0.0)
+        return (float(broker.pos) if "pos" in self.reads else 0.0,
+                broker.rpnl if "rpnl" in self.reads else 0.0)
 
     def forms(self, key: tuple[float, ...]) -> tuple[Form, ...]:
         """Each rule's condition under account state `key`: TRUE_FORM, FALSE_FORM or a form
@@ -289,6 +280,11 @@ class Feed:
         """The bits of ticks [lo, hi) (a view, see `_items`: it sees later forms OR'ed in):
         bit k = form k is true, bit MAX_FORMS + k = form k is false, bit ALWAYS always set.
         Forms added since the last call are OR'ed into the bits array first."""
+        self._build()
+        return _items(self.bits[lo - self.base: hi - self.base])
+
+    def _build(self) -> None:
+        """OR the forms added since the last call into the bits array."""
         if self.stale():
             # the new forms' false bits set, then both of a form's bits flipped where it is
             # true (one masked pass per form, no temporary array)
@@ -307,33 +303,82 @@ class Feed:
                 np.bitwise_xor(bits, np.int64((1 << k) | (1 << (MAX_FORMS + k))), out=bits,
                                where=self.arrays[k][self.base:])
             self._built = len(self.arrays)
-        return _items(self.bits[lo - self.base: hi - self.base])
+
+    def window_bytes(self, lo: int, hi: int) -> bytes:
+        """`window_bits` as little-endian int64 bytes (a copy: taken again after forms are
+        added), which the loop reads with `read_i64_le` at byte offset 8 x (tick - lo)."""
+        self._build()
+        return _le(self.bits[lo - self.base: hi - self.base])
 
     def stale(self) -> bool:
         """A form was added since the bits were built."""
         return self._built != len(self.arrays) or not self.bits.size
 
 
-def _plan(states: Sequence[RuleState], forms: tuple[Form, ...]) -> tuple[int, tuple[tuple[int, int, bool], ...]]:
-    """For rule states and forms: the checks at a tick, in rule order (rule, its bit, fire
-    (True) or re-arm (False)): for an armed rule the bit of "its form is true", for a
-    waiting one "is false", for a constant that holds the always bit; and the scan mask,
-    the union of those bits (a tick with none of them set needs no rule evaluated)."""
-    checks: list[tuple[int, int, bool]] = []
+class _Plan:
+    """The checks at a tick for rule states and forms (`_plan`), as parallel lists in rule
+    order: the rule, its bit and whether it fires (True) or re-arms (False); `m` is the scan
+    mask, the union of the bits (a tick with none of them set needs no rule evaluated)."""
+
+    __slots__ = ("m", "rules", "bits", "fires")
+
+    def __init__(self, m: int, rules: list[int], bits: list[int], fires: list[bool]) -> None:
+        self.m = m
+        self.rules = rules
+        self.bits = bits
+        self.fires = fires
+
+
+def _plan(states: list[RuleState], forms: tuple[Form, ...]) -> _Plan:
+    """For rule states and forms: for an armed rule the bit of "its form is true", for a
+    waiting one "is false", for a constant that holds the always bit (see `_Plan`)."""
+    rules: list[int] = []
+    bits: list[int] = []
+    fires: list[bool] = []
     m = 0
-    for r, (st, f) in enumerate(zip(states, forms)):
-        if not st:
+    for r in range(len(states)):
+        st = states[r]
+        if st is _SPENT:
             continue
-        armed = st is RuleState.ARMED
+        f = forms[r]
+        armed = st is _ARMED
         if f < 0:
             if (f == TRUE_FORM) != armed:  # armed on a False or waiting on a True: nothing
                 continue
             bit = 1 << ALWAYS
         else:
             bit = 1 << (f if armed else MAX_FORMS + f)
-        checks.append((r, bit, armed))
+        rules.append(r)
+        bits.append(bit)
+        fires.append(armed)
         m |= bit
-    return m, tuple(checks)
+    return _Plan(m, rules, bits, fires)
+
+
+def _code(states: list[RuleState]) -> int:
+    """The rule states as one int (a base-3 digit per rule: 0 spent, 1 armed, 2 waiting)."""
+    c = 0
+    for r in range(len(states)):
+        st = states[r]
+        c = 3 * c + (0 if st is _SPENT else 1 if st is _ARMED else 2)
+    return c
+
+
+def _le(column: npt.NDArray[Any]) -> bytes:
+    """A window of an int64 or float64 column as little-endian bytes (one copy), read with
+    `read_i64_le` / `read_f64_le` at byte offset 8 x its index."""
+    return np.ascontiguousarray(column, dtype=column.dtype.newbyteorder("<")).tobytes()
+
+
+def _first_at(tb: bytes, t: int, lo: int, hi: int) -> int:
+    """`bisect_left` of time t over window ticks [lo, hi) of the timestamps `tb` (`_le`)."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if read_i64_le(tb, 8 * mid) < t:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 def _items(column: npt.NDArray[Any]) -> Sequence[Any]:
@@ -343,26 +388,27 @@ def _items(column: npt.NDArray[Any]) -> Sequence[Any]:
     return cast("Sequence[Any]", view)
 
 
-def _blocks(feed: Feed, bid: npt.NDArray[np.float64], ask: npt.NDArray[np.float64],
-            w0: int, w1: int) -> _Blocks:
+def _blocks(bw: npt.NDArray[np.int64], bid: npt.NDArray[np.float64],
+            ask: npt.NDArray[np.float64], w0: int, w1: int) -> _Blocks:
     """Per block of BLOCK ticks of the window [w0, w1) (the last one may be shorter): the OR
-    of its ticks' bits and the min and max of its bids and asks (NaN when one is NaN)."""
+    of its ticks' bits (`bw`, the window's) and the min and max of its bids and asks (NaN
+    when one is NaN)."""
     starts = np.arange(0, w1 - w0, BLOCK)
-    bw = feed.bits[w0 - feed.base: w1 - feed.base]
     b, a = bid[w0:w1], ask[w0:w1]
     return (np.bitwise_or.reduceat(bw, starts).tolist(),
             np.minimum.reduceat(b, starts).tolist(), np.maximum.reduceat(b, starts).tolist(),
             np.minimum.reduceat(a, starts).tolist(), np.maximum.reduceat(a, starts).tolist())
 
 
-def _scan_blocks(j: int, last: int, m: int, bits: Sequence[int], bl: Sequence[float],
-                 al: Sequence[float], blk: _Blocks, use_b: bool, use_a: bool,
-                 lo_b: float, hi_b: float, lo_a: float, hi_a: float) -> int:
+def _scan_blocks(j: int, last: int, m: int, bits: bytes, bl: bytes, al: bytes, blk: _Blocks,
+                 use_b: bool, use_a: bool, lo_b: float, hi_b: float, lo_a: float,
+                 hi_a: float) -> int:
     """The scan of `run_dense` over window ticks [j, last): the first tick whose bits meet
     `m` or whose bid (`use_b`) or ask (`use_a`) is outside the envelope, else `last`. A whole
     block none of whose ticks can stop (its bits' OR misses `m`, its min and max are inside)
     is skipped at once; the others are tested tick by tick (a NaN fails every comparison,
-    so a block holding one is tested tick by tick)."""
+    so a block holding one is tested tick by tick). The window's `bits`, bids `bl` and asks
+    `al` are `_le` bytes (tick j at byte 8 j)."""
     bor, bmin, bmax, amin, amax = blk
     while j < last:
         q = j >> BLOCK_SHIFT
@@ -372,64 +418,105 @@ def _scan_blocks(j: int, last: int, m: int, bits: Sequence[int], bl: Sequence[fl
                 and (not use_a or (lo_a < amin[q] and amax[q] < hi_a))):
             j = e
             continue
-        e = min(e, last)
-        for j in range(j, e):
-            if (bits[j] & m or (use_b and not lo_b < bl[j] < hi_b)
-                    or (use_a and not lo_a < al[j] < hi_a)):
+        if e > last:
+            e = last
+        while j < e:
+            o = 8 * j
+            if (read_i64_le(bits, o) & m or (use_b and not lo_b < read_f64_le(bl, o) < hi_b)
+                    or (use_a and not lo_a < read_f64_le(al, o) < hi_a)):
                 return j
-        j = e
+            j += 1
     return last
 
 
-def run_dense(feed: Feed, full: Ticks, i: int, end: int, states: Sequence[RuleState], host: Host,
-              step: Step, fire: Fire, rearm: Rearm) -> int:
+def _scan(j: int, short: int, m: int, bits: bytes, bl: bytes, al: bytes, on_bid: bool,
+          on_ask: bool, lo_b: float, hi_b: float, lo_a: float, hi_a: float) -> int:
+    """The first window tick in [j, short) whose bits meet `m` or whose bid (`on_bid`) or ask
+    (`on_ask`) is outside the envelope, else `short` (specialised to the finite sides; the
+    window as in `_scan_blocks`)."""
+    if not on_ask:
+        if not on_bid:
+            while j < short:
+                if read_i64_le(bits, 8 * j) & m:
+                    return j
+                j += 1
+        else:
+            while j < short:
+                o = 8 * j
+                if read_i64_le(bits, o) & m or not lo_b < read_f64_le(bl, o) < hi_b:
+                    return j
+                j += 1
+    elif not on_bid:
+        while j < short:
+            o = 8 * j
+            if read_i64_le(bits, o) & m or not lo_a < read_f64_le(al, o) < hi_a:
+                return j
+            j += 1
+    else:
+        while j < short:
+            o = 8 * j
+            if read_i64_le(bits, o) & m or not (lo_b < read_f64_le(bl, o) < hi_b
+                                                 and lo_a < read_f64_le(al, o) < hi_a):
+                return j
+            j += 1
+    return short
+
+
+def run_dense(feed: Feed, full: Ticks, i: int, end: int, broker: Broker) -> int:
     """Process ticks [i, end) (end <= feed.upto) exactly as the reference loop would, with the
-    broker's `step` and the rules' `fire`; `states` are the rules' states (the broker's
-    `rule_states`, read only: a waiting rule whose form is false is re-armed by `rearm`).
-    Returns `end`, or the first tick from which no rule is live (the broker alone runs
-    from there)."""
+    broker's `step` and the rules' `fire`, reading the rules' states (`rule_states`; a waiting
+    rule whose form is false is re-armed by `rearm`). Returns `end`, or the first tick from
+    which no rule is live (the broker alone runs from there)."""
+    states = broker.rule_states
     ts, bid, ask = full.ts, full.bid, full.ask
     k = i
-    key = feed.key(host)
+    key = feed.key(broker)
     forms = feed.forms(key)
-    plans: dict[tuple[tuple[Form, ...], tuple[int, ...]], tuple[int, tuple[tuple[int, int, bool], ...]]] = {}
+    # the checks and scan mask per (forms, states): keyed by the forms' number in `fids`
+    # and the states' `_code` (`fid * n_codes + code`)
+    fids: dict[tuple[Form, ...], int] = {forms: 0}
+    fid = 0
+    n_codes = 3 ** len(states)
+    plans: dict[int, _Plan] = {}
     # the prices of rules whose actions read none (all None), built once
     fixed: list[tuple[float | None, ...] | None] = [
         None if any(p is not None for p in ps) else tuple(None for _ in ps) for ps in feed.prices]
-    # the others' price columns as float64 views (an item is `float(p[k])`, read when fired)
-    priced: list[tuple[Sequence[float] | None, ...]] = [
-        tuple(None if p is None else _items(p.astype(np.float64, copy=False)) for p in ps)
+    # the others' price columns as float64 `_le` bytes over [0, upto) (read when fired)
+    priced: list[tuple[bytes | None, ...]] = [
+        tuple(None if p is None else _le(p.astype(np.float64, copy=False)) for p in ps)
         for ps in feed.prices]
-    inf = math.inf
     pos_only = feed.reads == {"pos"}
-    pos = host.pos
+    pos = broker.pos
     forms_at = {pos: forms} if pos_only else {}  # the forms per position (pos_only)
-    # the checks and scan mask of (forms, states): recomputed only after a step (which may
-    # change both) or a fire or re-arm (states); None when due
-    plan: tuple[int, tuple[tuple[int, int, bool], ...]] | None = None
+    # the plan of (forms, states): recomputed only after a step (which may change both) or a
+    # fire or re-arm (states); None when due
+    plan: _Plan | None = None
+    code = 0
     while k < end:
         w0 = k
         w1 = min(end, k + WINDOW)
-        tsl: Sequence[int] = _items(ts[w0:w1])
-        bl: Sequence[float] = _items(bid[w0:w1])
-        al: Sequence[float] = _items(ask[w0:w1])
-        bits = feed.window_bits(w0, w1)
+        # the window's columns as `_le` bytes: tick k at byte 8 (k - w0)
+        tsl = _le(ts[w0:w1])
+        bl = _le(bid[w0:w1])
+        al = _le(ask[w0:w1])
+        bits = feed.window_bytes(w0, w1)
         blk: _Blocks | None = None  # the window's blocks, built on the first long scan
         t_seen, t_stop = -1, w1  # the first tick of the window at or past t_seen (bisected)
-        ts_end = tsl[w1 - w0 - 1]
+        ts_end: int = read_i64_le(tsl, 8 * (w1 - w0 - 1))
         while k < w1:
             if plan is None:
-                pk = (forms, tuple(states))
+                code = _code(states)
+                pk = fid * n_codes + code
                 plan = plans.get(pk)
                 if plan is None:
                     plan = plans[pk] = _plan(states, forms)
-            m, checks = plan
-            if not checks and not any(states):
+            m = plan.m
+            if not m and not code:
                 return k
-            lo_b, hi_b, lo_a, hi_a, t_next, i_next = host.env
+            lo_b, hi_b, lo_a, hi_a, t_next, i_next = broker.env
             if t_next != t_seen:  # (a deadline past the window's last tick: its end)
                 t_seen = t_next
-                t_stop = w1 if t_next > ts_end else w0 + bisect_left(tsl, t_next, k - w0)
+                t_stop = w1 if t_next > ts_end else w0 + _first_at(tsl, t_next, k - w0, w1 - w0)
             stop = t_stop if t_stop < w1 else w1
             if i_next < stop:
                 stop = i_next
@@ -440,88 +527,75 @@ def run_dense(feed: Feed, full: Ticks, i: int, end: int, states: Sequence[RuleSt
             short = j + SHORT
             if short > last:
                 short = last
-            on_bid = lo_b != -inf or hi_b != inf  # the envelope's finite sides
-            on_ask = lo_a != -inf or hi_a != inf
-            scan_on = False  # no stop within the short scan: the block scan goes on from `short`
-            if not on_ask:
-                if not on_bid:
-                    for j in range(j, short):
-                        if bits[j] & m:
-                            break
-                    else:
-                        scan_on = True
-                else:
-                    for j in range(j, short):
-                        if bits[j] & m or not lo_b < bl[j] < hi_b:
-                            break
-                    else:
-                        scan_on = True
-            elif not on_bid:
-                for j in range(j, short):
-                    if bits[j] & m or not lo_a < al[j] < hi_a:
-                        break
-                else:
-                    scan_on = True
-            else:
-                for j in range(j, short):
-                    if bits[j] & m or not (lo_b < bl[j] < hi_b and lo_a < al[j] < hi_a):
-                        break
-                else:
-                    scan_on = True
-            if scan_on:
-                j = short
-                if short < last:
-                    if blk is None:
-                        blk = _blocks(feed, bid, ask, w0, w1)
-                    j = _scan_blocks(j, last, m, bits, bl, al, blk, on_bid, on_ask,
-                                     lo_b, hi_b, lo_a, hi_a)
+            on_bid = lo_b != -INF or hi_b != INF  # the envelope's finite sides
+            on_ask = lo_a != -INF or hi_a != INF
+            j = _scan(j, short, m, bits, bl, al, on_bid, on_ask, lo_b, hi_b, lo_a, hi_a)
+            if j == short and short < last:  # no stop yet: the block scan goes on
+                if blk is None:
+                    blk = _blocks(feed.bits[w0 - feed.base: w1 - feed.base], bid, ask, w0, w1)
+                j = _scan_blocks(j, last, m, bits, bl, al, blk, on_bid, on_ask,
+                                 lo_b, hi_b, lo_a, hi_a)
             k = w0 + j
             if k >= w1:
                 break
-            t, b, a = tsl[j], bl[j], al[j]
+            o = 8 * j
+            t: int = read_i64_le(tsl, o)
+            b: float = read_f64_le(bl, o)
+            a: float = read_f64_le(al, o)
             if b <= lo_b or b >= hi_b or a <= lo_a or a >= hi_a or t >= t_next or k >= i_next:
-                step(k, t, b, a)
+                broker.step(k, t, b, a)
+                new_forms = forms
                 if pos_only:  # the common case, without building the key
-                    now = host.pos
+                    now = broker.pos
                     if now != pos:
                         pos = now
                         hit = forms_at.get(pos)
                         if hit is None:
                             hit = feed.forms((float(pos), 0.0))
                             if feed.stale():  # a new form: rebuild the bits
-                                bits = feed.window_bits(w0, w1)
+                                bits = feed.window_bytes(w0, w1)
                                 blk = None
                                 forms_at.clear()  # the forms may have been renumbered
                             forms_at[pos] = hit
-                        forms = hit
+                        new_forms = hit
                 else:
-                    new = feed.key(host)
+                    new = feed.key(broker)
                     if new != key:
-                        key, forms = new, feed.forms(new)
+                        key, new_forms = new, feed.forms(new)
                         if feed.stale():
-                            bits = feed.window_bits(w0, w1)
+                            bits = feed.window_bytes(w0, w1)
                             blk = None
-                pk = (forms, tuple(states))
+                if new_forms is not forms:
+                    forms = new_forms
+                    got = fids.get(forms)
+                    if got is None:
+                        got = fids[forms] = len(fids)
+                    fid = got
+                code = _code(states)
+                pk = fid * n_codes + code
                 plan = plans.get(pk)
                 if plan is None:
                     plan = plans[pk] = _plan(states, forms)
-                m, checks = plan
-            x = bits[j]
+                m = plan.m
+            x: int = read_i64_le(bits, o)
             if not x & m:  # no check holds (m is the union of the checks' bits)
                 k += 1
                 continue
-            for r, bit, fires in checks:
-                if x & bit and states[r]:  # a rule fired before may have disarmed the plan
+            rules, cbits, cfires = plan.rules, plan.bits, plan.fires
+            for c in range(len(rules)):
+                r = rules[c]
+                if x & cbits[c] and states[r] is not _SPENT:  # a rule fired before may have disarmed the plan
                     plan = None  # the states change: the plan is recomputed
-                    if fires:
+                    if cfires[c]:
                         ps = fixed[r]
                         if ps is None:
-                            ps = tuple(None if p is None else p[k] for p in priced[r])
-                        fire(r, k, t, b, a, ps)
+                            ps = tuple([None if p is None else read_f64_le(p, 8 * k)
+                                        for p in priced[r]])
+                        broker.fire(r, k, t, b, a, ps)
                     else:
-                        rearm(r)
+                        broker.rearm(r)
             k += 1
     return end
 
 
-__all__ = ["ALWAYS", "FALSE_FORM", "MAX_FORMS", "TRUE_FORM", "Feed", "Host", "Unsupported", "WINDOW", "run_dense"]
+__all__ = ["ALWAYS", "FALSE_FORM", "MAX_FORMS", "TRUE_FORM", "Feed", "Unsupported", "WINDOW", "run_dense"]

@@ -10,13 +10,12 @@ the fast path, which follows them with a running max instead of stepping on ever
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
-from kestrel.engine.orders import BrokerOrder, TickGrid
+from kestrel.engine.orders import LMT, MKT, STP, BrokerOrder, TickGrid
 
-INF = math.inf
-NEVER = 2**62
+INF: Final = math.inf
+NEVER: Final = 2**62
 
 
 class Envelope(NamedTuple):
@@ -30,13 +29,15 @@ class Envelope(NamedTuple):
     i_next: int
 
 
-IDLE_ENV = Envelope(-INF, INF, -INF, INF, NEVER, NEVER)
-_new = tuple.__new__  # builds an Envelope from its six values without NamedTuple's Python-level __new__
+IDLE_ENV: Final = Envelope(-INF, INF, -INF, INF, NEVER, NEVER)
+_ENVELOPE: Final = Envelope  # (compiled: a class bound once, not looked up per use)
+_new: Final = tuple.__new__  # builds an Envelope from its six values without NamedTuple's Python-level __new__
 
 
-def envelope(orders: Iterable[BrokerOrder], i: int, now: int, t_next: int, pos: int,
+def envelope(orders: dict[int, BrokerOrder], i: int, now: int, t_next: int, pos: int,
              loss_line: float | None, grid: TickGrid) -> tuple[Envelope, Envelope, list[BrokerOrder]]:
-    """(env, core, trails) after tick i at time `now`: `t_next` is the next plan deadline
+    """(env, core, trails) after tick i at time `now` for the working `orders` (by id):
+    `t_next` is the next plan deadline
     (close or expiry), `loss_line` the touch at which the loss floor would be reached for the
     open position `pos` (None: no running loss check). `env` is `core` itself when there is
     no trailing stop. (Comparisons, not min/max calls: this runs at every broker event; they
@@ -46,7 +47,7 @@ def envelope(orders: Iterable[BrokerOrder], i: int, now: int, t_next: int, pos: 
     hi_b = hi_a = INF
     i_next = NEVER
     k = i + 1  # the next tick
-    for o in orders:
+    for o in orders.values():
         el = o.el_idx
         el_ts = o.el_ts
         if k < el or now < el_ts:
@@ -55,24 +56,22 @@ def envelope(orders: Iterable[BrokerOrder], i: int, now: int, t_next: int, pos: 
             if now < el_ts < t_next:
                 t_next = el_ts
             continue
-        expire = o.expire_ts
-        if expire is not None and expire < t_next:
+        expire = o.exp
+        if expire < t_next:
             t_next = expire
-        ty = o.type
-        if ty == "mkt":
+        kind = o.kind
+        if kind == MKT:
             if k < i_next:
                 i_next = k
-        elif ty == "lmt":
-            p = o.price
-            assert p is not None
+        elif kind == LMT:
+            p = o.px
             if o.side > 0:
                 if p > lo_a:
                     lo_a = p
             elif p < hi_b:
                 hi_b = p
-        elif ty == "stp":
-            p = o.price
-            assert p is not None
+        elif kind == STP:
+            p = o.px
             if o.side > 0:
                 if p < hi_a:
                     hi_a = p
@@ -90,7 +89,7 @@ def envelope(orders: Iterable[BrokerOrder], i: int, now: int, t_next: int, pos: 
             x = loss_line - margin
             if x < hi_a:
                 hi_a = x
-    core: Envelope = _new(Envelope, (lo_b, hi_b, lo_a, hi_a, t_next, i_next))
+    core: Envelope = _new(_ENVELOPE, (lo_b, hi_b, lo_a, hi_a, t_next, i_next))
     if not trails:
         return core, core, trails
     for o in trails:
@@ -105,7 +104,7 @@ def envelope(orders: Iterable[BrokerOrder], i: int, now: int, t_next: int, pos: 
                 hi_a = lvl
             if o.best > lo_a:
                 lo_a = o.best
-    env: Envelope = _new(Envelope, (lo_b, hi_b, lo_a, hi_a, t_next, i_next))
+    env: Envelope = _new(_ENVELOPE, (lo_b, hi_b, lo_a, hi_a, t_next, i_next))
     return env, core, trails
 
 

@@ -306,8 +306,7 @@ def _dense(engine: Engine, batch: Ticks, full: Ticks, start: int, i: int,
         if feed is not None:
             broker = engine.broker
             broker.sizes, broker.sizes_base = full.size, 0
-            k = run_dense(feed, full, i, upto, broker.rule_states, broker, broker.step,
-                          broker.fire, broker.rearm)
+            k = run_dense(feed, full, i, upto, broker)
             stats.dense_ticks += k - i
             if k >= n:
                 broker.advance(n, int(full.ts[-1]), float(full.bid[-1]), float(full.ask[-1]))

@@ -15,10 +15,21 @@ Invariants:
 from __future__ import annotations
 
 import math
-from operator import truediv
 from decimal import Decimal
+from fractions import Fraction
+from typing import Final
 
 MAX_DECIMALS = 9
+_EXACT: Final = 2**53  # integers up to this magnitude are exact doubles
+
+
+def ratio(n: int, d: int) -> float:
+    """`n / d` (d != 0) as Python divides ints: the double nearest to the exact quotient.
+    Compiled by mypyc, `/` on two machine-size ints divides their doubles, which is that
+    double only while both are exact in binary; past 2**53 the quotient is Python's own."""
+    if -_EXACT <= n <= _EXACT and -_EXACT <= d <= _EXACT:
+        return n / d
+    return float(Fraction(n, d))  # (Fraction.__float__ divides the ints in Python)
 
 
 def decimals_of(x: float) -> int:
@@ -71,7 +82,7 @@ class Money:
 
     def amount(self, k: int) -> float:
         """The double nearest to `k` quanta."""
-        return int_ratio(k, self.scale)
+        return ratio(k, self.scale)
 
     def at_least(self, x: float) -> int:
         """The smallest whole number of quanta >= the decimal value of `x` (exact, for bounds
@@ -79,16 +90,4 @@ class Money:
         return math.ceil(Decimal(repr(float(x))) * self.scale)
 
 
-_EXACT = 1 << 53  # ints of at most this magnitude are exact doubles
-
-
-def int_ratio(n: int, d: int) -> float:
-    """`n / d` for ints: the double nearest to the exact quotient, as Python's `int / int`.
-    Compiled code (`native`) divides ints as two doubles, exact only while both are exact
-    doubles (|x| <= 2**53), so larger operands take Python's own division."""
-    if -_EXACT <= n <= _EXACT and -_EXACT <= d <= _EXACT:
-        return n / d
-    return truediv(n, d)  # type: ignore[no-any-return]
-
-
-__all__ = ["MAX_DECIMALS", "Money", "decimals_of", "int_ratio"]
+__all__ = ["MAX_DECIMALS", "Money", "decimals_of", "ratio"]

@@ -24,14 +24,14 @@ import math
 from decimal import Decimal
 from fractions import Fraction
 from functools import lru_cache
-from typing import Literal
+from typing import Final, Literal
 
-import msgspec
 import numpy as np
 import numpy.typing as npt
 
 from kestrel.engine.config import EngineConfig
 from kestrel.frame.account import WorkingOrder
+from kestrel.frame.ticks import NS_PER_S
 from kestrel.lang import ast
 
 OrderType = Literal["mkt", "lmt", "stp", "trail"]
@@ -131,35 +131,129 @@ class TickGrid:
         return out
 
 
-class BrokerOrder(msgspec.Struct, gc=False, eq=False):
+_SIDE: Final = {"buy": 1, "sell": -1}
+_LEVELS_MAX: Final = 4096  # bracket levels memoized per ORDER action (see `EntrySpec`)
+
+
+class EntrySpec:
+    """An ORDER action as the broker places it, read once when the plan is adopted: its side
+    (+1/-1), signed quantity, TTL in ns, the bracket its fills spawn (the action itself when
+    it has a STOP, TARGET or TRAIL, else None; its offsets `stop`, `target`, `trail`) and
+    whether the entry's worst-case loss is bounded (a STOP or TRAIL: `entry_risk` is 0.0
+    otherwise). `risks` memoizes `entry_risk` by its reference price (the limit or stop
+    price, the touch for MKT), of which it is a pure function for a given action and broker;
+    `stop_at` and `target_at` memoize the bracket's levels by fill price (one broker, one
+    grid, so per action `bracket_price` of the price alone)."""
+
+    __slots__ = ("act", "side", "qty", "signed", "type", "priced", "ttl_ns", "bracket",
+                 "bounded", "risks", "stop", "target", "trail", "_stops", "_targets")
+
+    def __init__(self, act: ast.Order) -> None:
+        self.act = act
+        self.side: int = _SIDE[act.side]
+        self.qty: int = act.qty
+        self.signed: int = self.side * act.qty
+        self.type: OrderType = act.order_type
+        self.priced: bool = act.order_type != "mkt"
+        self.ttl_ns: int | None = None if act.ttl is None else act.ttl.seconds * NS_PER_S
+        self.bracket: ast.Order | None = act if (act.stop or act.target or act.trail) else None
+        self.bounded: bool = act.stop is not None or act.trail is not None
+        self.risks: dict[float, float] = {}
+        self.stop: ast.Offset | None = act.stop
+        self.target: ast.Offset | None = act.target
+        self.trail: ast.Offset | None = act.trail
+        self._stops: dict[float, float] = {}
+        self._targets: dict[float, float] = {}
+
+    def stop_at(self, price: float, grid: TickGrid) -> float:
+        """The STOP's level for an entry filled at `price` (`bracket_price`)."""
+        got = self._stops.get(price)
+        if got is None:
+            assert self.stop is not None
+            got = bracket_price(price, self.stop, grid)
+            if len(self._stops) >= _LEVELS_MAX:
+                self._stops.clear()
+            self._stops[price] = got
+        return got
+
+    def target_at(self, price: float, grid: TickGrid) -> float:
+        """The TARGET's level for an entry filled at `price` (`bracket_price`)."""
+        got = self._targets.get(price)
+        if got is None:
+            assert self.target is not None
+            got = bracket_price(price, self.target, grid)
+            if len(self._targets) >= _LEVELS_MAX:
+                self._targets.clear()
+            self._targets[price] = got
+        return got
+
+
+# an order's type as `BrokerOrder.kind` (the broker's loops compare ints, not strings)
+MKT: Final = 0
+LMT: Final = 1
+STP: Final = 2
+TRAIL: Final = 3
+_KINDS: Final = {"mkt": MKT, "lmt": LMT, "stp": STP, "trail": TRAIL}
+NO_EXPIRY: Final = 2**62  # `BrokerOrder.exp` of an order without a TTL
+
+
+class BrokerOrder:
     """The broker's live, mutable working order (its fills, trailing best and OCO siblings
     change as ticks come). `side` is +1 buy / -1 sell; eligible at global tick index k when
     k >= el_idx and ts >= el_ts. `oco` groups protective siblings of one entry fill; `risk`
-    is an entry's worst-case loss per unit (money), 0 when unbounded. What an agent sees of
-    it is `view` (the frame's immutable `WorkingOrder`).
+    is an entry's worst-case loss per unit (money), 0 when unbounded; `spec` is the entry's
+    action (`EntrySpec`) when its fills spawn a bracket. What an agent sees of it is `view`
+    (the frame's immutable `WorkingOrder`).
 
-    A msgspec Struct for its cheap construction (one per order placed): `eq=False` keeps
-    identity equality and hashing, as for a plain object; `gc=False` since it refers only to
-    numbers, strings and immutable plan nodes (never to a cycle)."""
+    A plain class compared by identity, native under mypyc: besides the fields, the broker's
+    loops read typed copies of the optional ones, set once here (`price`, `expire_ts` and
+    `oco` never change): `kind` (MKT, LMT, STP, TRAIL), `entry` (the role is "entry"; every
+    other role is protective or closing), `px` (the price, NaN when None), `exp` (expire_ts,
+    NO_EXPIRY when None), `group` (oco, 0 when None: groups count from 1) and `live` (the
+    order is in the broker's book of working orders: cleared when it leaves it)."""
 
-    id: int
-    plan: str
-    rule: int
-    role: str
-    side: int
-    qty: int
-    type: OrderType
-    price: float | None
-    parent: int | None
-    el_idx: int
-    el_ts: int
-    expire_ts: int | None = None
-    trail: ast.Offset | None = None
-    best: float = 0.0
-    bracket: ast.Order | None = None
-    oco: int | None = None
-    filled: int = 0
-    risk: float = 0.0
+    __slots__ = ("id", "plan", "rule", "role", "side", "qty", "type", "price", "parent",
+                 "el_idx", "el_ts", "expire_ts", "trail", "best", "spec", "oco", "filled",
+                 "risk", "kind", "entry", "px", "exp", "group", "live")
+
+    def __init__(self, id: int, plan: str, rule: int, role: str, side: int, qty: int,
+                 type: OrderType, price: float | None, parent: int | None, el_idx: int,
+                 el_ts: int, expire_ts: int | None = None, trail: ast.Offset | None = None,
+                 best: float = 0.0, spec: EntrySpec | None = None, oco: int | None = None,
+                 filled: int = 0, risk: float = 0.0) -> None:
+        self.id = id
+        self.plan = plan
+        self.rule = rule
+        self.role = role
+        self.side = side
+        self.qty = qty
+        self.type: OrderType = type
+        self.price = price
+        self.parent = parent
+        self.el_idx = el_idx
+        self.el_ts = el_ts
+        self.expire_ts = expire_ts
+        self.trail = trail
+        self.best = best
+        self.spec = spec
+        self.oco = oco
+        self.filled = filled
+        self.risk = risk
+        self.kind: int = _KINDS[type]
+        self.entry: bool = role == "entry"
+        self.px: float = math.nan if price is None else price
+        self.exp: int = NO_EXPIRY if expire_ts is None else expire_ts
+        self.group: int = 0 if oco is None else oco
+        self.live = True
+
+    def __repr__(self) -> str:
+        return (f"BrokerOrder(id={self.id}, role={self.role!r}, side={self.side}, "
+                f"qty={self.qty}, type={self.type!r}, price={self.price}, filled={self.filled})")
+
+    @property
+    def bracket(self) -> ast.Order | None:
+        """The entry's action when its fills spawn a bracket (`spec`), else None."""
+        return None if self.spec is None else self.spec.bracket
 
     @property
     def remaining(self) -> int:
