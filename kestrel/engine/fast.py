@@ -28,10 +28,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-import msgspec
 import numpy as np
 
 from kestrel.engine.dense import Feed, Unsupported, run_dense
+from kestrel.engine.policy import DEFAULT_POLICY as DEFAULT_POLICY, FastPolicy as FastPolicy, FastStats as FastStats
 from kestrel.engine.vector import Columns
 from kestrel.frame.ticks import Ticks
 from kestrel.lang import ast
@@ -75,34 +75,6 @@ _FIRST_PREFIX = 4096
 _PROBE = 2048  # ticks the cost model's first look evaluates
 _SURELY = 8  # repeats left for this many times the density threshold: dense without a look
 _EVENTS_PER_FIRE = 3  # a fire, its entry's fill, its exit: the stops the loop makes per fire
-
-
-class FastPolicy(msgspec.Struct, frozen=True):
-    """When the fast path hands a batch over to the compiled loop: after at least
-    `min_events` processed events, if they came more often than one per
-    `dense_ticks_per_event` ticks; or when the rule masks would need more than
-    `max_mask_ticks` ticks or, at the bytes per tick the current masks take, more than
-    `max_mask_mb` MB (bounded memory on long sessions)."""
-
-    dense_ticks_per_event: float = 300.0
-    min_events: int = 32
-    max_mask_ticks: int = 20_000_000
-    max_mask_mb: float = 100.0
-    dense_loop: bool = True  # dense stretches run on the vector-fed loop (`dense`), not the compiled one
-    force_dense: bool = False  # the dense loop from the batch's first tick, whatever the density
-    dense_prefix_ratio: float = 4.0  # the dense loop's columns cover the session so far: at most this x the batch
-
-
-DEFAULT_POLICY = FastPolicy()
-
-
-class FastStats(msgspec.Struct):
-    """How one fast-path batch was spent: ticks run on the dense loop, ticks handed to the
-    compiled loop, and events processed by the jump loop (`Engine.fast_stats`)."""
-
-    dense_ticks: int = 0
-    compiled_ticks: int = 0
-    jumps: int = 0
 
 
 class _Masks:
