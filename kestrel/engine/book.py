@@ -21,14 +21,14 @@ from fractions import Fraction
 from math import gcd as _gcd
 from typing import Final
 
-from kestrel.engine.carry import CarriedOrder, Carry
+from kestrel.engine.carry import Carry as Carry, CarriedOrder as CarriedOrder
 from kestrel.engine.money import Money, ratio
 from kestrel.engine.orders import BrokerOrder, TickGrid, exact, exact_parts as _exact_parts, round_div
+from kestrel.frame.account import AccountState
 
 # (compiled: functions of modules that are not, or cached wrappers, bound once)
 gcd: Final = _gcd
 exact_parts: Final = _exact_parts
-from kestrel.frame.account import AccountState
 
 
 class Book:

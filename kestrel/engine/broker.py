@@ -107,10 +107,8 @@ _Mark: Final = Mark
 _OrderPlaced: Final = OrderPlaced
 _OrderRejected: Final = OrderRejected
 _PositionChanged: Final = PositionChanged
-_Envelope: Final = Envelope
 _NEVER: Final = NEVER
 _IDLE_ENV: Final = IDLE_ENV
-_new_env: Final = tuple.__new__  # an Envelope from its six values (as in `envelope`)
 _WAITING: Final = RuleState.WAITING
 _SPENT: Final = RuleState.SPENT
 _ARMED: Final = RuleState.ARMED
@@ -660,7 +658,7 @@ class Broker:
         them: only where a MKT order eligible at i + 1 makes that step due anyway (the
         envelope after tick i would have `i_next` = i + 1). `trails` and the loss guard are
         unchanged: a fire neither moves the position nor touches protective orders."""
-        self.env = self.env_core = _new_env(_Envelope, (-INF, INF, -INF, INF, _NEVER, i + 1))
+        self.env = self.env_core = (-INF, INF, -INF, INF, _NEVER, i + 1)
 
     def refresh_envelope(self, i: int) -> None:
         """Recompute `env` (and `env_core`, `trails`) after tick i (see `envelope`)."""

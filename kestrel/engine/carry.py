@@ -1,7 +1,8 @@
-"""What a session hands the next under `end_of_day="carry"` (`Book.carry`, `Engine.carry`).
+"""What a session hands the next under `end_of_day="carry"` (`book.carry_of` builds it).
 
-These are msgspec Structs in a module mypyc does not compile: mypyc drops a Struct's class
-options (`frozen`), so the compiled modules (`native`) import them from here.
+These msgspec Structs live in a module that is not compiled: a Struct class defined in a
+mypyc-compiled module loses its class options (`frozen=True` here), so the compiled and the
+pure engine would hand over different objects. `kestrel.engine.book` re-exports them.
 """
 
 from __future__ import annotations
@@ -40,4 +41,4 @@ class Carry(msgspec.Struct, frozen=True):
         return float(Fraction(self.cost) / self.pos) if self.pos else 0.0
 
 
-__all__ = ["CarriedOrder", "Carry"]
+__all__ = ["Carry", "CarriedOrder"]

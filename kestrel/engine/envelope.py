@@ -10,7 +10,7 @@ the fast path, which follows them with a running max instead of stepping on ever
 from __future__ import annotations
 
 import math
-from typing import Final, NamedTuple
+from typing import Final, TypeAlias
 
 from kestrel.engine.orders import LMT, MKT, STP, BrokerOrder, TickGrid
 
@@ -18,20 +18,11 @@ INF: Final = math.inf
 NEVER: Final = 2**62
 
 
-class Envelope(NamedTuple):
-    """The band and deadlines of the invariant above (a tuple: unpacks as fast as one)."""
+# The band and deadlines of the invariant above, (lo_bid, hi_bid, lo_ask, hi_ask, t_next,
+# i_next): a plain tuple, which compiled code builds and unpacks without a Python call.
+Envelope: TypeAlias = tuple[float, float, float, float, int, int]
 
-    lo_bid: float
-    hi_bid: float
-    lo_ask: float
-    hi_ask: float
-    t_next: int
-    i_next: int
-
-
-IDLE_ENV: Final = Envelope(-INF, INF, -INF, INF, NEVER, NEVER)
-_ENVELOPE: Final = Envelope  # (compiled: a class bound once, not looked up per use)
-_new: Final = tuple.__new__  # builds an Envelope from its six values without NamedTuple's Python-level __new__
+IDLE_ENV: Final[Envelope] = (-INF, INF, -INF, INF, NEVER, NEVER)
 
 
 def envelope(orders: dict[int, BrokerOrder], i: int, now: int, t_next: int, pos: int,
@@ -89,7 +80,7 @@ def envelope(orders: dict[int, BrokerOrder], i: int, now: int, t_next: int, pos:
             x = loss_line - margin
             if x < hi_a:
                 hi_a = x
-    core: Envelope = _new(_ENVELOPE, (lo_b, hi_b, lo_a, hi_a, t_next, i_next))
+    core: Envelope = (lo_b, hi_b, lo_a, hi_a, t_next, i_next)
     if not trails:
         return core, core, trails
     for o in trails:
@@ -104,7 +95,7 @@ def envelope(orders: dict[int, BrokerOrder], i: int, now: int, t_next: int, pos:
                 hi_a = lvl
             if o.best > lo_a:
                 lo_a = o.best
-    env: Envelope = _new(_ENVELOPE, (lo_b, hi_b, lo_a, hi_a, t_next, i_next))
+    env: Envelope = (lo_b, hi_b, lo_a, hi_a, t_next, i_next)
     return env, core, trails
 
 

@@ -31,7 +31,7 @@ from typing import Protocol
 import numpy as np
 
 from kestrel.engine.dense import Feed, Unsupported, run_dense
-from kestrel.engine.policy import DEFAULT_POLICY, FastPolicy, FastStats
+from kestrel.engine.policy import DEFAULT_POLICY as DEFAULT_POLICY, FastPolicy as FastPolicy, FastStats as FastStats
 from kestrel.engine.vector import Columns
 from kestrel.frame.ticks import Ticks
 from kestrel.lang import ast

@@ -1,8 +1,8 @@
-"""The fast path's hand-over policy and its per-batch statistics (`Engine.fast_policy`,
-`Engine.fast_stats`).
+"""The fast path's cost model and its statistics (`fast.run_fast`, `Engine.fast_policy`).
 
-msgspec Structs in a module mypyc does not compile: mypyc drops a Struct's class options
-(`frozen`), so the compiled `fast` imports them from here.
+msgspec Structs in a module that is not compiled: a Struct class defined in a mypyc-compiled
+module loses its class options (`frozen=True`), so the compiled and the pure engine would
+differ. `kestrel.engine.fast` re-exports them.
 """
 
 from __future__ import annotations
