@@ -53,11 +53,15 @@ def test_stale_lists_the_modules_whose_source_changed(tmp_path: Path) -> None:
     for m in native.COMPILED:
         shutil.copy(native.ENGINE_DIR / f"{m}.py", tmp_path)
     assert native.stale(tmp_path) == list(native.COMPILED)  # no manifest: all
-    native.write_manifest(tmp_path)
+    built = native.sources(tmp_path)
+    native.write_manifest(built, tmp_path)
     assert native.stale(tmp_path) == []
     with (tmp_path / "broker.py").open("a") as f:
         f.write("# an edit\n")
     assert native.stale(tmp_path) == ["broker"]
+    # the toolchain the modules were compiled with: another librt or interpreter is stale too
+    native.write_manifest({**built, "_librt": "0.0.1", "_python": "cpython-00"}, tmp_path)
+    assert native.stale(tmp_path) == ["broker", "python", "librt"]
     (tmp_path / native.MANIFEST).write_text("not json")
     assert native.stale(tmp_path) == list(native.COMPILED)
     (tmp_path / native.MANIFEST).write_text("[1]")
@@ -79,7 +83,7 @@ def test_a_stale_build_runs_pure_python_with_a_warning(tmp_path: Path) -> None:
     proc = _run(["-c", probe], pure=False, cwd=tmp_path, pythonpath=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["pure", "True", "True", "True"]
-    assert "compiled modules out of date with their source (broker)" in proc.stderr
+    assert "compiled modules out of date with their source or toolchain (broker)" in proc.stderr
     assert "make compile" in proc.stderr
     # the same copy, unedited source restored: the build is current again and runs
     shutil.copy(ROOT / "kestrel" / "engine" / "broker.py", tmp_path / "kestrel" / "engine")

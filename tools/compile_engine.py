@@ -15,7 +15,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# kestrel/engine/native.py by path: it imports nothing of kestrel (a bare python3 can clean)
+# kestrel/engine/native.py by path: it imports nothing of kestrel (a bare python3 can clean);
+# KESTREL_PURE: loading it here chooses nothing and warns about nothing
+os.environ["KESTREL_PURE"] = "1"
 _spec = importlib.util.spec_from_file_location("_kestrel_native", ROOT / "kestrel/engine/native.py")
 assert _spec is not None and _spec.loader is not None
 native = importlib.util.module_from_spec(_spec)
@@ -32,6 +34,7 @@ def main() -> int:
     os.environ["CFLAGS"] = (os.environ.get("CFLAGS", "") + " -ffp-contract=off -fno-fast-math").strip()
     os.chdir(ROOT)
     native.clean()
+    built = native.sources()  # before compiling: an edit during the build shows as stale
     sources = [f"kestrel/engine/{m}.py" for m in native.COMPILED]
     setup(
         name="kestrel-engine-native",
@@ -41,7 +44,7 @@ def main() -> int:
         script_args=["build_ext", "--inplace", "--build-temp", str(ROOT / "build" / "mypyc"),
                      "--build-lib", str(ROOT / "build" / "mypyc-lib")],
     )
-    native.write_manifest()
+    native.write_manifest(built)
     return 0
 
 

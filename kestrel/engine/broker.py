@@ -621,7 +621,8 @@ class Broker:
             after_k = self.book.pnl_k(self.bid, self.ask) - worst_k
             if after_k <= self._floor_k:
                 plan_floor = self._baseline_k - self._maxloss_k
-                plan_bound = plan_floor >= self._session_floor_k
+                plan_bound = (plan_floor >= self._session_floor_k
+                              or self.config.session_maxloss is None)
                 bound = (f"maxloss {self.maxloss:g}" if plan_bound
                          else f"session maxloss {self.config.session_maxloss:g}")
                 whose, pnl_k = ("plan's", after_k - self._baseline_k) if plan_bound else ("session's", after_k)

@@ -12,7 +12,10 @@ module states. Both paths drive the kernel through its public surface: the gener
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
+
+import numpy as np
 
 from kestrel.engine.book import Book, Carry, account_of, carry_of
 from kestrel.engine.broker import Broker, RuleState
@@ -28,6 +31,7 @@ from kestrel.engine.orders import BrokerOrder, TickGrid
 from kestrel.frame.account import AccountState
 from kestrel.frame.session import SessionSpec
 from kestrel.frame.ticks import NS_PER_S, Ticks
+from kestrel.structs import check_fields
 from kestrel.engine.plans import checked, clock_base_ns, clock_seconds
 from kestrel.lang import ast
 
@@ -35,6 +39,31 @@ __all__ = ["Engine", "ticks_of"]  # ticks_of lives in `history`, re-exported her
 
 INF = math.inf
 CHUNK = 1 << 16  # ticks held as Python objects at once on the reference path
+
+
+def _tick_size(x: object) -> float:
+    """`x` as the float tick size every part of the engine reads (compiled or not): a number
+    > 0 and finite; a numpy float that is not a double (float32) by its shortest decimal
+    form, as its repr shows it (0.01, not the double nearest to the float32)."""
+    if isinstance(x, bool) or not isinstance(x, numbers.Real):
+        raise ValueError(f"tick_size must be a number, got {type(x).__name__} {x!r}")
+    if isinstance(x, np.floating) and not isinstance(x, float):
+        value = float(str(x))
+    else:
+        value = float(x)
+    if not (0 < value < INF):
+        raise ValueError(f"tick_size must be a finite number > 0, got {x}")
+    return value
+
+
+def _check_carry(carry: Carry) -> None:
+    """Fail closed on a hand-built `Carry` whose fields are not their declared types (a
+    numpy int quantity, a float position ...), the carry's orders included."""
+    if not isinstance(carry, Carry):
+        raise ValueError(f"carry must be a Carry (Engine.carry_out), got {type(carry).__name__}")
+    check_fields(carry)
+    for order in carry.orders:
+        check_fields(order)
 
 
 class Engine:
@@ -58,8 +87,9 @@ class Engine:
         tick_size: float,
         carry: Carry | None = None,
     ) -> None:
-        if not (0 < tick_size < INF):
-            raise ValueError(f"tick_size must be a finite number > 0, got {tick_size}")
+        tick_size = _tick_size(tick_size)
+        if carry is not None:
+            _check_carry(carry)
         self.config = config  # valid: EngineConfig checks every field when built
         self.session = session
         self.instrument = instrument
@@ -226,6 +256,7 @@ class Engine:
         n = len(batch)
         if n == 0:
             return []
+        batch = batch.canonical()
         self.accept(batch)
         if self.indicators_stale:
             self._rewarm()
@@ -275,6 +306,7 @@ class Engine:
         and rpnl are fine outside CROSSES) and its entry prices none at all."""
         if path not in ("auto", "reference", "fast"):
             raise ValueError(f"path must be auto, reference or fast, got {path!r}")
+        ticks = ticks.canonical()
         blocker = self._fast_blocker()
         if path == "fast" and blocker:
             raise PlanError("the fast path does not apply: " + blocker)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import importlib.abc
 import importlib.machinery
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -49,10 +50,29 @@ def _binaries() -> list[Path]:
     return out
 
 
-def write_manifest(engine_dir: Path = ENGINE_DIR) -> None:
-    """Record the sources' hashes the compiled modules were built from."""
-    digests = {m: _digest(m, engine_dir) for m in COMPILED}
-    (engine_dir / MANIFEST).write_text(json.dumps(digests, indent=1, sort_keys=True) + "\n")
+def toolchain() -> dict[str, str]:
+    """What compiled modules are bound to besides their sources: the interpreter's ABI tag
+    and the versions of mypy (mypyc) and librt (its runtime library, checked by the
+    compiled modules at import). A change makes the build stale."""
+    out = {"python": sys.implementation.cache_tag or ""}
+    for dist in ("mypy", "librt"):
+        try:
+            out[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            out[dist] = ""
+    return out
+
+
+def sources(engine_dir: Path = ENGINE_DIR) -> dict[str, str]:
+    """The compiled modules' sources' hashes and the toolchain (`toolchain`) as of now: take
+    them before compiling, so an edit made during the build shows as stale."""
+    return {**{m: _digest(m, engine_dir) for m in COMPILED},
+            **{f"_{k}": v for k, v in toolchain().items()}}
+
+
+def write_manifest(built: dict[str, str], engine_dir: Path = ENGINE_DIR) -> None:
+    """Record what the compiled modules were built from (`sources`, taken before the build)."""
+    (engine_dir / MANIFEST).write_text(json.dumps(built, indent=1, sort_keys=True) + "\n")
 
 
 def clean() -> None:
@@ -63,15 +83,27 @@ def clean() -> None:
 
 
 def stale(engine_dir: Path = ENGINE_DIR) -> list[str]:
-    """The compiled modules whose source changed since the build (all of them when the
-    manifest is missing or unreadable)."""
+    """The compiled modules whose source changed since the build, and the toolchain parts
+    that did (`python`, `mypy`, `librt`); everything when the manifest is missing or
+    unreadable."""
     try:
         built = json.loads((engine_dir / MANIFEST).read_text())
     except (OSError, ValueError):
         return list(COMPILED)
     if not isinstance(built, dict):
         return list(COMPILED)
-    return [m for m in COMPILED if built.get(m) != _digest(m, engine_dir)]
+    now = sources(engine_dir)
+    return [k.lstrip("_") for k in now if built.get(k) != now[k]]
+
+
+def _librt() -> bool:
+    """librt's parts the compiled modules use import (not a partial or broken install)."""
+    try:
+        for name in ("librt.vecs", "librt.strings"):
+            importlib.import_module(name)
+    except ImportError:
+        return False
+    return True
 
 
 class _PureFinder(importlib.abc.MetaPathFinder):
@@ -93,14 +125,15 @@ def _choose() -> str:
     why = None
     if os.environ.get("KESTREL_PURE", "") not in ("", "0"):
         why = ""
-    elif importlib.util.find_spec("librt") is None:
+    elif not _librt():
         why = ("kestrel.engine: librt (mypyc's runtime library, installed with mypy) is missing; "
                "running pure Python (pip install librt, or `make pure`)")
     else:
         old = stale()
         if old:
-            why = (f"kestrel.engine: compiled modules out of date with their source "
-                   f"({', '.join(old)}); running pure Python (rebuild with `make compile`)")
+            why = (f"kestrel.engine: compiled modules out of date with their source or "
+                   f"toolchain ({', '.join(old)}); running pure Python (rebuild with "
+                   "`make compile`)")
     if why is None:
         return "native"
     if why:
@@ -118,4 +151,5 @@ def compiled() -> bool:
     return MODE == "native"
 
 
-__all__ = ["COMPILED", "ENGINE_DIR", "MODE", "clean", "compiled", "stale", "write_manifest"]
+__all__ = ["COMPILED", "ENGINE_DIR", "MODE", "clean", "compiled", "sources", "stale", "toolchain",
+           "write_manifest"]

@@ -29,6 +29,8 @@ I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
 
 NS_PER_S = 1_000_000_000
+# the columns' dtypes (native byte order), in field order: ts, bid, ask, last, size
+_DTYPE = (np.dtype(np.int64), *(np.dtype(np.float64),) * 4)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +71,26 @@ class Ticks:
             np.zeros_like(bid_a) if size is None else np.ascontiguousarray(size, dtype=np.float64)
         )
         return cls(ts_a, bid_a, ask_a, last_a, size_a).validated()
+
+    def canonical(self) -> Ticks:
+        """These ticks in the layout the engine reads (int64 `ts`, float64 columns, native
+        byte order, contiguous): `self` when they already are, else a converted copy (a float32
+        or integer price converts exactly below 2**53). A `ts` that is not integer, or a column
+        that is not numeric, raises ValueError: convert it when loading."""
+        cols = (self.ts, self.bid, self.ask, self.last, self.size)
+        if all(c.dtype == _DTYPE[k] and c.flags.c_contiguous for k, c in enumerate(cols)):
+            return self
+        names = ("ts", "bid", "ask", "last", "size")
+        for k, (name, c) in enumerate(zip(names, cols)):
+            kinds = "iu" if k == 0 else "iuf"
+            if not isinstance(c, np.ndarray) or c.dtype.kind not in kinds:
+                want = "int64 nanoseconds" if k == 0 else "float64"
+                got = c.dtype if isinstance(c, np.ndarray) else type(c).__name__
+                raise ValueError(f"column {name!r} has dtype {got}, expected {want}")
+        f64 = np.float64
+        return Ticks(np.ascontiguousarray(self.ts, dtype=np.int64),
+                     np.ascontiguousarray(self.bid, dtype=f64), np.ascontiguousarray(self.ask, dtype=f64),
+                     np.ascontiguousarray(self.last, dtype=f64), np.ascontiguousarray(self.size, dtype=f64))
 
     def validated(self, *, allow_crossed: bool = False) -> Ticks:
         """Check the invariants; raise ValueError naming the first offending row.
