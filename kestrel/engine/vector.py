@@ -51,6 +51,18 @@ def compare(op: str, x: Any, y: Any) -> Any:
     return (x == x) & (y == y) & (x != y)
 
 
+def _doubled(table: F64, level: int, to: int, bufs: list[F64], red: Any) -> tuple[F64, int]:
+    """The sparse table of `level` raised to level `to`: each step the `red` (max or min) of
+    the table and itself shifted by 2**level, into the scratch buffer of that level's parity."""
+    while level < to:
+        w = 1 << level
+        nxt = bufs[level & 1][:table.shape[0] - w]
+        red(table[:-w], table[w:], out=nxt)
+        table = nxt
+        level += 1
+    return table, level
+
+
 class Columns:
     """Lazily computed arrays for one session's ticks; `arm` is the index where the plan was
     armed (crosses start fresh there)."""
@@ -227,12 +239,7 @@ class Columns:
         bufs = self._scratch()
         if len(queries) == 1 and queries[0][1] >= 0:  # one run of queries: no temporary
             q_level, start, _, a, b = queries[0]
-            while level < q_level:
-                w = 1 << level
-                nxt = bufs[level & 1][:table.shape[0] - w]
-                red(table[:-w], table[w:], out=nxt)
-                table = nxt
-                level += 1
+            table, level = _doubled(table, level, q_level, bufs, red)
             out = np.empty(n)
             out[:start] = NAN
             rest = out[start:]
@@ -243,12 +250,7 @@ class Columns:
             return out
         out = np.full(n, NAN)
         for q_level, start, sel, a, b in queries:
-            while level < q_level:
-                w = 1 << level
-                nxt = bufs[level & 1][:table.shape[0] - w]
-                red(table[:-w], table[w:], out=nxt)
-                table = nxt
-                level += 1
+            table, level = _doubled(table, level, q_level, bufs, red)
             if start >= 0:
                 out[start:] = red(table.take(a), table.take(b))
             else:
