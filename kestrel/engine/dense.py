@@ -355,6 +355,16 @@ def _plan(states: list[RuleState], forms: tuple[Form, ...]) -> _Plan:
     return _Plan(m, rules, bits, fires)
 
 
+def _plan_at(plans: dict[int, _Plan], key: int, states: list[RuleState],
+             forms: tuple[Form, ...]) -> _Plan:
+    """`_plan(states, forms)`, memoized in `plans` under `key` (the forms' number and the
+    states' `_code`)."""
+    plan = plans.get(key)
+    if plan is None:
+        plan = plans[key] = _plan(states, forms)
+    return plan
+
+
 def _code(states: list[RuleState]) -> int:
     """The rule states as one int (a base-3 digit per rule: 0 spent, 1 armed, 2 waiting)."""
     c = 0
@@ -506,10 +516,7 @@ def run_dense(feed: Feed, full: Ticks, i: int, end: int, broker: Broker) -> int:
         while k < w1:
             if plan is None:
                 code = _code(states)
-                pk = fid * n_codes + code
-                plan = plans.get(pk)
-                if plan is None:
-                    plan = plans[pk] = _plan(states, forms)
+                plan = _plan_at(plans, fid * n_codes + code, states, forms)
             m = plan.m
             if not m and not code:
                 return k
@@ -572,10 +579,7 @@ def run_dense(feed: Feed, full: Ticks, i: int, end: int, broker: Broker) -> int:
                         got = fids[forms] = len(fids)
                     fid = got
                 code = _code(states)
-                pk = fid * n_codes + code
-                plan = plans.get(pk)
-                if plan is None:
-                    plan = plans[pk] = _plan(states, forms)
+                plan = _plan_at(plans, fid * n_codes + code, states, forms)
                 m = plan.m
             x: int = read_i64_le(bits, o)
             if not x & m:  # no check holds (m is the union of the checks' bits)
