@@ -167,25 +167,25 @@ class EntrySpec:
 
     def stop_at(self, price: float, grid: TickGrid) -> float:
         """The STOP's level for an entry filled at `price` (`bracket_price`)."""
-        got = self._stops.get(price)
-        if got is None:
-            assert self.stop is not None
-            got = bracket_price(price, self.stop, grid)
-            if len(self._stops) >= _LEVELS_MAX:
-                self._stops.clear()
-            self._stops[price] = got
-        return got
+        assert self.stop is not None
+        return _level(self._stops, price, self.stop, grid)
 
     def target_at(self, price: float, grid: TickGrid) -> float:
         """The TARGET's level for an entry filled at `price` (`bracket_price`)."""
-        got = self._targets.get(price)
-        if got is None:
-            assert self.target is not None
-            got = bracket_price(price, self.target, grid)
-            if len(self._targets) >= _LEVELS_MAX:
-                self._targets.clear()
-            self._targets[price] = got
-        return got
+        assert self.target is not None
+        return _level(self._targets, price, self.target, grid)
+
+
+def _level(memo: dict[float, float], price: float, offset: ast.Offset, grid: TickGrid) -> float:
+    """`bracket_price(price, offset, grid)`, memoized in `memo` (one action's STOP or TARGET:
+    the level is a function of the fill price alone), at most `_LEVELS_MAX` entries."""
+    got = memo.get(price)
+    if got is None:
+        got = bracket_price(price, offset, grid)
+        if len(memo) >= _LEVELS_MAX:
+            memo.clear()
+        memo[price] = got
+    return got
 
 
 # an order's type as `BrokerOrder.kind` (the broker's loops compare ints, not strings)
