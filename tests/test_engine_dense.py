@@ -258,7 +258,7 @@ def test_forms_past_the_cap_are_renumbered_and_stay_exact() -> None:
             renumbered |= len(feed.arrays) < held
             held = len(feed.arrays)
             feed.cols.account = {"pos": float(pos), "rpnl": 0.0}
-            bits = np.array(feed.window_bits(0, feed.upto), dtype=np.int64)
+            bits = np.frombuffer(feed.window_bytes(0, feed.upto), dtype="<i8").astype(np.int64)
             for rule, f in zip(feed.rules, forms):
                 want = feed.cols.truth(rule.cond)
                 if f < 0:

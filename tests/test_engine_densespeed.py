@@ -123,7 +123,7 @@ def test_bits_built_incrementally_equal_the_forms() -> None:
         feed = dense.Feed(rules, ticks, session, 0, 200.0, base, len(ticks))
         for pos in (0.0, 100.0, -100.0, 200.0):
             feed.forms((pos, 0.0))
-            got = np.asarray(feed.window_bits(base, len(ticks)), dtype=np.int64)
+            got = np.frombuffer(feed.window_bytes(base, len(ticks)), dtype="<i8").astype(np.int64)
             want = np.full(len(ticks) - base, 1 << dense.ALWAYS, dtype=np.int64)
             for k, a in enumerate(feed.arrays):
                 want |= np.where(a[base:], 1 << k, 1 << (dense.MAX_FORMS + k))

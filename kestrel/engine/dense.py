@@ -12,7 +12,7 @@ account state, to a constant or to one of a few static boolean arrays (`Feed.for
 evaluating its account-only parts as scalars (`pos == 0 AND X` is X when flat and False
 otherwise; `X OR rpnl > 0` is X or True). Every static array (form k) gets two bits of one
 int per tick, k (true) and MAX_FORMS + k (false), and bit ALWAYS is always set
-(`Feed.window_bits`). The per-tick loop then tests
+(`Feed.window_bytes`). The per-tick loop then tests
 
     bits[k] & m  or  bid/ask outside the broker's envelope
 
@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, Final, cast
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -276,13 +276,6 @@ class Feed:
             return self._register(tag, combine)
         raise Unsupported("a comparison mixes account state with tick series")
 
-    def window_bits(self, lo: int, hi: int) -> Sequence[int]:
-        """The bits of ticks [lo, hi) (a view, see `_items`: it sees later forms OR'ed in):
-        bit k = form k is true, bit MAX_FORMS + k = form k is false, bit ALWAYS always set.
-        Forms added since the last call are OR'ed into the bits array first."""
-        self._build()
-        return _items(self.bits[lo - self.base: hi - self.base])
-
     def _build(self) -> None:
         """OR the forms added since the last call into the bits array."""
         if self.stale():
@@ -305,8 +298,10 @@ class Feed:
             self._built = len(self.arrays)
 
     def window_bytes(self, lo: int, hi: int) -> bytes:
-        """`window_bits` as little-endian int64 bytes (a copy: taken again after forms are
-        added), which the loop reads with `read_i64_le` at byte offset 8 x (tick - lo)."""
+        """The bits of ticks [lo, hi) as little-endian int64 bytes (a copy: taken again after
+        forms are added), which the loop reads with `read_i64_le` at byte offset 8 x
+        (tick - lo): bit k = form k is true, bit MAX_FORMS + k = form k is false, bit ALWAYS
+        always set. Forms added since the last call are OR'ed into the bits array first."""
         self._build()
         return _le(self.bits[lo - self.base: hi - self.base])
 
@@ -389,13 +384,6 @@ def _first_at(tb: bytes, t: int, lo: int, hi: int) -> int:
         else:
             hi = mid
     return lo
-
-
-def _items(column: npt.NDArray[Any]) -> Sequence[Any]:
-    """A window of a column as a sequence whose items become Python objects only when the
-    loop reads them (a memoryview: `tolist` would build every one up front)."""
-    view: memoryview = np.ascontiguousarray(column).data
-    return cast("Sequence[Any]", view)
 
 
 def _blocks(bw: npt.NDArray[np.int64], bid: npt.NDArray[np.float64],
