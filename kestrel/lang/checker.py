@@ -412,7 +412,7 @@ class _Checker:
         if e.name in FUNCTIONS:
             fn = FUNCTIONS[e.name]
             self.err(e, "not-series", f"`{e.name}` is a function, not a series",
-                     hint=f"call it: {fn.signature}")
+                     hint=f"call it: {fn.typed}")
         elif e.name.lower() in keywords():
             hint = "keywords cannot stand for values"
             if self.price_of is not None:
@@ -444,23 +444,47 @@ class _Checker:
             want = (str(fn.min_args) if fn.min_args == fn.max_args
                     else f"{fn.min_args} or {fn.max_args}")
             self.err(e, "arity", f"{e.name} takes {want} argument{'s' if fn.max_args > 1 else ''}, "
-                     f"got {n}", hint=f"signature: {fn.signature}")
+                     f"got {n}", hint=f"signature: {fn.typed}")
             return None
         ok = True
-        count: int | None = None
+        counts: dict[str, int] = {}
+        numeric: list[tuple[Expr, ValueType | None]] = []  # the Numeric arguments and their types
         for param, arg in zip(fn.params, e.args):
+            if param.type == "Numeric":
+                t = self.expr(arg, depth + 1)
+                if t is not None and t not in _NUMERIC:
+                    self.err(arg, "type", f"{e.name}'s {param.name} must be a number, not {t}",
+                             hint=f"signature: {fn.typed}")
+                    t = None
+                numeric.append((arg, t))
+                ok = ok and t is not None
+                continue
             ok = self.argument(fn.name, param, arg, depth) and ok
             if param.type == "Count" and isinstance(arg, Number):
-                count = int(arg.value)
-            if (ok and param.type == "Timeframe" and count is not None
-                    and isinstance(arg, Duration)
-                    and count * arg.seconds > self.lim.max_window_seconds):
+                counts[param.name] = int(arg.value)
+            if (ok and param.type == "Timeframe" and counts and isinstance(arg, Duration)
+                    and max(counts.values()) * arg.seconds > self.lim.max_window_seconds):
                 self.err(e, "window-too-long",
-                         f"{e.name} over {count} bars of {arg.value}{arg.unit} needs more data "
-                         f"than is available ({_dur(self.lim.max_window_seconds)})",
+                         f"{e.name} over {max(counts.values())} bars of {arg.value}{arg.unit} needs "
+                         f"more data than is available ({_dur(self.lim.max_window_seconds)})",
                          hint="use fewer bars or a shorter timeframe")
                 ok = False
-        return fn.returns if ok else None
+        order = [(name, counts[name]) for name in fn.increasing if name in counts]
+        for (low, a), (high, b) in zip(order, order[1:]):
+            if ok and a >= b:
+                self.err(e, "out-of-range", f"{e.name}'s {low} ({a}) must be shorter than its "
+                         f"{high} ({b})", hint=f"e.g. {e.name}(last, 12, 26)")
+                ok = False
+        if not ok:
+            return None
+        if fn.returns is not None:
+            return fn.returns
+        types = {t for _, t in numeric if t != "Number"}
+        if len(types) > 1:
+            self.err(e, "type", f"{e.name} takes numbers of one type, got {' and '.join(sorted(types))}",  # type: ignore[arg-type]
+                     hint=f"signature: {fn.typed}")
+            return None
+        return types.pop() if types else "Number"
 
     def argument(self, fname: str, param: Param, arg: Expr, depth: int) -> bool:
         what = f"{fname}'s {param.name}"
@@ -471,6 +495,12 @@ class _Checker:
                 return self.series(arg) is not None
             self.err(arg, "type", f"{what} must be a Price series",
                      hint=f"one of {' '.join(sorted(PRICE_SERIES))}, e.g. {fname}(last, 20)")
+            return False
+        if param.type == "Number":
+            if isinstance(arg, Number) and 0 < arg.value <= self.lim.max_number:
+                return True
+            self.err(arg, "type", f"{what} must be a number above 0 such as 2",
+                     hint=f"signature: {FUNCTIONS[fname].typed}")
             return False
         if param.type == "Count":
             if isinstance(arg, Number):
@@ -489,7 +519,7 @@ class _Checker:
             t = self.expr(arg, depth + 1)
             if t is not None:
                 self.err(arg, "type", f"{what} must be a count like 20, not {t}",
-                         hint=f"signature: {FUNCTIONS[fname].signature}")
+                         hint=f"signature: {FUNCTIONS[fname].typed}")
             return False
         # Duration or Timeframe
         if isinstance(arg, Duration):
@@ -505,7 +535,7 @@ class _Checker:
         t = self.expr(arg, depth + 1)
         if t is not None:
             hint = (f"a window is a duration: {fname}(30m)" if t == "Number"
-                    else f"signature: {FUNCTIONS[fname].signature}")
+                    else f"signature: {FUNCTIONS[fname].typed}")
             self.err(arg, "type", f"{what} must be a duration like 30m, not {t}", hint=hint)
         return False
 
@@ -518,7 +548,7 @@ class _Checker:
         if lt == "TimeOfDay" and rt == "TimeOfDay" and isinstance(e, Compare):
             return "Bool"
         if lt in _NUMERIC and rt in _NUMERIC and (lt == rt or "Number" in (lt, rt)):
-            return "Bool"
+            return self.bounded(e)
         hint = None
         if "Duration" in (lt, rt):
             hint = "a duration like 30m is only a window argument, e.g. last > high(30m)"
@@ -528,6 +558,22 @@ class _Checker:
             hint = "compare prices with prices (last > vwap * 1.005) or Pct with Pct (chg(5m) > 0.5%)"
         self.err(e, "type", f"cannot compare {lt} with {rt} ({op})", hint=hint, field="op")
         return None
+
+    def bounded(self, e: Compare | Crosses) -> ValueType | None:
+        """Bool, unless a function whose values lie in a range (rsi: 0..100) is compared with
+        a number outside it (never informative: always true or always false)."""
+        for call, other in ((e.left, e.right), (e.right, e.left)):
+            if not isinstance(call, Call) or not isinstance(other, Number):
+                continue
+            spec = FUNCTIONS.get(call.name)
+            if spec is not None and spec.bounds is not None:
+                lo, hi = spec.bounds
+                if not lo <= other.value <= hi:
+                    self.err(other, "out-of-range",
+                             f"{call.name} lies between {lo:g} and {hi:g}; {_num(other.value)} is outside",
+                             hint=f"compare {call.name} with a level within {lo:g}..{hi:g}, e.g. 30 or 70")
+                    return None
+        return "Bool"
 
     def arith(self, e: Arith, depth: int) -> ValueType | None:
         lt = self.expr(e.left, depth + 1)
