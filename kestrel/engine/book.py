@@ -18,17 +18,42 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from fractions import Fraction
-from math import gcd as _gcd
-from typing import Final
+from math import gcd
 
-from kestrel.engine.carry import Carry as Carry, CarriedOrder as CarriedOrder
-from kestrel.engine.money import Money, ratio
-from kestrel.engine.orders import BrokerOrder, TickGrid, exact, exact_parts as _exact_parts, round_div
+import msgspec
+
+from kestrel.engine.money import Money
+from kestrel.engine.orders import BrokerOrder, TickGrid, exact, exact_parts, round_div
 from kestrel.frame.account import AccountState
 
-# (compiled: functions of modules that are not, or cached wrappers, bound once)
-gcd: Final = _gcd
-exact_parts: Final = _exact_parts
+
+class CarriedOrder(msgspec.Struct, frozen=True):
+    """A protective order carried into the next session: role stop | target | trail, its
+    side (+1 buy / -1 sell), remaining quantity, price (stop / target) or the trail's
+    offset and best touch so far, and its OCO group."""
+
+    role: str
+    side: int
+    qty: int
+    type: str
+    price: float | None
+    oco: int | None
+    trail_mode: str | None = None
+    trail_value: float | None = None
+    best: float = 0.0
+
+
+class Carry(msgspec.Struct, frozen=True):
+    """What a session hands the next under `end_of_day="carry"`: the position, its exact cost
+    basis (as a decimal string), and its live protective orders (`CarriedOrder`)."""
+
+    pos: int
+    cost: str
+    orders: tuple[CarriedOrder, ...] = ()
+
+    @property
+    def avg_price(self) -> float:
+        return float(Fraction(self.cost) / self.pos) if self.pos else 0.0
 
 
 class Book:
@@ -116,7 +141,7 @@ class Book:
         if self._marks:
             self._marks = {}
         # int / int is correctly rounded: the double nearest to the exact average
-        self.avg = ratio(cn, cd * now) if now else 0.0
+        self.avg = cn / (cd * now) if now else 0.0
         return opened
 
     def upnl_k(self, b: float, a: float) -> int:

@@ -16,20 +16,8 @@ from __future__ import annotations
 
 import math
 from decimal import Decimal
-from fractions import Fraction
-from typing import Final
 
 MAX_DECIMALS = 9
-_EXACT: Final = 2**53  # integers up to this magnitude are exact doubles
-
-
-def ratio(n: int, d: int) -> float:
-    """`n / d` (d != 0) as Python divides ints: the double nearest to the exact quotient.
-    Compiled by mypyc, `/` on two machine-size ints divides their doubles, which is that
-    double only while both are exact in binary; past 2**53 the quotient is Python's own."""
-    if -_EXACT <= n <= _EXACT and -_EXACT <= d <= _EXACT:
-        return n / d
-    return float(Fraction(n, d))  # (Fraction.__float__ divides the ints in Python)
 
 
 def decimals_of(x: float) -> int:
@@ -82,7 +70,7 @@ class Money:
 
     def amount(self, k: int) -> float:
         """The double nearest to `k` quanta."""
-        return ratio(k, self.scale)
+        return k / self.scale
 
     def at_least(self, x: float) -> int:
         """The smallest whole number of quanta >= the decimal value of `x` (exact, for bounds
@@ -90,4 +78,4 @@ class Money:
         return math.ceil(Decimal(repr(float(x))) * self.scale)
 
 
-__all__ = ["MAX_DECIMALS", "Money", "decimals_of", "ratio"]
+__all__ = ["MAX_DECIMALS", "Money", "decimals_of"]

@@ -167,15 +167,20 @@ class Offset(msgspec.Struct, frozen=True):
     value: float
 
 
+Side: TypeAlias = Literal["buy", "sell"]
+OrderType: TypeAlias = Literal["mkt", "lmt", "stp"]
+"""An entry's side and type, as plans write them (the engine's orders add `trail`)."""
+
+
 class Order(msgspec.Struct, frozen=True, tag="order", tag_field="kind"):
     """`BUY 100 LMT ask+0.02 STOP -0.6% TARGET +1.2% TTL 20m`.
 
     `price` is required for LMT and STP, absent for MKT. Brackets become OCO children of
     the entry once it fills, sized to the filled quantity."""
 
-    side: Literal["buy", "sell"]
+    side: Side
     qty: int
-    order_type: Literal["mkt", "lmt", "stp"]
+    order_type: OrderType
     price: Expr | None = None
     stop: Offset | None = None
     target: Offset | None = None
@@ -335,6 +340,7 @@ __all__ = [
     "Offset",
     "Or",
     "Order",
+    "OrderType",
     "PaneArg",
     "PaneArgValue",
     "PaneRef",
@@ -344,6 +350,7 @@ __all__ = [
     "Risk",
     "Rule",
     "Series",
+    "Side",
     "StandDown",
     "Statement",
     "TimeOfDay",
