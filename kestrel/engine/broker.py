@@ -14,8 +14,7 @@ each rule once), in this order:
    be defined, then its worst case against the loss floor (a breach disarms the plan), then
    maxorders, then maxpos (a rejection keeps the plan armed).
 Steps 1-4 are `step`, called only where the envelope `env` says something may happen (see
-`envelope`); `env` is kept current after every change (`refresh_envelope`), but after a fire
-whose only change is MKT orders it just calls for the next tick's step, due anyway (`fire`).
+`envelope`); `env` is kept current after every change (`refresh_envelope`).
 
 Invariants: `rule_states[j]` is rule j's `RuleState`: SPENT never fires again, ARMED fires on
 its next true evaluation, WAITING (fired) re-arms on its next false evaluation; every ledger
@@ -446,24 +445,17 @@ class Broker:
     # rules ---------------------------------------------------------------------
     def fire(self, rule: int, tick: Tick, prices: tuple[float | None, ...]) -> None:
         """`rule` fired at `tick`: run its actions (orders eligible from the next tick), with
-        `prices` its entries' prices at this tick (None for MKT).
-
-        When the fire's only change is MKT orders placed, eligible at the next tick (no
-        latency), that tick's step is due anyway and recomputes the envelope: `env` then only
-        says so instead of being recomputed here. The loops step at the same ticks either way."""
+        `prices` its entries' prices at this tick (None for MKT)."""
         index, ts = tick.index, tick.ts
         self.now_ns, self.bid, self.ask = ts, tick.bid, tick.ask
         left = self.remaining[rule] - 1
         self.remaining[rule] = left
         self.rule_states[rule] = WAITING if left > 0 else SPENT
         self.events.append(Fired(index, ts, self.plan_name, rule))
-        first_id = self.next_id
-        market_only = self.latency_ticks == 1 and self.latency_ns == 0
         for action, price in zip(self.actions[rule], prices):
             if not self.armed:
                 break
             if isinstance(action, EntrySpec):
-                market_only = market_only and not action.priced
                 self._entry(rule, action, price, tick)
             elif isinstance(action, ast.Flat):
                 # a FLAT only reduces: it counts towards maxorders but is never refused
@@ -473,14 +465,10 @@ class Broker:
                     self._place(self.plan_name, rule, "flat", -1 if pos > 0 else 1, abs(pos),
                                 "mkt", None, index, ts)
             else:
-                market_only = False
                 for o in list(self.orders.values()):
                     if o.entry and o.plan == self.plan_name:
                         self._cancel(o, index, ts, f"rule {rule} cancel")
-        if market_only and self.armed and self.next_id > first_id:
-            self.env = (-INF, INF, -INF, INF, NEVER, index + 1)
-        else:
-            self.refresh_envelope(index)
+        self.refresh_envelope(index)
 
     def _reject(self, rule: int, tick: Tick, reason: str) -> None:
         self.events.append(OrderRejected(tick.index, tick.ts, self.plan_name, rule, reason))

@@ -3,8 +3,8 @@
 Invariant: the broker must see tick k when bid <= lo_bid or bid >= hi_bid or ask <= lo_ask or
 ask >= hi_ask or ts >= t_next or k >= i_next; anywhere else `Broker.step` would change
 nothing. The envelope is conservative (the loss line carries a small margin); a trailing
-stop's side of the band is its best touch so far, so the broker sees every tick that could
-ratchet it.
+stop's side of the band is just past its best touch so far, so the broker sees every tick
+that ratchets it.
 """
 
 from __future__ import annotations
@@ -44,12 +44,12 @@ def envelope(orders: dict[int, BrokerOrder], index: int, now: int, t_next: int, 
             t_next = o.expire_ts
         if o.type == "mkt":
             i_next = min(i_next, k)
-        elif o.type == "trail":
+        elif o.type == "trail":  # its level, and past its best touch (a ratchet)
             level = o.trail_level(grid)
             if o.side < 0:
-                lo_b, hi_b = max(lo_b, level), min(hi_b, o.best)
+                lo_b, hi_b = max(lo_b, level), min(hi_b, math.nextafter(o.best, INF))
             else:
-                hi_a, lo_a = min(hi_a, level), max(lo_a, o.best)
+                hi_a, lo_a = min(hi_a, level), max(lo_a, math.nextafter(o.best, -INF))
         else:
             assert o.price is not None
             if o.type == "lmt":  # a buy fills at an ask at or below it, a sell at a bid above

@@ -39,6 +39,7 @@ from kestrel.frame.ticks import Ticks
 from kestrel.lang import ast
 
 F64 = npt.NDArray[np.float64]
+INF = float("inf")
 
 
 class FastPolicy(msgspec.Struct, frozen=True):
@@ -139,13 +140,13 @@ def run_fast(plan: ast.Plan, broker: Broker, full: Ticks, start: int, session: S
     the vectorized path; `hand_over(i)` runs ticks i.. on the reference path instead."""
     stats = FastStats()
     n = len(full)
-    ts, bid, ask = full.ts, full.bid, full.ask
+    scanner = Scanner(full, policy.first_chunk)
     horizon = _horizon(broker, full)
     states = broker.rule_states
     conditions: Conditions | None = None
     i = start
     while i < n:
-        j = _next_breach(broker.env, ts, bid, ask, i, n, policy.first_chunk)
+        j = scanner.next(broker.env, i, n)
         if any(states):
             if conditions is None:
                 upto = min(n, max(horizon, i + 1), i + policy.first_prefix)
@@ -194,7 +195,7 @@ def run_fast(plan: ast.Plan, broker: Broker, full: Ticks, start: int, session: S
             elif not holds:
                 broker.rearm(r)
         i = j + 1
-    broker.advance(n, int(ts[-1]), float(bid[-1]), float(ask[-1]))
+    broker.advance(n, int(full.ts[-1]), float(full.bid[-1]), float(full.ask[-1]))
     return stats
 
 
@@ -205,27 +206,47 @@ def _horizon(broker: Broker, full: Ticks) -> int:
     return min(len(full), int(np.searchsorted(full.ts, deadline, side="left")) + 1)
 
 
-def _next_breach(env: Envelope, ts: npt.NDArray[np.int64], bid: F64, ask: F64, i: int, n: int,
-                 chunk: int) -> int:
-    """The first tick k >= i where the reference would call the broker, else n."""
-    lo_b, hi_b, lo_a, hi_a, t_next, i_next = env
-    end = min(n, max(i, i_next))
-    end = min(end, int(np.searchsorted(ts[i:end], t_next, side="left")) + i)
-    sides = [(column, level, below) for column, level, below in
-             ((bid, lo_b, True), (bid, hi_b, False), (ask, lo_a, True), (ask, hi_a, False))
-             if abs(level) != np.inf]
-    k = i
-    while sides and k < end:
-        e = min(end, k + chunk)
-        for column, level, below in sides:
-            segment = column[k:e]
-            hit = segment <= level if below else segment >= level
-            if hit.any():
-                e = k + int(hit.argmax())  # later sides only need to look before this hit
-                end = e
-        k = e
-        chunk *= 4
-    return end
+class Scanner:
+    """Finds the next tick where the reference would call the broker (its envelope breached):
+    tick by tick over the first `SHORT` ticks (the next event is often near), then by numpy
+    over chunks growing from `chunk` ticks four times each."""
 
+    SHORT = 32
 
-__all__ = ["FastPolicy", "FastStats", "run_fast"]
+    def __init__(self, full: Ticks, chunk: int) -> None:
+        self.ts, self.bid, self.ask = full.ts, full.bid, full.ask
+        self.bids, self.asks = full.bid.data, full.ask.data  # (Python floats, by index)
+        self.chunk = chunk
+        self.deadlines: dict[int, int] = {}  # the first tick at or after each t_next
+
+    def next(self, env: Envelope, i: int, n: int) -> int:
+        """The first tick k >= i where `env` is breached, else n."""
+        lo_b, hi_b, lo_a, hi_a, t_next, i_next = env
+        end = self.deadlines.get(t_next)
+        if end is None:
+            end = self.deadlines[t_next] = int(np.searchsorted(self.ts, t_next, side="left"))
+        end = min(n, max(i, i_next), max(i, end))
+        bids, asks = self.bids, self.asks
+        k, short = i, min(end, i + self.SHORT)
+        while k < short:
+            b, a = bids[k], asks[k]
+            if b <= lo_b or b >= hi_b or a <= lo_a or a >= hi_a:
+                return k
+            k += 1
+        sides = [(column, level, below) for column, level, below in
+                 ((self.bid, lo_b, True), (self.bid, hi_b, False), (self.ask, lo_a, True),
+                  (self.ask, hi_a, False)) if abs(level) != INF]
+        chunk = self.chunk
+        while sides and k < end:
+            e = min(end, k + chunk)
+            for column, level, below in sides:
+                if e == k:
+                    break
+                segment = column[k:e]
+                hit = segment <= level if below else segment >= level
+                first = int(hit.argmax())
+                if hit[first]:
+                    e = end = k + first  # later sides only need to look before this hit
+            k = e
+            chunk *= 4
+        return end

@@ -17,6 +17,7 @@ Invariants:
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import TypeVar
 
 import msgspec
 
@@ -28,6 +29,7 @@ from kestrel.lang.functions import Arguments, arguments
 from kestrel.lang.registry import UNITS, Unit
 
 ACCOUNT_SERIES = frozenset({"pos", "upnl", "rpnl", "pnl"})
+T = TypeVar("T")
 
 
 class PlanError(ValueError):
@@ -69,6 +71,14 @@ def clock_seconds(session: SessionSpec, tod: ast.TimeOfDay) -> int:
     on the session's calendar span (as `UNTIL` reads it)."""
     at = session.wall_clock_ns(int(tod.hour), int(tod.minute), int(tod.second))
     return (at - clock_base_ns(session)) // NS_PER_S
+
+
+def operator_of(table: dict[str, T], key: object, what: str) -> T:
+    """`table[key]`, or PlanError for a key the language does not have (a plan built in code
+    that skipped the checker)."""
+    if not isinstance(key, str) or key not in table:
+        raise PlanError(f"unknown {what} {key!r}")
+    return table[key]
 
 
 def bind(call: ast.Call) -> tuple[Unit, Arguments]:
@@ -121,5 +131,5 @@ def fast_blocker(plan: ast.Plan) -> str:
     return ""
 
 
-__all__ = ["ACCOUNT_SERIES", "PlanError", "bind", "checked", "clock_base_ns", "clock_seconds",
+__all__ = ["ACCOUNT_SERIES", "PlanError", "bind", "operator_of", "checked", "clock_base_ns", "clock_seconds",
            "fast_blocker", "longest_lookback", "series_in"]

@@ -4,10 +4,10 @@ against.
 `Evaluation` holds what a plan reads, built once when it is armed: the series (`series`), one
 indicator per distinct call (`kestrel.lang.functions`, fed at every tick), one node per
 distinct CROSSES, and each rule's condition and entry prices as a tree of closures over them
-whose operators come from the language's tables. At each tick (`observe`) the series take the
-tick, the indicators their source's values, the crosses their operands; the rules then read
-the values (`conditions`, `prices`); `remember` makes this tick's cross operands the previous
-ones. Undefined values are NaN, so a comparison using one is false (`!=` included).
+whose operators come from the language's tables. At each tick (`observe`, its `steps`) the
+series take the tick, the indicators their source's values, the crosses their operands (the
+previous ones kept); the rules then read the values (`conditions`, `prices`). Undefined values
+are NaN, so a comparison using one is false (`!=` included).
 
 `run` is the per-tick loop over a batch: at every tick the broker steps where its envelope is
 breached, then, while a rule is live, the indicators take the tick and the rules are
@@ -23,96 +23,109 @@ from typing import Any
 
 from kestrel.engine.broker import ARMED, WAITING, Broker
 from kestrel.engine.history import Tick, rows
-from kestrel.engine.plans import bind, clock_seconds
-from kestrel.engine.series import MARKET, Account, Series
+from kestrel.engine.plans import PlanError, bind, clock_seconds, operator_of
+from kestrel.engine.series import MARKET, Series
 from kestrel.frame.session import SessionSpec
 from kestrel.frame.ticks import Ticks
 from kestrel.lang import ast
-from kestrel.lang.functions import ARITHMETIC, COMPARISON, Context, Indicator, crossed, indicator
+from kestrel.lang.functions import ARITHMETIC, COMPARISON, CROSSES, Context, Indicator, indicator
 from kestrel.lang.registry import SERIES
 
 CHUNK = 1 << 16  # ticks read through one set of memoryviews (the loop holds no more at once)
 NAN = float("nan")
+ABOVE, BELOW = CROSSES["above"], CROSSES["below"]
 Value = Callable[[], Any]
 Rows = Iterator[tuple[int, int, float, float, float, float]]
 
 
 class Node:
-    """An indicator of the plan, fed its source series at every tick."""
+    """An indicator of the plan, fed its source series at every tick (`take`)."""
 
-    __slots__ = ("unit", "source", "value")
+    __slots__ = ("update", "source", "value")
 
     def __init__(self, unit: Indicator, source: Series) -> None:
-        self.unit, self.source, self.value = unit, source, NAN
+        self.update, self.source, self.value = unit.update, source, NAN
+
+    def take(self, tick: Tick) -> None:
+        source = self.source
+        self.value = self.update(tick.ts, source.value, source.exact)
 
 
-class Cross:
-    """A CROSSES of the plan: its operands at this tick and at the previous one."""
+class Pair:
+    """The plan's CROSSES of one (left, right) pair, ABOVE and BELOW: whether each crossed at
+    this tick, from the operands at the previous tick taken and at this one. Taken at every
+    tick from the plan's arming, so the previous tick taken is the previous tick."""
 
-    __slots__ = ("direction", "left", "right", "before", "now", "value")
+    __slots__ = ("left", "right", "before_left", "before_right", "above", "below")
 
-    def __init__(self, direction: str, left: Value, right: Value) -> None:
-        self.direction, self.left, self.right = direction, left, right
-        self.before: tuple[Any, Any] = (NAN, NAN)
-        self.now: tuple[Any, Any] = (NAN, NAN)
-        self.value: Any = False
+    def __init__(self, left: Value, right: Value) -> None:
+        self.left, self.right = left, right
+        self.before_left: Any = NAN
+        self.before_right: Any = NAN
+        self.above: Any = False
+        self.below: Any = False
 
-    def take(self) -> None:
-        self.now = (self.left(), self.right())
-        self.value = crossed(self.direction, self.before, self.now)
+    def take(self, tick: Tick) -> None:
+        left, right = self.left(), self.right()
+        self.above = ABOVE(self.before_left, self.before_right, left, right)
+        self.below = BELOW(self.before_left, self.before_right, left, right)
+        self.before_left, self.before_right = left, right
 
 
 class Evaluation:
-    """A plan's series, indicators, crosses, conditions and entry prices for one session."""
+    """A plan's series, indicators, crosses, conditions and entry prices for one session.
+    A series an indicator reads is taken at every tick; one only the conditions read is read
+    off the tick where they read it (when stateless)."""
 
     def __init__(self, plan: ast.Plan, session: SessionSpec, units: float, clock_base_ns: int,
                  broker: Broker) -> None:
         self.session, self.units, self.base, self.broker = session, units, clock_base_ns, broker
+        self.tick = Tick(-1, 0, NAN, NAN, NAN, 0.0)  # the tick observed last
         self.series: dict[str, Series] = {}
+        self.sources = {bind(x)[1].source() for r in plan.rules for x in ast.walk(r.cond, *(
+            a.price for a in r.actions if isinstance(a, ast.Order))) if isinstance(x, ast.Call)
+            and issubclass(bind(x)[0], Indicator)}
         self.nodes: dict[object, Node] = {}
-        self.crosses: dict[ast.Crosses, Cross] = {}
+        self.pairs: dict[tuple[ast.Expr, ast.Expr], Pair] = {}
         self.conditions = [self.compile(rule.cond) for rule in plan.rules]
         self.prices = [self.entry_prices(rule) for rule in plan.rules]
-        self.market = [s for s in self.series.values() if not s.account]
-        self.accounts = [s for s in self.series.values() if s.account]
+        taken = [s.take for name, s in self.series.items()
+                 if name in self.sources or not s.stateless]
+        nodes = [n.take for n in self.nodes.values()]
+        self.history_steps = taken + nodes  # what a tick before the plan's arming feeds
+        self.steps = taken + nodes + [p.take for p in self.pairs.values()]  # each reads the last
 
     def observe(self, tick: Tick) -> None:
         """The tick's values: series, indicators, then the cross operands."""
-        for s in self.market:
-            s.take(tick)
-        for s in self.accounts:
-            s.take(tick)
-        ts = tick.ts
-        for node in self.nodes.values():
-            source = node.source
-            node.value = node.unit.update(ts, source.value, source.exact)
-        for c in self.crosses.values():
-            c.take()
-
-    def remember(self) -> None:
-        for c in self.crosses.values():
-            c.before = c.now
+        self.tick = tick
+        for step in self.steps:
+            step(tick)
 
     # ------------------------------------------------------------------ compiling
     def source(self, name: str) -> Series:
         got = self.series.get(name)
         if got is None:
-            if name in MARKET:
-                got = MARKET[name](self.units, self.base)
-            else:
-                got = Account(self._account(name))
-            self.series[name] = got
+            got = self.series[name] = MARKET[name](self.units, self.base)
         return got
 
-    def _account(self, name: str) -> Callable[[Tick], float]:
-        broker = self.broker
+    def read(self, name: str) -> Value:
+        """The series `name` at the tick observed last."""
+        broker, evaluation = self.broker, self
         if name == "pos":
-            return lambda tick: float(broker.pos)
+            return lambda: float(broker.pos)
         if name == "rpnl":
-            return lambda tick: broker.rpnl
+            return lambda: broker.rpnl
         if name == "upnl":
-            return lambda tick: broker.upnl_now(tick.bid, tick.ask)
-        return lambda tick: broker.pnl_now(tick.bid, tick.ask)  # pnl: exact, net of fees
+            return lambda: broker.upnl_now(evaluation.tick.bid, evaluation.tick.ask)
+        if name == "pnl":  # exact, net of fees
+            return lambda: broker.pnl_now(evaluation.tick.bid, evaluation.tick.ask)
+        if name not in MARKET:
+            raise PlanError(f"unknown series {name!r}")
+        s = self.source(name)
+        if name in self.sources or not s.stateless:
+            return lambda: s.value
+        read = s.read
+        return lambda: read(evaluation.tick)
 
     def compile(self, e: ast.Expr) -> Value:
         """`e` as a function of the current tick's values."""
@@ -123,32 +136,58 @@ class Evaluation:
             seconds = clock_seconds(self.session, e)
             return lambda: seconds
         if isinstance(e, ast.Series):
-            s = self.source(e.name)
-            return lambda: s.value
+            return self.read(e.name)
         if isinstance(e, ast.Call):
             return self.call(e)
         if isinstance(e, ast.Neg):
             f = self.compile(e.operand)
             return lambda: -f()
         if isinstance(e, ast.Arith | ast.Compare):
-            op = (ARITHMETIC if isinstance(e, ast.Arith) else COMPARISON)[e.op].scalar
-            left, right = self.compile(e.left), self.compile(e.right)
+            table = ARITHMETIC if isinstance(e, ast.Arith) else COMPARISON
+            op = operator_of(table, e.op, "operator").scalar
+            left = self.compile(e.left)
+            if isinstance(e.right, ast.Number | ast.Percent | ast.TimeOfDay):
+                constant = self.compile(e.right)()
+                return lambda: op(left(), constant)
+            right = self.compile(e.right)
             return lambda: op(left(), right())
         if isinstance(e, ast.Crosses):
-            c = self.crosses.get(e)
-            if c is None:
-                c = self.crosses[e] = Cross(e.direction, self.compile(e.left), self.compile(e.right))
-            node = c
-            return lambda: node.value
+            pair = self.pairs.get((e.left, e.right))
+            if pair is None:
+                pair = self.pairs[(e.left, e.right)] = Pair(self.compile(e.left), self.compile(e.right))
+            found = pair
+            if operator_of(CROSSES, e.direction, "CROSSES direction") is ABOVE:
+                return lambda: found.above
+            return lambda: found.below
         if isinstance(e, ast.And | ast.Or):
-            parts = [self.compile(o) for o in e.operands]
-            if isinstance(e, ast.And):
-                return lambda: all(f() for f in parts)
-            return lambda: any(f() for f in parts)
+            return self.junction(isinstance(e, ast.And), [self.compile(o) for o in e.operands])
         if isinstance(e, ast.Not):
             f = self.compile(e.operand)
             return lambda: not f()
-        raise ValueError(f"{type(e).__name__} is not a value here")
+        raise PlanError(f"{type(e).__name__} is not a value here")
+
+    @staticmethod
+    def junction(conjunction: bool, parts: list[Value]) -> Value:
+        """AND (`conjunction`) or OR of `parts`, evaluated left to right until one decides."""
+        if len(parts) == 2:
+            first, second = parts
+            if conjunction:
+                return lambda: first() and second()
+            return lambda: first() or second()
+
+        def every() -> bool:
+            for f in parts:
+                if not f():
+                    return False
+            return True
+
+        def some() -> bool:
+            for f in parts:
+                if f():
+                    return True
+            return False
+
+        return every if conjunction else some
 
     def call(self, e: ast.Call) -> Value:
         unit, args = bind(e)
@@ -187,7 +226,7 @@ def run(broker: Broker, evaluation: Evaluation | None, ticks: Ticks, first: int)
 def _live(broker: Broker, evaluation: Evaluation, pending: Rows) -> None:
     """The ticks of `pending` while a rule is live (it stops after the tick where none is)."""
     states = broker.rule_states
-    conditions, prices = evaluation.conditions, evaluation.prices
+    conditions, prices, steps = evaluation.conditions, evaluation.prices, evaluation.steps
     rules = range(len(states))
     lo_b, hi_b, lo_a, hi_a, t_next, i_next = broker.env
     for index, ts, bid, ask, last, size in pending:
@@ -197,7 +236,9 @@ def _live(broker: Broker, evaluation: Evaluation, pending: Rows) -> None:
             lo_b, hi_b, lo_a, hi_a, t_next, i_next = broker.env
             if not any(states):
                 return
-        evaluation.observe(tick)
+        evaluation.tick = tick
+        for step in steps:
+            step(tick)
         fired = False
         for rule in rules:
             state = states[rule]
@@ -207,7 +248,6 @@ def _live(broker: Broker, evaluation: Evaluation, pending: Rows) -> None:
                     fired = True
             elif state is WAITING and not conditions[rule]():
                 broker.rearm(rule)
-        evaluation.remember()
         if fired:
             lo_b, hi_b, lo_a, hi_a, t_next, i_next = broker.env
             if not any(states):
@@ -226,20 +266,13 @@ def _idle(broker: Broker, pending: Rows) -> None:
 def warm(evaluation: Evaluation, history: Ticks, arm_tick: int) -> None:
     """Feed `evaluation` the session's ticks `history`: the indicators every tick, the crosses
     the ticks from `arm_tick` on (they start fresh when the plan is armed)."""
-    market, nodes = evaluation.market, list(evaluation.nodes.values())
     for lo in range(0, len(history), CHUNK):
-        for index, ts, bid, ask, last, size in rows(history.slice(lo, min(len(history), lo + CHUNK)), lo):
+        part = history.slice(lo, min(len(history), lo + CHUNK))
+        for index, ts, bid, ask, last, size in rows(part, lo):
             tick = Tick(index, ts, bid, ask, last, size)
-            for s in market:
-                s.take(tick)
-            for node in nodes:
-                node.value = node.unit.update(ts, node.source.value, node.source.exact)
-            if index >= arm_tick:
-                for s in evaluation.accounts:
-                    s.take(tick)
-                for c in evaluation.crosses.values():
-                    c.take()
-                evaluation.remember()
+            evaluation.tick = tick
+            for step in evaluation.steps if index >= arm_tick else evaluation.history_steps:
+                step(tick)
 
 
 __all__ = ["Evaluation", "run", "warm"]

@@ -8,13 +8,12 @@ half-tick grid is `exact` whole half ticks, `round(x x units)` (half to even, as
 each `value` that over `units`; `vol` and `vwap` are running sums from the session's first tick
 (`vwap = Σ(last·size) / Σsize`, the mean of last while the volume is 0), `open` the first tick's
 last, `time` whole seconds from the session's clock base. The account series (`pos`, `rpnl`,
-`upnl`, `pnl`) read the broker at the tick; the vectorized path substitutes the account state
-(pos and rpnl only) as scalars.
+`upnl`, `pnl`) are the broker's (`reference.Evaluation` reads them there); the vectorized path
+substitutes the account state (pos and rpnl only) as scalars.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -28,57 +27,74 @@ Arr = npt.NDArray[Any]
 
 
 class Series:
-    """A market series: its value and exact value at the last tick taken."""
+    """A market series: its value and exact value at the last tick taken. A series without
+    state (`stateless`) is also read straight off a tick (`read`)."""
 
     value: float = NAN
     exact: float = NAN
-    account = False  # the account series hold no state of their own
+    stateless = True
 
     def __init__(self, units: float, clock_base_ns: int) -> None:
         self.units = units
         self.base = clock_base_ns
 
-    def take(self, tick: Tick) -> None:
+    def exact_of(self, tick: Tick) -> float:
+        """The exact value at `tick` (of a stateless series)."""
         raise NotImplementedError
 
+    def read(self, tick: Tick) -> float:
+        """The value at `tick` (of a stateless series)."""
+        return self.exact_of(tick) / self.units
+
+    def take(self, tick: Tick) -> None:
+        self.exact = k = self.exact_of(tick)
+        self.value = k / self.units
+
     def column(self, ticks: Ticks) -> tuple[Arr, Arr]:
         raise NotImplementedError
 
-    def _on_grid(self, x: Arr) -> Arr:
-        return np.rint(x * self.units).astype(np.int64)
 
+class _Raw(Series):
+    """A tick column as it is; exact: its whole half ticks."""
 
-class Last(Series):
+    def read(self, tick: Tick) -> float:
+        raise NotImplementedError
+
     def take(self, tick: Tick) -> None:
-        self.value = x = tick.last
+        self.value = x = self.read(tick)
         self.exact = round(x * self.units)
 
-    def column(self, ticks: Ticks) -> tuple[Arr, Arr]:
-        return ticks.last, self._on_grid(ticks.last)
+    def _columns(self, x: Arr) -> tuple[Arr, Arr]:
+        return x, np.rint(x * self.units).astype(np.int64)
 
 
-class Bid(Series):
-    def take(self, tick: Tick) -> None:
-        self.value = x = tick.bid
-        self.exact = round(x * self.units)
-
-    def column(self, ticks: Ticks) -> tuple[Arr, Arr]:
-        return ticks.bid, self._on_grid(ticks.bid)
-
-
-class Ask(Series):
-    def take(self, tick: Tick) -> None:
-        self.value = x = tick.ask
-        self.exact = round(x * self.units)
+class Last(_Raw):
+    def read(self, tick: Tick) -> float:
+        return tick.last
 
     def column(self, ticks: Ticks) -> tuple[Arr, Arr]:
-        return ticks.ask, self._on_grid(ticks.ask)
+        return self._columns(ticks.last)
+
+
+class Bid(_Raw):
+    def read(self, tick: Tick) -> float:
+        return tick.bid
+
+    def column(self, ticks: Ticks) -> tuple[Arr, Arr]:
+        return self._columns(ticks.bid)
+
+
+class Ask(_Raw):
+    def read(self, tick: Tick) -> float:
+        return tick.ask
+
+    def column(self, ticks: Ticks) -> tuple[Arr, Arr]:
+        return self._columns(ticks.ask)
 
 
 class Mid(Series):
-    def take(self, tick: Tick) -> None:
-        self.exact = k = round((tick.bid + tick.ask) * (self.units / 2.0))
-        self.value = k / self.units
+    def exact_of(self, tick: Tick) -> float:
+        return round((tick.bid + tick.ask) * (self.units / 2.0))
 
     def column(self, ticks: Ticks) -> tuple[Arr, Arr]:
         k = np.rint((ticks.bid + ticks.ask) * (self.units / 2.0)).astype(np.int64)
@@ -86,9 +102,8 @@ class Mid(Series):
 
 
 class Spread(Series):
-    def take(self, tick: Tick) -> None:
-        self.exact = k = round((tick.ask - tick.bid) * self.units)
-        self.value = k / self.units
+    def exact_of(self, tick: Tick) -> float:
+        return round((tick.ask - tick.bid) * self.units)
 
     def column(self, ticks: Ticks) -> tuple[Arr, Arr]:
         k = np.rint((ticks.ask - ticks.bid) * self.units).astype(np.int64)
@@ -96,6 +111,9 @@ class Spread(Series):
 
 
 class Size(Series):
+    def read(self, tick: Tick) -> float:
+        return tick.size
+
     def take(self, tick: Tick) -> None:
         self.value = self.exact = tick.size
 
@@ -103,7 +121,21 @@ class Size(Series):
         return ticks.size, ticks.size
 
 
+class Time(Series):
+    def read(self, tick: Tick) -> float:
+        return (tick.ts - self.base) // NS_PER_S
+
+    def take(self, tick: Tick) -> None:
+        self.value = self.exact = self.read(tick)
+
+    def column(self, ticks: Ticks) -> tuple[Arr, Arr]:
+        seconds = (ticks.ts - self.base) // NS_PER_S
+        return seconds, seconds
+
+
 class Vol(Series):
+    stateless = False
+
     def __init__(self, units: float, clock_base_ns: int) -> None:
         super().__init__(units, clock_base_ns)
         self.value = self.exact = 0.0
@@ -117,6 +149,8 @@ class Vol(Series):
 
 
 class Vwap(Series):
+    stateless = False
+
     def __init__(self, units: float, clock_base_ns: int) -> None:
         super().__init__(units, clock_base_ns)
         self.volume = self.notional = self.total = 0.0
@@ -141,6 +175,8 @@ class Vwap(Series):
 
 
 class Open(Series):
+    stateless = False
+
     def take(self, tick: Tick) -> None:
         if self.value != self.value:
             self.value = tick.last
@@ -152,31 +188,10 @@ class Open(Series):
         return np.full(len(ticks), first), np.full(len(ticks), exact, dtype=np.int64)
 
 
-class Time(Series):
-    def take(self, tick: Tick) -> None:
-        self.value = self.exact = (tick.ts - self.base) // NS_PER_S
-
-    def column(self, ticks: Ticks) -> tuple[Arr, Arr]:
-        seconds = (ticks.ts - self.base) // NS_PER_S
-        return seconds, seconds
-
-
-class Account(Series):
-    """An account series: the broker's state at the tick (`read`)."""
-
-    account = True
-
-    def __init__(self, read: Callable[[Tick], float]) -> None:
-        self.read = read
-
-    def take(self, tick: Tick) -> None:
-        self.value = self.exact = self.read(tick)
-
-
 MARKET: dict[str, type[Series]] = {
     "last": Last, "bid": Bid, "ask": Ask, "mid": Mid, "spread": Spread, "size": Size,
     "vol": Vol, "vwap": Vwap, "open": Open, "time": Time,
 }
-"""The market series by name (the account series are the broker's: `Account`)."""
+"""The market series by name."""
 
-__all__ = ["MARKET", "Account", "Series"]
+__all__ = ["MARKET", "Series"]

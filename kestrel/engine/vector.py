@@ -15,12 +15,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kestrel.engine.plans import bind, clock_seconds
+from kestrel.engine.plans import PlanError, bind, clock_seconds, operator_of
 from kestrel.engine.series import MARKET
 from kestrel.frame.session import SessionSpec
 from kestrel.frame.ticks import Ticks
 from kestrel.lang import ast
-from kestrel.lang.functions import ARITHMETIC, COMPARISON, Context, Indicator, crossed, indicator
+from kestrel.lang.functions import ARITHMETIC, COMPARISON, CROSSES, Context, Indicator, indicator
 from kestrel.lang.registry import SERIES
 
 Arr = npt.NDArray[Any]
@@ -52,7 +52,7 @@ class Columns:
         got = self._series.get(name)
         if got is None:
             if name not in MARKET:
-                raise ValueError(f"series {name!r} is not available on the vectorized path")
+                raise PlanError(f"series {name!r} is not available on the vectorized path")
             got = self._series[name] = MARKET[name](self.units, self.base).column(self.ticks)
         return got
 
@@ -71,7 +71,8 @@ class Columns:
         if isinstance(e, ast.Neg):
             return -self.value(e.operand, lo)
         if isinstance(e, ast.Arith | ast.Compare):
-            op = (ARITHMETIC if isinstance(e, ast.Arith) else COMPARISON)[e.op].column
+            table = ARITHMETIC if isinstance(e, ast.Arith) else COMPARISON
+            op = operator_of(table, e.op, "operator").column
             return op(self.value(e.left, lo), self.value(e.right, lo))
         if isinstance(e, ast.Crosses):
             return self.crosses(e)[lo:]
@@ -83,7 +84,7 @@ class Columns:
             return acc
         if isinstance(e, ast.Not):
             return np.logical_not(self.value(e.operand, lo))
-        raise ValueError(f"{type(e).__name__} is not a value here")
+        raise PlanError(f"{type(e).__name__} is not a value here")
 
     def column(self, e: ast.Expr, lo: int = 0) -> Arr:
         """`value` as a column of ticks [lo, n) (a constant repeated)."""
@@ -112,7 +113,7 @@ class Columns:
             got = np.zeros(self.n, dtype=bool)
             a = self.arm
             if self.n - a > 1:
-                got[a + 1:] = crossed(e.direction, (left[a:-1], right[a:-1]), (left[a + 1:], right[a + 1:]))
+                got[a + 1:] = operator_of(CROSSES, e.direction, "CROSSES direction")(left[a:-1], right[a:-1], left[a + 1:], right[a + 1:])
             self._crosses[e] = got
         return got
 

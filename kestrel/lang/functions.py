@@ -17,7 +17,7 @@ point (1.0 for vwap). Sums of exact values are exact integers: an sma of mid is 
 nearest to the exact mean, so a mid equal to its sma compares equal.
 
 An operation (`Operation`: abs, min, max) is a pure function of its arguments' values, as are
-the operators (`ARITHMETIC`, `COMPARISON`, `crossed`): one callable serves scalars and arrays
+the operators (`ARITHMETIC`, `COMPARISON`, `CROSSES`): one callable serves scalars and arrays
 alike, except where a zero divisor or NaN needs a test (two forms, the same values).
 
 docs/language.md defines every function; adding one is its unit here, its row in
@@ -343,14 +343,19 @@ class Chg(Indicator):
         super().__init__(args, context)
         self.span = args.duration("d")
         self.reference = NAN
-        self.later: deque[tuple[int, float]] = deque()
+        self.times: deque[int] = deque()  # the later ticks, candidates for the reference
+        self.values: deque[float] = deque()
 
     def update(self, ts: int, value: float, exact: float) -> float:
-        later = self.later
-        while later and later[0][0] <= ts - self.span:
-            self.reference = later.popleft()[1]
+        times, start = self.times, ts - self.span
+        if times and times[0] <= start:
+            values = self.values
+            while times and times[0] <= start:
+                times.popleft()
+                self.reference = values.popleft()
         ref = self.reference
-        later.append((ts, value))
+        self.times.append(ts)
+        self.values.append(value)
         return 100.0 * (value / ref - 1.0) if ref else NAN
 
     def column(self, ts: I64, value: F64, exact: Arr) -> F64:
@@ -712,15 +717,23 @@ COMPARISON: dict[str, Operator] = {
 }
 
 
-def crossed(direction: str, before: tuple[Any, Any], now: tuple[Any, Any]) -> Any:
-    """`left CROSSES ABOVE right`: `left <= right` at the previous evaluation and `left >
-    right` now (BELOW: `>=` then `<`), on scalars or elementwise."""
-    if direction == "above":
-        return (before[0] <= before[1]) & (now[0] > now[1])
-    return (before[0] >= before[1]) & (now[0] < now[1])
+def _crossed_above(left_before: Any, right_before: Any, left: Any, right: Any) -> Any:
+    return (left_before <= right_before) & (left > right)
+
+
+def _crossed_below(left_before: Any, right_before: Any, left: Any, right: Any) -> Any:
+    return (left_before >= right_before) & (left < right)
+
+
+CROSSES: dict[str, Callable[[Any, Any, Any, Any], Any]] = {
+    "above": _crossed_above, "below": _crossed_below,
+}
+"""`left CROSSES ABOVE right`: `left <= right` at the previous evaluation and `left > right`
+now (BELOW: `>=` then `<`), on scalars or elementwise: (left before, right before, left,
+right) -> whether it crossed."""
 
 
 __all__ = [
-    "ARITHMETIC", "COMPARISON", "Arguments", "Context", "Indicator", "OnBars", "Operation",
-    "Operator", "arguments", "bars_of", "crossed", "indicator",
+    "ARITHMETIC", "COMPARISON", "CROSSES", "Arguments", "Context", "Indicator", "OnBars",
+    "Operation", "Operator", "arguments", "bars_of", "indicator",
 ]
