@@ -19,7 +19,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from kestrel.engine import Engine, EngineConfig, native  # noqa: E402
 from kestrel.engine import broker as _broker  # noqa: E402
-from kestrel.frame.ticks import Ticks  # noqa: E402
+from kestrel.market.ticks import Ticks  # noqa: E402
 from kestrel.lang import Plan, parse  # noqa: E402
 
 from bench.engine_throughput import REARMING, make_days  # noqa: E402

@@ -18,8 +18,8 @@ from kestrel.engine import Engine, EngineConfig
 from kestrel.engine.dense import FALSE_FORM, MAX_FORMS, TRUE_FORM, Feed, Unsupported
 from kestrel.engine.policy import FastPolicy
 from kestrel.engine.ledger import PositionChanged
-from kestrel.frame.session import SessionSpec
-from kestrel.frame.ticks import Ticks
+from kestrel.market.session import SessionSpec
+from kestrel.market.ticks import Ticks
 from kestrel.lang import Plan
 
 from bench.engine_throughput import REARMING

@@ -8,8 +8,8 @@ import numpy as np
 import datetime as dt
 
 from kestrel.engine.vector import Columns
-from kestrel.frame.session import SessionSpec
-from kestrel.frame.ticks import Ticks
+from kestrel.market.session import SessionSpec
+from kestrel.market.ticks import Ticks
 
 # a Columns needs a session (the compiled class checks its arguments' types) even where no
 # session series is read
@@ -80,7 +80,7 @@ def test_window_extremes_and_shared_sums_match_naive() -> None:
     """high/low over [t-d, t) (shared queries, duplicated timestamps) equal a naive max/min;
     smas sharing one running sum equal the unshared computation."""
     from kestrel.engine.indicators import IndicatorSpec
-    from kestrel.frame.ticks import Ticks
+    from kestrel.market.ticks import Ticks
 
     rng = np.random.default_rng(5)
     for trial in range(40):

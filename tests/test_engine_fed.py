@@ -15,8 +15,8 @@ import pytest
 
 from kestrel.engine import Engine, EngineConfig
 from kestrel.engine.codegen import compile_plan
-from kestrel.frame.session import SessionSpec
-from kestrel.frame.ticks import Ticks
+from kestrel.market.session import SessionSpec
+from kestrel.market.ticks import Ticks
 
 from engine_cases import random_config, random_day, random_plan_text, realistic_day
 from engine_helpers import plan

@@ -13,8 +13,8 @@ import pytest
 from kestrel.engine import Engine, EngineConfig, ticks_of
 from kestrel.engine.broker import Broker, RuleState
 from kestrel.engine.codegen import compile_plan
-from kestrel.frame.account import WorkingOrder
-from kestrel.frame.session import SessionSpec
+from kestrel.market.account import WorkingOrder
+from kestrel.market.session import SessionSpec
 from kestrel.lang import Plan, parse
 
 from bench.workloads import engine_corpus

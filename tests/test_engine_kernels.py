@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from kestrel.engine import feed
 from kestrel.engine.indicators import IndicatorSpec
 from kestrel.engine.vector import Columns
-from kestrel.frame.session import SessionSpec
-from kestrel.frame.ticks import Ticks
+from kestrel.market.session import SessionSpec
+from kestrel.market.ticks import Ticks
 
 SESSION = SessionSpec(dt.date(2024, 1, 2), tz="UTC")
 S = 10**9

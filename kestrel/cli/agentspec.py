@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from kestrel.cli.errors import UsageError
 
 if TYPE_CHECKING:  # imported lazily at run time (start-up cost)
-    from kestrel.frame import MarketData
+    from kestrel.market import MarketData
     from kestrel.models.adapter import ModelAgent
     from kestrel.session.options import SessionOptions
     from kestrel.session.protocol import Agent

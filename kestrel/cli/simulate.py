@@ -1,7 +1,7 @@
 """`kestrel simulate` (a session on actors, with a readable report) and `kestrel replay`.
 
 The CLI only parses flags and calls the library: `kestrel.session` resolves the posture and
-runs the core, `actors.driver` runs it on an actor system (asyncio or trio). Outputs never
+runs the core, `kestrel.service.actors.driver` runs it on an actor system (asyncio or trio). Outputs never
 mention the backend, the profile or the run's time, so equivalent runs print the same bytes;
 the profile name is recorded in the evidence trace only.
 """
@@ -27,12 +27,12 @@ from kestrel.cli.errors import UsageError, guarded
 from kestrel.cli.execution import add_flags as _execution_flags
 from kestrel.cli.execution import engine_config
 from kestrel.cli.subcommands import Subcommands
-from kestrel.cli.textreport import report, summary
+from kestrel.report.summary import report, summary
 
 if TYPE_CHECKING:  # imported lazily at run time (start-up cost)
     from rich.progress import Progress
 
-    from kestrel.frame import MarketData
+    from kestrel.market import MarketData
     from kestrel.data.source import DataSource
     from kestrel.session.capture import CaptureWriter
     from kestrel.session.options import EvidenceSink, SessionOptions
@@ -42,7 +42,7 @@ if TYPE_CHECKING:  # imported lazily at run time (start-up cost)
 
 DIRECT = "direct"
 EFFORT_LEVELS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")  # = profiles.EFFORT_LEVELS (tested)
-DEFAULT_AGENT_TIMEOUT_S = 120.0  # = actors.driver.DEFAULT_AGENT_TIMEOUT_S (tested)
+DEFAULT_AGENT_TIMEOUT_S = 120.0  # = kestrel.service.actors.driver.DEFAULT_AGENT_TIMEOUT_S (tested)
 
 
 def register(subparsers: Subcommands) -> None:
@@ -346,8 +346,8 @@ def _run(data: MarketData, agent: Agent, options: SessionOptions, backend: str, 
         if backend == DIRECT:
             return run_session(data, agent, options, date=date, days=days, sink=sink, progress=tick,
                                agent_timeout=agent_timeout)
-        from actors.driver import run_simulation
-        from actors.feed import Pace
+        from kestrel.service.actors.driver import run_simulation
+        from kestrel.service.actors.feed import Pace
 
         return run_simulation(data, agent, options, backend=backend, date=date, days=days, sink=sink,
                               progress=tick, agent_timeout=agent_timeout,

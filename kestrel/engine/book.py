@@ -24,7 +24,7 @@ from typing import Final
 from kestrel.engine.carry import Carry as Carry, CarriedOrder as CarriedOrder
 from kestrel.engine.money import Money, ratio
 from kestrel.engine.orders import BrokerOrder, TickGrid, exact, exact_parts as _exact_parts, round_div
-from kestrel.frame.account import AccountState
+from kestrel.market.account import AccountState
 
 # (compiled: functions of modules that are not, or cached wrappers, bound once)
 gcd: Final = _gcd

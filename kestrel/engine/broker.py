@@ -65,8 +65,8 @@ from kestrel.engine.orders import (
     exact,
     slipped,
 )
-from kestrel.frame.session import SessionSpec
-from kestrel.frame.ticks import NS_PER_S
+from kestrel.market.session import SessionSpec
+from kestrel.market.ticks import NS_PER_S
 from kestrel.lang import ast
 
 INF: Final = math.inf

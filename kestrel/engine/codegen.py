@@ -54,7 +54,7 @@ from kestrel.engine.lean import cheap as _cheap
 from kestrel.engine.lean import cost as _cost
 from kestrel.engine.lean import windows_update
 from kestrel.engine.feed import Chg, Feeds, Sma, Window, quant_array
-from kestrel.frame.ticks import NS_PER_S, Ticks
+from kestrel.market.ticks import NS_PER_S, Ticks
 from kestrel.lang import ast
 
 NAN = float("nan")

@@ -43,8 +43,8 @@ from kestrel.engine.broker import Broker, RuleState
 from kestrel.engine.indicators import DYNAMIC_SERIES, series_in
 from kestrel.engine.plans import clock_seconds
 from kestrel.engine.vector import Columns, compare
-from kestrel.frame.session import SessionSpec
-from kestrel.frame.ticks import Ticks
+from kestrel.market.session import SessionSpec
+from kestrel.market.ticks import Ticks
 from kestrel.lang import ast
 
 try:  # mypy's runtime library: compiled, these read the bytes in place

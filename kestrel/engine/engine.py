@@ -28,9 +28,9 @@ from kestrel.engine.history import TickHistory, accepted, ticks_of
 from kestrel.engine.money import Money
 from kestrel.engine.ledger import Ledger, LedgerEvent
 from kestrel.engine.orders import BrokerOrder, TickGrid
-from kestrel.frame.account import AccountState
-from kestrel.frame.session import SessionSpec
-from kestrel.frame.ticks import NS_PER_S, Ticks
+from kestrel.market.account import AccountState
+from kestrel.market.session import SessionSpec
+from kestrel.market.ticks import NS_PER_S, Ticks
 from kestrel.structs import check_fields
 from kestrel.engine.plans import checked, clock_base_ns, clock_seconds
 from kestrel.lang import ast

@@ -33,7 +33,7 @@ import numpy as np
 from kestrel.engine.dense import Feed, Unsupported, run_dense
 from kestrel.engine.policy import DEFAULT_POLICY as DEFAULT_POLICY, FastPolicy as FastPolicy, FastStats as FastStats
 from kestrel.engine.vector import Columns
-from kestrel.frame.ticks import Ticks
+from kestrel.market.ticks import Ticks
 from kestrel.lang import ast
 
 from kestrel.engine.indicators import DYNAMIC_SERIES, series_in
@@ -43,7 +43,7 @@ from kestrel.engine.history import TickHistory
 from kestrel.engine.envelope import Envelope
 from kestrel.engine.orders import BrokerOrder, TickGrid, trail_level, trail_level_approx
 
-from kestrel.frame.session import SessionSpec
+from kestrel.market.session import SessionSpec
 
 
 class Engine(Protocol):

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from kestrel.frame.ticks import Ticks
+from kestrel.market.ticks import Ticks
 
 _MIN_CAPACITY = 1024
 

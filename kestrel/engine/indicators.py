@@ -19,7 +19,7 @@ from typing import Literal
 
 import msgspec
 
-from kestrel.frame.ticks import NS_PER_S
+from kestrel.market.ticks import NS_PER_S
 from kestrel.lang import ast
 from kestrel.lang.ast import children as children  # re-exported: moved to kestrel.lang.ast
 from kestrel.lang.ast import walk as walk

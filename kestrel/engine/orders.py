@@ -30,8 +30,8 @@ import numpy as np
 import numpy.typing as npt
 
 from kestrel.engine.config import EngineConfig
-from kestrel.frame.account import WorkingOrder
-from kestrel.frame.ticks import NS_PER_S
+from kestrel.market.account import WorkingOrder
+from kestrel.market.ticks import NS_PER_S
 from kestrel.lang import ast
 
 OrderType = Literal["mkt", "lmt", "stp", "trail"]

@@ -20,8 +20,8 @@ from functools import lru_cache
 import msgspec
 
 from kestrel.engine.indicators import PlanError
-from kestrel.frame.session import NS_PER_DAY, SessionSpec
-from kestrel.frame.ticks import NS_PER_S
+from kestrel.market.session import NS_PER_DAY, SessionSpec
+from kestrel.market.ticks import NS_PER_S
 from kestrel.lang import ast
 from kestrel.lang.checker import check
 

@@ -23,8 +23,8 @@ import numpy.typing as npt
 from kestrel.engine import feed
 from kestrel.engine.indicators import IndicatorSpec, PlanError, resolve
 from kestrel.engine.plans import clock_base_ns, clock_seconds
-from kestrel.frame.session import SessionSpec
-from kestrel.frame.ticks import NS_PER_S, Ticks
+from kestrel.market.session import SessionSpec
+from kestrel.market.ticks import NS_PER_S, Ticks
 from kestrel.lang import ast
 
 F64 = npt.NDArray[np.float64]

@@ -4,7 +4,7 @@
 author a turn, arm it, collect late replies, finish the engine's day; the caller does it and
 feeds the result back (`ran`, `account`, `authored`, `armed`, `late`, `finished`). The
 synchronous `run_day` (engine in process, blocking agent) and the actor driver
-(`actors.driver`: feed, engine and agent actors) both drive it, so the two cannot drift: the
+(`kestrel.service.actors.driver`: feed, engine and agent actors) both drive it, so the two cannot drift: the
 same steps in the same order give the same ledger, capture and evidence.
 
 Per ordinal i: `RunTicks(2i)` (up to the cutoff) -> `ReadAccount` -> `Author` (the loop over the
@@ -25,8 +25,8 @@ from kestrel.engine.config import EngineConfig
 from kestrel.engine.engine import Engine
 from kestrel.engine.ledger import Ledger, LedgerEvent
 from kestrel.frame import freeze
-from kestrel.frame.account import AccountState
-from kestrel.frame.ticks import NS_PER_S, Ticks
+from kestrel.market.account import AccountState
+from kestrel.market.ticks import NS_PER_S, Ticks
 from kestrel.lang import ast
 from kestrel.session.calls import Abandoned, LateReply
 from kestrel.session.capture import CapturedTurn

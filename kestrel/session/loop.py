@@ -28,7 +28,7 @@ from typing import Literal
 
 import msgspec
 
-from kestrel.frame.market import Instrument
+from kestrel.market.instrument import Instrument
 from kestrel.frame.view import ViewError
 from kestrel.lang import ast
 from kestrel.session.profiles import (

@@ -15,7 +15,7 @@ then the engine runs the rest of the session and applies its end-of-day policy. 
 and its protective orders (`Engine.carry_out`); entry rules never carry. The engine's money
 uses the instrument's contract multiplier (`MarketData.instrument.multiplier`).
 
-Both this module and the actor shell (`actors.driver`) drive ONE day driver, the sans-IO
+Both this module and the actor shell (`kestrel.service.actors.driver`) drive ONE day driver, the sans-IO
 `DayDriver` (`kestrel.session.day`): it says which step comes next, each driver does it its
 own way (here: the engine in process, the blocking agent called directly), so both give the
 same ledger and capture. The pieces live in their own modules and are re-exported here:
@@ -35,7 +35,7 @@ from typing import Any
 import msgspec
 
 from kestrel.engine.book import Carry
-from kestrel.frame import MarketData
+from kestrel.market import MarketData
 from kestrel.session.calls import DEFAULT_AGENT_TIMEOUT_S, Abandoned, LateReplies, LateReply, late_grace
 from kestrel.session.day import (
     Arm,

@@ -28,7 +28,7 @@ import msgspec
 
 from kestrel.data.source import DataSource
 from kestrel.engine.config import EngineConfig
-from kestrel.frame.market import MarketData
+from kestrel.market.data import MarketData
 from kestrel.sweep.spec import RunSpec
 
 AgentFactory = Callable[[str], Any]
