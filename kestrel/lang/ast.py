@@ -20,6 +20,8 @@ from typing import Literal, TypeAlias
 
 import msgspec
 
+from kestrel.market.orders import OrderType, Side
+
 # --------------------------------------------------------------------------------------------
 # Literals
 
@@ -173,9 +175,9 @@ class Order(msgspec.Struct, frozen=True, tag="order", tag_field="kind"):
     `price` is required for LMT and STP, absent for MKT. Brackets become OCO children of
     the entry once it fills, sized to the filled quantity."""
 
-    side: Literal["buy", "sell"]
+    side: Side
     qty: int
-    order_type: Literal["mkt", "lmt", "stp"]
+    order_type: OrderType
     price: Expr | None = None
     stop: Offset | None = None
     target: Offset | None = None

@@ -10,6 +10,7 @@ from kestrel.market.bars import Bars, session_bars, time_bars
 from kestrel.market.calendar import SessionKind, build_sessions
 from kestrel.market.data import MarketData
 from kestrel.market.instrument import Instrument, decimals_for
+from kestrel.market.orders import OrderType, Side
 from kestrel.market.session import SessionSpec
 from kestrel.market.ticks import Ticks
 
@@ -18,8 +19,10 @@ __all__ = [
     "Bars",
     "Instrument",
     "MarketData",
+    "OrderType",
     "SessionKind",
     "SessionSpec",
+    "Side",
     "Ticks",
     "WorkingOrder",
     "build_sessions",

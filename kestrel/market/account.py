@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 import msgspec
+
+from kestrel.market.orders import OrderType, Side
 
 
 class WorkingOrder(msgspec.Struct, frozen=True):
     """A working (unfilled) order: `price` is None for MKT."""
 
     id: str
-    side: Literal["buy", "sell"]
+    side: Side
     qty: int
-    type: Literal["mkt", "lmt", "stp"]
+    type: OrderType
     price: float | None = None
 
 

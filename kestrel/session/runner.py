@@ -39,7 +39,7 @@ from kestrel.market import MarketData
 from kestrel.session.calls import DEFAULT_AGENT_TIMEOUT_S, Abandoned, LateReplies, LateReply, late_grace
 from kestrel.session.day import (
     Arm,
-    Author,
+    RunAuthoring,
     CollectLate,
     DayDriver,
     DayRun,
@@ -98,7 +98,7 @@ def run_day(
             driver.ran()
         elif isinstance(step, ReadAccount):
             driver.account(engine.account())
-        elif isinstance(step, Author):
+        elif isinstance(step, RunAuthoring):
             driver.authored(author_turn(step.loop, agent, timeout=agent_timeout, late=box))
         elif isinstance(step, Arm):
             incumbent, armed = apply_turn(engine, step.turn.turn, step.incumbent, step.at_ns)

@@ -1,4 +1,4 @@
-"""`AgentActor`: runs an `Agent` behind a mailbox; answers `Author` calls with `CallOutcome`s.
+"""`AgentActor`: runs an `Agent` behind a mailbox; answers `AskAgent` calls with `CallOutcome`s.
 
 Agents are synchronous (`Agent.author`). Every call is isolated (`kestrel.session.calls`): a
 `blocking` agent (a model adapter waiting on I/O) is called on its own DAEMON thread
@@ -28,7 +28,7 @@ from kestrel.session.calls import Abandoned, AuthorCall, CallOutcome, LateReplie
 from kestrel.session.protocol import Agent, AuthorRequest
 
 
-class Author(msgspec.Struct, frozen=True, tag="author"):
+class AskAgent(msgspec.Struct, frozen=True, tag="ask_agent"):
     """Ask the agent once; a blocking agent's call is abandoned after `timeout` seconds (None:
     no limit). `date` labels a late reply's evidence."""
 
@@ -46,7 +46,7 @@ class TakeLate(msgspec.Struct, frozen=True, tag="take_late"):
     grace: float = 0.0
 
 
-AgentMessage = Author | TakeLate
+AgentMessage = AskAgent | TakeLate
 
 
 class AgentActor(Actor[AgentMessage]):
@@ -103,4 +103,4 @@ class AgentActor(Actor[AgentMessage]):
         return on_done
 
 
-__all__ = ["AgentActor", "AgentMessage", "Author", "TakeLate"]
+__all__ = ["AgentActor", "AgentMessage", "AskAgent", "TakeLate"]

@@ -22,7 +22,7 @@ import anyio
 import msgspec
 
 from kestrel_actors.actor import Actor
-from kestrel.service.actors.agent import AgentActor, Author, TakeLate
+from kestrel.service.actors.agent import AgentActor, AskAgent, TakeLate
 from kestrel.service.actors.engine import (
     TURNS_TOPIC,
     AccountQuery,
@@ -112,7 +112,7 @@ class DriverActor(Actor[RunSession]):
         while True:
             try:
                 outcome = await self._agent.ask(
-                    Author(request, self._timeout, loop.date), timeout=None
+                    AskAgent(request, self._timeout, loop.date), timeout=None
                 )
             except AskFailed as exc:  # the agent actor itself failed
                 return loop.receive_failure(describe(exc.error))
@@ -145,7 +145,7 @@ class DriverActor(Actor[RunSession]):
                 driver.ran()
             elif isinstance(step, steps.ReadAccount):
                 driver.account(await self._engine.ask(AccountQuery(), expect=AccountState, timeout=None))
-            elif isinstance(step, steps.Author):
+            elif isinstance(step, steps.RunAuthoring):
                 driver.authored(await self._author(step.loop))
             elif isinstance(step, steps.Arm):  # the engine arms what the bus carries
                 await self.ctx.system.bus.publish(TURNS_TOPIC, step.turn)

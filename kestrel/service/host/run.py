@@ -128,7 +128,7 @@ def hosted_request(request: AuthorRequest, date: str) -> HostedRequest:
 
 
 class HostedAgentActor(Actor[AgentMessage]):
-    """Answers the driver's `Author` calls: from the committed prefix, else from the agent.
+    """Answers the driver's `AskAgent` calls: from the committed prefix, else from the agent.
     An in-process agent is called exactly as `AgentActor` calls it (its handler, reused: the
     same isolated calls, timeouts and late replies); an external agent's reply is awaited on
     its `ReplyPort`, and an ended port answers with a fail-closed STANDDOWN naming why
