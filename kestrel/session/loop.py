@@ -283,7 +283,7 @@ class AuthoringLoop:
         view_error: str | None = None
         if isinstance(reply, RequestView) and self._iterative:
             resolved, view_error = self._resolve(reply.view)
-        # a repair: an invalid reply, or a VIEW the catalog cannot resolve (DESIGN §5.2)
+        # a repair: an invalid reply, or a VIEW the catalog cannot resolve (docs/session.md)
         if isinstance(reply, Invalid) or view_error is not None:
             self._repair_streak += 1
             self._streak_views += view_error is not None
