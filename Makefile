@@ -8,7 +8,7 @@ BSTAMP := $(VENV)/.installed-bench
 NATIVE := kestrel/engine/_native.json
 NATIVE_SRC := $(wildcard kestrel/engine/*.py)  # (a superset of native.COMPILED: never stale)
 
-.PHONY: demo test bench lint typecheck clean compile pure
+.PHONY: demo test bench lint typecheck layers clean compile pure
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,7 +41,10 @@ test: $(STAMP) $(NATIVE)
 bench: $(BSTAMP) $(NATIVE)
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b --quick || exit 1; done
 
-lint: typecheck
+lint: typecheck layers
+
+layers: $(STAMP)  # the package layers of pyproject.toml's [tool.importlinter]
+	$(VENV)/bin/lint-imports --no-cache
 
 typecheck: $(STAMP)
 	$(PY) -m mypy

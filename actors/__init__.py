@@ -1,77 +1,16 @@
-"""Kestrel's actor runtime, on anyio (runs unchanged on asyncio and trio).
+"""Deprecated import path of the actor runtime, kept for one release: use `kestrel_actors`.
 
-Actors own their state and handle one message at a time; others hold an `ActorRef` and
-`tell` or `ask`. An `ActorSystem` runs every actor as a task of one task group and applies
-supervision policies (`Restart`, `Stop`, `Escalate`). The system's `Bus` fans messages out
-by topic with a per-subscription `SlowPolicy`; a `BusActor` serves subscribe, unsubscribe
-and stats as messages. `Codec` encodes msgspec Struct messages as tagged unions in JSON or
-MessagePack. See docs/actors.md.
+Every name of `kestrel_actors` is re-exported here, and `actors.testing` re-exports
+`kestrel_actors.testing`. Importing this package warns (DeprecationWarning).
 """
 
-from actors.actor import Actor, ActorContext
-from actors.bus import (
-    Bus,
-    BusActor,
-    BusCommand,
-    BusRefused,
-    BusStats,
-    GetStats,
-    SlowPolicy,
-    StreamSubscription,
-    Subscribe,
-    Subscription,
-    SubscriptionStats,
-    Unsubscribe,
-)
-from actors.clock import Clock, EventLoopClock
-from actors.codec import Codec, CodecError, Format
-from actors.errors import (
-    ActorError,
-    ActorStopped,
-    AskFailed,
-    AskTimeout,
-    ChildFailed,
-    EscalationError,
-    MailboxFull,
-    UnexpectedReply,
-)
-from actors.ref import DEFAULT_ASK_TIMEOUT, ActorRef
-from actors.supervision import Escalate, Restart, Stop, SupervisionPolicy
-from actors.system import ActorSystem
+import warnings
 
-__all__ = [
-    "DEFAULT_ASK_TIMEOUT",
-    "Actor",
-    "ActorContext",
-    "ActorError",
-    "ActorRef",
-    "ActorStopped",
-    "ActorSystem",
-    "AskFailed",
-    "AskTimeout",
-    "Bus",
-    "BusActor",
-    "BusCommand",
-    "BusRefused",
-    "BusStats",
-    "ChildFailed",
-    "Clock",
-    "Codec",
-    "CodecError",
-    "Escalate",
-    "EscalationError",
-    "EventLoopClock",
-    "Format",
-    "GetStats",
-    "MailboxFull",
-    "Restart",
-    "SlowPolicy",
-    "Stop",
-    "StreamSubscription",
-    "Subscribe",
-    "Subscription",
-    "SubscriptionStats",
-    "SupervisionPolicy",
-    "UnexpectedReply",
-    "Unsubscribe",
-]
+from kestrel_actors import *  # noqa: F403
+from kestrel_actors import __all__ as __all__
+
+warnings.warn(
+    "the `actors` package is now `kestrel_actors`; `actors` goes away in the next release",
+    DeprecationWarning,
+    stacklevel=2,
+)

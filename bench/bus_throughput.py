@@ -37,7 +37,7 @@ from anyio.lowlevel import checkpoint
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from actors import Actor, ActorSystem  # noqa: E402
+from kestrel_actors import Actor, ActorSystem  # noqa: E402
 
 CAPACITY = 1024
 

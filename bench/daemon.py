@@ -46,10 +46,10 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != HERE]
 
-from actors.daemon.store import Insert, NewRun, Store  # noqa: E402
+from kestrel.service.daemon.store import Insert, NewRun, Store  # noqa: E402
 from kestrel.cli import main as kestrel_main  # noqa: E402
 from kestrel.cli.ctl import Client, NoDaemon  # noqa: E402
-from kestrel.daemon.protocol import RunParams, SubmitParams, WaitParams  # noqa: E402
+from kestrel.service.daemon.protocol import RunParams, SubmitParams, WaitParams  # noqa: E402
 
 DAY = ["--checkpoints", "11:00,13:30"]
 OTHER = ["--agent", "fixed:examples/orb_breakout.kes", "--checkpoints", "11:00"]

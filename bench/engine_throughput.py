@@ -77,8 +77,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kestrel.engine import Engine, EngineConfig  # noqa: E402
-from kestrel.frame.session import SessionSpec  # noqa: E402
-from kestrel.frame.ticks import Ticks  # noqa: E402
+from kestrel.market.session import SessionSpec  # noqa: E402
+from kestrel.market.ticks import Ticks  # noqa: E402
 from kestrel.lang import Plan, parse  # noqa: E402
 
 from bench import peers  # noqa: E402

@@ -37,8 +37,8 @@ sys.path[:] = [str(HERE.parent)] + [p for p in sys.path if Path(p or ".").resolv
 import anyio  # noqa: E402
 from mcp import Client  # noqa: E402
 
-from actors.host import open_host  # noqa: E402
-from actors.mcp import build_server  # noqa: E402
+from kestrel.service.host import open_host  # noqa: E402
+from kestrel.service.mcp import build_server  # noqa: E402
 from kestrel.agents.scripted import ScriptedAgent  # noqa: E402
 from kestrel.data import load_sample  # noqa: E402
 from kestrel.logs import configure_console  # noqa: E402

@@ -56,8 +56,8 @@ import numpy as np
 
 from kestrel.engine import Engine, EngineConfig
 from kestrel.engine.ledger import Filled, Fired
-from kestrel.frame.session import SessionSpec
-from kestrel.frame.ticks import Ticks
+from kestrel.market.session import SessionSpec
+from kestrel.market.ticks import Ticks
 from kestrel.lang import Plan
 
 Days = list[tuple[SessionSpec, Ticks]]

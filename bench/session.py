@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from actors.driver import run_simulation  # noqa: E402
+from kestrel.service.actors.driver import run_simulation  # noqa: E402
 from kestrel.agents.baseline import BaselineAgent  # noqa: E402
 from kestrel.data import load_sample  # noqa: E402
 from kestrel.frame import Ordinal, freeze  # noqa: E402

@@ -35,14 +35,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from kestrel.cli.agentspec import agent_of  # noqa: E402
 from kestrel.cli.datanames import load_named as load_data  # noqa: E402
 from kestrel.logs import configure_console  # noqa: E402
-from kestrel.sweep import Grid, RunSpec, expand, run_sweep  # noqa: E402
+from kestrel.sweep import Grid, SweepRun, expand, run_sweep  # noqa: E402
 from kestrel.sweep.pool import local_pool  # noqa: E402
 from kestrel.sweep.worker import RunTask, cached_data, simulate  # noqa: E402
 
 ORB = str(Path(__file__).resolve().parent.parent / "examples" / "orb_breakout.kes")
 
 
-def grid(seeds: int, days: int) -> list[RunSpec]:
+def grid(seeds: int, days: int) -> list[SweepRun]:
     g = Grid(agents=("baseline", f"fixed:{ORB}"), profiles=("balanced", "fast"),
              data=tuple(f"sample|seed={k}" for k in range(1, seeds + 1)), checkpoints=("11:00", "13:30"),
              days=days, days_per_run=days)
@@ -52,7 +52,7 @@ def grid(seeds: int, days: int) -> list[RunSpec]:
     return specs
 
 
-def timed_sweep(specs: list[RunSpec], executor: object | None) -> float:
+def timed_sweep(specs: list[SweepRun], executor: object | None) -> float:
     with tempfile.TemporaryDirectory() as d:
         t = time.perf_counter()
         out = run_sweep(specs, Path(d), agent_factory=agent_of, data_loader=load_data,
@@ -62,7 +62,7 @@ def timed_sweep(specs: list[RunSpec], executor: object | None) -> float:
     return took
 
 
-def overhead_ms(specs: list[RunSpec], rounds: int) -> float:
+def overhead_ms(specs: list[SweepRun], rounds: int) -> float:
     best_sweep = best_bare = float("inf")
     for _ in range(rounds):
         t = time.perf_counter()
@@ -93,7 +93,7 @@ def machine_speedup() -> float:
     return one / (time.perf_counter() - t)
 
 
-def pool_time(specs: list[RunSpec]) -> float:
+def pool_time(specs: list[SweepRun]) -> float:
     t = time.perf_counter()
     with local_pool(2) as pool:  # the pool `kestrel sweep --jobs 2` uses
         with tempfile.TemporaryDirectory() as d:
@@ -102,7 +102,7 @@ def pool_time(specs: list[RunSpec]) -> float:
     return time.perf_counter() - t
 
 
-def dask_time(specs: list[RunSpec]) -> float | None:
+def dask_time(specs: list[SweepRun]) -> float | None:
     try:
         import distributed
     except ImportError:

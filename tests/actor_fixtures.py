@@ -13,8 +13,8 @@ import anyio
 import msgspec
 import pytest
 
-from actors import Actor
-from actors.testing import VirtualClock
+from kestrel_actors import Actor
+from kestrel_actors.testing import VirtualClock
 
 
 class Add(msgspec.Struct, frozen=True, tag="add"):

@@ -13,9 +13,9 @@ from typing import Any
 import anyio
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from actors.daemon import Daemon, Home, Lock, Planner, serve_daemon
+from kestrel.service.daemon import Daemon, Home, Lock, Planner, serve_daemon
 from kestrel.cli.daemon import SimulatePlanner
-from kestrel.daemon.protocol import MAX_LINE, PROTOCOL_VERSION
+from kestrel.service.daemon.protocol import MAX_LINE, PROTOCOL_VERSION
 
 
 @asynccontextmanager

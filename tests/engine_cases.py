@@ -12,8 +12,8 @@ import numpy as np
 from kestrel.data.synthetic import SyntheticSpec, generate
 from kestrel.engine import Engine, EngineConfig
 from kestrel.engine.history import TickHistory
-from kestrel.frame.session import SessionSpec
-from kestrel.frame.ticks import Ticks
+from kestrel.market.session import SessionSpec
+from kestrel.market.ticks import Ticks
 
 from engine_helpers import plan
 

@@ -6,7 +6,7 @@ import datetime as dt
 
 from kestrel.engine import Engine, EngineConfig, Ledger, ticks_of
 from kestrel.engine.ledger import Cancelled, Disarmed, Filled, OrderPlaced
-from kestrel.frame.session import SessionSpec
+from kestrel.market.session import SessionSpec
 from kestrel.lang import Plan, parse
 
 SESSION = SessionSpec.us_equity(dt.date(2024, 4, 8))

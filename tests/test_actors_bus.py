@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from actor_fixtures import settle_until
-from actors import Actor, ActorStopped, ActorSystem, SlowPolicy
+from kestrel_actors import Actor, ActorStopped, ActorSystem, SlowPolicy
 
 pytestmark = pytest.mark.anyio
 
@@ -204,7 +204,7 @@ def test_drop_oldest_matches_a_bounded_deque_model(backend: str) -> None:
 async def test_bus_actor_serves_subscribe_unsubscribe_and_stats_as_encoded_messages() -> None:
     # The control plane crosses a process boundary as bytes: every request and reply here
     # goes through the codec, and subscribers are addressed by name.
-    from actors import (
+    from kestrel_actors import (
         BusActor,
         BusRefused,
         BusStats,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from actors import ActorSystem, Clock, EventLoopClock
-from actors.testing import VirtualClock
+from kestrel_actors import ActorSystem, Clock, EventLoopClock
+from kestrel_actors.testing import VirtualClock
 
 pytestmark = pytest.mark.anyio
 
@@ -107,7 +107,7 @@ async def test_a_virtual_clock_is_a_clock_and_the_body_error_propagates_unwrappe
 async def test_a_long_ask_timeout_takes_no_real_time(clock: VirtualClock) -> None:
     from actor_fixtures import Gate, Hang
 
-    from actors import AskTimeout
+    from kestrel_actors import AskTimeout
 
     release = anyio.Event()
     started = anyio.current_time()

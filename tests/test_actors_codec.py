@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors import Codec, CodecError
+from kestrel_actors import Codec, CodecError
 
 
 class Quote(msgspec.Struct, frozen=True, tag="quote"):

@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from actor_fixtures import Add, Gate, Get, Hang, Note
-from actors import (
+from kestrel_actors import (
     Actor,
     ActorStopped,
     ActorSystem,
@@ -18,7 +18,7 @@ from actors import (
     MailboxFull,
     UnexpectedReply,
 )
-from actors.testing import VirtualClock
+from kestrel_actors.testing import VirtualClock
 
 pytestmark = pytest.mark.anyio
 

@@ -1,4 +1,4 @@
-"""`python -m actors.demo` prints a working exchange, identically on both backends."""
+"""`python -m kestrel_actors.demo` prints a working exchange, identically on both backends."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import anyio
 
-from actors import demo
+from kestrel_actors import demo
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,10 +37,10 @@ def test_demo_output_is_deterministic_and_backend_independent() -> None:
 
 def test_demo_runs_as_a_module() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "actors.demo", "--backend", "trio"],
+        [sys.executable, "-m", "kestrel_actors.demo", "--backend", "trio"],
         cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
     )
     assert result.returncode == 0, result.stderr
     # A readable structlog console line, without a timestamp (the output is deterministic).
-    assert "\n[warning  ] actor.restart                  [actors] actor=ponger" in result.stdout
+    assert "\n[warning  ] actor.restart                  [kestrel_actors] actor=ponger" in result.stdout
     assert result.stdout.rstrip().endswith("stopped; actors left: 0")

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from actor_fixtures import Crash, Note, wait_for_cancellation
-from actors import (
+from kestrel_actors import (
     Actor,
     ActorStopped,
     ActorSystem,
@@ -27,7 +27,7 @@ from actors import (
     Restart,
     Stop,
 )
-from actors.testing import VirtualClock
+from kestrel_actors.testing import VirtualClock
 
 pytestmark = pytest.mark.anyio
 

@@ -9,8 +9,8 @@ import msgspec
 import pytest
 
 from actor_fixtures import Hang, task_ids
-from actors import Actor, ActorRef, ActorStopped, ActorSystem, SlowPolicy
-from actors.testing import VirtualClock
+from kestrel_actors import Actor, ActorRef, ActorStopped, ActorSystem, SlowPolicy
+from kestrel_actors.testing import VirtualClock
 
 pytestmark = pytest.mark.anyio
 

@@ -1,4 +1,4 @@
-"""The seams of `actors/` and `kestrel/`: no module reads another object's private members, no
+"""The seams of `kestrel_actors/` and `kestrel/`: no module reads another object's private members, no
 module over 700 lines, and the historical module paths still export the public names."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-import actors
+import kestrel_actors
 import kestrel
 
-ACTORS = Path(actors.__file__).resolve().parent
+ACTORS = Path(kestrel_actors.__file__).resolve().parent
 KESTREL = Path(kestrel.__file__).resolve().parent
 MAX_LINES = 700
 
@@ -125,13 +125,13 @@ def test_no_module_is_over_700_lines(root: Path) -> None:
 @pytest.mark.parametrize(
     ("module", "names"),
     [
-        ("actors.ref", ["ActorRef", "DEFAULT_ASK_TIMEOUT"]),
-        ("actors.system", ["ActorSystem"]),
-        ("actors.actor", ["Actor", "ActorContext"]),
-        ("actors.bus", ["Bus", "BusActor", "SlowPolicy", "Subscription", "StreamSubscription"]),
-        ("actors.supervision", ["Restart", "Stop", "Escalate", "SupervisionPolicy"]),
-        ("actors.errors", ["ActorStopped", "AskTimeout", "EscalationError"]),
-        ("actors.clock", ["Clock", "EventLoopClock"]),
+        ("kestrel_actors.ref", ["ActorRef", "DEFAULT_ASK_TIMEOUT"]),
+        ("kestrel_actors.system", ["ActorSystem"]),
+        ("kestrel_actors.actor", ["Actor", "ActorContext"]),
+        ("kestrel_actors.bus", ["Bus", "BusActor", "SlowPolicy", "Subscription", "StreamSubscription"]),
+        ("kestrel_actors.supervision", ["Restart", "Stop", "Escalate", "SupervisionPolicy"]),
+        ("kestrel_actors.errors", ["ActorStopped", "AskTimeout", "EscalationError"]),
+        ("kestrel_actors.clock", ["Clock", "EventLoopClock"]),
     ],
 )
 def test_the_historical_module_paths_export_the_public_names(
@@ -139,13 +139,13 @@ def test_the_historical_module_paths_export_the_public_names(
 ) -> None:
     loaded = importlib.import_module(module)
     for name in names:
-        assert getattr(loaded, name) is getattr(actors, name), f"{module}.{name}"
+        assert getattr(loaded, name) is getattr(kestrel_actors, name), f"{module}.{name}"
 
 
 def test_the_moved_internals_are_reexported_from_their_old_modules() -> None:
-    from actors import _core
-    from actors.cell import Cell
-    from actors.deadlines import AskDeadlines
-    from actors.ref import AskEnvelope
+    from kestrel_actors import _core
+    from kestrel_actors.cell import Cell
+    from kestrel_actors.deadlines import AskDeadlines
+    from kestrel_actors.ref import AskEnvelope
 
     assert (Cell, AskDeadlines, AskEnvelope) == (_core.Cell, _core.AskDeadlines, _core.AskEnvelope)

@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from actor_fixtures import Add, Crash, Get, settle_until, task_ids, wait_for_cancellation
-from actors import (
+from kestrel_actors import (
     Actor,
     ActorStopped,
     ActorSystem,
@@ -20,7 +20,7 @@ from actors import (
     Restart,
     Stop,
 )
-from actors.testing import VirtualClock
+from kestrel_actors.testing import VirtualClock
 
 pytestmark = pytest.mark.anyio
 
@@ -230,7 +230,7 @@ def test_restart_policy_validates_its_bounds() -> None:
 
 
 def test_restart_window_counts_only_recent_restarts() -> None:
-    from actors.supervision import RestartWindow
+    from kestrel_actors.supervision import RestartWindow
 
     window = RestartWindow(Restart(max_restarts=2, within=10.0))
     assert window.allow(0.0) and window.allow(1.0)

@@ -11,7 +11,7 @@ from kestrel import lang
 from kestrel.agents.baseline import BaselineAgent, BaselineConfig
 from kestrel.data import load
 from kestrel.engine.ledger import Filled, OrderPlaced
-from kestrel.frame import Instrument, MarketData
+from kestrel.market import Instrument, MarketData
 from kestrel.lang import ast
 from kestrel.session.protocol import AuthorRequest, Supersede
 from kestrel.session.runner import SessionOptions, run_session, session_days

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from kestrel.engine.orders import TickGrid, bracket_price
-from kestrel.frame.session import SessionSpec
-from kestrel.frame.ticks import Ticks
+from kestrel.market.session import SessionSpec
+from kestrel.market.ticks import Ticks
 from kestrel.lang import ast
 
 from bench import peers

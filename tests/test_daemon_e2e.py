@@ -22,7 +22,7 @@ import pytest
 
 from kestrel.cli import main
 from kestrel.cli.ctl import Client, CtlError, NoDaemon
-from kestrel.daemon.protocol import RunParams, SubmitParams, WaitParams
+from kestrel.service.daemon.protocol import RunParams, SubmitParams, WaitParams
 
 ROOT = Path(__file__).resolve().parent.parent
 BACKENDS = ["asyncio", "trio"]

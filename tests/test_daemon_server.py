@@ -17,7 +17,7 @@ import pytest
 from daemon_support import Conn, running_daemon, submit_params
 from kestrel.agents.baseline import BaselineAgent
 from kestrel.cli.daemon import SimulatePlanner
-from kestrel.daemon.protocol import (
+from kestrel.service.daemon.protocol import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     MAX_LINE,
@@ -49,7 +49,7 @@ def reference(tmp: Path) -> tuple[bytes, bytes, bytes]:
 
 
 async def test_socket_is_owner_only_and_the_log_is_json_lines(anyio_backend: str, tmp_path: Path) -> None:
-    from actors.daemon.home import Home, configure_logs
+    from kestrel.service.daemon.home import Home, configure_logs
 
     home = tmp_path / "home"
     log = configure_logs(Home(tmp_path), console=open(os.devnull, "w"))  # noqa: SIM115

@@ -10,8 +10,8 @@ import anyio
 import msgspec
 import pytest
 
-from actors.daemon.store import MIGRATIONS, SCHEMA_VERSION, Ended, Insert, NewRun, Resumed, Store, StoreError
-from actors.daemon.writer import open_writer
+from kestrel.service.daemon.store import MIGRATIONS, SCHEMA_VERSION, Ended, Insert, NewRun, Resumed, Store, StoreError
+from kestrel.service.daemon.writer import open_writer
 
 
 def new_run(store: Store, run: str = "r1") -> None:
@@ -192,7 +192,7 @@ async def test_a_failed_queued_group_is_reported(anyio_backend: str, tmp_path: P
 
 
 def test_the_home_defaults_follow_the_environment() -> None:
-    from actors.daemon.home import default_home
+    from kestrel.service.daemon.home import default_home
 
     assert default_home({"KESTREL_HOME": "/srv/k", "XDG_STATE_HOME": "/x"}) == Path("/srv/k")
     assert default_home({"XDG_STATE_HOME": "/x"}) == Path("/x/kestrel")

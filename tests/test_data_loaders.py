@@ -296,7 +296,8 @@ def test_crossed_keep_is_the_documented_exception_to_bid_le_ask(tmp_path: Path) 
 
     from kestrel.engine import Engine, EngineConfig
     from kestrel.engine.ledger import Filled
-    from kestrel.frame import SessionSpec, freeze, materialize
+    from kestrel.market import SessionSpec
+    from kestrel.frame import freeze, materialize
     from kestrel.frame.view import ResolvedPane, ResolvedView
     from kestrel.lang import Plan, parse
 

@@ -8,7 +8,7 @@ import hashlib
 import numpy as np
 
 from kestrel.data import SAMPLE_SEED, SyntheticSpec, generate, load_sample
-from kestrel.frame.ticks import NS_PER_S
+from kestrel.market.ticks import NS_PER_S
 
 
 def _digest(seed: int, spec: SyntheticSpec = SyntheticSpec(sessions=2)) -> str:

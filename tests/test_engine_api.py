@@ -218,7 +218,7 @@ def test_numpy_cumsum_accumulates_sequentially() -> None:
 def test_malformed_batches_fail_closed() -> None:
     import numpy as np
 
-    from kestrel.frame.ticks import Ticks
+    from kestrel.market.ticks import Ticks
 
     def raw(ts: list[int], bid: list[float]) -> Ticks:
         b = np.asarray(bid)

@@ -23,8 +23,8 @@ from kestrel.engine.ledger import (
     OrderPlaced,
     OrderRejected,
 )
-from kestrel.frame.session import SessionSpec
-from kestrel.frame.ticks import Ticks
+from kestrel.market.session import SessionSpec
+from kestrel.market.ticks import Ticks
 
 from bench.workloads import ALL_DAY, RICH
 from engine_cases import armed, random_config, random_day, random_plan_text, realistic_day

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from kestrel.engine import Carry, CarriedOrder, Engine, EngineConfig
-from kestrel.frame.ticks import Ticks
+from kestrel.market.ticks import Ticks
 
 from bench.engine_throughput import make_days, plan_of
 from bench.workloads import ALL_DAY, RICH

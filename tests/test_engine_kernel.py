@@ -12,8 +12,8 @@ import pytest
 
 from kestrel.engine import Engine, EngineConfig, ticks_of
 from kestrel.engine.broker import RuleState
-from kestrel.frame.account import WorkingOrder
-from kestrel.frame.session import SessionSpec
+from kestrel.market.account import WorkingOrder
+from kestrel.market.session import SessionSpec
 from kestrel.lang import Plan, parse
 
 from bench.workloads import engine_corpus

@@ -10,7 +10,7 @@ import pytest
 
 from kestrel.engine import Engine
 from kestrel.engine.history import TickHistory
-from kestrel.frame.ticks import Ticks
+from kestrel.market.ticks import Ticks
 
 from engine_cases import armed, random_config, random_plan_text, realistic_day
 

@@ -17,7 +17,7 @@ from kestrel.engine import Engine, EngineConfig, ticks_of
 from kestrel.engine.book import Book
 from kestrel.engine.ledger import Armed, Cancelled, Disarmed, Filled, Fired, OrderPlaced, OrderRejected, PositionChanged
 from kestrel.engine.money import Money
-from kestrel.frame.session import SessionSpec
+from kestrel.market.session import SessionSpec
 
 from engine_helpers import SESSION, S, T0, fills, plan, quotes
 

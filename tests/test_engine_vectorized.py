@@ -14,8 +14,8 @@ from kestrel.data.synthetic import SyntheticSpec, generate
 from kestrel.engine import Engine, EngineConfig
 from kestrel.engine.fast import FastPolicy, Mask
 from kestrel.engine.ledger import PositionChanged
-from kestrel.frame.session import SessionSpec
-from kestrel.frame.ticks import Ticks
+from kestrel.market.session import SessionSpec
+from kestrel.market.ticks import Ticks
 from kestrel.lang import Plan
 
 from bench.workloads import ALL_DAY, RICH, example_plans

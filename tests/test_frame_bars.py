@@ -7,8 +7,8 @@ import datetime as dt
 import numpy as np
 import pytest
 
-from kestrel.frame import MarketData, SessionSpec, Ticks, session_bars, time_bars
-from kestrel.frame.market import decimals_for
+from kestrel.market import MarketData, SessionSpec, Ticks, session_bars, time_bars
+from kestrel.market.instrument import decimals_for
 
 S = 1_000_000_000
 

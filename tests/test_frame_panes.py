@@ -6,18 +6,11 @@ import datetime as dt
 
 import pytest
 
-from kestrel.frame import (
-    AccountState,
-    MarketData,
-    ResolvedPane,
-    SessionSpec,
-    Ticks,
-    WorkingOrder,
-    freeze,
-)
+from kestrel.market import AccountState, MarketData, SessionSpec, Ticks, WorkingOrder
+from kestrel.frame import ResolvedPane, freeze
 from kestrel.frame.catalog import DEFAULT_CATALOG
 from kestrel.frame.snapshot import FrozenSnapshot
-from kestrel.frame.ticks import NS_PER_S
+from kestrel.market.ticks import NS_PER_S
 from kestrel.lang.ast import Compare, Duration, Offset, Order, Plan, Rule, Series, Call, TimeOfDay, Until
 
 D1 = SessionSpec(dt.date(2024, 1, 1), tz="UTC")

@@ -14,19 +14,16 @@ from kestrel.data import load
 from kestrel.data.sample import load_sample
 from kestrel.frame import (
     DEFAULT_CATALOG,
-    AccountState,
     ArgSpec,
-    MarketData,
     Ordinal,
     ResolvedPane,
     ResolvedView,
-    SessionSpec,
-    Ticks,
     briefing,
     freeze,
     materialize,
 )
-from kestrel.frame.ticks import NS_PER_S
+from kestrel.market import AccountState, MarketData, SessionSpec, Ticks
+from kestrel.market.ticks import NS_PER_S
 
 
 def _tiny() -> MarketData:

@@ -8,7 +8,7 @@ import anyio
 import msgspec
 import pytest
 
-from actors.host import (
+from kestrel.service.host import (
     EvidenceEvent,
     HostClient,
     HostError,
@@ -274,7 +274,7 @@ async def test_a_hosted_session_uses_the_instruments_multiplier(anyio_backend: s
     `run_session`; the capture header records the engine the run used, and replays."""
     from dataclasses import replace
 
-    from kestrel.frame.market import Instrument
+    from kestrel.market.instrument import Instrument
     from kestrel.session.spec import resolve_run
 
     base = load_sample()

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from actors.feed import Pace
-from actors.host import HostError, open_host
+from kestrel.service.actors.feed import Pace
+from kestrel.service.host import HostError, open_host
 from kestrel.agents.baseline import BaselineAgent
 from kestrel.session.runner import SessionOptions, run_session
 from kestrel.session.spec import RunSpec
@@ -25,7 +25,7 @@ async def test_a_named_paced_session_keeps_the_ledger_and_names_are_unique(anyio
         with pytest.raises(HostError, match="already in use"):
             await host.start(run, BaselineAgent(), session_id="mine")
         outcome = started.outcome
-        from actors.host import RunEnded
+        from kestrel.service.host import RunEnded
 
         while not isinstance(outcome, RunEnded):
             outcome = await host.next_outcome("mine", outcome.seq)

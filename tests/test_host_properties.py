@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from actors.host import RequestEvent, open_host
+from kestrel.service.host import RequestEvent, open_host
 from kestrel.agents.scripted import ScriptedAgent
 from kestrel.data.sample import load_sample
 from kestrel.session import profiles

@@ -109,15 +109,13 @@ def test_fmt_write_stdin_is_usage_error(capsys: pytest.CaptureFixture[str]) -> N
     assert main(["fmt", "--write", "-"]) == 2
 
 
-def test_design_section_2_example_passes_kestrel_check(tmp_path: Path) -> None:
-    design = Path(__file__).resolve().parent.parent.parent / "shared" / "DESIGN.md"
-    if not design.is_file():
-        pytest.skip("DESIGN.md not present")
-    section = design.read_text().split("## 2.", 1)[1].split("\n## ", 1)[0]
+def test_the_readme_plan_passes_kestrel_check(tmp_path: Path) -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme.split("## A plan in thirty seconds", 1)[1].split("\n## ", 1)[0]
     blocks = section.split("```")[1::2]
-    assert blocks
+    assert blocks and "PLAN orb" in blocks[0]
     for i, block in enumerate(blocks):
-        assert main(["check", write(tmp_path, f"design{i}.kes", block)]) == 0
+        assert main(["check", write(tmp_path, f"readme{i}.kes", block)]) == 0
 
 
 def test_unreadable_files_are_all_reported_and_nothing_is_done(

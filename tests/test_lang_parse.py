@@ -1,4 +1,4 @@
-"""Parsing: the DESIGN.md section 2 examples, keyword case, layout, precedence, literals."""
+"""Parsing: the reference examples of the four statements, keyword case, layout, precedence, literals."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ from kestrel.lang import (
     parse,
 )
 
-DESIGN_EXAMPLE = """\
+REFERENCE_EXAMPLE = """\
 PLAN orb ON AAPL UNTIL 15:45 RISK maxpos 200 maxloss 400
 WHEN last > high(30m) AND spread < 0.05: BUY 100 LMT ask+0.02 STOP -0.6% TARGET +1.2% TTL 20m
 WHEN last < low(30m): SELL 100 MKT STOP +0.6% TARGET -1.2%
@@ -107,7 +107,7 @@ def test_design_example_parses_to_the_expected_ast() -> None:
             Pass(),
         )
     )
-    assert parse(DESIGN_EXAMPLE) == expected
+    assert parse(REFERENCE_EXAMPLE) == expected
 
 
 def _when(cond: object, *actions: object, repeat: int = 1) -> Rule:

@@ -19,8 +19,8 @@ pytest.importorskip("mcp")
 
 from mcp import Client  # noqa: E402
 
-from actors.host import open_host  # noqa: E402
-from actors.mcp import MAX_REPLY_CHARS, build_server  # noqa: E402
+from kestrel.service.host import open_host  # noqa: E402
+from kestrel.service.mcp import MAX_REPLY_CHARS, build_server  # noqa: E402
 from kestrel.cli import main as cli  # noqa: E402
 from kestrel.models.card import language_card  # noqa: E402
 

@@ -78,7 +78,7 @@ def test_builtin_mode_lookup_is_case_insensitive(capsys: pytest.CaptureFixture[s
         ('panes = ["quote", "candles"]', "panes", "'candles'"),
         ('agent = "gpt4"', "agent", "use one of"),
         ('agent = "fixed"', "agent", "fixed:PATH"),
-        ('provider = "mistral"', "provider", "use one of anthropic, openai"),
+        ('provider = "mistral"', "provider", "use one of anthropic, ollama, openai"),
         ('base_url = "localhost:8000"', "base_url", "http://"),
         ("view_request_cap = \"three\"", "view_request_cap", "Expected `int"),
         ("colour = \"red\"", "colour", "unknown field"),
@@ -121,7 +121,7 @@ def test_builtin_modes_are_valid_and_effort_vocabulary_is_shared() -> None:
     profiles.load_modes(panes=DEFAULT_CATALOG.names())
     for p in (profiles.lookup(n) for n in profiles.names()):
         assert p.effort is None or p.effort in profiles.EFFORT_LEVELS
-    from actors.driver import DEFAULT_AGENT_TIMEOUT_S
+    from kestrel.service.actors.driver import DEFAULT_AGENT_TIMEOUT_S
     from kestrel.cli import simulate
 
     assert simulate.EFFORT_LEVELS == profiles.EFFORT_LEVELS

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from actors.driver import simulate
+from kestrel.service.actors.driver import simulate
 from kestrel.cli import main
 from kestrel.data.sample import load_sample
 from kestrel.frame import DEFAULT_CATALOG

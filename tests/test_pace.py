@@ -9,10 +9,10 @@ from typing import ClassVar
 import anyio
 import pytest
 
-from actors import Actor
-from actors.driver import simulate
-from actors.engine import TickBatch
-from actors.feed import Pace
+from kestrel_actors import Actor
+from kestrel.service.actors.driver import simulate
+from kestrel.service.actors.engine import TickBatch
+from kestrel.service.actors.feed import Pace
 from kestrel.agents.baseline import BaselineAgent
 from kestrel.agents.fixed import FixedAgent
 from kestrel.cli import main
@@ -124,7 +124,7 @@ def test_simulate_refuses_bad_pacing(flags: list[str], message: str, capsys: pyt
 
 
 def test_pace_is_validated_by_the_feed() -> None:
-    from actors.feed import FeedActor
+    from kestrel.service.actors.feed import FeedActor
 
     with pytest.raises(ValueError, match="pace speed must be > 0"):
         FeedActor([], None, pace=Pace(0.0))  # type: ignore[arg-type]
@@ -149,9 +149,9 @@ class Collect(Actor[TickBatch]):
 
 
 async def test_realtime_pace_releases_every_tick_at_its_market_time_on_virtual_time(anyio_backend: str) -> None:
-    from actors import ActorSystem
-    from actors.feed import AdvanceTo, FeedActor, LoadDay
-    from actors.testing import VirtualClock
+    from kestrel_actors import ActorSystem
+    from kestrel.service.actors.feed import AdvanceTo, FeedActor, LoadDay
+    from kestrel_actors.testing import VirtualClock
 
     data = load_sample()
     day = session_days(data, SessionOptions(checkpoints=CHECKS))[0]

@@ -21,9 +21,9 @@ from kestrel.cli import main
 from kestrel.data import load_sample
 from kestrel.engine.config import EngineConfig
 from kestrel.engine.ledger import Carried, Filled, Ledger, LedgerEvent, Mark, OrderPlaced, PositionChanged
-from kestrel.frame.market import MarketData
-from kestrel.frame.session import SessionSpec
-from kestrel.frame.ticks import Ticks
+from kestrel.market.data import MarketData
+from kestrel.market.session import SessionSpec
+from kestrel.market.ticks import Ticks
 from kestrel.report import from_ledger, from_result, local_time
 from kestrel.session import SessionOptions, run_session
 from kestrel.session.capture import CaptureHeader

@@ -21,9 +21,10 @@ from kestrel.data import generate, load, load_sample
 from kestrel.data.synthetic import SyntheticSpec
 from kestrel.engine.config import EngineConfig
 from kestrel.engine.ledger import Filled, Ledger, LedgerEvent, OrderPlaced, PositionChanged
-from kestrel.frame.market import Instrument, MarketData
-from kestrel.frame.session import SessionSpec
-from kestrel.frame.ticks import Ticks
+from kestrel.market.instrument import Instrument
+from kestrel.market.data import MarketData
+from kestrel.market.session import SessionSpec
+from kestrel.market.ticks import Ticks
 from kestrel.report import from_ledger, from_result
 from kestrel.report.html import render_run
 from kestrel.session import SessionOptions, run_session

@@ -73,7 +73,7 @@ def test_fill_times_carry_the_session_zone_and_calendar_date(capsys: pytest.Capt
     if not FX.exists():
         pytest.skip("shared data not present")
     from kestrel.agents.scripted import ScriptedAgent
-    from kestrel.cli.textreport import report, summary
+    from kestrel.report.summary import report, summary
     from kestrel.session import SessionOptions, run_session
 
     data = load(str(FX)).data

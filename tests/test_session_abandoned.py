@@ -15,7 +15,7 @@ from typing import ClassVar
 
 import pytest
 
-from actors.driver import run_simulation
+from kestrel.service.actors.driver import run_simulation
 from kestrel.data.sample import load_sample
 from kestrel.session.protocol import AgentReply, AuthorRequest, Usage
 from kestrel.session.runner import SessionOptions, SessionResult, run_session
@@ -123,7 +123,7 @@ EXIT_DEADLINE_S = 90.0  # the imports on a loaded machine; far below the hang
 SCRIPT = textwrap.dedent(f"""
     import sys, threading
     from typing import ClassVar
-    from actors.driver import run_simulation
+    from kestrel.service.actors.driver import run_simulation
     from kestrel.data.sample import load_sample
     from kestrel.session.protocol import AgentReply, Usage
     from kestrel.session.runner import SessionOptions, run_session

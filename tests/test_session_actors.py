@@ -9,7 +9,7 @@ from typing import ClassVar
 
 import pytest
 
-from actors.driver import run_simulation, simulate
+from kestrel.service.actors.driver import run_simulation, simulate
 from kestrel.agents.baseline import BaselineAgent
 from kestrel.agents.recorded import RecordedAgent
 from kestrel.agents.scripted import Raise, ScriptedAgent
@@ -140,9 +140,9 @@ def test_asyncio_and_trio_give_byte_identical_ledgers() -> None:
 
 async def test_the_engine_actor_refuses_an_unknown_message(anyio_backend: str) -> None:
     # an unknown message is a bug in the sender: it fails the ask, it never finishes the day
-    from actors.engine import DayLedger, EngineActor, FinishDay, StartDay
-    from actors.errors import AskFailed
-    from actors.system import ActorSystem
+    from kestrel.service.actors.engine import DayLedger, EngineActor, FinishDay, StartDay
+    from kestrel_actors.errors import AskFailed
+    from kestrel_actors.system import ActorSystem
     from kestrel.engine.config import EngineConfig
 
     data = load_sample()

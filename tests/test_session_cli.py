@@ -198,7 +198,7 @@ def test_seeded_sample_and_mode(capsys: pytest.CaptureFixture[str]) -> None:
 def test_report_pairs_each_fill_with_its_own_position_on_a_shared_tick(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from kestrel.cli.textreport import report
+    from kestrel.report.summary import report
     from kestrel.engine.ledger import Filled, Ledger, PositionChanged
     from kestrel.session.capture import CaptureHeader
     from kestrel.session.runner import DayResult, SessionResult

@@ -14,8 +14,8 @@ import pytest
 
 from kestrel.agents.baseline import BaselineAgent
 from kestrel.data import load, load_sample
-from kestrel.frame import MarketData
-from kestrel.frame.ticks import Ticks
+from kestrel.market import MarketData
+from kestrel.market.ticks import Ticks
 from kestrel.session.coverage import coverage, default_session_index
 from kestrel.session.protocol import StandDownTurn
 from kestrel.session.runner import SessionOptions, run_session

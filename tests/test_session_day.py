@@ -10,7 +10,7 @@ from kestrel.agents.baseline import BaselineAgent
 from kestrel.data.sample import load_sample
 from kestrel.session.day import (
     Arm,
-    Author,
+    RunAuthoring,
     CollectLate,
     DayDriver,
     FinishDay,
@@ -49,7 +49,7 @@ def drive(steps: list[str], arms: list[int] | None = None) -> DayResult:
             driver.ran()
         elif isinstance(step, ReadAccount):
             driver.account(engine.account())
-        elif isinstance(step, Author):
+        elif isinstance(step, RunAuthoring):
             driver.authored(author_turn(step.loop, agent))
         elif isinstance(step, Arm):
             if arms is not None:
@@ -74,7 +74,7 @@ def test_the_steps_come_in_the_documented_order() -> None:
     session = day.session
     # each turn takes effect at its ordinal's instant: the open, 11:00, 13:30 (session time)
     assert arms == [session.open_ns, session.wall_clock_ns(11, 0), session.wall_clock_ns(13, 30)]
-    per_ordinal = ["ReadAccount", "Author", "{w}", "Arm", "CollectLate"]
+    per_ordinal = ["ReadAccount", "RunAuthoring", "{w}", "Arm", "CollectLate"]
     expected: list[str] = []
     for i in range(3):  # OPEN, 11:00, 13:30
         expected += [f"RunTicks{2 * i}"] + [s.replace("{w}", f"RunTicks{2 * i + 1}") for s in per_ordinal]

@@ -9,17 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from actors.driver import simulate
+from kestrel.service.actors.driver import simulate
 from kestrel import lang
 from kestrel.agents.baseline import BaselineAgent
 from kestrel.agents.fixed import FixedAgent
 from kestrel.agents.recorded import RecordedAgent
 from kestrel.agents.scripted import ScriptedAgent
 from kestrel.data.sample import load_sample
-from kestrel.frame import MarketData
+from kestrel.market import MarketData
 from kestrel.session.capture import CapturedTurn
 from kestrel.session.protocol import AgentTurn, PassTurn, StandDownTurn, Supersede, Usage
-from kestrel.frame.ticks import Ticks
+from kestrel.market.ticks import Ticks
 from kestrel.session.options import EnginePath
 from kestrel.session.runner import SessionDay, SessionError, SessionOptions, SessionResult, run_session
 

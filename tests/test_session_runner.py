@@ -14,7 +14,7 @@ from kestrel.agents.recorded import RecordedAgent
 from kestrel.agents.scripted import ScriptedAgent
 from kestrel.data.sample import load_sample
 from kestrel.engine.ledger import Armed, Disarmed
-from kestrel.frame import MarketData
+from kestrel.market import MarketData
 from kestrel.session.capture import decode_capture
 from kestrel.session.loop import Evidence, LoopSettings
 from kestrel.session.profiles import Flags, lookup, resolve

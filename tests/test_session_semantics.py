@@ -9,13 +9,14 @@ from decimal import Decimal
 
 import pytest
 
-from actors.driver import run_simulation
+from kestrel.service.actors.driver import run_simulation
 from kestrel.agents import FixedAgent, ScriptedAgent
 from kestrel.data import load_sample
 from kestrel.engine import EngineConfig
 from kestrel.engine.ledger import Armed, Carried, Disarmed, Filled, Fired, OrderPlaced
-from kestrel.frame.market import Instrument, MarketData
-from kestrel.frame.session import NS_PER_S
+from kestrel.market.instrument import Instrument
+from kestrel.market.data import MarketData
+from kestrel.market.session import NS_PER_S
 from kestrel.session import SessionOptions, run_session
 from kestrel.session.runner import SessionError, SessionResult, engine_config, session_days
 from kestrel.session.schedule import ScheduleError

@@ -9,7 +9,7 @@ from typing import ClassVar
 
 import pytest
 
-from actors.driver import simulate
+from kestrel.service.actors.driver import simulate
 from kestrel.data.sample import load_sample
 from kestrel.session.protocol import AgentReply, AuthorRequest, StandDownTurn, Supersede
 from kestrel.session.runner import SessionOptions, SessionResult, run_session

@@ -20,7 +20,7 @@ from html_pages import assert_offline
 from kestrel.cli import main
 from kestrel.cli.agentspec import agent_of
 from kestrel.cli.datanames import load_named as load_data
-from kestrel.sweep import Grid, RunSpec, SweepError, expand, run_key, run_sweep, stored_rows
+from kestrel.sweep import Grid, SweepRun, SweepError, expand, run_key, run_sweep, stored_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 ORB = str(ROOT / "examples" / "orb_breakout.kes")
@@ -30,7 +30,7 @@ def _ledgers(out: Path) -> dict[str, bytes]:
     return {p.name: (p / "ledger.jsonl").read_bytes() for p in (out / "runs").iterdir() if not p.name.startswith(".")}
 
 
-def _specs() -> list[RunSpec]:
+def _specs() -> list[SweepRun]:
     grid = Grid(agents=("baseline", f"fixed:{ORB}"), profiles=("balanced", "fast"),
                 data=("sample", "sample|seed=3"), checkpoints=("11:00",))
     return expand(grid, lambda name: [s.date.isoformat() for s in load_data(name).sessions])
@@ -44,10 +44,10 @@ def failing_agent(spec: str) -> Any:
 
 
 def test_run_key_hashes_the_spec_and_the_data() -> None:
-    s = RunSpec("baseline", "balanced", "sample", ("2024-04-15",))
+    s = SweepRun("baseline", "balanced", "sample", ("2024-04-15",))
     k = run_key(s, "a" * 64)
-    assert k == run_key(RunSpec("baseline", "balanced", "sample", ("2024-04-15",)), "a" * 64)
-    assert len({k, run_key(s, "b" * 64), run_key(RunSpec("baseline", "fast", "sample", ("2024-04-15",)), "a" * 64),
+    assert k == run_key(SweepRun("baseline", "balanced", "sample", ("2024-04-15",)), "a" * 64)
+    assert len({k, run_key(s, "b" * 64), run_key(SweepRun("baseline", "fast", "sample", ("2024-04-15",)), "a" * 64),
                 run_key(s, "a" * 64, agent_sha256="c" * 64)}) == 4
 
 
@@ -91,7 +91,7 @@ def test_serial_processes_and_dask_give_the_same_ledgers(tmp_path: Path) -> None
 
 
 def test_a_failing_run_is_recorded_and_the_sweep_goes_on(tmp_path: Path) -> None:
-    specs = [RunSpec(a, "balanced", "sample", ("2024-04-15",)) for a in ("baseline", "boom", f"fixed:{ORB}")]
+    specs = [SweepRun(a, "balanced", "sample", ("2024-04-15",)) for a in ("baseline", "boom", f"fixed:{ORB}")]
     with ProcessPoolExecutor(max_workers=2) as pool:
         out = run_sweep(specs, tmp_path, agent_factory=failing_agent, data_loader=load_data, executor=pool)
     assert (out.ran, out.failed) == (2, 1)
@@ -183,7 +183,7 @@ def test_one_sweep_per_directory_and_stale_temporaries_are_removed(tmp_path: Pat
     stale = tmp_path / "runs" / ".tmp-abc-123"
     stale.mkdir(parents=True)
     (stale / "ledger.jsonl").write_bytes(b"half")
-    specs = [RunSpec("baseline", "balanced", "sample", ("2024-04-15",))]
+    specs = [SweepRun("baseline", "balanced", "sample", ("2024-04-15",))]
     with owned(tmp_path):
         assert not stale.exists()
         with pytest.raises(SweepError, match="another sweep is writing"):

@@ -25,7 +25,7 @@ import re
 import msgspec
 
 from kestrel.agents.base import SingleShotAgent
-from kestrel.frame.market import Instrument
+from kestrel.market.instrument import Instrument
 from kestrel.session.protocol import AgentReply, AuthorRequest
 from kestrel.session.risk import RiskBounds
 

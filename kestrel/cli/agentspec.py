@@ -8,15 +8,17 @@ import os
 from typing import TYPE_CHECKING
 
 from kestrel.cli.errors import UsageError
+from kestrel.providers import lookup
+from kestrel.providers import names as provider_names
 
 if TYPE_CHECKING:  # imported lazily at run time (start-up cost)
-    from kestrel.frame import MarketData
+    from kestrel.market import MarketData
     from kestrel.models.adapter import ModelAgent
     from kestrel.session.options import SessionOptions
     from kestrel.session.protocol import Agent
 
-AGENT_HELP = "baseline, fixed:PLAN.kes, recorded:CAPTURE.jsonl, replies:FILE, openai:MODEL or anthropic:MODEL"
-API_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+AGENT_HELP = ("baseline, fixed:PLAN.kes, recorded:CAPTURE.jsonl, replies:FILE or PROVIDER:MODEL (providers: "
+              + ", ".join(provider_names()) + ")")
 
 
 def agent_of(
@@ -41,7 +43,7 @@ def agent_of(
 
     kind, _, arg = spec.partition(":")
     kind = kind.strip().lower()
-    if kind in API_KEY_ENV:
+    if lookup(kind) is not None:
         return model_agent(kind, arg.strip(), model=model, base_url=base_url,
                            api_key_env=api_key_env, timeout_s=timeout_s, panes=panes)
     if kind == "baseline" and not arg:
@@ -110,14 +112,15 @@ def model_agent(
     timeout_s: float | None,
     panes: tuple[str, ...] | None = None,
 ) -> ModelAgent:
-    """An `openai:` / `anthropic:` agent: the model from the spec or `--model`/the mode, the
-    key from the provider's variable or `--api-key-env`, `--base-url` handed to the SDK, and
-    the system prompt listing only `panes` (a mode's restriction; None: every pane). The SDK
-    is imported and the client built here, before the session, so no call pays for it."""
+    """A `PROVIDER:MODEL` agent of the provider registry: the model from the spec or
+    `--model`/the mode, the key from the provider's variable or `--api-key-env` (none for a
+    provider that needs no key), `--base-url` (else the provider's default) handed to the SDK,
+    and the system prompt listing only `panes` (a mode's restriction; None: every pane). The
+    SDK is imported and the client built here, before the session, so no call pays for it."""
     from kestrel.frame import DEFAULT_CATALOG
     from kestrel.models.adapter import DEFAULT_TIMEOUT_S, ModelAgent, ModelConfig, ModelError
     from kestrel.models.card import render_card
-    from kestrel.models.providers import AnthropicMessages, OpenAIChat
+    from kestrel.models.providers import WIRES
 
     if spec_model and model and spec_model != model:
         raise UsageError(
@@ -126,25 +129,28 @@ def model_agent(
     name = spec_model or model
     if not name:
         raise UsageError(f"--agent {provider} needs a model: write {provider}:MODEL or pass --model MODEL")
-    if importlib.util.find_spec(provider) is None:
+    row = lookup(provider)
+    if row is None:
+        raise UsageError(f"unknown provider {provider!r}: use one of {', '.join(provider_names())}")
+    if importlib.util.find_spec(row.sdk) is None:
         raise UsageError(
-            f"--agent {provider}:{name} needs the {provider} SDK: pip install 'kestrel[{provider}]'"
+            f"--agent {provider}:{name} needs the {row.sdk} SDK: pip install 'kestrel[{row.sdk}]'"
         )
     if base_url is not None and not base_url.startswith(("http://", "https://")):
         raise UsageError(f"--base-url {base_url!r} is not an http(s) URL: e.g. http://127.0.0.1:8000/v1")
-    env = api_key_env or API_KEY_ENV[provider]
-    key = os.environ.get(env, "")
+    env = api_key_env or row.key_env
+    key = os.environ.get(env, "") if env else "not-needed"  # the SDKs refuse an empty key
     if not key.strip():
         raise UsageError(
             f"missing API key for {provider}:{name}: set the environment variable {env}"
             + ("" if api_key_env else " (or name another variable with --api-key-env NAME)")
         )
     try:
-        config = ModelConfig(provider, name, base_url=base_url,
+        config = ModelConfig(row.name, name, base_url=base_url or row.default_base_url,
                              timeout_s=timeout_s if timeout_s is not None else DEFAULT_TIMEOUT_S)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    wire = OpenAIChat(config, key) if provider == "openai" else AnthropicMessages(config, key)
+    wire = WIRES[row.wire](config, key)
     try:
         wire.connect()
     except ModelError as exc:
@@ -184,4 +190,4 @@ def check_agent_fits(agent: Agent, data: MarketData, options: SessionOptions, da
             )
 
 
-__all__ = ["AGENT_HELP", "API_KEY_ENV", "agent_of", "check_agent_fits", "model_agent", "read_agent_input"]
+__all__ = ["AGENT_HELP", "agent_of", "check_agent_fits", "model_agent", "read_agent_input"]

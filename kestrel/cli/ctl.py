@@ -18,7 +18,7 @@ from typing import Any
 
 from kestrel.cli.errors import UsageError
 from kestrel.cli.subcommands import Subcommands
-from kestrel.daemon.protocol import (
+from kestrel.service.daemon.protocol import (
     INTERNAL_ERROR,
     MAX_LINE,
     PROTOCOL_VERSION,

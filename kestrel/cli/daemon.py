@@ -1,6 +1,6 @@
 """`kestrel daemon`: the long-running session host behind an owner-only Unix socket.
 
-The composition root of the daemon: it wires `actors.daemon` (socket, store, recovery) to the
+The composition root of the daemon: it wires `kestrel.service.daemon` (socket, store, recovery) to the
 same flag resolution as `kestrel simulate` (`SimulatePlanner`), so `kestrel ctl submit FLAGS`
 runs exactly the session `kestrel simulate FLAGS` runs. The client is `kestrel.cli.ctl`.
 """
@@ -39,7 +39,7 @@ def register(subparsers: Subcommands) -> None:
 
 
 def home_of(arg: str | None) -> Any:
-    from actors.daemon.home import Home, default_home
+    from kestrel.service.daemon.home import Home, default_home
 
     return Home(Path(arg).expanduser() if arg else default_home())
 
@@ -47,7 +47,7 @@ def home_of(arg: str | None) -> Any:
 def _daemon(args: argparse.Namespace) -> int:
     import anyio
 
-    from actors.daemon import HomeError, Lock, StoreError, configure_logs, serve_daemon
+    from kestrel.service.daemon import HomeError, Lock, StoreError, configure_logs, serve_daemon
 
     home = home_of(args.home)
     try:
@@ -130,7 +130,7 @@ def check_submit(ns: argparse.Namespace) -> None:
 
 
 class SimulatePlanner:
-    """`actors.daemon.Planner` over `kestrel simulate`'s flags and resolution."""
+    """`kestrel.service.daemon.Planner` over `kestrel simulate`'s flags and resolution."""
 
     def __init__(self) -> None:
         import threading
@@ -190,7 +190,7 @@ class SimulatePlanner:
         return flags, list(argv)
 
     def resolve(self, flags: dict[str, Any]) -> Any:
-        from actors.daemon.runs import Job
+        from kestrel.service.daemon.runs import Job
         from kestrel.cli.simulate import prepare
         from kestrel.session.runner import SessionError, session_days
         from kestrel.session.schedule import ScheduleError

@@ -25,7 +25,7 @@ from kestrel.cli.errors import UsageError
 
 if TYPE_CHECKING:  # the data modules load only when data is read
     from kestrel.data.source import DataSource
-    from kestrel.frame.market import MarketData
+    from kestrel.market.data import MarketData
 
 _DURATION = re.compile(r"^(\d+)([smh]?)$")
 # every flag `load_from_args` reads (a cache of loaded data keys on them)

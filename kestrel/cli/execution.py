@@ -1,6 +1,7 @@
 """`simulate`'s execution-model and risk flags: friction (latency, slippage, fees) and the
 operator's bounds (maxpos, maxloss, session maxloss), resolved flag > mode > default into the
-engine's `EngineConfig`, and the one-line description the report and `--json` show.
+engine's `EngineConfig` (its description for the report and `--json` is
+`kestrel.report.summary.describe`).
 
 A plan's RISK clause can only tighten the operator's bounds (the engine takes the minimum).
 """
@@ -71,37 +72,4 @@ def engine_config(args: argparse.Namespace, mode: Any | None) -> EngineConfig:
         raise UsageError(str(exc)) from None
 
 
-def describe(cfg: EngineConfig) -> dict[str, Any]:
-    """The execution model and bounds, for the report and `--json`."""
-    frictionless = not (cfg.latency_ns or cfg.latency_ticks or cfg.slippage_ticks
-                        or cfg.fee_per_unit or cfg.fee_per_order)
-    return {
-        "frictionless": frictionless,
-        "latency_ms": cfg.latency_ns / 1_000_000,
-        "slippage_ticks": cfg.slippage_ticks,
-        "fee_per_unit": cfg.fee_per_unit,
-        "fee_per_order": cfg.fee_per_order,
-        "maxpos": cfg.maxpos,
-        "maxloss": cfg.maxloss,
-        "session_maxloss": cfg.session_maxloss,
-        "end_of_day": cfg.end_of_day,
-    }
-
-
-def describe_line(cfg: EngineConfig) -> str:
-    """One line: `Execution: frictionless ...` or the frictions (and `end of day: carry` when
-    positions carry over), then the operator's bounds."""
-    d = describe(cfg)
-    if d["frictionless"]:
-        model = "frictionless (no latency, slippage or fees: an optimistic fill model)"
-    else:
-        model = (f"latency {d['latency_ms']:g} ms, slippage {d['slippage_ticks']:g} ticks, "
-                 f"fees {d['fee_per_unit']:g}/unit + {d['fee_per_order']:g}/order")
-    session = "none" if d["session_maxloss"] is None else f"{d['session_maxloss']:g}"
-    carry = "; end of day: carry (positions and their protective orders go into the next session)" \
-        if d["end_of_day"] == "carry" else ""
-    return (f"Execution: {model}{carry}. Operator bounds: maxpos {d['maxpos']}, maxloss {d['maxloss']:g} "
-            f"per plan, session maxloss {session} (a plan's RISK can only tighten them)")
-
-
-__all__ = ["add_flags", "describe", "describe_line", "engine_config"]
+__all__ = ["add_flags", "engine_config"]

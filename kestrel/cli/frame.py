@@ -62,7 +62,7 @@ def _fail(msg: str, code: int) -> int:
 def _view(args: argparse.Namespace) -> int:
     from kestrel.frame import Ordinal, ViewError, briefing, freeze, materialize, resolve_view
     from kestrel.frame.ordinal import AtError, view_ordinal
-    from kestrel.frame.ticks import NS_PER_S
+    from kestrel.market.ticks import NS_PER_S
     from kestrel.lang import LangError, View, parse
 
     try:

@@ -36,7 +36,7 @@ def _mcp(args: argparse.Namespace) -> int:
     if not (args.abandon_after > 0 and not math.isnan(args.abandon_after)):
         return _usage(f"--abandon-after must be > 0 seconds, got {args.abandon_after}")
     try:
-        from actors.mcp import serve
+        from kestrel.service.mcp import serve
     except ImportError as exc:
         return _usage(f"the MCP server needs the `mcp` extra ({exc}): pip install 'kestrel[mcp]'")
     try:

@@ -1,7 +1,7 @@
 """`kestrel simulate` (a session on actors, with a readable report) and `kestrel replay`.
 
 The CLI only parses flags and calls the library: `kestrel.session` resolves the posture and
-runs the core, `actors.driver` runs it on an actor system (asyncio or trio). Outputs never
+runs the core, `kestrel.service.actors.driver` runs it on an actor system (asyncio or trio). Outputs never
 mention the backend, the profile or the run's time, so equivalent runs print the same bytes;
 the profile name is recorded in the evidence trace only.
 """
@@ -24,15 +24,17 @@ import msgspec
 from kestrel.cli.agentspec import agent_of, check_agent_fits
 from kestrel.cli.dataflags import add_data_flags, agent_input, check_paths, load_from_args, parse_guard
 from kestrel.cli.errors import UsageError, guarded
+from kestrel.providers import lookup
+from kestrel.providers import names as provider_names
 from kestrel.cli.execution import add_flags as _execution_flags
 from kestrel.cli.execution import engine_config
 from kestrel.cli.subcommands import Subcommands
-from kestrel.cli.textreport import report, summary
+from kestrel.report.summary import report, summary
 
 if TYPE_CHECKING:  # imported lazily at run time (start-up cost)
     from rich.progress import Progress
 
-    from kestrel.frame import MarketData
+    from kestrel.market import MarketData
     from kestrel.data.source import DataSource
     from kestrel.session.capture import CaptureWriter
     from kestrel.session.options import EvidenceSink, SessionOptions
@@ -42,7 +44,7 @@ if TYPE_CHECKING:  # imported lazily at run time (start-up cost)
 
 DIRECT = "direct"
 EFFORT_LEVELS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")  # = profiles.EFFORT_LEVELS (tested)
-DEFAULT_AGENT_TIMEOUT_S = 120.0  # = actors.driver.DEFAULT_AGENT_TIMEOUT_S (tested)
+DEFAULT_AGENT_TIMEOUT_S = 120.0  # = kestrel.service.actors.driver.DEFAULT_AGENT_TIMEOUT_S (tested)
 
 
 def register(subparsers: Subcommands) -> None:
@@ -62,7 +64,7 @@ def register(subparsers: Subcommands) -> None:
     s.add_argument("--guard", default="300",
                    help="snapshot guard before each ordinal: seconds (300) or a duration (30s, 5m, 1h); default 300")
     s.add_argument("--agent", help="baseline (default) | fixed:PLAN.kes | recorded:CAPTURE.jsonl | "
-                                   "replies:FILE | openai:MODEL | anthropic:MODEL")
+                                   "replies:FILE | PROVIDER:MODEL, PROVIDER one of " + ", ".join(provider_names()))
     s.add_argument("--profile", help="execution profile: balanced | fast | thorough")
     s.add_argument("--mode", help="mode from the modes config (what runs: agent, model, panes)")
     s.add_argument("--modes", metavar="PATH", help="a TOML file of [modes.NAME] tables merged over the built-in modes")
@@ -71,10 +73,10 @@ def register(subparsers: Subcommands) -> None:
     s.add_argument("--effort", choices=EFFORT_LEVELS,
                    help="reasoning effort for model agents, gated per model (kestrel/models/capabilities.toml)")
     s.add_argument("--self-correct", action="store_true", help="dry-run valid plans and allow one correction")
-    s.add_argument("--model", help="model for openai/anthropic agents (or write --agent openai:MODEL)")
+    s.add_argument("--model", help="model for a provider's agent (or write --agent PROVIDER:MODEL)")
     s.add_argument("--base-url", help="model endpoint handed to the SDK unchanged, e.g. http://127.0.0.1:8000/v1")
     s.add_argument("--api-key-env", metavar="NAME",
-                   help="environment variable holding the API key (default OPENAI_API_KEY / ANTHROPIC_API_KEY)")
+                   help="environment variable holding the API key (default: the provider's, e.g. OPENAI_API_KEY)")
     s.add_argument("--agent-timeout", type=float, default=DEFAULT_AGENT_TIMEOUT_S,
                    help=f"seconds per agent call, handed to the model SDK too (default {DEFAULT_AGENT_TIMEOUT_S:g})")
     _execution_flags(s)
@@ -280,7 +282,7 @@ def _note_unused_loop_flags(args: argparse.Namespace, agent: Agent, name: str) -
                             ("--api-key-env", args.api_key_env))
         if value is not None
     ]
-    if model_flags and name.partition(":")[0].strip().lower() not in ("openai", "anthropic"):
+    if model_flags and lookup(name.partition(":")[0]) is None:
         print(
             f"kestrel simulate: note: agent {name!r} calls no model, so {', '.join(model_flags)} "
             f"{'has' if len(model_flags) == 1 else 'have'} no effect on this run",
@@ -346,8 +348,8 @@ def _run(data: MarketData, agent: Agent, options: SessionOptions, backend: str, 
         if backend == DIRECT:
             return run_session(data, agent, options, date=date, days=days, sink=sink, progress=tick,
                                agent_timeout=agent_timeout)
-        from actors.driver import run_simulation
-        from actors.feed import Pace
+        from kestrel.service.actors.driver import run_simulation
+        from kestrel.service.actors.feed import Pace
 
         return run_simulation(data, agent, options, backend=backend, date=date, days=days, sink=sink,
                               progress=tick, agent_timeout=agent_timeout,

@@ -21,6 +21,7 @@ import msgspec
 
 from kestrel.cli.errors import UsageError
 from kestrel.cli.subcommands import Subcommands
+from kestrel.providers import names
 
 
 def register(subparsers: Subcommands) -> None:
@@ -38,7 +39,7 @@ def register(subparsers: Subcommands) -> None:
     )
     s.add_argument("grid", nargs="?", help="a TOML grid file (instead of --agents/--profiles/--data)")
     s.add_argument("--agents", help="comma-separated agents: baseline, fixed:PLAN.kes, recorded:CAPTURE.jsonl, "
-                                    "replies:FILE, openai:MODEL, anthropic:MODEL (keys from the environment)")
+                                    "replies:FILE, PROVIDER:MODEL (providers: " + ", ".join(names()) + "; keys from the environment)")
     s.add_argument("--profiles", help="comma-separated execution profiles (default balanced)")
     s.add_argument("--data", help="comma-separated data files (or sample, sample|seed=N; default sample); loading "
                                   "options follow a file after |, e.g. 'PATH|crossed=drop' (drop crossed quotes; "

@@ -9,7 +9,7 @@ import numpy as np
 
 from kestrel.data.errors import DataError
 from kestrel.data.readers import Table
-from kestrel.frame.ticks import F64
+from kestrel.market.ticks import F64
 
 MAX_TICK_DECIMALS = 8
 MIN_TICK_SIZE = 1e-12  # a given tick size: from this up to the smallest positive price

@@ -2,14 +2,14 @@
 
 The file is read into columns (`kestrel.data.readers`), checked and assembled into ticks here,
 on the tick grid (`kestrel.data.grid`) and in the sessions of its exchange calendar
-(`kestrel.data.calendar`). Checks here, each a `DataError` naming file, line/row and column:
+(`kestrel.market.calendar`). Checks here, each a `DataError` naming file, line/row and column:
 timestamps going backwards, prices not positive, price spikes, inconsistent bar (high/low),
 crossed quote (the readers check the rows themselves: see there).
 
 Crossed quotes (ask < bid) follow `crossed`: "error" (default: names the first bad row and
 the count), "drop" (rows removed, count reported) or "keep" (rows kept as recorded, count
 reported, `MarketData.crossed_kept` set: the documented exception to the Ticks bid <= ask
-invariant, see `kestrel.frame.ticks`).
+invariant, see `kestrel.market.ticks`).
 
 Bars become ticks: each bar yields 4 synthetic trade ticks at offsets 0, 1/4, 1/2 and 3/4 of
 the bar: open, then low then high when close >= open (else high then low), then close; each
@@ -27,13 +27,14 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
-from kestrel.data.calendar import build_sessions
+from kestrel.market.calendar import build_sessions
 from kestrel.data.errors import DataError
 from kestrel.data.grid import MAX_TICK_DECIMALS, MIN_TICK_SIZE, check_tick_grid, infer_tick_size
 from kestrel.data.readers import Table, check_text, columns_text, delimiter_hint, detect_preset, read_table, show
 from kestrel.data.spec import DEFAULT_SPIKE_FACTOR, CrossedPolicy, LoadSpec, SpikePolicy, preset
-from kestrel.frame.market import Instrument, MarketData
-from kestrel.frame.ticks import F64, I64, NS_PER_S, Ticks
+from kestrel.market.instrument import Instrument
+from kestrel.market.data import MarketData
+from kestrel.market.ticks import F64, I64, NS_PER_S, Ticks
 
 
 class LoadReport(msgspec.Struct, frozen=True):

@@ -24,7 +24,7 @@ from kestrel.data.csvfields import CHUNK_ROWS, check_text, chunk_fields, column_
 from kestrel.data.errors import DataError
 from kestrel.data.spec import PRESETS, LoadSpec
 from kestrel.data.timestamps import BadValue, localize, parse_timestamps
-from kestrel.frame.ticks import F64, I64
+from kestrel.market.ticks import F64, I64
 
 _HISTDATA_LINE = re.compile(r"^\d{8} \d{9},")
 _MAP_HINT = "map it in the LoadSpec or choose another preset"

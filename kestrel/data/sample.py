@@ -11,7 +11,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from kestrel.data.synthetic import SyntheticSpec, generate
-from kestrel.frame.market import MarketData
+from kestrel.market.data import MarketData
 
 SAMPLE_SEED = 20240415
 SAMPLE_SPEC = SyntheticSpec()

@@ -21,7 +21,7 @@ from kestrel.data.load import LoadReport, load
 from kestrel.data.sample import SAMPLE_SEED, SAMPLE_SPEC, load_sample
 from kestrel.data.spec import DEFAULT_SPIKE_FACTOR, CrossedPolicy, SpikePolicy
 from kestrel.data.synthetic import generate
-from kestrel.frame.market import MarketData
+from kestrel.market.data import MarketData
 
 SourceKind = Literal["sample", "file"]
 

@@ -7,9 +7,10 @@ from typing import Literal
 
 import msgspec
 
+from kestrel.market.calendar import SessionKind
+
 Kind = Literal["quotes", "trades", "bars"]
 TsFormat = Literal["iso", "unix_s", "unix_ms", "unix_us", "unix_ns", "histdata"]
-SessionKind = Literal["utc", "fx", "us_equity", "cme"]
 CrossedPolicy = Literal["error", "drop", "keep"]
 SpikePolicy = Literal["error", "drop", "keep"]
 DEFAULT_SPIKE_FACTOR = 2.0  # a one-row +100% / -50% move that reverts; the shared tapes peak at 1.46

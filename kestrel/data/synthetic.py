@@ -20,9 +20,10 @@ import datetime as dt
 import msgspec
 import numpy as np
 
-from kestrel.frame.market import MarketData, decimals_for
-from kestrel.frame.session import SessionSpec
-from kestrel.frame.ticks import F64, NS_PER_S, Ticks
+from kestrel.market.data import MarketData
+from kestrel.market.instrument import decimals_for
+from kestrel.market.session import SessionSpec
+from kestrel.market.ticks import F64, NS_PER_S, Ticks
 
 
 class SyntheticSpec(msgspec.Struct, frozen=True):

@@ -19,8 +19,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import numpy as np
 import numpy.typing as npt
 
-from kestrel.frame.session import NS_PER_DAY
-from kestrel.frame.ticks import I64, NS_PER_S
+from kestrel.market.session import NS_PER_DAY
+from kestrel.market.ticks import I64, NS_PER_S
 
 NAT = np.iinfo(np.int64).min
 _EPOCH_LIMIT_NS = 9_000_000_000_000_000_000  # int64 ns end in 2262; a margin for the session grid

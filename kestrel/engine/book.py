@@ -24,7 +24,7 @@ import msgspec
 
 from kestrel.engine.money import Money
 from kestrel.engine.orders import BrokerOrder, TickGrid, exact, exact_parts, round_div
-from kestrel.frame.account import AccountState
+from kestrel.market.account import AccountState
 
 
 class CarriedOrder(msgspec.Struct, frozen=True):

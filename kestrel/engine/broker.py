@@ -49,8 +49,8 @@ from kestrel.engine.ledger import (
 )
 from kestrel.engine.money import Money
 from kestrel.engine.orders import BrokerOrder, EntrySpec, TickGrid, entry_risk, exact, slipped
-from kestrel.frame.session import SessionSpec
-from kestrel.frame.ticks import NS_PER_S
+from kestrel.market.session import SessionSpec
+from kestrel.market.ticks import NS_PER_S
 from kestrel.lang import ast
 
 INF = math.inf

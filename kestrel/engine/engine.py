@@ -27,9 +27,9 @@ from kestrel.engine.ledger import Ledger, LedgerEvent
 from kestrel.engine.money import Money
 from kestrel.engine.orders import BrokerOrder, TickGrid
 from kestrel.engine.plans import PlanError, checked, clock_base_ns, fast_blocker, longest_lookback
-from kestrel.frame.account import AccountState
-from kestrel.frame.session import SessionSpec
-from kestrel.frame.ticks import NS_PER_S, Ticks
+from kestrel.market.account import AccountState
+from kestrel.market.session import SessionSpec
+from kestrel.market.ticks import NS_PER_S, Ticks
 from kestrel.lang import ast
 from kestrel.structs import check_fields
 

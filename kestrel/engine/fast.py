@@ -34,8 +34,8 @@ from kestrel.engine.envelope import Envelope
 from kestrel.engine.history import tick_at
 from kestrel.engine.plans import series_in
 from kestrel.engine.vector import Columns
-from kestrel.frame.session import SessionSpec
-from kestrel.frame.ticks import Ticks
+from kestrel.market.session import SessionSpec
+from kestrel.market.ticks import Ticks
 from kestrel.lang import ast
 
 F64 = npt.NDArray[np.float64]

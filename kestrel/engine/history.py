@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 import msgspec
 import numpy as np
 
-from kestrel.frame.ticks import Ticks
+from kestrel.market.ticks import Ticks
 
 _MIN_CAPACITY = 1024
 

@@ -18,7 +18,7 @@ from typing import Literal, TypeAlias
 
 import msgspec
 
-from kestrel.lang.ast import OrderType, Side
+from kestrel.market.orders import OrderType, Side
 
 Role: TypeAlias = Literal["entry", "stop", "target", "trail", "flat", "exit"]
 """An order's role: a plan's entry, a bracket child (stop, target, trail), a FLAT, or the

@@ -28,8 +28,9 @@ from functools import lru_cache
 
 from kestrel.engine.config import EngineConfig
 from kestrel.engine.ledger import Role, WorkingType
-from kestrel.frame.account import WorkingOrder
-from kestrel.frame.ticks import NS_PER_S
+from kestrel.market.orders import OrderType
+from kestrel.market.account import WorkingOrder
+from kestrel.market.ticks import NS_PER_S
 from kestrel.lang import ast
 
 
@@ -142,7 +143,7 @@ class EntrySpec:
         self.side: int = _SIDE[act.side]
         self.qty: int = act.qty
         self.signed: int = self.side * act.qty
-        self.type: ast.OrderType = act.order_type
+        self.type: OrderType = act.order_type
         self.priced: bool = act.order_type != "mkt"
         self.ttl_ns: int | None = None if act.ttl is None else act.ttl.seconds * NS_PER_S
         self.bracket: ast.Order | None = act if (act.stop or act.target or act.trail) else None

@@ -21,8 +21,8 @@ from typing import TypeVar
 
 import msgspec
 
-from kestrel.frame.session import NS_PER_DAY, SessionSpec
-from kestrel.frame.ticks import NS_PER_S
+from kestrel.market.session import NS_PER_DAY, SessionSpec
+from kestrel.market.ticks import NS_PER_S
 from kestrel.lang import ast
 from kestrel.lang.checker import check
 from kestrel.lang.functions import Arguments, arguments

@@ -25,8 +25,8 @@ from kestrel.engine.broker import ARMED, WAITING, Broker
 from kestrel.engine.history import Tick, rows
 from kestrel.engine.plans import PlanError, bind, clock_seconds, operator_of
 from kestrel.engine.series import MARKET, Series
-from kestrel.frame.session import SessionSpec
-from kestrel.frame.ticks import Ticks
+from kestrel.market.session import SessionSpec
+from kestrel.market.ticks import Ticks
 from kestrel.lang import ast
 from kestrel.lang.functions import ARITHMETIC, COMPARISON, CROSSES, Context, Indicator, indicator
 from kestrel.lang.registry import SERIES

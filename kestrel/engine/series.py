@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kestrel.engine.history import Tick
-from kestrel.frame.ticks import NS_PER_S, Ticks
+from kestrel.market.ticks import NS_PER_S, Ticks
 
 NAN = float("nan")
 Arr = npt.NDArray[Any]

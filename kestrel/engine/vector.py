@@ -17,8 +17,8 @@ import numpy.typing as npt
 
 from kestrel.engine.plans import PlanError, bind, clock_seconds, operator_of
 from kestrel.engine.series import MARKET
-from kestrel.frame.session import SessionSpec
-from kestrel.frame.ticks import Ticks
+from kestrel.market.session import SessionSpec
+from kestrel.market.ticks import Ticks
 from kestrel.lang import ast
 from kestrel.lang.functions import ARITHMETIC, COMPARISON, CROSSES, Context, Indicator, indicator
 from kestrel.lang.registry import SERIES

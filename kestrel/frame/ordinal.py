@@ -6,7 +6,7 @@ import re
 
 import msgspec
 
-from kestrel.frame.session import SessionSpec
+from kestrel.market.session import SessionSpec
 
 
 class Ordinal(msgspec.Struct, frozen=True):

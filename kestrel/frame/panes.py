@@ -13,10 +13,10 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from kestrel.frame.bars import DAY_S, Bars, session_bars, time_bars
+from kestrel.market.bars import DAY_S, Bars, session_bars, time_bars
 from kestrel.frame.snapshot import FrozenSnapshot
 from kestrel.frame.text import fmt_duration, fmt_money, fmt_qty, table
-from kestrel.frame.ticks import NS_PER_S, Ticks
+from kestrel.market.ticks import NS_PER_S, Ticks
 from kestrel.lang import format_ast
 from kestrel.lang.ast import Plan
 

@@ -17,10 +17,10 @@ from typing import TypeVar
 
 import numpy as np
 
-from kestrel.frame.account import FLAT, AccountState
-from kestrel.frame.market import MarketData
-from kestrel.frame.session import SessionSpec
-from kestrel.frame.ticks import F64, I64, NS_PER_S, Ticks
+from kestrel.market.account import FLAT, AccountState
+from kestrel.market.data import MarketData
+from kestrel.market.session import SessionSpec
+from kestrel.market.ticks import F64, I64, NS_PER_S, Ticks
 from kestrel.lang.ast import Plan
 
 DEFAULT_GUARD_NS = 5 * 60 * NS_PER_S

@@ -20,6 +20,8 @@ from typing import Literal, TypeAlias
 
 import msgspec
 
+from kestrel.market.orders import OrderType, Side
+
 # --------------------------------------------------------------------------------------------
 # Literals
 
@@ -165,11 +167,6 @@ class Offset(msgspec.Struct, frozen=True):
 
     mode: Literal["pct", "abs", "at"]
     value: float
-
-
-Side: TypeAlias = Literal["buy", "sell"]
-OrderType: TypeAlias = Literal["mkt", "lmt", "stp"]
-"""An entry's side and type, as plans write them (the engine's orders add `trail`)."""
 
 
 class Order(msgspec.Struct, frozen=True, tag="order", tag_field="kind"):
@@ -340,7 +337,6 @@ __all__ = [
     "Offset",
     "Or",
     "Order",
-    "OrderType",
     "PaneArg",
     "PaneArgValue",
     "PaneRef",
@@ -350,7 +346,6 @@ __all__ = [
     "Risk",
     "Rule",
     "Series",
-    "Side",
     "StandDown",
     "Statement",
     "TimeOfDay",

@@ -10,11 +10,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from kestrel.providers import lookup
 from kestrel.session.protocol import Usage
 
 
 def dollars(provider: str, model: str, usage: Usage) -> float | None:
-    """The price in USD of `usage` on `model`, or None when it cannot be priced."""
+    """The price in USD of `usage` on `model` of `provider` (a registry name, priced under its
+    `prices` id), or None when it cannot be priced."""
+    entry = lookup(provider)
+    if entry is None or not entry.prices:
+        return None
     try:
         from genai_prices import Usage as PriceUsage
         from genai_prices import calc_price
@@ -29,14 +34,13 @@ def dollars(provider: str, model: str, usage: Usage) -> float | None:
                 output_tokens=usage.output + usage.thinking,
             ),
             model_ref=model,
-            provider_id=provider or None,
+            provider_id=entry.prices,
         )
     except (LookupError, ValueError):
         return None
     return float(price.total_price)
 
 
-MODEL_PROVIDERS = ("openai", "anthropic")
 
 
 def _usage_dict(u: Usage) -> dict[str, int]:
@@ -80,7 +84,8 @@ def run_cost(
     not a model or its model is not in the price table. `latency=False` leaves the latencies
     out (`--json` stays identical between runs; they are in the evidence file)."""
     provider = agent_id.partition(":")[0]
-    priced = provider in MODEL_PROVIDERS
+    entry = lookup(provider)
+    priced = entry is not None and bool(entry.prices)
     calls: list[dict[str, Any]] = []
     per: dict[tuple[str, str], dict[str, Any]] = {}
     for o in outcomes:
@@ -125,4 +130,4 @@ def run_cost(
     }
 
 
-__all__ = ["MODEL_PROVIDERS", "dollars", "run_cost"]
+__all__ = ["dollars", "run_cost"]

@@ -20,6 +20,8 @@ from typing import Literal
 
 import msgspec
 
+from kestrel.providers import lookup
+
 from kestrel.session.profiles import EFFORT_LEVELS
 
 Param = Literal["reasoning_effort", "thinking_budget", "adaptive", "none"]
@@ -70,10 +72,14 @@ def capabilities() -> tuple[Capability, ...]:
 
 
 def capability(provider: str, model: str) -> Capability:
-    """The first row for `provider` whose pattern matches `model` (the table ends in `*`)."""
+    """The first row of `provider`'s effort family (its `effort` column in the provider
+    registry: an OpenAI-compatible service may use OpenAI's rows, or none) whose pattern matches
+    `model`; a family without a matching row, or `none`, takes no effort parameter."""
     name = model.strip().lower().rsplit("/", 1)[-1]
+    entry = lookup(provider)
+    family = entry.effort if entry is not None else provider
     for row in capabilities():
-        if row.provider == provider and any(fnmatch.fnmatchcase(name, p) for p in row.patterns):
+        if row.provider == family and any(fnmatch.fnmatchcase(name, p) for p in row.patterns):
             return row
     return Capability(provider=provider, patterns=("*",), param="none")
 

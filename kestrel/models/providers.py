@@ -110,7 +110,7 @@ class OpenAIChat(_SdkClient):
 
     def __init__(self, config: ModelConfig, api_key: str) -> None:
         super().__init__(config, api_key)
-        row = capability("openai", config.model)
+        row = capability(config.provider, config.model)
         self._max_tokens_param = row.max_tokens_param
         self._system_role = row.system_role
 
@@ -193,4 +193,11 @@ class AnthropicMessages(_SdkClient):
                            text, data.get("stop_reason") == "max_tokens")
 
 
-__all__ = ["AnthropicMessages", "OpenAIChat"]
+WIRES: dict[str, type[OpenAIChat] | type[AnthropicMessages]] = {
+    "openai-chat": OpenAIChat,
+    "anthropic-messages": AnthropicMessages,
+}
+"""The adapter of each wire format of the provider registry (`kestrel.providers.Wire`)."""
+
+
+__all__ = ["WIRES", "AnthropicMessages", "OpenAIChat"]

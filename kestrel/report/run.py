@@ -35,9 +35,10 @@ from kestrel.engine.ledger import (
     PositionChanged,
 )
 from kestrel.engine.money import Money
-from kestrel.frame.market import Instrument, MarketData
-from kestrel.frame.session import SessionSpec
-from kestrel.frame.ticks import Ticks
+from kestrel.market.instrument import Instrument
+from kestrel.market.data import MarketData
+from kestrel.market.session import SessionSpec
+from kestrel.market.ticks import Ticks
 from kestrel.report.equity import NS_PER_MIN, EquityCurve, mark_equity
 from kestrel.report.metrics import Metrics, compute
 from kestrel.report.trips import LedgerFacts, RoundTrip, carried_in, local_time, read_ledger

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from kestrel.frame.market import MarketData
+from kestrel.market.data import MarketData
 
 CHUNK = 1 << 20
 

@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import numpy as np
 
-from kestrel.frame.market import Instrument
+from kestrel.market.instrument import Instrument
 from kestrel.report.equity import EquityCurve
 from kestrel.report.metrics import Metrics
 from kestrel.report.trips import local_time

@@ -19,7 +19,7 @@ Invariants:
 - an agent exception is a `Failed` outcome with `<type>: <text>` (fail-closed, never a plan).
 
 `call_agent` runs one call on a daemon thread and waits for it (the synchronous `run_session`
-path); the actor shell (`actors.agent`) starts the same daemon thread with `start_call` and
+path); the actor shell (`kestrel.service.actors.agent`) starts the same daemon thread with `start_call` and
 awaits the call's `on_done` signal, so both paths abandon, discard and record in the same way.
 """
 

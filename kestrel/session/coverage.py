@@ -19,7 +19,7 @@ import datetime as dt
 
 import msgspec
 
-from kestrel.frame import MarketData, SessionSpec
+from kestrel.market import MarketData, SessionSpec
 
 COMPLETE_EDGE = 0.10
 """The share of a session's length the data may miss at each end and still be complete."""

@@ -4,10 +4,10 @@
 author a turn, arm it, collect late replies, finish the engine's day; the caller does it and
 feeds the result back (`ran`, `account`, `authored`, `armed`, `late`, `finished`). The
 synchronous `run_day` (engine in process, blocking agent) and the actor driver
-(`actors.driver`: feed, engine and agent actors) both drive it, so the two cannot drift: the
+(`kestrel.service.actors.driver`: feed, engine and agent actors) both drive it, so the two cannot drift: the
 same steps in the same order give the same ledger, capture and evidence.
 
-Per ordinal i: `RunTicks(2i)` (up to the cutoff) -> `ReadAccount` -> `Author` (the loop over the
+Per ordinal i: `RunTicks(2i)` (up to the cutoff) -> `ReadAccount` -> `RunAuthoring` (the loop over the
 snapshot frozen at the cutoff) -> `RunTicks(2i+1)` (the authoring window, under the incumbent)
 -> `Arm` (the terminal turn takes effect at the ordinal's time) -> `CollectLate`. Then
 `RunTicks(2n)` (to the close), `FinishDay`, `CollectLate(end=True)`, and `Finished` carries the
@@ -25,8 +25,8 @@ from kestrel.engine.config import EngineConfig
 from kestrel.engine.engine import Engine
 from kestrel.engine.ledger import Ledger, LedgerEvent
 from kestrel.frame import freeze
-from kestrel.frame.account import AccountState
-from kestrel.frame.ticks import NS_PER_S, Ticks
+from kestrel.market.account import AccountState
+from kestrel.market.ticks import NS_PER_S, Ticks
 from kestrel.lang import ast
 from kestrel.session.calls import Abandoned, LateReply
 from kestrel.session.capture import CapturedTurn
@@ -231,7 +231,7 @@ class ReadAccount:
 
 
 @dataclass(frozen=True)
-class Author:
+class RunAuthoring:
     """Run the authoring loop against the agent until it is done; then `authored(done)`."""
 
     loop: AuthoringLoop
@@ -268,7 +268,7 @@ class Finished:
     result: DayResult
 
 
-Step = RunTicks | ReadAccount | Author | Arm | CollectLate | FinishDay | Finished
+Step = RunTicks | ReadAccount | RunAuthoring | Arm | CollectLate | FinishDay | Finished
 _Reply = TypeVar("_Reply")
 
 
@@ -322,7 +322,7 @@ class DayDriver:
         self._answer(ReadAccount, state)
 
     def authored(self, done: Done) -> None:
-        self._answer(Author, done)
+        self._answer(RunAuthoring, done)
 
     def armed(self, what: str, incumbent: ast.Plan | None) -> None:
         """`what` the engine did with the turn (`apply_turn`'s text) and the plan now armed."""
@@ -353,7 +353,7 @@ class DayDriver:
             yield RunTicks(2 * i)  # up to the cutoff: the snapshot's ticks
             account = self._reply((yield ReadAccount()), AccountState)
             loop = run.open(i, account, incumbent)
-            done = self._reply((yield Author(loop)), Done)
+            done = self._reply((yield RunAuthoring(loop)), Done)
             turn = run.close(i, loop, done)
             yield RunTicks(2 * i + 1)  # the authoring window runs under the incumbent
             armed = self._reply((yield Arm(turn, incumbent, day.ordinals[i].time_ns)), _Armed)
@@ -375,7 +375,7 @@ class DayDriver:
 
 __all__ = [
     "Arm",
-    "Author",
+    "RunAuthoring",
     "CollectLate",
     "DayDriver",
     "DayRun",

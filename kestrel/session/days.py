@@ -7,8 +7,9 @@ import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from kestrel.frame import MarketData, Ordinal, SessionSpec
-from kestrel.frame.ticks import Ticks
+from kestrel.market import MarketData, SessionSpec
+from kestrel.frame import Ordinal
+from kestrel.market.ticks import Ticks
 from kestrel.session.coverage import Coverage, coverage, default_session_index
 from kestrel.session.options import SessionError, SessionOptions
 from kestrel.session.schedule import ScheduleError, cutoff_ns, ordinals

@@ -28,7 +28,7 @@ from typing import Literal
 
 import msgspec
 
-from kestrel.frame.market import Instrument
+from kestrel.market.instrument import Instrument
 from kestrel.frame.view import ViewError
 from kestrel.lang import ast
 from kestrel.session.profiles import (
@@ -283,7 +283,7 @@ class AuthoringLoop:
         view_error: str | None = None
         if isinstance(reply, RequestView) and self._iterative:
             resolved, view_error = self._resolve(reply.view)
-        # a repair: an invalid reply, or a VIEW the catalog cannot resolve (DESIGN §5.2)
+        # a repair: an invalid reply, or a VIEW the catalog cannot resolve (docs/session.md)
         if isinstance(reply, Invalid) or view_error is not None:
             self._repair_streak += 1
             self._streak_views += view_error is not None

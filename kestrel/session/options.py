@@ -15,7 +15,8 @@ import msgspec
 
 from kestrel.data.source import DataSource
 from kestrel.engine.config import EngineConfig
-from kestrel.frame import DEFAULT_CATALOG, MarketData, PaneCatalog
+from kestrel.frame import DEFAULT_CATALOG, PaneCatalog
+from kestrel.market import MarketData
 from kestrel.session.capture import CapturedTurn
 from kestrel.session.loop import Evidence, LoopSettings
 from kestrel.session.profiles import Policy

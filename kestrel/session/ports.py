@@ -16,18 +16,12 @@ from kestrel import lang
 from kestrel.engine.orders import TickGrid
 from kestrel.engine.plans import clock_base_ns
 from kestrel.engine.vector import Columns
-from kestrel.frame import (
-    DEFAULT_CATALOG,
-    FrozenSnapshot,
-    Ordinal,
-    PaneCatalog,
-    ResolvedView,
-    SessionSpec,
-)
+from kestrel.frame import DEFAULT_CATALOG, FrozenSnapshot, Ordinal, PaneCatalog, ResolvedView
+from kestrel.market import SessionSpec
 from kestrel.frame.view import ViewError
 from kestrel.frame import briefing as frame_briefing
 from kestrel.frame import resolve_view as frame_resolve_view
-from kestrel.frame.ticks import NS_PER_S
+from kestrel.market.ticks import NS_PER_S
 from kestrel.lang import ast
 from kestrel.session.loop import Kernel, LoopPorts
 from kestrel.session.protocol import Reply, interpret_reply

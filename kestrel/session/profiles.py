@@ -22,6 +22,8 @@ from typing import Literal, TypeVar
 
 import msgspec
 
+from kestrel.providers import agent_kinds
+from kestrel.providers import names as provider_names
 from kestrel.session.risk import RiskLevel
 
 _T = TypeVar("_T")
@@ -33,10 +35,11 @@ EFFORT_LEVELS: tuple[str, ...] = ("none", "minimal", "low", "medium", "high", "x
 """The one effort vocabulary (flags, modes, profiles), weakest first. A model adapter gates the
 resolved level through its capability table (`kestrel/models/capabilities.toml`)."""
 
-AGENT_KINDS: tuple[str, ...] = ("anthropic", "baseline", "fixed", "openai", "recorded", "replies")
-"""The agent kinds a `--agent` spec or a mode may name (`kind` or `kind:ARG`)."""
+AGENT_KINDS: tuple[str, ...] = agent_kinds()
+"""The agent kinds a `--agent` spec or a mode may name (`kind` or `kind:ARG`): the built-in
+agents and the providers of the registry (`kestrel.providers`)."""
 
-PROVIDERS: tuple[str, ...] = ("anthropic", "openai")
+PROVIDERS: tuple[str, ...] = provider_names()
 """Agent kinds that are model providers (they take a model, a base URL and an API key)."""
 
 

@@ -16,7 +16,7 @@ from typing import ClassVar, Protocol, TypeAlias, runtime_checkable
 
 import msgspec
 
-from kestrel.frame.market import Instrument
+from kestrel.market.instrument import Instrument
 from kestrel.lang import ast
 from kestrel.lang.errors import LangError
 from kestrel.session.risk import RiskBounds

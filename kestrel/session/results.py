@@ -11,7 +11,7 @@ import msgspec
 
 from kestrel.engine.book import Carry
 from kestrel.engine.ledger import Ledger, LedgerSummary
-from kestrel.frame import MarketData
+from kestrel.market import MarketData
 from kestrel.session.capture import CaptureHeader, CapturedTurn, encode_capture
 from kestrel.session.loop import Evidence
 from kestrel.session.options import SessionOptions, engine_config

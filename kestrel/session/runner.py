@@ -15,7 +15,7 @@ then the engine runs the rest of the session and applies its end-of-day policy. 
 and its protective orders (`Engine.carry_out`); entry rules never carry. The engine's money
 uses the instrument's contract multiplier (`MarketData.instrument.multiplier`).
 
-Both this module and the actor shell (`actors.driver`) drive ONE day driver, the sans-IO
+Both this module and the actor shell (`kestrel.service.actors.driver`) drive ONE day driver, the sans-IO
 `DayDriver` (`kestrel.session.day`): it says which step comes next, each driver does it its
 own way (here: the engine in process, the blocking agent called directly), so both give the
 same ledger and capture. The pieces live in their own modules and are re-exported here:
@@ -35,11 +35,11 @@ from typing import Any
 import msgspec
 
 from kestrel.engine.book import Carry
-from kestrel.frame import MarketData
+from kestrel.market import MarketData
 from kestrel.session.calls import DEFAULT_AGENT_TIMEOUT_S, Abandoned, LateReplies, LateReply, late_grace
 from kestrel.session.day import (
     Arm,
-    Author,
+    RunAuthoring,
     CollectLate,
     DayDriver,
     DayRun,
@@ -98,7 +98,7 @@ def run_day(
             driver.ran()
         elif isinstance(step, ReadAccount):
             driver.account(engine.account())
-        elif isinstance(step, Author):
+        elif isinstance(step, RunAuthoring):
             driver.authored(author_turn(step.loop, agent, timeout=agent_timeout, late=box))
         elif isinstance(step, Arm):
             incumbent, armed = apply_turn(engine, step.turn.turn, step.incumbent, step.at_ns)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kestrel.frame.ordinal import Ordinal
-from kestrel.frame.session import NS_PER_S, SessionSpec
+from kestrel.market.session import NS_PER_S, SessionSpec
 from kestrel.frame.snapshot import DEFAULT_GUARD_NS
 
 DEFAULT_GUARD_S = DEFAULT_GUARD_NS // NS_PER_S

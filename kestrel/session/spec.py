@@ -25,7 +25,7 @@ from pathlib import Path
 import msgspec
 
 from kestrel.data.source import DataSource
-from kestrel.frame import MarketData
+from kestrel.market import MarketData
 from kestrel.frame.text import estimate_tokens
 from kestrel.session import profiles
 from kestrel.session.loop import LoopSettings

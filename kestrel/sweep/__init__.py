@@ -4,14 +4,14 @@ resumable, with a results table. Pure: the executor is injected by the caller.""
 
 from kestrel.sweep.results import COLUMNS, stored_rows, write_tables
 from kestrel.sweep.run import SweepOutcome, plan_tasks, run_sweep
-from kestrel.sweep.spec import Grid, GridFile, RunSpec, SweepError, expand, load_grid_file, run_key
+from kestrel.sweep.spec import Grid, GridFile, SweepRun, SweepError, expand, load_grid_file, run_key
 from kestrel.sweep.worker import RunTask, execute
 
 __all__ = [
     "COLUMNS",
     "Grid",
     "GridFile",
-    "RunSpec",
+    "SweepRun",
     "RunTask",
     "SweepError",
     "SweepOutcome",

@@ -24,7 +24,7 @@ from typing import Any
 
 from kestrel.report.source import data_path, data_sha256, file_sha256
 from kestrel.sweep.results import clear_failure, finished, normalized, record_failure, write_tables
-from kestrel.sweep.spec import RunSpec, SweepError, agent_file, run_key
+from kestrel.sweep.spec import SweepRun, SweepError, agent_file, run_key
 from kestrel.sweep.worker import AgentFactory, DataLoader, RunTask, cached_data, execute, row_base
 
 Progress = Callable[[dict[str, Any], int, int], None]
@@ -43,7 +43,7 @@ class SweepOutcome:
         return {"ran": self.ran, "skipped": self.skipped, "failed": self.failed, "runs": self.rows}
 
 
-def plan_tasks(specs: Sequence[RunSpec], out: Path, data_loader: DataLoader) -> list[RunTask]:
+def plan_tasks(specs: Sequence[SweepRun], out: Path, data_loader: DataLoader) -> list[RunTask]:
     """Key every run (the data file's SHA-256, the sample's over its ticks; the agent file's)."""
     tasks: list[RunTask] = []
     shas: dict[str, str] = {}
@@ -95,14 +95,14 @@ def owned(out: Path) -> Iterator[None]:
             _HELD.discard(name)
 
 
-def run_sweep(specs: Sequence[RunSpec], out: Path, *, agent_factory: AgentFactory, data_loader: DataLoader,
+def run_sweep(specs: Sequence[SweepRun], out: Path, *, agent_factory: AgentFactory, data_loader: DataLoader,
               executor: Executor | None = None, progress: Progress | None = None) -> SweepOutcome:
     """Run the grid's missing runs (see the module docstring)."""
     with owned(out):
         return _run(specs, out, agent_factory, data_loader, executor, progress)
 
 
-def _run(specs: Sequence[RunSpec], out: Path, agent_factory: AgentFactory, data_loader: DataLoader,
+def _run(specs: Sequence[SweepRun], out: Path, agent_factory: AgentFactory, data_loader: DataLoader,
          executor: Executor | None, progress: Progress | None) -> SweepOutcome:
     tasks = plan_tasks(specs, out, data_loader)
     result = SweepOutcome()

@@ -2,7 +2,7 @@
 the key that names a run.
 
 Invariants:
-- a `RunSpec` is everything that decides a run's bytes besides the code: agent, profile, data
+- a `SweepRun` is everything that decides a run's bytes besides the code: agent, profile, data
   name, session dates, checkpoints, guard;
 - `run_key` hashes the canonical JSON of the spec together with the data file's SHA-256 and
   the agent file's SHA-256 (for `fixed:`/`recorded:`/`replies:` agents), so editing the data or the plan
@@ -26,7 +26,10 @@ class SweepError(ValueError):
     """A bad grid (unknown field, empty axis, a date the data does not hold, ...)."""
 
 
-class RunSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class SweepRun(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One cell of a sweep: an agent under a profile on consecutive sessions (`dates`) of one
+    data file. (A hosted session's inputs are `kestrel.session.spec.RunSpec`.)"""
+
     agent: str
     profile: str
     data: str
@@ -97,10 +100,10 @@ def load_grid_file(path: str) -> GridFile:
     return gf
 
 
-def expand(grid: Grid, sessions_of: Callable[[str], Sequence[str]]) -> list[RunSpec]:
+def expand(grid: Grid, sessions_of: Callable[[str], Sequence[str]]) -> list[SweepRun]:
     """The grid's runs. `sessions_of(data)` lists the data's session dates (ISO, in order)."""
     grid.check()
-    runs: list[RunSpec] = []
+    runs: list[SweepRun] = []
     picked: dict[str, list[str]] = {}
     for data in grid.data:
         dates = list(sessions_of(data))
@@ -121,7 +124,7 @@ def expand(grid: Grid, sessions_of: Callable[[str], Sequence[str]]) -> list[RunS
             for data in grid.data:
                 days = picked[data]
                 for k in range(0, len(days), grid.days_per_run):
-                    runs.append(RunSpec(agent.strip(), profile.strip(), data.strip(),
+                    runs.append(SweepRun(agent.strip(), profile.strip(), data.strip(),
                                         tuple(days[k:k + grid.days_per_run]), tuple(grid.checkpoints), grid.guard_s))
     return runs
 
@@ -132,7 +135,7 @@ def agent_file(agent: str) -> str | None:
     return arg if kind.strip().lower() in ("fixed", "recorded", "replies") and arg else None
 
 
-def run_key(spec: RunSpec, data_sha256: str, agent_sha256: str | None = None) -> str:
+def run_key(spec: SweepRun, data_sha256: str, agent_sha256: str | None = None) -> str:
     """The run's key (hex, see the module docstring)."""
     h = hashlib.sha256(msgspec.json.encode(spec, order="deterministic"))
     h.update(b"\ndata:" + data_sha256.encode())
@@ -140,4 +143,4 @@ def run_key(spec: RunSpec, data_sha256: str, agent_sha256: str | None = None) ->
     return h.hexdigest()[:KEY_CHARS]
 
 
-__all__ = ["Grid", "GridFile", "RunSpec", "SweepError", "agent_file", "expand", "load_grid_file", "run_key"]
+__all__ = ["Grid", "GridFile", "SweepRun", "SweepError", "agent_file", "expand", "load_grid_file", "run_key"]

@@ -28,8 +28,8 @@ import msgspec
 
 from kestrel.data.source import DataSource
 from kestrel.engine.config import EngineConfig
-from kestrel.frame.market import MarketData
-from kestrel.sweep.spec import RunSpec
+from kestrel.market.data import MarketData
+from kestrel.sweep.spec import SweepRun
 
 AgentFactory = Callable[[str], Any]
 DataLoader = Callable[[str], MarketData]
@@ -43,7 +43,7 @@ _SOURCES: dict[str, DataSource] = {}
 
 
 class RunTask(msgspec.Struct, frozen=True):
-    spec: RunSpec
+    spec: SweepRun
     key: str
     out: str  # the sweep directory
     data_sha256: str
@@ -78,7 +78,7 @@ def row_base(task: RunTask) -> dict[str, Any]:
             "data_sha256": task.data_sha256, "dates": ",".join(s.dates), "checkpoints": ",".join(s.checkpoints)}
 
 
-def _options(spec: RunSpec, agent: Any, source: DataSource) -> Any:
+def _options(spec: SweepRun, agent: Any, source: DataSource) -> Any:
     from kestrel.session import profiles
     from kestrel.session.loop import LoopSettings
     from kestrel.session.runner import SessionOptions

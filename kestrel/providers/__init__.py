@@ -1,0 +1,34 @@
+"""The model provider registry: data, not code branches.
+
+One table (`providers.toml`, packaged with this module) maps a provider name to its wire format
+(which SDK adapter speaks to it), its default base URL, the environment variable of its key
+(or none, for a local server), whose effort vocabulary applies, how it caches prompts and how
+its calls are priced. The CLI, the modes, the model adapters, MCP and the daemon all read it.
+
+Invariants: names are unique, lower-case identifiers distinct from the built-in agent kinds;
+a base URL is empty or an http(s) URL; a key variable is empty or an environment-variable name.
+"""
+
+from kestrel.providers.registry import (
+    BUILTIN_AGENTS,
+    Provider,
+    RegistryError,
+    Wire,
+    agent_kinds,
+    load_registry,
+    lookup,
+    names,
+    registry,
+)
+
+__all__ = [
+    "BUILTIN_AGENTS",
+    "Provider",
+    "RegistryError",
+    "Wire",
+    "agent_kinds",
+    "load_registry",
+    "lookup",
+    "names",
+    "registry",
+]

@@ -1,0 +1,105 @@
+"""The provider table, read and validated once (see the package docstring)."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from functools import cache
+from importlib import resources
+from typing import Literal
+
+import msgspec
+
+Wire = Literal["openai-chat", "anthropic-messages"]
+"""A request/response format and the SDK adapter that speaks it."""
+
+EffortFamily = Literal["openai", "anthropic", "none"]
+PromptCaching = Literal["automatic", "explicit", "none"]
+
+BUILTIN_AGENTS: tuple[str, ...] = ("baseline", "fixed", "recorded", "replies")
+"""The agent kinds that are not model providers (`baseline`, `fixed:PLAN`, ...)."""
+
+WIRE_SDK: dict[str, str] = {"openai-chat": "openai", "anthropic-messages": "anthropic"}
+"""The Python package (and pip extra) each wire format's adapter needs."""
+
+_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
+_ENV = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+
+
+class RegistryError(ValueError):
+    """A provider table that does not validate: the message names the row and the field."""
+
+
+class Provider(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One row of the registry (the field meanings are in providers.toml's header)."""
+
+    name: str
+    wire: Wire
+    base_url: str = ""
+    key_env: str = ""
+    effort: EffortFamily = "none"
+    prompt_caching: PromptCaching = "none"
+    prices: str = ""
+    description: str = ""
+
+    @property
+    def sdk(self) -> str:
+        """The SDK package the adapter imports (`openai`, `anthropic`), also its pip extra."""
+        return WIRE_SDK[self.wire]
+
+    @property
+    def needs_key(self) -> bool:
+        return bool(self.key_env)
+
+    @property
+    def default_base_url(self) -> str | None:
+        return self.base_url or None
+
+
+class _Table(msgspec.Struct, frozen=True):
+    providers: tuple[Provider, ...]
+
+
+def load_registry(text: str, source: str = "providers.toml") -> tuple[Provider, ...]:
+    """The rows of a provider table in TOML, validated (`RegistryError` names what is wrong)."""
+    try:
+        raw = tomllib.loads(text)
+        rows = msgspec.convert(raw, _Table).providers
+    except (tomllib.TOMLDecodeError, msgspec.ValidationError) as exc:
+        raise RegistryError(f"{source}: {exc}") from None
+    seen: set[str] = set()
+    for i, row in enumerate(rows, 1):
+        where = f"{source}: provider {i} ({row.name!r})"
+        if not _NAME.fullmatch(row.name):
+            raise RegistryError(f"{where}: name must be a lower-case identifier such as 'openai'")
+        if row.name in seen or row.name in BUILTIN_AGENTS:
+            raise RegistryError(f"{where}: the name is taken (by another row or a built-in agent)")
+        seen.add(row.name)
+        if row.base_url and not row.base_url.startswith(("http://", "https://")):
+            raise RegistryError(f"{where}: base_url must be empty or an http(s) URL")
+        if row.key_env and not _ENV.fullmatch(row.key_env):
+            raise RegistryError(f"{where}: key_env must be empty or an environment variable name")
+    return rows
+
+
+@cache
+def registry() -> tuple[Provider, ...]:
+    """The packaged provider table, in file order."""
+    text = resources.files("kestrel.providers").joinpath("providers.toml").read_text("utf-8")
+    return load_registry(text)
+
+
+def lookup(name: str) -> Provider | None:
+    """The row called `name` (case-insensitive, surrounding spaces ignored), if any."""
+    wanted = name.strip().lower()
+    return next((row for row in registry() if row.name == wanted), None)
+
+
+def names() -> tuple[str, ...]:
+    """The provider names, sorted."""
+    return tuple(sorted(row.name for row in registry()))
+
+
+def agent_kinds() -> tuple[str, ...]:
+    """Every kind an `--agent` spec or a mode may name: the built-in agents and the providers."""
+    return tuple(sorted(BUILTIN_AGENTS + names()))

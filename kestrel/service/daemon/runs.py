@@ -1,0 +1,321 @@
+"""`Runs`: the daemon's runs on the session host, committed to the store as they happen.
+
+- `submit`: the flags are resolved (a bad one is refused before anything is stored), the run
+  is committed, then started on the host; the reply follows the commit.
+- `observe` is the host's observer: every terminal turn (with its ordinal's evidence, in the
+  same transaction) and every batch of ledger events is queued for the one writer in the
+  order it happened (the session waits only when the queue is full) and group-committed
+  within 20 ms (`kestrel.service.daemon.writer.LINGER_S`), sooner when a commit somebody waits for
+  (a submit, an end, a cancel) takes it along.
+  Everything a client sees (follow, show, wait, export, the reply to submit and cancel) is
+  read from or follows a commit, so nothing is acknowledged that is not durable, and the
+  store always holds a prefix of each run's records.
+- `resume`: at start, every run the store holds as running is started again with its
+  committed turns, which the host answers from the record (the agent is not called for them),
+  the engine re-running deterministically through them; ticks up to the crash point go at
+  once, then the run continues at its pace. Records it re-emits are already stored and ignored
+  (`ON CONFLICT DO NOTHING`), so the store never holds a duplicate and the final ledger is the
+  uninterrupted run's.
+- the end of a run commits its state, its exact ledger, capture and summary, and an `end`
+  record; `wait` and `follow` wake on each commit of their run.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import anyio
+import msgspec
+from anyio.abc import TaskGroup
+
+from kestrel.service.daemon.store import Ended, Insert, NewRun, Op, Reader, Resumed
+from kestrel.service.daemon.writer import Writer
+from kestrel.service.actors.feed import Pace
+from kestrel.service.host import EvidenceEvent, HostClient, HostError, LedgerEvents, RunEnded, SessionEvent, TurnEvent
+from kestrel.service.daemon.protocol import TERMINAL_STATES, RunInfo, Submitted
+from kestrel.agents.resume import ResumeError, skip_committed
+from kestrel.engine.ledger import Ledger
+from kestrel.logs import get_logger
+from kestrel.outputs import atomic_write
+from kestrel.session.capture import CapturedTurn
+from kestrel.session.loop import Evidence
+from kestrel.session.pace import pace_name
+from kestrel.session.protocol import Agent
+from kestrel.session.spec import ResolvedRun
+
+_enc = msgspec.json.Encoder(order="deterministic")
+Slot = tuple[str, str]
+
+
+class Refusal(ValueError):
+    """A request the daemon cannot do (unknown run, bad flags, ...); the text says why."""
+
+
+@dataclass
+class Job:
+    """A resolved submission: what runs, who authors, how fast, where the files go at the end,
+    how long one agent call may take (the submit's `--agent-timeout`)."""
+
+    run: ResolvedRun
+    agent: Agent
+    pace: float | None
+    outputs: dict[str, str] = field(default_factory=dict)
+    agent_timeout: float | None = None
+
+
+class Planner(Protocol):
+    """Turns `kestrel ctl submit` flags into a `Job` (the CLI provides it: the same resolution
+    as `kestrel simulate`). Both raise ValueError with a one-line reason."""
+
+    def parse(self, argv: list[str], cwd: str) -> tuple[dict[str, Any], list[str]]:
+        """(flags to store, the argv with paths made absolute)."""
+        ...
+
+    def resolve(self, flags: dict[str, Any]) -> Job: ...
+
+
+@dataclass
+class LiveRun:
+    run: str
+    changed: anyio.Event = field(default_factory=anyio.Event)
+    cancelled: bool = False
+    broken: str | None = None
+    evidence: list[Evidence] = field(default_factory=list)
+    seen: dict[Slot, int] = field(default_factory=dict)
+
+
+def ledger_line(event: Any) -> bytes:
+    return Ledger([event]).to_jsonl().rstrip(b"\n")
+
+
+class Runs:
+    def __init__(self, host: HostClient, writer: Writer, reader: Reader, planner: Planner, tg: TaskGroup) -> None:
+        self.host = host
+        self.writer = writer
+        self.reader = reader
+        self.planner = planner
+        self.tg = tg
+        self.live: dict[str, LiveRun] = {}
+        self.log = get_logger("kestrel.service.daemon")
+
+    # -- commits --------------------------------------------------------------------------
+
+    def on_commit(self, ops: Sequence[Op]) -> None:
+        """Wake the waiters and followers of every run `ops` touched (after the commit)."""
+        for run in {op.run for op in ops}:
+            live = self.live.get(run)
+            if live is not None:
+                event, live.changed = live.changed, anyio.Event()
+                event.set()
+
+    def on_error(self, ops: Sequence[Op], error: BaseException) -> None:
+        """A failed commit breaks the runs it carried (they end failed, naming the error)."""
+        from kestrel_actors.errors import describe
+
+        for run in {op.run for op in ops}:
+            live = self.live.get(run)
+            if live is not None and live.broken is None:
+                live.broken = f"the store could not commit: {describe(error)}"
+        self.log.error("store.commit_failed", runs=sorted({op.run for op in ops}), error=str(error))
+
+    async def observe(self, session_id: str, event: SessionEvent) -> None:
+        """The host's observer: queue what `event` carries for the writer, in order."""
+        live = self.live.get(session_id)
+        if live is None:
+            return
+        ops: list[Op] = []
+        if isinstance(event, EvidenceEvent):
+            live.evidence.append(event.record)  # committed with its turn, in one transaction
+            return
+        if isinstance(event, TurnEvent):
+            t = event.turn
+            for record in live.evidence:
+                slot = (record.date or t.date, record.ordinal)
+                k = live.seen.get(slot, 0)
+                live.seen[slot] = k + 1
+                ops.append(Insert(live.run, "evidence", f"{slot[0]}/{slot[1]}/{k}", _enc.encode(record)))
+            live.evidence = []
+            ops.append(Insert(live.run, "turn", f"{t.date}/{t.ordinal}", _enc.encode(t)))
+        elif isinstance(event, LedgerEvents):
+            ops = [Insert(live.run, "ledger", f"{event.date}/{event.index + i:07d}", ledger_line(e))
+                   for i, e in enumerate(event.events)]
+        if ops:
+            await self.writer.enqueue(ops)
+
+    # -- submit, resume, drive ------------------------------------------------------------
+
+    async def submit(self, argv: list[str], cwd: str) -> Submitted:
+        try:
+            flags, canonical = self.planner.parse(argv, cwd)
+            job = await anyio.to_thread.run_sync(self.planner.resolve, flags)
+        except ValueError as exc:
+            raise Refusal(str(exc)) from None
+        run = f"r{secrets.token_hex(5)}"
+        pace = pace_name(job.pace)
+        self.live[run] = LiveRun(run)
+        stored = await self.writer.enqueue([NewRun(run, _enc.encode(flags), _enc.encode(canonical), pace)],
+                                           urgent=True)
+        self.tg.start_soon(self._drive, run, job, [], 0)  # its records queue up behind the run's
+        try:
+            await self.writer.wait(stored)  # the reply follows the commit
+        except Exception as exc:
+            self.live[run].cancelled = True
+            with anyio.move_on_after(5):
+                try:
+                    await self.host.close(run)
+                except HostError:
+                    pass
+            raise Refusal(f"the store could not commit the run: {exc}") from None
+        self.log.info("run.submitted", run=run, argv=canonical, pace=pace)
+        return Submitted(run, pace)
+
+    async def resume_all(self) -> int:
+        """Start every run the store holds as running again (see the module docstring)."""
+        stored = self.reader.unfinished()
+        for s in stored:
+            self.live[s.run] = LiveRun(s.run)
+            try:
+                job = await anyio.to_thread.run_sync(self.planner.resolve, s.flags)
+            except ValueError as exc:
+                await self._end(s.run, "failed", f"cannot resume: {exc}")
+                continue
+            rows = self.reader.events(s.run, kinds=("turn",), limit=1_000_000)
+            committed = [msgspec.json.decode(r[3], type=CapturedTurn) for r in rows]
+            try:
+                skip_committed(job.agent, committed)  # a file agent continues after them
+            except ResumeError as exc:
+                await self._end(s.run, "failed", f"cannot resume: {exc}")
+                continue
+            at = resume_point(job.run, committed, self.reader.events(s.run, kinds=("ledger",), limit=1_000_000))
+            await self.writer.commit([Resumed(s.run)])
+            self.log.info("run.resumed", run=s.run, committed_turns=len(committed), resume_ns=at)
+            self.tg.start_soon(self._drive, s.run, job, committed, at)
+        return len(stored)
+
+    async def _drive(self, run: str, job: Job, committed: list[CapturedTurn], resume_ns: int) -> None:
+        live = self.live[run]
+        if live.cancelled:
+            return
+        try:
+            pace = None if job.pace is None else Pace(job.pace, resume_ns)
+            started = await self.host.start(job.run, job.agent, agent_id=job.agent.agent_id,
+                                            committed=committed, pace=pace, session_id=run,
+                                            agent_timeout=job.agent_timeout)
+            outcome = started.outcome
+            while not isinstance(outcome, RunEnded):
+                outcome = await self.host.next_outcome(run, outcome.seq)
+            if live.cancelled:
+                return
+            if outcome.state != "done" or live.broken is not None:
+                await self._end(run, "failed", live.broken or outcome.reason or f"the session ended {outcome.state}")
+                return
+            result = await self.host.result(run)
+            ledger, capture = result.ledger_jsonl(), result.capture_jsonl()
+            if job.outputs:  # written before the end is committed: `done` means they are there
+                await self.writer.commit([])  # every record of the run is in the store now
+                files = {"ledger": ledger, "capture": capture, "evidence": self.evidence_jsonl(run)}
+                lost = await anyio.to_thread.run_sync(self._write_outputs, run, job, files)
+                if lost:  # as `kestrel simulate`: an output that cannot be written fails the run
+                    await self._end(run, "failed", lost, outcome.summary, ledger, capture)
+                    await self.host.close(run)
+                    return
+            await self._end(run, "done", None, outcome.summary, ledger, capture)
+            await self.host.close(run)
+        except HostError as exc:
+            if not live.cancelled:
+                await self._end(run, "failed", str(exc))
+
+    async def _end(self, run: str, state: str, reason: str | None, summary: Any = None,
+                   ledger: bytes | None = None, capture: bytes | None = None) -> None:
+        body = _enc.encode({"state": state, "reason": reason, "summary": summary})
+        doc = None if summary is None else _enc.encode(summary)
+        await self.writer.commit([Insert(run, "end", "end", body), Ended(run, state, reason, doc, ledger, capture)])
+        self.live.pop(run, None)  # its waiters were woken by the commit and read the end
+        self.log.info("run.ended", run=run, state=state, reason=reason)
+
+    def _write_outputs(self, run: str, job: Job, files: dict[str, bytes]) -> str | None:
+        """Write the run's requested outputs; the reason they were not all written, if so."""
+        lost: list[str] = []
+        for kind, path in job.outputs.items():
+            try:
+                atomic_write(path, files[kind])
+            except OSError as exc:
+                self.log.error("run.output_failed", run=run, path=path, error=exc.strerror or str(exc))
+                lost.append(f"cannot write --{kind} {path}: {exc.strerror or exc}")
+        return "; ".join(lost) + " (its ledger and capture are kept: `kestrel ctl export`)" if lost else None
+
+    # -- queries --------------------------------------------------------------------------
+
+    def info(self, run: str) -> RunInfo:
+        info = self.reader.info(run)
+        if info is None:
+            raise Refusal(f"unknown run {run!r} (`kestrel ctl runs` lists them)")
+        return info
+
+    async def cancel(self, run: str) -> RunInfo:
+        info = self.info(run)
+        live = self.live.get(run)
+        if info.state in TERMINAL_STATES or live is None:
+            raise Refusal(f"run {run} is {info.state}: nothing to cancel")
+        live.cancelled = True
+        try:
+            await self.host.close(run)
+        except HostError:
+            pass  # not started yet or already gone: the store decides
+        await self._end(run, "cancelled", "cancelled by `kestrel ctl cancel`")
+        return self.info(run)
+
+    async def wait(self, run: str, timeout: float | None) -> RunInfo | None:
+        """The run once it has ended, or None when `timeout` passed first."""
+        with anyio.move_on_after(timeout):
+            while True:
+                live = self.live.get(run)
+                changed = None if live is None else live.changed
+                info = self.info(run)
+                if info.state in TERMINAL_STATES or changed is None:
+                    return info
+                await changed.wait()
+        return None
+
+    def export(self, run: str) -> tuple[bytes, bytes, bytes]:
+        """(ledger, capture, evidence) of a finished run, exactly as `simulate` writes them."""
+        info = self.info(run)
+        state, ledger, capture = self.reader.artifacts(run)
+        if ledger is None or capture is None:  # kept by `done` and by a run whose outputs were lost
+            why = f" ({info.reason})" if info.reason else ""
+            raise Refusal(f"run {run} is {state}{why}: only a finished (done) run can be exported")
+        return ledger, capture, self.evidence_jsonl(run)
+
+    def evidence_jsonl(self, run: str) -> bytes:
+        import io
+
+        from kestrel.logs import json_sink
+        from kestrel.session.runner import evidence_logger
+
+        out = io.StringIO()
+        sink = evidence_logger(json_sink(out))
+        for row in self.reader.events(run, kinds=("evidence",), limit=10_000_000):
+            sink(msgspec.json.decode(row[3], type=Evidence))
+        return out.getvalue().encode()
+
+
+def resume_point(run: ResolvedRun, committed: list[CapturedTurn], ledger_rows: list[tuple[int, str, str, bytes]]) -> int:
+    """The market time a crashed run had surely reached: its last committed ledger event or
+    the cutoff of its last committed turn, whichever is later (0 when nothing was committed)."""
+    at = 0
+    if ledger_rows:
+        at = int(msgspec.json.decode(ledger_rows[-1][3])["ts"])
+    if committed:
+        last = committed[-1]
+        for day in run.schedule:
+            if day.date == last.date:
+                for o in day.ordinals:
+                    if o.label == last.ordinal:
+                        at = max(at, day.cutoff(o))
+    return at
+
+
+__all__ = ["Job", "LiveRun", "Planner", "Refusal", "Runs", "ledger_line", "resume_point"]

@@ -1,0 +1,48 @@
+"""The session host: one actor owning many sessions at once, each a driver + engine + agent.
+
+An agent may be in process (baseline, fixed, a model adapter) or external: its replies
+arrive as messages (`HostClient.submit`), which is how an MCP client or a daemon client is
+the agent of a session. Every session emits an ordered stream of events (requests, evidence,
+terminal turns, ledger events, the end of the run) that transports follow and stores commit.
+See docs/mcp.md.
+"""
+
+from kestrel.service.host.client import DataCache, HostClient, HostError, Outcome, Started, open_host
+from kestrel.service.host.events import (
+    BudgetLeft,
+    EvidenceEvent,
+    HostedRequest,
+    LedgerEvents,
+    RequestEvent,
+    RunEnded,
+    SessionEvent,
+    TurnEvent,
+)
+from kestrel.service.host.host import DEFAULT_ABANDON_AFTER_S, Observer, SessionHost, SessionStatus
+from kestrel.service.host.port import PortRefused, ReplyPort
+from kestrel.service.host.run import ExternalAgent, run_hosted
+
+__all__ = [
+    "DEFAULT_ABANDON_AFTER_S",
+    "BudgetLeft",
+    "DataCache",
+    "EvidenceEvent",
+    "ExternalAgent",
+    "HostClient",
+    "HostError",
+    "HostedRequest",
+    "LedgerEvents",
+    "Observer",
+    "Outcome",
+    "PortRefused",
+    "ReplyPort",
+    "RequestEvent",
+    "RunEnded",
+    "SessionEvent",
+    "SessionHost",
+    "SessionStatus",
+    "Started",
+    "TurnEvent",
+    "open_host",
+    "run_hosted",
+]

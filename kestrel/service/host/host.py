@@ -1,0 +1,425 @@
+"""`SessionHost`: one actor owning many sessions at once, each a driver + engine + agent.
+
+The host keeps every session's record (its event log, the request waiting for an external
+agent, its result) and serializes what touches them: starting, submitting a reply, status,
+result, close, and the events the sessions emit. Each session runs in a child `SessionActor`
+on its own actor system (`kestrel.service.host.run`), so sessions are isolated; the host only moves
+messages. Expected refusals (an unknown or finished session, a reply nobody waits for) are
+answered with `Refused(reason)`, never raised, so the host is never restarted by its own
+callers' mistakes; its state lives in a `HostState` its factory shares, so even a restart
+after a bug keeps every session.
+
+Every event is numbered (`seq`, from 1 per session), appended to the session's log, then
+published on the host system's bus topic `session.<id>`; `HostClient` (kestrel.service.host.client)
+subscribes there to wait for the next request or the end of a run, and to follow a run.
+`observer`, when given, is awaited by each session for each event BEFORE the host sees it
+(the daemon commits there: nothing is acknowledged that is not stored).
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import msgspec
+
+from kestrel_actors import Actor, ActorRef, ActorStopped, Stop
+from kestrel_actors.errors import describe
+from kestrel.service.actors.feed import Pace
+from kestrel.service.host.events import HostedRequest, RequestEvent, RunEnded, SessionEvent, TurnEvent
+from kestrel.service.host.port import PortRefused, ReplyPort
+from kestrel.service.host.run import ExternalAgent, run_hosted
+from kestrel.logs import get_logger
+from kestrel.session.calls import DEFAULT_AGENT_TIMEOUT_S
+from kestrel.session.capture import CapturedTurn
+from kestrel.session.protocol import Agent, AgentReply, Usage
+from kestrel.session.runner import SessionResult
+from kestrel.session.spec import ResolvedRun, estimate_usage
+
+Observer = Callable[[str, SessionEvent], Awaitable[None]]
+DEFAULT_ABANDON_AFTER_S = 600.0
+KEEP_FINISHED = 256
+"""Finished sessions kept (oldest forgotten first) until their client closes them."""
+
+STATES = ("waiting", "running", "done", "closed", "failed")
+
+
+def topic(session_id: str) -> str:
+    """The host bus topic a session's numbered events are published on."""
+    return f"session.{session_id}"
+
+
+# ------------------------------------------------------------------------------------------
+# messages
+
+
+class StartSession(msgspec.Struct, frozen=True, tag="host_start"):
+    """Start `run` with `agent` (in process) or, when None, an external agent whose replies
+    arrive by `Submit`. `committed` turns are re-applied without asking the agent (resume);
+    `pace` releases the ticks by the wall clock (`kestrel.service.actors.feed.Pace`); `session_id`, when
+    given, names the session (a store keying its records by it sees every event under it);
+    `agent_timeout`, when given, bounds each agent call of this session instead of the host's
+    default."""
+
+    run: ResolvedRun
+    agent: Any = None
+    agent_id: str = "external"
+    model: str = ""
+    committed: list[CapturedTurn] = []
+    pace: Pace | None = None
+    session_id: str | None = None
+    agent_timeout: float | None = None
+
+
+class Submit(msgspec.Struct, frozen=True, tag="host_submit"):
+    """An external agent's raw reply; token counts it did not report are estimated."""
+
+    session_id: str
+    text: str
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+
+class Status(msgspec.Struct, frozen=True, tag="host_status"):
+    session_id: str
+
+
+class Result(msgspec.Struct, frozen=True, tag="host_result"):
+    session_id: str
+
+
+class Close(msgspec.Struct, frozen=True, tag="host_close"):
+    session_id: str
+
+
+class ListSessions(msgspec.Struct, frozen=True, tag="host_list"):
+    pass
+
+
+class Backlog(msgspec.Struct, frozen=True, tag="host_backlog"):
+    """The session's events with seq > `after` (for following a run without a gap)."""
+
+    session_id: str
+    after: int = 0
+
+
+class LatestOutcome(msgspec.Struct, frozen=True, tag="host_outcome"):
+    """The newest request or end event with seq > `after`, or None."""
+
+    session_id: str
+    after: int = 0
+
+
+class Emitted(msgspec.Struct, frozen=True, tag="host_emitted"):
+    session_id: str
+    event: SessionEvent
+
+
+class Finished(msgspec.Struct, frozen=True, tag="host_finished"):
+    session_id: str
+    state: str
+    reason: str | None = None
+    result: Any = None
+
+
+HostMessage = (
+    StartSession | Submit | Status | Result | Close | ListSessions | Backlog | LatestOutcome
+    | Emitted | Finished
+)
+
+# ------------------------------------------------------------------------------------------
+# replies
+
+
+class Refused(msgspec.Struct, frozen=True):
+    reason: str
+
+
+class Opened(msgspec.Struct, frozen=True):
+    session_id: str
+
+
+class Accepted(msgspec.Struct, frozen=True):
+    seq: int
+    usage: Usage
+
+
+class SessionStatus(msgspec.Struct, frozen=True):
+    session_id: str
+    state: str
+    agent: str
+    data: str
+    symbol: str
+    dates: list[str]
+    schedule: list[str]
+    turns: int
+    events: int
+    pending: HostedRequest | None = None
+    reason: str | None = None
+
+
+class Closed(msgspec.Struct, frozen=True):
+    session_id: str
+    state: str
+
+
+# ------------------------------------------------------------------------------------------
+# state
+
+
+@dataclass
+class HostedSession:
+    session_id: str
+    run: ResolvedRun
+    agent_id: str
+    port: ReplyPort | None
+    ref: ActorRef[Any] | None = None
+    state: str = "running"
+    reason: str | None = None
+    log: list[SessionEvent] = field(default_factory=list)
+    pending: HostedRequest | None = None
+    turns: int = 0
+    result: SessionResult | None = None
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+
+    def status(self) -> SessionStatus:
+        header_dates = [d.date for d in self.run.schedule]
+        schedule = [o.label for o in self.run.schedule[0].ordinals] if self.run.schedule else []
+        return SessionStatus(
+            session_id=self.session_id,
+            state=self.state,
+            agent=self.agent_id,
+            data=self.run.options.data_name,
+            symbol=self.run.data.symbol,
+            dates=header_dates,
+            schedule=schedule,
+            turns=self.turns,
+            events=len(self.log),
+            pending=self.pending,
+            reason=self.reason,
+        )
+
+
+@dataclass
+class HostState:
+    """Everything the host owns; shared with a restarted instance (see the module docstring)."""
+
+    abandon_after: float = DEFAULT_ABANDON_AFTER_S
+    observer: Observer | None = None
+    keep_finished: int = KEEP_FINISHED
+    agent_timeout: float = DEFAULT_AGENT_TIMEOUT_S
+    """Per call of a blocking in-process agent (a model adapter); see `kestrel.session.calls`."""
+    sessions: dict[str, HostedSession] = field(default_factory=dict)
+    ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+
+# ------------------------------------------------------------------------------------------
+# actors
+
+
+class RunHosted(msgspec.Struct, frozen=True, tag="run_hosted"):
+    pass
+
+
+class SessionActor(Actor[RunHosted]):
+    """Runs one session to its end and reports it to the host (`Finished`)."""
+
+    def __init__(self, host: ActorRef[Any], session: HostedSession, agent: Agent | None,
+                 identity: Agent, committed: list[CapturedTurn], observer: Observer | None,
+                 agent_timeout: float, pace: Pace | None = None) -> None:
+        self._host = host
+        self._session = session
+        self._agent = agent
+        self._identity = identity
+        self._committed = committed
+        self._observer = observer
+        self._timeout = agent_timeout
+        self._pace = pace
+
+    async def _emit(self, event: SessionEvent) -> None:
+        if self._observer is not None:
+            await self._observer(self._session.session_id, event)
+        await self._host.tell(Emitted(self._session.session_id, event))
+
+    async def _report(self, finished: Finished) -> None:
+        try:
+            await self._host.tell(finished)
+        except ActorStopped:  # the host is shutting down: nobody is left to tell
+            pass
+
+    async def receive(self, message: RunHosted) -> None:
+        s = self._session
+        source: Agent | ReplyPort = self._agent if self._agent is not None else s.port  # type: ignore[assignment]
+        finished = Finished(s.session_id, "closed", "closed before the run ended")
+        with s.scope:
+            try:
+                result = await run_hosted(s.run, source, self._identity, self._emit,
+                                          committed=self._committed, agent_timeout=self._timeout,
+                                          pace=self._pace)
+                finished = Finished(s.session_id, "done", None, result)
+            except Exception as exc:  # a session's failure ends that session only
+                get_logger("kestrel.host").error("session.failed", session=s.session_id, error=describe(exc))
+                finished = Finished(s.session_id, "failed", describe(exc))
+        await self._report(finished)
+        self.ctx.stop()
+
+
+class SessionHost(Actor[HostMessage]):
+    def __init__(self, state: HostState) -> None:
+        self.state = state
+
+    def _get(self, session_id: str) -> HostedSession | Refused:
+        s = self.state.sessions.get(session_id)
+        if s is None:
+            return Refused(f"unknown session {session_id!r} (start one with session_start; closed sessions are gone)")
+        return s
+
+    async def receive(self, message: HostMessage) -> object:
+        if isinstance(message, Emitted):
+            await self._record(message.session_id, message.event)
+            return None
+        if isinstance(message, Finished):
+            await self._finish(message)
+            return None
+        if isinstance(message, StartSession):
+            return self._start(message)
+        if isinstance(message, ListSessions):
+            return [s.status() for s in self.state.sessions.values()]
+        s = self._get(message.session_id)
+        if isinstance(s, Refused):
+            return s
+        if isinstance(message, Submit):
+            return self._submit(s, message)
+        if isinstance(message, Status):
+            return s.status()
+        if isinstance(message, Backlog):
+            return [e for e in s.log if e.seq > message.after]
+        if isinstance(message, LatestOutcome):
+            for e in reversed(s.log):
+                if e.seq <= message.after:
+                    break
+                if isinstance(e, RequestEvent | RunEnded):
+                    return e
+            return None
+        if isinstance(message, Result):
+            if s.result is None:
+                return Refused(
+                    f"session {s.session_id} is {s.state}: "
+                    + ("submit replies until the run is done" if s.state in ("waiting", "running")
+                       else f"it has no result ({s.reason})")
+                )
+            return s.result
+        return await self._close(s)
+
+    def _start(self, m: StartSession) -> Opened | Refused:
+        st = self.state
+        sid = m.session_id or f"s{next(st.ids)}-{secrets.token_hex(3)}"
+        if sid in st.sessions:
+            return Refused(f"session id {sid!r} is already in use")
+        port = None if m.agent is not None else ReplyPort(st.abandon_after)
+        identity: Agent = m.agent if m.agent is not None else ExternalAgent(m.agent_id, m.model)
+        s = HostedSession(sid, m.run, identity.agent_id, port)
+        st.sessions[sid] = s
+        timeout = st.agent_timeout if m.agent_timeout is None else m.agent_timeout
+        host = self.ctx.self_ref
+        s.ref = self.ctx.spawn(
+            lambda: SessionActor(host, s, m.agent, identity, list(m.committed), st.observer, timeout,
+                                 m.pace),
+            name=sid, policy=Stop(),
+        )
+        s.ref.tell_nowait(RunHosted())
+        return Opened(sid)
+
+    def _submit(self, s: HostedSession, m: Submit) -> Accepted | Refused:
+        if s.port is None:
+            return Refused(f"session {s.session_id} has an in-process agent ({s.agent_id}); it takes no replies")
+        asked = s.port.waiting
+        if s.state != "waiting" or asked is None:
+            why = s.port.ended or f"the session is {s.state}"
+            return Refused(f"session {s.session_id} is not waiting for a reply: {why}")
+        estimate = estimate_usage(asked, m.text)
+        usage = Usage(
+            input=estimate.input if m.input_tokens is None else m.input_tokens,
+            output=estimate.output if m.output_tokens is None else m.output_tokens,
+        )
+        try:
+            s.port.offer(AgentReply(m.text, usage))
+        except PortRefused as exc:
+            return Refused(f"session {s.session_id}: {exc}")
+        s.state, s.pending = "running", None
+        return Accepted(len(s.log), usage)
+
+    async def _record(self, session_id: str, event: SessionEvent) -> None:
+        s = self.state.sessions.get(session_id)
+        if s is None:  # closed meanwhile: its events go nowhere
+            return
+        event = msgspec.structs.replace(event, seq=len(s.log) + 1)
+        s.log.append(event)
+        if isinstance(event, RequestEvent) and s.port is not None:
+            s.state, s.pending = "waiting", event.request
+        elif s.state == "waiting":  # the request was answered another way (abandoned, closed)
+            s.state, s.pending = "running", None
+        if isinstance(event, TurnEvent):
+            s.turns += 1
+        await self.ctx.system.bus.publish(topic(session_id), event)
+
+    async def _finish(self, m: Finished) -> None:
+        from kestrel.report.summary import summary
+
+        s = self.state.sessions.get(m.session_id)
+        if s is None:
+            return
+        s.result = m.result
+        if s.state != "closed":
+            s.state, s.reason = m.state, m.reason
+        s.pending = None
+        if s.port is not None and s.port.ended is not None and s.state == "done":
+            s.reason = s.port.ended
+        doc = summary(m.result, s.run.data) if m.result is not None else None
+        await self._record(s.session_id, RunEnded(s.state, s.reason, doc))
+        finished = [k for k, v in self.state.sessions.items() if v.state not in ("waiting", "running")]
+        for k in finished[: max(0, len(finished) - self.state.keep_finished)]:
+            del self.state.sessions[k]
+
+    async def _close(self, s: HostedSession) -> Closed:
+        state = s.state
+        if state in ("waiting", "running"):
+            s.state, s.reason = "closed", "closed by the client"
+            if s.port is not None:
+                s.port.close("session closed by the client")
+            s.scope.cancel()
+        del self.state.sessions[s.session_id]
+        await self.ctx.system.bus.publish(topic(s.session_id), RunEnded("closed", "closed by the client"))
+        return Closed(s.session_id, state)
+
+
+__all__ = [
+    "DEFAULT_ABANDON_AFTER_S",
+    "KEEP_FINISHED",
+    "Accepted",
+    "Backlog",
+    "Close",
+    "Closed",
+    "Emitted",
+    "Finished",
+    "HostMessage",
+    "HostState",
+    "HostedSession",
+    "LatestOutcome",
+    "ListSessions",
+    "Observer",
+    "Opened",
+    "Refused",
+    "Result",
+    "SessionActor",
+    "SessionHost",
+    "SessionStatus",
+    "StartSession",
+    "Status",
+    "Submit",
+    "topic",
+]
