@@ -55,6 +55,8 @@ Honest workloads (issue 17), reported separately:
   engine's on the SMA-bracket workload (same quote ticks, a Python strategy), with
   `nautilus_trades` / `engine_trades` (signals fired) and `nautilus_entries_match` (same
   signal ticks), and `nautilus_trades_match` (same entries and exits, above).
+- `engine_lines`: lines of the engine package (kestrel/engine/*.py); `function_lines`: of the
+  language's function units the engine runs (kestrel/lang/functions.py), and their sum.
 `--quick` uses 200,000 ticks instead of 1,000,000.
 """
 
@@ -281,6 +283,15 @@ def per_tick_loop(days: list[tuple[SessionSpec, Ticks]]) -> tuple[float, int]:
     return time.perf_counter() - t0, trades
 
 
+def source_lines() -> dict[str, int]:
+    """Lines of the engine package (`engine_lines`) and of the language's function units it
+    runs (`function_lines`, kestrel/lang/functions.py), and their sum."""
+    engine = sum(len(p.read_text().splitlines()) for p in (ROOT / "kestrel" / "engine").glob("*.py"))
+    functions = len((ROOT / "kestrel" / "lang" / "functions.py").read_text().splitlines())
+    return {"engine_lines": engine, "function_lines": functions,
+            "engine_and_function_lines": engine + functions}
+
+
 def shared_data_dir() -> Path | None:
     """../shared/data from the repo root (or $KESTREL_SHARED_DATA), when present."""
     env = os.environ.get("KESTREL_SHARED_DATA")
@@ -400,8 +411,7 @@ def main() -> None:
     n = sum(len(t) for _, t in days)
     result: dict[str, object] = {
         "bench": "engine_throughput", "quick": args.quick, "ticks": n, "repeats": REPEATS,
-        # the hot modules compiled by mypyc (`make compile`), or pure Python (KESTREL_PURE=1)
-        "engine_compiled": native.compiled(),
+        **source_lines(),
     }
     ref_wall = fast_wall = 0.0
     identical = True

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Literal, TypeAlias
+from typing import Literal, TypeAlias, get_args
 
 import numpy as np
 
@@ -268,11 +268,11 @@ class Engine:
             k.close_session(Tick(k.seen - 1, k.now_ns, k.bid, k.ask, math.nan, 0.0), "end of data")
         return self.ledger.events[mark:]
 
-    def run(self, ticks: Ticks, *, path: EnginePath = "auto", final: bool = True) -> Ledger:
-        """Simulate `ticks`: `path` is auto | reference | fast. The vectorized path (`fast`)
-        applies when a plan is armed, its conditions read no per-tick account state (upnl,
-        pnl; pos and rpnl are fine outside CROSSES) and its entry prices none at all."""
-        if path not in ("auto", "reference", "fast"):
+    def run(self, ticks: Ticks, *, path: str = "auto", final: bool = True) -> Ledger:
+        """Simulate `ticks`: `path` is an `EnginePath`. The vectorized path (`fast`) applies
+        when a plan is armed, its conditions read no per-tick account state (upnl, pnl; pos
+        and rpnl are fine outside CROSSES) and its entry prices none at all."""
+        if path not in get_args(EnginePath):
             raise ValueError(f"path must be auto, reference or fast, got {path!r}")
         ticks = ticks.canonical()
         blocker = self._fast_blocker()

@@ -470,10 +470,10 @@ class _Checker:
                          hint="use fewer bars or a shorter timeframe")
                 ok = False
         order = [(name, counts[name]) for name in fn.increasing if name in counts]
-        for (low, a), (high, b) in zip(order, order[1:]):
-            if ok and a >= b:
-                self.err(e, "out-of-range", f"{e.name}'s {low} ({a}) must be shorter than its "
-                         f"{high} ({b})", hint=f"e.g. {e.name}(last, 12, 26)")
+        for (shorter, first), (longer, second) in zip(order, order[1:]):
+            if ok and first >= second:
+                self.err(e, "out-of-range", f"{e.name}'s {shorter} ({first}) must be shorter "
+                         f"than its {longer} ({second})", hint=f"e.g. {e.name}(last, 12, 26)")
                 ok = False
         if not ok:
             return None
