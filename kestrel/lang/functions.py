@@ -556,7 +556,8 @@ class Rsi(Indicator):
             self.previous = exact
             return NAN
         change, self.previous = exact - self.previous, exact
-        up, down = (change, 0) if change > 0 else (0, -change)
+        up = change if change > 0 else 0
+        down = -change if change < 0 else 0
         n = self.n
         self.changes += 1
         if self.changes < n:
@@ -575,8 +576,8 @@ class Rsi(Indicator):
         change = np.diff(exact)
         if len(change) < n:
             return out
-        ups, downs = np.maximum(change, 0), np.maximum(-change, 0)
-        gain, loss = int(ups[:n].sum()) / n, int(downs[:n].sum()) / n
+        ups, downs = np.where(change > 0, change, 0), np.where(change < 0, -change, 0)
+        gain, loss = sum(ups[:n].tolist()) / n, sum(downs[:n].tolist()) / n  # (in order, as fed)
         rsi = [100.0 * gain / (gain + loss) if gain + loss > 0 else NAN]
         for up, down in zip(ups[n:].tolist(), downs[n:].tolist()):
             gain, loss = (gain * (n - 1) + up) / n, (loss * (n - 1) + down) / n
