@@ -101,6 +101,30 @@ def test_fast_path_matches_reference_byte_for_byte() -> None:
     assert {k for k, v in seen.items() if v >= 2} >= wanted, wanted - set(seen)
 
 
+N_INDICATOR_CASES = 300
+
+
+def test_plans_on_the_new_indicators_match_reference_byte_for_byte() -> None:
+    """300 seeded random plans whose conditions (and some limit prices) use rsi, stdev, zscore,
+    the Bollinger bands, macd, macdsignal, abs, min and max, ticks and bars, on both paths."""
+    rng = random.Random(20261202)
+    days = [f(rng) for _ in range(4) for f in (random_day, realistic_day)]
+    fired = 0
+    used: Counter[str] = Counter()
+    for case in range(N_INDICATOR_CASES):
+        session, ticks = days[case % len(days)]
+        text = random_plan_text(rng, indicators=True)
+        cfg = random_config(rng)
+        policy = FastPolicy(first_prefix=40, first_chunk=3) if case % 3 == 0 else FastPolicy()
+        ref, fast = both_paths(session, ticks, text, cfg, policy)
+        assert ref == fast, f"case {case}\nplan:\n{text}\n{cfg}"
+        fired += ref.count(b'"event":"fired"') > 0
+        used.update(name for name in ("rsi", "stdev", "zscore", "bbupper", "bblower", "macd(",
+                                      "macdsignal", "abs", "min", "max") if name in text)
+    assert fired > N_INDICATOR_CASES // 2  # the plans really fire
+    assert min(used.values()) >= 10 and len(used) == 10, used
+
+
 def _features(events: list[LedgerEvent], long_day: bool) -> Counter[str]:
     """What a ledger exercised: fills by order role, cancel/disarm/reject reasons."""
     roles: dict[int, str] = {}
