@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from decimal import Decimal
+from functools import lru_cache
 
 MAX_DECIMALS = 9
 
@@ -49,10 +50,12 @@ class Money:
         self.scale: int = int(10**decimals)  # k / scale (int / int) is correctly rounded
 
     @classmethod
+    @lru_cache(maxsize=256)
     def derive(cls, tick_size: float, multiplier: float, slippage_ticks: float,
                fee_per_unit: float, fee_per_order: float,
                decimals: int | None = None) -> Money:
-        """The quantum for an instrument and config (see the module docstring)."""
+        """The quantum for an instrument and config (see the module docstring); one `Money`
+        per quantum, shared (it holds no state)."""
         if decimals is not None:
             return cls(decimals)
         d = max(

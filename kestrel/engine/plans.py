@@ -62,8 +62,8 @@ def checked(plan: object) -> ast.Plan:
 
 def clock_base_ns(session: SessionSpec) -> int:
     """The instant `time` counts from: local midnight of the open's date (open's offset)."""
-    off = session.utc_offset_ns
-    return session.open_ns - (session.open_ns + off) % NS_PER_DAY
+    off, open_ns = session.utc_offset_ns, session.open_ns
+    return open_ns - (open_ns + off) % NS_PER_DAY
 
 
 def clock_seconds(session: SessionSpec, tod: ast.TimeOfDay) -> int:
@@ -81,6 +81,7 @@ def operator_of(table: dict[str, T], key: object, what: str) -> T:
     return table[key]
 
 
+@lru_cache(maxsize=4096)
 def bind(call: ast.Call) -> tuple[Unit, Arguments]:
     """The unit of a checked call and its resolved literal arguments (none for an operation,
     whose arguments are expressions); PlanError when the call does not fit its signature."""
@@ -102,6 +103,7 @@ def series_in(e: ast.Expr | None) -> set[str]:
     return {x.name for x in ast.walk(e) if isinstance(x, ast.Series)}
 
 
+@lru_cache(maxsize=256)
 def longest_lookback(plan: ast.Plan) -> tuple[int, ast.Call | None]:
     """The longest lookback (ns) any call in the plan's conditions and order prices needs
     to be defined, and that call."""
@@ -116,6 +118,7 @@ def longest_lookback(plan: ast.Plan) -> tuple[int, ast.Call | None]:
     return best
 
 
+@lru_cache(maxsize=256)
 def fast_blocker(plan: ast.Plan) -> str:
     """Why the vectorized path cannot run `plan`, or "" when it can. `pos` and `rpnl` only
     change on fills, so conditions may read them (outside CROSSES); `upnl`/`pnl` move with

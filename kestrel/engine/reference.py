@@ -56,7 +56,7 @@ class Pair:
     this tick, from the operands at the previous tick taken and at this one. Taken at every
     tick from the plan's arming, so the previous tick taken is the previous tick."""
 
-    __slots__ = ("left", "right", "before_left", "before_right", "above", "below")
+    __slots__ = ("left", "right", "before_left", "before_right", "above", "below", "read")
 
     def __init__(self, left: Value, right: Value) -> None:
         self.left, self.right = left, right
@@ -64,11 +64,15 @@ class Pair:
         self.before_right: Any = NAN
         self.above: Any = False
         self.below: Any = False
+        self.read = (False, False)  # whether a condition reads ABOVE, BELOW
 
     def take(self, tick: Tick) -> None:
         left, right = self.left(), self.right()
-        self.above = ABOVE(self.before_left, self.before_right, left, right)
-        self.below = BELOW(self.before_left, self.before_right, left, right)
+        above, below = self.read
+        if above:
+            self.above = ABOVE(self.before_left, self.before_right, left, right)
+        if below:
+            self.below = BELOW(self.before_left, self.before_right, left, right)
         self.before_left, self.before_right = left, right
 
 
@@ -157,7 +161,9 @@ class Evaluation:
                 pair = self.pairs[(e.left, e.right)] = Pair(self.compile(e.left), self.compile(e.right))
             found = pair
             if operator_of(CROSSES, e.direction, "CROSSES direction") is ABOVE:
+                pair.read = (True, pair.read[1])
                 return lambda: found.above
+            pair.read = (pair.read[0], True)
             return lambda: found.below
         if isinstance(e, ast.And | ast.Or):
             return self.junction(isinstance(e, ast.And), [self.compile(o) for o in e.operands])
@@ -199,7 +205,7 @@ class Evaluation:
         node = self.nodes.get(key)
         if node is None:
             name = args.source()
-            context = Context(self.units if SERIES[name].exact else 1.0, self.session.open_ns)
+            context = Context(self.units if SERIES[name].exact else 1.0, self.broker.open_ns)
             node = self.nodes[key] = Node(indicator(unit, args, context), self.source(name))
         found = node
         return lambda: found.value

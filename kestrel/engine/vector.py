@@ -34,6 +34,7 @@ class Columns:
     def __init__(self, ticks: Ticks, session: SessionSpec, arm: int, units: float,
                  clock_base_ns: int) -> None:
         self.ticks, self.session, self.arm = ticks, session, arm
+        self.open_ns = session.open_ns
         self.units, self.base = units, clock_base_ns
         self.n = len(ticks)
         self.account: dict[str, float] = {}
@@ -99,7 +100,7 @@ class Columns:
         got = self._indicators.get(key)
         if got is None:
             name = args.source()
-            context = Context(self.units if SERIES[name].exact else 1.0, self.session.open_ns)
+            context = Context(self.units if SERIES[name].exact else 1.0, self.open_ns)
             value, exact = self.series(name)
             got = indicator(unit, args, context).column(self.ticks.ts, value, exact)
             self._indicators[key] = got

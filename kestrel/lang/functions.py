@@ -270,15 +270,18 @@ class Extreme(Indicator):
             self.first = ts
         kept = self.kept
         if ts != self.waiting_ts:
-            for v in self.waiting:
-                if self.highest:
-                    while kept and kept[-1][1] <= v:
-                        kept.pop()
-                else:
-                    while kept and kept[-1][1] >= v:
-                        kept.pop()
-                kept.append((self.waiting_ts, v))
-            self.waiting = []
+            waiting = self.waiting
+            if waiting:  # the earlier timestamp's ticks join the candidates, in order
+                at = self.waiting_ts
+                for v in waiting:
+                    if self.highest:
+                        while kept and kept[-1][1] <= v:
+                            kept.pop()
+                    else:
+                        while kept and kept[-1][1] >= v:
+                            kept.pop()
+                    kept.append((at, v))
+                waiting.clear()
             self.waiting_ts = ts
         self.waiting.append(value)
         start = ts - self.span
