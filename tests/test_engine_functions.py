@@ -1,4 +1,4 @@
-"""The language's function units (kestrel/lang/functions.py): each indicator's per-tick form
+"""The language's function units (kestrel/lang/functions/): each indicator's per-tick form
 and its column form give the same doubles, bit for bit, on hypothesis-generated series (ties
 of timestamps, gaps, constant stretches, prices on a tick grid, values whose int64 sums would
 overflow, binary sources such as vwap), tick-based and over bars; the operations' scalar and
@@ -16,13 +16,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kestrel.lang.functions import Arguments, Atr, Context, Indicator, indicator
+from kestrel.lang.functions import Arguments, Atr, Context, Indicator, Operation, indicator
 from kestrel.lang.registry import UNITS
 
 S = 1_000_000_000
 UNITS_PER_POINT = 200.0  # half ticks of a 0.01 tick
 OPEN = 1_700_000_000 * S
 INDICATORS = {name: unit for name, unit in UNITS.items() if issubclass(unit, Indicator)}
+OPERATIONS = {name: unit for name, unit in UNITS.items() if issubclass(unit, Operation)}
 F64 = npt.NDArray[np.float64]
 
 
@@ -108,11 +109,11 @@ def test_the_overflowing_sums_really_run() -> None:
 @pytest.mark.parametrize("name", ["abs", "min", "max"])
 @given(xs=st.lists(st.floats(allow_infinity=False) | st.just(float("nan")), min_size=2, max_size=40))
 def test_the_operations_scalar_and_column_forms_agree(name: str, xs: list[float]) -> None:
-    unit = UNITS[name]
+    unit = OPERATIONS[name]
     a, b = np.array(xs), np.array(xs[::-1])
     args = (a,) if name == "abs" else (a, b)
-    column = np.asarray(unit.column(*args), dtype=np.float64)  # type: ignore[union-attr]
-    scalar = np.array([unit.scalar(*(float(x[i]) for x in args)) for i in range(len(a))])  # type: ignore[union-attr]
+    column = np.asarray(unit.column(*args), dtype=np.float64)
+    scalar = np.array([unit.scalar(*(float(x[i]) for x in args)) for i in range(len(a))])
     assert same(scalar, column)
     if name != "abs":  # undefined when either is
         assert np.array_equal(np.isnan(column), np.isnan(a) | np.isnan(b))
@@ -120,8 +121,8 @@ def test_the_operations_scalar_and_column_forms_agree(name: str, xs: list[float]
 
 def test_min_and_max_on_a_number_and_a_column_broadcast() -> None:
     col = np.array([1.0, 5.0, float("nan")])
-    assert same(np.asarray(UNITS["min"].column(col, 3.0)), np.array([1.0, 3.0, float("nan")]))  # type: ignore[union-attr]
-    assert same(np.asarray(UNITS["max"].column(3.0, col)), np.array([3.0, 5.0, float("nan")]))  # type: ignore[union-attr]
+    assert same(np.asarray(OPERATIONS["min"].column(col, 3.0)), np.array([1.0, 3.0, float("nan")]))
+    assert same(np.asarray(OPERATIONS["max"].column(3.0, col)), np.array([3.0, 5.0, float("nan")]))
 
 
 # ------------------------------------------------------------------ independent references

@@ -262,45 +262,45 @@ class Broker:
             self.disarm("expired", index, ts)
         self.refresh_envelope(index)
 
-    def _fill_price(self, o: BrokerOrder, bid: float, ask: float) -> float | None:
-        """The price `o` fills at on this touch, or None (see `orders`); a trailing stop that
+    def _fill_price(self, order: BrokerOrder, bid: float, ask: float) -> float | None:
+        """The price `order` fills at on this touch, or None (see `orders`); a trailing stop that
         does not trigger ratchets its best touch."""
-        side = o.side
-        if o.type == "mkt":
+        side = order.side
+        if order.type == "mkt":
             return self._slipped(side, bid, ask)
-        if o.type == "lmt":
-            p = o.price
+        if order.type == "lmt":
+            p = order.price
             assert p is not None
             if side > 0:
                 return (p if p < ask else ask) if ask <= p else None
             return (p if p > bid else bid) if bid >= p else None
-        if o.type == "stp":
-            p = o.price
+        if order.type == "stp":
+            p = order.price
             assert p is not None
             return self._slipped(side, bid, ask) if (ask >= p if side > 0 else bid <= p) else None
-        level = o.trail_level(self.grid)  # the level first, then the ratchet
+        level = order.trail_level(self.grid)  # the level first, then the ratchet
         if side < 0:
             if not bid <= level:
-                if bid > o.best:
-                    o.best = bid
+                if bid > order.best:
+                    order.best = bid
                 return None
         elif not ask >= level:
-            if ask < o.best:
-                o.best = ask
+            if ask < order.best:
+                order.best = ask
             return None
         return self._slipped(side, bid, ask)
 
-    def _fill_qty(self, o: BrokerOrder, tick: Tick) -> int:
+    def _fill_qty(self, order: BrokerOrder, tick: Tick) -> int:
         """The whole remainder, or with partial fills on at most the tick's size (whole
         units, at least 1) when the data carries sizes. Protective and closing orders are
         reduce-only: they fill at most the open position (a position already reduced by
         another order is closed, never reversed, by its stop)."""
-        q = o.qty - o.filled
+        q = order.qty - order.filled
         if self.config.partial_fills and tick.size >= 1.0:
             q = min(q, int(tick.size))
-        if not o.entry:
+        if not order.entry:
             pos = self.book.pos
-            if o.side * pos >= 0:
+            if order.side * pos >= 0:
                 return 0
             return min(q, abs(pos))
         return q
@@ -311,33 +311,33 @@ class Broker:
             return ask if side > 0 else bid
         return slipped(ask if side > 0 else bid, side, self.slip_ticks, self.grid)
 
-    def _fill(self, o: BrokerOrder, price: float, tick: Tick, qty: int) -> None:
-        """Fill `qty` of `o` at `price`: fill, position and mark events; an entry's fill
+    def _fill(self, order: BrokerOrder, price: float, tick: Tick, qty: int) -> None:
+        """Fill `qty` of `order` at `price`: fill, position and mark events; an entry's fill
         spawns its bracket, a protective fill shrinks or cancels its OCO siblings; going
         flat cancels the protective orders, a reversal those of the old side."""
         index, ts = tick.index, tick.ts
         bk, scale, orders = self.book, self.money.scale, self.orders
-        fee = self.fee_unit * qty + (self.fee_order if o.filled == 0 else 0)
+        fee = self.fee_unit * qty + (self.fee_order if order.filled == 0 else 0)
         fee_k = bk.charge(fee) if fee else 0
-        o.filled += qty
-        if o.filled >= o.qty:
-            del orders[o.id]
-            o.live = False
-        self.events.append(Filled(index, ts, o.id, "buy" if o.side > 0 else "sell", qty, price,
+        order.filled += qty
+        if order.filled >= order.qty:
+            del orders[order.id]
+            order.live = False
+        self.events.append(Filled(index, ts, order.id, "buy" if order.side > 0 else "sell", qty, price,
                                   fee_k / scale))
         before = bk.pos
-        opened = bk.fill(o.side * qty, price)  # the part of the fill that opens or adds
+        opened = bk.fill(order.side * qty, price)  # the part of the fill that opens or adds
         now = bk.pos
         self.events.append(PositionChanged(index, ts, now, bk.avg if now else None,
                                            bk.rpnl_k / scale))
-        if o.entry and o.spec is not None:
+        if order.entry and order.spec is not None:
             if opened:
-                self._bracket(o, price, opened, index, ts)
-        elif o.oco is not None:
+                self._bracket(order, price, opened, index, ts)
+        elif order.oco is not None:
             # (shrinking emits nothing, so the cancels may follow the scan: same events)
             gone: list[BrokerOrder] = []
             for sibling in orders.values():
-                if sibling.oco == o.oco and sibling.id != o.id:
+                if sibling.oco == order.oco and sibling.id != order.id:
                     if sibling.qty - sibling.filled <= qty:
                         gone.append(sibling)
                     else:
@@ -386,11 +386,11 @@ class Broker:
                                        qty, type, shown, parent))
         return o
 
-    def _cancel(self, o: BrokerOrder, index: int, ts: int, reason: str) -> None:
-        if o.live:  # (in `orders`)
-            o.live = False
-            del self.orders[o.id]
-            self.events.append(Cancelled(index, ts, o.id, reason))
+    def _cancel(self, order: BrokerOrder, index: int, ts: int, reason: str) -> None:
+        if order.live:  # (in `orders`)
+            order.live = False
+            del self.orders[order.id]
+            self.events.append(Cancelled(index, ts, order.id, reason))
 
     def disarm(self, reason: str, index: int | None = None, ts: int | None = None) -> None:
         """Disarm the plan's entries (every rule SPENT) and cancel its working entry orders;
@@ -473,27 +473,27 @@ class Broker:
     def _reject(self, rule: int, tick: Tick, reason: str) -> None:
         self.events.append(OrderRejected(tick.index, tick.ts, self.plan_name, rule, reason))
 
-    def _entry(self, rule: int, e: EntrySpec, price: float | None, tick: Tick) -> None:
+    def _entry(self, rule: int, entry: EntrySpec, price: float | None, tick: Tick) -> None:
         """Place an entry, or reject it: in this order, an undefined price (the worst case is
         measured from it), a worst case past the loss floor (the plan is disarmed), maxorders,
         maxpos (the plan stays armed)."""
-        if e.priced and (price is None or price != price):
+        if entry.priced and (price is None or price != price):
             self._reject(rule, tick, "price undefined at this tick")
             return
         if price is not None:
             price = self.grid.snap(price)
-        risk = self._risk(e, price) if e.bounded else 0.0
+        risk = self._risk(entry, price) if entry.bounded else 0.0
         if risk:
             # the working entries' worst cases, in id order (`sum` of them: the same total)
             committed = sum([o.risk * o.remaining for o in self.orders.values() if o.entry])
-            worst_k = round((committed + risk * e.qty) * self.money.scale)  # (`Money.quanta`)
+            worst_k = round((committed + risk * entry.qty) * self.money.scale)  # (`Money.quanta`)
             after_k = self.book.pnl_k(self.bid, self.ask) - worst_k
             if after_k <= self.floor_k:
                 plan_bound = self._plan_floor_binds()
                 bound = (f"maxloss {self.maxloss:g}" if plan_bound
                          else f"session maxloss {self.config.session_maxloss:g}")
                 whose, pnl_k = ("plan's", after_k - self.baseline_k) if plan_bound else ("session's", after_k)
-                self._reject(rule, tick, f"worst-case loss {risk * e.qty:.2f} would take the "
+                self._reject(rule, tick, f"worst-case loss {risk * entry.qty:.2f} would take the "
                              f"{whose} pnl to {self.money.amount(pnl_k):.2f}, past {bound}")
                 self.disarm(f"{bound} would be breached", tick.index, tick.ts)
                 return
@@ -503,26 +503,26 @@ class Broker:
         # the working entries' and flats' signed remainder
         working = sum(o.side * (o.qty - o.filled) for o in self.orders.values()
                       if o.entry or o.role == "flat")
-        projected = self.book.pos + working + e.signed
+        projected = self.book.pos + working + entry.signed
         if abs(projected) > self.maxpos:
             self._reject(rule, tick, f"maxpos {self.maxpos}: position would reach {projected}")
             return
         self.placed += 1
-        self._place(self.plan_name, rule, "entry", e.side, e.qty, e.type, price, tick.index,
-                    tick.ts, ttl_ns=e.ttl_ns, spec=e if e.bracket is not None else None, risk=risk)
+        self._place(self.plan_name, rule, "entry", entry.side, entry.qty, entry.type, price, tick.index,
+                    tick.ts, ttl_ns=entry.ttl_ns, spec=entry if entry.bracket is not None else None, risk=risk)
 
-    def _risk(self, e: EntrySpec, price: float | None) -> float:
-        """`entry_risk` of `e` at its reference price (the limit or stop, the touch for MKT),
+    def _risk(self, entry: EntrySpec, price: float | None) -> float:
+        """`entry_risk` of `entry` at its reference price (the limit or stop, the touch for MKT),
         memoized per action."""
-        ref = price if e.priced else (self.ask if e.side > 0 else self.bid)
+        ref = price if entry.priced else (self.ask if entry.side > 0 else self.bid)
         assert ref is not None
-        got = e.risks.get(ref)
+        got = entry.risks.get(ref)
         if got is None:
-            got = entry_risk(e.act, e.side, price, self.bid, self.ask, self.slip, self.grid,
+            got = entry_risk(entry.act, entry.side, price, self.bid, self.ask, self.slip, self.grid,
                              self.config)
-            if len(e.risks) >= _RISK_MEMO_MAX:
-                e.risks.clear()
-            e.risks[ref] = got
+            if len(entry.risks) >= _RISK_MEMO_MAX:
+                entry.risks.clear()
+            entry.risks[ref] = got
         return got
 
     def rearm(self, rule: int) -> None:

@@ -42,19 +42,19 @@ per-tick `reference` or the vectorized `fast` one."""
 INF = math.inf
 
 
-def _tick_size(x: object) -> float:
+def _tick_size(value: object) -> float:
     """`x` as the float tick size every part of the engine reads: a number > 0 and finite; a
     numpy float that is not a double (float32) by its shortest decimal form, as its repr shows
     it (0.01, not the double nearest to the float32)."""
-    if isinstance(x, bool) or not isinstance(x, numbers.Real):
-        raise ValueError(f"tick_size must be a number, got {type(x).__name__} {x!r}")
-    if isinstance(x, np.floating) and not isinstance(x, float):
-        value = float(str(x))
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"tick_size must be a number, got {type(value).__name__} {value!r}")
+    if isinstance(value, np.floating) and not isinstance(value, float):
+        tick = float(str(value))
     else:
-        value = float(x)
-    if not (0 < value < INF):
-        raise ValueError(f"tick_size must be a finite number > 0, got {x}")
-    return value
+        tick = float(value)
+    if not (0 < tick < INF):
+        raise ValueError(f"tick_size must be a finite number > 0, got {value}")
+    return tick
 
 
 def _check_carry(carry: Carry) -> None:
@@ -316,24 +316,24 @@ class Engine:
         self.history.append(batch)
         full = self.history.view()  # the session so far, without copying
 
-        def hand_over(i: int) -> None:
-            self.hand_over(batch, start, i)
+        def hand_over(index: int) -> None:
+            self.hand_over(batch, start, index)
 
         self.fast_stats = run_fast(self.plan, self.broker, full, start, self.session,
                                    self.arm_tick, self.grid.units, self.clock_base_ns,
                                    self.fast_policy, hand_over)
         self.indicators_stale = not self.fast_stats.handed_over
 
-    def hand_over(self, batch: Ticks, start: int, i: int) -> None:
-        """Run ticks i.. of `batch` (session ticks start.., already in the history) on the
-        reference path, from the vectorized path's state after tick i - 1 (the reference's):
-        the indicators are re-warmed up to tick i, then the loop streams in chunks."""
-        if i > start:
-            k = i - start - 1
-            self.broker.advance(i, int(batch.ts[k]), float(batch.bid[k]), float(batch.ask[k]))
-        if i > start or self.indicators_stale:
-            self._rewarm(i)
-        reference.run(self.broker, self.evaluation, batch.slice(i - start, len(batch)), i)
+    def hand_over(self, batch: Ticks, start: int, index: int) -> None:
+        """Run session ticks index.. of `batch` (session ticks start.., already in the history)
+        on the reference path, from the vectorized path's state after the tick before (the
+        reference's): the indicators are re-warmed up to it, then the loop streams in chunks."""
+        if index > start:
+            k = index - start - 1
+            self.broker.advance(index, int(batch.ts[k]), float(batch.bid[k]), float(batch.ask[k]))
+        if index > start or self.indicators_stale:
+            self._rewarm(index)
+        reference.run(self.broker, self.evaluation, batch.slice(index - start, len(batch)), index)
 
     def _rewarm(self, upto: int) -> None:
         """Rebuild the plan's indicators from the session's first `upto` ticks (crosses from

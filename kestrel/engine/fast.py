@@ -68,8 +68,8 @@ class Mask(NamedTuple):
     base: int
     data: bytes
 
-    def at(self, k: int) -> bool:
-        return self.data[k - self.base] == 1
+    def at(self, index: int) -> bool:
+        return self.data[index - self.base] == 1
 
     def find(self, holds: bool, start: int, end: int) -> int:
         """The first tick in [start, end) where the condition is `holds`, else end."""
@@ -103,17 +103,17 @@ class Conditions:
     def _account(broker: Broker) -> dict[str, float]:
         return {"pos": float(broker.pos), "rpnl": broker.rpnl}
 
-    def _evaluate(self, r: int, start: int) -> Mask:
-        reads = self.reads[r]
+    def _evaluate(self, rule: int, start: int) -> Mask:
+        reads = self.reads[rule]
         if reads == {"pos"}:  # few positions: each one's mask over the whole prefix, once
-            key = (r, self.columns.account["pos"])
+            key = (rule, self.columns.account["pos"])
             got = self.cache.get(key)
             if got is None:
-                got = self.cache[key] = _mask(self.columns.column(self.rules[r].cond), 0)
+                got = self.cache[key] = _mask(self.columns.column(self.rules[rule].cond), 0)
             return got
         if not reads:
             start = 0
-        return _mask(self.columns.column(self.rules[r].cond, start), start)
+        return _mask(self.columns.column(self.rules[rule].cond, start), start)
 
     def nbytes(self) -> int:
         """Memory held by the columns, masks and prices."""
@@ -121,16 +121,16 @@ class Conditions:
         prices = sum(p.nbytes for ps in self.prices for p in ps if p is not None)
         return self.columns.nbytes() + sum(masks.values()) + prices
 
-    def refresh(self, broker: Broker, k: int) -> None:
-        """After a broker step at tick k: the masks of the rules reading an account state
-        that changed, from tick k on."""
+    def refresh(self, broker: Broker, index: int) -> None:
+        """After a broker step at tick `index`: the masks of the rules reading an account
+        state that changed, from that tick on."""
         account = self._account(broker)
         if account == self.columns.account:
             return
         self.columns.account = account
-        for r, reads in enumerate(self.reads):
-            if reads and k < self.upto:
-                self.masks[r] = self._evaluate(r, k)
+        for rule, reads in enumerate(self.reads):
+            if reads and index < self.upto:
+                self.masks[rule] = self._evaluate(rule, index)
 
 
 def run_fast(plan: ast.Plan, broker: Broker, full: Ticks, start: int, session: SessionSpec,
@@ -219,15 +219,15 @@ class Scanner:
         self.chunk = chunk
         self.deadlines: dict[int, int] = {}  # the first tick at or after each t_next
 
-    def next(self, env: Envelope, i: int, n: int) -> int:
-        """The first tick k >= i where `env` is breached, else n."""
+    def next(self, env: Envelope, start: int, stop: int) -> int:
+        """The first tick in [start, stop) where `env` is breached, else `stop`."""
         lo_b, hi_b, lo_a, hi_a, t_next, i_next = env
         end = self.deadlines.get(t_next)
         if end is None:
             end = self.deadlines[t_next] = int(np.searchsorted(self.ts, t_next, side="left"))
-        end = min(n, max(i, i_next), max(i, end))
+        end = min(stop, max(start, i_next), max(start, end))
         bids, asks = self.bids, self.asks
-        k, short = i, min(end, i + self.SHORT)
+        k, short = start, min(end, start + self.SHORT)
         while k < short:
             b, a = bids[k], asks[k]
             if b <= lo_b or b >= hi_b or a <= lo_a or a >= hi_a:

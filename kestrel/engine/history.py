@@ -41,10 +41,10 @@ def rows(ticks: Ticks, first: int) -> Iterator[tuple[int, int, float, float, flo
                ticks.last.data, ticks.size.data)
 
 
-def tick_at(ticks: Ticks, k: int, first: int = 0) -> Tick:
-    """Row k of `ticks` (session tick first + k) as a `Tick`."""
-    return Tick(first + k, int(ticks.ts[k]), float(ticks.bid[k]), float(ticks.ask[k]),
-                float(ticks.last[k]), float(ticks.size[k]))
+def tick_at(ticks: Ticks, row: int, first: int = 0) -> Tick:
+    """A row of `ticks` (session tick first + row) as a `Tick`."""
+    return Tick(first + row, int(ticks.ts[row]), float(ticks.bid[row]), float(ticks.ask[row]),
+                float(ticks.last[row]), float(ticks.size[row]))
 
 
 class TickHistory:
@@ -90,9 +90,9 @@ class TickHistory:
         self._size[n:n + k] = batch.size
         self._n = n + k
 
-    def _grown(self, a: np.ndarray, cap: int) -> np.ndarray:
-        out = np.empty(cap, dtype=a.dtype)
-        out[: self._n] = a[: self._n]
+    def _grown(self, column: np.ndarray, capacity: int) -> np.ndarray:
+        out = np.empty(capacity, dtype=column.dtype)
+        out[: self._n] = column[: self._n]
         return out
 
     def view(self) -> Ticks:

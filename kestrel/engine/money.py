@@ -67,18 +67,18 @@ class Money:
         )
         return cls(min(d, MAX_DECIMALS))
 
-    def quanta(self, x: float) -> int:
-        """`x` in whole quanta, rounded half to even."""
-        return round(x * self.scale)
+    def quanta(self, amount: float) -> int:
+        """`amount` in whole quanta, rounded half to even."""
+        return round(amount * self.scale)
 
-    def amount(self, k: int) -> float:
-        """The double nearest to `k` quanta."""
-        return k / self.scale
+    def amount(self, quanta: int) -> float:
+        """The double nearest to `quanta` quanta."""
+        return quanta / self.scale
 
-    def at_least(self, x: float) -> int:
-        """The smallest whole number of quanta >= the decimal value of `x` (exact, for bounds
+    def at_least(self, bound: float) -> int:
+        """The smallest whole number of quanta >= the decimal value of `bound` (exact, for bounds
         such as maxloss that need not sit on the quantum)."""
-        return math.ceil(Decimal(repr(float(x))) * self.scale)
+        return math.ceil(Decimal(repr(float(bound))) * self.scale)
 
 
 __all__ = ["MAX_DECIMALS", "Money", "decimals_of"]
