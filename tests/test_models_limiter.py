@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from call_helpers import VirtualClock, agent, request
+from kestrel.models.adapter import ModelAgent
 from kestrel.models.callpolicy import CallPolicy
 from kestrel.models.limiter import (
     Limiters,
@@ -104,7 +105,7 @@ def test_one_limiter_per_endpoint() -> None:
 @pytest.mark.parametrize("kwargs", [{"requests_per_minute": 0.0}, {"tokens_per_minute": -5.0}, {"burst_s": -1.0}])
 def test_bad_limits_are_refused(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError, match="must be"):
-        RateLimit(**kwargs)  # type: ignore[arg-type]
+        RateLimit(**kwargs)
 
 
 # ------------------------------------------------------------------------------------------
@@ -117,21 +118,21 @@ PACED_RPM = 0.8 * SERVER_RPS * 60
 NO_RETRY = RetryPolicy(max_attempts=1)
 
 
-def burst_of_calls(srv_url_agent: list[object], calls_each: int, filler: str = "") -> list[str]:
+def burst_of_calls(agents: list[ModelAgent], calls_each: int, filler: str = "") -> list[str]:
     """Each agent (one per thread, as sessions are) makes `calls_each` calls at once (their
     briefings end with `filler`); the errors raised, one line each."""
     errors: list[str] = []
     lock = threading.Lock()
 
-    def work(a: object) -> None:
+    def work(a: ModelAgent) -> None:
         for k in range(calls_each):
             try:
-                a.author(request(f"c{k}", f"CLOCK {id(a) % 9973:04d} {k:02d} {filler}"))  # type: ignore[attr-defined]
+                a.author(request(f"c{k}", f"CLOCK {id(a) % 9973:04d} {k:02d} {filler}"))
             except Exception as exc:
                 with lock:
                     errors.append(str(exc))
 
-    threads = [threading.Thread(target=work, args=(a,)) for a in srv_url_agent]
+    threads = [threading.Thread(target=work, args=(a,)) for a in agents]
     for t in threads:
         t.start()
     for t in threads:
@@ -143,7 +144,7 @@ def burst_of_calls(srv_url_agent: list[object], calls_each: int, filler: str = "
 def test_the_limiter_keeps_threads_under_the_servers_rate(provider: str) -> None:
     limiter = RateLimiter(RateLimit(requests_per_minute=PACED_RPM))
     with serve(lambda path, body: Canned("PASS"), rps=SERVER_RPS) as srv:
-        agents: list[object] = [agent(provider, srv, CallPolicy(retry=NO_RETRY, limiter=limiter), system="S")
+        agents = [agent(provider, srv, CallPolicy(retry=NO_RETRY, limiter=limiter), system="S")
                                 for _ in range(4)]
         errors = burst_of_calls(agents, 6)
         rejected, answered, most = srv.count(429), srv.answered(), srv.most_in_window(1.0)
@@ -154,7 +155,7 @@ def test_the_limiter_keeps_threads_under_the_servers_rate(provider: str) -> None
 def test_without_the_limiter_the_same_load_bounces() -> None:
     """The control: the same threads with no limiter (and no retry) meet 429s."""
     with serve(lambda path, body: Canned("PASS"), rps=SERVER_RPS) as srv:
-        agents: list[object] = [agent("openai", srv, CallPolicy(retry=NO_RETRY), system="S") for _ in range(4)]
+        agents = [agent("openai", srv, CallPolicy(retry=NO_RETRY), system="S") for _ in range(4)]
         errors = burst_of_calls(agents, 6)
         rejected = srv.count(429)
     assert rejected > 0 and len(errors) == rejected and all("HTTP 429" in e for e in errors)
@@ -170,7 +171,7 @@ def test_the_limiter_keeps_tokens_under_the_tokens_per_minute() -> None:
         per_call = srv.recorded()[0].tokens
         tpm = per_call * 5 * 60
         limiter = RateLimiter(RateLimit(tokens_per_minute=tpm))
-        agents: list[object] = [agent("openai", srv, CallPolicy(limiter=limiter), system="S", max_output_tokens=16)
+        agents = [agent("openai", srv, CallPolicy(limiter=limiter), system="S", max_output_tokens=16)
                                 for _ in range(3)]
         errors = burst_of_calls(agents, 6, filler)
         records = srv.recorded()[1:]
@@ -192,6 +193,7 @@ def test_the_limiter_keeps_tokens_under_the_tokens_per_minute() -> None:
 CHILD = r"""
 import sys
 from kestrel.models.adapter import ModelAgent, ModelConfig
+from kestrel.models.adapter import ModelAgent
 from kestrel.models.callpolicy import CallPolicy
 from kestrel.models.limiter import RateLimit, RateLimiter, SharedRateLimiter, endpoint_key
 from kestrel.models.providers import OpenAIChat

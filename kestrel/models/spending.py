@@ -11,8 +11,10 @@ is `release`d; one whose outcome is unknown (a timeout, a dropped connection) is
 its worst case, never at zero.
 
 Invariants:
-- spent + held never exceeds the cap: holds are taken under the budget's lock, so concurrent
-  calls (worker threads, several runs of a sweep) cannot together cross it;
+- a hold is taken only when spent + held + the call's worst case fits the cap, under the
+  budget's lock, so concurrent calls (worker threads, several runs of a sweep) cannot together
+  cross it; a call's actual cost passes its worst case only by the error of the input
+  estimate (`estimate_tokens`), so the spent total can pass the cap by at most that;
 - a cached reply costs nothing and holds nothing;
 - a USD cap on a model the price table does not know is a configuration error
   (`FatalModelError`), never an unchecked call.
@@ -77,6 +79,7 @@ class SpendingBudget:
         self._spent_tokens = 0
         self._held_usd = 0.0
         self._held_tokens = 0
+        self._open = 0
         self.refused = 0
 
     def check_priceable(self, provider: str, model: str) -> None:
@@ -115,21 +118,26 @@ class SpendingBudget:
             hold = Hold(usd or 0.0, tokens)
             self._held_usd += hold.usd
             self._held_tokens += hold.tokens
+            self._open += 1
         return hold
+
+    def _drop(self, hold: Hold) -> None:
+        self._open -= 1
+        self._held_tokens -= hold.tokens
+        # no float residue once nothing is held
+        self._held_usd = self._held_usd - hold.usd if self._open else 0.0
 
     def settle(self, hold: Hold, usd: float | None, tokens: int) -> None:
         """The call ended and cost `usd` (None: unpriceable, charged at the hold) and `tokens`."""
         with self._lock:
-            self._held_usd -= hold.usd
-            self._held_tokens -= hold.tokens
+            self._drop(hold)
             self._spent_usd += hold.usd if usd is None else usd
             self._spent_tokens += tokens
 
     def release(self, hold: Hold) -> None:
         """The call was not processed: nothing spent."""
         with self._lock:
-            self._held_usd -= hold.usd
-            self._held_tokens -= hold.tokens
+            self._drop(hold)
 
     @property
     def spent_usd(self) -> float:
