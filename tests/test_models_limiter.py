@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from call_helpers import VirtualClock, agent, request
 from kestrel.models.adapter import ModelAgent
 from kestrel.models.callpolicy import CallPolicy
+from kestrel.models.errors import ModelError
 from kestrel.models.limiter import (
     Limiters,
     Pace,
@@ -89,6 +90,18 @@ def test_a_servers_hold_stops_every_request_until_it_ends() -> None:
     lim = RateLimiter(RateLimit(requests_per_minute=6000), clock=clock)
     lim.hold(5.0)
     assert lim.reserve(0, clock.now + 10).start == pytest.approx(clock.now + 5.0)
+
+
+def test_a_retry_with_no_slot_before_the_deadline_fails_with_the_servers_error() -> None:
+    clock = VirtualClock()
+    limiter = RateLimiter(RateLimit(requests_per_minute=1), clock=clock)  # one request a minute
+    with serve(lambda path, body: Canned(status=500)) as srv:
+        a = agent("openai", srv, CallPolicy(limiter=limiter, clock=clock), timeout_s=10)
+        with pytest.raises(ModelError, match=r"HTTP 500 .*\(after 1 attempt; client rate limit: the next "
+                                             r"request slot is in \d+\.\d+s"):
+            a.author(request())
+        sent = srv.count()
+    assert sent == 1 and len(clock.sleeps) == 1  # the backoff; then no slot fits
 
 
 def test_one_limiter_per_endpoint() -> None:
@@ -195,6 +208,7 @@ import sys
 from kestrel.models.adapter import ModelAgent, ModelConfig
 from kestrel.models.adapter import ModelAgent
 from kestrel.models.callpolicy import CallPolicy
+from kestrel.models.errors import ModelError
 from kestrel.models.limiter import RateLimit, RateLimiter, SharedRateLimiter, endpoint_key
 from kestrel.models.providers import OpenAIChat
 from kestrel.models.retry import RetryPolicy

@@ -14,11 +14,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from call_helpers import EPOCH, PLAN, VirtualClock, agent, request
+from kestrel.data.sample import load_sample
 from kestrel.models.callpolicy import CallPolicy
 from kestrel.models.errors import FatalModelError, ModelError
 from kestrel.models.retry import RetryPolicy, go_duration, server_wait
 from kestrel.session.runner import SessionOptions, run_session
-from kestrel.data.sample import load_sample
 from model_server import DROPPED, Canned, Faults, serve
 
 PROVIDERS = ["openai", "anthropic"]

@@ -45,9 +45,9 @@ def test_a_token_cap_refuses_the_call_that_would_cross_it() -> None:
 
 
 def test_a_usd_cap_refuses_the_call_that_would_cross_it() -> None:
-    armed, sent, _, budget = stand_downs(SpendingCap(max_usd=0.03))
+    armed, sent, _, budget = stand_downs(SpendingCap(max_usd=0.028))
     assert sent == 1 and "spending cap" not in armed[0]
-    assert "spending cap" in armed[1] and "$0.0300 cap" in armed[1]
+    assert "spending cap" in armed[1] and "$0.0280 cap" in armed[1]
     assert budget.held == Hold(0.0, 0)
 
 

@@ -37,6 +37,7 @@ from kestrel.models.conversation import Conversation, Message
 from kestrel.models.cost import dollars
 from kestrel.models.effort import EffortDecision, gate
 from kestrel.models.errors import FatalModelError, ModelError, SpendingCapReached
+from kestrel.models.limiter import RateLimited
 from kestrel.models.replycache import CachedReply, reply_key
 from kestrel.models.retry import server_wait
 from kestrel.models.spending import Hold, reserve_all, worst_case_usd
@@ -232,10 +233,18 @@ class ModelAgent:
         policy = self.policy
         retry, clock, limiter = policy.retry, policy.clock, policy.limiter
         made = 0
+        last: ModelError | None = None
         while True:
             permit = None
             if limiter is not None:
-                permit = limiter.reserve(booked, deadline - retry.min_attempt_s)
+                try:
+                    permit = limiter.reserve(booked, deadline - retry.min_attempt_s)
+                except RateLimited as refused:
+                    if last is None:
+                        raise
+                    # a retry with no slot before the deadline: the call failed with its last error
+                    last.args = (f"{last} (after {made} attempt{'s' * (made > 1)}; {refused})",)
+                    raise last from None
                 wait = permit.start - clock.monotonic()
                 if wait > 0:
                     policy.stats.add(limiter_wait_s=wait)
@@ -262,6 +271,7 @@ class ModelAgent:
                     raise
                 policy.stats.add(backoff_s=pause)
                 clock.sleep(pause)
+                last = exc
                 continue
             if permit is not None and limiter is not None:
                 limiter.settle(permit, completion.usage.spend)
