@@ -4,6 +4,7 @@ sleeps are recorded and take no time) and model agents pointed at the loopback m
 
 from __future__ import annotations
 
+import subprocess
 import threading
 
 from kestrel.models.adapter import ModelAgent, ModelConfig
@@ -63,3 +64,16 @@ def agent(
     wire = OpenAIChat(config, "sk-loopback") if provider == "openai" else AnthropicMessages(config, "sk-loopback")
     wire.connect()
     return ModelAgent(config, wire, system=system, policy=policy)
+
+
+def start_together(procs: list[subprocess.Popen[str]]) -> None:
+    """Wait until every child printed its "ready" line (set up: imports, clients), then let
+    them all go at once (a "go" line on their stdin)."""
+    for p in procs:
+        assert p.stdout is not None
+        line = p.stdout.readline()
+        assert line.strip() == "ready", line
+    for p in procs:
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.flush()

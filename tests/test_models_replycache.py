@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from call_helpers import PLAN, agent, request
+from call_helpers import PLAN, agent, request, start_together
 from kestrel.data.sample import load_sample
 from kestrel.models.callpolicy import CallPolicy
 from kestrel.models.cost import run_cost
@@ -168,6 +168,7 @@ from kestrel.session.protocol import Usage
 
 cache = ReplyCache(sys.argv[1])
 lo, hi = int(sys.argv[2]), int(sys.argv[3])
+print("ready", flush=True)
 sys.stdin.readline()  # start together
 for k in range(lo, hi):
     cache.put(f"k{k}", "openai", "m", CachedReply(f"reply {k}", Usage(input=k, output=k % 7), truncated=k % 2 == 0))
@@ -182,10 +183,7 @@ def test_two_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               cwd=ROOT, env=env)
              for lo in (0, 200)]
-    for p in procs:
-        assert p.stdin is not None
-        p.stdin.write("go\n")
-        p.stdin.flush()
+    start_together(procs)
     outs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [o[1] for o in outs]
     assert sum(int(o[0]) for o in outs) == 600  # the 200 keys both wrote were stored once
