@@ -9,7 +9,7 @@ import threading
 
 from kestrel.models.adapter import ModelAgent, ModelConfig
 from kestrel.models.callpolicy import CallPolicy
-from kestrel.models.providers import AnthropicMessages, OpenAIChat
+from kestrel.models.wires import AnthropicMessages, OpenAIChat
 from kestrel.session.protocol import AuthorRequest
 from model_server import ModelServer
 

@@ -210,7 +210,7 @@ from kestrel.models.adapter import ModelAgent
 from kestrel.models.callpolicy import CallPolicy
 from kestrel.models.errors import ModelError
 from kestrel.models.limiter import RateLimit, RateLimiter, SharedRateLimiter, endpoint_key
-from kestrel.models.providers import OpenAIChat
+from kestrel.models.wires import OpenAIChat
 from kestrel.models.retry import RetryPolicy
 from kestrel.session.protocol import AuthorRequest
 

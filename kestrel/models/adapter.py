@@ -2,7 +2,7 @@
 
 A `ModelAgent` keeps one `Conversation` per ordinal, sends the language card as the stable
 system prompt, gates the requested effort through the capability table, measures each call's
-latency and normalizes usage. The provider call itself is a `Provider` (OpenAI Chat
+latency and normalizes usage. The provider call itself is a `WireAdapter` (OpenAI Chat
 Completions or Anthropic Messages, each importing its SDK lazily on first use); how the calls
 are made (retries, a rate limiter, spending caps, a reply cache) is its `CallPolicy`.
 
@@ -64,6 +64,11 @@ class ModelConfig(msgspec.Struct, frozen=True):
         if self.timeout_s <= 0:
             raise ValueError(f"agent timeout must be > 0 seconds, got {self.timeout_s}")
 
+    def describe(self) -> str:
+        """`provider model` and, when one is set, the endpoint (for error messages)."""
+        where = f" at {self.base_url}" if self.base_url else ""
+        return f"{self.provider} {self.model}{where}"
+
     @property
     def call_budget_s(self) -> float:
         """The seconds a call's attempts and backoff may take in all (see the invariants)."""
@@ -88,7 +93,7 @@ ESTIMATE_NOTE = (
 )
 
 
-class Provider(Protocol):
+class WireAdapter(Protocol):
     """One wire format. `connect` builds the SDK client (imports the SDK; ModelError when it is
     missing); `request` is the request body `complete` sends (the reply cache's key);
     `output_limit` the most output tokens a reply may bill; `complete` makes one attempt
@@ -123,7 +128,7 @@ class ModelAgent:
     def __init__(
         self,
         config: ModelConfig,
-        provider: Provider,
+        provider: WireAdapter,
         *,
         system: str | None = None,
         policy: CallPolicy | None = None,
@@ -290,6 +295,6 @@ __all__ = [
     "ModelConfig",
     "ModelError",
     "SpendingCapReached",
-    "Provider",
+    "WireAdapter",
     "one_line",
 ]

@@ -33,6 +33,7 @@ from kestrel.models.errors import (
 )
 from kestrel.models.usage import anthropic_usage, openai_usage
 from kestrel.session.protocol import Usage
+from kestrel.providers import lookup
 
 NOT_SENT = ("ConnectError", "ConnectTimeout")
 """The transport errors raised before a request reached the server (so it cannot be billed)."""
@@ -156,7 +157,7 @@ class OpenAIChat(_SdkClient):
         self, system: str, messages: tuple[Message, ...], effort: EffortDecision, timeout: float
     ) -> Completion:
         sdk = self._sdk()
-        what = f"openai {self.config.model}"
+        what = self.config.describe()
         try:
             response = self.client().chat.completions.create(
                 **self.request(system, messages, effort), timeout=timeout
@@ -186,11 +187,16 @@ class AnthropicMessages(_SdkClient):
     client_class = "Anthropic"
 
     def request(self, system: str, messages: tuple[Message, ...], effort: EffortDecision) -> dict[str, Any]:
-        """The keyword arguments of `messages.create` (the card is a cached system block)."""
+        """The keyword arguments of `messages.create` (the card is a cached system block when the
+        provider's registry row says its caching is explicit)."""
+        block: dict[str, Any] = {"type": "text", "text": system}
+        row = lookup(self.config.provider)
+        if row is None or row.prompt_caching == "explicit":
+            block["cache_control"] = {"type": "ephemeral"}
         body: dict[str, Any] = {
             "model": self.config.model,
             "max_tokens": self.config.max_output_tokens + effort.thinking_budget,
-            "system": [{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}],
+            "system": [block],
             "messages": [{"role": m.role, "content": m.content} for m in messages],
         }
         body.update(effort.params)
@@ -204,7 +210,7 @@ class AnthropicMessages(_SdkClient):
         self, system: str, messages: tuple[Message, ...], effort: EffortDecision, timeout: float
     ) -> Completion:
         sdk = self._sdk()
-        what = f"anthropic {self.config.model}"
+        what = self.config.describe()
         try:
             response = self.client().messages.create(**self.request(system, messages, effort), timeout=timeout)
         except sdk.APIError as exc:
