@@ -35,7 +35,7 @@ from kestrel.frame import Ordinal, freeze  # noqa: E402
 from kestrel.models.adapter import ModelAgent, ModelConfig  # noqa: E402
 from kestrel.models.card import language_card  # noqa: E402
 from kestrel.models.effort import gate  # noqa: E402
-from kestrel.models.providers import AnthropicMessages, OpenAIChat  # noqa: E402
+from kestrel.models.wires import AnthropicMessages, OpenAIChat  # noqa: E402
 from kestrel.session.loop import Kernel  # noqa: E402
 from kestrel.session.ports import snapshot_ports  # noqa: E402
 from kestrel.session.protocol import AuthorRequest  # noqa: E402

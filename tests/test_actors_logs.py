@@ -108,3 +108,33 @@ def test_default_stream_follows_sys_stderr_after_it_is_swapped_and_closed(
     logs.configure_json(level="info")
     structlog.get_logger().info("json.here")
     assert '"event":"json.here"' in second.getvalue().replace(" ", "")
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_the_runtime_logs_through_the_applications_structlog_configuration(backend: str) -> None:
+    """kestrel_actors configures nothing: its restart warning reaches whatever sink the
+    application set up (here Kestrel's JSON configuration), bound to logger=kestrel_actors."""
+    import anyio
+
+    from kestrel_actors import Actor, ActorSystem, Restart
+
+    class Crash(msgspec.Struct, frozen=True):
+        pass
+
+    class Crashy(Actor[Crash]):
+        async def receive(self, message: Crash) -> None:
+            raise RuntimeError("boom")
+
+    buf = io.StringIO()
+    logs.configure_json(stream=buf, level="info")
+
+    async def main() -> None:
+        async with ActorSystem() as system:
+            ref = system.spawn(Crashy, name="crashy", policy=Restart(max_restarts=1))
+            await ref.tell(Crash())
+            await anyio.sleep(0.05)
+
+    anyio.run(main, backend=backend)
+    records = [json.loads(line) for line in buf.getvalue().splitlines()]
+    restart = [r for r in records if r["event"] == "actor.restart"]
+    assert restart and restart[0]["logger"] == "kestrel_actors" and restart[0]["actor"] == "crashy"

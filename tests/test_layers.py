@@ -97,3 +97,17 @@ def test_a_new_package_must_take_a_place_in_the_table(copy_of_tree: Path) -> Non
         shutil.rmtree(new)
     assert result.returncode != 0
     assert "newthing" in result.stdout
+
+
+def test_the_architecture_page_shows_the_checked_table() -> None:
+    """docs/architecture.md's layer table is the contract's, row by row."""
+    import re
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"][0]
+    contract = [sorted(f"kestrel.{name.strip()}" for name in row.split("|")) for row in config["layers"]]
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    table = page.split("## The layer table", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in table.splitlines() if re.match(r"\| \d+ \|", line)]
+    shown = [sorted(re.findall(r"`(kestrel\.[a-z_]+)`", row.split("|")[2])) for row in rows]
+    assert shown == contract

@@ -103,7 +103,7 @@ def test_card_is_stable_and_within_token_limit() -> None:
 def test_importing_models_imports_no_sdk() -> None:
     code = (
         "import sys, kestrel.models, kestrel.models.card, kestrel.models.adapter, "
-        "kestrel.models.providers, kestrel.models.effort, kestrel.models.cost, kestrel.cli.simulate; "
+        "kestrel.models.wires, kestrel.models.effort, kestrel.models.cost, kestrel.cli.simulate; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('openai', 'anthropic', 'genai_prices')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

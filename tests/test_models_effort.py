@@ -7,7 +7,7 @@ import pytest
 from kestrel.models.adapter import ModelAgent, ModelConfig
 from kestrel.models.card import language_card
 from kestrel.models.effort import capabilities, gate
-from kestrel.models.providers import AnthropicMessages, OpenAIChat
+from kestrel.models.wires import AnthropicMessages, OpenAIChat
 from kestrel.session.profiles import EFFORT_LEVELS
 from kestrel.session.protocol import AuthorRequest
 from model_server import Canned, serve

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kestrel.models.adapter import ModelAgent, ModelConfig
-from kestrel.models.providers import AnthropicMessages, OpenAIChat
+from kestrel.models.wires import AnthropicMessages, OpenAIChat
 from kestrel.models.usage import anthropic_usage, openai_usage
 from kestrel.session.protocol import AuthorRequest, Usage
 from model_server import Canned, serve

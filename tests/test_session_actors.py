@@ -140,7 +140,7 @@ def test_asyncio_and_trio_give_byte_identical_ledgers() -> None:
 
 async def test_the_engine_actor_refuses_an_unknown_message(anyio_backend: str) -> None:
     # an unknown message is a bug in the sender: it fails the ask, it never finishes the day
-    from kestrel.service.actors.engine import DayLedger, EngineActor, FinishDay, StartDay
+    from kestrel.service.actors.engine import DayLedger, EngineActor, CloseDay, StartDay
     from kestrel_actors.errors import AskFailed
     from kestrel_actors.system import ActorSystem
     from kestrel.engine.config import EngineConfig
@@ -152,6 +152,6 @@ async def test_the_engine_actor_refuses_an_unknown_message(anyio_backend: str) -
         with pytest.raises(AskFailed) as failed:
             await engine.ask("finish, please", timeout=None)  # type: ignore[call-overload]  # a bogus message on purpose
         assert isinstance(failed.value.error, AssertionError)
-        # the session was not finished by the bogus message: a FinishDay still needs a StartDay
+        # the session was not finished by the bogus message: a CloseDay still needs a StartDay
         await engine.ask(StartDay(data.sessions[-1]), timeout=None)
-        assert isinstance(await engine.ask(FinishDay(), timeout=None), DayLedger)
+        assert isinstance(await engine.ask(CloseDay(), timeout=None), DayLedger)

@@ -120,7 +120,7 @@ def model_agent(
     from kestrel.frame import DEFAULT_CATALOG
     from kestrel.models.adapter import DEFAULT_TIMEOUT_S, ModelAgent, ModelConfig, ModelError
     from kestrel.models.card import render_card
-    from kestrel.models.providers import WIRES
+    from kestrel.models.wires import WIRES
 
     if spec_model and model and spec_model != model:
         raise UsageError(

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 # difflib's ratio (2 * matched characters / total length) a candidate needs: 0.7 suggests
 # `last` for `lst`, `sma` for `smaa` and WHEN for `WHN`, not `vwap` for `ap` nor `time` for `te`.
 # (Was 0.7 for keywords, 0.6 for series and functions, 0.5 for panes; 0.7 changed the fewest
-# messages: 53 of 6,015 broken documents, all series/function hints; see /work/notes/lang.md.)
+# messages: 53 of 6,015 broken documents, all series/function hints.)
 CUTOFF = 0.7
 
 

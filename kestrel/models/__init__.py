@@ -2,7 +2,9 @@
 
 `card` (the generated system prompt) is pure. The adapters (`openai_chat`, `anthropic_messages`)
 are blocking agents that import their provider's SDK lazily, on first use, so importing
-`kestrel.models` never imports an SDK.
+`kestrel.models` never imports an SDK. How they make their calls is a `callpolicy.CallPolicy`:
+retries (`retry`), a client-side rate limiter (`limiter`), spending caps (`spending`) and a
+reply cache (`replycache`); `errors` says how a call fails.
 """
 
 from kestrel.models.card import language_card

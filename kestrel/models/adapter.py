@@ -2,17 +2,23 @@
 
 A `ModelAgent` keeps one `Conversation` per ordinal, sends the language card as the stable
 system prompt, gates the requested effort through the capability table, measures each call's
-latency and normalizes usage. The provider call itself is a `Provider` (OpenAI Chat
-Completions or Anthropic Messages, each importing its SDK lazily on first use).
+latency and normalizes usage. The provider call itself is a `WireAdapter` (OpenAI Chat
+Completions or Anthropic Messages, each importing its SDK lazily on first use); how the calls
+are made (retries, a rate limiter, spending caps, a reply cache) is its `CallPolicy`.
 
 Invariants:
 - the provider's SDK client is built (the SDK imported) by `connect()`, before the session
   starts, so a call's latency and timeout measure the call, never an import;
-- every call, its retries and the backoff between them fit in `CALL_BUDGET_FRACTION` of the
-  agent timeout (the adapter retries, the SDK's own retries are off), so the provider's clear
-  error arrives before the shell's timeout;
+- every call, its retries, the limiter's wait and the backoff between attempts fit in
+  `CALL_BUDGET_FRACTION` of the agent timeout (the adapter retries, the SDK's own retries are
+  off), so the provider's clear error arrives before the shell's timeout;
+- a call goes, in order: the reply cache (a hit: no request, nothing spent, `cached`), the
+  spending caps (the call's worst case held, or `SpendingCapReached` and no request), then
+  attempts (each after the limiter's slot) retried by the `RetryPolicy`;
 - every provider failure (HTTP error, timeout, connection error, a malformed body) raises
-  `ModelError` with a one-line reason; the loop turns it into a fail-closed stand-down;
+  `ModelError` with a one-line reason; the loop turns it into a fail-closed stand-down. A
+  `FatalModelError` (HTTP 401/403/404) is never retried, and every later call of the agent
+  raises it again at once, without a request;
 - a reply cut at the output limit is marked `uncertain`;
 - the API key is held by the SDK client only (never in a repr, a log or the evidence).
 """
@@ -20,33 +26,27 @@ Invariants:
 from __future__ import annotations
 
 import time
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 import msgspec
 
+from kestrel.frame.text import estimate_tokens
+from kestrel.models.callpolicy import CallPolicy
 from kestrel.models.card import language_card
 from kestrel.models.conversation import Conversation, Message
+from kestrel.models.cost import dollars
 from kestrel.models.effort import EffortDecision, gate
+from kestrel.models.errors import FatalModelError, ModelError, SpendingCapReached
+from kestrel.models.limiter import RateLimited
+from kestrel.models.replycache import CachedReply, reply_key
+from kestrel.models.retry import server_wait
+from kestrel.models.spending import Hold, reserve_all, worst_case_usd
 from kestrel.session.protocol import AgentReply, AuthorRequest, Usage
 
 DEFAULT_TIMEOUT_S = 120.0
-DEFAULT_MAX_RETRIES = 1
 DEFAULT_MAX_OUTPUT_TOKENS = 2048
 CALL_BUDGET_FRACTION = 0.9
 """A call's attempts and backoff end within this fraction of the agent timeout."""
-RETRY_BACKOFF_S = 0.5
-"""The pause before a retry (cut short so the retry still fits the budget)."""
-MIN_ATTEMPT_S = 0.05
-"""A retry is only made when at least this much of the budget is left for it."""
-
-
-class ModelError(RuntimeError):
-    """A provider call failed (one line: what and why); the ordinal stands down. `retryable`:
-    a timeout, a connection failure, HTTP 408/409/429 or 5xx (worth one more attempt)."""
-
-    def __init__(self, message: str, *, retryable: bool = False) -> None:
-        super().__init__(message)
-        self.retryable = retryable
 
 
 class ModelConfig(msgspec.Struct, frozen=True):
@@ -56,7 +56,6 @@ class ModelConfig(msgspec.Struct, frozen=True):
     model: str
     base_url: str | None = None
     timeout_s: float = DEFAULT_TIMEOUT_S
-    max_retries: int = DEFAULT_MAX_RETRIES
     max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
 
     def __post_init__(self) -> None:
@@ -64,8 +63,11 @@ class ModelConfig(msgspec.Struct, frozen=True):
             raise ValueError(f"{self.provider}: a model name is required ({self.provider}:MODEL)")
         if self.timeout_s <= 0:
             raise ValueError(f"agent timeout must be > 0 seconds, got {self.timeout_s}")
-        if not 0 <= self.max_retries <= 10:
-            raise ValueError(f"max retries must be 0 to 10, got {self.max_retries}")
+
+    def describe(self) -> str:
+        """`provider model` and, when one is set, the endpoint (for error messages)."""
+        where = f" at {self.base_url}" if self.base_url else ""
+        return f"{self.provider} {self.model}{where}"
 
     @property
     def call_budget_s(self) -> float:
@@ -74,13 +76,15 @@ class ModelConfig(msgspec.Struct, frozen=True):
 
 
 class Completion(msgspec.Struct, frozen=True):
-    """One provider answer: the reply text, normalized usage, whether it was truncated, and
-    whether the usage is an estimate (the server sent none)."""
+    """One provider answer: the reply text, normalized usage, whether it was truncated,
+    whether the usage is an estimate (the server sent none), and whether it was played back
+    from the reply cache (`cached`: no request was made; the usage is the recorded call's)."""
 
     text: str
     usage: Usage
     truncated: bool
     estimated: bool = False
+    cached: bool = False
 
 
 ESTIMATE_NOTE = (
@@ -89,12 +93,19 @@ ESTIMATE_NOTE = (
 )
 
 
-class Provider(Protocol):
+class WireAdapter(Protocol):
     """One wire format. `connect` builds the SDK client (imports the SDK; ModelError when it is
-    missing); `complete` makes one attempt within `timeout` seconds and raises `ModelError` on
-    any provider failure."""
+    missing); `request` is the request body `complete` sends (the reply cache's key);
+    `output_limit` the most output tokens a reply may bill; `complete` makes one attempt
+    within `timeout` seconds and raises `ModelError` on any provider failure."""
 
     def connect(self) -> None:
+        ...
+
+    def request(self, system: str, messages: tuple[Message, ...], effort: EffortDecision) -> dict[str, Any]:
+        ...
+
+    def output_limit(self, effort: EffortDecision) -> int:
         ...
 
     def complete(
@@ -114,12 +125,23 @@ class ModelAgent:
     iterative: ClassVar[bool] = True
     blocking: ClassVar[bool] = True
 
-    def __init__(self, config: ModelConfig, provider: Provider, *, system: str | None = None) -> None:
+    def __init__(
+        self,
+        config: ModelConfig,
+        provider: WireAdapter,
+        *,
+        system: str | None = None,
+        policy: CallPolicy | None = None,
+    ) -> None:
         self.config = config
+        self.policy = CallPolicy() if policy is None else policy
         self._provider = provider
         self._system = language_card() if system is None else system
         self._conversation = Conversation()
         self._last_effort: tuple[int, str | None] | None = None
+        self._fatal: FatalModelError | None = None
+        for budget in self.policy.budgets:
+            budget.check_priceable(config.provider, config.model)
 
     @property
     def agent_id(self) -> str:
@@ -141,7 +163,7 @@ class ModelAgent:
         note = decision.note if key != self._last_effort else None
         self._last_effort = key
         start = time.perf_counter()
-        completion = self._call(messages, decision, start + self.config.call_budget_s)
+        completion = self._call(messages, decision, self.policy.clock.monotonic() + self.config.call_budget_s)
         latency_ms = round((time.perf_counter() - start) * 1000.0, 3)
         self._conversation.answer(generation, completion.text)
         if completion.estimated:
@@ -152,38 +174,127 @@ class ModelAgent:
             latency_ms=latency_ms,
             uncertain=completion.truncated,
             note=note,
+            cached=completion.cached,
         )
 
     def _call(self, messages: tuple[Message, ...], decision: EffortDecision, deadline: float) -> Completion:
-        """Up to `max_retries + 1` attempts, each allowed all the time left before `deadline`
-        (a slow model is not cut to a fraction of the budget); a retry only after a retryable
-        error (HTTP 5xx/429, a dropped connection: these come back fast) and only when it
-        still fits, after its backoff, before `deadline`."""
-        attempts = self.config.max_retries + 1
-        made = 0
-        while True:
-            left = max(deadline - time.perf_counter(), MIN_ATTEMPT_S)
+        """One call (see the module invariants for the order of the cache, the caps and the
+        attempts)."""
+        policy, config = self.policy, self.config
+        policy.stats.add(calls=1)
+        if self._fatal is not None:
+            policy.stats.add(failed=1, fatal=1)
+            raise self._fatal
+        key: str | None = None
+        if policy.cache is not None:
+            key = reply_key(config.provider, config.model, config.base_url,
+                            self._provider.request(self._system, messages, decision))
+            hit = policy.cache.get(key)
+            if hit is not None:
+                policy.stats.add(cached=1)
+                return Completion(hit.text, hit.usage, hit.truncated, hit.estimated, cached=True)
+        worst = 0
+        if policy.budgets or policy.limiter is not None:
+            worst = (estimate_tokens(self._system) + sum(estimate_tokens(m.content) for m in messages)
+                     + self._provider.output_limit(decision))
+        holds: list[Hold] = []
+        if policy.budgets:
+            output = self._provider.output_limit(decision)
             try:
-                return self._provider.complete(self._system, messages, decision, left)
+                holds = reserve_all(policy.budgets,
+                                    worst_case_usd(config.provider, config.model, worst - output, output), worst)
+            except SpendingCapReached:
+                policy.stats.add(refused=1)
+                raise
+        try:
+            completion = self._attempts(messages, decision, deadline, worst)
+        except ModelError as exc:
+            for budget, hold in zip(policy.budgets, holds, strict=True):
+                if exc.maybe_billed:
+                    budget.settle(hold, None, hold.tokens)  # its cost is unknown: the worst case
+                else:
+                    budget.release(hold)
+            policy.stats.add(failed=1, fatal=int(isinstance(exc, FatalModelError)))
+            if isinstance(exc, FatalModelError):
+                self._fatal = exc
+            raise
+        if holds:
+            usd = dollars(config.provider, config.model, completion.usage)
+            for budget, hold in zip(policy.budgets, holds, strict=True):
+                budget.settle(hold, usd, completion.usage.spend)
+        if policy.cache is not None and key is not None:
+            policy.cache.put(key, config.provider, config.model,
+                             CachedReply(completion.text, completion.usage, completion.truncated, completion.estimated))
+        return completion
+
+    def _attempts(
+        self, messages: tuple[Message, ...], decision: EffortDecision, deadline: float, booked: int
+    ) -> Completion:
+        """Up to `retry.max_attempts` attempts, each allowed all the time left before
+        `deadline` (a slow model is not cut to a fraction of the budget), each after the
+        limiter's slot when there is a limiter; a retry only after a retryable error and only
+        when its pause (jittered backoff, never shorter than the server's wait) still leaves
+        `retry.min_attempt_s` before `deadline`."""
+        policy = self.policy
+        retry, clock, limiter = policy.retry, policy.clock, policy.limiter
+        made = 0
+        last: ModelError | None = None
+        while True:
+            permit = None
+            if limiter is not None:
+                try:
+                    permit = limiter.reserve(booked, deadline - retry.min_attempt_s)
+                except RateLimited as refused:
+                    if last is None:
+                        raise
+                    # a retry with no slot before the deadline: the call failed with its last error
+                    last.args = (f"{last} (after {made} attempt{'s' * (made > 1)}; {refused})",)
+                    raise last from None
+                wait = permit.start - clock.monotonic()
+                if wait > 0:
+                    policy.stats.add(limiter_wait_s=wait)
+                    clock.sleep(wait)
+            left = max(deadline - clock.monotonic(), retry.min_attempt_s)
+            made += 1
+            policy.stats.add(attempts=1, retries=int(made > 1))
+            try:
+                completion = self._provider.complete(self._system, messages, decision, left)
             except ModelError as exc:
-                made += 1
-                left = deadline - time.perf_counter()
-                pause = min(RETRY_BACKOFF_S, max(left - MIN_ATTEMPT_S, 0.0) / 2)
-                if not exc.retryable or made == attempts or left - pause < MIN_ATTEMPT_S:
+                if permit is not None and limiter is not None:
+                    limiter.settle(permit, booked if exc.maybe_billed else 0)
+                if isinstance(exc, FatalModelError):
                     raise
-                time.sleep(pause)
+                asked = server_wait(exc.headers, clock.wall()) if exc.headers else None
+                if exc.status == 429:
+                    policy.stats.add(rate_limited=1)
+                    if asked is not None and limiter is not None:
+                        limiter.hold(asked)
+                pause = retry.next_pause(made, exc, asked, deadline - clock.monotonic(), policy.rng)
+                if pause is None:
+                    if made > 1:
+                        exc.args = (f"{exc} (after {made} attempts)",)
+                    raise
+                policy.stats.add(backoff_s=pause)
+                clock.sleep(pause)
+                last = exc
+                continue
+            if permit is not None and limiter is not None:
+                limiter.settle(permit, completion.usage.spend)
+            return completion
 
 
 __all__ = [
     "CALL_BUDGET_FRACTION",
     "DEFAULT_MAX_OUTPUT_TOKENS",
     "ESTIMATE_NOTE",
-    "DEFAULT_MAX_RETRIES",
     "DEFAULT_TIMEOUT_S",
+    "CallPolicy",
     "Completion",
+    "FatalModelError",
     "ModelAgent",
     "ModelConfig",
     "ModelError",
-    "Provider",
+    "SpendingCapReached",
+    "WireAdapter",
     "one_line",
 ]

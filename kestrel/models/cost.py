@@ -81,8 +81,10 @@ def run_cost(
     latency, and each agent failure: a timed-out call counts once, by its `late-reply`, or as
     `abandoned` with unknown tokens and cost when it had not answered by the end of the run);
     tokens per ordinal are the loop's spend for any agent; dollars are None when the agent is
-    not a model or its model is not in the price table. `latency=False` leaves the latencies
-    out (`--json` stays identical between runs; they are in the evidence file)."""
+    not a model or its model is not in the price table. A call answered from the reply cache
+    (`cached`) spent nothing: its `usd` is 0 and its price is `usd_saved` (the run's total
+    `usd_saved`, with `cached` calls counted). `latency=False` leaves the latencies out
+    (`--json` stays identical between runs; they are in the evidence file)."""
     provider = agent_id.partition(":")[0]
     entry = lookup(provider)
     priced = entry is not None and bool(entry.prices)
@@ -93,13 +95,22 @@ def run_cost(
                                     "tokens": o.tokens_spent, "usage": Usage(), "usd": 0.0 if priced else None}
     total = Usage()
     total_usd: float | None = 0.0 if priced else None
-    abandoned = 0
+    abandoned = cached = 0
+    saved: float | None = 0.0 if priced else None
     for e in _calls_in_time_order(evidence):
         unknown = e.kind == "abandoned"
         abandoned += unknown
         usd = dollars(provider, e.model, e.usage) if priced and not unknown else None
+        hit = bool(getattr(e, "cached", False))
+        cached += hit
+        if hit:  # played back from the reply cache: its price is saved, not spent
+            saved = None if usd is None or saved is None else saved + usd
+            usd_saved, usd = usd, (0.0 if priced else None)
+        else:
+            usd_saved = 0.0 if priced else None
         call = {"date": e.date, "ordinal": e.ordinal, "iteration": e.iteration, "kind": e.kind,
-                "model": e.model, **_usage_dict(e.usage), "usd": _usd(usd)}
+                "model": e.model, **_usage_dict(e.usage), "usd": _usd(usd), "cached": hit,
+                "usd_saved": _usd(usd_saved)}
         if latency:
             call["latency_ms"] = e.latency_ms
         calls.append(call)
@@ -126,7 +137,8 @@ def run_cost(
         "calls": calls,
         "ordinals": ordinals,
         "total": {"calls": len(calls), "tokens": sum(o["tokens"] for o in ordinals),
-                  **_usage_dict(total), "usd": _usd(total_usd), "abandoned": abandoned},
+                  **_usage_dict(total), "usd": _usd(total_usd), "abandoned": abandoned,
+                  "cached": cached, "usd_saved": _usd(saved)},
     }
 
 

@@ -3,7 +3,8 @@
 One table (`providers.toml`, packaged with this module) maps a provider name to its wire format
 (which SDK adapter speaks to it), its default base URL, the environment variable of its key
 (or none, for a local server), whose effort vocabulary applies, how it caches prompts and how
-its calls are priced. The CLI, the modes, the model adapters, MCP and the daemon all read it.
+its calls are priced. The CLI (and through it the daemon's submits), the modes, the effort
+gating and the cost read it.
 
 Invariants: names are unique, lower-case identifiers distinct from the built-in agent kinds;
 a base URL is empty or an http(s) URL; a key variable is empty or an environment-variable name.

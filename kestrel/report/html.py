@@ -18,7 +18,7 @@ import numpy as np
 from kestrel.report.equity import EquityCurve
 from kestrel.report.metrics import Metrics
 from kestrel.report.run import BASELINES, RunReport
-from kestrel.report.svg import Mark, Segment, clock_ticks, equity_chart, price_chart
+from kestrel.report.svg import ChartMark, Segment, clock_ticks, equity_chart, price_chart
 from kestrel.report.text import instrument_line, money, plain
 from kestrel.report.trips import carried_label, local_time
 
@@ -163,7 +163,7 @@ def _day(rep: RunReport, k: int) -> list[str]:
     xs = d.minute_ts.astype(np.float64)
     n = xs.shape[0]
     ticks = clock_ticks(d.open_ns, d.close_ns, tz)
-    fills = [Mark(float(f.ts), f.price, f.side, f"{f.side} {f.qty} @ {f.price:.{dec}f} ({f.role}) "
+    fills = [ChartMark(float(f.ts), f.price, f.side, f"{f.side} {f.qty} @ {f.price:.{dec}f} ({f.role}) "
                   f"{local_time(f.ts, tz)}") for f in d.facts.fills]
     levels = [Segment(float(lv.start_ts), float(lv.end_ts if lv.end_ts is not None else d.close_ns), lv.price,
                       lv.role, f"{lv.role} {lv.price:.{dec}f}") for lv in d.facts.levels]

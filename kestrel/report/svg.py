@@ -147,7 +147,7 @@ def equity_chart(xs: np.ndarray, equity: np.ndarray, ticks: Sequence[tuple[float
 
 
 @dataclass(frozen=True)
-class Mark:
+class ChartMark:
     x: float
     y: float
     kind: str  # buy | sell
@@ -164,7 +164,7 @@ class Segment:
 
 
 def price_chart(xs: np.ndarray, mid: np.ndarray, ticks: Sequence[tuple[float, str]], fmt: str,
-                fills: Sequence[Mark], levels: Sequence[Segment]) -> str:
+                fills: Sequence[ChartMark], levels: Sequence[Segment]) -> str:
     """The mid price per minute, fills as triangles, stop/target levels as dashed segments."""
     ys = [mid] + [np.array([m.y for m in fills])] + [np.array([s.y for s in levels])]
     f = frame(xs, [y for y in ys if y.size])
@@ -184,4 +184,4 @@ def price_chart(xs: np.ndarray, mid: np.ndarray, ticks: Sequence[tuple[float, st
     return "".join(out)
 
 
-__all__ = ["Mark", "Segment", "clock_ticks", "equity_chart", "nice_step", "price_chart", "y_ticks"]
+__all__ = ["ChartMark", "Segment", "clock_ticks", "equity_chart", "nice_step", "price_chart", "y_ticks"]

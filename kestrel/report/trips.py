@@ -26,6 +26,7 @@ from zoneinfo import ZoneInfo
 
 import msgspec
 
+from kestrel.market.orders import Side
 from kestrel.engine.ledger import (
     Cancelled,
     Disarmed,
@@ -47,7 +48,7 @@ class FillRow(msgspec.Struct, frozen=True):
     ts: int
     id: int
     role: str
-    side: str
+    side: Side
     qty: int
     price: float
     fee: float

@@ -99,6 +99,7 @@ class Evidence(msgspec.Struct, frozen=True, omit_defaults=True):
     profile: str | None = None
     date: str | None = None
     text: str | None = None
+    cached: bool = False  # a reply played back from a reply cache: no call, nothing spent
 
 
 class Kernel(msgspec.Struct, frozen=True):
@@ -262,6 +263,7 @@ class AuthoringLoop:
             usage=reply.usage,
             latency_ms=reply.latency_ms,
             uncertain=reply.uncertain,
+            cached=reply.cached,
         )
         return self.receive(step)
 
@@ -300,7 +302,7 @@ class AuthoringLoop:
                 # a model call: the terminal reply's usage and latency go to the evidence too
                 self.evidence.append(
                     self._record(kind="reply", usage=step.usage, latency_ms=step.latency_ms,
-                                 exhausted=False, reason=_truncation(step, None))
+                                 exhausted=False, reason=_truncation(step, None), cached=step.cached)
                 )
             return out
         if not self._iterative:
@@ -385,6 +387,7 @@ class AuthoringLoop:
                 kind="view-request",
                 usage=step.usage,
                 latency_ms=step.latency_ms,
+                cached=step.cached,
                 exhausted=exhausted,
                 panes=tuple(p.name for p in reply.view.panes) if ok else (),
                 view=reply.view_text,
@@ -426,6 +429,7 @@ class AuthoringLoop:
                 kind=kind,
                 usage=step.usage,
                 latency_ms=step.latency_ms,
+                cached=step.cached,
                 exhausted=exhausted,
                 error=error,
                 reason=_truncation(
@@ -451,6 +455,7 @@ class AuthoringLoop:
                 kind="single-shot-refusal",
                 usage=step.usage,
                 latency_ms=step.latency_ms,
+                cached=step.cached,
                 exhausted=True,
                 error=detail,
                 reason=_truncation(step, None),
@@ -518,6 +523,7 @@ class AuthoringLoop:
         view_budget: int | None = None,
         reason: str | None = None,
         error: str | None = None,
+        cached: bool = False,
     ) -> Evidence:
         return Evidence(
             ordinal=self.ordinal,
@@ -534,6 +540,7 @@ class AuthoringLoop:
             error=error,
             profile=self._profile,
             date=self.date,
+            cached=cached,
         )
 
     def _finish(self, turn: AgentTurn) -> Done:

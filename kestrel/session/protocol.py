@@ -89,25 +89,29 @@ Reply: TypeAlias = TurnReply | RequestView | Invalid
 
 class AuthorStep(msgspec.Struct, frozen=True):
     """One interpreted agent answer. `uncertain` marks a completion the adapter could not vouch
-    for (e.g. a reply truncated at the output limit)."""
+    for (e.g. a reply truncated at the output limit); `cached` one played back from a reply
+    cache (no model call was made: its usage is the recorded call's)."""
 
     reply: Reply
     usage: Usage = Usage()
     latency_ms: float | None = None
     uncertain: bool = False
+    cached: bool = False
 
 
 class AgentReply(msgspec.Struct, frozen=True):
     """What an agent returns: its raw text plus usage, before the runtime interprets it.
     `latency_ms` is set by agents that call a model (the loop then records every call, the
     terminal one too, in the evidence); `note` is a one-line remark for the evidence (e.g. an
-    effort level the model does not support, degraded)."""
+    effort level the model does not support, degraded); `cached` marks a reply played back
+    from a reply cache (no call was made, nothing was spent)."""
 
     text: str
     usage: Usage = Usage()
     latency_ms: float | None = None
     uncertain: bool = False
     note: str | None = None
+    cached: bool = False
 
 
 class AuthorRequest(msgspec.Struct, frozen=True):

@@ -1,8 +1,9 @@
 """The actor runtime's private core: mailboxes, refs, supervision tasks, ask deadlines, clock.
 
-Like trio's `_core`, this package holds the tightly coupled internals behind the public
-`actors` names; import those from `actors` (or their historical modules `kestrel_actors._core.ref`,
-`kestrel_actors._core.cell`, `kestrel_actors._core.deadlines`, `kestrel_actors._core.system`, which re-export them), not from here.
+Like trio's `_core`, this package holds the implementation behind the public names of
+`kestrel_actors`; import those from `kestrel_actors` (or its modules `kestrel_actors.ref`,
+`.cell`, `.deadlines`, `.system`, `.bus`, ..., which re-export them), not from here. The core
+imports nothing of those public modules, nor anything of Kestrel.
 
 The seams inside the core are narrow and explicit; no module reads another object's
 private members (tests/test_actors_seams.py scans for it):

@@ -29,7 +29,7 @@ from kestrel.service.actors.engine import (
     ArmReport,
     DayLedger,
     EngineActor,
-    FinishDay,
+    CloseDay,
     StartDay,
     Sync,
 )
@@ -154,7 +154,7 @@ class DriverActor(Actor[RunSession]):
             elif isinstance(step, steps.CollectLate):
                 driver.late(await self._late(step.end and last))
             elif isinstance(step, steps.FinishDay):
-                ledger = await self._engine.ask(FinishDay(), expect=DayLedger, timeout=None)
+                ledger = await self._engine.ask(CloseDay(), expect=DayLedger, timeout=None)
                 driver.finished(Ledger.from_jsonl(ledger.jsonl), ledger.engine_ticks, ledger.carry)
             else:
                 return step.result

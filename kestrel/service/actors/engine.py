@@ -74,7 +74,7 @@ class ArmReport(msgspec.Struct, frozen=True):
     incumbent: ast.Plan | None
 
 
-class FinishDay(msgspec.Struct, frozen=True, tag="finish_day"):
+class CloseDay(msgspec.Struct, frozen=True, tag="close_day"):
     pass
 
 
@@ -91,7 +91,7 @@ class LedgerBatch(msgspec.Struct, frozen=True):
     events: list[LedgerEvent]
 
 
-EngineMessage = TickBatch | StartDay | AccountQuery | Sync | FinishDay | CapturedTurn
+EngineMessage = TickBatch | StartDay | AccountQuery | Sync | CloseDay | CapturedTurn
 
 
 class EngineActor(Actor[EngineMessage]):
@@ -136,7 +136,7 @@ class EngineActor(Actor[EngineMessage]):
             return self._current().account()
         if isinstance(message, Sync):
             return ArmReport(self._armed, self._incumbent)
-        if isinstance(message, FinishDay):
+        if isinstance(message, CloseDay):
             engine = self._current()
             await self._publish(engine.finish())
             return DayLedger(engine.ledger.to_jsonl(), dict(self._tally), engine.carry_out())
@@ -151,7 +151,7 @@ __all__ = [
     "DayLedger",
     "EngineActor",
     "EngineMessage",
-    "FinishDay",
+    "CloseDay",
     "LedgerBatch",
     "StartDay",
     "Sync",

@@ -119,7 +119,7 @@ class Emitted(msgspec.Struct, frozen=True, tag="host_emitted"):
     event: SessionEvent
 
 
-class Finished(msgspec.Struct, frozen=True, tag="host_finished"):
+class SessionFinished(msgspec.Struct, frozen=True, tag="host_finished"):
     session_id: str
     state: str
     reason: str | None = None
@@ -128,7 +128,7 @@ class Finished(msgspec.Struct, frozen=True, tag="host_finished"):
 
 HostMessage = (
     StartSession | Submit | Status | Result | Close | ListSessions | Backlog | LatestOutcome
-    | Emitted | Finished
+    | Emitted | SessionFinished
 )
 
 # ------------------------------------------------------------------------------------------
@@ -226,7 +226,7 @@ class RunHosted(msgspec.Struct, frozen=True, tag="run_hosted"):
 
 
 class SessionActor(Actor[RunHosted]):
-    """Runs one session to its end and reports it to the host (`Finished`)."""
+    """Runs one session to its end and reports it to the host (`SessionFinished`)."""
 
     def __init__(self, host: ActorRef[Any], session: HostedSession, agent: Agent | None,
                  identity: Agent, committed: list[CapturedTurn], observer: Observer | None,
@@ -245,7 +245,7 @@ class SessionActor(Actor[RunHosted]):
             await self._observer(self._session.session_id, event)
         await self._host.tell(Emitted(self._session.session_id, event))
 
-    async def _report(self, finished: Finished) -> None:
+    async def _report(self, finished: SessionFinished) -> None:
         try:
             await self._host.tell(finished)
         except ActorStopped:  # the host is shutting down: nobody is left to tell
@@ -254,16 +254,16 @@ class SessionActor(Actor[RunHosted]):
     async def receive(self, message: RunHosted) -> None:
         s = self._session
         source: Agent | ReplyPort = self._agent if self._agent is not None else s.port  # type: ignore[assignment]
-        finished = Finished(s.session_id, "closed", "closed before the run ended")
+        finished = SessionFinished(s.session_id, "closed", "closed before the run ended")
         with s.scope:
             try:
                 result = await run_hosted(s.run, source, self._identity, self._emit,
                                           committed=self._committed, agent_timeout=self._timeout,
                                           pace=self._pace)
-                finished = Finished(s.session_id, "done", None, result)
+                finished = SessionFinished(s.session_id, "done", None, result)
             except Exception as exc:  # a session's failure ends that session only
                 get_logger("kestrel.host").error("session.failed", session=s.session_id, error=describe(exc))
-                finished = Finished(s.session_id, "failed", describe(exc))
+                finished = SessionFinished(s.session_id, "failed", describe(exc))
         await self._report(finished)
         self.ctx.stop()
 
@@ -282,7 +282,7 @@ class SessionHost(Actor[HostMessage]):
         if isinstance(message, Emitted):
             await self._record(message.session_id, message.event)
             return None
-        if isinstance(message, Finished):
+        if isinstance(message, SessionFinished):
             await self._finish(message)
             return None
         if isinstance(message, StartSession):
@@ -367,7 +367,7 @@ class SessionHost(Actor[HostMessage]):
             s.turns += 1
         await self.ctx.system.bus.publish(topic(session_id), event)
 
-    async def _finish(self, m: Finished) -> None:
+    async def _finish(self, m: SessionFinished) -> None:
         from kestrel.report.summary import summary
 
         s = self.state.sessions.get(m.session_id)
@@ -405,7 +405,7 @@ __all__ = [
     "Close",
     "Closed",
     "Emitted",
-    "Finished",
+    "SessionFinished",
     "HostMessage",
     "HostState",
     "HostedSession",

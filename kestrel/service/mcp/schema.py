@@ -32,7 +32,7 @@ class FormatResult(TypedDict):
     text: NotRequired[str]
 
 
-class PaneArg(TypedDict):
+class PaneArgInfo(TypedDict):
     name: str
     type: str
     default: str
@@ -44,7 +44,7 @@ class Pane(TypedDict):
     name: str
     description: str
     signature: str
-    args: list[PaneArg]
+    args: list[PaneArgInfo]
 
 
 class ViewBudget(TypedDict):
@@ -117,7 +117,7 @@ class BudgetLeft(TypedDict):
     tokens: int
 
 
-class Request(TypedDict):
+class AgentRequestInfo(TypedDict):
     """What the session asks its agent: answer with ONE statement via session_submit."""
 
     date: str
@@ -132,14 +132,14 @@ class Request(TypedDict):
 class StartResult(TypedDict):
     session_id: str
     done: bool
-    request: NotRequired[Request]
+    request: NotRequired[AgentRequestInfo]
     summary: NotRequired[Summary]
 
 
 class SubmitResult(TypedDict):
     session_id: str
     done: bool
-    request: NotRequired[Request]
+    request: NotRequired[AgentRequestInfo]
     summary: NotRequired[Summary]
     state: NotRequired[str]
     reason: NotRequired[str]
@@ -155,7 +155,7 @@ class StatusResult(TypedDict):
     schedule: list[str]
     turns: int
     events: int
-    request: Request | None
+    request: AgentRequestInfo | None
     reason: str | None
 
 
@@ -187,9 +187,9 @@ __all__ = [
     "Diagnostic",
     "FormatResult",
     "Pane",
-    "PaneArg",
+    "PaneArgInfo",
     "PanesResult",
-    "Request",
+    "AgentRequestInfo",
     "SessionResultDoc",
     "StartResult",
     "StatusResult",

@@ -36,7 +36,7 @@ from kestrel.service.mcp.schema import (
     Diagnostic,
     FormatResult,
     PanesResult,
-    Request,
+    AgentRequestInfo,
     SessionResultDoc,
     StartResult,
     StatusResult,
@@ -98,7 +98,7 @@ def _diagnostics(err: Any) -> list[Diagnostic]:
     return out
 
 
-def _request(event: RequestEvent) -> Request:
+def _request(event: RequestEvent) -> AgentRequestInfo:
     r = event.request
     left = r.budget_left
     return {

@@ -2,13 +2,15 @@
 SDKs (`openai`, `anthropic`: optional extras, imported on first use, never at import time).
 
 Each provider builds its SDK client once, in `connect()` before the session starts (API key,
-`base_url` handed over unchanged, the SDK's retries off: the adapter retries within the call
-budget), gives each attempt the timeout the adapter hands it, sends the language card first
+`base_url` handed over unchanged, the SDK's retries off (`max_retries=0`: the adapter's
+`RetryPolicy` is the one retry policy), gives each attempt the timeout the adapter hands it, sends the language card first
 (Anthropic: a system block with `cache_control`, so the stable prefix is cached; a model the
 capability table marks `system_role = "user"` gets it as the first user message), reads the
 reply defensively from the response's plain data (a missing or odd field counts as absent,
 never a crash, never a warning on stderr) and turns every SDK error or malformed body into a
-one-line `ModelError`. A server that sends no usage gets an estimate (`estimate_tokens` of the
+one-line `ModelError`: HTTP 401/403/404 a `FatalModelError` (the run cannot go on), 408/409/
+429/5xx, timeouts and dropped connections retryable, carrying the response's retry and
+rate-limit headers. A server that sends no usage gets an estimate (`estimate_tokens` of the
 request and reply text), marked as such, so the token budget still binds.
 """
 
@@ -18,14 +20,23 @@ from collections.abc import Mapping
 from typing import Any
 
 from kestrel.frame.text import estimate_tokens
-from kestrel.models.adapter import Completion, ModelConfig, ModelError, one_line
+from kestrel.models.adapter import Completion, ModelConfig, one_line
 from kestrel.models.conversation import Message
 from kestrel.models.effort import EffortDecision, capability
+from kestrel.models.errors import (
+    FATAL_STATUS,
+    RETRYABLE_STATUS,
+    FatalModelError,
+    ModelError,
+    is_retryable_status,
+    retry_headers,
+)
 from kestrel.models.usage import anthropic_usage, openai_usage
 from kestrel.session.protocol import Usage
+from kestrel.providers import lookup
 
-RETRYABLE_STATUS = frozenset({408, 409, 429})
-"""HTTP statuses worth one more attempt (besides 5xx), as the SDKs' own retry rule."""
+NOT_SENT = ("ConnectError", "ConnectTimeout")
+"""The transport errors raised before a request reached the server (so it cannot be billed)."""
 
 EXTRA_HINT = "install the extra: pip install 'kestrel[{extra}]'"
 
@@ -48,15 +59,28 @@ def _plain(response: object, what: str) -> Mapping[str, Any]:
     return data
 
 
+FATAL_HINT = {401: "the API key is refused", 403: "the API key is not allowed this model or endpoint",
+              404: "no such model or endpoint"}
+
+
 def _describe(sdk: Any, exc: Exception, what: str) -> ModelError:
+    """The SDK error as a `ModelError`: HTTP 401/403/404 fatal for the run, 408/409/429/5xx,
+    timeouts and connection failures retryable (with the response's retry headers)."""
     if isinstance(exc, sdk.APITimeoutError):
-        return ModelError(f"{what}: request timed out ({one_line(str(exc), 160)})", retryable=True)
+        return ModelError(f"{what}: request timed out ({one_line(str(exc), 160)})", retryable=True,
+                          maybe_billed=True)
     if isinstance(exc, sdk.APIStatusError):
         status = int(exc.status_code)
-        return ModelError(f"{what}: HTTP {status} from the provider: {one_line(str(exc.message), 200)}",
-                          retryable=status in RETRYABLE_STATUS or status >= 500)
+        text = f"{what}: HTTP {status} from the provider: {one_line(str(exc.message), 200)}"
+        if status in FATAL_STATUS:
+            return FatalModelError(f"{text} ({FATAL_HINT[status]}: the run cannot go on)", status=status)
+        headers = getattr(getattr(exc, "response", None), "headers", None)
+        return ModelError(text, retryable=is_retryable_status(status), status=status,
+                          headers=retry_headers(headers) if headers is not None else None)
     if isinstance(exc, sdk.APIConnectionError):
-        return ModelError(f"{what}: connection failed: {one_line(str(exc), 200)}", retryable=True)
+        sent = type(exc.__cause__).__name__ not in NOT_SENT
+        return ModelError(f"{what}: connection failed: {one_line(str(exc), 200)}", retryable=True,
+                          maybe_billed=sent)
     return ModelError(f"{what}: {type(exc).__name__}: {one_line(str(exc), 200)}")
 
 
@@ -125,11 +149,15 @@ class OpenAIChat(_SdkClient):
         body.update(effort.params)
         return body
 
+    def output_limit(self, effort: EffortDecision) -> int:
+        """The most output tokens a reply may bill (reasoning included)."""
+        return self.config.max_output_tokens
+
     def complete(
         self, system: str, messages: tuple[Message, ...], effort: EffortDecision, timeout: float
     ) -> Completion:
         sdk = self._sdk()
-        what = f"openai {self.config.model}"
+        what = self.config.describe()
         try:
             response = self.client().chat.completions.create(
                 **self.request(system, messages, effort), timeout=timeout
@@ -159,21 +187,30 @@ class AnthropicMessages(_SdkClient):
     client_class = "Anthropic"
 
     def request(self, system: str, messages: tuple[Message, ...], effort: EffortDecision) -> dict[str, Any]:
-        """The keyword arguments of `messages.create` (the card is a cached system block)."""
+        """The keyword arguments of `messages.create` (the card is a cached system block when the
+        provider's registry row says its caching is explicit)."""
+        block: dict[str, Any] = {"type": "text", "text": system}
+        row = lookup(self.config.provider)
+        if row is None or row.prompt_caching == "explicit":
+            block["cache_control"] = {"type": "ephemeral"}
         body: dict[str, Any] = {
             "model": self.config.model,
             "max_tokens": self.config.max_output_tokens + effort.thinking_budget,
-            "system": [{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}],
+            "system": [block],
             "messages": [{"role": m.role, "content": m.content} for m in messages],
         }
         body.update(effort.params)
         return body
 
+    def output_limit(self, effort: EffortDecision) -> int:
+        """The most output tokens a reply may bill (`max_tokens`, thinking included)."""
+        return self.config.max_output_tokens + effort.thinking_budget
+
     def complete(
         self, system: str, messages: tuple[Message, ...], effort: EffortDecision, timeout: float
     ) -> Completion:
         sdk = self._sdk()
-        what = f"anthropic {self.config.model}"
+        what = self.config.describe()
         try:
             response = self.client().messages.create(**self.request(system, messages, effort), timeout=timeout)
         except sdk.APIError as exc:
@@ -200,4 +237,4 @@ WIRES: dict[str, type[OpenAIChat] | type[AnthropicMessages]] = {
 """The adapter of each wire format of the provider registry (`kestrel.providers.Wire`)."""
 
 
-__all__ = ["WIRES", "AnthropicMessages", "OpenAIChat"]
+__all__ = ["RETRYABLE_STATUS", "WIRES", "AnthropicMessages", "OpenAIChat"]

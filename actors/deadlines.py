@@ -1,0 +1,3 @@
+"""Deprecated: use `kestrel_actors.deadlines`."""
+
+from kestrel_actors.deadlines import *  # noqa: F403
