@@ -90,6 +90,7 @@ class Broker:
         self.latency_ns = config.latency_ns
         self.fee_unit = exact(config.fee_per_unit)
         self.fee_order = exact(config.fee_per_order)
+        self.charges_fees = bool(config.fee_per_unit or config.fee_per_order)
         self.session = session
         self.open_ns = session.open_ns
         self.close_ns = session.close_ns
@@ -317,8 +318,9 @@ class Broker:
         flat cancels the protective orders, a reversal those of the old side."""
         index, ts = tick.index, tick.ts
         bk, scale, orders = self.book, self.money.scale, self.orders
-        fee = self.fee_unit * qty + (self.fee_order if order.filled == 0 else 0)
-        fee_k = bk.charge(fee) if fee else 0
+        fee_k = 0
+        if self.charges_fees:
+            fee_k = bk.charge(self.fee_unit * qty + (self.fee_order if order.filled == 0 else 0))
         order.filled += qty
         if order.filled >= order.qty:
             del orders[order.id]

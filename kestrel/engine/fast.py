@@ -31,7 +31,7 @@ import numpy.typing as npt
 
 from kestrel.engine.broker import ARMED, Broker
 from kestrel.engine.envelope import Envelope
-from kestrel.engine.history import tick_at
+from kestrel.engine.history import Rows
 from kestrel.engine.plans import series_in
 from kestrel.engine.vector import Columns
 from kestrel.market.session import SessionSpec
@@ -44,11 +44,14 @@ INF = float("inf")
 
 class FastPolicy(msgspec.Struct, frozen=True):
     """The vectorized path's cost model: its first columns reach `first_prefix` ticks past the
-    batch's start (then double), its envelope scans start with `first_chunk` ticks (then grow
-    four times), and it hands the rest of a batch to the reference path when its columns would
-    need more than `max_columns_mb` MB or `max_columns_ticks` ticks."""
+    batch's start (then double; to the plan's horizon at once when its live rules have
+    `many_fires` repeats left, since they will be read there), its envelope scans start with
+    `first_chunk` ticks (then grow four times), and it hands the rest of a batch to the
+    reference path when its columns would need more than `max_columns_mb` MB or
+    `max_columns_ticks` ticks."""
 
     first_prefix: int = 4096
+    many_fires: int = 32  # rules with this many repeats left: columns to the horizon at once
     first_chunk: int = 512
     max_columns_mb: float = 100.0
     max_columns_ticks: int = 20_000_000
@@ -92,6 +95,7 @@ class Conditions:
         self.columns = Columns(full.slice(0, upto), session, arm, units, clock_base_ns)
         self.reads = [frozenset(series_in(r.cond) & {"pos", "rpnl"}) for r in plan.rules]
         self.columns.account = self._account(broker)
+        self.state = self._state(broker)
         self.cache: dict[tuple[int, float], Mask] = {}  # masks of `pos`-only rules by position
         self.masks = [self._evaluate(r, start) for r in range(len(self.rules))]
         self.prices: list[list[F64 | None]] = [
@@ -102,6 +106,10 @@ class Conditions:
     @staticmethod
     def _account(broker: Broker) -> dict[str, float]:
         return {"pos": float(broker.pos), "rpnl": broker.rpnl}
+
+    def _state(self, broker: Broker) -> tuple[int, int]:
+        """The account state the conditions may read, cheaply compared: (pos, rpnl in quanta)."""
+        return broker.book.pos, broker.book.rpnl_k
 
     def _evaluate(self, rule: int, start: int) -> Mask:
         reads = self.reads[rule]
@@ -124,10 +132,11 @@ class Conditions:
     def refresh(self, broker: Broker, index: int) -> None:
         """After a broker step at tick `index`: the masks of the rules reading an account
         state that changed, from that tick on."""
-        account = self._account(broker)
-        if account == self.columns.account:
+        state = self._state(broker)
+        if state == self.state:
             return
-        self.columns.account = account
+        self.state = state
+        self.columns.account = self._account(broker)
         for rule, reads in enumerate(self.reads):
             if reads and index < self.upto:
                 self.masks[rule] = self._evaluate(rule, index)
@@ -141,24 +150,29 @@ def run_fast(plan: ast.Plan, broker: Broker, full: Ticks, start: int, session: S
     stats = FastStats()
     n = len(full)
     scanner = Scanner(full, policy.first_chunk)
+    ticks = Rows(full)
     horizon = _horizon(broker, full)
     states = broker.rule_states
     conditions: Conditions | None = None
     i = start
     while i < n:
-        j = scanner.next(broker.env, i, n)
+        j = n  # the next event: a live rule's, then the envelope's before it
         if any(states):
             if conditions is None:
-                upto = min(n, max(horizon, i + 1), i + policy.first_prefix)
+                fires = sum(left for state, left in zip(states, broker.remaining) if state)
+                reach = n if fires >= policy.many_fires else i + policy.first_prefix
+                upto = min(n, max(horizon, i + 1), reach, i + policy.max_columns_ticks)
                 conditions = Conditions(plan, full, session, arm, units, clock_base_ns, broker, i, upto)
                 if conditions.nbytes() > policy.max_columns_mb * 2**20:
                     stats.handed_over = n - i
                     hand_over(i)
                     return stats
+            upto = conditions.upto
+            j = upto
             for r, mask in enumerate(conditions.masks):
                 if states[r]:
                     j = mask.find(states[r] is ARMED, i, j)
-            upto = conditions.upto
+            j = scanner.next(broker.env, i, j)
             if j >= upto and upto < n:  # rule events past the prefix are unknown: extend it
                 grown = min(n, upto + (upto - conditions.start))
                 if horizon > upto:
@@ -172,10 +186,12 @@ def run_fast(plan: ast.Plan, broker: Broker, full: Ticks, start: int, session: S
                 conditions = Conditions(plan, full, session, arm, units, clock_base_ns, broker,
                                         conditions.start, grown)
                 continue
+        else:
+            j = scanner.next(broker.env, i, n)
         if j >= n:
             break
         stats.events += 1
-        tick = tick_at(full, j)
+        tick = ticks[j]
         lo_b, hi_b, lo_a, hi_a, t_next, i_next = broker.env
         b, a = tick.bid, tick.ask
         if b <= lo_b or b >= hi_b or a <= lo_a or a >= hi_a or tick.ts >= t_next or j >= i_next:
@@ -226,6 +242,8 @@ class Scanner:
         if end is None:
             end = self.deadlines[t_next] = int(np.searchsorted(self.ts, t_next, side="left"))
         end = min(stop, max(start, i_next), max(start, end))
+        if end <= start:  # a deadline at this tick (a market order's eligibility, most often)
+            return end
         bids, asks = self.bids, self.asks
         k, short = start, min(end, start + self.SHORT)
         while k < short:

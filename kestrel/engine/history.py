@@ -41,10 +41,20 @@ def rows(ticks: Ticks, first: int) -> Iterator[tuple[int, int, float, float, flo
                ticks.last.data, ticks.size.data)
 
 
-def tick_at(ticks: Ticks, row: int, first: int = 0) -> Tick:
-    """A row of `ticks` (session tick first + row) as a `Tick`."""
-    return Tick(first + row, int(ticks.ts[row]), float(ticks.bid[row]), float(ticks.ask[row]),
-                float(ticks.last[row]), float(ticks.size[row]))
+class Rows:
+    """The ticks of `ticks` by row as `Tick`s (session tick first + row), read through
+    memoryviews: Python numbers without a numpy scalar each."""
+
+    __slots__ = ("first", "columns")
+
+    def __init__(self, ticks: Ticks, first: int = 0) -> None:
+        self.first = first
+        self.columns = (ticks.ts.data, ticks.bid.data, ticks.ask.data, ticks.last.data,
+                        ticks.size.data)
+
+    def __getitem__(self, row: int) -> Tick:
+        ts, bid, ask, last, size = self.columns
+        return Tick(self.first + row, ts[row], bid[row], ask[row], last[row], size[row])
 
 
 class TickHistory:
@@ -131,4 +141,4 @@ def ticks_of(rows: Sequence[tuple[int, float, float]] | Sequence[tuple[int, floa
     return Ticks.from_arrays(ts, arr[1], arr[2])
 
 
-__all__ = ["Tick", "TickHistory", "accepted", "rows", "tick_at", "ticks_of"]
+__all__ = ["Rows", "Tick", "TickHistory", "accepted", "rows", "ticks_of"]
