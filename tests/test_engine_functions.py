@@ -16,7 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kestrel.lang.functions import Arguments, Atr, Context, Indicator, Operation, indicator
+from kestrel.lang.functions import Arguments, Context, Indicator, Operation, indicator
+from kestrel.lang.functions.windows import Atr
 from kestrel.lang.registry import UNITS
 
 S = 1_000_000_000

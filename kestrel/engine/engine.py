@@ -107,26 +107,14 @@ class Engine:
         self.arm_tick = 0
         self.fast_policy = FastPolicy()
         self.fast_stats = FastStats()  # how the last vectorized batch was spent
-        self.carried_in = carry
         # the kernel: orders, position and money, step, fire, risk, envelope
         self.broker = Broker(self.config, session, self.grid, self.money, self.ledger, carry)
-        self.open_ns = self.broker.open_ns
-        self.close_ns = self.broker.close_ns
 
     # the kernel's state, as callers read it
     @property
     def seen(self) -> int:
         """Ticks of the session processed so far."""
         return self.broker.seen
-
-    @property
-    def now_ns(self) -> int:
-        """The last tick's time (the session open before the first tick)."""
-        return self.broker.now_ns
-
-    @property
-    def closed(self) -> bool:
-        return self.broker.closed
 
     @property
     def book(self) -> Book:
@@ -139,10 +127,6 @@ class Engine:
     @property
     def armed(self) -> bool:
         return self.broker.armed
-
-    @property
-    def plan_name(self) -> str:
-        return self.broker.plan_name
 
     @property
     def rule_states(self) -> list[RuleState]:
@@ -175,10 +159,6 @@ class Engine:
         return self.broker.pos
 
     @property
-    def avg(self) -> float:
-        return self.broker.avg
-
-    @property
     def rpnl(self) -> float:
         return self.broker.rpnl
 
@@ -189,10 +169,6 @@ class Engine:
     def pnl_now(self, bid: float, ask: float) -> float:
         """The `pnl` series: rpnl - fees + upnl at the touch, exactly what maxloss measures."""
         return self.broker.pnl_now(bid, ask)
-
-    def upnl_now(self, bid: float, ask: float) -> float:
-        """The `upnl` series: unrealized PnL at the touch."""
-        return self.broker.upnl_now(bid, ask)
 
     # ------------------------------------------------------------------ public API
     def arm(self, plan: ast.Plan, at_ns: int | None = None) -> list[LedgerEvent]:

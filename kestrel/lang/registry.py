@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import msgspec
 
-from kestrel.lang import functions as fn
+from kestrel.lang.functions import Indicator, Operation, means, operations, windows
 from kestrel.lang.signature import PARAMETER_KINDS, FunctionSpec, Param, ParamType, ValueType
 
 
@@ -53,14 +53,14 @@ SERIES: dict[str, SeriesSpec] = _series(
      False),
 )
 
-Unit = type[fn.Indicator] | type[fn.Operation]
+Unit = type[Indicator] | type[Operation]
 
 UNITS: dict[str, Unit] = {
     unit.spec.name: unit
     for unit in (
-        fn.High, fn.Low, fn.Range, fn.Chg, fn.Sma, fn.Ema, fn.Atr,
-        fn.Rsi, fn.Stdev, fn.Zscore, fn.BbUpper, fn.BbLower, fn.Macd, fn.MacdSignal,
-        fn.Abs, fn.Min, fn.Max,
+        windows.High, windows.Low, windows.Range, windows.Chg, means.Sma, means.Ema, windows.Atr,
+        means.Rsi, means.Stdev, means.Zscore, means.BbUpper, means.BbLower, means.Macd,
+        means.MacdSignal, operations.Abs, operations.Min, operations.Max,
     )
 }
 

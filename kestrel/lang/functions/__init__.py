@@ -25,44 +25,8 @@ docs/language.md defines every function; adding one is its unit (a class in `win
 the docs.
 """
 
-from kestrel.lang.functions.base import (
-    Arguments,
-    Context,
-    Indicator,
-    OnBars,
-    RunningMean,
-    arguments,
-    bars_of,
-    cumulative,
-    ema,
-    indicator,
-)
-from kestrel.lang.functions.means import (
-    BbLower,
-    BbUpper,
-    Ema,
-    Macd,
-    MacdSignal,
-    Rsi,
-    Sma,
-    Stdev,
-    Zscore,
-)
-from kestrel.lang.functions.operations import (
-    ARITHMETIC,
-    COMPARISON,
-    CROSSES,
-    Abs,
-    Max,
-    Min,
-    Operation,
-    Operator,
-)
-from kestrel.lang.functions.windows import Atr, Chg, Extreme, High, Low, Range
+from kestrel.lang.functions.base import Arguments, Context, Indicator, OnBars, arguments, indicator
+from kestrel.lang.functions.operations import ARITHMETIC, COMPARISON, CROSSES, Operation
 
-__all__ = [
-    "ARITHMETIC", "COMPARISON", "CROSSES", "Abs", "Arguments", "Atr", "BbLower", "BbUpper",
-    "Chg", "Context", "Ema", "Extreme", "High", "Indicator", "Low", "Macd", "MacdSignal", "Max",
-    "Min", "OnBars", "Operation", "Operator", "Range", "Rsi", "RunningMean", "Sma", "Stdev",
-    "Zscore", "arguments", "bars_of", "cumulative", "ema", "indicator",
-]
+__all__ = ["ARITHMETIC", "COMPARISON", "CROSSES", "Arguments", "Context", "Indicator", "OnBars",
+           "Operation", "arguments", "indicator"]
