@@ -44,14 +44,11 @@ INF = float("inf")
 
 class FastPolicy(msgspec.Struct, frozen=True):
     """The vectorized path's cost model: its first columns reach `first_prefix` ticks past the
-    batch's start (then double; to the plan's horizon at once when its live rules have
-    `many_fires` repeats left, since they will be read there), its envelope scans start with
-    `first_chunk` ticks (then grow four times), and it hands the rest of a batch to the
-    reference path when its columns would need more than `max_columns_mb` MB or
-    `max_columns_ticks` ticks."""
+    batch's start (then double), its envelope scans start with `first_chunk` ticks (then grow
+    four times), and it hands the rest of a batch to the reference path when its columns would
+    need more than `max_columns_mb` MB or `max_columns_ticks` ticks."""
 
     first_prefix: int = 4096
-    many_fires: int = 32  # rules with this many repeats left: columns to the horizon at once
     first_chunk: int = 512
     max_columns_mb: float = 100.0
     max_columns_ticks: int = 20_000_000
@@ -159,9 +156,7 @@ def run_fast(plan: ast.Plan, broker: Broker, full: Ticks, start: int, session: S
         j = n  # the next event: a live rule's, then the envelope's before it
         if any(states):
             if conditions is None:
-                fires = sum(left for state, left in zip(states, broker.remaining) if state)
-                reach = n if fires >= policy.many_fires else i + policy.first_prefix
-                upto = min(n, max(horizon, i + 1), reach, i + policy.max_columns_ticks)
+                upto = min(n, max(horizon, i + 1), i + policy.first_prefix, i + policy.max_columns_ticks)
                 conditions = Conditions(plan, full, session, arm, units, clock_base_ns, broker, i, upto)
                 if conditions.nbytes() > policy.max_columns_mb * 2**20:
                     stats.handed_over = n - i

@@ -2,12 +2,12 @@
 against.
 
 `Evaluation` holds what a plan reads, built once when it is armed: the series (`series`), one
-indicator per distinct call (`kestrel.lang.functions`, fed at every tick), one node per
-distinct CROSSES, and each rule's condition and entry prices as a tree of closures over them
-whose operators come from the language's tables. At each tick (`observe`, its `steps`) the
-series take the tick, the indicators their source's values, the crosses their operands (the
-previous ones kept); the rules then read the values (`conditions`, `prices`). Undefined values
-are NaN, so a comparison using one is false (`!=` included).
+indicator per distinct call (`kestrel.lang.functions`, fed at every tick), one `Pair` per
+distinct (left, right) of its CROSSES, and each rule's condition and entry prices as a tree of
+closures over them whose operators come from the language's tables. At each tick (its
+`steps`) the series take the tick, the indicators their source's values, the pairs their
+operands (the previous ones kept); the rules then read the values (`conditions`, `prices`).
+Undefined values are NaN, so a comparison using one is false (`!=` included).
 
 `run` is the per-tick loop over a batch: at every tick the broker steps where its envelope is
 breached, then, while a rule is live, the indicators take the tick and the rules are
@@ -98,12 +98,6 @@ class Evaluation:
         nodes = [n.take for n in self.nodes.values()]
         self.history_steps = taken + nodes  # what a tick before the plan's arming feeds
         self.steps = taken + nodes + [p.take for p in self.pairs.values()]  # each reads the last
-
-    def observe(self, tick: Tick) -> None:
-        """The tick's values: series, indicators, then the cross operands."""
-        self.tick = tick
-        for step in self.steps:
-            step(tick)
 
     # ------------------------------------------------------------------ compiling
     def source(self, name: str) -> Series:
