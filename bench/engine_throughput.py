@@ -36,7 +36,7 @@ Prints one JSON line:
 - `peak_rss_mb`: peak resident memory of the process before the peers run
   (`peak_rss_mb_with_peers` after them). Peers that are not installed are skipped.
 
-Honest workloads (issue 17), reported separately:
+Honest workloads, reported separately:
 - `all_day_*_ticks_per_s`: a bracket entry that re-enters on every SMA cross while flat and
   a FLAT on the cross back (x100 each), on sessions of 25,000 ticks: it trades all day
   (`all_day_fills` fills); `rich_*_ticks_per_s`: an 8-rule plan (crosses, breakouts with
