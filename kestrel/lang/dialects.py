@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import ast
 import re
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from functools import cache
 from typing import Any, Final, Literal
@@ -48,7 +47,8 @@ import msgspec
 from lark import Lark, Tree
 from lark.grammar import NonTerminal, Terminal
 
-from kestrel.lang.grammar import GRAMMAR, OPTIONS
+from kestrel.lang.grammar import _LOCK as _COMPILING  # lark's loader: one compile at a time
+from kestrel.lang.grammar import OPTIONS, compile_grammar
 from kestrel.lang.lexemes import (
     ASCII,
     OTHER,
@@ -80,8 +80,8 @@ Dialect = Literal["llguidance", "gbnf", "ebnf"]
 DIALECTS: Final[tuple[Dialect, ...]] = ("llguidance", "gbnf", "ebnf")
 
 REPEAT_BOUND: Final[int] = 15
-"""The most repetitions of an unbounded repeat inside a terminal (digits of a number, a
-duration, a repeat count): a float's shortest text has at most 17 significant digits."""
+"""The most repetitions of an unbounded repeat inside a terminal (the digits of a number, a
+duration or a repeat count)."""
 
 TOTAL_BOUNDS: Final[dict[str, int]] = {
     "NAME": DEFAULT_LIMITS.max_identifier_chars,
@@ -455,7 +455,7 @@ def derive(text: str | None = None, *, module: bool = False) -> Grammar:
     if text is None:
         lark, vocab = _compiled()
     else:
-        with _LOCK:
+        with _COMPILING:
             lark = Lark(text, **OPTIONS)
         vocab = Vocabulary.of(lark)
     reader = _Rules(lark)
@@ -543,14 +543,10 @@ def _decide(body: dict[str, G], terms: dict[str, Term], lexer: _Lexer,
     return {name: _map_gaps(g, decide) for name, g in body.items()}
 
 
-_LOCK = threading.Lock()
-
-
 @cache
 def _compiled() -> tuple[Lark, Vocabulary]:
-    with _LOCK:
-        lark = Lark(GRAMMAR, **OPTIONS)
-    return lark, vocabulary()
+    lark = compile_grammar()
+    return lark, vocabulary(lark)
 
 
 # ---- writing a dialect
