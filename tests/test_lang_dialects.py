@@ -35,6 +35,7 @@ from lang_strategies import CORPUS, documents, mutated, token_soups
 
 pytest.importorskip("llguidance")
 
+ROOT = Path(__file__).resolve().parent.parent
 FMT = {"llguidance": "lark", "gbnf": "gbnf", "ebnf": "ebnf"}
 SAMPLES = 2000
 
@@ -144,6 +145,33 @@ def test_every_example_in_canonical_form_is_accepted(path: Path) -> None:
     assert accepted_by(text, module=True) == dict.fromkeys(DIALECTS, True)
     for s in statements_of(doc):  # each statement alone is a reply
         assert accepted_by(format(s)) == dict.fromkeys(DIALECTS, True)
+
+
+def _language_test_documents() -> list[str]:
+    """Every string in the other language tests' source that Kestrel parses, in canonical
+    form (read with `ast`, not imported)."""
+    import ast
+
+    out: set[str] = set()
+    for path in sorted((ROOT / "tests").glob("test_lang_*.py")):
+        if path.name == Path(__file__).name:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                try:
+                    out.add(format(parse(node.value)))
+                except LangError:
+                    pass
+    return sorted(t for t in out if not re.search(r"\d{%d,}" % (REPEAT_BOUND + 1), t))
+
+
+def test_every_valid_document_of_the_language_tests_is_accepted_in_canonical_form() -> None:
+    docs = _language_test_documents()
+    assert len(docs) >= 20  # the harvest finds the other tests' documents
+    for text in docs:
+        assert accepted_by(text, module=True) == dict.fromkeys(DIALECTS, True), text
+        if "\n\n" not in text:  # one statement: a reply
+            assert accepted_by(text) == dict.fromkeys(DIALECTS, True), text
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
