@@ -430,17 +430,11 @@ class Machine:
     """A Thompson NFA over character sets: `moves[s]` are (characters, next state), `eps[s]`
     the empty moves; `start` and `accept` states."""
 
-    def __init__(self) -> None:
+    def __init__(self, n: Node) -> None:
         self.eps: list[list[int]] = []
         self.moves: list[list[tuple[frozenset[str], int]]] = []
-        self.start = self.accept = 0
         self._closures: dict[int, frozenset[int]] = {}
-
-    @classmethod
-    def of(cls, n: Node) -> Machine:
-        m = cls()
-        m.start, m.accept = m._build(n)
-        return m
+        self.start, self.accept = self._build(n)
 
     def _state(self) -> int:
         self.eps.append([])
@@ -505,7 +499,7 @@ class Machine:
 @cache
 def machine_of(n: Node) -> Machine:
     """The automaton of `n` (built once per language)."""
-    return Machine.of(n)
+    return Machine(n)
 
 
 def _together(a: Machine, b: Machine, pairs: Iterable[tuple[int, int]]) -> set[tuple[int, int]]:
