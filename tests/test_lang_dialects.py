@@ -280,6 +280,8 @@ SYNTAX_ERRORS = [
     "PASS x\n",
     "PLAN a\nWHEN not > 1: FLAT\n",
     "PLAN a ON aapl\nWHEN last > 1: FLAT\n",
+    "paſs\n",  # the long s: Unicode folds it to s, Kestrel's ASCII lexer does not
+    "PLAN a\nWHEN last > 1: BUY 1 MAR\u212aET\n",  # the Kelvin sign: Unicode folds it to k
 ]
 
 
@@ -374,7 +376,7 @@ def test_a_new_statement_is_exported_without_a_change_to_the_exporter() -> None:
     text += "FLATTEN.3: /flatten\\b/i\n"
     for dialect in DIALECTS:
         out = export(dialect, grammar=text)
-        assert ('"flatten"i' if dialect == "llguidance" else '"FLATTEN"') in out
+        assert ("/[Ff][Ll][Aa][Tt][Tt][Ee][Nn]/" if dialect == "llguidance" else '"FLATTEN"') in out
         Matcher(out, FMT[dialect])
     rules = read_bnf(export("gbnf", grammar=text), "gbnf")
     assert Recognizer(rules).accepts("FLATTEN 3\n") and Recognizer(rules).accepts("FLATTEN\n")

@@ -4,7 +4,9 @@
 language; every document it accepts passes Kestrel's syntax stage) as
 - `llguidance`: the Lark subset LLGuidance reads (OpenAI's custom tools with `syntax: "lark"`,
   vLLM's guidance backend, llama.cpp's `%llguidance`, SGLang with LLGuidance): no terminal
-  priorities, no lookarounds, no `%ignore`; keywords case-insensitive (`"plan"i`);
+  priorities, no lookarounds, no `%ignore`; keywords case-insensitive in ASCII letters, as
+  Kestrel reads them (`/[Pp][Ll][Aa][Nn]/`: LLGuidance's `"plan"i` folds Unicode case, so
+  `"pass"i` would take `paſs`, the long s);
 - `gbnf`: llama.cpp's GBNF; `ebnf`: xgrammar's EBNF (vLLM's and SGLang's default), written in
   the part of it GBNF shares, with xgrammar's `snake_case` names. Neither has a case-insensitive
   literal: a keyword is accepted in upper case (the canonical form of statement, action and
@@ -192,8 +194,12 @@ class _Writer:
     def literal(self, t: Term) -> str:
         assert t.spelt is not None
         esc: Callable[[str], str] = lambda c: self.char(c, False) if c in '"\\' or not c.isprintable() else c
+        if self.lark and t.spelt.folded:  # ASCII case folding, as Kestrel's: `"pass"i` would take `paſs`
+            return "/" + "|".join(self.regex(Seq(tuple(
+                Chars(frozenset({c.lower(), c.upper()})) if c.isalpha() else Chars(frozenset(c)) for c in w
+            ))) for w in t.spelt.words) + "/"
         if self.lark:
-            words = [_quote(w, esc) + ("i" if t.spelt.folded else "") for w in t.spelt.words]
+            words = [_quote(w, esc) for w in t.spelt.words]
         else:
             forms = [v for w in t.spelt.words for v in ((w.upper(), w.lower()) if t.spelt.folded else (w,))]
             words = [_quote(w, esc) for w in dict.fromkeys(forms)]
