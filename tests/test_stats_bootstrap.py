@@ -114,3 +114,13 @@ def test_the_expanded_level_is_the_t_interval_s_for_independent_sessions() -> No
     assert expanded_alpha(40) == pytest.approx(0.020257, abs=5e-6)
     assert expanded_alpha(10_000) == pytest.approx(0.025, abs=1e-4)
     assert DRAWS >= 1000
+
+
+def test_the_interval_reads_numpy_s_linear_quantiles_of_the_resampled_means() -> None:
+    x = np.random.default_rng(21).standard_t(4, 45) * 30.0
+    iv = mean_interval(x, np.random.default_rng(2))
+    rng = np.random.default_rng(2)  # the same draws, read by numpy's own quantile
+    means = x[stationary_indices(rng, 45, block_length(x), DRAWS)].mean(axis=0)
+    a = expanded_alpha(45)
+    assert iv is not None
+    assert (iv.low, iv.high) == pytest.approx(tuple(np.quantile(means, [a, 1 - a])), abs=1e-12)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy import stats as scipy_stats
 
 from kestrel.agents.fixed import FixedAgent
 from kestrel.data import load_sample
@@ -29,6 +30,7 @@ from kestrel.report.stats import (
     text_table,
     verdict,
 )
+from kestrel.report.stats.paired import signed_rank_pvalues
 from kestrel.session import SessionOptions, run_session
 
 ORB = (Path(__file__).resolve().parent.parent / "examples" / "orb_breakout.kes").read_text()
@@ -263,3 +265,23 @@ def test_the_text_table_shows_the_grid_s_own_numbers() -> None:
     assert any(line.startswith("Deflated Sharpe of the best cell, ") for line in lines)
     few = text_table(grid_stats(_grid_records(sessions=10)))
     assert few[-1].startswith("Warning: 9 cells with fewer than 30 sessions")
+
+
+def test_batched_signed_rank_p_values_are_scipy_s_for_each_series_alone() -> None:
+    rng = np.random.default_rng(3)
+    rows = []
+    for n in (1, 2, 5, 12, 13, 14, 30, 50, 51, 70):
+        for kind in range(4):
+            d = rng.normal(0.3, 1.0, n)
+            if kind == 1:
+                d = np.round(d, 0)  # ties and zeros
+            elif kind == 2:
+                d[: n // 3] = 0.0
+            elif kind == 3:
+                d = np.round(d, 2)
+            rows.append(d)
+    rows.append(np.zeros(20))
+    got = signed_rank_pvalues(rows)
+    for d, p in zip(rows, got):
+        want = 1.0 if not np.any(d != 0) else float(scipy_stats.wilcoxon(d, zero_method="wilcox").pvalue)
+        assert p == pytest.approx(want, abs=1e-12), (len(d), d)

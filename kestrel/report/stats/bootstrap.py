@@ -8,7 +8,8 @@ Invariants:
   on circularly (after the last observation comes the first), each next observation starting a
   new block with probability 1 / block length; block length 1 is the ordinary (iid) bootstrap;
 - the block length is 1 when no autocorrelation of the series is significant (the data show no
-  dependence to carry), and never above min(3 sqrt(n), n / 3);
+  dependence to carry) or the dependence found is net negative, and never above
+  min(3 sqrt(n), n / 3);
 - the interval is the percentile interval of the resampled means at the expanded levels
   alpha' / 2 = Phi(-sqrt(n / (n - 1)) t_{n-1}(1 - alpha / 2)) and 1 - alpha' / 2 (Hesterberg's
   small-sample expansion: for n independent observations it is as wide as the t interval, where
@@ -52,8 +53,10 @@ def block_length(x: F64) -> float:
     - G = sum_{k=1..M} 2 lambda(k/M) k R(k), g = R(0) + sum_{k=1..M} 2 lambda(k/M) R(k) (R the
       autocovariances, divided by n);
     - b = (2 G^2 / D)^(1/3) n^(1/3) with D = 2 g^2, i.e. (|G| / g)^(2/3) n^(1/3);
-    then clamped to [1, max(1, min(3 sqrt(n), n / 3))]; 1 when M = 0, g <= 0, n <= K + 1 or the
-    series is constant.
+    then clamped to [1, max(1, min(3 sqrt(n), n / 3))]. It is 1 when M = 0, n <= K + 1, the series
+    is constant, or g <= R(0): the dependence found is net negative, so the variance of the mean
+    is below R(0) / n, and single draws (which estimate R(0) / n) err wide, never narrow; with the
+    noisy autocorrelations of a few dozen sessions, negative ones are mostly noise.
     """
     n = int(x.shape[0])
     k_n = max(5, math.ceil(math.sqrt(math.log10(max(n, 2)))))
@@ -75,7 +78,7 @@ def block_length(x: F64) -> float:
     g_big = float(np.sum(2.0 * lam * k * acv[1:big_m + 1]))
     g0 = float(acv[0] + np.sum(2.0 * lam * acv[1:big_m + 1]))
     cap = max(1.0, min(3.0 * math.sqrt(n), n / 3.0))
-    if g0 <= 0.0:  # no positive long-run variance to estimate from: resample singly
+    if g0 <= acv[0]:  # net negative dependence: single draws err wide, never narrow
         return 1.0
     b = float((abs(g_big) / g0) ** (2.0 / 3.0) * n ** (1.0 / 3.0))
     return min(max(b, 1.0), cap)
@@ -114,10 +117,17 @@ def mean_interval(x: F64, rng: np.random.Generator, *, level: float = LEVEL, dra
     if not np.any(x != x[0]):  # every resample of a constant series is that constant
         return MeanInterval(float(x[0]), float(x[0]), 1.0)
     b = block_length(x)
-    means = x[stationary_indices(rng, n, b, draws)].mean(axis=0)
+    means = np.sort(x[stationary_indices(rng, n, b, draws)].mean(axis=0))
     a = expanded_alpha(n, level)
-    low, high = np.quantile(means, [a, 1.0 - a])
-    return MeanInterval(float(low), float(high), round(b, 6))
+    return MeanInterval(_quantile(means, a), _quantile(means, 1.0 - a), round(b, 6))
+
+
+def _quantile(ascending: F64, q: float) -> float:
+    """The q-quantile of sorted values, linearly interpolated at position (len - 1) q (numpy's
+    default "linear" method)."""
+    h = (ascending.shape[0] - 1) * q
+    k = min(int(math.floor(h)), ascending.shape[0] - 2)
+    return float(ascending[k] + (h - k) * (ascending[k + 1] - ascending[k]))
 
 
 __all__ = ["DRAWS", "LEVEL", "MeanInterval", "block_length", "expanded_alpha", "mean_interval", "stationary_indices"]

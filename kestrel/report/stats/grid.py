@@ -36,11 +36,11 @@ from typing import Literal
 import msgspec
 import numpy as np
 import numpy.typing as npt
-from scipy import stats as scipy_stats
 
 from kestrel.report.metrics import TRADING_DAYS_PER_YEAR
 from kestrel.report.stats.bootstrap import DRAWS, LEVEL, mean_interval
 from kestrel.report.stats.moments import ReturnMoments
+from kestrel.report.stats.paired import signed_rank_pvalues
 from kestrel.report.stats.records import SessionRecord
 from kestrel.report.stats.selection import deflated_sharpe, expected_max_sharpe, holm
 
@@ -304,37 +304,35 @@ def _evidence(low: float | None, high: float | None, p: float | None, alpha: flo
     return "better" if low > 0 else "worse" if high < 0 else "none"
 
 
-def _wilcoxon(d: F64) -> float:
-    if not np.any(d != 0):
-        return 1.0
-    return float(scipy_stats.wilcoxon(d, zero_method="wilcox", alternative="two-sided").pvalue)
-
-
-def _pair(a: _Cell, b: _Cell, against: Against, seed: int, draws: int, level: float) -> Comparison:
+def _pair(a: _Cell, b: _Cell, against: Against, seed: int, draws: int, level: float) -> tuple[Comparison, F64 | None]:
+    """The comparison without its p-value, and the paired differences (None without any)."""
     common = [s for s in a.sessions if s in b.index]
     unpaired = len(a.sessions) + len(b.sessions) - 2 * len(common)
     if common and a.currency != b.currency:
         raise StatsError(f"{a.key.label} ({a.currency}) and {b.key.label} ({b.currency}) ran the same sessions "
                          "in different currencies: the records disagree about the data")
     if not common:
-        return Comparison(a.key, b.key, against, 0, unpaired, None, None, None, None, None, None, "none", "", True)
+        return Comparison(a.key, b.key, against, 0, unpaired, None, None, None, None, None, None, "none", "",
+                          True), None
     d = a.net[[a.index[s] for s in common]] - b.net[[b.index[s] for s in common]]
     pair = sorted([a.key.words, b.key.words])  # one draw for (A, B) and (B, A)
     iv = mean_interval(d, generator(seed, "pair", *pair), level=level, draws=draws)
     return Comparison(a.key, b.key, against, len(common), unpaired, round(float(np.mean(d)), 9),
                       None if iv is None else round(iv.low, 9), None if iv is None else round(iv.high, 9),
-                      None if iv is None else iv.block_length, round(_wilcoxon(d), 12), None, "none", "", False)
+                      None if iv is None else iv.block_length, None, None, "none", "", False), d
 
 
-def _finish(cs: Sequence[Comparison], alpha: float, min_sessions: int) -> list[Comparison]:
-    """Holm over the comparisons with a paired session, then evidence and verdicts."""
-    tested = [k for k, c in enumerate(cs) if c.p_value is not None]
-    adjusted = holm([cs[k].p_value or 0.0 for k in tested])
-    p_holm: dict[int, float] = {k: round(p, 12) for k, p in zip(tested, adjusted)}
+def _finish(pairs: Sequence[tuple[Comparison, F64 | None]], alpha: float, min_sessions: int) -> list[Comparison]:
+    """p-values, Holm over the comparisons with a paired session, then evidence and verdicts."""
+    tested = [k for k, (_, d) in enumerate(pairs) if d is not None]
+    raw = signed_rank_pvalues([d for _, d in pairs if d is not None])
+    adjusted = holm(raw)
+    p_raw = {k: round(p, 12) for k, p in zip(tested, raw)}
+    p_holm = {k: round(p, 12) for k, p in zip(tested, adjusted)}
     out: list[Comparison] = []
-    for k, c in enumerate(cs):
+    for k, (c, _) in enumerate(pairs):
         ph = p_holm.get(k)
-        c = msgspec.structs.replace(c, p_holm=ph, evidence=_evidence(c.low, c.high, ph, alpha),
+        c = msgspec.structs.replace(c, p_value=p_raw.get(k), p_holm=ph, evidence=_evidence(c.low, c.high, ph, alpha),
                                     few_sessions=c.sessions < min_sessions)
         out.append(msgspec.structs.replace(c, verdict=verdict(c, min_sessions)))
     return out
@@ -400,7 +398,7 @@ def grid_stats(records: Iterable[SessionRecord], *, baselines: Collection[str] =
     for c in order:
         if c.key.agent in baselines:
             by_agent.setdefault(c.key.agent, []).append(c)
-    pairs: list[Comparison] = []
+    pairs: list[tuple[Comparison, F64 | None]] = []
     for a in agents:
         for name in sorted(by_agent):
             b = _baseline_cell(name, a.key.profile, by_agent)
