@@ -3,7 +3,8 @@
 Defined once in docs/report.md ("Statistics"); this package is that definition in code:
 `bootstrap` (the seeded stationary bootstrap of a mean and its block length rule), `moments`
 (per-period returns pooled across sessions), `selection` (Holm, the deflated Sharpe ratio),
-`records` (one result per agent x profile x session x repeat), `grid` (the cells, comparisons
+`paired` (the Wilcoxon p-values of paired differences), `records` (one result per agent x
+profile x session x repeat), `grid` (the cells, comparisons
 and verdicts of a sweep) and `table` (their terminal lines). Pure and deterministic.
 """
 
@@ -25,6 +26,7 @@ from kestrel.report.stats.grid import (
     verdict,
 )
 from kestrel.report.stats.moments import ReturnMoments
+from kestrel.report.stats.paired import signed_rank_pvalues
 from kestrel.report.stats.records import SessionRecord, session_records
 from kestrel.report.stats.selection import deflated_sharpe, expected_max_sharpe, holm, probabilistic_sharpe
 from kestrel.report.stats.table import text_table
@@ -55,6 +57,7 @@ __all__ = [
     "mean_interval",
     "probabilistic_sharpe",
     "session_records",
+    "signed_rank_pvalues",
     "text_table",
     "verdict",
 ]
