@@ -6,7 +6,7 @@ Pure, synchronous and sans-IO: `Engine.on_ticks(batch)` in, ledger events out.
 
 from kestrel.engine.book import Carry, CarriedOrder
 from kestrel.engine.config import EngineConfig
-from kestrel.engine.engine import Engine, EnginePath, ticks_of
+from kestrel.engine.engine import ENGINE_PATHS, Engine, EnginePath, RunPath, ticks_of
 from kestrel.engine.plans import PlanError
 from kestrel.engine.ledger import (
     Armed,
@@ -25,6 +25,7 @@ from kestrel.engine.ledger import (
 )
 
 __all__ = [
+    "ENGINE_PATHS",
     "Armed",
     "Cancelled",
     "Carried",
@@ -44,5 +45,6 @@ __all__ = [
     "OrderRejected",
     "PlanError",
     "PositionChanged",
+    "RunPath",
     "ticks_of",
 ]

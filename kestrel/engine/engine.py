@@ -33,11 +33,15 @@ from kestrel.market.ticks import NS_PER_S, Ticks
 from kestrel.lang import ast
 from kestrel.structs import check_fields
 
-__all__ = ["Engine", "EnginePath", "ticks_of"]  # ticks_of lives in `history`, re-exported here
+__all__ = ["ENGINE_PATHS", "Engine", "EnginePath", "RunPath", "ticks_of"]  # ticks_of lives in `history`, re-exported here
 
-EnginePath: TypeAlias = Literal["auto", "reference", "fast"]
-"""Which path `Engine.run` takes: `auto` (the vectorized path where the plan allows it), the
-per-tick `reference` or the vectorized `fast` one."""
+EnginePath: TypeAlias = Literal["auto", "reference"]
+"""The path a session runs the engine on: `auto` (the vectorized path where the plan allows
+it, the reference elsewhere) or the per-tick `reference`; both give the same ledger."""
+ENGINE_PATHS: tuple[EnginePath, ...] = get_args(EnginePath)
+RunPath: TypeAlias = EnginePath | Literal["fast"]
+"""What `Engine.run` takes: an `EnginePath`, or `fast`, the vectorized path that refuses
+(`PlanError`) a plan it does not apply to (for a caller that must know which path ran)."""
 
 INF = math.inf
 
@@ -245,10 +249,10 @@ class Engine:
         return self.ledger.events[mark:]
 
     def run(self, ticks: Ticks, *, path: str = "auto", final: bool = True) -> Ledger:
-        """Simulate `ticks`: `path` is an `EnginePath`. The vectorized path (`fast`) applies
+        """Simulate `ticks`: `path` is a `RunPath`. The vectorized path (`fast`) applies
         when a plan is armed, its conditions read no per-tick account state (upnl, pnl; pos
         and rpnl are fine outside CROSSES) and its entry prices none at all."""
-        if path not in get_args(EnginePath):
+        if path not in (*ENGINE_PATHS, "fast"):
             raise ValueError(f"path must be auto, reference or fast, got {path!r}")
         ticks = ticks.canonical()
         blocker = self._fast_blocker()
