@@ -47,7 +47,7 @@ INF = math.inf
 
 
 def _tick_size(value: object) -> float:
-    """`x` as the float tick size every part of the engine reads: a number > 0 and finite; a
+    """`value` as the float tick size every part of the engine reads: a number > 0 and finite; a
     numpy float that is not a double (float32) by its shortest decimal form, as its repr shows
     it (0.01, not the double nearest to the float32)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):

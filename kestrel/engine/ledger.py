@@ -129,10 +129,10 @@ _DECODER = msgspec.json.Decoder(LedgerEvent)
 _ZERO = Decimal(0)
 
 
-def _dec(x: float) -> Decimal:
+def _dec(amount: float) -> Decimal:
     """A money amount at its shortest decimal form (the engine keeps money on a decimal
     quantum, so this is the exact amount it meant)."""
-    return Decimal(repr(x))
+    return Decimal(repr(amount))
 
 
 class LedgerSummary(msgspec.Struct, frozen=True):

@@ -21,11 +21,11 @@ from functools import lru_cache
 MAX_DECIMALS = 9
 
 
-def decimals_of(x: float) -> int:
-    """Digits after the decimal point in the shortest decimal form of `x` (0 for integers)."""
-    if not math.isfinite(x):
-        raise ValueError(f"money amounts must be finite, got {x}")
-    return _product_decimals(x)
+def decimals_of(amount: float) -> int:
+    """Digits after the decimal point in the shortest decimal form of `amount` (0 for integers)."""
+    if not math.isfinite(amount):
+        raise ValueError(f"money amounts must be finite, got {amount}")
+    return _product_decimals(amount)
 
 
 def _product_decimals(*xs: float) -> int:

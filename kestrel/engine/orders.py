@@ -116,8 +116,8 @@ class TickGrid:
         k = round_div(n * t.denominator, d * t.numerator)
         return k / self.inv if self.inv else float(k * self.tick_exact)
 
-    def snap(self, p: float) -> float:
-        k = round(p / self.tick)
+    def snap(self, price: float) -> float:
+        k = round(price / self.tick)
         return k / self.inv if self.inv else k * self.tick
 
 

@@ -98,9 +98,9 @@ def bind(call: ast.Call) -> tuple[Unit, Arguments]:
         raise PlanError(str(exc)) from None
 
 
-def series_in(e: ast.Expr | None) -> set[str]:
+def series_in(expr: ast.Expr | None) -> set[str]:
     """Names of the series an expression reads (directly or inside calls)."""
-    return {x.name for x in ast.walk(e) if isinstance(x, ast.Series)}
+    return {x.name for x in ast.walk(expr) if isinstance(x, ast.Series)}
 
 
 @lru_cache(maxsize=256)

@@ -125,46 +125,46 @@ class Evaluation:
         read = s.read
         return lambda: read(evaluation.tick)
 
-    def compile(self, e: ast.Expr) -> Value:
-        """`e` as a function of the current tick's values."""
-        if isinstance(e, ast.Number | ast.Percent):
-            number = float(e.value)
+    def compile(self, expr: ast.Expr) -> Value:
+        """`expr` as a function of the current tick's values."""
+        if isinstance(expr, ast.Number | ast.Percent):
+            number = float(expr.value)
             return lambda: number
-        if isinstance(e, ast.TimeOfDay):
-            seconds = clock_seconds(self.session, e)
+        if isinstance(expr, ast.TimeOfDay):
+            seconds = clock_seconds(self.session, expr)
             return lambda: seconds
-        if isinstance(e, ast.Series):
-            return self.read(e.name)
-        if isinstance(e, ast.Call):
-            return self.call(e)
-        if isinstance(e, ast.Neg):
-            f = self.compile(e.operand)
+        if isinstance(expr, ast.Series):
+            return self.read(expr.name)
+        if isinstance(expr, ast.Call):
+            return self.call(expr)
+        if isinstance(expr, ast.Neg):
+            f = self.compile(expr.operand)
             return lambda: -f()
-        if isinstance(e, ast.Arith | ast.Compare):
-            table = ARITHMETIC if isinstance(e, ast.Arith) else COMPARISON
-            op = operator_of(table, e.op, "operator").scalar
-            left = self.compile(e.left)
-            if isinstance(e.right, ast.Number | ast.Percent | ast.TimeOfDay):
-                constant = self.compile(e.right)()
+        if isinstance(expr, ast.Arith | ast.Compare):
+            table = ARITHMETIC if isinstance(expr, ast.Arith) else COMPARISON
+            op = operator_of(table, expr.op, "operator").scalar
+            left = self.compile(expr.left)
+            if isinstance(expr.right, ast.Number | ast.Percent | ast.TimeOfDay):
+                constant = self.compile(expr.right)()
                 return lambda: op(left(), constant)
-            right = self.compile(e.right)
+            right = self.compile(expr.right)
             return lambda: op(left(), right())
-        if isinstance(e, ast.Crosses):
-            pair = self.pairs.get((e.left, e.right))
+        if isinstance(expr, ast.Crosses):
+            pair = self.pairs.get((expr.left, expr.right))
             if pair is None:
-                pair = self.pairs[(e.left, e.right)] = Pair(self.compile(e.left), self.compile(e.right))
+                pair = self.pairs[(expr.left, expr.right)] = Pair(self.compile(expr.left), self.compile(expr.right))
             found = pair
-            if operator_of(CROSSES, e.direction, "CROSSES direction") is ABOVE:
+            if operator_of(CROSSES, expr.direction, "CROSSES direction") is ABOVE:
                 pair.read = (True, pair.read[1])
                 return lambda: found.above
             pair.read = (pair.read[0], True)
             return lambda: found.below
-        if isinstance(e, ast.And | ast.Or):
-            return self.junction(isinstance(e, ast.And), [self.compile(o) for o in e.operands])
-        if isinstance(e, ast.Not):
-            f = self.compile(e.operand)
+        if isinstance(expr, ast.And | ast.Or):
+            return self.junction(isinstance(expr, ast.And), [self.compile(o) for o in expr.operands])
+        if isinstance(expr, ast.Not):
+            f = self.compile(expr.operand)
             return lambda: not f()
-        raise PlanError(f"{type(e).__name__} is not a value here")
+        raise PlanError(f"{type(expr).__name__} is not a value here")
 
     @staticmethod
     def junction(conjunction: bool, parts: list[Value]) -> Value:
@@ -189,13 +189,13 @@ class Evaluation:
 
         return every if conjunction else some
 
-    def call(self, e: ast.Call) -> Value:
-        unit, args = bind(e)
+    def call(self, expr: ast.Call) -> Value:
+        unit, args = bind(expr)
         if not issubclass(unit, Indicator):
-            fs = [self.compile(a) for a in e.args]
+            fs = [self.compile(a) for a in expr.args]
             scalar = unit.scalar
             return lambda: scalar(*[f() for f in fs])
-        key = (e.name, args)
+        key = (expr.name, args)
         node = self.nodes.get(key)
         if node is None:
             name = args.source()

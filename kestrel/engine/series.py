@@ -64,8 +64,8 @@ class _Raw(Series):
         self.value = x = self.read(tick)
         self.exact = round(x * self.units)
 
-    def _columns(self, x: Arr) -> tuple[Arr, Arr]:
-        return x, np.rint(x * self.units).astype(np.int64)
+    def _columns(self, prices: Arr) -> tuple[Arr, Arr]:
+        return prices, np.rint(prices * self.units).astype(np.int64)
 
 
 class Last(_Raw):

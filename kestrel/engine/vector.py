@@ -57,46 +57,46 @@ class Columns:
             got = self._series[name] = MARKET[name](self.units, self.base).column(self.ticks)
         return got
 
-    def value(self, e: ast.Expr, lo: int = 0) -> Any:
-        """The value of `e` at ticks [lo, n): a column, or a scalar where it is constant."""
-        if isinstance(e, ast.Number | ast.Percent):
-            return float(e.value)
-        if isinstance(e, ast.TimeOfDay):
-            return clock_seconds(self.session, e)
-        if isinstance(e, ast.Series):
-            if e.name in self.account:
-                return self.account[e.name]
-            return self.series(e.name)[0][lo:]
-        if isinstance(e, ast.Call):
-            return self.call(e, lo)
-        if isinstance(e, ast.Neg):
-            return -self.value(e.operand, lo)
-        if isinstance(e, ast.Arith | ast.Compare):
-            table = ARITHMETIC if isinstance(e, ast.Arith) else COMPARISON
-            op = operator_of(table, e.op, "operator").column
-            return op(self.value(e.left, lo), self.value(e.right, lo))
-        if isinstance(e, ast.Crosses):
-            return self.crosses(e)[lo:]
-        if isinstance(e, ast.And | ast.Or):
-            combine = np.logical_and if isinstance(e, ast.And) else np.logical_or
-            acc = self.value(e.operands[0], lo)
-            for o in e.operands[1:]:
+    def value(self, expr: ast.Expr, lo: int = 0) -> Any:
+        """The value of `expr` at ticks [lo, n): a column, or a scalar where it is constant."""
+        if isinstance(expr, ast.Number | ast.Percent):
+            return float(expr.value)
+        if isinstance(expr, ast.TimeOfDay):
+            return clock_seconds(self.session, expr)
+        if isinstance(expr, ast.Series):
+            if expr.name in self.account:
+                return self.account[expr.name]
+            return self.series(expr.name)[0][lo:]
+        if isinstance(expr, ast.Call):
+            return self.call(expr, lo)
+        if isinstance(expr, ast.Neg):
+            return -self.value(expr.operand, lo)
+        if isinstance(expr, ast.Arith | ast.Compare):
+            table = ARITHMETIC if isinstance(expr, ast.Arith) else COMPARISON
+            op = operator_of(table, expr.op, "operator").column
+            return op(self.value(expr.left, lo), self.value(expr.right, lo))
+        if isinstance(expr, ast.Crosses):
+            return self.crosses(expr)[lo:]
+        if isinstance(expr, ast.And | ast.Or):
+            combine = np.logical_and if isinstance(expr, ast.And) else np.logical_or
+            acc = self.value(expr.operands[0], lo)
+            for o in expr.operands[1:]:
                 acc = combine(acc, self.value(o, lo))
             return acc
-        if isinstance(e, ast.Not):
-            return np.logical_not(self.value(e.operand, lo))
-        raise PlanError(f"{type(e).__name__} is not a value here")
+        if isinstance(expr, ast.Not):
+            return np.logical_not(self.value(expr.operand, lo))
+        raise PlanError(f"{type(expr).__name__} is not a value here")
 
-    def column(self, e: ast.Expr, lo: int = 0) -> Arr:
+    def column(self, expr: ast.Expr, lo: int = 0) -> Arr:
         """`value` as a column of ticks [lo, n) (a constant repeated)."""
-        v = self.value(e, lo)
+        v = self.value(expr, lo)
         return v if isinstance(v, np.ndarray) and v.shape == (self.n - lo,) else np.full(self.n - lo, v)
 
-    def call(self, e: ast.Call, lo: int) -> Any:
-        unit, args = bind(e)
+    def call(self, expr: ast.Call, lo: int) -> Any:
+        unit, args = bind(expr)
         if not issubclass(unit, Indicator):
-            return unit.column(*[self.value(a, lo) for a in e.args])
-        key = (e.name, args)
+            return unit.column(*[self.value(a, lo) for a in expr.args])
+        key = (expr.name, args)
         got = self._indicators.get(key)
         if got is None:
             name = args.source()
@@ -106,16 +106,16 @@ class Columns:
             self._indicators[key] = got
         return got[lo:]
 
-    def crosses(self, e: ast.Crosses) -> Bools:
+    def crosses(self, expr: ast.Crosses) -> Bools:
         """A CROSSES at every tick: false up to the plan's arming tick included."""
-        got = self._crosses.get(e)
+        got = self._crosses.get(expr)
         if got is None:
-            left, right = self.column(e.left), self.column(e.right)
+            left, right = self.column(expr.left), self.column(expr.right)
             got = np.zeros(self.n, dtype=bool)
             a = self.arm
             if self.n - a > 1:
-                got[a + 1:] = operator_of(CROSSES, e.direction, "CROSSES direction")(left[a:-1], right[a:-1], left[a + 1:], right[a + 1:])
-            self._crosses[e] = got
+                got[a + 1:] = operator_of(CROSSES, expr.direction, "CROSSES direction")(left[a:-1], right[a:-1], left[a + 1:], right[a + 1:])
+            self._crosses[expr] = got
         return got
 
 

@@ -79,8 +79,8 @@ def _not_equal(x: Any, y: Any) -> Any:
     return (x == x) & (y == y) & (x != y)
 
 
-def _same(f: Callable[[Any, Any], Any]) -> Operator:
-    return Operator(f, f)
+def _same(function: Callable[[Any, Any], Any]) -> Operator:
+    return Operator(function, function)
 
 
 ARITHMETIC: dict[str, Operator] = {
