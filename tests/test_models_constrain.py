@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -17,6 +18,13 @@ from cli_helpers import run_cli
 from grammar_tools import Matcher, Recognizer, read_bnf
 from model_server import Canned, Recorded, serve
 from kestrel.cli import simulate
+from kestrel.frame.text import estimate_tokens
+from kestrel.models.adapter import ModelAgent, ModelConfig
+from kestrel.models.callpolicy import CallPolicy
+from kestrel.models.errors import SpendingCapReached
+from kestrel.models.spending import SpendingBudget, SpendingCap
+from kestrel.models.wires import OpenAIChat
+from kestrel.session.protocol import AuthorRequest
 from kestrel.lang.dialects import export
 from kestrel.models import constrain
 from kestrel.models.constrain import (
@@ -327,3 +335,46 @@ def test_the_tool_call_of_another_tool_is_not_the_reply() -> None:
     assert constrained_reply(c, other, None) is None
     assert constrained_reply(c, ours, None) == "PASS"
     assert constrained_reply(Constraint("grammar", "gbnf", "x"), ours, "text") == "text"
+
+
+# ---- the call policy sees both calls and the tool's prompt
+
+
+def constrained_agent(url: str, provider: str, model: str, *, reason_first: bool = False,
+                      budget: SpendingBudget | None = None) -> tuple[ModelAgent, Constraint]:
+    c = resolve_constraint(provider, model)
+    assert c is not None
+    config = ModelConfig(provider, model, base_url=url, timeout_s=30, max_output_tokens=100, constraint=c)
+    policy = CallPolicy(budgets=(budget,) if budget is not None else ())
+    reasoner = OpenAIChat(msgspec.structs.replace(config, constraint=None), "k") if reason_first else None
+    return ModelAgent(config, OpenAIChat(config, "k"), system="S", policy=policy, reasoner=reasoner), c
+
+
+REQUEST = AuthorRequest(ordinal="OPEN", iteration=0, briefing="BRIEFING")
+
+
+def test_the_custom_tools_definition_counts_in_a_calls_worst_case() -> None:
+    """The tool's definition is prompt the model reads: a token cap that fits the messages and
+    the output limit but not the tool refuses the call before any request."""
+    c = resolve_constraint("openai", "gpt-5-mini")
+    assert c is not None
+    without = estimate_tokens("S") + estimate_tokens("BRIEFING") + 100
+    with serve(answer) as srv:
+        budget = SpendingBudget(SpendingCap(max_tokens=without + estimate_tokens(export("llguidance")) // 2))
+        agent, _ = constrained_agent(srv.openai_url, "openai", "gpt-5-mini", budget=budget)
+        with pytest.raises(SpendingCapReached):
+            agent.author(REQUEST)
+        assert srv.recorded() == []
+        vllm, _ = constrained_agent(srv.openai_url, "vllm", "m", budget=SpendingBudget(SpendingCap(max_tokens=without)))
+        assert vllm.author(REQUEST).text == PLAN  # a server-side grammar is no prompt: it fits
+
+
+def test_reason_first_holds_and_settles_each_call_on_the_caps() -> None:
+    with serve(reasoning_then_plan) as srv:
+        budget = SpendingBudget(SpendingCap(max_tokens=100_000))
+        agent, _ = constrained_agent(srv.openai_url, "llamacpp", "m", reason_first=True, budget=budget)
+        reply = agent.author(REQUEST)
+        requests = srv.recorded()
+    assert reply.text == PLAN and len(requests) == 2
+    assert budget.spent_tokens == reply.usage.spend == sum(r.tokens for r in requests)
+    assert agent.policy.stats.counts().calls == 2

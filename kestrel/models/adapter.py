@@ -38,7 +38,13 @@ import msgspec
 from kestrel.frame.text import estimate_tokens
 from kestrel.models.callpolicy import CallPolicy
 from kestrel.models.card import language_card
-from kestrel.models.constrain import REASON_FIRST_NOTE, Constraint, reasoning_messages, statement_messages
+from kestrel.models.constrain import (
+    REASON_FIRST_NOTE,
+    Constraint,
+    prompt_text,
+    reasoning_messages,
+    statement_messages,
+)
 from kestrel.models.conversation import Conversation, Message
 from kestrel.models.cost import dollars
 from kestrel.models.effort import EffortDecision, gate
@@ -227,8 +233,9 @@ class ModelAgent:
                 return Completion(hit.text, hit.usage, hit.truncated, hit.estimated, cached=True)
         worst = 0
         if policy.budgets or policy.limiter is not None:
-            worst = (estimate_tokens(self._system) + sum(estimate_tokens(m.content) for m in messages)
-                     + wire.output_limit(decision))
+            tool = prompt_text(config.constraint) if wire is self._provider else ""
+            worst = (estimate_tokens(self._system) + estimate_tokens(tool)
+                     + sum(estimate_tokens(m.content) for m in messages) + wire.output_limit(decision))
         holds: list[Hold] = []
         if policy.budgets:
             output = wire.output_limit(decision)

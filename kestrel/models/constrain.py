@@ -143,6 +143,14 @@ def constraint_fields(constraint: Constraint) -> dict[str, Any]:
     raise ConstrainError(f"no request field for grammar {constraint.field!r}")
 
 
+def prompt_text(constraint: Constraint | None) -> str:
+    """The text a constraint adds to the model's prompt (a custom tool's definition is part of
+    what the model reads and is billed as input; a server-side grammar only masks tokens)."""
+    if constraint is None or constraint.field != "custom-tool":
+        return ""
+    return f"{TOOL_NAME} {TOOL_DESCRIPTION} {constraint.grammar}"
+
+
 def with_constraint(body: dict[str, Any], constraint: Constraint | None) -> dict[str, Any]:
     """`body` (the keyword arguments of a Chat Completions call) with the grammar fields of
     `constraint` added (`extra_body` merged); `body` itself when there is no constraint."""
@@ -200,6 +208,7 @@ __all__ = [
     "constrained_reply",
     "constraint_fields",
     "grammar_text",
+    "prompt_text",
     "reasoning_messages",
     "resolve_constraint",
     "statement_messages",
