@@ -56,7 +56,8 @@ Honest workloads, reported separately:
   `nautilus_trades` / `engine_trades` (signals fired) and `nautilus_entries_match` (same
   signal ticks), and `nautilus_trades_match` (same entries and exits, above).
 - `engine_lines`: lines of the engine package (kestrel/engine/*.py); `function_lines`: of the
-  language's function units the engine runs (kestrel/lang/functions/*.py), and their sum.
+  language's function units the engine runs (kestrel/lang/functions.py, windows.py, means.py,
+  operations.py), and their sum.
 `--quick` uses 200,000 ticks instead of 1,000,000.
 """
 
@@ -285,13 +286,15 @@ def per_tick_loop(days: list[tuple[SessionSpec, Ticks]]) -> tuple[float, int]:
 
 def source_lines() -> dict[str, int]:
     """Lines of the engine package (`engine_lines`) and of the language's function units it
-    runs (`function_lines`, kestrel/lang/functions/), and their sum."""
+    runs (`function_lines`: kestrel/lang/functions.py, windows.py, means.py, operations.py), and
+    their sum."""
 
     def lines(package: Path) -> int:
         return sum(len(p.read_text().splitlines()) for p in package.glob("*.py"))
 
     engine = lines(ROOT / "kestrel" / "engine")
-    functions = lines(ROOT / "kestrel" / "lang" / "functions")
+    functions = sum(len((ROOT / "kestrel" / "lang" / f"{name}.py").read_text().splitlines())
+                    for name in ("functions", "windows", "means", "operations"))
     return {"engine_lines": engine, "function_lines": functions,
             "engine_and_function_lines": engine + functions}
 

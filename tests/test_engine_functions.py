@@ -1,4 +1,4 @@
-"""The language's function units (kestrel/lang/functions/): each indicator's per-tick form
+"""The language's function units (kestrel/lang/functions.py and the windows, means and operations modules): each indicator's per-tick form
 and its column form give the same doubles, bit for bit, on hypothesis-generated series (ties
 of timestamps, gaps, constant stretches, prices on a tick grid, values whose int64 sums would
 overflow, binary sources such as vwap), tick-based and over bars; the operations' scalar and
@@ -16,8 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kestrel.lang.functions import Arguments, Context, Indicator, Operation, indicator
-from kestrel.lang.functions.windows import Atr
+from kestrel.lang.functions import Arguments, Context, Indicator, indicator
+from kestrel.lang.operations import Operation
+from kestrel.lang.windows import Atr
 from kestrel.lang.registry import UNITS
 
 S = 1_000_000_000

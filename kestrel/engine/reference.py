@@ -28,7 +28,8 @@ from kestrel.engine.series import MARKET, Series
 from kestrel.market.session import SessionSpec
 from kestrel.market.ticks import Ticks
 from kestrel.lang import ast
-from kestrel.lang.functions import ARITHMETIC, COMPARISON, CROSSES, Context, Indicator, indicator
+from kestrel.lang.functions import Context, Indicator, indicator
+from kestrel.lang.operations import ARITHMETIC, COMPARISON, CROSSES
 from kestrel.lang.registry import SERIES
 
 CHUNK = 1 << 16  # ticks read through one set of memoryviews (the loop holds no more at once)

@@ -20,7 +20,8 @@ from kestrel.engine.series import MARKET
 from kestrel.market.session import SessionSpec
 from kestrel.market.ticks import Ticks
 from kestrel.lang import ast
-from kestrel.lang.functions import ARITHMETIC, COMPARISON, CROSSES, Context, Indicator, indicator
+from kestrel.lang.functions import Context, Indicator, indicator
+from kestrel.lang.operations import ARITHMETIC, COMPARISON, CROSSES
 from kestrel.lang.registry import SERIES
 
 Arr = npt.NDArray[Any]

@@ -19,7 +19,7 @@ from kestrel.frame.text import fmt_duration, fmt_money, fmt_qty, table
 from kestrel.market.ticks import NS_PER_S, Ticks
 from kestrel.lang import format_ast
 from kestrel.lang.ast import Plan
-from kestrel.lang.functions.windows import Atr
+from kestrel.lang.windows import Atr
 
 Args = Mapping[str, int | str]
 TRADING_DAYS_PER_YEAR = 252

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import msgspec
 
-from kestrel.lang.functions import Indicator, Operation, means, operations, windows
+from kestrel.lang import means, operations, windows
+from kestrel.lang.functions import Indicator
+from kestrel.lang.operations import Operation
 from kestrel.lang.signature import PARAMETER_KINDS, FunctionSpec, Param, ParamType, ValueType
 
 

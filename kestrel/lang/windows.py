@@ -8,7 +8,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from kestrel.lang.functions.base import (
+from kestrel.lang.functions import (
     COUNT,
     NAN,
     NO_BAR,
@@ -22,7 +22,7 @@ from kestrel.lang.functions.base import (
     RunningMean,
     bars_of,
 )
-from kestrel.lang import ast
+import kestrel.lang.ast as ast
 from kestrel.lang.signature import FunctionSpec, Param
 
 

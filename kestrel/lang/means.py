@@ -9,7 +9,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from kestrel.lang.functions.base import (
+from kestrel.lang.functions import (
     COUNT,
     INT_LIMIT,
     NAN,

@@ -10,7 +10,7 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from kestrel.lang.functions.base import NAN
+from kestrel.lang.functions import NAN
 from kestrel.lang.signature import FunctionSpec, Param
 
 
