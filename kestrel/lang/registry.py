@@ -2,8 +2,9 @@
 
 The checker, the engine (both execution paths), the frame (panes that show indicators) and the
 language card all read `SERIES` and `UNITS`; a name absent here does not exist in the language.
-`UNITS` is the table of functions, one row per unit of `kestrel.lang.functions` (its signature,
-types and bounds, and its per-tick and column forms); `FUNCTIONS` is their signatures by name.
+`UNITS` is the table of functions, one row per unit (a class of `kestrel.lang.windows`, `means`
+or `operations`: its signature, types and bounds, and its per-tick and column forms);
+`FUNCTIONS` is their signatures by name.
 
 Invariants:
 - every function is computable incrementally in O(1) amortised per tick (rolling windows,
