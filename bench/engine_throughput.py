@@ -36,7 +36,7 @@ Prints one JSON line:
 - `peak_rss_mb`: peak resident memory of the process before the peers run
   (`peak_rss_mb_with_peers` after them). Peers that are not installed are skipped.
 
-Honest workloads (issue 17), reported separately:
+Honest workloads, reported separately:
 - `all_day_*_ticks_per_s`: a bracket entry that re-enters on every SMA cross while flat and
   a FLAT on the cross back (x100 each), on sessions of 25,000 ticks: it trades all day
   (`all_day_fills` fills); `rich_*_ticks_per_s`: an 8-rule plan (crosses, breakouts with
@@ -55,6 +55,9 @@ Honest workloads (issue 17), reported separately:
   engine's on the SMA-bracket workload (same quote ticks, a Python strategy), with
   `nautilus_trades` / `engine_trades` (signals fired) and `nautilus_entries_match` (same
   signal ticks), and `nautilus_trades_match` (same entries and exits, above).
+- `engine_lines`: lines of the engine package (kestrel/engine/*.py); `function_lines`: of the
+  language's function units the engine runs (kestrel/lang/functions.py, windows.py, means.py,
+  operations.py), and their sum.
 `--quick` uses 200,000 ticks instead of 1,000,000.
 """
 
@@ -76,7 +79,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kestrel.engine import Engine, EngineConfig, native  # noqa: E402
+from kestrel.engine import Engine, EngineConfig  # noqa: E402
 from kestrel.market.session import SessionSpec  # noqa: E402
 from kestrel.market.ticks import Ticks  # noqa: E402
 from kestrel.lang import Plan, parse  # noqa: E402
@@ -281,6 +284,21 @@ def per_tick_loop(days: list[tuple[SessionSpec, Ticks]]) -> tuple[float, int]:
     return time.perf_counter() - t0, trades
 
 
+def source_lines() -> dict[str, int]:
+    """Lines of the engine package (`engine_lines`) and of the language's function units it
+    runs (`function_lines`: kestrel/lang/functions.py, windows.py, means.py, operations.py), and
+    their sum."""
+
+    def lines(package: Path) -> int:
+        return sum(len(p.read_text().splitlines()) for p in package.glob("*.py"))
+
+    engine = lines(ROOT / "kestrel" / "engine")
+    functions = sum(len((ROOT / "kestrel" / "lang" / f"{name}.py").read_text().splitlines())
+                    for name in ("functions", "windows", "means", "operations"))
+    return {"engine_lines": engine, "function_lines": functions,
+            "engine_and_function_lines": engine + functions}
+
+
 def shared_data_dir() -> Path | None:
     """../shared/data from the repo root (or $KESTREL_SHARED_DATA), when present."""
     env = os.environ.get("KESTREL_SHARED_DATA")
@@ -400,8 +418,7 @@ def main() -> None:
     n = sum(len(t) for _, t in days)
     result: dict[str, object] = {
         "bench": "engine_throughput", "quick": args.quick, "ticks": n, "repeats": REPEATS,
-        # the hot modules compiled by mypyc (`make compile`), or pure Python (KESTREL_PURE=1)
-        "engine_compiled": native.compiled(),
+        **source_lines(),
     }
     ref_wall = fast_wall = 0.0
     identical = True

@@ -62,8 +62,43 @@ def random_day(rng: random.Random) -> tuple[SessionSpec, Ticks]:
     return session, Ticks.from_arrays(ts, bid, ask, last, size)
 
 
-def random_cond(rng: random.Random) -> str:
+def indicator_atom(rng: random.Random) -> str:
+    """A condition on one of rsi, stdev, zscore, the Bollinger bands, macd, its signal line,
+    abs, min or max (ticks or bars)."""
+    n = rng.choice([2, 3, 5, 14, 20])
+    tf = rng.choice(["", "", f", {rng.choice([10, 30, 60])}s"])
+    x = rng.choice(["last", "mid", "bid", "vwap"])
+    k = rng.randrange(10)
+    if k == 0:
+        return f"rsi({n}{tf}) {rng.choice(['<', '>'])} {rng.choice([30, 50, 70])}"
+    if k == 1:
+        return f"rsi({n}{tf}) CROSSES {rng.choice(['ABOVE', 'BELOW'])} {rng.choice([30, 50, 70])}"
+    if k == 2:
+        return f"stdev({x}, {n}{tf}) {rng.choice(['>', '<'])} {rng.choice([0.005, 0.01, 0.03])}"
+    if k == 3:
+        return f"zscore({x}, {n}{tf}) {rng.choice(['>', '<'])} {rng.choice(['-1.5', '0', '1', '2'])}"
+    if k == 4:
+        band = rng.choice(["bbupper", "bblower"])
+        return f"last {rng.choice(['>', '<'])} {band}({x}, {n}, {rng.choice([1, 2, 2.5])}{tf})"
+    if k == 5:
+        fast = rng.choice([2, 3, 5])
+        return (f"macd({x}, {fast}, {fast + rng.choice([3, 10])}{tf}) CROSSES "
+                f"{rng.choice(['ABOVE', 'BELOW'])} macdsignal({x}, {fast}, {fast + 3}, {rng.choice([3, 9])}{tf})")
+    if k == 6:
+        return f"macd({x}, 3, 10{tf}) {rng.choice(['>', '<'])} 0"
+    if k == 7:
+        return f"abs(chg({rng.choice([10, 60, 300])}s)) > {rng.choice([0.01, 0.05])}"
+    if k == 8:
+        return f"{rng.choice(['min', 'max'])}(bid, vwap) {rng.choice(['>', '<'])} open"
+    return f"max(ask - bid, 0.01) <= {rng.choice([0.01, 0.02])} AND abs(pos) < {rng.choice([5, 50])}"
+
+
+def random_cond(rng: random.Random, indicators: bool = False) -> str:
+    """A random condition; with `indicators`, half its atoms use rsi, stdev, zscore, the
+    bands, macd, macdsignal, abs, min or max."""
     def atom() -> str:
+        if indicators and rng.random() < 0.5:
+            return indicator_atom(rng)
         k = rng.randrange(14)
         s = rng.choice([3, 5, 10, 30, 60, 120, 300, 1800])
         n = rng.choice([2, 3, 5, 10, 20])
@@ -112,7 +147,7 @@ def random_cond(rng: random.Random) -> str:
     return a
 
 
-def random_action(rng: random.Random) -> str:
+def random_action(rng: random.Random, indicators: bool = False) -> str:
     r = rng.random()
     if r < 0.08:
         return "FLAT"
@@ -122,7 +157,10 @@ def random_action(rng: random.Random) -> str:
     sgn = -1 if side == "BUY" else 1
     qty = rng.randrange(1, 20)
     kind = rng.choice(["MKT", "MKT", "LMT", "STP"])
-    if kind == "LMT":
+    if kind == "LMT" and indicators and rng.random() < 0.4:  # a limit at a band or a min/max
+        kind = ("LMT min(bid, bblower(mid, 20, 1))" if side == "BUY"
+                else "LMT max(ask, bbupper(mid, 20, 1))")
+    elif kind == "LMT":
         ref = "bid" if side == "BUY" else "ask"
         kind = f"LMT {ref}{'-' if side == 'BUY' else '+'}{rng.choice([0, 0.01, 0.02])}"
     elif kind == "STP":
@@ -139,7 +177,7 @@ def random_action(rng: random.Random) -> str:
     return out
 
 
-def random_plan_text(rng: random.Random) -> str:
+def random_plan_text(rng: random.Random, indicators: bool = False) -> str:
     head = "PLAN r"
     e = rng.random()
     if e < 0.2:
@@ -158,9 +196,9 @@ def random_plan_text(rng: random.Random) -> str:
         head += " RISK " + " ".join(risk)
     rules = []
     for _ in range(rng.randrange(1, 4)):
-        acts = "; ".join(random_action(rng) for _ in range(rng.choice([1, 1, 2])))
+        acts = "; ".join(random_action(rng, indicators) for _ in range(rng.choice([1, 1, 2])))
         rep = f" x{rng.randrange(2, 6)}" if rng.random() < 0.5 else ""
-        rules.append(f"WHEN {random_cond(rng)}: {acts}{rep}")
+        rules.append(f"WHEN {random_cond(rng, indicators)}: {acts}{rep}")
     return head + "\n" + "\n".join(rules)
 
 

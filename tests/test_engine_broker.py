@@ -19,7 +19,7 @@ def test_mkt_buy_fills_at_next_ticks_ask() -> None:
     rows = quotes((99.5, 100.0), (100.0, 100.5), (101.0, 101.5), (101.0, 101.5))
     e = run("PLAN p\nWHEN last > 100: BUY 10 MKT", rows)
     assert fills(e.ledger) == [(2, "buy", 10, 101.5)]
-    assert e.pos == 10 and e.avg == 101.5
+    assert e.pos == 10 and e.account().avg_entry == 101.5
 
 
 def test_mkt_sell_fills_at_bid_with_slippage() -> None:

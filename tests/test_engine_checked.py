@@ -1,8 +1,9 @@
-"""Only checked plans are executed: a hand-built `Plan` carrying code in any field the code
-generator reads is refused at `arm`, and nothing it carries ever runs (issue 10 item 7).
+"""Only checked plans are executed: a hand-built `Plan` carrying code in any field the
+evaluators read is refused at `arm`, and nothing it carries ever runs.
 
 msgspec does not validate the `Literal` fields of Structs built in code, so each payload below
-would reach the generated source if the engine trusted the AST."""
+would reach the evaluators if the engine trusted the AST; they take operators, directions and
+series from fixed tables, so even then no string of a plan is run."""
 
 from __future__ import annotations
 
@@ -13,7 +14,12 @@ from typing import Any, cast
 import pytest
 
 from kestrel.engine import Engine, EngineConfig, PlanError, ticks_of
-from kestrel.engine.codegen import compile_plan
+from kestrel.engine.broker import Broker
+from kestrel.engine.ledger import Ledger
+from kestrel.engine.money import Money
+from kestrel.engine.orders import TickGrid
+from kestrel.engine.reference import Evaluation
+from kestrel.engine.vector import Columns
 from kestrel.lang import ast
 
 from engine_helpers import SESSION, quotes
@@ -80,11 +86,16 @@ def test_a_hand_built_malicious_plan_is_refused_and_nothing_runs(field: str) -> 
     assert FLAG not in os.environ
 
 
-def test_the_generated_source_takes_operators_from_fixed_tables() -> None:
-    # even a plan that skipped the checker cannot splice its strings into the source
-    for field in ("Compare.op", "Arith.op", "Crosses.direction", "Series.name", "Number.value"):
+def test_the_evaluators_take_operators_from_fixed_tables() -> None:
+    # even a plan that skipped the checker cannot have its strings run
+    ticks = ticks_of(quotes((100.0, 100.0), (101.0, 101.0)))
+    broker = Broker(EngineConfig(), SESSION, TickGrid(0.01), Money(2), Ledger())
+    for field in ("Compare.op", "Arith.op", "Crosses.direction", "Series.name"):
+        bad = MALICIOUS[field]()
         with pytest.raises(PlanError):
-            compile_plan(MALICIOUS[field]())
+            Evaluation(bad, SESSION, 200.0, SESSION.open_ns, broker)
+        with pytest.raises(PlanError):
+            Columns(ticks, SESSION, 0, 200.0, SESSION.open_ns).value(bad.rules[0].cond)
     assert FLAG not in os.environ
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from kestrel.engine import Engine, EngineConfig, Ledger
-from kestrel.engine.policy import FastPolicy
+from kestrel.engine.fast import FastPolicy
 from kestrel.engine.ledger import (
     Cancelled,
     Disarmed,
@@ -60,17 +60,17 @@ def armed_at(session: SessionSpec, text: str, last_ts: int) -> bool:
     return last_ts < session.close_ns and last_ts < until
 
 
-def both_paths(session: SessionSpec, ticks: Ticks, text: str, cfg: EngineConfig) -> tuple[bytes, bytes]:
+def both_paths(session: SessionSpec, ticks: Ticks, text: str, cfg: EngineConfig,
+               policy: FastPolicy = FastPolicy()) -> tuple[bytes, bytes]:
     fast = armed(session, text, cfg)
+    fast.fast_policy = policy
     assert expected_path(text) == "fast"
     fast.run(ticks, path="auto")
     assert fast.last_path == "fast"
     return reference_ledger(session, ticks, text, cfg), fast.ledger.to_jsonl()
 
 
-def test_fast_path_matches_reference_byte_for_byte(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kestrel.engine import fast as fast_module
-
+def test_fast_path_matches_reference_byte_for_byte() -> None:
     rng = random.Random(20261129)
     days = [f(rng) for _ in range(6) for f in (random_day, realistic_day)]
     total_fills = total_fired = 0
@@ -80,9 +80,8 @@ def test_fast_path_matches_reference_byte_for_byte(monkeypatch: pytest.MonkeyPat
         text = random_plan_text(rng)
         cfg = random_config(rng)
         # odd cases: tiny prefixes and scan chunks, so prefix extension and chunk edges run
-        monkeypatch.setattr(fast_module, "_FIRST_PREFIX", 40 if case % 2 else 4096)
-        monkeypatch.setattr(fast_module, "_FIRST_CHUNK", 3 if case % 2 else 512)
-        ref, fast = both_paths(session, ticks, text, cfg)
+        policy = FastPolicy(first_prefix=40, first_chunk=3) if case % 2 else FastPolicy()
+        ref, fast = both_paths(session, ticks, text, cfg, policy)
         if ref != fast:
             ra, fa = ref.splitlines(), fast.splitlines()
             k = next((i for i, (x, y) in enumerate(zip(ra, fa)) if x != y), min(len(ra), len(fa)))
@@ -100,6 +99,30 @@ def test_fast_path_matches_reference_byte_for_byte(monkeypatch: pytest.MonkeyPat
                "disarm:maxloss", "reject:maxpos", "reject:maxorders", "disarm:expired",
                "disarm:session close", "disarm:session maxloss", "reject:worst-case"}
     assert {k for k, v in seen.items() if v >= 2} >= wanted, wanted - set(seen)
+
+
+N_INDICATOR_CASES = 300
+
+
+def test_plans_on_the_new_indicators_match_reference_byte_for_byte() -> None:
+    """300 seeded random plans whose conditions (and some limit prices) use rsi, stdev, zscore,
+    the Bollinger bands, macd, macdsignal, abs, min and max, ticks and bars, on both paths."""
+    rng = random.Random(20261202)
+    days = [f(rng) for _ in range(4) for f in (random_day, realistic_day)]
+    fired = 0
+    used: Counter[str] = Counter()
+    for case in range(N_INDICATOR_CASES):
+        session, ticks = days[case % len(days)]
+        text = random_plan_text(rng, indicators=True)
+        cfg = random_config(rng)
+        policy = FastPolicy(first_prefix=40, first_chunk=3) if case % 3 == 0 else FastPolicy()
+        ref, fast = both_paths(session, ticks, text, cfg, policy)
+        assert ref == fast, f"case {case}\nplan:\n{text}\n{cfg}"
+        fired += ref.count(b'"event":"fired"') > 0
+        used.update(name for name in ("rsi", "stdev", "zscore", "bbupper", "bblower", "macd(",
+                                      "macdsignal", "abs", "min", "max") if name in text)
+    assert fired > N_INDICATOR_CASES // 2  # the plans really fire
+    assert min(used.values()) >= 10 and len(used) == 10, used
 
 
 def _features(events: list[LedgerEvent], long_day: bool) -> Counter[str]:
@@ -219,7 +242,7 @@ def test_segmented_run_equals_on_ticks_with_supersede_and_stand_down(seed: int) 
 
 
 # the bench's honest workloads (bench/engine_throughput.py): rules that fire all day, and a
-# rich 8-rule plan; the fast path must equal the reference under every hand-over policy
+# rich 8-rule plan; the fast path must equal the reference under every policy
 REARMING = (
     "PLAN rearm RISK maxpos 100\n"
     "WHEN mid CROSSES ABOVE sma(mid, 50) AND pos <= 0: BUY 100 MKT STOP -0.5% TARGET +1% x100\n"
@@ -227,9 +250,9 @@ REARMING = (
 )
 POLICIES = {
     "default": FastPolicy(),
-    "never_hand_over": FastPolicy(dense_ticks_per_event=0.0, max_mask_ticks=10**9),
-    "hand_over_early": FastPolicy(dense_ticks_per_event=1e9, min_events=3),
-    "small_masks": FastPolicy(max_mask_ticks=3000),
+    "small_steps": FastPolicy(first_prefix=40, first_chunk=3),
+    "hand_over_mid_batch": FastPolicy(first_prefix=100, max_columns_ticks=800),
+    "hand_over_at_once": FastPolicy(max_columns_mb=1e-6),
 }
 
 
@@ -242,6 +265,7 @@ def test_dense_workloads_match_reference_under_every_policy(workload: str, polic
         session, ticks = make(rng)
         cfg = EngineConfig(maxorders=5000) if k != 2 else random_config(rng)
         ref = reference_ledger(session, ticks, text, cfg)
+        handed_over = 0
         for segments in (1, 5):
             e = armed(session, text, cfg)
             e.fast_policy = POLICIES[policy]
@@ -252,9 +276,10 @@ def test_dense_workloads_match_reference_under_every_policy(workload: str, polic
                 e.run(ticks.slice(a, min(n, a + step)), path="fast" if live else "auto",
                       final=False)
                 assert e.last_path == ("fast" if live else "reference")
+                handed_over += e.fast_stats.handed_over
             e.finish()
             assert e.ledger.to_jsonl() == ref, (workload, policy, k, segments)
-            if k == 0:  # the policies really take (or avoid) the hand-over
-                assert e.dense == (policy == "hand_over_early") or policy in ("default", "small_masks")
+        if k == 0:  # the policies really take (or avoid) the hand-over
+            assert bool(handed_over) == policy.startswith("hand_over"), (policy, handed_over)
         if k == 0:
             assert ref.count(b'"fill"') >= 20  # the workload really trades all day

@@ -1,7 +1,7 @@
 """Pinned ledgers: the engine's output on the example corpus and the bench's workloads, as
-hashes computed ONCE from main's code before the performance work (issue 17) and written
-here. A performance change must leave every ledger byte-identical on both paths and in
-segmented runs; a differing hash is a semantic change, which an optimization may not make.
+hashes computed once from an earlier engine and written here. A change of how the engine runs
+must leave every ledger byte-identical on both paths and in segmented runs; a differing hash is
+a semantic change.
 
 To re-pin after an intended semantic change: run `pinned_digests()` on the new code and
 paste its output below, and say why in the commit."""

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kestrel.engine import Engine, PlanError
-from kestrel.engine.indicators import longest_lookback
+from kestrel.engine.plans import longest_lookback
 from kestrel.engine.ledger import Cancelled, Filled, OrderPlaced, PositionChanged
 from kestrel.lang import Plan
 

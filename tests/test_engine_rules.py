@@ -400,8 +400,8 @@ def test_a_plan_armed_after_its_until_is_disarmed_at_once() -> None:
 
 
 def test_a_session_maxloss_refusal_quotes_the_sessions_pnl() -> None:
-    """Review of issue 10, defect 4: the refusal quoted the plan's pnl (-40.00, not past 60)
-    instead of the session's (-41 - 40 = -81) that the session limit compares."""
+    """When the session's limit binds, the refusal quotes the session's pnl (-41 - 40 = -81)
+    that the limit compares, not the plan's (-40.00, not past 60)."""
     e = engine(EngineConfig(maxpos=100, maxloss=50, session_maxloss=60), tick_size=0.01)
     e.arm(plan("PLAN a\nWHEN pos == 0 AND rpnl == 0: BUY 100 MKT STOP -0.40"))
     # buy 100 @ 100.01 (ask), stop 99.61, the bid gaps to 99.60: sold @ 99.60, -41.00
@@ -417,7 +417,7 @@ def test_a_session_maxloss_refusal_quotes_the_sessions_pnl() -> None:
 
 
 def test_maxpos_nets_a_working_flat_as_docs_engine_md_states() -> None:
-    """docs/engine.md (review of issue 10, defect 3): `working` counts the working FLATs too,
+    """docs/engine.md: `working` counts the working FLATs too,
     so at pos 2 with a FLAT sell 2 working, a BUY 1 projects 1 and is accepted under maxpos 2."""
     text = "PLAN s RISK maxpos 2\nWHEN pos == 0 AND rpnl == 0: BUY 2 MKT\nWHEN pos >= 2: FLAT\nWHEN pos >= 2: BUY 1 MKT"
     e = run(text, quotes((100.0, 100.0), (100.0, 100.0), (100.0, 100.0), (100.0, 100.0)))

@@ -24,7 +24,7 @@ ALL_DAY = [
 
 
 def segmented(e: Engine, ticks: Ticks, size: int) -> list[str]:
-    paths = []
+    paths: list[str] = []
     for a in range(0, len(ticks), size):
         e.run(ticks.slice(a, min(a + size, len(ticks))), final=False)
         paths.append(e.last_path)

@@ -1,4 +1,4 @@
-"""Engine semantics a quant can trust (issue 10): operator caps bind, a session loss limit,
+"""Engine semantics a quant can trust: operator caps bind, a session loss limit,
 session-relative time, exact money and prices, `pnl` = what maxloss measures, the TTL
 boundary. Expected values are computed by hand (or in `decimal`/`fractions`), never by the
 engine; every scenario runs on both paths."""

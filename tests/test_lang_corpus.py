@@ -46,12 +46,22 @@ def test_registry_matches_the_shared_semantics() -> None:
     assert list(SERIES) == "last bid ask mid spread size vol vwap open pos upnl rpnl pnl time".split()
     types = {n: s.type for n, s in SERIES.items()}
     assert types["vol"] == "Qty" and types["pnl"] == "Money" and types["time"] == "TimeOfDay"
-    assert list(FUNCTIONS) == ["high", "low", "range", "chg", "sma", "ema", "atr"]
+    assert sorted(FUNCTIONS) == sorted(documented_functions())  # each defined in docs/language.md
+    assert set("high low range chg sma ema atr rsi stdev zscore bbupper bblower macd macdsignal "
+               "abs min max".split()) <= set(FUNCTIONS)  # the names models and tests write
     assert FUNCTIONS["chg"].returns == "Pct"
     atr = FUNCTIONS["atr"]
     assert (atr.min_args, atr.max_args) == (1, 2)
     assert atr.params[1].default is not None and (atr.params[1].default.value, atr.params[1].default.unit) == (1, "m")
-    assert FUNCTIONS["sma"].signature == "sma(x: PriceSeries, n: Count[, tf: Timeframe]) -> Price"
+    assert FUNCTIONS["sma"].typed == "sma(x: PriceSeries, n: Count[, tf: Timeframe]) -> Price"
+    assert FUNCTIONS["sma"].signature == "sma(x,n[,tf])->Price"
+
+
+def documented_functions() -> list[str]:
+    """The functions docs/language.md section 4 defines (its table's rows)."""
+    text = (ROOT / "docs" / "language.md").read_text()
+    section = text.split("## 4. Series and functions", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^\| `(\w+)\(", section, flags=re.M)
 
 
 def test_grammar_summary_is_short_and_its_examples_are_valid() -> None:

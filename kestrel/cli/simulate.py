@@ -29,6 +29,7 @@ from kestrel.providers import names as provider_names
 from kestrel.cli.execution import add_flags as _execution_flags
 from kestrel.cli.execution import engine_config
 from kestrel.cli.subcommands import Subcommands
+from kestrel.engine import ENGINE_PATHS
 from kestrel.report.summary import report, summary
 
 if TYPE_CHECKING:  # imported lazily at run time (start-up cost)
@@ -116,7 +117,7 @@ def _output_flags(p: argparse.ArgumentParser, capture_dest: str = "capture") -> 
     p.add_argument("--ledger", help="write the ledger (canonical JSON lines) to PATH")
     p.add_argument("--backend", choices=("asyncio", "trio", DIRECT), default="asyncio",
                    help="actor backend (default asyncio); `direct` runs without actors")
-    p.add_argument("--engine-path", choices=("auto", "reference"), default="auto",
+    p.add_argument("--engine-path", choices=ENGINE_PATHS, default="auto",
                    help="auto (default): the engine's vectorized fast path where it applies; "
                         "reference: always per tick (same ledger, slower)")
     p.add_argument("--json", action="store_true", help="print one machine-readable JSON summary")

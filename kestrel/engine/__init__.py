@@ -1,13 +1,13 @@
-"""The tick engine: compiled plans, per-tick evaluation, simulated broker, ledger, risk.
+"""The tick engine: plans evaluated per tick (the reference) or on columns (the vectorized
+path), a simulated broker, risk and the ledger.
 
 Pure, synchronous and sans-IO: `Engine.on_ticks(batch)` in, ledger events out.
 """
 
-from kestrel.engine import native  # first: it picks compiled or pure modules (see there)
 from kestrel.engine.book import Carry, CarriedOrder
 from kestrel.engine.config import EngineConfig
-from kestrel.engine.engine import Engine, ticks_of
-from kestrel.engine.indicators import PlanError
+from kestrel.engine.engine import ENGINE_PATHS, Engine, EnginePath, RunPath, ticks_of
+from kestrel.engine.plans import PlanError
 from kestrel.engine.ledger import (
     Armed,
     Cancelled,
@@ -25,6 +25,7 @@ from kestrel.engine.ledger import (
 )
 
 __all__ = [
+    "ENGINE_PATHS",
     "Armed",
     "Cancelled",
     "Carried",
@@ -33,6 +34,7 @@ __all__ = [
     "Disarmed",
     "Engine",
     "EngineConfig",
+    "EnginePath",
     "Filled",
     "Fired",
     "Ledger",
@@ -43,5 +45,6 @@ __all__ = [
     "OrderRejected",
     "PlanError",
     "PositionChanged",
+    "RunPath",
     "ticks_of",
 ]

@@ -18,17 +18,42 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from fractions import Fraction
-from math import gcd as _gcd
-from typing import Final
+from math import gcd
 
-from kestrel.engine.carry import Carry as Carry, CarriedOrder as CarriedOrder
-from kestrel.engine.money import Money, ratio
-from kestrel.engine.orders import BrokerOrder, TickGrid, exact, exact_parts as _exact_parts, round_div
+import msgspec
+
+from kestrel.engine.money import Money
+from kestrel.engine.orders import BrokerOrder, TickGrid, exact, exact_parts, round_div
 from kestrel.market.account import AccountState
 
-# (compiled: functions of modules that are not, or cached wrappers, bound once)
-gcd: Final = _gcd
-exact_parts: Final = _exact_parts
+
+class CarriedOrder(msgspec.Struct, frozen=True):
+    """A protective order carried into the next session: role stop | target | trail, its
+    side (+1 buy / -1 sell), remaining quantity, price (stop / target) or the trail's
+    offset and best touch so far, and its OCO group."""
+
+    role: str
+    side: int
+    qty: int
+    type: str
+    price: float | None
+    oco: int | None
+    trail_mode: str | None = None
+    trail_value: float | None = None
+    best: float = 0.0
+
+
+class Carry(msgspec.Struct, frozen=True):
+    """What a session hands the next under `end_of_day="carry"`: the position, its exact cost
+    basis (as a decimal string), and its live protective orders (`CarriedOrder`)."""
+
+    pos: int
+    cost: str
+    orders: tuple[CarriedOrder, ...] = ()
+
+    @property
+    def avg_price(self) -> float:
+        return float(Fraction(self.cost) / self.pos) if self.pos else 0.0
 
 
 class Book:
@@ -79,22 +104,22 @@ class Book:
         self.fees_k += k
         return k
 
-    def fill(self, q: int, price: float) -> int:
-        """Apply a fill of signed quantity `q` at `price`; returns the part that opens or adds
+    def fill(self, qty: int, price: float) -> int:
+        """Apply a fill of signed quantity `qty` at `price`; returns the part that opens or adds
         to a position (0 when the fill only reduces it). (The ratios are reduced inline with
         `gcd`, as `_reduced` does: this runs at every fill.)"""
         pos = self.pos
         pn, pd = exact_parts(price)
         cn, cd = self._cn, self._cd
-        if pos == 0 or (pos > 0) == (q > 0):
-            cn, cd = cn * pd + q * pn * cd, cd * pd  # cost += q * p
+        if pos == 0 or (pos > 0) == (qty > 0):
+            cn, cd = cn * pd + qty * pn * cd, cd * pd  # cost += qty * p
             g = gcd(cn, cd)
             if g > 1:
                 cn, cd = cn // g, cd // g
-            self.pos = now = pos + q
-            opened = q if q > 0 else -q
+            self.pos = now = pos + qty
+            opened = qty if qty > 0 else -qty
         else:
-            aq = q if q > 0 else -q
+            aq = qty if qty > 0 else -qty
             apos = pos if pos > 0 else -pos
             closed = aq if aq < apos else apos
             opened = aq - closed
@@ -104,7 +129,7 @@ class Book:
             gain = closed * pn if pos > 0 else -closed * pn
             rn, rd = _reduced(gain * sd - sn * pd, pd * sd)
             self._rn, self._rd = _reduced(self._rn * rd + rn * self._rd, self._rd * rd)
-            self.pos = now = pos + q
+            self.pos = now = pos + qty
             if now == 0:
                 cn, cd = 0, 1
             elif (now > 0) != (pos > 0):
@@ -116,33 +141,33 @@ class Book:
         if self._marks:
             self._marks = {}
         # int / int is correctly rounded: the double nearest to the exact average
-        self.avg = ratio(cn, cd * now) if now else 0.0
+        self.avg = cn / (cd * now) if now else 0.0
         return opened
 
-    def upnl_k(self, b: float, a: float) -> int:
+    def upnl_k(self, bid: float, ask: float) -> int:
         """Unrealized PnL at the touch (bid for a long, ask for a short), in quanta; 0 before
         the session's first tick (a carried position is marked at its average until then)."""
         pos = self.pos
         if pos == 0:
             return 0
-        x = b if pos > 0 else a
-        k = self._marks.get(x)
+        touch = bid if pos > 0 else ask
+        k = self._marks.get(touch)
         if k is not None:
             return k
-        if x != x:
+        if touch != touch:
             return 0
-        tn, td = exact_parts(x)  # (pos x touch - cost) x mult x scale, rounded, in integers
+        tn, td = exact_parts(touch)  # (pos x touch - cost) x mult x scale, rounded, in integers
         cn, cd = self._cn, self._cd
         k = round_div((pos * tn * cd - cn * td) * self._mn, td * cd * self._md)
         if len(self._marks) >= 4096:  # a position held across many touches: start over
             self._marks = {}
-        self._marks[x] = k  # the touches repeat: the next time it is a lookup
+        self._marks[touch] = k  # the touches repeat: the next time it is a lookup
         return k
 
-    def pnl_k(self, b: float, a: float) -> int:
+    def pnl_k(self, bid: float, ask: float) -> int:
         """rpnl - fees + upnl, in quanta (exact)."""
         k = self.rpnl_k - self.fees_k
-        return k + self.upnl_k(b, a) if self.pos else k
+        return k + self.upnl_k(bid, ask) if self.pos else k
 
 
 def _reduced(n: int, d: int) -> tuple[int, int]:
@@ -151,15 +176,15 @@ def _reduced(n: int, d: int) -> tuple[int, int]:
     return (n // g, d // g) if g > 1 else (n, d)
 
 
-def account_of(book: Book, orders: Iterable[BrokerOrder], grid: TickGrid, b: float,
-               a: float) -> AccountState:
+def account_of(book: Book, orders: Iterable[BrokerOrder], grid: TickGrid, bid: float,
+               ask: float) -> AccountState:
     """The account as of a touch (b, a): position, average entry, PnL and working orders."""
     m = book.money
     shown = tuple(o.view(grid) for o in orders)
     return AccountState(
         position=book.pos,
         avg_entry=book.avg if book.pos else None,
-        upnl=m.amount(book.upnl_k(b, a)) if book.pos else 0.0,
+        upnl=m.amount(book.upnl_k(bid, ask)) if book.pos else 0.0,
         rpnl=m.amount(book.rpnl_k),
         fees=m.amount(book.fees_k),
         orders=shown,

@@ -1,59 +1,64 @@
-"""The engine: the facade that arms compiled plans and runs them against the broker kernel.
+"""The engine: the facade that arms plans and runs them against the broker kernel.
 
-`Engine` owns the plan's compiled code, the session's tick history and the indicator state
-(`indicator_state`, re-warmed from the history when a plan is armed or the fast path left
-it stale); the broker kernel (`broker.Broker`, as `Engine.broker`) owns orders, position and
-money, the broker step, rules firing, risk and the envelope, in the per-tick order its
-module states. Both paths drive the kernel through its public surface: the generated loop
-(`codegen`) and the fast path (`fast`). Bounds are min(operator's `EngineConfig`, plan's
-`RISK`): a plan may only tighten them.
+`Engine` owns the armed plan's evaluation (`reference.Evaluation`: its indicators, re-warmed
+from the session's tick history when a plan is armed or the vectorized path left them stale)
+and the history; the broker kernel (`broker.Broker`, as `Engine.broker`) owns orders, position
+and money, the broker step, rules firing, risk and the envelope, in the per-tick order its
+module states. Both paths drive the kernel through its public surface: the reference loop
+(`reference.run`) and the vectorized path (`fast.run_fast`). Bounds are min(operator's
+`EngineConfig`, plan's `RISK`): a plan may only tighten them.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
-from typing import Any
+from typing import Literal, TypeAlias, get_args
 
 import numpy as np
 
+from kestrel.engine import reference
 from kestrel.engine.book import Book, Carry, account_of, carry_of
 from kestrel.engine.broker import Broker, RuleState
-from kestrel.engine.codegen import CompiledPlan, compile_plan, spans, time_literals
 from kestrel.engine.config import EngineConfig
-from kestrel.engine.fast import run_fast
-from kestrel.engine.policy import DEFAULT_POLICY, FastPolicy, FastStats
-from kestrel.engine.indicators import PlanError, longest_lookback
-from kestrel.engine.history import TickHistory, accepted, ticks_of
-from kestrel.engine.money import Money
+from kestrel.engine.fast import FastPolicy, FastStats, run_fast
+from kestrel.engine.history import Tick, TickHistory, accepted, ticks_of
 from kestrel.engine.ledger import Ledger, LedgerEvent
+from kestrel.engine.money import Money
 from kestrel.engine.orders import BrokerOrder, TickGrid
+from kestrel.engine.plans import PlanError, checked, clock_base_ns, fast_blocker, longest_lookback
 from kestrel.market.account import AccountState
 from kestrel.market.session import SessionSpec
 from kestrel.market.ticks import NS_PER_S, Ticks
-from kestrel.structs import check_fields
-from kestrel.engine.plans import checked, clock_base_ns, clock_seconds
 from kestrel.lang import ast
+from kestrel.structs import check_fields
 
-__all__ = ["Engine", "ticks_of"]  # ticks_of lives in `history`, re-exported here
+__all__ = ["ENGINE_PATHS", "Engine", "EnginePath", "RunPath", "ticks_of"]  # ticks_of lives in `history`, re-exported here
+
+EnginePath: TypeAlias = Literal["auto", "reference"]
+"""The path a session runs the engine on: `auto` (the vectorized path where the plan allows
+it, the reference elsewhere) or the per-tick `reference`; both give the same ledger."""
+ENGINE_PATHS: tuple[EnginePath, ...] = get_args(EnginePath)
+RunPath: TypeAlias = EnginePath | Literal["fast"]
+"""What `Engine.run` takes: an `EnginePath`, or `fast`, the vectorized path that refuses
+(`PlanError`) a plan it does not apply to (for a caller that must know which path ran)."""
 
 INF = math.inf
-CHUNK = 1 << 16  # ticks held as Python objects at once on the reference path
 
 
-def _tick_size(x: object) -> float:
-    """`x` as the float tick size every part of the engine reads (compiled or not): a number
-    > 0 and finite; a numpy float that is not a double (float32) by its shortest decimal
-    form, as its repr shows it (0.01, not the double nearest to the float32)."""
-    if isinstance(x, bool) or not isinstance(x, numbers.Real):
-        raise ValueError(f"tick_size must be a number, got {type(x).__name__} {x!r}")
-    if isinstance(x, np.floating) and not isinstance(x, float):
-        value = float(str(x))
+def _tick_size(value: object) -> float:
+    """`value` as the float tick size every part of the engine reads: a number > 0 and finite; a
+    numpy float that is not a double (float32) by its shortest decimal form, as its repr shows
+    it (0.01, not the double nearest to the float32)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"tick_size must be a number, got {type(value).__name__} {value!r}")
+    if isinstance(value, np.floating) and not isinstance(value, float):
+        tick = float(str(value))
     else:
-        value = float(x)
-    if not (0 < value < INF):
-        raise ValueError(f"tick_size must be a finite number > 0, got {x}")
-    return value
+        tick = float(value)
+    if not (0 < tick < INF):
+        raise ValueError(f"tick_size must be a finite number > 0, got {value}")
+    return tick
 
 
 def _check_carry(carry: Carry) -> None:
@@ -71,13 +76,9 @@ class Engine:
 
     `arm(plan)` supersedes the incumbent plan; `stand_down(reason)` disarms it;
     `on_ticks(batch)` advances the clock and returns the new ledger events; `run(ticks)`
-    simulates a whole batch choosing the fast path when it applies (`last_path` says which
+    simulates a whole batch, on the vectorized path when it applies (`last_path` says which
     ran). The engine never reads the wall clock: its time is the ticks' time.
     """
-
-    # True: the reference loop updates windows, chg and sma per tick instead of reading fed
-    # columns (`codegen.compile_plan(fed=False)`): the oracle the fed code is tested against
-    per_tick = False
 
     def __init__(
         self,
@@ -99,38 +100,25 @@ class Engine:
                                   config.fee_per_unit, config.fee_per_order, config.money_decimals)
         self.clock_base_ns = clock_base_ns(session)
         self.ledger = Ledger()
-        self.last_path = "none"
-        # the session's ticks so far, and the indicators computed over them
+        self.last_path: Literal["none", "reference", "fast"] = "none"
+        # the session's ticks so far, and the plan's indicators computed over them
         self.history = TickHistory()
-        self.indicators_stale = False  # the fast path moved on without feeding the indicators
-        self.indicator_state: list[Any] = []
+        self.indicators_stale = False  # the vectorized path moved on without feeding them
         # the plan
-        self.compiled: CompiledPlan | None = None
+        self.plan: ast.Plan | None = None
+        self.evaluation: reference.Evaluation | None = None
+        self.fast_blocker = "no armed plan"
         self.arm_tick = 0
-        self.time_values: tuple[int, ...] = ()
-        self.dense = False  # the fast path found the plan firing densely: dense loop from now on
-        self.fast_policy: FastPolicy = DEFAULT_POLICY
-        self.fast_stats = FastStats()  # how the last fast-path batch was spent
-        self.carried_in = carry
+        self.fast_policy = FastPolicy()
+        self.fast_stats = FastStats()  # how the last vectorized batch was spent
         # the kernel: orders, position and money, step, fire, risk, envelope
         self.broker = Broker(self.config, session, self.grid, self.money, self.ledger, carry)
-        self.open_ns = self.broker.open_ns
-        self.close_ns = self.broker.close_ns
 
     # the kernel's state, as callers read it
     @property
     def seen(self) -> int:
         """Ticks of the session processed so far."""
         return self.broker.seen
-
-    @property
-    def now_ns(self) -> int:
-        """The last tick's time (the session open before the first tick)."""
-        return self.broker.now_ns
-
-    @property
-    def closed(self) -> bool:
-        return self.broker.closed
 
     @property
     def book(self) -> Book:
@@ -143,10 +131,6 @@ class Engine:
     @property
     def armed(self) -> bool:
         return self.broker.armed
-
-    @property
-    def plan_name(self) -> str:
-        return self.broker.plan_name
 
     @property
     def rule_states(self) -> list[RuleState]:
@@ -179,10 +163,6 @@ class Engine:
         return self.broker.pos
 
     @property
-    def avg(self) -> float:
-        return self.broker.avg
-
-    @property
     def rpnl(self) -> float:
         return self.broker.rpnl
 
@@ -190,13 +170,9 @@ class Engine:
     def fees(self) -> float:
         return self.broker.fees
 
-    def pnl_now(self, b: float, a: float) -> float:
+    def pnl_now(self, bid: float, ask: float) -> float:
         """The `pnl` series: rpnl - fees + upnl at the touch, exactly what maxloss measures."""
-        return self.broker.pnl_now(b, a)
-
-    def upnl_now(self, b: float, a: float) -> float:
-        """The `upnl` series: unrealized PnL at the touch."""
-        return self.broker.upnl_now(b, a)
+        return self.broker.pnl_now(bid, ask)
 
     # ------------------------------------------------------------------ public API
     def arm(self, plan: ast.Plan, at_ns: int | None = None) -> list[LedgerEvent]:
@@ -226,17 +202,15 @@ class Engine:
                 "session, so it could never be defined: use a window within the session"
             )
         mark = len(self.ledger)
-        compiled = compile_plan(plan, fed=not self.per_tick)
         broker = self.broker
+        evaluation = reference.Evaluation(plan, self.session, self.grid.units, self.clock_base_ns, broker)
         now = broker.now_ns if at_ns is None else max(broker.now_ns, int(at_ns))
         if broker.armed:
-            broker.disarm(f"superseded by {plan.name}", t=now)
-        self.compiled = compiled
+            broker.disarm(f"superseded by {plan.name}", ts=now)
+        self.plan, self.evaluation, self.fast_blocker = plan, evaluation, fast_blocker(plan)
         self.arm_tick = broker.seen
-        self.time_values = tuple(
-            clock_seconds(self.session, tod) for tod in time_literals(compiled))
-        self._rewarm()
-        self.dense = False
+        reference.warm(evaluation, self.history.view(), self.arm_tick)
+        self.indicators_stale = False
         broker.adopt(plan, now)
         return self.ledger.events[mark:]
 
@@ -246,50 +220,24 @@ class Engine:
         mark = len(self.ledger)
         broker = self.broker
         if broker.armed:
-            broker.disarm(reason, t=broker.now_ns if at_ns is None else max(broker.now_ns, int(at_ns)))
+            broker.disarm(reason, ts=broker.now_ns if at_ns is None else max(broker.now_ns, int(at_ns)))
             broker.refresh_envelope(broker.seen - 1)
         return self.ledger.events[mark:]
 
     def on_ticks(self, batch: Ticks) -> list[LedgerEvent]:
         """Advance over `batch` on the reference path; return the events it produced."""
         mark = len(self.ledger)
-        n = len(batch)
-        if n == 0:
+        if len(batch) == 0:
             return []
         batch = batch.canonical()
         self.accept(batch)
+        first = self.broker.seen
         if self.indicators_stale:
-            self._rewarm()
-        g0 = self.broker.seen
+            self._rewarm(first)
         self.history.append(batch)
-        self._live_span(batch, g0)
+        reference.run(self.broker, self.evaluation, batch, first)
         self.last_path = "reference"
         return self.ledger.events[mark:]
-
-    def _live_span(self, batch: Ticks, g0: int) -> None:
-        """Run the reference loop over `batch` (ticks g0.. of the session, already in the
-        history) in chunks of `CHUNK` ticks: only one chunk is ever held as Python objects
-        (a chunk boundary is a batch boundary, which never changes the ledger)."""
-        n = len(batch)
-        compiled = self.compiled
-        broker = self.broker
-        for lo, hi in spans(n, CHUNK):
-            part = batch.slice(lo, hi)
-            code = (compiled.for_chunk(hi - lo, any(broker.rule_states))
-                    if compiled is not None else None)
-            # memoryviews: iterating one yields the Python ints and floats `tolist` would
-            tsl, bl, al = part.ts.data, part.bid.data, part.ask.data
-            reads = code.reads if code is not None else ()
-            ll = part.last.data if "l" in reads else part.last
-            sl = part.size.data if "s" in reads else part.size
-            broker.sizes, broker.sizes_base = part.size, g0 + lo
-            if code is not None:
-                q = code.columns(part, self.indicator_state, self.grid.units)
-                code.live(broker, tsl, bl, al, ll, sl, q, g0 + lo, self.indicator_state,
-                          broker.rule_states, self.consts())
-            else:
-                broker.run_idle(tsl, bl, al, ll, sl, g0 + lo)
-            broker.advance(g0 + lo + len(tsl), tsl[-1], bl[-1], al[-1])
 
     def finish(self) -> list[LedgerEvent]:
         """End of data: apply the end-of-day policy at the last tick if the session close
@@ -297,21 +245,21 @@ class Engine:
         mark = len(self.ledger)
         k = self.broker
         if not k.closed and k.seen:
-            k.close_session(k.seen - 1, k.now_ns, k.bid, k.ask, "end of data")
+            k.close_session(Tick(k.seen - 1, k.now_ns, k.bid, k.ask, math.nan, 0.0), "end of data")
         return self.ledger.events[mark:]
 
     def run(self, ticks: Ticks, *, path: str = "auto", final: bool = True) -> Ledger:
-        """Simulate `ticks`: `path` is auto | reference | fast. The fast path applies when
-        a plan is armed and its conditions read no per-tick account state (upnl, pnl; pos
+        """Simulate `ticks`: `path` is a `RunPath`. The vectorized path (`fast`) applies
+        when a plan is armed, its conditions read no per-tick account state (upnl, pnl; pos
         and rpnl are fine outside CROSSES) and its entry prices none at all."""
-        if path not in ("auto", "reference", "fast"):
+        if path not in (*ENGINE_PATHS, "fast"):
             raise ValueError(f"path must be auto, reference or fast, got {path!r}")
         ticks = ticks.canonical()
         blocker = self._fast_blocker()
         if path == "fast" and blocker:
             raise PlanError("the fast path does not apply: " + blocker)
-        if path != "reference" and not blocker:
-            self.fast_stats = run_fast(self, ticks, self.fast_policy)
+        if path != "reference" and not blocker and len(ticks):
+            self._run_fast(ticks)
             self.last_path = "fast"
         else:
             self.on_ticks(ticks)
@@ -335,49 +283,43 @@ class Engine:
 
     # ------------------------------------------------------------------ internals
     def _fast_blocker(self) -> str:
-        if self.compiled is None or not self.broker.armed:
-            return "no armed plan"
-        return self.compiled.fast_blocker
+        return self.fast_blocker if self.broker.armed else "no armed plan"
 
     def accept(self, batch: Ticks) -> None:
         """Fail closed on a batch the session cannot take next (see `history.accepted`)."""
         accepted(batch, self.broker.now_ns if self.broker.seen else None)
 
-    def hand_over(self, batch: Ticks, start: int, i: int) -> None:
-        """Run ticks i.. of `batch` (session ticks start.., already in the history) on the
-        compiled loop, from the fast path's state after tick i-1 (which is the reference's):
-        the indicators are re-warmed up to tick i, then the loop streams in chunks."""
-        if i > start:
-            self.broker.advance(i, int(batch.ts[i - start - 1]), float(batch.bid[i - start - 1]),
-                          float(batch.ask[i - start - 1]))
-        if i > start or self.indicators_stale:
-            self._rewarm(i)
-        if i - start < len(batch):
-            self._live_span(batch.slice(i - start, len(batch)), i)
+    def _run_fast(self, batch: Ticks) -> None:
+        assert self.plan is not None
+        self.accept(batch)
+        start = self.broker.seen
+        self.history.append(batch)
+        full = self.history.view()  # the session so far, without copying
 
-    def _rewarm(self, upto: int | None = None) -> None:
-        """Rebuild the plan's indicator state from the session's history (its first `upto`
-        ticks, default all): indicators over every tick, crosses over the ticks since the
-        plan was armed."""
-        assert self.compiled is not None
-        self.indicator_state = self.compiled.init_state()
-        h = self.history.view()
-        n = len(h) if upto is None else upto
-        cut = min(max(self.arm_tick, 0), n)
-        for lo, hi, crosses in ((0, cut, False), (cut, n, True)):
-            for c in range(lo, hi, CHUNK):  # one chunk at a time as Python objects
-                part = h.slice(c, min(hi, c + CHUNK))
-                code = self.compiled.for_chunk(len(part))
-                fn, reads = code.warmx if crosses else code.warm, code.reads
-                fn(part.ts.tolist(), part.bid.tolist(), part.ask.tolist(),
-                   part.last.tolist() if "l" in reads else part.last,
-                   part.size.tolist() if "s" in reads else part.size,
-                   code.columns(part, self.indicator_state, self.grid.units),
-                   self.indicator_state, self.consts())
+        def hand_over(index: int) -> None:
+            self.hand_over(batch, start, index)
+
+        self.fast_stats = run_fast(self.plan, self.broker, full, start, self.session,
+                                   self.arm_tick, self.grid.units, self.clock_base_ns,
+                                   self.fast_policy, hand_over)
+        self.indicators_stale = not self.fast_stats.handed_over
+
+    def hand_over(self, batch: Ticks, start: int, index: int) -> None:
+        """Run session ticks index.. of `batch` (session ticks start.., already in the history)
+        on the reference path, from the vectorized path's state after the tick before (the
+        reference's): the indicators are re-warmed up to it, then the loop streams in chunks."""
+        if index > start:
+            k = index - start - 1
+            self.broker.advance(index, int(batch.ts[k]), float(batch.bid[k]), float(batch.ask[k]))
+        if index > start or self.indicators_stale:
+            self._rewarm(index)
+        reference.run(self.broker, self.evaluation, batch.slice(index - start, len(batch)), index)
+
+    def _rewarm(self, upto: int) -> None:
+        """Rebuild the plan's indicators from the session's first `upto` ticks (crosses from
+        the plan's arming)."""
+        assert self.plan is not None
+        self.evaluation = reference.Evaluation(self.plan, self.session, self.grid.units,
+                                               self.clock_base_ns, self.broker)
+        reference.warm(self.evaluation, self.history.view().slice(0, upto), self.arm_tick)
         self.indicators_stale = False
-
-    def consts(self) -> tuple[int, int, float, tuple[int, ...]]:
-        """The session constants the generated code reads: the clock base (`time` counts
-        seconds from it), the open, the price units of the exact indicators and the plan's
-        times of day as `time` values."""
-        return (self.clock_base_ns, self.open_ns, self.grid.units, self.time_values)

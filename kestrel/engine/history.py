@@ -1,4 +1,5 @@
-"""The session's tick history as one growing columnar buffer.
+"""A session's ticks: one tick as the engine processes it (`Tick`), and the history of the
+session's ticks as one growing columnar buffer (`TickHistory`).
 
 Invariants: `view()` is the concatenation of every batch appended so far, in order, as
 `Ticks` views on the buffer (no copy); `append` copies the batch once into spare capacity
@@ -11,13 +12,49 @@ later appends.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
+import msgspec
 import numpy as np
 
 from kestrel.market.ticks import Ticks
 
 _MIN_CAPACITY = 1024
+
+
+class Tick(msgspec.Struct, frozen=True, gc=False):
+    """One tick of the session: its index in the session (0 = the session's first tick), its
+    time (ns UTC), touch and trade."""
+
+    index: int
+    ts: int
+    bid: float
+    ask: float
+    last: float
+    size: float
+
+
+def rows(ticks: Ticks, first: int) -> Iterator[tuple[int, int, float, float, float, float]]:
+    """`ticks` (session ticks first..) as (index, ts, bid, ask, last, size) of Python numbers,
+    read through memoryviews (the values `tolist` would give, without building lists)."""
+    return zip(range(first, first + len(ticks)), ticks.ts.data, ticks.bid.data, ticks.ask.data,
+               ticks.last.data, ticks.size.data)
+
+
+class Rows:
+    """The ticks of `ticks` by row as `Tick`s (session tick first + row), read through
+    memoryviews: Python numbers without a numpy scalar each."""
+
+    __slots__ = ("first", "columns")
+
+    def __init__(self, ticks: Ticks, first: int = 0) -> None:
+        self.first = first
+        self.columns = (ticks.ts.data, ticks.bid.data, ticks.ask.data, ticks.last.data,
+                        ticks.size.data)
+
+    def __getitem__(self, row: int) -> Tick:
+        ts, bid, ask, last, size = self.columns
+        return Tick(self.first + row, ts[row], bid[row], ask[row], last[row], size[row])
 
 
 class TickHistory:
@@ -63,9 +100,9 @@ class TickHistory:
         self._size[n:n + k] = batch.size
         self._n = n + k
 
-    def _grown(self, a: np.ndarray, cap: int) -> np.ndarray:
-        out = np.empty(cap, dtype=a.dtype)
-        out[: self._n] = a[: self._n]
+    def _grown(self, column: np.ndarray, capacity: int) -> np.ndarray:
+        out = np.empty(capacity, dtype=column.dtype)
+        out[: self._n] = column[: self._n]
         return out
 
     def view(self) -> Ticks:
@@ -76,15 +113,16 @@ class TickHistory:
 
 def accepted(batch: Ticks, clock: int | None) -> None:
     """Fail closed on a batch that breaks the `Ticks` invariants (timestamps going
-    backwards; crossed quotes are allowed), has a non-finite bid or ask, or starts before
-    the engine's clock (`clock`, None before the first tick)."""
+    backwards; crossed quotes are allowed), has a non-finite bid, ask or last, or starts
+    before the engine's clock (`clock`, None before the first tick)."""
     batch.validated(allow_crossed=True)
-    bad = np.flatnonzero(~(np.isfinite(batch.bid) & np.isfinite(batch.ask)))
+    bad = np.flatnonzero(~(np.isfinite(batch.bid) & np.isfinite(batch.ask) & np.isfinite(batch.last)))
     if bad.size:
         k = int(bad[0])
         raise ValueError(
-            f"tick {k} of the batch has bid {batch.bid[k]} / ask {batch.ask[k]}: the engine "
-            "needs finite quotes on every tick (drop or fill those rows when loading)"
+            f"tick {k} of the batch has bid {batch.bid[k]} / ask {batch.ask[k]} / last "
+            f"{batch.last[k]}: the engine needs finite prices on every tick (drop or fill those "
+            "rows when loading)"
         )
     first = int(batch.ts[0])
     if clock is not None and first < clock:
@@ -103,4 +141,4 @@ def ticks_of(rows: Sequence[tuple[int, float, float]] | Sequence[tuple[int, floa
     return Ticks.from_arrays(ts, arr[1], arr[2])
 
 
-__all__ = ["TickHistory", "accepted", "ticks_of"]
+__all__ = ["Rows", "Tick", "TickHistory", "accepted", "rows", "ticks_of"]

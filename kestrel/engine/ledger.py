@@ -18,8 +18,13 @@ from typing import Literal, TypeAlias
 
 import msgspec
 
-Side: TypeAlias = Literal["buy", "sell"]
+from kestrel.market.orders import OrderType, Side
+
 Role: TypeAlias = Literal["entry", "stop", "target", "trail", "flat", "exit"]
+"""An order's role: a plan's entry, a bracket child (stop, target, trail), a FLAT, or the
+exit the engine sends (maxloss, the session close)."""
+WorkingType: TypeAlias = OrderType | Literal["trail"]
+"""A working order's type: an entry's (mkt, lmt, stp) or a trailing stop."""
 
 
 class Armed(msgspec.Struct, frozen=True, gc=False, tag="armed", tag_field="event"):
@@ -64,7 +69,7 @@ class OrderPlaced(msgspec.Struct, frozen=True, gc=False, tag="order", tag_field=
     role: Role
     side: Side
     qty: int
-    type: Literal["mkt", "lmt", "stp", "trail"]
+    type: WorkingType
     price: float | None
     parent: int | None
 
@@ -124,10 +129,10 @@ _DECODER = msgspec.json.Decoder(LedgerEvent)
 _ZERO = Decimal(0)
 
 
-def _dec(x: float) -> Decimal:
+def _dec(amount: float) -> Decimal:
     """A money amount at its shortest decimal form (the engine keeps money on a decimal
     quantum, so this is the exact amount it meant)."""
-    return Decimal(repr(x))
+    return Decimal(repr(amount))
 
 
 class LedgerSummary(msgspec.Struct, frozen=True):
@@ -235,6 +240,9 @@ class Ledger:
 
 
 __all__ = [
+    "Role",
+    "Side",
+    "WorkingType",
     "Armed",
     "Cancelled",
     "Carried",

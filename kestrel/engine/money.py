@@ -16,27 +16,16 @@ from __future__ import annotations
 
 import math
 from decimal import Decimal
-from fractions import Fraction
-from typing import Final
+from functools import lru_cache
 
 MAX_DECIMALS = 9
-_EXACT: Final = 2**53  # integers up to this magnitude are exact doubles
 
 
-def ratio(n: int, d: int) -> float:
-    """`n / d` (d != 0) as Python divides ints: the double nearest to the exact quotient.
-    Compiled by mypyc, `/` on two machine-size ints divides their doubles, which is that
-    double only while both are exact in binary; past 2**53 the quotient is Python's own."""
-    if -_EXACT <= n <= _EXACT and -_EXACT <= d <= _EXACT:
-        return n / d
-    return float(Fraction(n, d))  # (Fraction.__float__ divides the ints in Python)
-
-
-def decimals_of(x: float) -> int:
-    """Digits after the decimal point in the shortest decimal form of `x` (0 for integers)."""
-    if not math.isfinite(x):
-        raise ValueError(f"money amounts must be finite, got {x}")
-    return _product_decimals(x)
+def decimals_of(amount: float) -> int:
+    """Digits after the decimal point in the shortest decimal form of `amount` (0 for integers)."""
+    if not math.isfinite(amount):
+        raise ValueError(f"money amounts must be finite, got {amount}")
+    return _product_decimals(amount)
 
 
 def _product_decimals(*xs: float) -> int:
@@ -61,10 +50,12 @@ class Money:
         self.scale: int = int(10**decimals)  # k / scale (int / int) is correctly rounded
 
     @classmethod
+    @lru_cache(maxsize=256)
     def derive(cls, tick_size: float, multiplier: float, slippage_ticks: float,
                fee_per_unit: float, fee_per_order: float,
                decimals: int | None = None) -> Money:
-        """The quantum for an instrument and config (see the module docstring)."""
+        """The quantum for an instrument and config (see the module docstring); one `Money`
+        per quantum, shared (it holds no state)."""
         if decimals is not None:
             return cls(decimals)
         d = max(
@@ -76,18 +67,18 @@ class Money:
         )
         return cls(min(d, MAX_DECIMALS))
 
-    def quanta(self, x: float) -> int:
-        """`x` in whole quanta, rounded half to even."""
-        return round(x * self.scale)
+    def quanta(self, amount: float) -> int:
+        """`amount` in whole quanta, rounded half to even."""
+        return round(amount * self.scale)
 
-    def amount(self, k: int) -> float:
-        """The double nearest to `k` quanta."""
-        return ratio(k, self.scale)
+    def amount(self, quanta: int) -> float:
+        """The double nearest to `quanta` quanta."""
+        return quanta / self.scale
 
-    def at_least(self, x: float) -> int:
-        """The smallest whole number of quanta >= the decimal value of `x` (exact, for bounds
+    def at_least(self, bound: float) -> int:
+        """The smallest whole number of quanta >= the decimal value of `bound` (exact, for bounds
         such as maxloss that need not sit on the quantum)."""
-        return math.ceil(Decimal(repr(float(x))) * self.scale)
+        return math.ceil(Decimal(repr(float(bound))) * self.scale)
 
 
-__all__ = ["MAX_DECIMALS", "Money", "decimals_of", "ratio"]
+__all__ = ["MAX_DECIMALS", "Money", "decimals_of"]

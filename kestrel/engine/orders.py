@@ -21,21 +21,17 @@ to even: 61830 x 1.0005 = 61860.915 is 61860.92, never a binary product's 61860.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
 from functools import lru_cache
-from typing import Final, Literal
-
-import numpy as np
-import numpy.typing as npt
 
 from kestrel.engine.config import EngineConfig
+from kestrel.engine.ledger import Role, WorkingType
+from kestrel.market.orders import OrderType
 from kestrel.market.account import WorkingOrder
 from kestrel.market.ticks import NS_PER_S
 from kestrel.lang import ast
-
-OrderType = Literal["mkt", "lmt", "stp", "trail"]
-F64 = npt.NDArray[np.float64]
 
 
 @lru_cache(maxsize=65536)
@@ -78,8 +74,7 @@ class TickGrid:
 
     When 1/tick is a whole number (0.01, 0.25, 0.0001 ...) the result is k / (1/tick),
     the double nearest to the decimal price, i.e. the same double a data file's "189.89"
-    parses to; otherwise k * tick. `snap` and `snap_array` perform the same IEEE
-    operations (the fast path relies on it). `snap_exact` rounds an exact value (a
+    parses to; otherwise k * tick. `snap_exact` rounds an exact value (a
     `Fraction`) half to even and returns the double nearest to the grid price.
 
     `quantum` is the price unit of the exact tick-series indicators: half a tick (a mid
@@ -121,18 +116,13 @@ class TickGrid:
         k = round_div(n * t.denominator, d * t.numerator)
         return k / self.inv if self.inv else float(k * self.tick_exact)
 
-    def snap(self, p: float) -> float:
-        k = round(p / self.tick)
+    def snap(self, price: float) -> float:
+        k = round(price / self.tick)
         return k / self.inv if self.inv else k * self.tick
 
-    def snap_array(self, p: F64) -> F64:
-        k = np.rint(p / self.tick)
-        out: F64 = k / self.inv if self.inv else k * self.tick
-        return out
 
-
-_SIDE: Final = {"buy": 1, "sell": -1}
-_LEVELS_MAX: Final = 4096  # bracket levels memoized per ORDER action (see `EntrySpec`)
+_SIDE = {"buy": 1, "sell": -1}
+_LEVELS_MAX = 4096  # bracket levels memoized per ORDER action (see `EntrySpec`)
 
 
 class EntrySpec:
@@ -188,67 +178,40 @@ def _level(memo: dict[float, float], price: float, offset: ast.Offset, grid: Tic
     return got
 
 
-# an order's type as `BrokerOrder.kind` (the broker's loops compare ints, not strings)
-MKT: Final = 0
-LMT: Final = 1
-STP: Final = 2
-TRAIL: Final = 3
-_KINDS: Final = {"mkt": MKT, "lmt": LMT, "stp": STP, "trail": TRAIL}
-NO_EXPIRY: Final = 2**62  # `BrokerOrder.exp` of an order without a TTL
-
-
+@dataclass(slots=True, eq=False)
 class BrokerOrder:
     """The broker's live, mutable working order (its fills, trailing best and OCO siblings
-    change as ticks come). `side` is +1 buy / -1 sell; eligible at global tick index k when
-    k >= el_idx and ts >= el_ts. `oco` groups protective siblings of one entry fill; `risk`
-    is an entry's worst-case loss per unit (money), 0 when unbounded; `spec` is the entry's
-    action (`EntrySpec`) when its fills spawn a bracket. What an agent sees of it is `view`
-    (the frame's immutable `WorkingOrder`).
+    change as ticks come), compared by identity. `side` is +1 buy / -1 sell; it is eligible
+    at tick index k when k >= `eligible_index` and ts >= `eligible_ts`; `expire_ts` is an
+    entry's TTL deadline; `oco` groups the protective siblings of one entry fill; `risk` is an
+    entry's worst-case loss per unit (money), 0 when unbounded; `spec` is the entry's action
+    (`EntrySpec`) when its fills spawn a bracket; `live` while it is in the broker's working
+    orders. What an agent sees of it is `view` (the frame's immutable `WorkingOrder`)."""
 
-    A plain class compared by identity, native under mypyc: besides the fields, the broker's
-    loops read typed copies of the optional ones, set once here (`price`, `expire_ts` and
-    `oco` never change): `kind` (MKT, LMT, STP, TRAIL), `entry` (the role is "entry"; every
-    other role is protective or closing), `px` (the price, NaN when None), `exp` (expire_ts,
-    NO_EXPIRY when None), `group` (oco, 0 when None: groups count from 1) and `live` (the
-    order is in the broker's book of working orders: cleared when it leaves it)."""
+    id: int
+    plan: str
+    rule: int
+    role: Role
+    side: int
+    qty: int
+    type: WorkingType
+    price: float | None
+    parent: int | None
+    eligible_index: int
+    eligible_ts: int
+    expire_ts: int | None = None
+    trail: ast.Offset | None = None
+    best: float = 0.0
+    spec: EntrySpec | None = None
+    oco: int | None = None
+    filled: int = 0
+    risk: float = 0.0
+    live: bool = True
 
-    __slots__ = ("id", "plan", "rule", "role", "side", "qty", "type", "price", "parent",
-                 "el_idx", "el_ts", "expire_ts", "trail", "best", "spec", "oco", "filled",
-                 "risk", "kind", "entry", "px", "exp", "group", "live")
-
-    def __init__(self, id: int, plan: str, rule: int, role: str, side: int, qty: int,
-                 type: OrderType, price: float | None, parent: int | None, el_idx: int,
-                 el_ts: int, expire_ts: int | None = None, trail: ast.Offset | None = None,
-                 best: float = 0.0, spec: EntrySpec | None = None, oco: int | None = None,
-                 filled: int = 0, risk: float = 0.0) -> None:
-        self.id = id
-        self.plan = plan
-        self.rule = rule
-        self.role = role
-        self.side = side
-        self.qty = qty
-        self.type: OrderType = type
-        self.price = price
-        self.parent = parent
-        self.el_idx = el_idx
-        self.el_ts = el_ts
-        self.expire_ts = expire_ts
-        self.trail = trail
-        self.best = best
-        self.spec = spec
-        self.oco = oco
-        self.filled = filled
-        self.risk = risk
-        self.kind: int = _KINDS[type]
-        self.entry: bool = role == "entry"
-        self.px: float = math.nan if price is None else price
-        self.exp: int = NO_EXPIRY if expire_ts is None else expire_ts
-        self.group: int = 0 if oco is None else oco
-        self.live = True
-
-    def __repr__(self) -> str:
-        return (f"BrokerOrder(id={self.id}, role={self.role!r}, side={self.side}, "
-                f"qty={self.qty}, type={self.type!r}, price={self.price}, filled={self.filled})")
+    @property
+    def entry(self) -> bool:
+        """A plan's entry (every other role is protective or closing: reduce-only)."""
+        return self.role == "entry"
 
     @property
     def bracket(self) -> ast.Order | None:
@@ -304,16 +267,6 @@ def _trail_level_exact(best: float, trail: ast.Offset, side: int, grid: TickGrid
     else:
         raw = b - dist if side < 0 else b + dist
     return grid.snap_exact(raw)
-
-
-def trail_level_approx(prev: F64, trail: ast.Offset, side: int, grid: TickGrid) -> F64:
-    """`trail_level` over an array of best touches in binary floating point: within a tick
-    of the exact level (the fast path uses it to find candidates, then checks them exactly)."""
-    dist = abs(float(trail.value))
-    pct = trail.mode == "pct"
-    if side < 0:
-        return grid.snap_array(prev * (1.0 - dist / 100.0) if pct else prev - dist)
-    return grid.snap_array(prev * (1.0 + dist / 100.0) if pct else prev + dist)
 
 
 def stop_distance(order: ast.Order, entry: float, grid: TickGrid) -> float | None:

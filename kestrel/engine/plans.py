@@ -4,8 +4,9 @@ Invariants:
 - `checked(plan)` returns a plan only if it is a well-typed `ast.Plan` (re-validated through
   msgspec: a Struct built in code skips the `Literal` and type checks of decoding) that the
   language checker accepts; anything else raises `PlanError`. The engine arms only what this
-  returns, and the code generator emits operators and names from fixed tables, so no string
-  of a plan ever becomes code;
+  returns; it evaluates plans as trees of functions and operators taken from fixed tables
+  (`kestrel.lang.registry.UNITS`, `functions.ARITHMETIC`, `functions.COMPARISON`), so no part
+  of a plan is ever run as code;
 - `time` in a condition counts whole seconds from the session's clock base (local midnight
   of the open's date, at the open's UTC offset); a time of day `hh:mm[:ss]` in a condition is
   the first occurrence of that wall-clock time on the session's own calendar span, exactly
@@ -16,14 +17,23 @@ Invariants:
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import TypeVar
 
 import msgspec
 
-from kestrel.engine.indicators import PlanError
 from kestrel.market.session import NS_PER_DAY, SessionSpec
 from kestrel.market.ticks import NS_PER_S
 from kestrel.lang import ast
 from kestrel.lang.checker import check
+from kestrel.lang.functions import Arguments, arguments
+from kestrel.lang.registry import UNITS, Unit
+
+ACCOUNT_SERIES = frozenset({"pos", "upnl", "rpnl", "pnl"})
+T = TypeVar("T")
+
+
+class PlanError(ValueError):
+    """A plan the engine cannot run (refused at `arm`, with what to change)."""
 
 
 @lru_cache(maxsize=256)
@@ -52,8 +62,8 @@ def checked(plan: object) -> ast.Plan:
 
 def clock_base_ns(session: SessionSpec) -> int:
     """The instant `time` counts from: local midnight of the open's date (open's offset)."""
-    off = session.utc_offset_ns
-    return session.open_ns - (session.open_ns + off) % NS_PER_DAY
+    off, open_ns = session.utc_offset_ns, session.open_ns
+    return open_ns - (open_ns + off) % NS_PER_DAY
 
 
 def clock_seconds(session: SessionSpec, tod: ast.TimeOfDay) -> int:
@@ -63,4 +73,66 @@ def clock_seconds(session: SessionSpec, tod: ast.TimeOfDay) -> int:
     return (at - clock_base_ns(session)) // NS_PER_S
 
 
-__all__ = ["checked", "clock_base_ns", "clock_seconds"]
+def operator_of(table: dict[str, T], key: object, what: str) -> T:
+    """`table[key]`, or PlanError for a key the language does not have (a plan built in code
+    that skipped the checker)."""
+    if not isinstance(key, str) or key not in table:
+        raise PlanError(f"unknown {what} {key!r}")
+    return table[key]
+
+
+@lru_cache(maxsize=4096)
+def bind(call: ast.Call) -> tuple[Unit, Arguments]:
+    """The unit of a checked call and its resolved literal arguments (none for an operation,
+    whose arguments are expressions); PlanError when the call does not fit its signature."""
+    unit = UNITS.get(call.name)
+    if unit is None:
+        raise PlanError(f"unknown function {call.name!r}")
+    if not unit.spec.min_args <= len(call.args) <= unit.spec.max_args:
+        raise PlanError(f"{unit.spec.typed}: got {len(call.args)} arguments")
+    if any(p.type == "Numeric" for p in unit.spec.params):
+        return unit, Arguments(())
+    try:
+        return unit, arguments(unit.spec, call.args)
+    except ValueError as exc:
+        raise PlanError(str(exc)) from None
+
+
+def series_in(expr: ast.Expr | None) -> set[str]:
+    """Names of the series an expression reads (directly or inside calls)."""
+    return {x.name for x in ast.walk(expr) if isinstance(x, ast.Series)}
+
+
+@lru_cache(maxsize=256)
+def longest_lookback(plan: ast.Plan) -> tuple[int, ast.Call | None]:
+    """The longest lookback (ns) any call in the plan's conditions and order prices needs
+    to be defined, and that call."""
+    best: tuple[int, ast.Call | None] = (0, None)
+    for rule in plan.rules:
+        prices = [a.price for a in rule.actions if isinstance(a, ast.Order)]
+        for x in ast.walk(rule.cond, *prices):
+            if isinstance(x, ast.Call):
+                need = bind(x)[1].lookback_ns()
+                if need > best[0]:
+                    best = (need, x)
+    return best
+
+
+@lru_cache(maxsize=256)
+def fast_blocker(plan: ast.Plan) -> str:
+    """Why the vectorized path cannot run `plan`, or "" when it can. `pos` and `rpnl` only
+    change on fills, so conditions may read them (outside CROSSES); `upnl`/`pnl` move with
+    every tick and entry prices must not read account state."""
+    for rule in plan.rules:
+        if series_in(rule.cond) & {"upnl", "pnl"}:
+            return "a condition reads upnl or pnl (they change on every tick)"
+        if any(isinstance(x, ast.Crosses) and series_in(x) & ACCOUNT_SERIES for x in ast.walk(rule.cond)):
+            return "a CROSSES reads account state"
+        for act in rule.actions:
+            if isinstance(act, ast.Order) and series_in(act.price) & ACCOUNT_SERIES:
+                return "an entry price reads account state"
+    return ""
+
+
+__all__ = ["ACCOUNT_SERIES", "PlanError", "bind", "operator_of", "checked", "clock_base_ns", "clock_seconds",
+           "fast_blocker", "longest_lookback", "series_in"]

@@ -19,6 +19,7 @@ from kestrel.frame.text import fmt_duration, fmt_money, fmt_qty, table
 from kestrel.market.ticks import NS_PER_S, Ticks
 from kestrel.lang import format_ast
 from kestrel.lang.ast import Plan
+from kestrel.lang.windows import Atr
 
 Args = Mapping[str, int | str]
 TRADING_DAYS_PER_YEAR = 252
@@ -183,12 +184,8 @@ def pane_stats(snap: FrozenSnapshot, args: Args) -> str:
     done = completed(recent_bars(snap, tf_s, n + 2), snap.cutoff_ns).tail(n + 1)
     fp = snap.format_price
     if len(done) >= n:
-        h, lo, c = done.high, done.low, done.close
-        tr = h - lo
-        if len(done) > 1:
-            pc = c[:-1]
-            tr[1:] = np.maximum(tr[1:], np.maximum(np.abs(h[1:] - pc), np.abs(lo[1:] - pc)))
-        atr = float(np.mean(tr[-n:]))
+        c = done.close
+        atr = float(Atr.over_bars(done.high, done.low, c, n)[-1])  # the language's atr
         rets = np.diff(np.log(c))[-n:]
         cur = snap.session
         length_s = cur.length_ns // NS_PER_S if cur is not None else DAY_S

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import NamedTuple, get_args
 
 from kestrel.lang.ast import (
@@ -49,11 +49,11 @@ from kestrel.lang.ast import (
     View,
 )
 from kestrel.lang.errors import Diagnostic
+from kestrel.lang.calls import CallChecks, did_you_mean, duration_text
 from kestrel.lang.lexer import keywords
 from kestrel.lang.limits import DEFAULT_LIMITS, Limits
 from kestrel.lang.numbers import num as _num
-from kestrel.lang.registry import FUNCTIONS, PRICE_SERIES, SERIES, Param, ValueType
-from kestrel.lang.suggest import closest
+from kestrel.lang.registry import FUNCTIONS, SERIES, ValueType
 
 
 class Loc(NamedTuple):
@@ -70,14 +70,13 @@ NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 SYMBOL_RE = re.compile(r"[A-Z][A-Z0-9._/-]*\Z")
 _NUMERIC: frozenset[str] = frozenset({"Price", "Qty", "Money", "Pct", "Number"})
 _UNITS: frozenset[str] = frozenset(get_args(DurationUnit))
-_MAX_TIMEFRAME = 86_400
 
 
 def _no_loc(node: object, field: str | None = None) -> Loc | None:
     return None
 
 
-class _Checker:
+class _Checker(CallChecks):
     def __init__(self, limits: Limits, locate: Locate, text: str | None) -> None:
         self.lim = limits
         self.locate = locate
@@ -338,8 +337,8 @@ class _Checker:
         if d.seconds > self.lim.max_window_seconds:
             self.err(node, "window-too-long",
                      f"{what} of {d.value}{d.unit} is longer than the data available "
-                     f"({_dur(self.lim.max_window_seconds)})",
-                     hint=f"use at most {_dur(self.lim.max_window_seconds)}")
+                     f"({duration_text(self.lim.max_window_seconds)})",
+                     hint=f"use at most {duration_text(self.lim.max_window_seconds)}")
             return False
         return True
 
@@ -412,7 +411,7 @@ class _Checker:
         if e.name in FUNCTIONS:
             fn = FUNCTIONS[e.name]
             self.err(e, "not-series", f"`{e.name}` is a function, not a series",
-                     hint=f"call it: {fn.signature}")
+                     hint=f"call it: {fn.typed}")
         elif e.name.lower() in keywords():
             hint = "keywords cannot stand for values"
             if self.price_of is not None:
@@ -422,92 +421,9 @@ class _Checker:
             self.err(e, "unknown-name", f"`{e.name}` is a keyword, not a series", hint=hint)
         else:
             self.err(e, "unknown-name", f"unknown series `{e.name}`",
-                     hint=_SERIES_SYNONYMS.get(e.name.lower()) or _did_you_mean(e.name, SERIES)
+                     hint=_SERIES_SYNONYMS.get(e.name.lower()) or did_you_mean(e.name, SERIES)
                      or "series are " + " ".join(SERIES))
         return None
-
-    def call(self, e: Call, depth: int) -> ValueType | None:
-        fn = FUNCTIONS.get(e.name)
-        if fn is None:
-            if e.name in SERIES:
-                self.err(e, "not-function", f"`{e.name}` is a series, not a function",
-                         hint=f"write {e.name} without parentheses", field="name")
-            else:
-                self.err(e, "unknown-name", f"unknown function `{e.name}`", field="name",
-                         hint=_did_you_mean(e.name, FUNCTIONS) or "functions are "
-                         + " ".join(FUNCTIONS))
-            for a in e.args:
-                self.expr(a, depth + 1)
-            return None
-        n = len(e.args)
-        if not fn.min_args <= n <= fn.max_args:
-            want = (str(fn.min_args) if fn.min_args == fn.max_args
-                    else f"{fn.min_args} or {fn.max_args}")
-            self.err(e, "arity", f"{e.name} takes {want} argument{'s' if fn.max_args > 1 else ''}, "
-                     f"got {n}", hint=f"signature: {fn.signature}")
-            return None
-        ok = True
-        count: int | None = None
-        for param, arg in zip(fn.params, e.args):
-            ok = self.argument(fn.name, param, arg, depth) and ok
-            if param.type == "Count" and isinstance(arg, Number):
-                count = int(arg.value)
-            if (ok and param.type == "Timeframe" and count is not None
-                    and isinstance(arg, Duration)
-                    and count * arg.seconds > self.lim.max_window_seconds):
-                self.err(e, "window-too-long",
-                         f"{e.name} over {count} bars of {arg.value}{arg.unit} needs more data "
-                         f"than is available ({_dur(self.lim.max_window_seconds)})",
-                         hint="use fewer bars or a shorter timeframe")
-                ok = False
-        return fn.returns if ok else None
-
-    def argument(self, fname: str, param: Param, arg: Expr, depth: int) -> bool:
-        what = f"{fname}'s {param.name}"
-        if param.type == "PriceSeries":
-            if isinstance(arg, Series) and arg.name in PRICE_SERIES:
-                return True
-            if isinstance(arg, Series) and arg.name not in SERIES:
-                return self.series(arg) is not None
-            self.err(arg, "type", f"{what} must be a Price series",
-                     hint=f"one of {' '.join(sorted(PRICE_SERIES))}, e.g. {fname}(last, 20)")
-            return False
-        if param.type == "Count":
-            if isinstance(arg, Number):
-                v = arg.value
-                if not math.isfinite(v) or v != int(v) or v < 1:
-                    self.err(arg, "zero-window" if v == 0 else "type",
-                             f"{what} must be a whole number of at least 1, got {_num(v)}",
-                             hint=f"e.g. {fname}(..., 20)")
-                    return False
-                if v > self.lim.max_count:
-                    self.err(arg, "window-too-long",
-                             f"{what} of {_num(v)} is over the limit of {self.lim.max_count}",
-                             hint=f"use at most {self.lim.max_count}, or bars of a longer timeframe")
-                    return False
-                return True
-            t = self.expr(arg, depth + 1)
-            if t is not None:
-                self.err(arg, "type", f"{what} must be a count like 20, not {t}",
-                         hint=f"signature: {FUNCTIONS[fname].signature}")
-            return False
-        # Duration or Timeframe
-        if isinstance(arg, Duration):
-            if param.type == "Timeframe":
-                if not self.window(arg, what, arg):
-                    return False
-                if arg.seconds > _MAX_TIMEFRAME:
-                    self.err(arg, "bad-timeframe", f"{what} bars longer than 1d are not supported",
-                             hint="use bars of 1d or less, e.g. 5m")
-                    return False
-                return True
-            return self.window(arg, what, arg)
-        t = self.expr(arg, depth + 1)
-        if t is not None:
-            hint = (f"a window is a duration: {fname}(30m)" if t == "Number"
-                    else f"signature: {FUNCTIONS[fname].signature}")
-            self.err(arg, "type", f"{what} must be a duration like 30m, not {t}", hint=hint)
-        return False
 
     def compare(self, e: Compare | Crosses, depth: int) -> ValueType | None:
         lt = self.expr(e.left, depth + 1)
@@ -518,7 +434,7 @@ class _Checker:
         if lt == "TimeOfDay" and rt == "TimeOfDay" and isinstance(e, Compare):
             return "Bool"
         if lt in _NUMERIC and rt in _NUMERIC and (lt == rt or "Number" in (lt, rt)):
-            return "Bool"
+            return self.bounded(e)
         hint = None
         if "Duration" in (lt, rt):
             hint = "a duration like 30m is only a window argument, e.g. last > high(30m)"
@@ -632,21 +548,6 @@ _SERIES_SYNONYMS: dict[str, str] = {
     "pl": "P&L is `pnl` (upnl + rpnl)",
     "now": "the session clock is `time`",
 }
-
-
-def _did_you_mean(name: str, names: Iterable[str]) -> str | None:
-    pool = list(names)
-    close = closest(name, pool)
-    if close is None and name.lower() in pool:
-        close = name.lower()
-    return f"did you mean `{close}`?" if close is not None else None
-
-
-def _dur(seconds: int) -> str:
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds % size == 0:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
 
 
 def check_located(

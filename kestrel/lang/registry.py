@@ -1,152 +1,88 @@
-"""The one registry of Kestrel series and functions, with typed signatures.
+"""The one registry of Kestrel series and functions.
 
-The checker, the engine (evaluation) and the frame (panes that show indicators) all read
-`SERIES` and `FUNCTIONS`; a name absent here does not exist in the language.
+The checker, the engine (both execution paths), the frame (panes that show indicators) and the
+language card all read `SERIES` and `UNITS`; a name absent here does not exist in the language.
+`UNITS` is the table of functions, one row per unit (a class of `kestrel.lang.windows`, `means`
+or `operations`: its signature, types and bounds, and its per-tick and column forms);
+`FUNCTIONS` is their signatures by name.
 
 Invariants:
 - every function is computable incrementally in O(1) amortised per tick (rolling windows,
   running sums, bar-close recurrences), so evaluation cost is bounded by the plan's size;
-- parameters are positional; optional parameters come last and carry their default;
-- `Param.type` is one of `ParamType`: `Duration` (a window, > 0), `Count` (a whole number of
-  ticks or bars, > 0), `Timeframe` (a bar size, > 0) or `PriceSeries` (the bare name of a
-  series of type Price).
+- every parameter's name stands for its kind (`signature.PARAMETER_KINDS`);
+- a series marked `exact` is a whole number of half ticks at every tick (`Context.scale`).
 """
 
 from __future__ import annotations
 
-from typing import Literal, TypeAlias
-
 import msgspec
 
-from kestrel.lang.ast import Duration
-
-ValueType: TypeAlias = Literal[
-    "Price", "Qty", "Money", "Pct", "Duration", "TimeOfDay", "Count", "Bool", "Number"
-]
-"""Types of expressions. `Number` is a unit-less value: a plain literal (which takes the type
-its context asks for: Price, Qty, Money or Count) or a ratio such as `last / vwap`."""
-
-ParamType: TypeAlias = Literal["Duration", "Count", "Timeframe", "PriceSeries"]
+from kestrel.lang import means, operations, windows
+from kestrel.lang.functions import Indicator
+from kestrel.lang.operations import Operation
+from kestrel.lang.signature import PARAMETER_KINDS, FunctionSpec, Param, ParamType, ValueType
 
 
 class SeriesSpec(msgspec.Struct, frozen=True):
-    """A per-tick series: its value at the current tick."""
+    """A per-tick series: its value at the current tick; `exact` when it is on the half-tick
+    grid (the exact sums of sma, stdev and rsi work on its whole half ticks)."""
 
     name: str
     type: ValueType
     doc: str
+    exact: bool = False
 
 
-class Param(msgspec.Struct, frozen=True):
-    """One positional parameter. `required` False means it may be omitted and `default`
-    applies (None as a default means "no timeframe: tick-based")."""
-
-    name: str
-    type: ParamType
-    required: bool = True
-    default: Duration | None = None
-
-
-class FunctionSpec(msgspec.Struct, frozen=True):
-    """A window or indicator function with a typed signature."""
-
-    name: str
-    params: tuple[Param, ...]
-    returns: ValueType
-    doc: str
-
-    @property
-    def min_args(self) -> int:
-        return sum(1 for p in self.params if p.required)
-
-    @property
-    def max_args(self) -> int:
-        return len(self.params)
-
-    @property
-    def signature(self) -> str:
-        """`sma(x: PriceSeries, n: Count[, tf: Timeframe]) -> Price`."""
-        req = ", ".join(f"{p.name}: {p.type}" for p in self.params if p.required)
-        opt = "".join(f"[, {p.name}: {p.type}]" for p in self.params if not p.required)
-        return f"{self.name}({req}{opt}) -> {self.returns}"
-
-
-def _series(*specs: tuple[str, ValueType, str]) -> dict[str, SeriesSpec]:
-    return {name: SeriesSpec(name, typ, doc) for name, typ, doc in specs}
+def _series(*specs: tuple[str, ValueType, str, bool]) -> dict[str, SeriesSpec]:
+    return {name: SeriesSpec(name, typ, doc, exact) for name, typ, doc, exact in specs}
 
 
 SERIES: dict[str, SeriesSpec] = _series(
-    ("last", "Price", "price of the current tick's trade"),
-    ("bid", "Price", "best bid at the current tick"),
-    ("ask", "Price", "best ask at the current tick"),
-    ("mid", "Price", "(bid + ask) / 2, exact to the half tick"),
-    ("spread", "Price", "ask - bid, exact to the half tick"),
-    ("size", "Qty", "size of the current tick's trade"),
-    ("vol", "Qty", "session volume so far"),
-    (
-        "vwap",
-        "Price",
-        "session VWAP weighted by size (plain mean of last while the volume is 0)",
-    ),
-    ("open", "Price", "last of the session's first tick"),
-    ("pos", "Qty", "signed position of the plan (long > 0, short < 0)"),
-    ("upnl", "Money", "unrealised P&L of the open position"),
-    ("rpnl", "Money", "realised P&L of the session"),
-    ("pnl", "Money", "rpnl + upnl - fees (net of fees: what maxloss measures)"),
-    ("time", "TimeOfDay", "session clock; hh:mm is its first occurrence in the session, as UNTIL"),
+    ("last", "Price", "price of the current tick's trade", True),
+    ("bid", "Price", "best bid at the current tick", True),
+    ("ask", "Price", "best ask at the current tick", True),
+    ("mid", "Price", "(bid + ask) / 2, exact to the half tick", True),
+    ("spread", "Price", "ask - bid, exact to the half tick", True),
+    ("size", "Qty", "size of the current tick's trade", False),
+    ("vol", "Qty", "session volume so far", False),
+    ("vwap", "Price", "session VWAP weighted by size (plain mean of last while the volume is 0)",
+     False),
+    ("open", "Price", "last of the session's first tick", True),
+    ("pos", "Qty", "signed position of the plan (long > 0, short < 0)", False),
+    ("upnl", "Money", "unrealised P&L of the open position", False),
+    ("rpnl", "Money", "realised P&L of the session", False),
+    ("pnl", "Money", "rpnl + upnl - fees (net of fees: what maxloss measures)", False),
+    ("time", "TimeOfDay", "session clock; hh:mm is its first occurrence in the session, as UNTIL",
+     False),
 )
 
-_WINDOW = (Param("d", "Duration"),)
-_ONE_MINUTE = Duration(1, "m")
+Unit = type[Indicator] | type[Operation]
 
-FUNCTIONS: dict[str, FunctionSpec] = {
-    f.name: f
-    for f in (
-        FunctionSpec(
-            "high", _WINDOW, "Price", "highest last over ticks in [t-d, t), before this tick"
-        ),
-        FunctionSpec(
-            "low", _WINDOW, "Price", "lowest last over ticks in [t-d, t), before this tick"
-        ),
-        FunctionSpec("range", _WINDOW, "Price", "high(d) - low(d)"),
-        FunctionSpec(
-            "chg",
-            _WINDOW,
-            "Pct",
-            "100 * (last / ref - 1), ref = last of the latest tick with ts <= t-d",
-        ),
-        FunctionSpec(
-            "sma",
-            (Param("x", "PriceSeries"), Param("n", "Count"), Param("tf", "Timeframe", False)),
-            "Price",
-            "simple mean of x over the last n ticks (this one included), or with tf over "
-            "the closes of the last n completed tf bars",
-        ),
-        FunctionSpec(
-            "ema",
-            (Param("x", "PriceSeries"), Param("n", "Count"), Param("tf", "Timeframe", False)),
-            "Price",
-            "exponential mean of x, alpha = 2/(n+1), seeded with the first value; ticks or "
-            "completed tf bars like sma",
-        ),
-        FunctionSpec(
-            "atr",
-            (Param("n", "Count"), Param("tf", "Timeframe", False, _ONE_MINUTE)),
-            "Price",
-            "simple mean of the true range over the last n completed tf bars (tf = 1m)",
-        ),
+UNITS: dict[str, Unit] = {
+    unit.spec.name: unit
+    for unit in (
+        windows.High, windows.Low, windows.Range, windows.Chg, means.Sma, means.Ema, windows.Atr,
+        means.Rsi, means.Stdev, means.Zscore, means.BbUpper, means.BbLower, means.Macd,
+        means.MacdSignal, operations.Abs, operations.Min, operations.Max,
     )
 }
 
+FUNCTIONS: dict[str, FunctionSpec] = {name: unit.spec for name, unit in UNITS.items()}
+
 PRICE_SERIES: frozenset[str] = frozenset(n for n, s in SERIES.items() if s.type == "Price")
+
+for _spec in FUNCTIONS.values():  # a parameter's name says its kind (the card relies on it)
+    assert all(PARAMETER_KINDS.get(p.name) == p.type for p in _spec.params), _spec.name
 
 __all__ = [
     "FUNCTIONS",
     "PRICE_SERIES",
     "SERIES",
+    "UNITS",
     "FunctionSpec",
     "Param",
     "ParamType",
     "SeriesSpec",
+    "Unit",
     "ValueType",
 ]

@@ -24,6 +24,7 @@ from functools import cache
 from kestrel.frame import DEFAULT_CATALOG, PaneCatalog
 from kestrel.lang import DEFAULT_LIMITS, Limits
 from kestrel.lang.registry import FUNCTIONS, SERIES
+from kestrel.lang.signature import PARAMETER_KINDS
 from kestrel.models.grammar import grammar_lines
 
 STATEMENT_EXAMPLES: tuple[tuple[str, str, str], ...] = (
@@ -70,8 +71,12 @@ def _grammar_lines(limits: Limits) -> list[str]:
 
 def _registry_lines() -> list[str]:
     series = " ".join(f"{s.name}:{s.type}" for s in SERIES.values())
-    funcs = "; ".join(f.signature for f in FUNCTIONS.values())
-    return [f"Series: {series}", f"Functions: {funcs}"]
+    funcs = " ".join(f.signature for f in FUNCTIONS.values())
+    kinds: dict[str, list[str]] = {}
+    for name, kind in PARAMETER_KINDS.items():
+        kinds.setdefault(kind, []).append(name)
+    legend = " ".join(f"{','.join(names)}:{kind}" for kind, names in kinds.items())
+    return [f"Series: {series}", f"Functions ({legend} of one type): {funcs}"]
 
 
 def _pane_lines(catalog: PaneCatalog) -> list[str]:

@@ -22,7 +22,7 @@ from typing import TypeVar
 
 from kestrel.engine.book import Carry
 from kestrel.engine.config import EngineConfig
-from kestrel.engine.engine import Engine
+from kestrel.engine.engine import Engine, EnginePath
 from kestrel.engine.ledger import Ledger, LedgerEvent
 from kestrel.frame import freeze
 from kestrel.market.account import AccountState
@@ -44,7 +44,7 @@ def new_engine(day: SessionDay, config: EngineConfig, carry: Carry | None) -> En
     return Engine(config, day.session, day.data.symbol, day.data.tick_size, carry)
 
 
-def advance(engine: Engine, ticks: Ticks, path: str, tally: dict[str, int]) -> list[LedgerEvent]:
+def advance(engine: Engine, ticks: Ticks, path: EnginePath, tally: dict[str, int]) -> list[LedgerEvent]:
     """Run `engine` over `ticks` (a stretch between two cutoffs, or a feed batch of one)
     without ending its session; returns the new ledger events and counts the ticks in
     `tally` under the path that ran them. `path` is `auto` (the engine's fast path where it

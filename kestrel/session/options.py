@@ -9,11 +9,11 @@ so it is never encoded (what a run records is the `CaptureHeader`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal, get_args
 
 import msgspec
 
 from kestrel.data.source import DataSource
+from kestrel.engine import ENGINE_PATHS, EnginePath
 from kestrel.engine.config import EngineConfig
 from kestrel.frame import DEFAULT_CATALOG, PaneCatalog
 from kestrel.market import MarketData
@@ -24,9 +24,6 @@ from kestrel.session.schedule import DEFAULT_GUARD_S, ScheduleError, parse_check
 from kestrel.lang.suggest import closest
 from kestrel.structs import check_fields
 
-EnginePath = Literal["auto", "reference"]
-"""`auto`: the engine's vectorized fast path where it applies; `reference`: always per tick."""
-ENGINE_PATHS: tuple[EnginePath, ...] = get_args(EnginePath)
 EvidenceSink = Callable[[Evidence], None]
 
 

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import msgspec
 
 from kestrel import lang
-from kestrel.engine.indicators import PlanError, resolve
 from kestrel.engine.orders import TickGrid
+from kestrel.engine.plans import clock_base_ns
 from kestrel.engine.vector import Columns
 from kestrel.frame import DEFAULT_CATALOG, FrozenSnapshot, Ordinal, PaneCatalog, ResolvedView
 from kestrel.market import SessionSpec
@@ -63,22 +63,18 @@ def probe(snapshot: FrozenSnapshot, cond: ast.Expr) -> bool | None:
     n = len(snapshot.ticks)
     if session is None or n == 0:
         return None
-    units = TickGrid(snapshot.data.tick_size).units
-    quote = Columns(snapshot.ticks.slice(n - 1, n), session, 0, units)
+    units, base = TickGrid(snapshot.data.tick_size).units, clock_base_ns(session)
+    quote = Columns(snapshot.ticks.slice(n - 1, n), session, 0, units, base)
     today = snapshot.session_ticks()
-    windows = Columns(today, session, max(len(today) - 1, 0), units)
+    windows = Columns(today, session, max(len(today) - 1, 0), units, base)
 
     def value(e: ast.Expr) -> float | None:
         if isinstance(e, ast.Number):
             return e.value
         if isinstance(e, ast.Series) and e.name in QUOTE_SERIES:
-            return float(quote.series(e.name)[0])
+            return float(quote.column(e)[0])
         if isinstance(e, ast.Call) and e.name in ("high", "low") and len(today):
-            try:
-                (spec,) = resolve(e)
-            except PlanError:
-                return None
-            v = float(windows.indicator(spec)[-1])
+            v = float(windows.column(e)[-1])
             return None if math.isnan(v) else v
         return None
 

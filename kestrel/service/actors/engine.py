@@ -18,7 +18,7 @@ import numpy as np
 from kestrel_actors.actor import Actor
 from kestrel.engine.book import Carry
 from kestrel.engine.config import EngineConfig
-from kestrel.engine.engine import Engine
+from kestrel.engine.engine import Engine, EnginePath
 from kestrel.engine.ledger import LedgerEvent
 from kestrel.market.session import SessionSpec
 from kestrel.market.ticks import Ticks
@@ -95,7 +95,7 @@ EngineMessage = TickBatch | StartDay | AccountQuery | Sync | CloseDay | Captured
 
 
 class EngineActor(Actor[EngineMessage]):
-    def __init__(self, config: EngineConfig, symbol: str, tick_size: float, path: str = "auto") -> None:
+    def __init__(self, config: EngineConfig, symbol: str, tick_size: float, path: EnginePath = "auto") -> None:
         self._config = config
         self._symbol = symbol
         self._tick_size = tick_size

@@ -1,0 +1,279 @@
+"""The reference path: a plan evaluated tick by tick, the oracle the vectorized path is tested
+against.
+
+`Evaluation` holds what a plan reads, built once when it is armed: the series (`series`), one
+indicator per distinct call (`kestrel.lang.functions`, fed at every tick), one `Pair` per
+distinct (left, right) of its CROSSES, and each rule's condition and entry prices as a tree of
+closures over them whose operators come from the language's tables. At each tick (its
+`steps`) the series take the tick, the indicators their source's values, the pairs their
+operands (the previous ones kept); the rules then read the values (`conditions`, `prices`).
+Undefined values are NaN, so a comparison using one is false (`!=` included).
+
+`run` is the per-tick loop over a batch: at every tick the broker steps where its envelope is
+breached, then, while a rule is live, the indicators take the tick and the rules are
+evaluated in order (ARMED: fire when true; WAITING: re-arm when false). Once no rule is live
+the rest of the batch runs the broker alone (`_idle`). `warm` feeds a fresh evaluation the
+session's ticks so far (crosses from the plan's arming), the state the loop would have left.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from kestrel.engine.broker import ARMED, WAITING, Broker
+from kestrel.engine.history import Tick, rows
+from kestrel.engine.plans import PlanError, bind, clock_seconds, operator_of
+from kestrel.engine.series import MARKET, Series
+from kestrel.market.session import SessionSpec
+from kestrel.market.ticks import Ticks
+from kestrel.lang import ast
+from kestrel.lang.functions import Context, Indicator, indicator
+from kestrel.lang.operations import ARITHMETIC, COMPARISON, CROSSES
+from kestrel.lang.registry import SERIES
+
+CHUNK = 1 << 16  # ticks read through one set of memoryviews (the loop holds no more at once)
+NAN = float("nan")
+ABOVE, BELOW = CROSSES["above"], CROSSES["below"]
+Value = Callable[[], Any]
+Rows = Iterator[tuple[int, int, float, float, float, float]]
+
+
+class Node:
+    """An indicator of the plan, fed its source series at every tick (`take`)."""
+
+    __slots__ = ("update", "source", "value")
+
+    def __init__(self, unit: Indicator, source: Series) -> None:
+        self.update, self.source, self.value = unit.update, source, NAN
+
+    def take(self, tick: Tick) -> None:
+        source = self.source
+        self.value = self.update(tick.ts, source.value, source.exact)
+
+
+class Pair:
+    """The plan's CROSSES of one (left, right) pair, ABOVE and BELOW: whether each crossed at
+    this tick, from the operands at the previous tick taken and at this one. Taken at every
+    tick from the plan's arming, so the previous tick taken is the previous tick."""
+
+    __slots__ = ("left", "right", "before_left", "before_right", "above", "below", "read")
+
+    def __init__(self, left: Value, right: Value) -> None:
+        self.left, self.right = left, right
+        self.before_left: Any = NAN
+        self.before_right: Any = NAN
+        self.above: Any = False
+        self.below: Any = False
+        self.read = (False, False)  # whether a condition reads ABOVE, BELOW
+
+    def take(self, tick: Tick) -> None:
+        left, right = self.left(), self.right()
+        above, below = self.read
+        if above:
+            self.above = ABOVE(self.before_left, self.before_right, left, right)
+        if below:
+            self.below = BELOW(self.before_left, self.before_right, left, right)
+        self.before_left, self.before_right = left, right
+
+
+class Evaluation:
+    """A plan's series, indicators, crosses, conditions and entry prices for one session.
+    A series an indicator reads is taken at every tick; one only the conditions read is read
+    off the tick where they read it (when stateless)."""
+
+    def __init__(self, plan: ast.Plan, session: SessionSpec, units: float, clock_base_ns: int,
+                 broker: Broker) -> None:
+        self.session, self.units, self.base, self.broker = session, units, clock_base_ns, broker
+        self.tick = Tick(-1, 0, NAN, NAN, NAN, 0.0)  # the tick observed last
+        self.series: dict[str, Series] = {}
+        self.sources = {bind(x)[1].source() for r in plan.rules for x in ast.walk(r.cond, *(
+            a.price for a in r.actions if isinstance(a, ast.Order))) if isinstance(x, ast.Call)
+            and issubclass(bind(x)[0], Indicator)}
+        self.nodes: dict[object, Node] = {}
+        self.pairs: dict[tuple[ast.Expr, ast.Expr], Pair] = {}
+        self.conditions = [self.compile(rule.cond) for rule in plan.rules]
+        self.prices = [self.entry_prices(rule) for rule in plan.rules]
+        taken = [s.take for name, s in self.series.items()
+                 if name in self.sources or not s.stateless]
+        nodes = [n.take for n in self.nodes.values()]
+        self.history_steps = taken + nodes  # what a tick before the plan's arming feeds
+        self.steps = taken + nodes + [p.take for p in self.pairs.values()]  # each reads the last
+
+    # ------------------------------------------------------------------ compiling
+    def source(self, name: str) -> Series:
+        got = self.series.get(name)
+        if got is None:
+            got = self.series[name] = MARKET[name](self.units, self.base)
+        return got
+
+    def read(self, name: str) -> Value:
+        """The series `name` at the tick observed last."""
+        broker, evaluation = self.broker, self
+        if name == "pos":
+            return lambda: float(broker.pos)
+        if name == "rpnl":
+            return lambda: broker.rpnl
+        if name == "upnl":
+            return lambda: broker.upnl_now(evaluation.tick.bid, evaluation.tick.ask)
+        if name == "pnl":  # exact, net of fees
+            return lambda: broker.pnl_now(evaluation.tick.bid, evaluation.tick.ask)
+        if name not in MARKET:
+            raise PlanError(f"unknown series {name!r}")
+        s = self.source(name)
+        if name in self.sources or not s.stateless:
+            return lambda: s.value
+        read = s.read
+        return lambda: read(evaluation.tick)
+
+    def compile(self, expr: ast.Expr) -> Value:
+        """`expr` as a function of the current tick's values."""
+        if isinstance(expr, ast.Number | ast.Percent):
+            number = float(expr.value)
+            return lambda: number
+        if isinstance(expr, ast.TimeOfDay):
+            seconds = clock_seconds(self.session, expr)
+            return lambda: seconds
+        if isinstance(expr, ast.Series):
+            return self.read(expr.name)
+        if isinstance(expr, ast.Call):
+            return self.call(expr)
+        if isinstance(expr, ast.Neg):
+            f = self.compile(expr.operand)
+            return lambda: -f()
+        if isinstance(expr, ast.Arith | ast.Compare):
+            table = ARITHMETIC if isinstance(expr, ast.Arith) else COMPARISON
+            op = operator_of(table, expr.op, "operator").scalar
+            left = self.compile(expr.left)
+            if isinstance(expr.right, ast.Number | ast.Percent | ast.TimeOfDay):
+                constant = self.compile(expr.right)()
+                return lambda: op(left(), constant)
+            right = self.compile(expr.right)
+            return lambda: op(left(), right())
+        if isinstance(expr, ast.Crosses):
+            pair = self.pairs.get((expr.left, expr.right))
+            if pair is None:
+                pair = self.pairs[(expr.left, expr.right)] = Pair(self.compile(expr.left), self.compile(expr.right))
+            found = pair
+            if operator_of(CROSSES, expr.direction, "CROSSES direction") is ABOVE:
+                pair.read = (True, pair.read[1])
+                return lambda: found.above
+            pair.read = (pair.read[0], True)
+            return lambda: found.below
+        if isinstance(expr, ast.And | ast.Or):
+            return self.junction(isinstance(expr, ast.And), [self.compile(o) for o in expr.operands])
+        if isinstance(expr, ast.Not):
+            f = self.compile(expr.operand)
+            return lambda: not f()
+        raise PlanError(f"{type(expr).__name__} is not a value here")
+
+    @staticmethod
+    def junction(conjunction: bool, parts: list[Value]) -> Value:
+        """AND (`conjunction`) or OR of `parts`, evaluated left to right until one decides."""
+        if len(parts) == 2:
+            first, second = parts
+            if conjunction:
+                return lambda: first() and second()
+            return lambda: first() or second()
+
+        def every() -> bool:
+            for f in parts:
+                if not f():
+                    return False
+            return True
+
+        def some() -> bool:
+            for f in parts:
+                if f():
+                    return True
+            return False
+
+        return every if conjunction else some
+
+    def call(self, expr: ast.Call) -> Value:
+        unit, args = bind(expr)
+        if not issubclass(unit, Indicator):
+            fs = [self.compile(a) for a in expr.args]
+            scalar = unit.scalar
+            return lambda: scalar(*[f() for f in fs])
+        key = (expr.name, args)
+        node = self.nodes.get(key)
+        if node is None:
+            name = args.source()
+            context = Context(self.units if SERIES[name].exact else 1.0, self.broker.open_ns)
+            node = self.nodes[key] = Node(indicator(unit, args, context), self.source(name))
+        found = node
+        return lambda: found.value
+
+    def entry_prices(self, rule: ast.Rule) -> Callable[[], tuple[float | None, ...]]:
+        """The rule's actions' prices at the current tick (None for MKT and non-orders)."""
+        prices = [self.compile(a.price) if isinstance(a, ast.Order) and a.price is not None
+                  else None for a in rule.actions]
+        return lambda: tuple(None if f is None else f() for f in prices)
+
+
+def run(broker: Broker, evaluation: Evaluation | None, ticks: Ticks, first: int) -> None:
+    """Advance over `ticks` (session ticks first..) on the reference path."""
+    for lo in range(0, len(ticks), CHUNK):
+        part = ticks.slice(lo, min(len(ticks), lo + CHUNK))
+        pending = rows(part, first + lo)
+        if evaluation is not None and any(broker.rule_states):
+            _live(broker, evaluation, pending)
+        _idle(broker, pending)
+        k = len(part) - 1
+        broker.advance(first + lo + len(part), int(part.ts[k]), float(part.bid[k]), float(part.ask[k]))
+
+
+def _live(broker: Broker, evaluation: Evaluation, pending: Rows) -> None:
+    """The ticks of `pending` while a rule is live (it stops after the tick where none is)."""
+    states = broker.rule_states
+    conditions, prices, steps = evaluation.conditions, evaluation.prices, evaluation.steps
+    rules = range(len(states))
+    lo_b, hi_b, lo_a, hi_a, t_next, i_next = broker.env
+    for index, ts, bid, ask, last, size in pending:
+        tick = Tick(index, ts, bid, ask, last, size)
+        if bid <= lo_b or bid >= hi_b or ask <= lo_a or ask >= hi_a or ts >= t_next or index >= i_next:
+            broker.step(tick)
+            lo_b, hi_b, lo_a, hi_a, t_next, i_next = broker.env
+            if not any(states):
+                return
+        evaluation.tick = tick
+        for step in steps:
+            step(tick)
+        fired = False
+        for rule in rules:
+            state = states[rule]
+            if state is ARMED:
+                if conditions[rule]():
+                    broker.fire(rule, tick, prices[rule]())
+                    fired = True
+            elif state is WAITING and not conditions[rule]():
+                broker.rearm(rule)
+        if fired:
+            lo_b, hi_b, lo_a, hi_a, t_next, i_next = broker.env
+            if not any(states):
+                return
+
+
+def _idle(broker: Broker, pending: Rows) -> None:
+    """The ticks of `pending` with no rule live: the broker alone, where its envelope says."""
+    lo_b, hi_b, lo_a, hi_a, t_next, i_next = broker.env
+    for index, ts, bid, ask, last, size in pending:
+        if bid <= lo_b or bid >= hi_b or ask <= lo_a or ask >= hi_a or ts >= t_next or index >= i_next:
+            broker.step(Tick(index, ts, bid, ask, last, size))
+            lo_b, hi_b, lo_a, hi_a, t_next, i_next = broker.env
+
+
+def warm(evaluation: Evaluation, history: Ticks, arm_tick: int) -> None:
+    """Feed `evaluation` the session's ticks `history`: the indicators every tick, the crosses
+    the ticks from `arm_tick` on (they start fresh when the plan is armed)."""
+    for lo in range(0, len(history), CHUNK):
+        part = history.slice(lo, min(len(history), lo + CHUNK))
+        for index, ts, bid, ask, last, size in rows(part, lo):
+            tick = Tick(index, ts, bid, ask, last, size)
+            evaluation.tick = tick
+            for step in evaluation.steps if index >= arm_tick else evaluation.history_steps:
+                step(tick)
+
+
+__all__ = ["Evaluation", "run", "warm"]

@@ -1,0 +1,183 @@
+"""The checks of a function call against its unit's signature: arity, each argument by its
+parameter's kind, counts that must increase, the result's type (a `Numeric` function's is the
+type its arguments share), and comparisons of a bounded function (rsi: 0..100) with a number
+outside its range. Mixed into the checker (`kestrel.lang.checker`), which supplies reporting
+and the checks of expressions and windows."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from kestrel.lang.ast import Call, Compare, Crosses, Duration, Expr, Number, Series
+from kestrel.lang.limits import Limits
+from kestrel.lang.numbers import num as _num
+from kestrel.lang.registry import FUNCTIONS, PRICE_SERIES, SERIES, Param, ValueType
+from kestrel.lang.suggest import closest
+
+_NUMERIC: frozenset[str] = frozenset({"Price", "Qty", "Money", "Pct", "Number"})
+_MAX_TIMEFRAME = 86_400
+
+
+def did_you_mean(name: str, names: Iterable[str]) -> str | None:
+    pool = list(names)
+    close = closest(name, pool)
+    if close is None and name.lower() in pool:
+        close = name.lower()
+    return f"did you mean `{close}`?" if close is not None else None
+
+
+def duration_text(seconds: int) -> str:
+    """`90m`, `5d`: a number of seconds in its largest whole unit."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+class CallChecks:
+    """The call checks; the checker provides the methods below them."""
+
+    lim: Limits
+
+    def err(self, node: object, code: str, message: str, hint: str | None = None,
+            field: str | None = None) -> None:
+        raise NotImplementedError
+
+    def expr(self, e: Expr, depth: int) -> ValueType | None:
+        raise NotImplementedError
+
+    def series(self, e: Series) -> ValueType | None:
+        raise NotImplementedError
+
+    def window(self, d: Duration, what: str, node: object) -> bool:
+        raise NotImplementedError
+
+    def call(self, e: Call, depth: int) -> ValueType | None:
+        fn = FUNCTIONS.get(e.name)
+        if fn is None:
+            if e.name in SERIES:
+                self.err(e, "not-function", f"`{e.name}` is a series, not a function",
+                         hint=f"write {e.name} without parentheses", field="name")
+            else:
+                self.err(e, "unknown-name", f"unknown function `{e.name}`", field="name",
+                         hint=did_you_mean(e.name, FUNCTIONS) or "functions are "
+                         + " ".join(FUNCTIONS))
+            for a in e.args:
+                self.expr(a, depth + 1)
+            return None
+        n = len(e.args)
+        if not fn.min_args <= n <= fn.max_args:
+            want = (str(fn.min_args) if fn.min_args == fn.max_args
+                    else f"{fn.min_args} or {fn.max_args}")
+            self.err(e, "arity", f"{e.name} takes {want} argument{'s' if fn.max_args > 1 else ''}, "
+                     f"got {n}", hint=f"signature: {fn.typed}")
+            return None
+        ok = True
+        counts: dict[str, int] = {}
+        numeric: list[tuple[Expr, ValueType | None]] = []  # the Numeric arguments and their types
+        for param, arg in zip(fn.params, e.args):
+            if param.type == "Numeric":
+                t = self.expr(arg, depth + 1)
+                if t is not None and t not in _NUMERIC:
+                    self.err(arg, "type", f"{e.name}'s {param.name} must be a number, not {t}",
+                             hint=f"signature: {fn.typed}")
+                    t = None
+                numeric.append((arg, t))
+                ok = ok and t is not None
+                continue
+            ok = self.argument(fn.name, param, arg, depth) and ok
+            if param.type == "Count" and isinstance(arg, Number):
+                counts[param.name] = int(arg.value)
+            if (ok and param.type == "Timeframe" and counts and isinstance(arg, Duration)
+                    and max(counts.values()) * arg.seconds > self.lim.max_window_seconds):
+                self.err(e, "window-too-long",
+                         f"{e.name} over {max(counts.values())} bars of {arg.value}{arg.unit} needs "
+                         f"more data than is available ({duration_text(self.lim.max_window_seconds)})",
+                         hint="use fewer bars or a shorter timeframe")
+                ok = False
+        order = [(name, counts[name]) for name in fn.increasing if name in counts]
+        for (shorter, first), (longer, second) in zip(order, order[1:]):
+            if ok and first >= second:
+                self.err(e, "out-of-range", f"{e.name}'s {shorter} ({first}) must be shorter "
+                         f"than its {longer} ({second})", hint=f"e.g. {e.name}(last, 12, 26)")
+                ok = False
+        if not ok:
+            return None
+        if fn.returns is not None:
+            return fn.returns
+        types = {t for _, t in numeric if t != "Number"}
+        if len(types) > 1:
+            self.err(e, "type", f"{e.name} takes numbers of one type, got {' and '.join(sorted(types))}",  # type: ignore[arg-type]
+                     hint=f"signature: {fn.typed}")
+            return None
+        return types.pop() if types else "Number"
+
+    def argument(self, fname: str, param: Param, arg: Expr, depth: int) -> bool:
+        what = f"{fname}'s {param.name}"
+        if param.type == "PriceSeries":
+            if isinstance(arg, Series) and arg.name in PRICE_SERIES:
+                return True
+            if isinstance(arg, Series) and arg.name not in SERIES:
+                return self.series(arg) is not None
+            self.err(arg, "type", f"{what} must be a Price series",
+                     hint=f"one of {' '.join(sorted(PRICE_SERIES))}, e.g. {fname}(last, 20)")
+            return False
+        if param.type == "Number":
+            if isinstance(arg, Number) and 0 < arg.value <= self.lim.max_number:
+                return True
+            self.err(arg, "type", f"{what} must be a number above 0 such as 2",
+                     hint=f"signature: {FUNCTIONS[fname].typed}")
+            return False
+        if param.type == "Count":
+            if isinstance(arg, Number):
+                v = arg.value
+                if not math.isfinite(v) or v != int(v) or v < 1:
+                    self.err(arg, "zero-window" if v == 0 else "type",
+                             f"{what} must be a whole number of at least 1, got {_num(v)}",
+                             hint=f"e.g. {fname}(..., 20)")
+                    return False
+                if v > self.lim.max_count:
+                    self.err(arg, "window-too-long",
+                             f"{what} of {_num(v)} is over the limit of {self.lim.max_count}",
+                             hint=f"use at most {self.lim.max_count}, or bars of a longer timeframe")
+                    return False
+                return True
+            t = self.expr(arg, depth + 1)
+            if t is not None:
+                self.err(arg, "type", f"{what} must be a count like 20, not {t}",
+                         hint=f"signature: {FUNCTIONS[fname].typed}")
+            return False
+        # Duration or Timeframe
+        if isinstance(arg, Duration):
+            if param.type == "Timeframe":
+                if not self.window(arg, what, arg):
+                    return False
+                if arg.seconds > _MAX_TIMEFRAME:
+                    self.err(arg, "bad-timeframe", f"{what} bars longer than 1d are not supported",
+                             hint="use bars of 1d or less, e.g. 5m")
+                    return False
+                return True
+            return self.window(arg, what, arg)
+        t = self.expr(arg, depth + 1)
+        if t is not None:
+            hint = (f"a window is a duration: {fname}(30m)" if t == "Number"
+                    else f"signature: {FUNCTIONS[fname].typed}")
+            self.err(arg, "type", f"{what} must be a duration like 30m, not {t}", hint=hint)
+        return False
+
+    def bounded(self, e: Compare | Crosses) -> ValueType | None:
+        """Bool, unless a function whose values lie in a range (rsi: 0..100) is compared with
+        a number outside it (never informative: always true or always false)."""
+        for call, other in ((e.left, e.right), (e.right, e.left)):
+            if not isinstance(call, Call) or not isinstance(other, Number):
+                continue
+            spec = FUNCTIONS.get(call.name)
+            if spec is not None and spec.bounds is not None:
+                lo, hi = spec.bounds
+                if not lo <= other.value <= hi:
+                    self.err(other, "out-of-range",
+                             f"{call.name} lies between {lo:g} and {hi:g}; {_num(other.value)} is outside",
+                             hint=f"compare {call.name} with a level within {lo:g}..{hi:g}, e.g. 30 or 70")
+                    return None
+        return "Bool"

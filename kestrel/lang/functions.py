@@ -1,0 +1,249 @@
+"""The language's functions and operators, each one unit: its signature, its per-tick form and
+its column form.
+
+An indicator (`Indicator`) is a function of a session's ticks. It is fed, tick by tick, the
+value of its source series (the `x` argument, else `last`) with its timestamp (`update`), or
+the whole prefix of the session at once (`column`: index 0 is the session's first tick). The
+two forms return the same doubles bit for bit: the column form performs the same
+floating-point operations in the same order (running sums by `np.cumsum`, which accumulates
+sequentially; window extremes, which are exact; recurrences as the same scalar loop).
+Undefined values (not enough data) are NaN.
+
+A source's value comes in two forms: `value`, the double the series is (`mid` is a whole
+number of half ticks over the half ticks per price point), and `exact`, which for a series on
+the tick grid (`last bid ask mid spread open`) is that whole number of half ticks (a Python int,
+an int64 column) and for `vwap` the double itself; `Context.scale` is the half ticks per price
+point (1.0 for vwap). Sums of exact values are exact integers: an sma of mid is the double
+nearest to the exact mean, so a mid equal to its sma compares equal.
+
+An operation (`Operation`: abs, min, max) is a pure function of its arguments' values, as are
+the operators (`ARITHMETIC`, `COMPARISON`, `CROSSES`): one callable serves scalars and arrays
+alike, except where a zero divisor or NaN needs a test (two forms, the same values).
+
+This module holds what every unit is built on: the resolved arguments of a call (`Arguments`),
+the indicator's two forms (`Indicator`), bars (`OnBars`) and the exact running sums the units
+share. docs/language.md defines every function; adding one is its unit (a class in
+`kestrel.lang.windows`, `kestrel.lang.means` or `kestrel.lang.operations`), its row in
+`kestrel.lang.registry.UNITS`, its tests and its line in the docs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import Any, ClassVar, NamedTuple
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+
+import kestrel.lang.ast as ast
+from kestrel.lang.signature import FunctionSpec, Param
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+Arr = npt.NDArray[Any]
+NAN = math.nan
+NS_PER_S = 1_000_000_000
+NO_BAR = -(2**62)  # the bar before the first one
+INT_LIMIT = 2**62  # int64 sums below this magnitude cannot overflow
+
+WINDOW = (Param("d", "Duration"),)
+TIMEFRAME = Param("tf", "Timeframe", False)
+SOURCE = Param("x", "PriceSeries")
+COUNT = Param("n", "Count")
+
+
+class Context(NamedTuple):
+    """What an indicator needs of its session and source: the half ticks per price point of
+    its source's exact values (1.0 when the source is binary, vwap) and the session's open,
+    where bars are aligned."""
+
+    scale: float
+    open_ns: int
+
+
+class Arguments(msgspec.Struct, frozen=True):
+    """A call's literal arguments by parameter name, resolved (durations and timeframes in
+    ns, counts as ints, numbers as floats, series by name; a missing timeframe is its default,
+    0 when tick-based). Hashable: equal calls share one indicator."""
+
+    values: tuple[tuple[str, int | float | str], ...]
+
+    def get(self, name: str) -> int | float | str:
+        for key, value in self.values:
+            if key == name:
+                return value
+        raise KeyError(name)
+
+    def count(self, name: str) -> int:
+        """A Count, or a Duration in ns."""
+        value = self.get(name)
+        assert isinstance(value, int)
+        return value
+
+    duration = count
+
+    def number(self, name: str) -> float:
+        value = self.get(name)
+        assert isinstance(value, float)
+        return value
+
+    def timeframe(self) -> int:
+        """The bar size in ns, 0 for a tick-based call."""
+        return next((int(v) for k, v in self.values if k == "tf"), 0)
+
+    def source(self) -> str:
+        """The series the indicator reads: its `x`, else `last`."""
+        return next((str(v) for k, v in self.values if k == "x"), "last")
+
+    def lookback_ns(self) -> int:
+        """How far back the call must see to be defined: its window, or its largest count of
+        bars of its timeframe (0 for tick-count windows)."""
+        windows = [int(v) for k, v in self.values if k == "d"]
+        counts = [int(v) for k, v in self.values if k in ("n", "fast", "slow", "signal")]
+        return max(windows + [max(counts, default=0) * self.timeframe()])
+
+
+def arguments(spec: FunctionSpec, args: tuple[ast.Expr, ...]) -> Arguments:
+    """`args` of a checked call resolved by `spec`; ValueError when they do not fit."""
+    if not spec.min_args <= len(args) <= spec.max_args:
+        raise ValueError(f"{spec.typed}: got {len(args)} arguments")
+    out: list[tuple[str, int | float | str]] = []
+    for k, param in enumerate(spec.params):
+        if k >= len(args):
+            if param.default is not None:
+                out.append((param.name, param.default.seconds * NS_PER_S))
+            continue
+        arg = args[k]
+        if param.type in ("Duration", "Timeframe") and isinstance(arg, ast.Duration) and arg.value > 0:
+            out.append((param.name, arg.seconds * NS_PER_S))
+        elif (param.type == "Count" and isinstance(arg, ast.Number) and arg.value >= 1
+              and arg.value == int(arg.value)):
+            out.append((param.name, int(arg.value)))
+        elif param.type == "Number" and isinstance(arg, ast.Number) and 0 < arg.value < math.inf:
+            out.append((param.name, float(arg.value)))
+        elif param.type == "PriceSeries" and isinstance(arg, ast.Series):
+            out.append((param.name, arg.name))
+        else:
+            raise ValueError(f"{spec.typed}: argument {param.name} does not fit")
+    return Arguments(tuple(out))
+
+
+class Indicator:
+    """A stateful function of the session's ticks (see the module docstring). A fresh
+    instance starts at the session's first tick; `column` reads no state."""
+
+    spec: ClassVar[FunctionSpec]
+    on_bars: ClassVar[bool] = True  # a `tf` argument runs it over completed bars (`OnBars`)
+
+    def __init__(self, args: Arguments, context: Context) -> None:
+        self.args = args
+        self.context = context
+
+    def update(self, ts: int, value: float, exact: float) -> float:
+        """The value at a tick given its source's value and exact value."""
+        raise NotImplementedError
+
+    def column(self, ts: I64, value: F64, exact: Arr) -> F64:
+        """The values at every tick of a prefix."""
+        raise NotImplementedError
+
+
+def indicator(unit: type[Indicator], args: Arguments, context: Context) -> Indicator:
+    """A fresh instance of `unit` for `args`, over completed bars when the call has a `tf`."""
+    made = unit(args, context)
+    tf = args.timeframe()
+    return OnBars(made, tf, context.open_ns) if tf and unit.on_bars else made
+
+
+class OnBars(Indicator):
+    """An indicator over completed bars of `tf`: bars are aligned on the session open (bar
+    k holds the ticks with `(ts - open) // tf == k`), a bar completes when the first tick of a
+    later bar arrives and feeds its last tick's source values to `inner`; between
+    completions the value is the last one (NaN before the first)."""
+
+    def __init__(self, inner: Indicator, tf_ns: int, open_ns: int) -> None:
+        self.inner, self.tf, self.open = inner, tf_ns, open_ns
+        self.bar = NO_BAR
+        self.value = NAN
+        self.close: tuple[int, float, float] = (0, NAN, NAN)
+
+    def update(self, ts: int, value: float, exact: float) -> float:
+        bar = (ts - self.open) // self.tf
+        if bar != self.bar:
+            if self.bar != NO_BAR:
+                self.value = self.inner.update(*self.close)
+            self.bar = bar
+        self.close = (ts, value, exact)
+        return self.value
+
+    def column(self, ts: I64, value: F64, exact: Arr) -> F64:
+        ordinal, ends = bars_of(ts, self.tf, self.open)
+        last = ends[:-1] - 1  # the completed bars' last ticks
+        done = self.inner.column(ts[last], value[last], exact[last])
+        return np.concatenate(([NAN], done))[ordinal]
+
+
+def bars_of(ts: I64, tf_ns: int, open_ns: int) -> tuple[I64, I64]:
+    """Each tick's bar ordinal (bars aligned on the open, counted from the prefix's first)
+    and each bar's end (the index past its last tick)."""
+    if not len(ts):
+        return np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    bar = (ts - open_ns) // tf_ns
+    new = np.flatnonzero(bar[1:] != bar[:-1]) + 1
+    ordinal = np.zeros(len(ts), dtype=np.int64)
+    ordinal[new] = 1
+    return np.cumsum(ordinal), np.append(new, len(ts))
+
+
+# --------------------------------------------------------------------------- sums
+def cumulative(x: Arr) -> Arr:
+    """The running sums of `x` with a leading 0, accumulated sequentially: doubles, or for
+    integers int64 when no sum can reach 2**62, else Python ints (an object column), the
+    per-tick form's sums."""
+    if x.dtype.kind in "fO":
+        return np.concatenate(([x.dtype.type(0) if x.dtype.kind == "f" else 0], np.cumsum(x)))
+    if not len(x):
+        return np.zeros(1, dtype=np.int64)
+    if int(np.abs(x).max()) * len(x) < INT_LIMIT:
+        return np.concatenate((np.zeros(1, dtype=np.int64), np.cumsum(x, dtype=np.int64)))
+    return cumulative(x.astype(object))
+
+
+def floats(x: Arr) -> F64:
+    """A column as doubles (Python ints each to the nearest double)."""
+    return np.asarray(x, dtype=np.float64)
+
+
+class RunningMean:
+    """The mean of the last n values, `(S_i - S_{i-n}) / (n x scale)` on the running sum S
+    (exact for integers), NaN until n values are in."""
+
+    def __init__(self, n: int, scale: float) -> None:
+        self.n, self.divisor = n, float(n) * scale
+        self.total: float = 0
+        self.sums: deque[float] = deque([NAN] * n + [0], maxlen=n + 1)
+
+    def push(self, x: float) -> float:
+        self.total += x
+        self.sums.append(self.total)
+        return (self.total - self.sums[0]) / self.divisor
+
+    def column(self, x: Arr) -> F64:
+        n, out = self.n, np.full(len(x), NAN)
+        if len(x) >= n:
+            sums = cumulative(x)
+            out[n - 1:] = floats((sums[n:] - sums[:-n]) / self.divisor)
+        return out
+
+
+def ema(values: list[float], n: int) -> F64:
+    """The ema recurrence over `values` (`Ema.update`): seeded with the first value (again
+    after a NaN), `v + 2/(n+1) (x - v)`."""
+    alpha, v = 2.0 / (n + 1), NAN
+    out = []
+    for x in values:
+        v = x if v != v else v + alpha * (x - v)
+        out.append(v)
+    return np.asarray(out, dtype=np.float64)
