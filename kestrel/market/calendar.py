@@ -1,10 +1,17 @@
 """The exchange calendar: the trading sessions of each session kind (FX, US equities, CME,
-around the clock) that hold at least one tick."""
+around the clock, or an exchange's own calendar) that hold at least one tick.
+
+An exchange's calendar (`exchange_sessions`) comes from the maintained `exchange-calendars`
+package (holidays, half days, early closes, by exchange code: XNYS, XNAS, XLON, CMES, ...): each
+session's open and close are its wall clock in the exchange's zone, so a 13:00 half day is a
+shorter `SessionSpec` and a holiday has none.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Literal
+from functools import lru_cache
+from typing import Any, Literal
 
 import numpy as np
 
@@ -12,15 +19,62 @@ from kestrel.market.session import NS_PER_DAY, SessionSpec
 from kestrel.market.ticks import I64
 
 
-SessionKind = Literal["utc", "fx", "us_equity", "cme"]
+SessionKind = Literal["utc", "fx", "us_equity", "cme", "exchange"]
 """The exchange calendars: around the clock (UTC days), FX (17:00 New York to 17:00), US
-equities (09:30-16:00 New York), CME (17:00-16:00 Chicago)."""
+equities (09:30-16:00 New York), CME (17:00-16:00 Chicago), or `exchange`: the sessions of an
+exchange calendar by code (`exchange_sessions`)."""
 
 
-def build_sessions(ts: I64, kind: SessionKind) -> tuple[SessionSpec, ...]:
-    """Sessions of `kind` that contain at least one tick, in order."""
+class CalendarError(ValueError):
+    """An unknown exchange calendar code, or dates outside what the calendar covers."""
+
+
+def _xcals() -> Any:
+    import exchange_calendars  # imported when a calendar is first asked for (it loads pandas)
+
+    return exchange_calendars
+
+
+@lru_cache(maxsize=32)
+def exchange_sessions(code: str, first: dt.date, last: dt.date) -> tuple[SessionSpec, ...]:
+    """The sessions of exchange calendar `code` (e.g. XNYS) dated `first` .. `last`
+    inclusive, in order, as wall-clock sessions in the exchange's zone (half days close
+    early; holidays and weekends have none). Raises `CalendarError` for an unknown code."""
+    xc = _xcals()
+    if first > last:
+        return ()
+    try:
+        cal = xc.get_calendar(code, start=first.isoformat(), end=last.isoformat())
+    except xc.errors.InvalidCalendarName:
+        raise CalendarError(f"unknown exchange calendar {code!r}; e.g. XNYS (New York), XNAS, XLON, "
+                            "XTKS, CMES (see exchange_calendars.get_calendar_names())") from None
+    except ValueError as e:  # dates before or after the calendar's bounds
+        raise CalendarError(f"calendar {code}: {' '.join(str(e).split())[:200]}") from None
+    tz = str(cal.tz)
+    sched = cal.schedule
+    opens = sched["open"].dt.tz_convert(tz)
+    closes = sched["close"].dt.tz_convert(tz)
+    out = []
+    for label, o, c in zip(sched.index, opens, closes):
+        out.append(SessionSpec(label.date(), o.time(), c.time(), tz))
+    return tuple(out)
+
+
+def build_sessions(ts: I64, kind: SessionKind, calendar: str = "XNYS") -> tuple[SessionSpec, ...]:
+    """Sessions of `kind` that contain at least one tick, in order (`calendar`: the exchange
+    calendar code of kind `exchange`)."""
     if len(ts) == 0:
         return ()
+    if kind == "exchange":
+        first_day = dt.date(1970, 1, 1) + dt.timedelta(days=int(ts[0] // NS_PER_DAY) - 1)
+        last_day = dt.date(1970, 1, 1) + dt.timedelta(days=int(ts[-1] // NS_PER_DAY) + 1)
+        keep = []
+        for s in exchange_sessions(calendar, first_day, last_day):
+            lo = int(np.searchsorted(ts, s.open_ns, side="left"))
+            hi = int(np.searchsorted(ts, s.close_ns, side="left"))
+            if hi > lo:
+                keep.append(s)
+        return tuple(keep)
 
     def make(d: dt.date) -> SessionSpec:
         if kind == "fx":
@@ -45,4 +99,4 @@ def build_sessions(ts: I64, kind: SessionKind) -> tuple[SessionSpec, ...]:
     return tuple(out)
 
 
-__all__ = ["build_sessions"]
+__all__ = ["CalendarError", "SessionKind", "build_sessions", "exchange_sessions"]
