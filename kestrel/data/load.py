@@ -160,10 +160,11 @@ def _bars_to_ticks(t: Table, spec: LoadSpec) -> tuple[I64, F64, F64]:
     return ts, px, np.repeat(v / 4.0, 4)
 
 
-def _assemble(t: Table, spec: LoadSpec, crossed: CrossedPolicy, preset_name: str | None,
+def assemble(t: Table, spec: LoadSpec, crossed: CrossedPolicy, preset_name: str | None,
               symbol: str | None, tick_size: float | None, spikes: SpikePolicy = "error",
               spike_factor: float = DEFAULT_SPIKE_FACTOR, multiplier: float | None = None,
-              currency: str | None = None) -> Loaded:
+              currency: str | None = None, min_qty: int | None = None) -> Loaded:
+    """The checked ticks, sessions and instrument of the read table `t` (module docstring)."""
     rows = len(t.ts)
     _check_monotonic(t)
     _check_signs(t)
@@ -244,7 +245,7 @@ def _assemble(t: Table, spec: LoadSpec, crossed: CrossedPolicy, preset_name: str
         instrument = Instrument(symbol=sym, tick_size=float(tick),
                                 multiplier=spec.multiplier if multiplier is None else float(multiplier),
                                 currency=spec.currency if currency is None else currency,
-                                min_qty=spec.min_qty)
+                                min_qty=spec.min_qty if min_qty is None else min_qty)
     except ValueError as e:
         raise DataError(t.path, str(e)) from None
     data = MarketData(sym, float(tick), ticks, sessions,
@@ -309,7 +310,7 @@ def load(
     table = read_table(p, spec)
     if table.symbols is not None:
         table, symbol = one_symbol(table, symbol)
-    return _assemble(table, spec, crossed, preset_name, symbol, tick_size, spikes, spike_factor,
+    return assemble(table, spec, crossed, preset_name, symbol, tick_size, spikes, spike_factor,
                      multiplier, currency)
 
 
@@ -353,6 +354,7 @@ __all__ = [
     "MIN_TICK_SIZE",
     "PRICE_ROLES",
     "LoadReport",
+    "assemble",
     "Loaded",
     "build_sessions",
     "check_text",

@@ -10,7 +10,7 @@ shorter `SessionSpec` and a holiday has none.
 from __future__ import annotations
 
 import datetime as dt
-from functools import lru_cache
+import bisect
 from typing import Any, Literal
 
 import numpy as np
@@ -35,19 +35,15 @@ def _xcals() -> Any:
     return exchange_calendars
 
 
-@lru_cache(maxsize=32)
-def exchange_sessions(code: str, first: dt.date, last: dt.date) -> tuple[SessionSpec, ...]:
-    """The sessions of exchange calendar `code` (e.g. XNYS) dated `first` .. `last`
-    inclusive, in order, as wall-clock sessions in the exchange's zone (half days close
-    early; holidays and weekends have none). Raises `CalendarError` for an unknown code."""
-    xc = _xcals()
-    if first > last:
-        return ()
-    try:
-        cal = xc.get_calendar(code, start=first.isoformat(), end=last.isoformat())
-    except xc.errors.InvalidCalendarName:
-        raise CalendarError(f"unknown exchange calendar {code!r}; e.g. XNYS (New York), XNAS, XLON, "
-                            "XTKS, CMES (see exchange_calendars.get_calendar_names())") from None
+# code -> (first, last, the sessions dated first..last): one fetch serves every span inside it
+_FETCHED: dict[str, tuple[dt.date, dt.date, tuple[SessionSpec, ...]]] = {}
+
+
+def _fetch(code: str, first: dt.date, last: dt.date) -> tuple[SessionSpec, ...]:
+    xc = check_calendar(code)
+    try:  # the package needs start < end: ask a day wider on each side and keep first..last
+        cal = xc.get_calendar(code, start=(first - dt.timedelta(days=1)).isoformat(),
+                              end=(last + dt.timedelta(days=1)).isoformat())
     except ValueError as e:  # dates before or after the calendar's bounds
         raise CalendarError(f"calendar {code}: {' '.join(str(e).split())[:200]}") from None
     tz = str(cal.tz)
@@ -56,8 +52,36 @@ def exchange_sessions(code: str, first: dt.date, last: dt.date) -> tuple[Session
     closes = sched["close"].dt.tz_convert(tz)
     out = []
     for label, o, c in zip(sched.index, opens, closes):
-        out.append(SessionSpec(label.date(), o.time(), c.time(), tz))
+        if first <= label.date() <= last:
+            out.append(SessionSpec(label.date(), o.time(), c.time(), tz))
     return tuple(out)
+
+
+def exchange_sessions(code: str, first: dt.date, last: dt.date) -> tuple[SessionSpec, ...]:
+    """The sessions of exchange calendar `code` (e.g. XNYS) dated `first` .. `last`
+    inclusive, in order, as wall-clock sessions in the exchange's zone (half days close
+    early; holidays and weekends have none). Raises `CalendarError` for an unknown code or
+    dates outside the calendar's bounds."""
+    if first > last:
+        return ()
+    have = _FETCHED.get(code)
+    if have is None or first < have[0] or last > have[1]:
+        lo = first if have is None else min(first, have[0])
+        hi = last if have is None else max(last, have[1])
+        have = (lo, hi, _fetch(code, lo, hi))
+        _FETCHED[code] = have
+    days = [x.date for x in have[2]]
+    return have[2][bisect.bisect_left(days, first):bisect.bisect_right(days, last)]
+
+
+def check_calendar(code: str) -> Any:
+    """The `exchange_calendars` module when `code` names one of its calendars, else
+    `CalendarError` naming a few codes."""
+    xc = _xcals()
+    if code not in xc.get_calendar_names():
+        raise CalendarError(f"unknown exchange calendar {code!r}; e.g. XNYS (New York), XNAS, XLON, "
+                            "XTKS, CMES (see exchange_calendars.get_calendar_names())")
+    return xc
 
 
 def build_sessions(ts: I64, kind: SessionKind, calendar: str = "XNYS") -> tuple[SessionSpec, ...]:
@@ -99,4 +123,4 @@ def build_sessions(ts: I64, kind: SessionKind, calendar: str = "XNYS") -> tuple[
     return tuple(out)
 
 
-__all__ = ["CalendarError", "SessionKind", "build_sessions", "exchange_sessions"]
+__all__ = ["CalendarError", "SessionKind", "build_sessions", "check_calendar", "exchange_sessions"]
