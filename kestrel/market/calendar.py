@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import bisect
+import warnings
 from typing import Any, Literal
 
 import numpy as np
@@ -41,15 +42,18 @@ _FETCHED: dict[str, tuple[dt.date, dt.date, tuple[SessionSpec, ...]]] = {}
 
 def _fetch(code: str, first: dt.date, last: dt.date) -> tuple[SessionSpec, ...]:
     xc = check_calendar(code)
-    try:  # the package needs start < end: ask a day wider on each side and keep first..last
-        cal = xc.get_calendar(code, start=(first - dt.timedelta(days=1)).isoformat(),
-                              end=(last + dt.timedelta(days=1)).isoformat())
-    except ValueError as e:  # dates before or after the calendar's bounds
-        raise CalendarError(f"calendar {code}: {' '.join(str(e).split())[:200]}") from None
-    tz = str(cal.tz)
-    sched = cal.schedule
-    opens = sched["open"].dt.tz_convert(tz)
-    closes = sched["close"].dt.tz_convert(tz)
+    # the package's own deprecation warnings (from pandas) are not the caller's to act on
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:  # the package needs start < end: ask a day wider on each side and keep first..last
+            cal = xc.get_calendar(code, start=(first - dt.timedelta(days=1)).isoformat(),
+                                  end=(last + dt.timedelta(days=1)).isoformat())
+        except ValueError as e:  # dates before or after the calendar's bounds
+            raise CalendarError(f"calendar {code}: {' '.join(str(e).split())[:200]}") from None
+        tz = str(cal.tz)
+        sched = cal.schedule
+        opens = sched["open"].dt.tz_convert(tz)
+        closes = sched["close"].dt.tz_convert(tz)
     out = []
     for label, o, c in zip(sched.index, opens, closes):
         if first <= label.date() <= last:
