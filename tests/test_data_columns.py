@@ -52,10 +52,10 @@ def test_any_text_parses_or_fails_with_one_line(text: str) -> None:
         assert all(r in ROLES for r, _ in m.pairs)
 
 
-def _spell(draw: st.DrawFn, alias: str) -> str:
+def _spell(data: st.DataObject, alias: str) -> str:
     """An alias as a file might write it: any letter case, `_` as itself, a blank or a dash."""
-    out = "".join(c.upper() if draw(st.booleans()) else c for c in alias)
-    sep = draw(st.sampled_from(["_", " ", "-"]))
+    out = "".join(c.upper() if data.draw(st.booleans()) else c for c in alias)
+    sep = data.draw(st.sampled_from(["_", " ", "-"]))
     return out.replace("_", sep)
 
 
@@ -65,7 +65,7 @@ def test_inference_finds_every_role_of_a_kind_in_any_order_and_case(data: st.Dat
     kind, need, optional = data.draw(st.sampled_from(KIND_ROLES))
     roles = ["ts", *need, *data.draw(st.lists(st.sampled_from(optional), unique=True)),
              *data.draw(st.lists(st.just("symbol"), max_size=1))]
-    want = {r: _spell(data.draw, data.draw(st.sampled_from(ALIASES[r]))) for r in roles}
+    want = {r: _spell(data, data.draw(st.sampled_from(ALIASES[r]))) for r in roles}
     known = {a for names in ALIASES.values() for a in names}
     extras = data.draw(st.lists(st.text("xyzq", min_size=1, max_size=5).map(lambda s: "extra_" + s), unique=True,
                                 max_size=4))
