@@ -249,8 +249,11 @@ def load_universe(
     """Load a universe (module docstring). `symbols` selects (each must be in the data);
     `instruments` is a symbols table path or symbol -> `SymbolTerms`; `factors` a factor file
     (or folder) or symbol -> rows; `calendar` an exchange-calendars code. Raises `DataError`."""
-    cmap = parse_columns(columns) if isinstance(columns, str) else columns
-    qmap = parse_columns(quote_columns) if isinstance(quote_columns, str) else quote_columns
+    try:
+        cmap = parse_columns(columns) if isinstance(columns, str) else columns
+        qmap = parse_columns(quote_columns) if isinstance(quote_columns, str) else quote_columns
+    except ColumnError as e:
+        raise DataError("--columns", str(e).removeprefix("--columns: ")) from None
     wanted = None if symbols is None else {s.strip() for s in symbols if s.strip()}
     if wanted is not None and not wanted:
         raise DataError("--symbols", "is empty: give symbols like AAPL,MSFT")

@@ -81,7 +81,9 @@ def exchange_sessions(code: str, first: dt.date, last: dt.date) -> tuple[Session
 def check_calendar(code: str) -> Any:
     """The `exchange_calendars` module when `code` names one of its calendars, else
     `CalendarError` naming a few codes."""
-    xc = _xcals()
+    with warnings.catch_warnings():  # the package's import warnings (pandas) are not the caller's
+        warnings.simplefilter("ignore")
+        xc = _xcals()
     if code not in xc.get_calendar_names():
         raise CalendarError(f"unknown exchange calendar {code!r}; e.g. XNYS (New York), XNAS, XLON, "
                             "XTKS, CMES (see exchange_calendars.get_calendar_names())")
