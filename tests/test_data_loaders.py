@@ -210,10 +210,12 @@ def test_unknown_preset_and_undetectable_file(tmp_path: Path) -> None:
     p = _write(tmp_path, "a,b\n1,2\n")
     assert _err(p, preset_name="nope").startswith(f"{p}: unknown preset 'nope'; presets: binance_bookticker, ")
     assert _err(p) == (
-        f"{p}: no preset matches columns a, b; pass a preset (binance_bookticker, binance_trades, btc_bars, "
-        "cme_bars, freqtrade_trades, fxcm, histdata, oanda, pyalgotrade_trades, truefx) or a LoadSpec with a "
-        "column mapping"
+        f"{p}: no timestamp column (ts, timestamp, ts_utc, ts_event, timestamp_utc, datetime, date, time) among "
+        "columns a, b; name it with --columns ts=COLUMN; or pass a preset (binance_bookticker, binance_trades, "
+        "btc_bars, cme_bars, freqtrade_trades, fxcm, histdata, oanda, pyalgotrade_trades, truefx)"
     )
+    with pytest.raises(DataError, match="no preset matches columns a, b"):
+        detect_preset(p)
     assert _err(tmp_path / "absent.csv") == f"{tmp_path / 'absent.csv'}: no such file"
     assert _err(tmp_path) == f"{tmp_path}: is a directory, not a data file"
 

@@ -30,8 +30,9 @@ if TYPE_CHECKING:  # the data modules load only when data is read
 _DURATION = re.compile(r"^(\d+)([smh]?)$")
 # every flag `load_from_args` reads (a cache of loaded data keys on them)
 DATA_FLAGS = ("data", "delimiter", "preset", "crossed", "spikes", "spike_factor", "symbol", "tick_size",
-              "multiplier", "currency", "seed")
-_FILE_ONLY = ("delimiter", "preset", "crossed", "spikes", "spike_factor", "tick_size", "multiplier", "currency")
+              "multiplier", "currency", "seed", "columns")
+_FILE_ONLY = ("delimiter", "preset", "crossed", "spikes", "spike_factor", "tick_size", "multiplier", "currency",
+              "columns")
 
 
 def positive_float(text: str) -> float:
@@ -65,6 +66,10 @@ def add_data_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--delimiter", type=delimiter_arg, default=None, metavar="SEP",
                    help="the field separator of a CSV --data PATH: ',' (default), ';', '|' or 'tab'")
     p.add_argument("--preset", help="loader preset for --data PATH (default: detected from the columns)")
+    p.add_argument("--columns", default=None, metavar="ROLE=COL,...",
+                   help="map --data PATH's columns to roles, e.g. ts=Date,close=Last (roles: ts, symbol, open, high, "
+                        "low, close, volume, bid, ask, bid_size, ask_size, price, size, ...); default: inferred "
+                        "from common names when no preset matches")
     p.add_argument("--crossed", choices=("error", "drop", "keep"), default=None,
                    help="crossed quotes (ask < bid) in --data PATH: error (default), drop or keep")
     p.add_argument("--spikes", choices=("error", "drop", "keep"), default=None,
@@ -110,7 +115,7 @@ def load_from_args(args: argparse.Namespace, command: str) -> tuple[MarketData, 
     options: dict[str, Any] = {
         "crossed": args.crossed or "error", "spikes": args.spikes or "error", "symbol": args.symbol,
         "tick_size": args.tick_size, "multiplier": args.multiplier, "currency": _currency(args.currency),
-        "delimiter": getattr(args, "delimiter", None),
+        "delimiter": getattr(args, "delimiter", None), "columns": getattr(args, "columns", None),
     }
     if args.spike_factor is not None:
         if args.spike_factor <= 1:
@@ -125,7 +130,8 @@ def load_from_args(args: argparse.Namespace, command: str) -> tuple[MarketData, 
         raise UsageError(f"cannot read {name}: {exc.strerror or exc}") from None
     for note in loaded.report.notes():
         print(f"kestrel {command}: {note}", file=sys.stderr)
-    return loaded.data, file_source(loaded.report, loaded.data, digest, options["delimiter"] or ","), name
+    source = file_source(loaded.report, loaded.data, digest, options["delimiter"] or ",", columns=options["columns"])
+    return loaded.data, source, name
 
 
 def parse_guard(text: str | int) -> int:

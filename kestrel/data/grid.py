@@ -13,7 +13,7 @@ from kestrel.market.ticks import F64
 
 MAX_TICK_DECIMALS = 8
 MIN_TICK_SIZE = 1e-12  # a given tick size: from this up to the smallest positive price
-_PRICE_ROLES = ("bid", "ask", "price", "open", "high", "low", "close")
+_PRICE_ROLES = ("bid", "ask", "price", "open", "high", "low", "close", "bid_open", "ask_open")
 _EPS = float(np.finfo(np.float64).eps)
 
 

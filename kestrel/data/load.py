@@ -19,6 +19,7 @@ carries a quarter of the bar's volume; bid = ask = last.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,12 +29,17 @@ import numpy as np
 import numpy.typing as npt
 
 from kestrel.market.calendar import build_sessions
+from kestrel.data.daily import daily_bar_ticks, is_daily
 from kestrel.data.errors import DataError
+from kestrel.data.quotes import quote_bar_ticks
 from kestrel.data.grid import MAX_TICK_DECIMALS, MIN_TICK_SIZE, check_tick_grid, infer_tick_size
-from kestrel.data.readers import Table, check_text, columns_text, delimiter_hint, detect_preset, read_table, show
+from kestrel.data.columns import ColumnError, ColumnMap, parse_columns
+from kestrel.data.readers import (Table, check_text, columns_text, delimiter_hint, detect_preset, detect_spec,
+                                  read_table, show)
 from kestrel.data.spec import DEFAULT_SPIKE_FACTOR, CrossedPolicy, LoadSpec, SpikePolicy, preset
 from kestrel.market.instrument import Instrument
 from kestrel.market.data import MarketData
+from kestrel.market.session import SessionSpec
 from kestrel.market.ticks import F64, I64, NS_PER_S, Ticks
 
 
@@ -91,7 +97,7 @@ def _check_monotonic(t: Table) -> None:
 def _check_signs(t: Table) -> None:
     """Prices must be positive, sizes and volumes not negative."""
     for role, v in t.values.items():
-        sized = role in ("size", "volume")
+        sized = role in ("size", "volume") or role.endswith("_size")
         bad = np.flatnonzero(v < 0 if sized else v <= 0)
         if bad.size:
             i = int(bad[0])
@@ -125,9 +131,8 @@ def spike_rows(values: dict[str, F64], factor: float) -> npt.NDArray[np.bool_]:
     return mask
 
 
-def _bars_to_ticks(t: Table, spec: LoadSpec) -> tuple[I64, F64, F64]:
+def _check_bars(t: Table) -> None:
     o, h, lo, c = (t.values[k] for k in ("open", "high", "low", "close"))
-    v = t.values.get("volume", np.zeros_like(o))
     bad_h = np.flatnonzero(h < np.maximum(np.maximum(o, c), lo))
     if bad_h.size:
         i = int(bad_h[0])
@@ -136,6 +141,12 @@ def _bars_to_ticks(t: Table, spec: LoadSpec) -> tuple[I64, F64, F64]:
     if bad_l.size:
         i = int(bad_l[0])
         raise DataError(t.path, f"inconsistent bar: low {float(lo[i])} above open/close", column=t.columns["low"], **t.where(i))
+
+
+def _bars_to_ticks(t: Table, spec: LoadSpec) -> tuple[I64, F64, F64]:
+    o, h, lo, c = (t.values[k] for k in ("open", "high", "low", "close"))
+    v = t.values.get("volume", np.zeros_like(o))
+    _check_bars(t)
     tf = spec.bar_seconds * NS_PER_S
     close_gap = np.flatnonzero(np.diff(t.ts) < tf)
     if close_gap.size:
@@ -149,10 +160,11 @@ def _bars_to_ticks(t: Table, spec: LoadSpec) -> tuple[I64, F64, F64]:
     return ts, px, np.repeat(v / 4.0, 4)
 
 
-def _assemble(t: Table, spec: LoadSpec, crossed: CrossedPolicy, preset_name: str | None,
+def assemble(t: Table, spec: LoadSpec, crossed: CrossedPolicy, preset_name: str | None,
               symbol: str | None, tick_size: float | None, spikes: SpikePolicy = "error",
               spike_factor: float = DEFAULT_SPIKE_FACTOR, multiplier: float | None = None,
-              currency: str | None = None) -> Loaded:
+              currency: str | None = None, min_qty: int | None = None) -> Loaded:
+    """The checked ticks, sessions and instrument of the read table `t` (module docstring)."""
     rows = len(t.ts)
     _check_monotonic(t)
     _check_signs(t)
@@ -178,18 +190,23 @@ def _assemble(t: Table, spec: LoadSpec, crossed: CrossedPolicy, preset_name: str
             t = t.keep(~spiky)
             spikes_dropped = n_spikes
     n_crossed = dropped = 0
-    if spec.kind == "quotes":
-        bid, ask = t.values["bid"], t.values["ask"]
-        ts = t.ts
+    sessions: tuple[SessionSpec, ...] | None = None
+    if spec.kind in ("quotes", "quote_bars"):
+        if spec.kind == "quotes":
+            bid, ask = t.values["bid"], t.values["ask"]
+            ts, row = t.ts, None
+        else:
+            ts, bid, ask, row = quote_bar_ticks(t, spec.bar_seconds)
         bad = np.flatnonzero(ask < bid)
         n_crossed = int(bad.size)
         if n_crossed:
             if crossed == "error":
-                i = int(bad[0])
+                i = int(bad[0]) if row is None else int(row[bad[0]])
                 raise DataError(
                     t.path,
-                    f"crossed quote: ask {float(ask[i])} < bid {float(bid[i])}; {n_crossed} of {rows} rows are crossed "
-                    f"({100.0 * n_crossed / rows:.1f}%); pass crossed='drop' or 'keep' (CLI --crossed drop|keep)",
+                    f"crossed quote: ask {float(ask[int(bad[0])])} < bid {float(bid[int(bad[0])])}; {n_crossed} of "
+                    f"{rows if row is None else len(ts)} {'rows' if row is None else 'quotes'} are crossed "
+                    f"({100.0 * n_crossed / (rows if row is None else len(ts)):.1f}%); pass crossed='drop' or 'keep' (CLI --crossed drop|keep)",
                     column=t.columns["ask"],
                     **t.where(i),
                 )
@@ -205,6 +222,11 @@ def _assemble(t: Table, spec: LoadSpec, crossed: CrossedPolicy, preset_name: str
         bid = ask = last
         size = t.values.get("size", np.zeros_like(last))
         prices = last
+    elif is_daily(t.ts):
+        _check_bars(t)
+        ts, last, size, sessions = daily_bar_ticks(t, spec.calendar)
+        bid = ask = last
+        prices = np.concatenate([t.values[k] for k in ("open", "high", "low", "close")])
     else:
         ts, last, size = _bars_to_ticks(t, spec)
         bid = ask = last
@@ -216,13 +238,14 @@ def _assemble(t: Table, spec: LoadSpec, crossed: CrossedPolicy, preset_name: str
     else:
         check_tick_grid(t, float(tick))
     ticks = Ticks(ts, bid, ask, last, np.ascontiguousarray(size, dtype=np.float64))
-    sessions = build_sessions(ts, spec.session)
+    if sessions is None:
+        sessions = build_sessions(ts, spec.session, spec.calendar)
     sym = symbol or spec.symbol
     try:
         instrument = Instrument(symbol=sym, tick_size=float(tick),
                                 multiplier=spec.multiplier if multiplier is None else float(multiplier),
                                 currency=spec.currency if currency is None else currency,
-                                min_qty=spec.min_qty)
+                                min_qty=spec.min_qty if min_qty is None else min_qty)
     except ValueError as e:
         raise DataError(t.path, str(e)) from None
     data = MarketData(sym, float(tick), ticks, sessions,
@@ -253,10 +276,13 @@ def load(
     multiplier: float | None = None,
     currency: str | None = None,
     delimiter: str | None = None,
+    columns: ColumnMap | str | None = None,
 ) -> Loaded:
-    """Load a CSV or Parquet file (by extension) with a preset, an explicit spec, or a preset
-    detected from its columns; `delimiter` overrides the spec's field separator (`;`, tab).
-    Raises `DataError` on bad input."""
+    """Load a CSV or Parquet file (by extension) with a preset, an explicit spec, a preset
+    detected from its columns, or the column roles inferred from its header (when no preset
+    matches, or `columns` maps roles to columns: a `ColumnMap` or `ts=Date,close=Close` text);
+    `delimiter` overrides the spec's field separator (`;`, tab). A long-format file (a symbol
+    column) loads the rows of `symbol`, or of its one symbol. Raises `DataError` on bad input."""
     p = Path(path)
     if not p.is_file():
         raise DataError(p, "is a directory, not a data file" if p.is_dir()
@@ -265,19 +291,57 @@ def load(
         raise ValueError(f"crossed policy must be error, drop or keep, got {crossed!r}")
     if spikes not in ("error", "drop", "keep"):
         raise ValueError(f"spikes policy must be error, drop or keep, got {spikes!r}")
-    if spec is None:
+    if isinstance(columns, str):
         try:
-            preset_name = preset_name or detect_preset(p, delimiter or ",")
-            spec = preset(preset_name)
+            columns = parse_columns(columns)
+        except ColumnError as e:
+            raise DataError(p, str(e)) from None
+    if columns is not None and (preset_name is not None or spec is not None):
+        raise DataError(p, "give a column mapping or a preset/spec, not both (--columns or --preset)")
+    if spec is None and preset_name is None:
+        preset_name, spec = detect_spec(p, delimiter or ",", columns, symbol=plausible_symbol(p))
+    elif spec is None:
+        try:
+            spec = preset(preset_name or "")
         except ValueError as e:
-            if isinstance(e, DataError):
-                raise
             raise DataError(p, str(e)) from None
     if delimiter is not None:
         spec = msgspec.structs.replace(spec, delimiter=delimiter)
     table = read_table(p, spec)
-    return _assemble(table, spec, crossed, preset_name, symbol, tick_size, spikes, spike_factor,
+    if table.symbols is not None:
+        table, symbol = one_symbol(table, symbol)
+    return assemble(table, spec, crossed, preset_name, symbol, tick_size, spikes, spike_factor,
                      multiplier, currency)
+
+
+_SYMBOL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,15}$")
+
+
+def plausible_symbol(path: Path) -> str:
+    """A per-symbol file's symbol from its name (`aapl.csv` is AAPL); UNKNOWN when the name is
+    not a short symbol."""
+    stem = path.stem
+    return stem.upper() if _SYMBOL.match(stem) else "UNKNOWN"
+
+
+def symbols_text(names: list[str], limit: int = 12) -> str:
+    return ", ".join(names[:limit]) + (f" (and {len(names) - limit} more)" if len(names) > limit else "")
+
+
+def one_symbol(t: Table, symbol: str | None) -> tuple[Table, str]:
+    """The rows of one symbol of a long-format table: `symbol`'s, or the file's only one."""
+    assert t.symbols is not None
+    names = sorted(set(t.symbols.tolist()))
+    if symbol is None:
+        if len(names) != 1:
+            raise DataError(t.path, f"the file holds {len(names)} symbols ({symbols_text(names)}): pick one with "
+                            "--symbol (symbol=...), or load it as a universe (load_universe)",
+                            column=t.columns.get("symbol"))
+        return t, names[0]
+    if symbol not in names:
+        raise DataError(t.path, f"no rows of symbol {symbol!r}; the file holds {symbols_text(names)}",
+                        column=t.columns.get("symbol"))
+    return t.keep(t.symbols == symbol), symbol
 
 
 def load_market_data(path: str | Path, preset_name: str | None = None, **options: Any) -> MarketData:
@@ -290,6 +354,7 @@ __all__ = [
     "MIN_TICK_SIZE",
     "PRICE_ROLES",
     "LoadReport",
+    "assemble",
     "Loaded",
     "build_sessions",
     "check_text",

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from kestrel.data.columns import ALIASES, ColumnError, ColumnMap, column_spec, columns_text, infer_roles, normalize
 from kestrel.data.csvfields import CHUNK_ROWS, check_text, chunk_fields, column_text
 from kestrel.data.errors import DataError
 from kestrel.data.spec import PRESETS, LoadSpec
@@ -32,7 +33,8 @@ _MAP_HINT = "map it in the LoadSpec or choose another preset"
 
 @dataclass(frozen=True, slots=True)
 class Table:
-    """Parsed columns by role; `where(i)` names data row i for error messages."""
+    """Parsed columns by role; `where(i)` names data row i for error messages; `symbols` holds
+    each row's symbol when the spec names a symbol column (a long-format file)."""
 
     path: Path
     ts: I64
@@ -40,6 +42,7 @@ class Table:
     columns: dict[str, str]
     first_line: int | None  # CSV: file line of data row 0; None for Parquet
     index: I64 | None = None  # after rows were dropped: each row's index in the file's data
+    symbols: npt.NDArray[np.str_] | None = None
 
     def where(self, i: int) -> dict[str, int]:
         return row_where(self.first_line, i if self.index is None else int(self.index[i]))
@@ -48,21 +51,14 @@ class Table:
         """The rows where `mask` holds (error messages still name their file lines)."""
         index = np.flatnonzero(mask) if self.index is None else self.index[mask]
         return Table(self.path, self.ts[mask], {k: v[mask] for k, v in self.values.items()},
-                      self.columns, self.first_line, index)
+                      self.columns, self.first_line, index,
+                      None if self.symbols is None else self.symbols[mask])
 
 
 def row_where(first_line: int | None, i: int) -> dict[str, int]:
     """Data row i as `DataError` keywords: its file line (CSV, data row 0 on `first_line`) or
     its 1-based row (Parquet: `first_line` None)."""
     return {"line": first_line + i} if first_line is not None else {"row": i + 1}
-
-
-def columns_text(header: list[str]) -> str:
-    """A header's columns for a message: printable names as they are, others quoted and cut."""
-    if not header or header == [""]:
-        return "no columns"
-    names = [h if h.isprintable() and len(h) <= 40 else show(h, 40) for h in header[:20]]
-    return ", ".join(names) + (f" (and {len(header) - 20} more)" if len(header) > 20 else "")
 
 
 def show(text: str, width: int = 60) -> str:
@@ -173,6 +169,8 @@ def read_csv(path: Path, spec: LoadSpec) -> Table:
         raise DataError(path, "no data rows after the header")
     ts_i = _resolve(path, header, spec.ts, "timestamps")
     roles = {role: _resolve(path, header, name, role) for role, name in spec.value_columns().items()}
+    sym_i = None if spec.symbols is None else _resolve(path, header, spec.symbols, "symbols")
+    sym_parts: list[npt.NDArray[np.str_]] = []
     ts_parts: list[I64] = []
     value_parts: dict[str, list[F64]] = {role: [] for role in roles}
     for start in range(0, len(body), CHUNK_ROWS):  # row chunks: memory stays proportional to the file
@@ -182,11 +180,26 @@ def read_csv(path: Path, spec: LoadSpec) -> Table:
             ts_parts.append(parse_timestamps(column_text(path, fields, ts_i, header, at), spec.ts_format, spec.tz))
         for role, j in roles.items():
             value_parts[role].append(_numbers(path, column_text(path, fields, j, header, at), header[j], at))
+        if sym_i is not None:
+            sym_parts.append(_symbols(path, np.char.strip(column_text(path, fields, sym_i, header, at)),
+                                      header[sym_i], at))
     ts = np.concatenate(ts_parts)
     values: dict[str, F64] = {role: np.concatenate(parts) for role, parts in value_parts.items()}
     columns: dict[str, str] = {role: header[j] for role, j in roles.items()}
     columns["ts"] = header[ts_i]
-    return Table(path, ts, values, columns, first)
+    symbols = None
+    if sym_i is not None:
+        symbols = np.concatenate(sym_parts)
+        columns["symbol"] = header[sym_i]
+    return Table(path, ts, values, columns, first, symbols=symbols)
+
+
+def _symbols(path: Path, col: npt.NDArray[np.str_], name: str, first_line: int | None) -> npt.NDArray[np.str_]:
+    """A symbol column: every value non-empty and printable (an empty one names its row)."""
+    bad = np.flatnonzero(np.char.str_len(col) == 0)
+    if bad.size:
+        raise DataError(path, "empty symbol", column=name, **row_where(first_line, int(bad[0])))
+    return col
 
 
 # ------------------------------------------------------------------------------------------
@@ -230,8 +243,10 @@ def read_parquet(path: Path, spec: LoadSpec) -> Table:
     _check_duplicates(path, names)
     ts_name = names[_resolve(path, names, spec.ts, "timestamps")]
     roles = {role: names[_resolve(path, names, n, role)] for role, n in spec.value_columns().items()}
+    sym_name = None if spec.symbols is None else names[_resolve(path, names, spec.symbols, "symbols")]
+    wanted = [ts_name, *roles.values(), *([sym_name] if sym_name else [])]
     try:
-        table = pq.read_table(path, columns=[ts_name, *dict.fromkeys(roles.values())])
+        table = pq.read_table(path, columns=list(dict.fromkeys(wanted)))
     except Exception as e:  # a damaged column chunk, a bad page, ...
         raise DataError(path, f"not a readable Parquet file: {_one_line(e)}") from None
     if table.num_rows == 0:
@@ -276,7 +291,13 @@ def read_parquet(path: Path, spec: LoadSpec) -> Table:
             raise DataError(path, f"not a finite number: {float(arr[i])}", row=i + 1, column=name)
         values[role] = arr
     roles["ts"] = ts_name
-    return Table(path, ts, values, roles, None)
+    symbols = None
+    if sym_name is not None:
+        scol = table.column(sym_name).combine_chunks()
+        check_nulls(scol, sym_name)
+        symbols = _symbols(path, np.char.strip(_texts(path, scol, sym_name, pa)), sym_name, None)
+        roles["symbol"] = sym_name
+    return Table(path, ts, values, roles, None, symbols=symbols)
 
 
 def _first_line(path: Path) -> str:
@@ -284,45 +305,87 @@ def _first_line(path: Path) -> str:
         return f.readline(4096).decode("utf-8-sig", errors="replace").strip()
 
 
-def detect_preset(path: str | Path, delimiter: str = ",") -> str:
-    """Guess the preset from the file's columns (Parquet schema or CSV header)."""
+def file_header(path: str | Path, delimiter: str = ",") -> list[str] | None:
+    """The file's column names (Parquet schema or CSV header); None for a headerless HistData
+    file. Binary data, non-UTF-8 text, an empty file and a header split by another separator
+    are a `DataError`."""
     p = Path(path)
     if p.suffix.lower() == ".parquet":
         _, _, pq = _pyarrow(p)
         try:
-            header = list(pq.read_schema(p).names)
+            return list(pq.read_schema(p).names)
         except Exception as e:
             raise DataError(p, f"not a readable Parquet file: {_one_line(e)}") from None
-    else:
-        with p.open("rb") as f:
-            head = f.read(4096)
-        check_text(p, head)
-        try:
-            head.decode("utf-8-sig")
-        except UnicodeDecodeError as e:
-            if e.start < len(head) - 3:  # not just a character cut at the 4096-byte edge
-                raise DataError(p, f"not UTF-8 text ({e.reason} at byte {e.start})") from None
-        line = _first_line(p)
-        if not head.strip():
-            raise DataError(p, "file is empty: expected a header line and data rows")
-        if _HISTDATA_LINE.match(line):
-            return "histdata"
-        header = _split_header(line, delimiter)
-        other = next((d for d in (";", "\t", "|") if len(header) == 1 and d in header[0]), None)
-        if other is not None:
-            raise DataError(p, f"the header holds {other!r} but no {delimiter!r}: the file is not "
-                            f"{_SEPARATED.get(delimiter, repr(delimiter) + '-separated')}; {delimiter_hint(other)}")
+    with p.open("rb") as f:
+        head = f.read(4096)
+    check_text(p, head)
+    try:
+        head.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        if e.start < len(head) - 3:  # not just a character cut at the 4096-byte edge
+            raise DataError(p, f"not UTF-8 text ({e.reason} at byte {e.start})") from None
+    line = _first_line(p)
+    if not head.strip():
+        raise DataError(p, "file is empty: expected a header line and data rows")
+    if _HISTDATA_LINE.match(line):
+        return None
+    header = _split_header(line, delimiter)
+    other = next((d for d in (";", "\t", "|") if len(header) == 1 and d in header[0]), None)
+    if other is not None:
+        raise DataError(p, f"the header holds {other!r} but no {delimiter!r}: the file is not "
+                        f"{_SEPARATED.get(delimiter, repr(delimiter) + '-separated')}; {delimiter_hint(other)}")
+    return header
+
+
+def preset_for(header: list[str] | None) -> str | None:
+    """The first preset whose columns the header holds (`histdata` for a headerless HistData
+    file); None when none does or the header has a symbol column (no preset reads one)."""
+    if header is None:
+        return "histdata"
+    if any(normalize(h) in ALIASES["symbol"] for h in header):
+        return None
     for name, spec in PRESETS.items():
         if not spec.header:
             continue
         need = [spec.ts, *spec.value_columns().values()]
         if all(any(a in header for a in n.split("|")) for n in need):
             return name
-    shown = columns_text(header)
+    return None
+
+
+def detect_preset(path: str | Path, delimiter: str = ",") -> str:
+    """Guess the preset from the file's columns (Parquet schema or CSV header)."""
+    p = Path(path)
+    header = file_header(p, delimiter)
+    name = preset_for(header)
+    if name is not None:
+        return name
+    shown = columns_text(header or [])
     raise DataError(
         p, f"no preset matches columns {shown}; pass a preset ({', '.join(sorted(PRESETS))}) "
         "or a LoadSpec with a column mapping"
     )
+
+
+def detect_spec(path: str | Path, delimiter: str = ",", columns: ColumnMap | None = None,
+                **options: Any) -> tuple[str | None, LoadSpec]:
+    """(preset name, spec) for a file: with a column mapping, or when no preset matches its
+    columns, the spec of the roles inferred from its header (`kestrel.data.columns`, with the
+    `LoadSpec` fields of `options`); else the preset's. A header without the roles of any
+    kind is a `DataError` naming its columns, the presets and `--columns`."""
+    p = Path(path)
+    header = file_header(p, delimiter)
+    name = None if columns is not None else preset_for(header)
+    if name is not None:
+        return name, PRESETS[name]
+    if header is None:
+        raise DataError(p, "a headerless file: --columns needs a header line naming the columns")
+    try:
+        roles = infer_roles(header, columns)
+    except ColumnError as e:
+        tail = "" if columns is not None else f"; or pass a preset ({', '.join(sorted(PRESETS))})"
+        raise DataError(p, f"{e}{tail}") from None
+    return None, column_spec(roles, delimiter=delimiter, **options)
 
 
 def read_table(path: Path, spec: LoadSpec) -> Table:
@@ -336,6 +399,9 @@ __all__ = [
     "columns_text",
     "delimiter_hint",
     "detect_preset",
+    "detect_spec",
+    "file_header",
+    "preset_for",
     "read_csv",
     "read_parquet",
     "read_table",

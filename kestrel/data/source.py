@@ -43,6 +43,7 @@ class DataSource(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     spikes: SpikePolicy = "error"
     spike_factor: float = DEFAULT_SPIKE_FACTOR
     delimiter: str = ","  # a CSV's field separator (`--delimiter`)
+    columns: str | None = None  # the role=column mapping (`--columns`), as given
 
     def describe(self) -> str:
         """One short human line: `sample (seed 20240415)` or `/path/file.csv (sha256 1a2b3c4d…)`."""
@@ -66,14 +67,15 @@ def sample_source(data: MarketData, seed: int | None) -> DataSource:
                       currency=inst.currency, seed=SAMPLE_SEED if seed is None else seed)
 
 
-def file_source(report: LoadReport, data: MarketData, sha256: str, delimiter: str = ",") -> DataSource:
+def file_source(report: LoadReport, data: MarketData, sha256: str, delimiter: str = ",",
+                columns: str | None = None) -> DataSource:
     inst = data.instrument
     return DataSource(
         kind="file", symbol=data.symbol, tick_size=data.tick_size, multiplier=inst.multiplier,
         currency=inst.currency, path=str(Path(report.path).resolve()), sha256=sha256, preset=report.preset,
         crossed=report.crossed_policy,  # type: ignore[arg-type]
         spikes=report.spikes_policy,  # type: ignore[arg-type]
-        spike_factor=report.spike_factor, delimiter=delimiter,
+        spike_factor=report.spike_factor, delimiter=delimiter, columns=columns,
     )
 
 
@@ -108,7 +110,7 @@ def open_source(source: DataSource, path: str | Path | None = None) -> MarketDat
         data = load(where, source.preset, crossed=source.crossed, spikes=source.spikes,
                     spike_factor=source.spike_factor, symbol=source.symbol, tick_size=source.tick_size,
                     multiplier=source.multiplier, currency=source.currency,
-                    delimiter=None if source.delimiter == "," else source.delimiter).data
+                    delimiter=None if source.delimiter == "," else source.delimiter, columns=source.columns).data
     inst = data.instrument
     got = (data.symbol, data.tick_size, inst.multiplier, inst.currency)
     want = (source.symbol, source.tick_size, source.multiplier, source.currency)

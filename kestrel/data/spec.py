@@ -9,7 +9,7 @@ import msgspec
 
 from kestrel.market.calendar import SessionKind
 
-Kind = Literal["quotes", "trades", "bars"]
+Kind = Literal["quotes", "trades", "bars", "quote_bars"]
 TsFormat = Literal["iso", "unix_s", "unix_ms", "unix_us", "unix_ns", "histdata"]
 CrossedPolicy = Literal["error", "drop", "keep"]
 SpikePolicy = Literal["error", "drop", "keep"]
@@ -19,8 +19,10 @@ DEFAULT_SPIKE_FACTOR = 2.0  # a one-row +100% / -50% move that reverts; the shar
 class LoadSpec(msgspec.Struct, frozen=True):
     """A column mapping and parsing options.
 
-    - `kind`: quotes (ts, bid, ask), trades (ts, price[, size]) or bars (ts = bar open, open,
-      high, low, close[, volume]);
+    - `kind`: quotes (ts, bid, ask[, bid_size, ask_size]), trades (ts, price[, size]), bars
+      (ts = bar open, open, high, low, close[, volume]) or quote bars (ts = bar open, bid_open,
+      ask_open, and `bid`/`ask` naming the bid and ask closes[, bid_size, ask_size]);
+    - `symbols`: the column naming each row's symbol in a long-format file (None: one symbol);
     - column fields name the file's columns; `ts` may list alternatives as "a|b" (the first
       present is used); for a headerless CSV give `names` and refer to those names;
     - `ts_format`: `iso` (ISO-8601, `T` or space, optional fraction, optional `Z`/`±hh:mm`),
@@ -33,7 +35,9 @@ class LoadSpec(msgspec.Struct, frozen=True):
       `infer_tick_size`); a given tick must divide every recorded price;
     - `bar_seconds`: bar length for `bars` (each bar becomes 4 synthetic ticks);
     - `multiplier`, `currency`, `min_qty`: the instrument (money per price point per unit, the
-      quote currency, the smallest tradable quantity), carried to `MarketData.instrument`.
+      quote currency, the smallest tradable quantity), carried to `MarketData.instrument`;
+    - `calendar`: the exchange calendar (an `exchange-calendars` code such as XNYS) whose
+      sessions daily bars (every timestamp at midnight) fall in.
     """
 
     kind: Kind
@@ -60,13 +64,20 @@ class LoadSpec(msgspec.Struct, frozen=True):
     multiplier: float = 1.0
     currency: str = "USD"
     min_qty: int = 1
+    symbols: str | None = None
+    bid_open: str | None = None
+    ask_open: str | None = None
+    bid_size: str | None = None
+    ask_size: str | None = None
+    calendar: str = "XNYS"
 
     def value_columns(self) -> dict[str, str]:
         """Role → file column for the value columns this kind needs (size optional)."""
         roles: dict[Kind, tuple[str, ...]] = {
-            "quotes": ("bid", "ask"),
+            "quotes": ("bid", "ask", "bid_size", "ask_size"),
             "trades": ("price", "size"),
             "bars": ("open", "high", "low", "close", "volume"),
+            "quote_bars": ("bid_open", "ask_open", "bid", "ask", "bid_size", "ask_size"),
         }
         out: dict[str, str] = {}
         for role in roles[self.kind]:

@@ -1,5 +1,6 @@
 """The market model: columnar ticks, bars derived from them, trading sessions and their
-exchange calendars, instruments, multi-session market data and the account state.
+exchange calendars, instruments, multi-session market data, universes of instruments with their
+corporate actions, and the account state.
 
 It sits below the loaders (`kestrel.data`), the frame (`kestrel.frame`) and the engine
 (`kestrel.engine`), and imports none of them.
@@ -7,26 +8,35 @@ It sits below the loaders (`kestrel.data`), the frame (`kestrel.frame`) and the 
 
 from kestrel.market.account import AccountState, WorkingOrder
 from kestrel.market.bars import Bars, session_bars, time_bars
-from kestrel.market.calendar import SessionKind, build_sessions
+from kestrel.market.calendar import SessionKind, build_sessions, exchange_sessions
+from kestrel.market.corporate import Dividend, FactorRow, ProbableSplit, Split
 from kestrel.market.data import MarketData
 from kestrel.market.instrument import Instrument, decimals_for
 from kestrel.market.orders import OrderType, Side
 from kestrel.market.session import SessionSpec
 from kestrel.market.ticks import Ticks
+from kestrel.market.universe import Member, Universe
 
 __all__ = [
     "AccountState",
     "Bars",
+    "Dividend",
+    "FactorRow",
     "Instrument",
     "MarketData",
+    "Member",
     "OrderType",
+    "ProbableSplit",
     "SessionKind",
     "SessionSpec",
     "Side",
+    "Split",
     "Ticks",
+    "Universe",
     "WorkingOrder",
     "build_sessions",
     "decimals_for",
+    "exchange_sessions",
     "session_bars",
     "time_bars",
 ]

@@ -1,0 +1,363 @@
+"""Loading a universe: many instruments from one long-format file (a symbol column) or a folder
+or glob of per-symbol files (the symbol from the file name, `AAPL.csv`), CSV or Parquet.
+
+Every file's column roles are inferred from its header or named by a `ColumnMap`
+(`kestrel.data.columns`); all files of one source share one layout (kind and roles), else the
+load stops naming the two files. Each symbol's rows are checked and assembled like a single
+file (`kestrel.data.load.assemble`: order, signs, spikes, bar shape, crossed quotes, the tick
+grid), daily bars in the sessions of the exchange calendar, intraday ticks grouped in that
+calendar's sessions. Given quotes as well (`quotes=`), each symbol's trades and quotes join by
+time (`kestrel.data.quotes.join_quotes`). Terms per symbol come from a symbols table
+(`kestrel.data.symbols`), factor rows from a factor file (`kestrel.data.corporate`).
+
+The report (`UniverseReport`) names, per symbol, the calendar sessions between its first and
+last without a tick (nothing is filled in), the sessions before its first and after its last,
+ticks outside session hours, the splits and dividends of its factor rows, and jumps of a split's
+size no factor row explains.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import glob
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+
+import msgspec
+import numpy as np
+
+from kestrel.data.columns import ColumnError, ColumnMap, Roles, column_spec, infer_roles, parse_columns
+from kestrel.data.corporate import adjust, probable_splits, read_factor_file
+from kestrel.data.errors import DataError
+from kestrel.data.grid import infer_tick_size
+from kestrel.data.load import Loaded, assemble, plausible_symbol, symbols_text
+from kestrel.data.quotes import join_quotes
+from kestrel.data.readers import Table, file_header, read_table
+from kestrel.data.spec import DEFAULT_SPIKE_FACTOR, CrossedPolicy, LoadSpec, SpikePolicy
+from kestrel.data.symbols import SymbolTerms, read_symbols
+from kestrel.market.calendar import CalendarError, build_sessions, check_calendar, exchange_sessions
+from kestrel.market.corporate import Dividend, FactorRow, ProbableSplit, Split, actions
+from kestrel.market.data import MarketData
+from kestrel.market.instrument import Instrument
+from kestrel.market.universe import Member, Universe
+
+Source = str | Path | Sequence[str | Path]
+_SUFFIXES = (".csv", ".parquet")
+
+
+class SymbolReport(msgspec.Struct, frozen=True):
+    """What the load did for one symbol."""
+
+    symbol: str
+    path: str
+    kind: str
+    rows: int
+    ticks: int
+    sessions: int
+    first: dt.date | None
+    last: dt.date | None
+    tick_size: float
+    tick_size_inferred: bool
+    missing: tuple[dt.date, ...] = ()  # universe sessions between its first and last without a tick
+    absent_before: int = 0  # universe sessions before its first
+    absent_after: int = 0  # universe sessions after its last
+    outside_sessions: int = 0  # ticks outside the calendar's session hours (pre- and post-market)
+    quote_rows: int = 0  # rows of the quotes joined with its trades
+    factor_rows: int = 0
+    crossed: int = 0
+    dropped: int = 0
+    spikes: int = 0
+    spikes_dropped: int = 0
+
+
+class UniverseReport(msgspec.Struct, frozen=True):
+    """What a universe load did: the files, the calendar, and per symbol what was found."""
+
+    paths: tuple[str, ...]
+    quote_paths: tuple[str, ...]
+    kind: str
+    calendar: str
+    sessions: int
+    first: dt.date | None
+    last: dt.date | None
+    symbols: tuple[SymbolReport, ...]
+    splits: tuple[Split, ...] = ()
+    dividends: tuple[Dividend, ...] = ()
+    probable_splits: tuple[ProbableSplit, ...] = ()
+    empty_sessions: tuple[dt.date, ...] = ()  # universe sessions no symbol has a tick in
+    trades_only: tuple[str, ...] = ()  # symbols with trades and no quotes (quotes were given)
+    quotes_only: tuple[str, ...] = ()  # symbols with quotes and no trades
+
+    def notes(self) -> list[str]:
+        """The report as short lines for a terminal (the CLI prints them on stderr)."""
+        span = f"{self.first} .. {self.last}" if self.first else "no sessions"
+        out = [f"{len(self.symbols)} symbols ({self.kind}) over {self.sessions} {self.calendar} sessions {span}"]
+        for r in self.symbols:
+            if r.missing:
+                out.append(f"{r.symbol}: no bars in {len(r.missing)} session{'s' if len(r.missing) != 1 else ''} "
+                           f"({_dates(r.missing)}); not filled")
+            if r.absent_before or r.absent_after:
+                out.append(f"{r.symbol}: data from {r.first} to {r.last} ({r.absent_before} sessions before, "
+                           f"{r.absent_after} after, without it)")
+            if r.outside_sessions:
+                out.append(f"{r.symbol}: {r.outside_sessions} ticks outside session hours (pre/post-market), kept")
+        if self.empty_sessions:
+            out.append(f"no symbol has data in {len(self.empty_sessions)} sessions ({_dates(self.empty_sessions)})")
+        for s in self.splits:
+            out.append(f"{s.symbol}: split {s.numerator}:{s.denominator} on {s.date} (factor file)")
+        if self.dividends:
+            out.append(f"{len(self.dividends)} dividends in the factor rows (adjusted series include them)")
+        for p in self.probable_splits:
+            fix = ("the factor rows do not explain it" if p.adjusted
+                   else "give a factor file (--factors) to adjust it")
+            out.append(f"{p.symbol}: probable unadjusted split {p.numerator}:{p.denominator} on {p.date} "
+                       f"({p.previous_close:g} -> {p.open:g}); {fix}")
+        if self.trades_only:
+            out.append(f"trades without quotes: {', '.join(self.trades_only)}")
+        if self.quotes_only:
+            out.append(f"quotes without trades: {', '.join(self.quotes_only)}")
+        return out
+
+
+def _dates(days: tuple[dt.date, ...]) -> str:
+    shown = ", ".join(d.isoformat() for d in days[:6])
+    return shown + (f", ... {days[-1]}" if len(days) > 6 else "")
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedUniverse:
+    universe: Universe
+    report: UniverseReport
+
+
+def source_files(source: Source) -> list[Path]:
+    """The files of a source: a file, a folder's *.csv and *.parquet files, a glob pattern, or
+    a list of those; sorted by name, each once. None found is a `DataError`."""
+    if isinstance(source, (str, Path)):
+        text = str(source)
+        p = Path(text)
+        if p.is_file():
+            return [p]
+        if p.is_dir():
+            files = sorted(f for f in p.iterdir() if f.is_file() and f.suffix.lower() in _SUFFIXES)
+            if not files:
+                raise DataError(p, "no data files (*.csv, *.parquet) in the folder")
+            return files
+        if any(c in text for c in "*?["):
+            files = sorted(Path(f) for f in glob.glob(text) if Path(f).is_file())
+            if not files:
+                raise DataError(text, "the pattern matches no file")
+            return files
+        raise DataError(p, "no such file or folder")
+    out: list[Path] = []
+    for item in source:
+        out.extend(f for f in source_files(item) if f not in out)
+    if not out:
+        raise DataError("(universe)", "no data files given")
+    return out
+
+
+def _layout(r: Roles) -> str:
+    return f"{r.kind} ({', '.join(sorted(k for k in r.columns if k != 'ts'))})"
+
+
+def _read(files: list[Path], columns: ColumnMap | None, options: dict[str, object],
+          wanted: set[str] | None) -> tuple[str, LoadSpec, dict[str, tuple[Path, Table]]]:
+    """(kind, spec of the first file, symbol -> (file, its rows)) of the files."""
+    first: tuple[Path, Roles] | None = None
+    spec: LoadSpec | None = None
+    tables: dict[str, tuple[Path, Table]] = {}
+    delimiter = str(options.get("delimiter", ","))
+    for f in files:
+        header = file_header(f, delimiter)
+        if header is None:
+            raise DataError(f, "a headerless file: a universe's files need a header naming their columns")
+        try:
+            roles = infer_roles(header, columns)
+        except ColumnError as e:
+            raise DataError(f, str(e)) from None
+        if first is None:
+            first = (f, roles)
+        elif (roles.kind, set(roles.columns) - {"ts"}) != (first[1].kind, set(first[1].columns) - {"ts"}):
+            raise DataError(f, f"mixed files: this one has {_layout(roles)}, {first[0].name} has "
+                            f"{_layout(first[1])}; the files of one universe share one layout")
+        fspec = column_spec(roles, symbol=plausible_symbol(f), **options)
+        spec = spec or fspec
+        table = read_table(f, fspec)
+        if table.symbols is None:
+            if fspec.symbol == "UNKNOWN":
+                raise DataError(f, "cannot tell this file's symbol: name the file after it (AAPL.csv) or add a "
+                                "symbol column")
+            parts = [(fspec.symbol, table)]
+        else:
+            names = sorted(set(table.symbols.tolist()))
+            parts = [(s, table.keep(table.symbols == s)) for s in names if wanted is None or s in wanted]
+        for sym, part in parts:
+            if wanted is not None and sym not in wanted:
+                continue
+            if sym in tables:
+                raise DataError(f, f"symbol {sym} is also in {tables[sym][0]}: give each symbol's rows once")
+            tables[sym] = (f, part)
+    assert first is not None and spec is not None
+    return first[1].kind, spec, tables
+
+
+def _assemble_all(tables: dict[str, tuple[Path, Table]], spec: LoadSpec, terms: Mapping[str, SymbolTerms],
+                  crossed: CrossedPolicy, spikes: SpikePolicy, spike_factor: float) -> dict[str, Loaded]:
+    out: dict[str, Loaded] = {}
+    for sym in sorted(tables):
+        path, table = tables[sym]
+        t = terms.get(sym, SymbolTerms())
+        lot = t.lot_size
+        min_qty = int(lot) if lot == lot.to_integral_value() and lot >= 1 else None
+        out[sym] = assemble(table, spec, crossed, None, sym, t.tick_size, spikes,
+                            spike_factor, t.multiplier, t.currency, min_qty)
+    return out
+
+
+def _joined(trades: Loaded, quotes: Loaded, terms: SymbolTerms, calendar: str) -> MarketData:
+    a, b = trades.data, quotes.data
+    ticks = join_quotes(a.ticks, b.ticks)
+    tick = terms.tick_size
+    if tick is None:
+        tick = infer_tick_size(np.concatenate((a.ticks.last, b.ticks.bid, b.ticks.ask)))
+    inst = a.instrument
+    instrument = Instrument(symbol=a.symbol, tick_size=float(tick), multiplier=inst.multiplier,
+                            currency=inst.currency, min_qty=inst.min_qty)
+    sessions = build_sessions(ticks.ts, "exchange", calendar)
+    return MarketData(a.symbol, float(tick), ticks, sessions, b.crossed_kept, instrument)
+
+
+def load_universe(
+    source: Source,
+    *,
+    columns: ColumnMap | str | None = None,
+    quotes: Source | None = None,
+    quote_columns: ColumnMap | str | None = None,
+    symbols: Sequence[str] | None = None,
+    instruments: str | Path | Mapping[str, SymbolTerms] | None = None,
+    factors: str | Path | Mapping[str, tuple[FactorRow, ...]] | None = None,
+    calendar: str = "XNYS",
+    crossed: CrossedPolicy = "error",
+    spikes: SpikePolicy = "error",
+    spike_factor: float = DEFAULT_SPIKE_FACTOR,
+    delimiter: str = ",",
+    bar_seconds: int = 60,
+) -> LoadedUniverse:
+    """Load a universe (module docstring). `symbols` selects (each must be in the data);
+    `instruments` is a symbols table path or symbol -> `SymbolTerms`; `factors` a factor file
+    (or folder) or symbol -> rows; `calendar` an exchange-calendars code. Raises `DataError`."""
+    try:
+        cmap = parse_columns(columns) if isinstance(columns, str) else columns
+        qmap = parse_columns(quote_columns) if isinstance(quote_columns, str) else quote_columns
+    except ColumnError as e:
+        raise DataError("--columns", str(e).removeprefix("--columns: ")) from None
+    wanted = None if symbols is None else {s.strip() for s in symbols if s.strip()}
+    if wanted is not None and not wanted:
+        raise DataError("--symbols", "is empty: give symbols like AAPL,MSFT")
+    terms: Mapping[str, SymbolTerms] = (read_symbols(instruments) if isinstance(instruments, (str, Path))
+                                        else instruments or {})
+    rows: Mapping[str, tuple[FactorRow, ...]] = (read_factor_file(factors) if isinstance(factors, (str, Path))
+                                                 else factors or {})
+    try:
+        check_calendar(calendar)
+    except CalendarError as e:
+        raise DataError("--calendar", str(e)) from None
+    options: dict[str, object] = {"session": "exchange", "calendar": calendar, "delimiter": delimiter,
+                                  "bar_seconds": bar_seconds}
+    files = source_files(source)
+    kind, spec, tables = _read(files, cmap, options, wanted)
+    if kind not in ("bars", "trades", "quotes", "quote_bars"):
+        raise DataError(files[0], f"unsupported kind {kind}")
+    loaded = _assemble_all(tables, spec, terms, crossed, spikes, spike_factor)
+    quote_files: list[Path] = []
+    quote_loaded: dict[str, Loaded] = {}
+    if quotes is not None:
+        if kind not in ("bars", "trades"):
+            raise DataError(files[0], f"quotes join trade data (bars or trades); these files hold {kind}")
+        quote_files = source_files(quotes)
+        qkind, qspec, qtables = _read(quote_files, qmap, options, wanted)
+        if qkind not in ("quotes", "quote_bars"):
+            raise DataError(quote_files[0], f"the quotes files hold {qkind}, not quotes or quote bars")
+        quote_loaded = _assemble_all(qtables, qspec, terms, crossed, spikes, spike_factor)
+    if wanted is not None:
+        absent = sorted(wanted - set(loaded) - set(quote_loaded))
+        if absent:
+            raise DataError(str(files[0]), f"no rows of symbol{'s' if len(absent) > 1 else ''} "
+                            f"{', '.join(absent)} in the data ({symbols_text(sorted(tables))} are)")
+    datas: dict[str, MarketData] = {}
+    reports: dict[str, Loaded] = {}
+    for sym in sorted(set(loaded) | set(quote_loaded)):
+        if sym in loaded and sym in quote_loaded:
+            datas[sym] = _joined(loaded[sym], quote_loaded[sym], terms.get(sym, SymbolTerms()), calendar)
+        else:
+            datas[sym] = (loaded.get(sym) or quote_loaded[sym]).data
+        reports[sym] = loaded.get(sym) or quote_loaded[sym]
+    sides = ((), ()) if quotes is None else (tuple(s for s in loaded if s not in quote_loaded),
+                                             tuple(s for s in quote_loaded if s not in loaded))
+    return _finish(datas, reports, quote_loaded, terms, rows, calendar,
+                   kind if quotes is None else f"{kind} + quotes", files, quote_files, sides)
+
+
+def _finish(datas: dict[str, MarketData], loaded: dict[str, Loaded], quote_loaded: dict[str, Loaded],
+            terms: Mapping[str, SymbolTerms], rows: Mapping[str, tuple[FactorRow, ...]], calendar: str,
+            kind: str, files: list[Path], quote_files: list[Path],
+            sides: tuple[tuple[str, ...], tuple[str, ...]]) -> LoadedUniverse:
+    held = [d for d in datas.values() if d.sessions]
+    first = min((d.sessions[0].date for d in held), default=None)
+    last = max((d.sessions[-1].date for d in held), default=None)
+    sessions = exchange_sessions(calendar, first, last) if first and last else ()
+    all_days = [s.date for s in sessions]
+    members: list[Member] = []
+    reports: list[SymbolReport] = []
+    splits: list[Split] = []
+    dividends: list[Dividend] = []
+    probable: list[ProbableSplit] = []
+    seen: set[dt.date] = set()
+    for sym, data in datas.items():
+        own = [s.date for s in data.sessions]
+        seen.update(own)
+        mine = set(own)
+        lo = own[0] if own else None
+        hi = own[-1] if own else None
+        missing = tuple(d for d in all_days if lo and hi and lo <= d <= hi and d not in mine)
+        t = data.ticks
+        inside = int(np.sum(np.searchsorted(t.ts, data.session_close_ns, side="left")
+                            - np.searchsorted(t.ts, data.session_open_ns, side="left")))
+        factor_rows = rows.get(sym, ())
+        adjusted = adjust(data, factor_rows)
+        s, d = actions(sym, factor_rows, own)
+        splits.extend(s)
+        dividends.extend(d)
+        probable.extend(probable_splits(adjusted, adjusted=bool(factor_rows)))
+        lot = terms.get(sym, SymbolTerms()).lot_size
+        members.append(Member(sym, data, adjusted, Decimal(lot), factor_rows, missing))
+        r = loaded[sym].report
+        q = quote_loaded.get(sym)
+        reports.append(SymbolReport(
+            symbol=sym, path=r.path, kind=r.kind, rows=r.rows, ticks=len(t), sessions=len(own), first=lo, last=hi,
+            tick_size=data.tick_size, tick_size_inferred=r.tick_size_inferred and terms.get(sym, SymbolTerms()).tick_size is None,
+            missing=missing, absent_before=sum(1 for x in all_days if lo and x < lo),
+            absent_after=sum(1 for x in all_days if hi and x > hi), outside_sessions=len(t) - inside,
+            quote_rows=q.report.rows if q else 0, factor_rows=len(factor_rows),
+            crossed=r.crossed + (q.report.crossed if q else 0), dropped=r.dropped + (q.report.dropped if q else 0),
+            spikes=r.spikes + (q.report.spikes if q else 0),
+            spikes_dropped=r.spikes_dropped + (q.report.spikes_dropped if q else 0)))
+    key = lambda e: (e.date, e.symbol)  # noqa: E731
+    splits.sort(key=key)
+    dividends.sort(key=key)
+    probable.sort(key=key)
+    universe = Universe(tuple(members), sessions, calendar, tuple(splits), tuple(dividends))
+    report = UniverseReport(
+        paths=tuple(str(f) for f in files), quote_paths=tuple(str(f) for f in quote_files), kind=kind,
+        calendar=calendar, sessions=len(sessions), first=first, last=last, symbols=tuple(reports),
+        splits=tuple(splits), dividends=tuple(dividends), probable_splits=tuple(probable),
+        empty_sessions=tuple(x for x in all_days if x not in seen),
+        trades_only=sides[0], quotes_only=sides[1],
+    )
+    return LoadedUniverse(universe, report)
+
+
+__all__ = ["LoadedUniverse", "Source", "SymbolReport", "UniverseReport", "load_universe", "source_files"]
