@@ -302,7 +302,7 @@ def source_lines() -> dict[str, int]:
 def shared_data_dir() -> Path | None:
     """../shared/data from the repo root (or $KESTREL_SHARED_DATA), when present."""
     env = os.environ.get("KESTREL_SHARED_DATA")
-    for cand in ([Path(env)] if env else []) + [ROOT.parent / "shared" / "data", Path("/work/shared/data")]:
+    for cand in ([Path(env)] if env else []) + [ROOT.parent / "shared" / "data"]:
         if (cand / OANDA).exists():
             return cand
     return None

@@ -1,5 +1,5 @@
 """The baseline agent sizes in the instrument's units (contract multiplier, minimum lot) and
-keeps its stop and target outside the spread (issue 11, items 7 and 8)."""
+keeps its stop and target outside the spread."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`kestrel simulate`'s execution-model and operator-bound flags (issue 10 items 1 and 8): they
+"""`kestrel simulate`'s execution-model and operator-bound flags: they
 reach the engine, modes can set them, the report and `--json` show the execution model
 (frictionless runs say so), and `replay` reproduces a run made with them."""
 

@@ -1,4 +1,4 @@
-"""Issue 9: no data file can crash Kestrel; standard timestamp forms; duplicates; spikes."""
+"""No data file can crash Kestrel; standard timestamp forms; duplicates; spikes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The engine on real recorded quotes (skips cleanly without /work/shared/data): both paths
+"""The engine on real recorded quotes (skips cleanly without the shared data): both paths
 give the same ledger bytes, and plans that should trade do trade."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 9: captures that know their data, replay that verifies it, safe outputs, exit codes
+"""Captures that know their data, replay that verifies it, safe outputs, exit codes
 and messages at the CLI's edges."""
 
 from __future__ import annotations

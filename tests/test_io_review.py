@@ -1,4 +1,4 @@
-"""Issue 9 review: outputs that are not regular files, inputs a command would overwrite (the
+"""Outputs that are not regular files, inputs a command would overwrite (the
 capture's recorded data, report inputs), empty output paths, folders where nothing can be
 created, and replay messages for bad `--data` values."""
 

@@ -1,4 +1,4 @@
-"""The review of issue 13 (model adapters) and modes, defect by defect: each test drives the real
+"""Model adapters and modes, defect by defect: each test drives the real
 CLI, SDKs or session against the loopback model server (tests/model_server.py)."""
 
 from __future__ import annotations

@@ -7,13 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from conftest import SHARED_DATA
 from html_pages import assert_offline
 from kestrel.cli import main
 
-FX = Path("/work/shared/data/fx_quote_ticks/lean_oanda_eurusd_quote_ticks_20140501_20140515.parquet")
-_REPO_FX = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "fx_quote_ticks" / FX.name
-if _REPO_FX.exists():
-    FX = _REPO_FX
+FX = SHARED_DATA / "fx_quote_ticks" / "lean_oanda_eurusd_quote_ticks_20140501_20140515.parquet"
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> str:

@@ -22,6 +22,7 @@ from kestrel.data.synthetic import SyntheticSpec
 from kestrel.engine.config import EngineConfig
 from kestrel.engine.ledger import Filled, Ledger, LedgerEvent, OrderPlaced, PositionChanged
 from kestrel.market.instrument import Instrument
+from conftest import SHARED_DATA
 from kestrel.market.data import MarketData
 from kestrel.market.session import SessionSpec
 from kestrel.market.ticks import Ticks
@@ -30,10 +31,7 @@ from kestrel.report.html import render_run
 from kestrel.session import SessionOptions, run_session
 from kestrel.session.capture import CaptureHeader
 
-SHARED = Path("/work/shared/data")
-_REPO_SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-if _REPO_SHARED.exists():
-    SHARED = _REPO_SHARED
+SHARED = SHARED_DATA
 E6 = SHARED / "bars_1min" / "nautilus_cme_6EH4_1min_bars_20240101_20240131.csv"
 XRP = SHARED / "trades" / "freqtrade_binance_xrpeth_trades_20191011_20191013.csv"
 

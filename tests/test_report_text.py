@@ -1,4 +1,4 @@
-"""Issue 11, item 6: the text report and `--json` tell the truth about disarms, rejections,
+"""The text report and `--json` tell the truth about disarms, rejections,
 round-trip exits, fill times and the marked drawdown."""
 
 from __future__ import annotations
@@ -9,13 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from conftest import SHARED_DATA
 from kestrel.cli import main
 from kestrel.data import load, load_sample
 
-FX = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "fx_quote_ticks" / \
-    "lean_oanda_eurusd_quote_ticks_20140506.csv"
-if not FX.exists():  # a worktree under /work/wt/NAME: the shared data sits at /work/shared
-    FX = Path("/work/shared/data/fx_quote_ticks/lean_oanda_eurusd_quote_ticks_20140506.csv")
+FX = SHARED_DATA / "fx_quote_ticks" / "lean_oanda_eurusd_quote_ticks_20140506.csv"
 
 
 def _plan(tmp_path: Path, text: str) -> str:

@@ -1,4 +1,4 @@
-"""Abandoned agent calls, defined once for the run (review of issue 11, defects 6 and 7):
+"""Abandoned agent calls, defined once for the run:
 each abandoned call is recorded exactly once, as `late-reply` when it answered before the end
 of the RUN (plus the grace) and as `abandoned` otherwise, on direct, asyncio and trio alike;
 and a call that hangs never keeps the process alive after the run, on any path."""

@@ -309,7 +309,7 @@ def _fields(e: Evidence) -> dict[str, object]:
     return {f: getattr(e, f) for f in e.__struct_fields__}
 
 
-# -- internal bugs surface as errors, never as repair text (issue 11, item 9) ---------------
+# -- internal bugs surface as errors, never as repair text ------------------------------
 
 
 def test_a_bug_in_the_parser_propagates_instead_of_becoming_repair_text() -> None:

@@ -1,5 +1,5 @@
 """A `--modes` file is refused at load, one line naming the file, the mode, the key and the fix
-(review of issue 11, defects 4 and 9): an empty `panes` list (was exit 70, "internal error")
+(an empty `panes` list; was exit 70, "internal error")
 and a model that conflicts with the agent spec (was blamed on flags the user never passed)."""
 
 from __future__ import annotations

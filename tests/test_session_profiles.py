@@ -357,7 +357,7 @@ def test_unflagged_loop_spends_at_most_8000_tokens_on_non_terminal_steps() -> No
     assert [r.briefing for r in agent.requests] == ["left=3 tokens=8000", "left=2 tokens=4000"]
 
 
-# -- item 3 of issue 11: the loop as the seed says --------------------------------------------
+# -- the loop as specified --------------------------------------------------------
 
 
 def test_a_view_that_fails_resolution_counts_toward_the_repair_streak() -> None:

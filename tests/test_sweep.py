@@ -20,6 +20,7 @@ from html_pages import assert_offline
 from kestrel.cli import main
 from kestrel.cli.agentspec import agent_of
 from kestrel.cli.datanames import load_named as load_data
+from conftest import SHARED_DATA
 from kestrel.sweep import Grid, SweepRun, SweepError, expand, run_key, run_sweep, stored_rows
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -193,9 +194,7 @@ def test_one_sweep_per_directory_and_stale_temporaries_are_removed(tmp_path: Pat
 
 def test_without_a_date_a_sweep_ends_at_the_last_complete_session(capsys: pytest.CaptureFixture[str],
                                                                   tmp_path: Path) -> None:
-    fx = ROOT.parent / "shared" / "data" / "fx_quote_ticks" / "lean_oanda_eurusd_quote_ticks_20140501_20140515.parquet"
-    if not fx.exists():
-        fx = Path("/work/shared/data/fx_quote_ticks") / fx.name
+    fx = SHARED_DATA / "fx_quote_ticks" / "lean_oanda_eurusd_quote_ticks_20140501_20140515.parquet"
     if not fx.exists():
         pytest.skip("shared data not present")
     assert main(["sweep", "--agents", "baseline", "--data", str(fx), "--days", "2", "--out", str(tmp_path),
