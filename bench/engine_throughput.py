@@ -511,13 +511,17 @@ def main() -> None:
     ours = peers.round_trips(fills)
     result["engine_trades"] = len(signals)
     result["engine_round_trips"] = len(ours)
+    # each peer's ratios are over the engine's walls measured right beside it (a peer's run comes
+    # many minutes after the engine's first measures, and the shared machine's load moves)
     bt_run = peers.best_run(peers.backtrader_run, days, REPEATS)
     if bt_run is not None:
-        result.update(peers.peer_keys("backtrader", bt_run, ours, sma_ref_wall, sma_fast_wall))
+        (near_ref, _), (near_fast, _) = run_engines(days, floor_plan, ("reference", "fast"))
+        result.update(peers.peer_keys("backtrader", bt_run, ours, near_ref, near_fast))
         result["backtrader_bars"] = bt_run.ticks  # one bar per tick
     nt = peers.best_run(peers.nautilus_run, days, REPEATS)
     if nt is not None:
-        result.update(peers.peer_keys("nautilus", nt, ours, sma_ref_wall, sma_fast_wall))
+        (near_ref, _), (near_fast, _) = run_engines(days, floor_plan, ("reference", "fast"))
+        result.update(peers.peer_keys("nautilus", nt, ours, near_ref, near_fast))
         result["nautilus_ticks_per_s"] = round(n / nt.wall)
         result["vs_nautilus_reference"] = result["nautilus_ratio"]
         result["vs_nautilus_fast"] = result["nautilus_ratio_fast"]
