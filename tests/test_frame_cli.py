@@ -14,7 +14,7 @@ def test_panes_text_and_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["panes"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[1].startswith("bars(tf=5m, n=12)   the last n OHLCV")
-    assert "kernel (reserved, always in the briefing): clock, ordinal, cutoff, budget, grammar" in out
+    assert "kernel (reserved, always in the briefing): clock, ordinal, cutoff, rules, budget, grammar" in out
     assert main(["panes", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert [p["name"] for p in doc["panes"]] == ["quote", "bars", "levels", "stats", "tape", "position", "plan"]

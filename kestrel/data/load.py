@@ -55,10 +55,14 @@ class LoadReport(msgspec.Struct, frozen=True):
     spikes_policy: str = "error"
     spikes_dropped: int = 0
     spike_factor: float = DEFAULT_SPIKE_FACTOR
+    preset_detected: bool = False  # `preset` was detected from the file's columns (and name)
 
     def notes(self) -> list[str]:
+        guessed = [f"tick size {self.tick_size:g} inferred"] if self.tick_size_inferred else []
+        if self.preset_detected and self.preset is not None:
+            guessed.insert(0, f"preset {self.preset} detected")
         out = [f"{self.rows} rows → {self.ticks} ticks in {self.sessions} session{'s' if self.sessions != 1 else ''}"
-               + (f" (tick size {self.tick_size:g} inferred)" if self.tick_size_inferred else "")]
+               + (f" ({', '.join(guessed)})" if guessed else "")]
         if self.crossed:
             did = f"dropped {self.dropped}" if self.crossed_policy == "drop" else "kept as is"
             out.append(f"{self.crossed} crossed quotes (ask < bid): {did}")
@@ -152,7 +156,7 @@ def _bars_to_ticks(t: Table, spec: LoadSpec) -> tuple[I64, F64, F64]:
 def _assemble(t: Table, spec: LoadSpec, crossed: CrossedPolicy, preset_name: str | None,
               symbol: str | None, tick_size: float | None, spikes: SpikePolicy = "error",
               spike_factor: float = DEFAULT_SPIKE_FACTOR, multiplier: float | None = None,
-              currency: str | None = None) -> Loaded:
+              currency: str | None = None, detected: bool = False) -> Loaded:
     rows = len(t.ts)
     _check_monotonic(t)
     _check_signs(t)
@@ -232,6 +236,7 @@ def _assemble(t: Table, spec: LoadSpec, crossed: CrossedPolicy, preset_name: str
         sessions=len(sessions), tick_size=float(tick), tick_size_inferred=inferred,
         crossed=n_crossed, crossed_policy=crossed, dropped=dropped,
         spikes=n_spikes, spikes_policy=spikes, spikes_dropped=spikes_dropped, spike_factor=spike_factor,
+        preset_detected=detected,
     )
     return Loaded(data, report)
 
@@ -255,8 +260,9 @@ def load(
     delimiter: str | None = None,
 ) -> Loaded:
     """Load a CSV or Parquet file (by extension) with a preset, an explicit spec, or a preset
-    detected from its columns; `delimiter` overrides the spec's field separator (`;`, tab).
-    Raises `DataError` on bad input."""
+    detected from its columns (and its file name when presets share the columns: the report
+    records the preset as detected); `delimiter` overrides the spec's field separator (`;`,
+    tab). Raises `DataError` on bad input."""
     p = Path(path)
     if not p.is_file():
         raise DataError(p, "is a directory, not a data file" if p.is_dir()
@@ -265,6 +271,7 @@ def load(
         raise ValueError(f"crossed policy must be error, drop or keep, got {crossed!r}")
     if spikes not in ("error", "drop", "keep"):
         raise ValueError(f"spikes policy must be error, drop or keep, got {spikes!r}")
+    detected = spec is None and not preset_name
     if spec is None:
         try:
             preset_name = preset_name or detect_preset(p, delimiter or ",")
@@ -277,7 +284,7 @@ def load(
         spec = msgspec.structs.replace(spec, delimiter=delimiter)
     table = read_table(p, spec)
     return _assemble(table, spec, crossed, preset_name, symbol, tick_size, spikes, spike_factor,
-                     multiplier, currency)
+                     multiplier, currency, detected)
 
 
 def load_market_data(path: str | Path, preset_name: str | None = None, **options: Any) -> MarketData:

@@ -284,8 +284,17 @@ def _first_line(path: Path) -> str:
         return f.readline(4096).decode("utf-8-sig", errors="replace").strip()
 
 
+def pick_preset(matches: list[str], path: Path) -> str:
+    """The preset recorded for a file whose columns match every preset in `matches` (in
+    `PRESETS` order): the one its file name names when exactly one does (Lean's OANDA and FXCM
+    files have the same columns: `lean_fxcm_eurusd_...parquet` is `fxcm`), else the first."""
+    named = [m for m in matches if m.lower() in path.name.lower()]
+    return named[0] if len(named) == 1 else matches[0]
+
+
 def detect_preset(path: str | Path, delimiter: str = ",") -> str:
-    """Guess the preset from the file's columns (Parquet schema or CSV header)."""
+    """Guess the preset from the file's columns (Parquet schema or CSV header); when several
+    presets share those columns, the file name decides (`pick_preset`)."""
     p = Path(path)
     if p.suffix.lower() == ".parquet":
         _, _, pq = _pyarrow(p)
@@ -312,12 +321,10 @@ def detect_preset(path: str | Path, delimiter: str = ",") -> str:
         if other is not None:
             raise DataError(p, f"the header holds {other!r} but no {delimiter!r}: the file is not "
                             f"{_SEPARATED.get(delimiter, repr(delimiter) + '-separated')}; {delimiter_hint(other)}")
-    for name, spec in PRESETS.items():
-        if not spec.header:
-            continue
-        need = [spec.ts, *spec.value_columns().values()]
-        if all(any(a in header for a in n.split("|")) for n in need):
-            return name
+    matches = [name for name, spec in PRESETS.items() if spec.header
+               and all(any(a in header for a in n.split("|")) for n in [spec.ts, *spec.value_columns().values()])]
+    if matches:
+        return pick_preset(matches, p)
     shown = columns_text(header)
     raise DataError(
         p, f"no preset matches columns {shown}; pass a preset ({', '.join(sorted(PRESETS))}) "
@@ -336,6 +343,7 @@ __all__ = [
     "columns_text",
     "delimiter_hint",
     "detect_preset",
+    "pick_preset",
     "read_csv",
     "read_parquet",
     "read_table",

@@ -103,7 +103,7 @@ def pane_rules(snap: FrozenSnapshot) -> str:
     b = snap.terms.bounds
     session = "none" if b.session_maxloss is None else _num(b.session_maxloss)
     lines = [
-        f"RULES {snap.symbol} tick {_num(inst.tick_size)} mult {_num(inst.multiplier)} {inst.currency} "
+        f"RULES {snap.symbol} tick {snap.format_price(inst.tick_size)} mult {_num(inst.multiplier)} {inst.currency} "
         f"lot {fmt_qty(inst.min_qty)}",
         f"bounds maxpos {b.maxpos} maxloss {_num(b.maxloss)} maxorders {b.maxorders} session_maxloss {session}",
         f"friction {friction_text(snap.terms.friction)}",

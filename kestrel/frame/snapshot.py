@@ -103,6 +103,10 @@ class FrozenSnapshot:
         s = self.session
         if s is None or ts_ns >= s.open_ns:
             return self.clock(ts_ns)
+        return self.dated(ts_ns)
+
+    def dated(self, ts_ns: int) -> str:
+        """`mm-dd hh:mm:ss` on the wall clock of the session `ts_ns` falls in."""
         day = np.datetime64((ts_ns + self.offset_at(ts_ns)) // NS_PER_S, "s").astype("datetime64[D]").item()
         return f"{day.month:02d}-{day.day:02d} {self.clock(ts_ns)}"
 
