@@ -9,8 +9,8 @@ alone (a pure function of it, like every pane):
   which a plan's RISK clause can only tighten;
 - the friction of the fill model (slippage, latency, fees) and the end-of-day policy;
 - since the agent's last turn: every order the broker rejected and every disarm it did not ask
-  for, with the broker's reason (identical ones folded into one line with a count, at most
-  `MAX_NOTICE_LINES` lines, then how many more).
+  for, with the broker's reason (identical ones folded into one line with a count; the latest
+  `MAX_NOTICE_LINES` lines, after a line saying how many earlier ones there were).
 
 Format (docs/panes.md "Kernel panes"):
 
@@ -83,7 +83,8 @@ def notice_line(snap: FrozenSnapshot, n: Notice, count: int = 1) -> str:
 
 
 def notices_text(snap: FrozenSnapshot) -> list[str]:
-    """The `since last turn` lines of the pane."""
+    """The `since last turn` lines of the pane: the count by kind, then the folded notices (the
+    latest `MAX_NOTICE_LINES`)."""
     if not snap.notices:
         return ["since last turn: none"]
     rejected = sum(n.kind == "rejected" for n in snap.notices)
@@ -91,9 +92,9 @@ def notices_text(snap: FrozenSnapshot) -> list[str]:
     counts = [f"{k} {what}" for k, what in ((rejected, "rejected"), (disarmed, "disarmed")) if k]
     folded = fold(snap.notices)
     lines = [f"since last turn: {', '.join(counts)}"]
-    lines += [notice_line(snap, n, c) for n, c in folded[:MAX_NOTICE_LINES]]
     if len(folded) > MAX_NOTICE_LINES:
-        lines.append(f"... {len(folded) - MAX_NOTICE_LINES} more")
+        lines.append(f"... {len(folded) - MAX_NOTICE_LINES} earlier")
+    lines += [notice_line(snap, n, c) for n, c in folded[-MAX_NOTICE_LINES:]]
     return lines
 
 

@@ -235,7 +235,7 @@ def assess(
     count, most = _order_count(plan), effective_maxorders(plan, bounds)
     if count > most:
         findings.append(Finding(None, f"the plan can place {count} orders, over maxorders {most}: the engine "
-                                      f"rejects every one after the {most}th", RiskLevel.CRITICAL, "maxorders"))
+                                      f"rejects every order past those {most}", RiskLevel.CRITICAL, "maxorders"))
     critical = tuple(f.text for f in findings if f.level == RiskLevel.CRITICAL)
     if critical:
         return RiskAssessment(RiskLevel.CRITICAL, critical, tuple(findings))
