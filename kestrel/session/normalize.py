@@ -55,9 +55,7 @@ _OPEN = re.compile(r"<(think|thinking|reasoning)>", re.IGNORECASE)
 _CLOSE = re.compile(r"</(think|thinking|reasoning)>", re.IGNORECASE)
 _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([^\n`]*)$", re.MULTILINE)
 _START = re.compile(r"^[ \t]*(" + "|".join(STATEMENT_KEYWORDS) + r")(?![A-Za-z0-9_])", re.IGNORECASE)
-_CONTINUE = re.compile(
-    r"^[ \t]*(?:(?:" + "|".join(CONTINUATION_KEYWORDS) + r")(?![A-Za-z0-9_])|[:;,()<>=!+\-*/@]|x[0-9])"
-)
+_CONTINUE = re.compile(r"^[ \t]*(?:" + "|".join(CONTINUATION_KEYWORDS) + r")(?![A-Za-z0-9_])")
 
 
 class NormalizedReply(msgspec.Struct, frozen=True):
@@ -180,9 +178,24 @@ StatementTest = Callable[[str], bool]
 """Whether a text is one statement as the language reads it (a type error still counts: the
 parser's repair text is then the right answer; a syntax error does not)."""
 
-MAX_PARSE_ATTEMPTS = 256
+MAX_PARSE_ATTEMPTS = 64
 """The most candidate blocks tried per reply (each a parse); past it the reply is unchanged."""
 SHAPE_ERRORS = ("syntax", "empty", "too-large", "not-text", "too-deep", "invalid")
+
+
+def _before_only(lines: list[str], s: int, changes: list[str]) -> str:
+    """The text with only the prose before line `s` (the one statement keyword) blanked."""
+    prose = sum(1 for line in lines[:s] if _is_prose(line))
+    if not prose:
+        return "\n".join(lines)
+    changes.append(f"prose before the statement stripped ({_plural(prose, 'line')})")
+    return "\n" * s + "\n".join(lines[s:])
+
+
+def _is_prose(line: str) -> bool:
+    """A line that is neither blank nor a `#` comment."""
+    body = line.strip()
+    return bool(body) and not body.startswith("#")
 
 
 def is_statement(text: str) -> bool:
@@ -216,11 +229,7 @@ def _strip_prose(text: str, changes: list[str], test: StatementTest) -> tuple[st
     if not found:
         # no block reads as a statement: the parser's own error is the repair, pointing at the
         # statement itself when one keyword line is all there is (what precedes it is prose)
-        s = starts[0]
-        if len(starts) == 1 and any(line.strip() for line in lines[:s]):
-            changes.append(f"prose before the statement stripped ({_plural(sum(1 for x in lines[:s] if x.strip()), 'line')})")
-            return "\n" * s + "\n".join(lines[s:]), None
-        return text, None
+        return (_before_only(lines, starts[0], changes) if len(starts) == 1 else text), None
     if len(found) > 1:
         named = ", ".join(f"{_START.match(lines[i]).group(1).upper()} on line {i + 1}"  # type: ignore[union-attr]
                           for i, _ in found[:4])
@@ -228,15 +237,19 @@ def _strip_prose(text: str, changes: list[str], test: StatementTest) -> tuple[st
                       "alone, with no prose around it")
     s, end = found[0]
     keyword = _START.match(lines[s]).group(1).upper()  # type: ignore[union-attr]
-    later = [i for i in range(end, len(lines)) if _CONTINUE.match(lines[i])]
+    rest = [i for i in range(end, len(lines)) if _is_prose(lines[i])]
+    if rest and _CONTINUE.match(lines[rest[0]]):
+        # the statement goes on past what reads: its own error is the repair (prose before it
+        # cannot be the statement's, so that goes)
+        return _before_only(lines, s, changes), None
+    later = [i for i in rest if _CONTINUE.match(lines[i])]
     if later:
-        prose = next(i for i in range(end, len(lines)) if lines[i].strip())
-        return text, (f"your reply has prose inside the {keyword} (line {prose + 1}, before line {later[0] + 1}): "
+        return text, (f"your reply has prose inside the {keyword} (line {rest[0] + 1}, before line {later[0] + 1}): "
                       f"send the {keyword} alone, all its lines together, with no prose before, between or after them")
-    before = sum(1 for line in lines[:s] if line.strip())
-    after = sum(1 for line in lines[end:] if line.strip())
+    before = sum(1 for line in lines[:s] if _is_prose(line))
+    after = sum(1 for line in lines[end:] if _is_prose(line))
     if not before and not after:
-        return text, None
+        return text, None  # only blank lines and comments around it: the language ignores them
     parts = [p for p in (f"{_plural(before, 'line')} before" if before else "",
                          f"{_plural(after, 'line')} after" if after else "") if p]
     changes.append(f"prose around the statement stripped ({' and '.join(parts)})")
