@@ -12,13 +12,12 @@ from pathlib import Path
 import pytest
 
 from cli_helpers import quotes_csv, run_cli
-from conftest import SHARED_DATA
 from kestrel.data import load
 from kestrel.data.readers import detect_preset
 from model_server import Canned, serve
 
 ROOT = Path(__file__).resolve().parent.parent
-OANDA = SHARED_DATA / "fx_quote_ticks" / "lean_oanda_eurusd_quote_ticks_20140501_20140515.parquet"
+OANDA_FILE = "fx_quote_ticks/lean_oanda_eurusd_quote_ticks_20140501_20140515.parquet"
 PLAN = "PLAN t\nWHEN last > high(30m): BUY 100 MKT STOP -0.6%"
 
 
@@ -31,24 +30,23 @@ def kestrel(*argv: str) -> subprocess.Popen[bytes]:
 
 
 def test_view_defaults_to_the_session_simulate_runs_and_warns_on_stale_data(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], shared_data: Path
 ) -> None:
-    if not OANDA.exists():
-        pytest.skip("shared market data not present")
-    code, out, err = run_cli(capsys, "view", "VIEW v: quote", "--data", str(OANDA), "--at", "10:30")
+    oanda = shared_data / OANDA_FILE
+    code, out, err = run_cli(capsys, "view", "VIEW v: quote", "--data", str(oanda), "--at", "10:30")
     assert code == 0 and "warning" not in err
     assert " session 2014-05-14 " in out.splitlines()[0]  # simulate's default: the last complete session
-    code, sim, _ = run_cli(capsys, "simulate", "--data", str(OANDA), "--json")
+    code, sim, _ = run_cli(capsys, "simulate", "--data", str(oanda), "--json")
     assert code == 0 and json.loads(sim)["days"][0]["date"] == "2014-05-14"
     # the last session holds only 3 hours of data: its 10:30 shows the evening before, and says so
-    code, out, err = run_cli(capsys, "view", "VIEW v: quote", "--data", str(OANDA), "--at", "10:30",
+    code, out, err = run_cli(capsys, "view", "VIEW v: quote", "--data", str(oanda), "--at", "10:30",
                              "--date", "2014-05-15")
     assert code == 0 and " session 2014-05-15 " in out.splitlines()[0]
     assert "QUOTE EURUSD 19:59:56" in out
     assert ("kestrel view: warning: the latest tick at or before the 10:25:00 cutoff is 05-15 19:59:56, "
             "14h25m earlier") in err
     assert "kestrel view: warning: partial session 2014-05-15" in err
-    code, _, err = run_cli(capsys, "view", "VIEW v: quote", "--data", str(OANDA), "--date", "2014-06-01")
+    code, _, err = run_cli(capsys, "view", "VIEW v: quote", "--data", str(oanda), "--date", "2014-06-01")
     assert code == 2 and err.splitlines()[-1].startswith("kestrel view: no session on 2014-06-01 in the data; sessions: ")
 
 

@@ -23,7 +23,7 @@ prose_lines = st.sampled_from([
     "**Answer**", "---", "The stop sits below the range low.",
 ])
 fences = st.sampled_from(["```", "```kestrel", "```text", "~~~"])
-thoughts = st.text(st.characters(blacklist_characters="<>", blacklist_categories=("Cs",)), max_size=80)
+thoughts = st.text(st.characters(exclude_characters="<>", exclude_categories=["Cs"]), max_size=80)
 
 
 def _parses(text: str) -> bool:

@@ -214,3 +214,15 @@ def _briefing_at_open() -> str:
     agent = ScriptedAgent(["PASS"])
     run_session(load_sample(), agent, SessionOptions())
     return agent.requests[0].briefing
+
+
+def test_a_single_shot_agents_plan_a_bound_will_reject_is_reported_in_the_evidence() -> None:
+    from kestrel.agents.fixed import FixedAgent
+
+    sink: list[Evidence] = []
+    plan = "PLAN big\nWHEN time >= 10:00: BUY 1500 MKT STOP -0.1%"
+    result = run_session(load_sample(), FixedAgent(plan, name="big"), SessionOptions(), sink=sink.append)
+    assert [(e.kind, e.error, e.reason) for e in sink] == [(
+        "bound-check", "bound check: rule 1 (BUY 1500): size over maxpos 1000: the engine rejects it",
+        "a single-shot agent is not asked again: the plan is armed as is")]
+    assert [r.reason for r in rejections(result)] == ["maxpos 1000: position would reach 1500"]

@@ -126,7 +126,8 @@ def _view(args: argparse.Namespace) -> int:
         ordinal = Ordinal(1, "open+1h", at_ns)
     else:
         try:
-            ordinal = view_ordinal(session, args.at, where=f"the session {session.date}")
+            where = "the last session" if session == data.sessions[-1] else f"the session {session.date}"
+            ordinal = view_ordinal(session, args.at, where=where)
         except AtError as e:
             return _fail(str(e), 2)
         at_ns = ordinal.time_ns

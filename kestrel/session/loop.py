@@ -420,9 +420,18 @@ class AuthoringLoop:
                                     "kept with its state (spent rules, working orders), not re-armed")
             )
             return self._end(turn, trigger)
-        if not self._iterative or not isinstance(turn, Supersede) or self._ports.assess is None:
+        if not isinstance(turn, Supersede) or self._ports.assess is None:
             return self._end(turn, trigger)
         a = self._ports.assess(turn.plan)
+        if not self._iterative:
+            if a.binding:  # reported, though a single-shot agent cannot be asked again
+                self.evidence.append(
+                    self._record(kind="bound-check", usage=Usage(), latency_ms=None, exhausted=False,
+                                 error="bound check: " + "; ".join(f.text for f in a.binding),
+                                 reason="a single-shot agent is not asked again: the plan is armed as is",
+                                 risk=a.level.name)
+                )
+            return self._end(turn, trigger)
         level = a.level.name
         p = self._policy
         if self._self_correct and not self._corrected and a.findings:
