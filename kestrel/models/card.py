@@ -96,9 +96,9 @@ def _pane_lines(catalog: PaneCatalog) -> list[str]:
 
 
 RULES_LINES: tuple[str, ...] = (
-    "# Rules (the RULES pane)",
+    "# Rules",
     "Rejected: an order past maxpos; one whose worst case at its stop (with costs) reaches maxloss, which "
-    "disarms the plan too. PASS or an unchanged PLAN keeps the incumbent as it is; rename it to re-arm.",
+    "also disarms the plan. PASS or an unchanged PLAN keeps the incumbent; rename it to re-arm.",
 )
 """How the bounds bind and how a plan is kept or re-armed (the runtime's rules, stated once)."""
 
