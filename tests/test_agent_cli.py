@@ -42,7 +42,7 @@ def test_view_defaults_to_the_session_simulate_runs_and_warns_on_stale_data(
     code, out, err = run_cli(capsys, "view", "VIEW v: quote", "--data", str(oanda), "--at", "10:30",
                              "--date", "2014-05-15")
     assert code == 0 and " session 2014-05-15 " in out.splitlines()[0]
-    assert "QUOTE EURUSD 19:59:56" in out
+    assert "QUOTE EURUSD 05-15 19:59:56" in out  # the evening before the 10:30 is dated
     assert ("kestrel view: warning: the latest tick at or before the 10:25:00 cutoff is 05-15 19:59:56, "
             "14h25m earlier") in err
     assert "kestrel view: warning: partial session 2014-05-15" in err

@@ -5,7 +5,9 @@ snapshot instead of the text."""
 
 from __future__ import annotations
 
+import datetime as dt
 import re
+from pathlib import Path
 from typing import ClassVar
 
 import msgspec
@@ -226,3 +228,22 @@ def test_a_single_shot_agents_plan_a_bound_will_reject_is_reported_in_the_eviden
         "bound-check", "bound check: rule 1 (BUY 1500): size over maxpos 1000: the engine rejects it",
         "a single-shot agent is not asked again: the plan is armed as is")]
     assert [r.reason for r in rejections(result)] == ["maxpos 1000: position would reach 1500"]
+
+
+def test_a_notice_of_the_evening_before_in_a_session_spanning_midnight_is_dated(shared_data: Path) -> None:
+    # FX sessions run 17:00-17:00 New York: a rejection at 17:01 must not read as later than 11:00
+    from kestrel.data import load
+
+    data = load(shared_data / "fx_quote_ticks/lean_oanda_eurusd_quote_ticks_20140501_20140515.parquet").data
+    big = "PLAN big UNTIL 16:00\nWHEN last > 0: BUY 100000 MKT STOP -0.5%"
+    agent = ScriptedAgent([big, big, "PASS"])
+    run_session(data, agent, options(None, checkpoints=("11:00",)), date=dt.date(2014, 5, 14))
+    agent.assert_finished()
+    at_eleven = agent.requests[2].briefing.splitlines()
+    assert at_eleven[0].startswith("CLOCK EURUSD #1 11:00 cutoff 10:55:00 session 2014-05-14 17:00-17:00")
+    assert at_eleven[4:6] == [
+        "since last turn: 1 rejected",
+        "05-14 17:01:35 rejected big rule 1: maxpos 1000: position would reach 100000",
+    ]
+    tape = at_eleven[at_eleven.index("TAPE last 5") + 2]
+    assert re.match(r"10:54:\d\d ", tape)  # this morning's prints stay undated

@@ -22,7 +22,8 @@ since last turn: 1 rejected, 1 disarmed
 10:31:02 rejected orb rule 1: maxpos 1000: position would reach 100000
 10:31:02 disarmed orb: maxloss 400 would be breached
 ```
-Times are the session's wall clock, dated `mm-dd` before the current session's open.
+Times are the session's wall clock, dated `mm-dd` before the current session's open or on another
+date than the ordinal (a session that spans midnight).
 """
 
 from __future__ import annotations

@@ -98,12 +98,19 @@ class FrozenSnapshot:
 
     def stamp(self, ts_ns: int) -> str:
         """`clock(ts_ns)`, dated `mm-dd hh:mm:ss` (its own wall-clock date) when the instant is
-        before the current session's open: a print of an earlier session never reads as
-        today's."""
+        before the current session's open or on another wall-clock date than the ordinal time
+        (a session that spans midnight): a print of an earlier session or an earlier evening
+        never reads as today's."""
         s = self.session
-        if s is None or ts_ns >= s.open_ns:
+        if s is None:
+            return self.clock(ts_ns)
+        if ts_ns >= s.open_ns and self._wall_day(ts_ns) == self._wall_day(self.time_ns):
             return self.clock(ts_ns)
         return self.dated(ts_ns)
+
+    def _wall_day(self, ts_ns: int) -> int:
+        """The wall-clock day number of `ts_ns` (days since the local epoch)."""
+        return (ts_ns + self.offset_at(ts_ns)) // (86_400 * NS_PER_S)
 
     def dated(self, ts_ns: int) -> str:
         """`mm-dd hh:mm:ss` on the wall clock of the session `ts_ns` falls in."""
