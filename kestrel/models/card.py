@@ -97,8 +97,9 @@ def _pane_lines(catalog: PaneCatalog) -> list[str]:
 
 RULES_LINES: tuple[str, ...] = (
     "# Rules",
-    "Rejected: an order past maxpos; one whose worst case at its stop (with costs) reaches maxloss, which "
-    "also disarms the plan. PASS or an unchanged PLAN keeps the incumbent; rename it to re-arm.",
+    "Rejected: an order past maxpos or maxorders; one whose worst case at its stop (with costs) reaches "
+    "maxloss or session_maxloss, which also disarms the plan. A loss reaching maxloss disarms and flattens; "
+    "session_maxloss ends the session. PASS or an unchanged PLAN keeps the incumbent; rename it to re-arm.",
 )
 """How the bounds bind and how a plan is kept or re-armed (the runtime's rules, stated once)."""
 
