@@ -16,7 +16,7 @@ import pytest
 from kestrel.agents.scripted import ScriptedAgent
 from kestrel.data import load_sample
 from kestrel.engine.config import EngineConfig
-from kestrel.engine.ledger import Disarmed, OrderRejected
+from kestrel.engine.ledger import Disarmed, Filled, OrderRejected
 from kestrel.frame import TypedSnapshot
 from kestrel.session import AgentReply, AuthorRequest, SessionOptions, run_session
 from kestrel.session.loop import Evidence, LoopSettings
@@ -247,3 +247,18 @@ def test_a_notice_of_the_evening_before_in_a_session_spanning_midnight_is_dated(
     ]
     tape = at_eleven[at_eleven.index("TAPE last 5") + 2]
     assert re.match(r"10:54:\d\d ", tape)  # this morning's prints stay undated
+
+
+def test_a_plan_the_engine_disarmed_is_no_incumbent_and_restating_it_arms_it_afresh() -> None:
+    # expired at 10:00 before its rule could fire: at 11:00 the briefing shows no incumbent, and
+    # the same text is a new arming that fires (kept, it would stay disarmed and do nothing)
+    scalp = "PLAN scalp FOR 30m\nWHEN time >= 10:30: BUY 100 MKT STOP -2%"
+    result, sink, agent = run([scalp, scalp, "PASS"], None, checkpoints=("11:00", "12:00"))
+    at_eleven = agent.requests[1].briefing
+    assert "since last turn: 1 disarmed" in at_eleven and "disarmed scalp: expired" in at_eleven
+    assert "PLAN none" in at_eleven and "INCUMBENT" not in at_eleven
+    outcomes = [o.armed for o in result.days[0].outcomes]
+    assert outcomes == ["armed scalp", "armed scalp", "passed"]  # at 12:00 it has expired again
+    assert [e.kind for e in sink if e.kind == "restated"] == []
+    fills = [e for e in result.days[0].ledger.events if isinstance(e, Filled)]
+    assert [(f.side, f.qty) for f in fills][:1] == [("buy", 100)]

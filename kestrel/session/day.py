@@ -25,7 +25,7 @@ from typing import TypeVar
 from kestrel.engine.book import Carry
 from kestrel.engine.config import EngineConfig
 from kestrel.engine.engine import Engine
-from kestrel.engine.ledger import Ledger, LedgerEvent
+from kestrel.engine.ledger import Armed, Disarmed, Ledger, LedgerEvent
 from kestrel.frame import freeze, typed_snapshot
 from kestrel.market.account import AccountState, Notice
 from kestrel.market.ticks import NS_PER_S, Ticks
@@ -65,8 +65,11 @@ def apply_turn(engine: Engine, turn: AgentTurn, incumbent: ast.Plan | None,
                at_ns: int | None = None) -> tuple[ast.Plan | None, str]:
     """Arm the terminal turn at `at_ns` (its ordinal's instant); returns the new incumbent
     plan and what was done. A plan that restates the incumbent (the same canonical text) is
-    kept with its state, not re-armed. A plan the engine refuses stands the session down
-    (fail closed) with the engine's reason."""
+    kept with its state, not re-armed, while the engine still holds it armed (one the engine
+    disarmed, by its expiry or a loss bound, is armed afresh). A plan the engine refuses stands
+    the session down (fail closed) with the engine's reason."""
+    if not engine.armed:
+        incumbent = None  # disarmed by the engine: no incumbent to keep
     if isinstance(turn, Supersede) and restates(turn.plan, incumbent):
         assert incumbent is not None
         return incumbent, f"kept {incumbent.name} (restated: the same plan, its state kept)"
@@ -82,6 +85,21 @@ def apply_turn(engine: Engine, turn: AgentTurn, incumbent: ast.Plan | None,
         engine.stand_down(turn.reason, at_ns)
         return None, f"stood down: {turn.reason}"
     return incumbent, "passed" if incumbent is None else f"kept {incumbent.name}"
+
+
+def still_armed(incumbent: ast.Plan | None, events: Sequence[LedgerEvent]) -> ast.Plan | None:
+    """The incumbent unless `events` (the ledger since the last read) end with it disarmed
+    (its expiry, a loss bound, the close): a disarmed plan is no incumbent, so the next
+    briefing shows none and a PLAN restating it arms it afresh."""
+    if incumbent is None:
+        return None
+    armed = True
+    for e in events:
+        if isinstance(e, Armed):
+            armed = e.plan == incumbent.name
+        elif isinstance(e, Disarmed) and e.plan == incumbent.name:
+            armed = False
+    return incumbent if armed else None
 
 
 class DayRun:
@@ -400,6 +418,7 @@ class DayDriver:
             yield RunTicks(2 * i)  # up to the cutoff: the snapshot's ticks
             read = self._reply((yield ReadAccount(run.read)), _Account)
             run.heard(read.events)
+            incumbent = still_armed(incumbent, read.events)
             loop = run.open(i, read.state, incumbent)
             done = self._reply((yield RunAuthoring(loop)), Done)
             turn = run.close(i, loop, done)
