@@ -163,3 +163,35 @@ def test_the_capture_records_the_preset_as_detected(tmp_path: Path, capsys: pyte
     header = json.loads(capture.read_text().splitlines()[0])
     assert header["source"]["preset"] == "fxcm"
     assert "preset fxcm detected" in err
+
+
+# -- the daemon's missing key ----------------------------------------------------------------
+
+
+def test_a_key_missing_where_the_daemon_runs_is_named_as_the_daemons(monkeypatch: pytest.MonkeyPatch,
+                                                                       tmp_path: Path) -> None:
+    from kestrel.cli.daemon import SimulatePlanner
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)  # the daemon's environment
+    planner = SimulatePlanner()
+    flags, _ = planner.parse(["--agent", "openai:gpt-5.1"], str(tmp_path))
+    with pytest.raises(ValueError) as err:
+        planner.resolve(flags)
+    message = str(err.value)
+    assert "\n" not in message
+    assert message.startswith("missing API key for openai:gpt-5.1 in the daemon's environment: OPENAI_API_KEY "
+                              "is not set where the daemon runs (a key set only in the client's shell is never sent)")
+    assert "restart the daemon with OPENAI_API_KEY set" in message
+    code = run_cli_simulate_missing_key()
+    assert code.startswith("kestrel simulate: missing API key for openai:gpt-5.1: set the environment variable "
+                           "OPENAI_API_KEY")  # the CLI's own run says the shell's variable, as before
+
+
+def run_cli_simulate_missing_key() -> str:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    out = subprocess.run([sys.executable, "-m", "kestrel", "simulate", "--agent", "openai:gpt-5.1"], cwd=ROOT,
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 2
+    return out.stderr.strip().splitlines()[-1]

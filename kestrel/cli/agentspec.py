@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from kestrel.cli.errors import UsageError
+from kestrel.cli.errors import MissingKeyError, UsageError
 from kestrel.providers import lookup
 from kestrel.providers import names as provider_names
 
@@ -158,10 +158,11 @@ def model_agent(
     if not key.strip() and api_key_env is None and is_loopback(base_url or row.default_base_url):
         key = NOT_NEEDED  # a server on this machine: no key unless it is given
     if not key.strip():
-        raise UsageError(
+        raise MissingKeyError(
             f"missing API key for {provider}:{name}: set the environment variable {env}"
             + ("" if api_key_env else " (or name another variable with --api-key-env NAME, or "
-               "--api-key-env none for a server that needs no key)")
+               "--api-key-env none for a server that needs no key)"),
+            f"{provider}:{name}", env,
         )
     try:
         constraint = resolve_constraint(row.name, name, constrain)
