@@ -73,7 +73,7 @@ def default_briefing() -> str:
     data = load_sample()
     s = data.sessions[-1]
     o = Ordinal(0, "OPEN", s.open_ns)
-    ports = snapshot_ports(freeze(data, o.time_ns - 300 * 10**9), o)
+    ports = snapshot_ports(freeze(data, o.time_ns), o)  # cut at the ordinal minus the 300 s guard, as a run does
     return ports.briefing(None, Kernel(ordinal="OPEN", iteration=0, iterations_left=3, tokens_left=8000))
 
 
