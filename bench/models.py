@@ -11,7 +11,14 @@ Prints one JSON line:
   tokens (quicktok, the `dev`/`bench` extra; a documented proxy otherwise, named in `tokenizer`).
   Target <= 1500;
 - `briefing_tokens_default`: the OPEN briefing of the bundled sample day with the default view
-  (the first user message of every ordinal), same tokenizer;
+  (the first user message of every ordinal, its RULES kernel pane included), same tokenizer.
+  Target <= 1000;
+- `rules_pane_tokens`: that briefing's RULES kernel pane (instrument, bounds, friction, no
+  notice); `rules_pane_tokens_full`: the pane at its largest (friction on every field and the
+  most notice lines it shows, after its `... earlier` line);
+- `normalize_vs_parse_ratio`: reading a reply as a model writes it (`normalize_reply` of a
+  `<think>` block, prose and a fenced plan) over parsing the bare plan (`kestrel.lang.parse`):
+  the cost of the normalization step, median of rounds;
 - the grammar exported for constrained decoding (`kestrel.lang.dialects`):
   `grammar_chars_llguidance`, `_gbnf`, `_ebnf` (the reply grammar's size in characters);
   `grammar_compile_ms_llguidance` (the median time LLGuidance takes to compile the Lark-subset
@@ -66,8 +73,46 @@ def default_briefing() -> str:
     data = load_sample()
     s = data.sessions[-1]
     o = Ordinal(0, "OPEN", s.open_ns)
-    ports = snapshot_ports(freeze(data, o.time_ns - 300 * 10**9), o)
+    ports = snapshot_ports(freeze(data, o.time_ns), o)  # cut at the ordinal minus the 300 s guard, as a run does
     return ports.briefing(None, Kernel(ordinal="OPEN", iteration=0, iterations_left=3, tokens_left=8000))
+
+
+def rules_panes() -> tuple[str, str]:
+    """The RULES pane of the default briefing, and the pane at its largest."""
+    from kestrel.frame.rules import MAX_NOTICE_LINES, pane_rules
+    from kestrel.market import Bounds, Friction, Notice, Terms
+
+    data = load_sample()
+    s = data.sessions[-1]
+    at = s.wall_clock_ns(11, 0)
+    plain = pane_rules(freeze(data, at))
+    notices = tuple(Notice("rejected", at - (30 - k) * 60 * 10**9, "orb", f"maxpos 1000: position would reach {2000 + k}",
+                           1 + k % 2) for k in range(MAX_NOTICE_LINES + 2))
+    terms = Terms(bounds=Bounds(maxpos=1000, maxloss=400.0, maxorders=50, session_maxloss=800.0),
+                  friction=Friction(slippage_ticks=1, latency_ticks=1, latency_ms=50, fee_per_unit=0.005,
+                                    fee_per_order=1, end_of_day="carry", partial_fills=True))
+    return plain, pane_rules(freeze(data, at, terms=terms, notices=notices))
+
+
+def normalize_ratio(rounds: int) -> float:
+    from kestrel.lang import parse
+    from kestrel.session.normalize import normalize_reply
+
+    reply = ("<think>\nThe range broke out; a stop below the range low keeps the risk small.\n</think>\n"
+             "Here is my plan:\n\n```kestrel\n" + PLAN + "\n```\nIt buys the breakout.")
+    for _ in range(20):
+        normalize_reply(reply), parse(PLAN)
+    pairs: list[float] = []
+    for k in range(rounds):
+        t: dict[str, float] = {}
+        for label, fn in ((("n", lambda: normalize_reply(reply)), ("p", lambda: parse(PLAN))) if k % 2 else
+                          (("p", lambda: parse(PLAN)), ("n", lambda: normalize_reply(reply)))):
+            t0 = time.perf_counter()
+            for _ in range(20):
+                fn()
+            t[label] = time.perf_counter() - t0
+        pairs.append(t["n"] / t["p"])
+    return statistics.median(pairs)
 
 
 def ratio(provider: str, url: str, briefing: str, rounds: int) -> float:
@@ -167,12 +212,16 @@ def main() -> int:
     with serve(lambda path, body: Canned(PLAN)) as srv:
         r_openai = ratio("openai", srv.openai_url, briefing, rounds)
         r_anthropic = ratio("anthropic", srv.anthropic_url, briefing, rounds)
+    plain, full = rules_panes()
     print(json.dumps({
         "adapter_vs_raw_sdk_ratio": round(max(r_openai, r_anthropic), 3),
         "adapter_vs_raw_sdk_ratio_openai": round(r_openai, 3),
         "adapter_vs_raw_sdk_ratio_anthropic": round(r_anthropic, 3),
         "system_prompt_tokens": count(language_card()),
         "briefing_tokens_default": count(briefing),
+        "rules_pane_tokens": count(plain),
+        "rules_pane_tokens_full": count(full),
+        "normalize_vs_parse_ratio": round(normalize_ratio(rounds), 3),
         "tokenizer": name,
         "rounds": rounds,
         **grammar_figures(args.quick),

@@ -45,6 +45,8 @@ class Canned:
     body: bytes | None = None  # sent verbatim (a malformed body)
     usage: dict[str, Any] | None = None  # sent verbatim instead of the default usage
     thinking: str | None = None  # Anthropic: a thinking block before the text
+    reasoning: str | None = None  # OpenAI-compatible: the message's separate `reasoning_content`
+    refusal: str | None = None  # OpenAI: `message.refusal` (content null); Anthropic: stop_reason refusal
     headers: tuple[tuple[str, str], ...] = ()  # extra response headers (e.g. Retry-After)
     drop: bool = False  # close the connection without an answer
     tool_input: str | None = None  # OpenAI: a custom tool call with this input (content: text or null)
@@ -122,7 +124,11 @@ def openai_body(model: str, c: Canned, prompt: str) -> dict[str, Any]:
         "prompt_tokens_details": {"cached_tokens": 0},
         "completion_tokens_details": {"reasoning_tokens": 0},
     }
-    message: dict[str, Any] = {"role": "assistant", "content": c.text}
+    message: dict[str, Any] = {"role": "assistant", "content": None if c.refusal is not None else c.text}
+    if c.reasoning is not None:
+        message["reasoning_content"] = c.reasoning
+    if c.refusal is not None:
+        message["refusal"] = c.refusal
     if c.tool_input is not None:
         message["content"] = c.text or None
         message["tool_calls"] = [{"id": "call_loopback", "type": "custom",
@@ -143,10 +149,11 @@ def anthropic_body(model: str, c: Canned, prompt: str) -> dict[str, Any]:
     content: list[dict[str, Any]] = []
     if c.thinking is not None:
         content.append({"type": "thinking", "thinking": c.thinking, "signature": "sig"})
-    content.append({"type": "text", "text": c.text})
+    content.append({"type": "text", "text": c.refusal if c.refusal is not None else c.text})
+    stop = "refusal" if c.refusal is not None else c.finish or "end_turn"
     return {
         "id": "msg_loopback", "type": "message", "role": "assistant", "model": model,
-        "content": content, "stop_reason": c.finish or "end_turn", "stop_sequence": None,
+        "content": content, "stop_reason": stop, "stop_sequence": None,
         "usage": usage,
     }
 

@@ -14,7 +14,7 @@ def test_panes_text_and_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["panes"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[1].startswith("bars(tf=5m, n=12)   the last n OHLCV")
-    assert "kernel (reserved, always in the briefing): clock, ordinal, cutoff, budget, grammar" in out
+    assert "kernel (reserved, always in the briefing): clock, ordinal, cutoff, rules, budget, grammar" in out
     assert main(["panes", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert [p["name"] for p in doc["panes"]] == ["quote", "bars", "levels", "stats", "tape", "position", "plan"]
@@ -61,7 +61,7 @@ def test_view_tick_size_flag(shared_data: Path, capsys: pytest.CaptureFixture[st
     path = str(shared_data / "bars_1min/nautilus_cme_6EH4_1min_bars_20240101_20240131.csv")
     assert main(["view", "VIEW v: tape(1)", "--data", path, "--no-kernel"]) == 0
     cap = capsys.readouterr()
-    assert "(tick size 5e-05 inferred)" in cap.err
+    assert "(preset cme_bars detected, tick size 5e-05 inferred)" in cap.err
     assert main(["view", "VIEW v: tape(1)", "--data", path, "--tick-size", "0.00005", "--no-kernel"]) == 0
     assert "inferred" not in capsys.readouterr().err
     assert main(["view", "VIEW v: tape(1)", "--data", path, "--tick-size", "0.0001"]) == 2

@@ -197,10 +197,11 @@ def test_history_across_a_dst_switch_keeps_each_session_clock() -> None:
         "03-08 15:30  10.00 10.00 10.00 10.00   1 10.00\n"
         "03-11 09:30* 10.50 10.50 10.25 10.25   5 10.35"
     )
+    # a print of an earlier session is dated, on its own wall clock
     assert render(s, "tape", n=3).splitlines()[2:] == [
-        "15:30:00 10.00 10.00 10.00  1",
-        "09:30:00 10.50 10.50 10.50  2",
-        "09:45:00 10.25 10.25 10.25  3",
+        "03-08 15:30:00 10.00 10.00 10.00  1",
+        "09:30:00       10.50 10.50 10.50  2",
+        "09:45:00       10.25 10.25 10.25  3",
     ]
     assert render(s, "bars", tf=86_400, n=2).splitlines()[2:] == [
         "03-08  10.00 10.00 10.00 10.00   1 10.00",

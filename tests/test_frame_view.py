@@ -180,9 +180,16 @@ def test_materialize_and_briefing_deterministic() -> None:
     b = briefing(s, O1, extra_kernel={"budget": "tokens 8000 views 3"})
     assert b == briefing(_snap(), O1, extra_kernel={"budget": "tokens 8000 views 3"})
     lines = b.splitlines()
-    assert lines[0] == ("CLOCK SAMPLE #1 10:30 cutoff 10:25:00 session 2024-04-15 09:30-16:00 America/New_York")
-    assert lines[1] == "BUDGET tokens 8000 views 3"
-    assert lines[2].startswith("REPLY ")
+    assert lines[0] == ("CLOCK SAMPLE #1 10:30 cutoff 10:25:00 session 2024-04-15 09:30-16:00 America/New_York; "
+                        "now 10:30, close in 5h30m")
+    assert lines[1:5] == [
+        "RULES SAMPLE tick 0.01 mult 1 USD lot 1",
+        "bounds maxpos 1000 maxloss 1000 maxorders 50 session_maxloss none",
+        "friction none; eod flatten",
+        "since last turn: none",
+    ]
+    assert lines[5] == "BUDGET tokens 8000 views 3"
+    assert lines[6].startswith("REPLY ")
     assert "\n\nVIEW default budget 900\nQUOTE SAMPLE 10:24:59\n" in b
 
 

@@ -130,12 +130,31 @@ def test_unreadable_files_are_all_reported_and_nothing_is_done(
     bad = write(tmp_path, "bad.kes", INVALID)
     assert main(["check", "--json", bad, missing1]) == 2
     out = capsys.readouterr()
-    assert out.err.startswith(f"{missing1}: cannot read")
-    # --json still prints JSON: the unreadable file with its error, the others not checked
-    assert json.loads(out.out) == [
-        {"file": bad, "ok": None, "diagnostics": [], "error": "not checked: another file is unreadable"},
-        {"file": missing1, "ok": False, "diagnostics": [], "error": f"{missing1}: cannot read: No such file or directory"},
-    ]
+    assert f"{missing1}: cannot read" in out.err
+    # check reports every file: the unreadable one with its error, the others checked all the same
+    doc = json.loads(out.out)
+    assert [(d["file"], d["ok"]) for d in doc] == [(bad, False), (missing1, False)]
+    assert doc[0]["diagnostics"] and "error" not in doc[0]
+    assert doc[1] == {"file": missing1, "ok": False, "diagnostics": [],
+                      "error": f"{missing1}: cannot read: No such file or directory"}
+
+
+def test_check_reports_every_file_of_a_batch_a_non_utf8_one_among_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = write(tmp_path, "good.kes", VALID)
+    bad = write(tmp_path, "bad.kes", INVALID)
+    latin = tmp_path / "latin1.kes"
+    latin.write_bytes("PLAN caf\xe9\nWHEN last > 1: FLAT\n".encode("latin-1"))
+    after = write(tmp_path, "after.kes", VALID)
+    assert main(["check", good, str(latin), bad, after]) == 2  # a file it could not read: usage error
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == f"{latin}: not UTF-8 text (byte 8)"
+    assert any(line.startswith(f"{bad}:") for line in err[1:])  # the invalid file after it is checked
+    assert main(["check", "--json", good, str(latin), after]) == 2
+    doc = json.loads(capsys.readouterr().out)
+    assert [(d["file"], d["ok"]) for d in doc] == [(good, True), (str(latin), False), (after, True)]
+    assert main(["check", good, after]) == 0 and main(["check", good, bad]) == 1
 
 
 def test_crlf_and_bom_files_check_clean_and_fmt_normalises_them(

@@ -388,3 +388,18 @@ def test_the_cli_refuses_a_sample_seed_past_what_a_capture_holds(capsys: pytest.
     capsys.readouterr()
     assert cli(["view", "VIEW v: quote", "--seed", str(2**63)]) == 2
     assert f"--seed must be at most 2**63-1 ({2**63 - 1}), got {2**63}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_simulate_counts_are_integers_and_argument_errors_one_line(anyio_backend: str, mode: str) -> None:
+    async with connect(mode) as c:
+        got = await call(c, "simulate", plan=ORB)
+        total = got["total"]
+        # as in --json: the counts are ints (2 == 2.0 in Python, so the types are asserted)
+        assert {k: type(total[k]) for k in ("fills", "orders", "trades", "wins")} == dict.fromkeys(
+            ("fills", "orders", "trades", "wins"), int)
+        assert all(type(d[k]) is int for d in got["days"] for k in ("fills", "orders", "trades", "wins"))
+        text = await reason(c, "simulate", plan=ORB, days="many")
+        assert text == "invalid arguments: days: input should be a valid integer, unable to parse string as an integer"
+        text = await reason(c, "view", view=3)
+        assert text == "invalid arguments: view: input should be a valid string; at: field required"

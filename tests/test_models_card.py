@@ -100,6 +100,20 @@ def test_card_is_stable_and_within_token_limit() -> None:
     assert len(quicktok.get_encoding("o200k_base").encode(card)) <= 1500
 
 
+def test_card_states_how_every_bound_of_the_rules_pane_binds_and_how_to_re_arm() -> None:
+    import msgspec
+
+    from kestrel.market.terms import Bounds
+
+    card = language_card()
+    rules = card[card.index("# Rules"):card.index("# Loop")]
+    for bound in (f.name for f in msgspec.structs.fields(Bounds)):
+        assert bound in rules, bound  # each bound the RULES pane shows is explained
+    assert "RISK only tightens the operator's bounds" in card
+    assert "disarms and flattens" in rules and "ends the session" in rules
+    assert "an unchanged PLAN keeps the incumbent; rename it to re-arm" in rules
+
+
 def test_importing_models_imports_no_sdk() -> None:
     code = (
         "import sys, kestrel.models, kestrel.models.card, kestrel.models.adapter, "

@@ -51,11 +51,11 @@ def test_rejected_orders_are_reported_with_their_reason(capsys: pytest.CaptureFi
     doc = json.loads(_sim(capsys, "--agent", agent, "--json"))
     day = doc["days"][0]
     assert [r["reason"] for r in day["rejections"]] == ["maxpos 100: position would reach 200"]
-    assert day["rejections"][0]["rule"] == 1
+    assert day["rejections"][0]["rule"] == 2  # the plan's second rule: numbered from 1, as written
     assert not any("maxpos" in d["reason"] for d in day["disarms"])  # a rejection keeps the plan armed
     text = _sim(capsys, "--agent", agent)
     assert "maxpos 100: position would reach 200" in text
-    assert "Rejections and disarms" in text
+    assert "Rejections and disarms" in text and "rejected (rule 2)" in text
 
 
 def test_round_trips_show_their_exit_reasons(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -95,7 +95,8 @@ def test_cli_warns_once_for_a_partial_date_and_marks_it_in_json(shared_data: Pat
     path = str(shared_data / OANDA)
     stub = _cli("--data", path, "--date", "2014-05-15", "--json", "--backend", "direct")
     assert stub.returncode == 0, stub.stderr
-    load_report = "kestrel simulate: 532903 rows → 532903 ticks in 12 sessions (tick size 1e-05 inferred)"
+    load_report = ("kestrel simulate: 532903 rows → 532903 ticks in 12 sessions (preset oanda detected, tick size "
+                   "1e-05 inferred)")
     lines = stub.stderr.splitlines()
     assert len(lines) == 2 and lines[0] == load_report and lines[1].startswith(
         "kestrel simulate: warning: partial session 2014-05-15: ticks 17:02:09-19:59:56"

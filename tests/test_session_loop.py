@@ -190,7 +190,7 @@ def test_invalid_view_is_a_repair_with_the_default_view() -> None:
 def test_invalid_reply_is_a_repair_keeping_the_last_view() -> None:
     done, loop, agent = run(["VIEW scout", "PLAN orb oops", "PLAN orb"])
     assert done.turn == Supersede(PLAN)
-    assert loop.evidence == [view_ev(0), ev(1, "repair", error="1:1: unexpected 'PLAN'")]
+    assert loop.evidence == [view_ev(0), ev(1, "repair", error="1:1: unexpected 'PLAN'", text="PLAN orb oops")]
     third = agent.requests[2]
     assert third.briefing == "OPEN it=2 left=1 tokens=7750 view=scout"
     assert third.view_name == "scout"
@@ -221,8 +221,8 @@ def test_exhaustion_by_the_cap_during_repair() -> None:
         "(bounded authoring loop, fail-closed stand-down)"
     )
     err = "1:1: unexpected 'x'"
-    assert loop.evidence == [ev(0, "repair", error=err), ev(1, "repair", error=err),
-                             ev(2, "repair", True, error=err)]
+    assert loop.evidence == [ev(0, "repair", error=err, text="x"), ev(1, "repair", error=err, text="x"),
+                             ev(2, "repair", True, error=err, text="x")]
 
 
 def test_exhaustion_by_the_token_budget_at_exactly_the_budget() -> None:
@@ -240,8 +240,8 @@ def test_exhaustion_by_the_token_budget_at_exactly_the_budget() -> None:
     )
     err = "1:1: unexpected 'x'"
     assert loop.evidence == [
-        ev(0, "repair", usage=heavy, error=err),
-        ev(1, "repair", True, usage=heavy, error=err),
+        ev(0, "repair", usage=heavy, error=err, text="x"),
+        ev(1, "repair", True, usage=heavy, error=err, text="x"),
     ]
 
 

@@ -29,7 +29,8 @@ from kestrel.session.profiles import (
     resolve,
 )
 from kestrel.session.protocol import AgentReply, PassTurn, StandDownTurn, Supersede, Usage, interpret_reply
-from kestrel.session.risk import RiskAssessment, RiskBounds, RiskLevel, classify, dry_run
+from kestrel.market.account import AccountState
+from kestrel.session.risk import Finding, RiskAssessment, RiskBounds, RiskLevel, classify, dry_run, worst_case_loss
 
 
 def _plan(name: str, *orders: ast.Order, risk: ast.Risk = ast.Risk()) -> ast.Plan:
@@ -64,14 +65,16 @@ def _resolve(view: ast.View) -> object:
     return view
 
 
+ASSESSMENTS = {
+    "bad": RiskAssessment(RiskLevel.HIGH, ("places orders",),
+                          (Finding(1, "STOP must be below the entry for a BUY", RiskLevel.HIGH),)),
+    "risky": RiskAssessment(RiskLevel.CRITICAL, ("no stop",), (Finding(1, "no stop", RiskLevel.CRITICAL),)),
+}
 PORTS = LoopPorts(
     interpret=lambda t: interpret_reply(t, parse=_parse, errors=FAKE_LANGUAGE_ERRORS),
     resolve_view=_resolve,
     briefing=_briefing,
-    dry_run=lambda p: ("STOP must be below the entry for a BUY",) if p.name == "bad" else (),
-    classify=lambda p: RiskAssessment(RiskLevel.CRITICAL, ("no stop",))
-    if p.name == "risky"
-    else RiskAssessment(RiskLevel.HIGH, ("places orders",)),
+    assess=lambda p: ASSESSMENTS.get(p.name, RiskAssessment(RiskLevel.HIGH, ("places orders",))),
 )
 
 
@@ -206,7 +209,7 @@ def test_self_correction_failure_escalates() -> None:
     assert [e.kind for e in loop.evidence] == ["self-correction", "escalation"]
     assert loop.evidence[1] == esc(0, "self-correction pass failed: " + RESTORED_ALL)
     assert agent.requests[1].repair_error == (
-        "self-correction: STOP must be below the entry for a BUY. "
+        "self-correction: the plan is classified HIGH: STOP must be below the entry for a BUY. "
         "Correct the plan, or reply STANDDOWN or PASS."
     )
 
@@ -235,10 +238,14 @@ def test_escalation_restores_only_displaced_values_when_the_cap_is_pinned() -> N
 
 
 def test_balanced_and_thorough_never_escalate() -> None:
-    for name in ("balanced", "thorough"):
-        done, loop, _ = drive(resolve(Flags(), None, lookup(name)), ["x", "x", "PLAN risky"])
+    # the same CRITICAL plan: balanced arms it (no bound rejects it), thorough's self-check
+    # reports the same classification once, neither escalates
+    for name, script in (("balanced", ["x", "x", "PLAN risky"]), ("thorough", ["x", "x", "PLAN risky", "PLAN risky"])):
+        done, loop, _ = drive(resolve(Flags(), None, lookup(name)), script)
         assert done.turn == Supersede(RISKY) and loop.escalations == 0
         assert "escalation" not in [e.kind for e in loop.evidence]
+        reviews = [e for e in loop.evidence if e.kind == "self-correction"]
+        assert [e.risk for e in reviews] == (["CRITICAL"] if name == "thorough" else [])
 
 
 # -- thorough: self-correction ------------------------------------------------------------------
@@ -260,6 +267,7 @@ def test_thorough_passes_a_clean_plan_straight_through() -> None:
 
 
 BOUNDS = RiskBounds(maxpos=100, maxloss=50.0)
+NO_STOP = "rule 1 (BUY 10): no protective STOP or TRAIL (only maxloss 50 bounds its loss, by flattening)"
 
 
 def test_classify() -> None:
@@ -272,26 +280,43 @@ def test_classify() -> None:
     assert classify(trail, reference=100.0, bounds=BOUNDS).level == RiskLevel.HIGH
     no_stop = _plan("p", ast.Order("buy", 10, "mkt"))
     assert classify(no_stop, reference=100.0, bounds=BOUNDS) == RiskAssessment(
-        RiskLevel.CRITICAL, ("order 1 (BUY 10) has no protective STOP or TRAIL",)
+        RiskLevel.CRITICAL, (NO_STOP,), (Finding(1, NO_STOP, RiskLevel.CRITICAL),)
     )
     big = _plan("p", ast.Order("buy", 101, "mkt", stop=ast.Offset("abs", -0.1)))
-    assert classify(big, reference=100.0, bounds=BOUNDS).reasons == ("order 1 (BUY 101) size exceeds maxpos 100",)
-    # worst case 60 x |100 - 99| = 60 > 50
+    assert classify(big, reference=100.0, bounds=BOUNDS).reasons == (
+        "rule 1 (BUY 101): size over maxpos 100: the engine rejects it",)
+    assert [f.bound for f in classify(big, reference=100.0, bounds=BOUNDS).binding] == ["maxpos"]
+    # worst case 60 x |100 - 99| = 60 >= 50
     lossy = _plan("p", ast.Order("buy", 60, "mkt", stop=ast.Offset("at", 99.0)))
-    assert classify(lossy, reference=100.0, bounds=BOUNDS).reasons == (
-        "order 1 (BUY 60) worst-case loss 60.00 exceeds maxloss 50",
-    )
+    too_much = ("rule 1 (BUY 60): worst-case loss 60.00 reaches maxloss 50: the engine rejects it and disarms "
+                "the plan (tighten the stop or trade smaller)")
+    assert classify(lossy, reference=100.0, bounds=BOUNDS).reasons == (too_much,)
     # the plan's own RISK clause can only tighten the operator's bounds (as the engine does)
     looser = _plan("p", ast.Order("buy", 60, "mkt", stop=ast.Offset("at", 99.0)), risk=ast.Risk(maxloss=80.0))
-    assert classify(looser, reference=100.0, bounds=BOUNDS).reasons == (
-        "order 1 (BUY 60) worst-case loss 60.00 exceeds maxloss 50",
-    )
+    assert classify(looser, reference=100.0, bounds=BOUNDS).reasons == (too_much,)
     small = _plan("p", ast.Order("buy", 45, "mkt", stop=ast.Offset("at", 99.0)))
     assert classify(small, reference=100.0, bounds=BOUNDS).level == RiskLevel.HIGH
     tighter = _plan("p", ast.Order("buy", 45, "mkt", stop=ast.Offset("at", 99.0)), risk=ast.Risk(maxloss=40.0))
     assert classify(tighter, reference=100.0, bounds=BOUNDS).reasons == (
-        "order 1 (BUY 45) worst-case loss 45.00 exceeds maxloss 40",
+        "rule 1 (BUY 45): worst-case loss 45.00 reaches maxloss 40: the engine rejects it and disarms the plan "
+        "(tighten the stop or trade smaller)",
     )
+
+
+def test_classify_reads_the_position_and_the_session_room() -> None:
+    long = AccountState(position=80, avg_entry=100.0, rpnl=-30.0, upnl=-5.0, fees=0.0)
+    add = _plan("p", ast.Order("buy", 30, "mkt", stop=ast.Offset("abs", -0.5)))
+    a = classify(add, reference=100.0, bounds=BOUNDS, account=long)
+    assert a.reasons == ("rule 1 (BUY 30): with the position long 80 it would reach 110, over maxpos 100: "
+                         "the engine rejects it",)
+    # the session's room is 40 - 35 = 5: a worst case of 30 x 0.5 = 15 reaches it
+    session = RiskBounds(maxpos=1000, maxloss=50.0, session_maxloss=40.0)
+    b = classify(add, reference=100.0, bounds=session, account=long)
+    assert [f.bound for f in b.binding] == ["session_maxloss"]
+    assert b.reasons[0].startswith("rule 1 (BUY 30): worst-case loss 15.00 reaches the session's loss room 5.00")
+    many = ast.Plan("m", (ast.Rule(ast.Compare(">", ast.Series("last"), ast.Number(1.0)),
+                                   (ast.Order("buy", 1, "mkt", stop=ast.Offset("abs", -0.5)),), repeat=60),))
+    assert [f.bound for f in classify(many, reference=100.0, bounds=BOUNDS).binding] == ["maxorders"]
 
 
 def test_dry_run_findings() -> None:
@@ -308,14 +333,17 @@ def test_dry_run_findings() -> None:
     assert dry_run(triggered, reference=100.0, bounds=BOUNDS, probe=lambda c: False) == ()
     over = _plan("p", ast.Order("buy", 200, "mkt", stop=ast.Offset("abs", -1.0)))
     assert dry_run(over, reference=100.0, bounds=BOUNDS) == (
-        "rule 1 (BUY 200): size must be between 1 and maxpos 100",
-        "rule 1 (BUY 200): worst-case loss 200.00 exceeds maxloss 50 (tighten the stop or trade smaller)",
+        "rule 1 (BUY 200): size over maxpos 100: the engine rejects it",
+        "rule 1 (BUY 200): worst-case loss 200.00 reaches maxloss 50: the engine rejects it and disarms the plan "
+        "(tighten the stop or trade smaller)",
     )
+    # the self-check reports the one classification: no stop is CRITICAL there too
+    assert dry_run(_plan("p", ast.Order("buy", 10, "mkt")), reference=100.0, bounds=BOUNDS) == (NO_STOP,)
 
 
 def test_worst_case_loss_measures_to_the_stop_the_engine_places() -> None:
     # STOP 3.00 below and TRAIL 0.40: the trail's initial level (99.60) is the tighter stop,
-    # so 40 x 0.40 = 16 <= 50 (the STOP alone would say 40 x 3.00 = 120)
+    # so 40 x 0.40 = 16 < 50 (the STOP alone would say 40 x 3.00 = 120)
     both = _plan("p", ast.Order("buy", 40, "mkt", stop=ast.Offset("abs", -3.0), trail=ast.Offset("abs", 0.4)))
     assert classify(both, reference=100.0, bounds=BOUNDS).level == RiskLevel.HIGH
     assert dry_run(both, reference=100.0, bounds=BOUNDS) == ()
@@ -323,21 +351,27 @@ def test_worst_case_loss_measures_to_the_stop_the_engine_places() -> None:
     quarter = RiskBounds(maxpos=1000, maxloss=20.0, tick_size=0.25)
     pct = _plan("p", ast.Order("buy", 100, "mkt", stop=ast.Offset("pct", -0.3)))
     assert classify(pct, reference=100.0, bounds=quarter).reasons == (
-        "order 1 (BUY 100) worst-case loss 25.00 exceeds maxloss 20",
+        "rule 1 (BUY 100): worst-case loss 25.00 reaches maxloss 20: the engine rejects it and disarms the plan "
+        "(tighten the stop or trade smaller)",
     )
+    # slippage and fees count, as in the engine's worst case: the stop 0.50 below the slipped fill
+    # plus the exit's slippage of 0.01, for 10 units, plus 1 fee on each of the two orders: 7.10
+    slippy = RiskBounds(maxpos=1000, maxloss=7.1, slippage_ticks=1, fee_per_order=1.0)
+    half = _plan("p", ast.Order("buy", 10, "mkt", stop=ast.Offset("abs", -0.5)))
+    assert worst_case_loss(half.rules[0].actions[0], 100.0, slippy) == pytest.approx(7.1)  # type: ignore[arg-type]
+    assert [f.bound for f in classify(half, reference=100.0, bounds=slippy).binding] == ["maxloss"]
 
 
 def test_worst_case_loss_counts_the_contract_multiplier() -> None:
-    # 2 contracts x 0.5 points x 50 per point = 50 <= 50; 3 contracts = 75 > 50
+    # 1 contract x 0.5 points x 50 per point = 25 < 50; 2 contracts = 50 reaches it (the engine
+    # rejects a worst case that would take the pnl to the loss floor itself)
     futures = RiskBounds(maxpos=100, maxloss=50.0, multiplier=50.0)
+    one = _plan("p", ast.Order("buy", 1, "mkt", stop=ast.Offset("abs", -0.5)))
     two = _plan("p", ast.Order("buy", 2, "mkt", stop=ast.Offset("abs", -0.5)))
-    three = _plan("p", ast.Order("buy", 3, "mkt", stop=ast.Offset("abs", -0.5)))
-    assert classify(two, reference=4000.0, bounds=futures).level == RiskLevel.HIGH
-    assert classify(three, reference=4000.0, bounds=futures).reasons == (
-        "order 1 (BUY 3) worst-case loss 75.00 exceeds maxloss 50",
-    )
-    assert dry_run(three, reference=4000.0, bounds=futures) == (
-        "rule 1 (BUY 3): worst-case loss 75.00 exceeds maxloss 50 (tighten the stop or trade smaller)",
+    assert classify(one, reference=4000.0, bounds=futures).level == RiskLevel.HIGH
+    assert classify(two, reference=4000.0, bounds=futures).reasons == (
+        "rule 1 (BUY 2): worst-case loss 50.00 reaches maxloss 50: the engine rejects it and disarms the plan "
+        "(tighten the stop or trade smaller)",
     )
 
 
@@ -392,7 +426,7 @@ def test_no_budget_for_the_self_correction_re_ask_arms_the_plan_as_is(
     record = loop.evidence[-1]
     assert record.kind == "self-correction" and record.budget_exhausted
     assert record.error == (
-        "self-correction: STOP must be below the entry for a BUY. "
+        "self-correction: the plan is classified HIGH: STOP must be below the entry for a BUY. "
         "Correct the plan, or reply STANDDOWN or PASS."
     )
     assert record.reason == "no budget left for the self-correction re-ask: the plan is armed as is"

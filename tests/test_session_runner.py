@@ -194,7 +194,8 @@ def test_thorough_self_correction_on_the_real_snapshot(sample: MarketData) -> No
     agent.assert_finished()
     assert [e.kind for e in result.evidence] == ["self-correction"]
     assert agent.requests[1].repair_error == (
-        "self-correction: rule 1: its condition already holds at the cutoff, so it would fire on "
+        "self-correction: the plan is classified HIGH: rule 1: its condition already holds at the cutoff, "
+        "so it would fire on "
         "the first tick (wait for a fresh signal instead). Correct the plan, or reply STANDDOWN or PASS."
     )
     assert agent.requests[0].effort == "high"

@@ -62,7 +62,8 @@ def check_only_open_stands_down(result: SessionResult, agent: SlowFirstAgent) ->
         f"agent failed: timed out after {TIMEOUT:g}s (fail-closed stand-down)"
     )
     assert isinstance(second.turn, Supersede) and second.armed == "armed orb"
-    assert isinstance(third.turn, Supersede) and third.armed == "kept orb" or third.armed == "armed orb"
+    # the same plan again restates the incumbent: kept with its state, not re-armed
+    assert isinstance(third.turn, Supersede) and third.armed == "kept orb (restated: the same plan, its state kept)"
     kinds = [(e.ordinal, e.kind) for e in result.evidence]
     assert ("OPEN", "agent-error") in kinds
     late = [e for e in result.evidence if e.kind == "late-reply"]

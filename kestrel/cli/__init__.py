@@ -6,7 +6,8 @@ parsers set `func=handler` where `handler(args) -> int` returns the exit code.
 The CLI only parses flags and calls the library. Exit codes: 0 success, 1 the
 command ran and found a problem (an invalid document, a failed check), 2 a
 usage error (bad flags, unreadable input), 70 an internal error (a bug: one line on stderr,
-the traceback only with KESTREL_DEBUG=1).
+the traceback only with KESTREL_DEBUG=1). A reader that goes away (`kestrel ... | head`) ends
+the command quietly with 0 (`kestrel.cli.pipes`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Sequence
 
 from kestrel import __version__
 from kestrel._interrupt import INTERRUPTED, install
+from kestrel.cli.pipes import ReaderGone, guard_stdout, reader_gone
 
 INTERNAL_ERROR = 70  # EX_SOFTWARE: an unexpected failure inside Kestrel
 
@@ -56,20 +58,25 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     if argv is None:  # the program itself (sys.argv): Ctrl-C exits 130 at once, see kestrel._interrupt
         install()
+        guard_stdout()  # a reader that goes away (`| head`) ends it quietly: kestrel.cli.pipes
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except ReaderGone:  # `kestrel --help | head`
+        return reader_gone()
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help()
         return 2
     try:
         code: int = func(args)
+        sys.stdout.flush()  # here, not at exit: a reader gone before the last flush is caught too
     except KeyboardInterrupt:
         print("kestrel: interrupted", file=sys.stderr)
         return INTERRUPTED
-    except BrokenPipeError:
+    except (ReaderGone, BrokenPipeError):
         # The reader went away (e.g. `kestrel panes | head`): nothing left to say.
-        return 0
+        return reader_gone()
     except Exception as exc:  # the last line of defence: never a traceback at a user
         if os.environ.get("KESTREL_DEBUG"):
             raise

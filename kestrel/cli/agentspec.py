@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib.util
+import ipaddress
 import os
+from urllib.parse import urlsplit
 from typing import TYPE_CHECKING
 
 import msgspec
 
-from kestrel.cli.errors import UsageError
+from kestrel.cli.errors import MissingKeyError, UsageError
 from kestrel.providers import lookup
 from kestrel.providers import names as provider_names
 
@@ -125,7 +127,9 @@ def model_agent(
     the system prompt listing only `panes` (a mode's restriction; None: every pane), the reply
     grammar `constrain` resolves to (None: auto) and, with `reason_first` and a grammar, a
     second client for the free reasoning call. The SDK is imported and the clients built here,
-    before the session, so no call pays for it."""
+    before the session, so no call pays for it. `--api-key-env none` needs no key; so does a
+    server on this machine (`--base-url` on localhost or a loopback address) when no key
+    variable is set."""
     from kestrel.frame import DEFAULT_CATALOG
     from kestrel.models.adapter import DEFAULT_TIMEOUT_S, ModelAgent, ModelConfig, ModelError
     from kestrel.models.card import render_card
@@ -148,12 +152,17 @@ def model_agent(
         )
     if base_url is not None and not base_url.startswith(("http://", "https://")):
         raise UsageError(f"--base-url {base_url!r} is not an http(s) URL: e.g. http://127.0.0.1:8000/v1")
-    env = api_key_env or row.key_env
-    key = os.environ.get(env, "") if env else "not-needed"  # the SDKs refuse an empty key
+    keyless = api_key_env is not None and api_key_env.strip().lower() == NO_KEY
+    env = "" if keyless else (api_key_env or row.key_env)
+    key = os.environ.get(env, "") if env else NOT_NEEDED  # the SDKs refuse an empty key
+    if not key.strip() and api_key_env is None and is_loopback(base_url or row.default_base_url):
+        key = NOT_NEEDED  # a server on this machine: no key unless it is given
     if not key.strip():
-        raise UsageError(
+        raise MissingKeyError(
             f"missing API key for {provider}:{name}: set the environment variable {env}"
-            + ("" if api_key_env else " (or name another variable with --api-key-env NAME)")
+            + ("" if api_key_env else " (or name another variable with --api-key-env NAME, or "
+               "--api-key-env none for a server that needs no key)"),
+            f"{provider}:{name}", env,
         )
     try:
         constraint = resolve_constraint(row.name, name, constrain)
@@ -177,6 +186,25 @@ def model_agent(
         raise UsageError(str(exc)) from None
     system = None if panes is None else render_card(DEFAULT_CATALOG.only(panes))
     return ModelAgent(config, wire, system=system, reasoner=reasoner)
+
+
+NO_KEY = "none"
+"""`--api-key-env none`: the server needs no API key (a local OpenAI-compatible server)."""
+NOT_NEEDED = "not-needed"
+"""What the SDK is handed when no key is needed (the SDKs refuse an empty one)."""
+
+
+def is_loopback(url: str | None) -> bool:
+    """Whether `url` names a server on this machine (localhost, 127.0.0.0/8, ::1)."""
+    if not url:
+        return False
+    host = (urlsplit(url).hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def check_agent_fits(agent: Agent, data: MarketData, options: SessionOptions, date: dt.date | None,
@@ -210,4 +238,4 @@ def check_agent_fits(agent: Agent, data: MarketData, options: SessionOptions, da
             )
 
 
-__all__ = ["AGENT_HELP", "agent_of", "check_agent_fits", "model_agent", "read_agent_input"]
+__all__ = ["AGENT_HELP", "NO_KEY", "agent_of", "check_agent_fits", "is_loopback", "model_agent", "read_agent_input"]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kestrel.cli.agentspec import read_agent_input
-from kestrel.cli.errors import UsageError
+from kestrel.cli.errors import MissingKeyError, UsageError
 from kestrel.cli.subcommands import Subcommands
 
 AGENT_FILE = "agent_file"
@@ -206,6 +206,12 @@ class SimulatePlanner:
         try:
             run = prepare(ns, self.load, agent_content=content)
             schedule = session_days(run.data, run.options, run.date, run.days)
+        except MissingKeyError as exc:  # the daemon's environment, not the client's shell
+            raise ValueError(
+                f"missing API key for {exc.agent} in the daemon's environment: {exc.env} is not set where "
+                f"the daemon runs (a key set only in the client's shell is never sent); restart the daemon "
+                f"with {exc.env} set, or submit with --api-key-env none for a server that needs no key"
+            ) from None
         except (UsageError, SessionError, ScheduleError) as exc:
             raise ValueError(str(exc)) from None
         outputs = {k: getattr(ns, k) for k in ("capture", "ledger", "evidence") if getattr(ns, k, None)}

@@ -10,6 +10,16 @@ class UsageError(Exception):
     """A bad flag or input: exit code 2 with this one-line message."""
 
 
+class MissingKeyError(UsageError):
+    """A model agent's API key variable `env` is unset (or empty) in this process's
+    environment; `agent` names the agent (`provider:model`)."""
+
+    def __init__(self, message: str, agent: str, env: str) -> None:
+        super().__init__(message)
+        self.agent = agent
+        self.env = env
+
+
 def guarded(command: str, run: Callable[[], int]) -> int:
     """Run a subcommand's body: a `UsageError`, `SessionError` or `ScheduleError` it raises
     becomes one line `kestrel COMMAND: message` on stderr and exit code 2 (warnings only on
@@ -26,4 +36,4 @@ def guarded(command: str, run: Callable[[], int]) -> int:
         return 2
 
 
-__all__ = ["UsageError", "guarded"]
+__all__ = ["MissingKeyError", "UsageError", "guarded"]

@@ -1,7 +1,9 @@
 """`kestrel check` and `kestrel fmt`: validate and canonicalise Kestrel documents.
 
 Exit codes: 0 all valid (and canonical, with `fmt --check`), 1 a document is invalid or not
-canonical, 2 a usage error (unreadable file, bad flags). `-` reads standard input.
+canonical, 2 a usage error (unreadable file, bad flags). `-` reads standard input. `check`
+reads and checks every file of its batch, an unreadable one among them (reported, exit 2);
+`fmt` rewrites nothing unless it can read every file.
 """
 
 from __future__ import annotations
@@ -81,28 +83,24 @@ def _report(name: str, err: LangError) -> None:
 
 
 def _check(args: argparse.Namespace) -> int:
-    texts = _read_all(args.files)
-    if texts is None:
-        if args.json:  # the JSON still comes: one entry per file, the unreadable ones with their error
-            entries: list[dict[str, Any]] = []
-            for name in args.files:
-                try:
-                    if name != "-":  # standard input was read once already
-                        _read(name)
-                    entries.append({"file": _label(name), "ok": None, "diagnostics": [],
-                                    "error": "not checked: another file is unreadable"})
-                except _Unreadable as err:
-                    entries.append({"file": _label(name), "ok": False, "diagnostics": [], "error": str(err)})
-            sys.stdout.write(msgspec.json.encode(entries).decode() + "\n")
-        return 2
+    """Every file of the batch is read and checked: an unreadable one (missing, a folder, not
+    UTF-8, too large) is reported on its own line and in the JSON, the others are checked all
+    the same. Exit 2 when a file could not be read, else 1 when one is invalid, else 0."""
     status = 0
     report: list[dict[str, Any]] = []
-    for name, text in texts:
+    for name in args.files:
+        try:
+            text = _read(name)
+        except _Unreadable as err:
+            print(err, file=sys.stderr)
+            status = 2
+            report.append({"file": _label(name), "ok": False, "diagnostics": [], "error": str(err)})
+            continue
         try:
             parse(text)
             report.append({"file": _label(name), "ok": True, "diagnostics": []})
         except LangError as err:
-            status = 1
+            status = max(status, 1)
             report.append(
                 {
                     "file": _label(name),

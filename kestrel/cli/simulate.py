@@ -78,7 +78,8 @@ def register(subparsers: Subcommands) -> None:
     s.add_argument("--model", help="model for a provider's agent (or write --agent PROVIDER:MODEL)")
     s.add_argument("--base-url", help="model endpoint handed to the SDK unchanged, e.g. http://127.0.0.1:8000/v1")
     s.add_argument("--api-key-env", metavar="NAME",
-                   help="environment variable holding the API key (default: the provider's, e.g. OPENAI_API_KEY)")
+                   help="environment variable holding the API key (default: the provider's, e.g. OPENAI_API_KEY; "
+                        "none: the server needs no key, as a --base-url on this machine when the variable is unset)")
     s.add_argument("--constrain", choices=CONSTRAIN_CHOICES,
                    help="the reply grammar sent to a model: auto (default: where the provider takes one), "
                         "off, or a dialect (llguidance, gbnf, ebnf) the provider takes")

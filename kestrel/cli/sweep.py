@@ -188,7 +188,8 @@ def sweep_words(message: str, data: str | None = None) -> str:
     follow the data path (`--data 'PATH|crossed=drop'`)."""
     head = (data or "PATH").partition("|")[0]
     for old, new in (
-        (" (or name another variable with --api-key-env NAME)",
+        (" (or name another variable with --api-key-env NAME, or --api-key-env none for a server that "
+         "needs no key)",
          " (kestrel sweep and its workers, Dask ones included, read it from their environment)"),
         (" or pass --model MODEL", ""),
         ("--agent ", "--agents "),

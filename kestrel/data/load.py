@@ -61,10 +61,14 @@ class LoadReport(msgspec.Struct, frozen=True):
     spikes_policy: str = "error"
     spikes_dropped: int = 0
     spike_factor: float = DEFAULT_SPIKE_FACTOR
+    preset_detected: bool = False  # `preset` was detected from the file's columns (and name)
 
     def notes(self) -> list[str]:
+        guessed = [f"tick size {self.tick_size:g} inferred"] if self.tick_size_inferred else []
+        if self.preset_detected and self.preset is not None:
+            guessed.insert(0, f"preset {self.preset} detected")
         out = [f"{self.rows} rows → {self.ticks} ticks in {self.sessions} session{'s' if self.sessions != 1 else ''}"
-               + (f" (tick size {self.tick_size:g} inferred)" if self.tick_size_inferred else "")]
+               + (f" ({', '.join(guessed)})" if guessed else "")]
         if self.crossed:
             did = f"dropped {self.dropped}" if self.crossed_policy == "drop" else "kept as is"
             out.append(f"{self.crossed} crossed quotes (ask < bid): {did}")
@@ -163,8 +167,9 @@ def _bars_to_ticks(t: Table, spec: LoadSpec) -> tuple[I64, F64, F64]:
 def assemble(t: Table, spec: LoadSpec, crossed: CrossedPolicy, preset_name: str | None,
               symbol: str | None, tick_size: float | None, spikes: SpikePolicy = "error",
               spike_factor: float = DEFAULT_SPIKE_FACTOR, multiplier: float | None = None,
-              currency: str | None = None, min_qty: int | None = None) -> Loaded:
-    """The checked ticks, sessions and instrument of the read table `t` (module docstring)."""
+              currency: str | None = None, min_qty: int | None = None, detected: bool = False) -> Loaded:
+    """The checked ticks, sessions and instrument of the read table `t` (module docstring);
+    `detected`: the preset was detected from the file's columns (and name)."""
     rows = len(t.ts)
     _check_monotonic(t)
     _check_signs(t)
@@ -255,6 +260,7 @@ def assemble(t: Table, spec: LoadSpec, crossed: CrossedPolicy, preset_name: str 
         sessions=len(sessions), tick_size=float(tick), tick_size_inferred=inferred,
         crossed=n_crossed, crossed_policy=crossed, dropped=dropped,
         spikes=n_spikes, spikes_policy=spikes, spikes_dropped=spikes_dropped, spike_factor=spike_factor,
+        preset_detected=detected,
     )
     return Loaded(data, report)
 
@@ -279,10 +285,12 @@ def load(
     columns: ColumnMap | str | None = None,
 ) -> Loaded:
     """Load a CSV or Parquet file (by extension) with a preset, an explicit spec, a preset
-    detected from its columns, or the column roles inferred from its header (when no preset
-    matches, or `columns` maps roles to columns: a `ColumnMap` or `ts=Date,close=Close` text);
-    `delimiter` overrides the spec's field separator (`;`, tab). A long-format file (a symbol
-    column) loads the rows of `symbol`, or of its one symbol. Raises `DataError` on bad input."""
+    detected from its columns (and its file name when presets share the columns: the report
+    records the preset as detected), or the column roles inferred from its header (when no
+    preset matches, or `columns` maps roles to columns: a `ColumnMap` or `ts=Date,close=Close`
+    text); `delimiter` overrides the spec's field separator (`;`, tab). A long-format file (a
+    symbol column) loads the rows of `symbol`, or of its one symbol. Raises `DataError` on bad
+    input."""
     p = Path(path)
     if not p.is_file():
         raise DataError(p, "is a directory, not a data file" if p.is_dir()
@@ -298,8 +306,10 @@ def load(
             raise DataError(p, str(e)) from None
     if columns is not None and (preset_name is not None or spec is not None):
         raise DataError(p, "give a column mapping or a preset/spec, not both (--columns or --preset)")
+    detected = False
     if spec is None and preset_name is None:
         preset_name, spec = detect_spec(p, delimiter or ",", columns, symbol=plausible_symbol(p))
+        detected = preset_name is not None
     elif spec is None:
         try:
             spec = preset(preset_name or "")
@@ -311,7 +321,7 @@ def load(
     if table.symbols is not None:
         table, symbol = one_symbol(table, symbol)
     return assemble(table, spec, crossed, preset_name, symbol, tick_size, spikes, spike_factor,
-                     multiplier, currency)
+                     multiplier, currency, detected=detected)
 
 
 _SYMBOL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,15}$")

@@ -305,6 +305,14 @@ def _first_line(path: Path) -> str:
         return f.readline(4096).decode("utf-8-sig", errors="replace").strip()
 
 
+def pick_preset(matches: list[str], path: Path) -> str:
+    """The preset recorded for a file whose columns match every preset in `matches` (in
+    `PRESETS` order): the one its file name names when exactly one does (Lean's OANDA and FXCM
+    files have the same columns: `lean_fxcm_eurusd_...parquet` is `fxcm`), else the first."""
+    named = [m for m in matches if m.lower() in path.name.lower()]
+    return named[0] if len(named) == 1 else matches[0]
+
+
 def file_header(path: str | Path, delimiter: str = ",") -> list[str] | None:
     """The file's column names (Parquet schema or CSV header); None for a headerless HistData
     file. Binary data, non-UTF-8 text, an empty file and a header split by another separator
@@ -337,27 +345,27 @@ def file_header(path: str | Path, delimiter: str = ",") -> list[str] | None:
     return header
 
 
-def preset_for(header: list[str] | None) -> str | None:
-    """The first preset whose columns the header holds (`histdata` for a headerless HistData
-    file); None when none does or the header has a symbol column (no preset reads one)."""
+def preset_for(header: list[str] | None, path: Path | None = None) -> str | None:
+    """The preset whose columns the header holds (`histdata` for a headerless HistData file;
+    when several do, the file name of `path` decides: `pick_preset`); None when none does or the
+    header has a symbol column (no preset reads one)."""
     if header is None:
         return "histdata"
     if any(normalize(h) in ALIASES["symbol"] for h in header):
         return None
-    for name, spec in PRESETS.items():
-        if not spec.header:
-            continue
-        need = [spec.ts, *spec.value_columns().values()]
-        if all(any(a in header for a in n.split("|")) for n in need):
-            return name
-    return None
+    matches = [name for name, spec in PRESETS.items() if spec.header
+               and all(any(a in header for a in n.split("|")) for n in [spec.ts, *spec.value_columns().values()])]
+    if not matches:
+        return None
+    return matches[0] if path is None else pick_preset(matches, path)
 
 
 def detect_preset(path: str | Path, delimiter: str = ",") -> str:
-    """Guess the preset from the file's columns (Parquet schema or CSV header)."""
+    """Guess the preset from the file's columns (Parquet schema or CSV header); when several
+    presets share those columns, the file name decides (`pick_preset`)."""
     p = Path(path)
     header = file_header(p, delimiter)
-    name = preset_for(header)
+    name = preset_for(header, p)
     if name is not None:
         return name
     shown = columns_text(header or [])
@@ -375,7 +383,7 @@ def detect_spec(path: str | Path, delimiter: str = ",", columns: ColumnMap | Non
     kind is a `DataError` naming its columns, the presets and `--columns`."""
     p = Path(path)
     header = file_header(p, delimiter)
-    name = None if columns is not None else preset_for(header)
+    name = None if columns is not None else preset_for(header, p)
     if name is not None:
         return name, PRESETS[name]
     if header is None:
@@ -402,6 +410,7 @@ __all__ = [
     "detect_spec",
     "file_header",
     "preset_for",
+    "pick_preset",
     "read_csv",
     "read_parquet",
     "read_table",

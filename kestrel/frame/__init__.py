@@ -7,7 +7,9 @@ The market model it reads (ticks, sessions, instruments, account state) lives in
 from kestrel.frame.catalog import DEFAULT_CATALOG, KERNEL_IDS, ArgSpec, PaneCatalog, PaneSpec
 from kestrel.frame.ordinal import Ordinal
 from kestrel.frame.snapshot import DEFAULT_GUARD_NS, FrozenSnapshot, freeze
+from kestrel.frame.rules import pane_rules
 from kestrel.frame.text import estimate_tokens
+from kestrel.frame.typed import TypedSnapshot, typed_snapshot
 from kestrel.frame.view import (
     ResolvedPane,
     ResolvedView,
@@ -30,6 +32,7 @@ __all__ = [
     "PaneSpec",
     "ResolvedPane",
     "ResolvedView",
+    "TypedSnapshot",
     "ViewError",
     "ViewSelection",
     "briefing",
@@ -37,5 +40,7 @@ __all__ = [
     "estimate_tokens",
     "freeze",
     "materialize",
+    "pane_rules",
     "resolve_view",
+    "typed_snapshot",
 ]

@@ -25,7 +25,7 @@ ArgValue = int | str
 Builder = Callable[[FrozenSnapshot, Mapping[str, ArgValue]], str]
 
 # Rendered by the runtime into every briefing; never requestable in a VIEW.
-KERNEL_IDS: tuple[str, ...] = ("clock", "ordinal", "cutoff", "budget", "grammar")
+KERNEL_IDS: tuple[str, ...] = ("clock", "ordinal", "cutoff", "rules", "budget", "grammar")
 
 DEFAULT_BUDGET = 900
 MIN_BUDGET = VIEW_BUDGET_MIN  # the one BUDGET range lives in kestrel.lang.limits

@@ -92,7 +92,7 @@ def pane_quote(snap: FrozenSnapshot, args: Args) -> str:
     fp = snap.format_price
     bid, ask, last = float(t.bid[i]), float(t.ask[i]), float(t.last[i])
     lines = [
-        f"QUOTE {snap.symbol} {snap.clock(int(t.ts[i]))}",
+        f"QUOTE {snap.symbol} {snap.stamp(int(t.ts[i]))}",
         f"bid {fp(bid)} ask {fp(ask)} spr {fp(ask - bid)} last {fp(last)} sz {fmt_qty(float(t.size[i]))}"
         + (" CROSSED" if bid > ask else ""),
     ]
@@ -228,7 +228,7 @@ def pane_tape(snap: FrozenSnapshot, args: Args) -> str:
         return "TAPE no ticks yet"
     fp = snap.format_price
     rows = [
-        [snap.clock(int(t.ts[j])), fp(float(t.bid[j])), fp(float(t.ask[j])), fp(float(t.last[j])),
+        [snap.stamp(int(t.ts[j])), fp(float(t.bid[j])), fp(float(t.ask[j])), fp(float(t.last[j])),
          fmt_qty(float(t.size[j]))]
         for j in range(len(t))
     ]

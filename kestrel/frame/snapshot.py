@@ -7,7 +7,10 @@ Invariants:
 - its arrays are read-only views on the source arrays (no copy; freezing is O(sessions));
   a view's numpy `.base` still leads to the whole array: the guarantee covers the snapshot's
   API and every pane (what the agent reads), it is not a sandbox against code holding it;
-- the snapshot is immutable; everything a pane renders is a pure function of it.
+- the snapshot is immutable; everything a pane renders is a pure function of it;
+- it also carries what the agent plays under: the account, the incumbent plan, the terms of
+  trading (`Terms`: the operator's bounds and the fill friction) and the broker's notices since
+  the agent's last turn (orders rejected, plans disarmed), all filled by the session layer.
 """
 
 from __future__ import annotations
@@ -17,9 +20,10 @@ from typing import TypeVar
 
 import numpy as np
 
-from kestrel.market.account import FLAT, AccountState
+from kestrel.market.account import FLAT, AccountState, Notice
 from kestrel.market.data import MarketData
 from kestrel.market.session import SessionSpec
+from kestrel.market.terms import DEFAULT_TERMS, Terms
 from kestrel.market.ticks import F64, I64, NS_PER_S, Ticks
 from kestrel.lang.ast import Plan
 
@@ -28,13 +32,16 @@ DEFAULT_GUARD_NS = 5 * 60 * NS_PER_S
 
 @dataclass(frozen=True, slots=True)
 class FrozenSnapshot:
-    """The market at `cutoff_ns` (inclusive), plus the account and the incumbent plan."""
+    """The market at `cutoff_ns` (inclusive), plus the account, the incumbent plan, the terms
+    of trading and the broker's notices since the last turn."""
 
     data: MarketData
     cutoff_ns: int
     time_ns: int
     account: AccountState = FLAT
     plan: Plan | None = None
+    terms: Terms = DEFAULT_TERMS
+    notices: tuple[Notice, ...] = ()
 
     @property
     def symbol(self) -> str:
@@ -89,6 +96,27 @@ class FrozenSnapshot:
         sod = ((ts_ns + self.offset_at(ts_ns)) // NS_PER_S) % 86_400
         return f"{sod // 3600:02d}:{sod // 60 % 60:02d}:{sod % 60:02d}"
 
+    def stamp(self, ts_ns: int) -> str:
+        """`clock(ts_ns)`, dated `mm-dd hh:mm:ss` (its own wall-clock date) when the instant is
+        before the current session's open or on another wall-clock date than the ordinal time
+        (a session that spans midnight): a print of an earlier session or an earlier evening
+        never reads as today's."""
+        s = self.session
+        if s is None:
+            return self.clock(ts_ns)
+        if ts_ns >= s.open_ns and self._wall_day(ts_ns) == self._wall_day(self.time_ns):
+            return self.clock(ts_ns)
+        return self.dated(ts_ns)
+
+    def _wall_day(self, ts_ns: int) -> int:
+        """The wall-clock day number of `ts_ns` (days since the local epoch)."""
+        return (ts_ns + self.offset_at(ts_ns)) // (86_400 * NS_PER_S)
+
+    def dated(self, ts_ns: int) -> str:
+        """`mm-dd hh:mm:ss` on the wall clock of the session `ts_ns` falls in."""
+        day = np.datetime64((ts_ns + self.offset_at(ts_ns)) // NS_PER_S, "s").astype("datetime64[D]").item()
+        return f"{day.month:02d}-{day.day:02d} {self.clock(ts_ns)}"
+
 
 _Column = TypeVar("_Column", F64, I64)
 
@@ -106,8 +134,12 @@ def freeze(
     guard_ns: int | float = DEFAULT_GUARD_NS,
     account: AccountState | None = None,
     plan: Plan | None = None,
+    *,
+    terms: Terms = DEFAULT_TERMS,
+    notices: tuple[Notice, ...] = (),
 ) -> FrozenSnapshot:
-    """Freeze `data` at `ordinal_time_ns - guard_ns` (the T-guard cutoff, inclusive)."""
+    """Freeze `data` at `ordinal_time_ns - guard_ns` (the T-guard cutoff, inclusive). Notices
+    after the cutoff are not the snapshot's to show: they are dropped."""
     if guard_ns < 0:
         raise ValueError(f"guard must be >= 0 ns, got {guard_ns}")
     time_ns = int(ordinal_time_ns)
@@ -116,4 +148,5 @@ def freeze(
     sessions = data.sessions[: data.session_index_at(time_ns) + 1]
     ro = Ticks(_readonly(t.ts), _readonly(t.bid), _readonly(t.ask), _readonly(t.last), _readonly(t.size))
     frozen = MarketData(data.symbol, data.tick_size, ro, sessions, data.crossed_kept, data.instrument)
-    return FrozenSnapshot(frozen, cutoff, time_ns, account if account is not None else FLAT, plan)
+    seen = tuple(n for n in notices if n.ts <= cutoff)
+    return FrozenSnapshot(frozen, cutoff, time_ns, account if account is not None else FLAT, plan, terms, seen)

@@ -20,9 +20,11 @@ import msgspec
 
 from kestrel.frame.catalog import DEFAULT_CATALOG, ArgSpec, ArgValue, PaneCatalog, PaneSpec
 from kestrel.frame.ordinal import Ordinal
+from kestrel.frame.rules import pane_rules
 from kestrel.frame.snapshot import FrozenSnapshot
 from kestrel.frame.text import estimate_tokens
 from kestrel.lang import GRAMMAR_SUMMARY
+from kestrel.market.ticks import NS_PER_S
 from kestrel.lang.ast import Duration, Ident, Number, PaneArg, PaneArgValue, PaneRef, View
 from kestrel.lang.formatter import expr as format_expr
 from kestrel.lang.suggest import closest
@@ -275,9 +277,14 @@ def _clock_line(snapshot: FrozenSnapshot, ordinal: Ordinal) -> str:
         if s is not None
         else " session none"
     )
+    left = ""
+    if s is not None:
+        mins = max(0, (s.close_ns - snapshot.time_ns) // (60 * NS_PER_S))
+        span = (f"{mins // 60}h" if mins >= 60 else "") + (f"{mins % 60}m" if mins % 60 or mins < 60 else "")
+        left = f"; now {snapshot.clock(snapshot.time_ns)[:5]}, close in {span}"
     return (
         f"CLOCK {snapshot.symbol} #{ordinal.index} {ordinal.label} "
-        f"cutoff {snapshot.clock(snapshot.cutoff_ns)}{sess}"
+        f"cutoff {snapshot.clock(snapshot.cutoff_ns)}{sess}{left}"
     )
 
 
@@ -288,13 +295,15 @@ def briefing(
     extra_kernel: Mapping[str, str] | None = None,
     catalog: PaneCatalog = DEFAULT_CATALOG,
 ) -> str:
-    """Kernel panes (CLOCK; BUDGET and any other kernel text the runtime passes in
+    """Kernel panes (CLOCK with now, cutoff and close; RULES, the rules of the game:
+    `kestrel.frame.rules`; BUDGET and any other kernel text the runtime passes in
     `extra_kernel`, keyed by kernel id; REPLY grammar summary) then the view."""
     extra = dict(extra_kernel or {})
     unknown = sorted(k for k in extra if k not in catalog.kernel_ids)
     if unknown:
         raise ValueError(f"extra_kernel keys must be kernel ids {catalog.kernel_ids}, got {unknown}")
     lines = [extra.pop("clock", None) or _clock_line(snapshot, ordinal)]
+    lines.append(extra.pop("rules", "") or pane_rules(snapshot))
     for k in catalog.kernel_ids:
         if k in extra and k != "grammar":
             lines.append(f"{k.upper()} {extra[k]}")

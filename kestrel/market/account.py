@@ -1,6 +1,9 @@
-"""Account state shown by the `position` pane (filled by the session layer from the engine)."""
+"""Account state shown by the `position` pane and the broker's notices shown by the RULES
+kernel pane (both filled by the session layer from the engine)."""
 
 from __future__ import annotations
+
+from typing import Literal
 
 import msgspec
 
@@ -30,3 +33,16 @@ class AccountState(msgspec.Struct, frozen=True):
 
 
 FLAT = AccountState()
+
+
+class Notice(msgspec.Struct, frozen=True):
+    """What the broker did to the agent's plan that the agent did not ask for: an order
+    `rejected` (by a bound, or a price undefined at the tick) or the plan `disarmed` (a loss
+    bound, its expiry, the close). `ts` is the instant (ns UTC), `rule` the plan's rule
+    counted from 1 as written (None for a disarm), `reason` the broker's own words."""
+
+    kind: Literal["rejected", "disarmed"]
+    ts: int
+    plan: str
+    reason: str
+    rule: int | None = None

@@ -19,7 +19,8 @@ Invariants:
   `ModelError` with a one-line reason; the loop turns it into a fail-closed stand-down. A
   `FatalModelError` (HTTP 401/403/404) is never retried, and every later call of the agent
   raises it again at once, without a request;
-- a reply cut at the output limit is marked `uncertain`;
+- a reply cut at the output limit is marked `uncertain` and carries the limit; a provider's
+  separate reasoning field and a refusal are handed over beside the text (`AgentReply`);
 - with a `reasoner` (reason-first), each reply is two calls, each through the whole call policy
   (cache, caps, limiter, retries) within the one deadline: the reasoner's free call, then the
   constrained call with its reasoning as context; the reply is the second call's text, its
@@ -92,13 +93,17 @@ class ModelConfig(msgspec.Struct, frozen=True):
 class Completion(msgspec.Struct, frozen=True):
     """One provider answer: the reply text, normalized usage, whether it was truncated,
     whether the usage is an estimate (the server sent none), and whether it was played back
-    from the reply cache (`cached`: no request was made; the usage is the recorded call's)."""
+    from the reply cache (`cached`: no request was made; the usage is the recorded call's).
+    `reasoning` is the provider's separate reasoning field (`reasoning_content`, ...: set
+    aside, never parsed) and `refusal` the model's refusal when the provider signals one."""
 
     text: str
     usage: Usage
     truncated: bool
     estimated: bool = False
     cached: bool = False
+    reasoning: str | None = None
+    refusal: str | None = None
 
 
 ESTIMATE_NOTE = (
@@ -199,6 +204,9 @@ class ModelAgent:
             uncertain=completion.truncated,
             note=note,
             cached=completion.cached,
+            output_limit=self._provider.output_limit(decision),
+            reasoning=completion.reasoning,
+            refusal=completion.refusal,
         )
 
     def _reason_first(
@@ -230,7 +238,8 @@ class ModelAgent:
             hit = policy.cache.get(key)
             if hit is not None:
                 policy.stats.add(cached=1)
-                return Completion(hit.text, hit.usage, hit.truncated, hit.estimated, cached=True)
+                return Completion(hit.text, hit.usage, hit.truncated, hit.estimated, cached=True,
+                                  reasoning=hit.reasoning, refusal=hit.refusal)
         worst = 0
         if policy.budgets or policy.limiter is not None:
             tool = prompt_text(config.constraint) if wire is self._provider else ""
@@ -263,7 +272,8 @@ class ModelAgent:
                 budget.settle(hold, usd, completion.usage.spend)
         if policy.cache is not None and key is not None:
             policy.cache.put(key, config.provider, config.model,
-                             CachedReply(completion.text, completion.usage, completion.truncated, completion.estimated))
+                             CachedReply(completion.text, completion.usage, completion.truncated, completion.estimated,
+                                         completion.refusal, completion.reasoning))
         return completion
 
     def _attempts(

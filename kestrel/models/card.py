@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from kestrel.frame import DEFAULT_CATALOG, PaneCatalog
+from kestrel.frame import DEFAULT_CATALOG, ArgSpec, PaneCatalog
 from kestrel.lang import DEFAULT_LIMITS, Limits
 from kestrel.lang.registry import FUNCTIONS, SERIES
 from kestrel.lang.signature import PARAMETER_KINDS
@@ -55,12 +55,12 @@ def _grammar_lines(limits: Limits) -> list[str]:
     """The reply grammar generated from kestrel.lark, then what its placeholders mean (prose:
     semantics the grammar cannot say)."""
     return [
-        "# Grammar (generated from the parser's grammar; keywords are case-insensitive)",
+        "# Grammar (keywords are case-insensitive)",
         *grammar_lines(),
         "name: letters, digits, _ (case-sensitive). SYMBOL: the instrument's symbol (ON is optional). "
         "n: a number; n%: a percent; dur: 30s 5m 2h 1d; hh:mm: a time of day; \"text\": a reason.",
         "A rule fires at the first tick its expr holds, then is spent; xN re-arms it "
-        f"(N <= {limits.max_repeat}). UNTIL/FOR bound the plan; RISK caps it.",
+        f"(N <= {limits.max_repeat}). UNTIL/FOR bound the plan; RISK only tightens the operator's bounds.",
         "offset: -0.6% (pct of fill) | -0.50 (price units) | @182.40 (absolute). "
         "BUY: STOP below (-), TARGET above (+); SELL: the reverse. TRAIL 0.5% is a distance.",
         "LMT/STP take a Price sum (ask+0.02, high(5m)+0.05). The order quantity is whole units, <= maxpos.",
@@ -79,10 +79,19 @@ def _registry_lines() -> list[str]:
     return [f"Series: {series}", f"Functions ({legend} of one type): {funcs}"]
 
 
+def _range(a: ArgSpec) -> str:
+    """An argument's range, compact: `1m..1d by 1m`, `1..100`, `one of a, b`."""
+    if a.type == "duration" and a.step and not a.choices:
+        lo = a.show(a.min) if a.min is not None else "-inf"
+        hi = a.show(a.max) if a.max is not None else "inf"
+        return f"{lo}..{hi} by {a.show(a.step)}"
+    return a.range_text()
+
+
 def _pane_lines(catalog: PaneCatalog) -> list[str]:
     lines = []
     for spec in catalog:
-        ranges = "; ".join(f"{a.name} {a.range_text()}" for a in spec.args)
+        ranges = "; ".join(f"{a.name} {_range(a)}" for a in spec.args)
         lines.append(f"{spec.signature()}: {spec.description}" + (f" [{ranges}]" if ranges else ""))
     lines.append(
         f"BUDGET n caps the view's tokens ({catalog.min_budget}..{catalog.max_budget}, default "
@@ -91,22 +100,29 @@ def _pane_lines(catalog: PaneCatalog) -> list[str]:
     return lines
 
 
+RULES_LINES: tuple[str, ...] = (
+    "# Rules",
+    "Rejected: an order past maxpos or maxorders; one whose worst case at its stop (with costs) reaches "
+    "maxloss or session_maxloss, which also disarms the plan. A loss reaching maxloss disarms and flattens; "
+    "session_maxloss ends the session. PASS or an unchanged PLAN keeps the incumbent; rename it to re-arm.",
+)
+"""How the bounds bind and how a plan is kept or re-armed (the runtime's rules, stated once)."""
+
+
 def _limit_line(limits: Limits) -> str:
     return (
-        f"Limits: {limits.max_rules} rules, {limits.max_actions} actions per rule, expression "
-        f"depth {limits.max_expr_depth}, names <= {limits.max_identifier_chars} chars, reasons "
-        f"<= {limits.max_string_chars} chars, windows <= the session so far, counts <= "
-        f"{limits.max_count}, {limits.max_panes} panes per VIEW, {limits.max_document_chars} "
-        "chars per reply."
+        f"Limits: {limits.max_rules} rules, {limits.max_actions} actions/rule, depth "
+        f"{limits.max_expr_depth}, names {limits.max_identifier_chars} chars, reasons "
+        f"{limits.max_string_chars} chars, counts {limits.max_count}, {limits.max_panes} panes/VIEW, "
+        f"{limits.max_document_chars} chars/reply; windows within the session so far."
     )
 
 
 def render_card(catalog: PaneCatalog = DEFAULT_CATALOG, limits: Limits = DEFAULT_LIMITS) -> str:
     """The card for a given catalog and limits (`language_card()` uses the defaults)."""
     parts: list[str] = [
-        "You are a trading agent. You author bounded plans in Kestrel; the runtime fires them at "
-        "the tick and enforces the risk bounds. Each user message is a briefing: the clock, the "
-        "BUDGET left, the reply grammar and the panes of the current view.",
+        "You are a trading agent: you author bounded plans in Kestrel, the runtime fires them at the "
+        "tick. Each user message is a briefing: kernel panes (CLOCK, RULES, BUDGET, REPLY), then a view.",
         "",
         REPLY_RULE,
         "",
@@ -116,12 +132,12 @@ def render_card(catalog: PaneCatalog = DEFAULT_CATALOG, limits: Limits = DEFAULT
         parts += [f"{name}: {what}", example, ""]
     parts += [*_grammar_lines(limits), "", *_registry_lines(), ""]
     parts += ["# Panes (VIEW name: pane, pane(args) [BUDGET n])", *_pane_lines(catalog), ""]
+    parts += [*RULES_LINES, ""]
     parts += [
         "# Loop",
-        "Within one ordinal a VIEW request or an invalid reply costs one iteration and tokens. An "
-        "invalid reply comes back with the error: fix it and answer again. The BUDGET line says "
-        "how many view requests or repairs and tokens are left; at zero the ordinal stands down. "
-        "Prefer a plan, STANDDOWN or PASS when you have seen enough.",
+        "A VIEW or an invalid reply costs one iteration and tokens; an invalid reply comes back with "
+        "its error to fix. BUDGET says what is left; at zero the ordinal stands down. Prefer a "
+        "plan, STANDDOWN or PASS once you have seen enough.",
         _limit_line(limits),
     ]
     return "\n".join(parts).strip() + "\n"
@@ -133,4 +149,4 @@ def language_card() -> str:
     return render_card()
 
 
-__all__ = ["REPLY_RULE", "STATEMENT_EXAMPLES", "language_card", "render_card"]
+__all__ = ["REPLY_RULE", "RULES_LINES", "STATEMENT_EXAMPLES", "language_card", "render_card"]

@@ -37,6 +37,8 @@ class CachedReply(msgspec.Struct, frozen=True):
     usage: Usage
     truncated: bool = False
     estimated: bool = False
+    refusal: str | None = None
+    reasoning: str | None = None
 
 
 def reply_key(provider: str, model: str, base_url: str | None, request: Mapping[str, Any]) -> str:

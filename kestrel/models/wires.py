@@ -11,7 +11,10 @@ never a crash, never a warning on stderr) and turns every SDK error or malformed
 one-line `ModelError`: HTTP 401/403/404 a `FatalModelError` (the run cannot go on), 408/409/
 429/5xx, timeouts and dropped connections retryable, carrying the response's retry and
 rate-limit headers. A server that sends no usage gets an estimate (`estimate_tokens` of the
-request and reply text), marked as such, so the token budget still binds.
+request and reply text), marked as such, so the token budget still binds. Beside the text:
+a separate reasoning field (`reasoning_content` / `reasoning`) is handed over as reasoning,
+never as the reply; a refusal (OpenAI's `refusal` or `finish_reason: content_filter`,
+Anthropic's `stop_reason: refusal`) as the refusal, with its text.
 """
 
 from __future__ import annotations
@@ -86,15 +89,31 @@ def _describe(sdk: Any, exc: Exception, what: str) -> ModelError:
 
 
 def _completion(
-    usage: Usage | None, system: str, messages: tuple[Message, ...], text: str, truncated: bool
+    usage: Usage | None, system: str, messages: tuple[Message, ...], text: str, truncated: bool,
+    reasoning: str | None = None, refusal: str | None = None,
 ) -> Completion:
     """The completion; usage that is absent or counts no token at all (a server that sends
     none, or `{}`) is replaced by the token estimate of the request and reply text."""
     if usage is not None and usage.spend > 0:
-        return Completion(text=text, usage=usage, truncated=truncated)
+        return Completion(text=text, usage=usage, truncated=truncated, reasoning=reasoning, refusal=refusal)
     estimate = Usage(input=estimate_tokens(system) + sum(estimate_tokens(m.content) for m in messages),
-                     output=estimate_tokens(text))
-    return Completion(text=text, usage=estimate, truncated=truncated, estimated=True)
+                     output=estimate_tokens(text) + estimate_tokens(reasoning or ""))
+    return Completion(text=text, usage=estimate, truncated=truncated, estimated=True, reasoning=reasoning,
+                      refusal=refusal)
+
+
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+"""The message fields OpenAI-compatible servers put a model's reasoning in, beside `content`
+(vLLM, SGLang and DeepSeek: `reasoning_content`; Ollama and OpenRouter: `reasoning`)."""
+
+
+def _text_field(message: Mapping[str, Any], names: tuple[str, ...]) -> str | None:
+    """The first of `names` holding non-empty text (anything else counts as absent)."""
+    for name in names:
+        v = message.get(name)
+        if isinstance(v, str) and v.strip():
+            return v
+    return None
 
 
 class _SdkClient:
@@ -179,13 +198,18 @@ class OpenAIChat(_SdkClient):
             raise ModelError(f"{what}: malformed response body (no choices)")
         choice = choices[0]
         message = choice.get("message")
-        content = message.get("content") if isinstance(message, Mapping) else None
+        message = message if isinstance(message, Mapping) else {}
+        content = message.get("content")
         if content is not None and not isinstance(content, str):
             raise ModelError(f"{what}: malformed response body (message content is not text)")
         content = constrained_reply(self.config.constraint, message, content)
+        refusal = _text_field(message, ("refusal",))
+        if refusal is None and choice.get("finish_reason") == "content_filter":
+            refusal = content or "the provider's content filter stopped the reply"
         usage = data.get("usage")
         return _completion(openai_usage(usage) if isinstance(usage, Mapping) else None, system, messages,
-                           content or "", choice.get("finish_reason") == "length")
+                           content or "", choice.get("finish_reason") == "length",
+                           _text_field(message, REASONING_FIELDS), refusal)
 
 
 class AnthropicMessages(_SdkClient):
@@ -234,9 +258,16 @@ class AnthropicMessages(_SdkClient):
             b["text"] for b in blocks
             if isinstance(b, Mapping) and b.get("type") == "text" and isinstance(b.get("text"), str)
         )
+        thinking = "".join(
+            b["thinking"] for b in blocks
+            if isinstance(b, Mapping) and b.get("type") == "thinking" and isinstance(b.get("thinking"), str)
+        )
         usage = data.get("usage")
+        refused = data.get("stop_reason") == "refusal"
         return _completion(anthropic_usage(usage) if isinstance(usage, Mapping) else None, system, messages,
-                           text, data.get("stop_reason") == "max_tokens")
+                           "" if refused else text, data.get("stop_reason") == "max_tokens",
+                           thinking or None,
+                           refusal=(text.strip() or "the model declined to answer") if refused else None)
 
 
 WIRES: dict[str, type[OpenAIChat] | type[AnthropicMessages]] = {

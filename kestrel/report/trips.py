@@ -70,7 +70,8 @@ class RoundTrip(msgspec.Struct, frozen=True):
 
 
 class Notice(msgspec.Struct, frozen=True):
-    """A rejected order or a disarm, with its reason."""
+    """A rejected order or a disarm, with its reason. `rule` counts from 1, as the plan is
+    written (the ledger's `rule` field is the rule's index from 0)."""
 
     ts: int
     kind: str  # rejected | disarmed
@@ -162,7 +163,7 @@ def read_ledger(events: Sequence[LedgerEvent], *, carried_from: RoundTrip | None
             elif e.id in levels and levels[e.id].end_ts is None:
                 levels[e.id] = msgspec.structs.replace(levels[e.id], end_ts=e.ts)
         elif isinstance(e, OrderRejected):
-            notices.append(Notice(e.ts, "rejected", e.plan, e.reason, e.rule))
+            notices.append(Notice(e.ts, "rejected", e.plan, e.reason, e.rule + 1))
         elif isinstance(e, Filled):
             last_fill = e
             fees += e.fee

@@ -37,7 +37,9 @@ from kestrel.session.protocol import (
     Usage,
     interpret_reply,
 )
-from kestrel.session.risk import RiskAssessment, RiskBounds, RiskLevel, classify, dry_run
+from kestrel.frame.typed import TypedSnapshot
+from kestrel.session.normalize import NormalizedReply, normalize_reply
+from kestrel.session.risk import Finding, RiskAssessment, RiskBounds, RiskLevel, assess, classify, dry_run
 from kestrel.session.runner import (
     ENGINE_PATHS,
     DayDriver,
@@ -69,12 +71,14 @@ __all__ = [
     "DayRun",
     "Done",
     "Evidence",
+    "Finding",
     "Flags",
     "Invalid",
     "Kernel",
     "LoopPorts",
     "LoopSettings",
     "Mode",
+    "NormalizedReply",
     "PassTurn",
     "Policy",
     "Profile",
@@ -90,9 +94,11 @@ __all__ = [
     "StandDownTurn",
     "Supersede",
     "TurnReply",
+    "TypedSnapshot",
     "Usage",
     "advance",
     "apply_turn",
+    "assess",
     "author_turn",
     "classify",
     "dry_run",
@@ -100,6 +106,7 @@ __all__ = [
     "interpret_reply",
     "lookup",
     "names",
+    "normalize_reply",
     "read_capture",
     "resolve",
     "run_session",

@@ -7,11 +7,13 @@ synchronous `run_day` (engine in process, blocking agent) and the actor driver
 (`kestrel.service.actors.driver`: feed, engine and agent actors) both drive it, so the two cannot drift: the
 same steps in the same order give the same ledger, capture and evidence.
 
-Per ordinal i: `RunTicks(2i)` (up to the cutoff) -> `ReadAccount` -> `RunAuthoring` (the loop over the
-snapshot frozen at the cutoff) -> `RunTicks(2i+1)` (the authoring window, under the incumbent)
--> `Arm` (the terminal turn takes effect at the ordinal's time) -> `CollectLate`. Then
-`RunTicks(2n)` (to the close), `FinishDay`, `CollectLate(end=True)`, and `Finished` carries the
-`DayResult`. `DayRun` is the bookkeeping underneath (evidence, captured turns, outcomes).
+Per ordinal i: `RunTicks(2i)` (up to the cutoff) -> `ReadAccount` (the account, and the ledger
+events since the last read: the broker's notices for the briefing) -> `RunAuthoring` (the loop
+over the snapshot frozen at the cutoff) -> `RunTicks(2i+1)` (the authoring window, under the
+incumbent) -> `Arm` (the terminal turn takes effect at the ordinal's time) -> `CollectLate`.
+Then `RunTicks(2n)` (to the close), `FinishDay`, `CollectLate(end=True)`, and `Finished` carries
+the `DayResult`. `DayRun` is the bookkeeping underneath (evidence, captured turns, outcomes,
+the notices not yet told: those after the last ordinal go to the next day's first briefing).
 """
 
 from __future__ import annotations
@@ -23,9 +25,9 @@ from typing import TypeVar
 from kestrel.engine.book import Carry
 from kestrel.engine.config import EngineConfig
 from kestrel.engine.engine import Engine, EnginePath
-from kestrel.engine.ledger import Ledger, LedgerEvent
-from kestrel.frame import freeze
-from kestrel.market.account import AccountState
+from kestrel.engine.ledger import Armed, Disarmed, Ledger, LedgerEvent
+from kestrel.frame import freeze, typed_snapshot
+from kestrel.market.account import AccountState, Notice
 from kestrel.market.ticks import NS_PER_S, Ticks
 from kestrel.lang import ast
 from kestrel.session.calls import Abandoned, LateReply
@@ -34,9 +36,10 @@ from kestrel.session.days import SessionDay
 from kestrel.session.loop import AuthoringLoop, Done, Evidence
 from kestrel.session.options import EvidenceSink, SessionOptions, engine_config
 from kestrel.session.ports import snapshot_ports
-from kestrel.session.protocol import AgentTurn, StandDownTurn, Supersede, Usage
+from kestrel.session.protocol import AgentTurn, StandDownTurn, Supersede, Usage, restates
 from kestrel.session.results import DayResult, OrdinalOutcome
 from kestrel.session.risk import RiskBounds
+from kestrel.session.rules import notices_of, superseded, terms_of
 
 
 def new_engine(day: SessionDay, config: EngineConfig, carry: Carry | None) -> Engine:
@@ -61,8 +64,15 @@ def advance(engine: Engine, ticks: Ticks, path: EnginePath, tally: dict[str, int
 def apply_turn(engine: Engine, turn: AgentTurn, incumbent: ast.Plan | None,
                at_ns: int | None = None) -> tuple[ast.Plan | None, str]:
     """Arm the terminal turn at `at_ns` (its ordinal's instant); returns the new incumbent
-    plan and what was done. A plan the engine refuses stands the session down (fail closed)
-    with the engine's reason."""
+    plan and what was done. A plan that restates the incumbent (the same canonical text) is
+    kept with its state, not re-armed, while the engine still holds it armed (one the engine
+    disarmed, by its expiry or a loss bound, is armed afresh). A plan the engine refuses stands
+    the session down (fail closed) with the engine's reason."""
+    if not engine.armed:
+        incumbent = None  # disarmed by the engine: no incumbent to keep
+    if isinstance(turn, Supersede) and restates(turn.plan, incumbent):
+        assert incumbent is not None
+        return incumbent, f"kept {incumbent.name} (restated: the same plan, its state kept)"
     if isinstance(turn, Supersede):
         try:
             engine.arm(turn.plan, at_ns)
@@ -75,6 +85,21 @@ def apply_turn(engine: Engine, turn: AgentTurn, incumbent: ast.Plan | None,
         engine.stand_down(turn.reason, at_ns)
         return None, f"stood down: {turn.reason}"
     return incumbent, "passed" if incumbent is None else f"kept {incumbent.name}"
+
+
+def still_armed(incumbent: ast.Plan | None, events: Sequence[LedgerEvent]) -> ast.Plan | None:
+    """The incumbent unless `events` (the ledger since the last read) end with it disarmed
+    (its expiry, a loss bound, the close): a disarmed plan is no incumbent, so the next
+    briefing shows none and a PLAN restating it arms it afresh."""
+    if incumbent is None:
+        return None
+    armed = True
+    for e in events:
+        if isinstance(e, Armed):
+            armed = e.plan == incumbent.name
+        elif isinstance(e, Disarmed) and e.plan == incumbent.name:
+            armed = False
+    return incumbent if armed else None
 
 
 class DayRun:
@@ -93,6 +118,7 @@ class DayRun:
         model: str,
         iterative: bool,
         sink: EvidenceSink | None = None,
+        notices: tuple[Notice, ...] = (),
     ) -> None:
         self.day = day
         self.options = options
@@ -104,16 +130,27 @@ class DayRun:
         self.turns: list[CapturedTurn] = []
         self.evidence: list[Evidence] = []
         self._closed: tuple[int, AuthoringLoop, Done] | None = None
+        # the broker's notices not yet told, the ledger read so far, the agent's own disarms
+        self.pending: tuple[Notice, ...] = notices
+        self.read = 0
+        self.own: set[str] = set()
+
+    def heard(self, events: Sequence[LedgerEvent]) -> None:
+        """The ledger events since the last read: their notices wait for the next briefing."""
+        self.read += len(events)
+        self.pending += notices_of(events, self.own)
 
     def open(self, i: int, account: AccountState, incumbent: ast.Plan | None) -> AuthoringLoop:
-        """The authoring loop of ordinal `i`. Profile policies apply to iterative agents only
-        (single-shot agents never enter the loop)."""
+        """The authoring loop of ordinal `i`, over the snapshot frozen at its cutoff with the
+        account, the incumbent, the run's terms and the notices since the last turn. Profile
+        policies apply to iterative agents only (single-shot agents never enter the loop)."""
         day, options = self.day, self.options
         o = day.ordinals[i]
-        snap = freeze(day.data, o.time_ns, day.guard_s * NS_PER_S, account, incumbent)
         cfg = engine_config(options, day.data)
-        bounds = RiskBounds(maxpos=cfg.maxpos, maxloss=cfg.maxloss, multiplier=cfg.multiplier,
-                            tick_size=day.data.tick_size)
+        snap = freeze(day.data, o.time_ns, day.guard_s * NS_PER_S, account, incumbent,
+                      terms=terms_of(cfg), notices=self.pending)
+        self.pending = tuple(n for n in self.pending if n.ts > snap.cutoff_ns)  # told now
+        bounds = RiskBounds.of(cfg, day.data.tick_size)
         ports = snapshot_ports(
             snap, o, catalog=options.catalog, allowed_panes=options.allowed_panes, bounds=bounds
         )
@@ -128,9 +165,16 @@ class DayRun:
             date=day.date,
             instrument=day.data.instrument,
             limits=bounds,
+            incumbent=incumbent,
+            snapshot=typed_snapshot(snap, o),
         )
 
     def close(self, i: int, loop: AuthoringLoop, done: Done) -> CapturedTurn:
+        turn_ = done.turn
+        if isinstance(turn_, StandDownTurn):
+            self.own.add(turn_.reason)  # the agent's own disarm: no notice
+        elif isinstance(turn_, Supersede):
+            self.own.add(superseded(turn_.plan.name))
         for record in loop.evidence:
             self._record(record)
         turn = CapturedTurn(self.day.date, self.day.ordinals[i].label, done.turn, self.agent_id)
@@ -209,7 +253,7 @@ class DayRun:
         return DayResult(
             day.date, ledger, self.outcomes, self.turns, self.evidence, day.session.tz,
             day.data.price_decimals, dict(engine_ticks), not cover.complete, cover.describe(),
-            day.data.instrument.currency, carry,
+            day.data.instrument.currency, carry, self.pending,
         )
 
 
@@ -227,7 +271,10 @@ class RunTicks:
 
 @dataclass(frozen=True)
 class ReadAccount:
-    """Read the engine's account; then `account(state)`."""
+    """Read the engine's account and its ledger's events from index `since` on (those not yet
+    read); then `account(state, events)`."""
+
+    since: int = 0
 
 
 @dataclass(frozen=True)
@@ -279,6 +326,12 @@ class _Armed:
 
 
 @dataclass(frozen=True)
+class _Account:
+    state: AccountState
+    events: tuple[LedgerEvent, ...]
+
+
+@dataclass(frozen=True)
 class _Late:
     records: tuple[LateReply | Abandoned, ...]
 
@@ -305,9 +358,13 @@ class DayDriver:
         model: str,
         iterative: bool,
         sink: EvidenceSink | None = None,
+        notices: tuple[Notice, ...] = (),
     ) -> None:
+        """`notices`: the broker's notices of the previous day not told yet (its
+        `DayDriver.untold` once it finished), for this day's first briefing."""
         self.day = day
-        self.run = DayRun(day, options, agent_id=agent_id, model=model, iterative=iterative, sink=sink)
+        self.run = DayRun(day, options, agent_id=agent_id, model=model, iterative=iterative, sink=sink,
+                          notices=notices)
         self._script = self._steps()
         self._step: Step = next(self._script)
 
@@ -315,11 +372,19 @@ class DayDriver:
         """What the caller must do now."""
         return self._step
 
+    @property
+    def untold(self) -> tuple[Notice, ...]:
+        """The broker's notices no briefing has told yet (after the last ordinal's cutoff):
+        the next day's `DayDriver(notices=...)`."""
+        return self.run.pending
+
     def ran(self) -> None:
         self._answer(RunTicks, None)
 
-    def account(self, state: AccountState) -> None:
-        self._answer(ReadAccount, state)
+    def account(self, state: AccountState, events: Sequence[LedgerEvent] = ()) -> None:
+        """The account, and the ledger events since `ReadAccount.since` (the broker's notices
+        for the briefing come from them; none given: no notices)."""
+        self._answer(ReadAccount, _Account(state, tuple(events)))
 
     def authored(self, done: Done) -> None:
         self._answer(RunAuthoring, done)
@@ -351,8 +416,10 @@ class DayDriver:
         incumbent: ast.Plan | None = None
         for i in range(len(day.ordinals)):
             yield RunTicks(2 * i)  # up to the cutoff: the snapshot's ticks
-            account = self._reply((yield ReadAccount()), AccountState)
-            loop = run.open(i, account, incumbent)
+            read = self._reply((yield ReadAccount(run.read)), _Account)
+            run.heard(read.events)
+            incumbent = still_armed(incumbent, read.events)
+            loop = run.open(i, read.state, incumbent)
             done = self._reply((yield RunAuthoring(loop)), Done)
             turn = run.close(i, loop, done)
             yield RunTicks(2 * i + 1)  # the authoring window runs under the incumbent
@@ -362,6 +429,7 @@ class DayDriver:
             self._record(self._reply((yield CollectLate(end=False)), _Late))
         yield RunTicks(2 * len(day.ordinals))  # to the close
         end = self._reply((yield FinishDay()), _DayLedger)
+        run.heard(end.ledger.events[run.read:])  # after the last ordinal: told the next day
         self._record(self._reply((yield CollectLate(end=True)), _Late))
         yield Finished(run.result(end.ledger, end.engine_ticks, end.carry))
 

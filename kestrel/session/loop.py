@@ -13,24 +13,36 @@ iterations and `authoring_token_budget` tokens (spend = input + output + thinkin
 - an agent exception or timeout (`receive_failure`) is a fail-closed stand-down too;
 - every non-terminal step, escalation and failure is an `Evidence` record (never replayed).
 
-With a profile policy the loop also observes its escalation triggers (repair streak, uncertain
-completions, a failing self-correction pass, plan risk at or over a threshold) and escalates at
-most once, restoring only the displaced cap, token budget and effort. With `self_correct` a
-valid plan is dry-run against the snapshot once; findings earn the agent one correction re-ask.
-A single-shot loop (`iterative=False`) accepts only a terminal first reply.
+Every reply is normalized once before it is parsed (`kestrel.session.normalize`: markdown
+fences, `<think>` blocks and prose around one statement stripped; a `normalized` record says
+what changed); a reply cut at the output limit that does not read is repaired with how much of
+the limit it used; a model's refusal stands the ordinal down with its text as the reason.
+
+Every valid plan of an iterative agent is assessed by the ONE risk classification
+(`kestrel.session.risk.assess`, the `assess` port): with `self_correct` its findings earn the
+agent one correction re-ask; with a profile policy a plan at or over the risk threshold gets
+one risk review; under any profile, a plan with an order a bound will reject gets one bound
+check (unless a review already reported it). A plan that restates the incumbent (the same
+canonical text) is kept, not re-armed (`restated`). With a profile policy the loop also
+observes its escalation triggers (repair streak, uncertain completions, a failing
+self-correction pass, plan risk at or over a threshold) and escalates at most once, restoring
+only the displaced cap, token budget and effort. A single-shot loop (`iterative=False`)
+accepts only a terminal first reply.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 import msgspec
 
+from kestrel.frame.typed import TypedSnapshot
 from kestrel.market.instrument import Instrument
 from kestrel.frame.view import ViewError
 from kestrel.lang import ast
+from kestrel.session.normalize import NormalizedReply, normalize_reply
 from kestrel.session.profiles import (
     DEFAULT_AUTHORING_TOKEN_BUDGET,
     DEFAULT_VIEW_REQUEST_CAP,
@@ -49,6 +61,7 @@ from kestrel.session.protocol import (
     Supersede,
     TurnReply,
     Usage,
+    restates,
 )
 from kestrel.session.risk import RiskAssessment, RiskBounds
 
@@ -63,12 +76,36 @@ def _truncation(step: AuthorStep, reason: str | None) -> str | None:
     return TRUNCATED if reason is None else f"{reason}; {TRUNCATED}"
 
 
+MAX_REFUSAL_CHARS = 300
+"""A refusal's text in a stand-down reason is cut to this (the evidence keeps it whole)."""
+
+
+def cut_message(reply: AgentReply, norm: NormalizedReply) -> str:
+    """What a repair says of a reply cut at the output limit: the limit, what the reply spent of
+    it (thinking and text) and where its text stops."""
+    u = reply.usage
+    spent = u.output + u.thinking
+    limit = f"the output limit of {reply.output_limit} tokens" if reply.output_limit else "the output limit"
+    used = f"{spent} output tokens" + (f" ({u.thinking} thinking, {u.output} text)" if u.thinking else "")
+    if norm.unclosed_think:
+        where = "while still thinking: its <think> block never closed, so no statement arrived"
+    else:
+        tail = " ".join(norm.text.split())[-60:]
+        where = f"and its text stops at `{tail}`" if tail else "before any text arrived"
+    return (f"your reply was cut at {limit}: it used {used} {where}. Reply again with one complete, shorter "
+            "statement" + (" and less reasoning" if norm.unclosed_think or u.thinking else "") + ".")
+
+
 EvidenceKind = Literal[
     "reply",  # a model reply (terminal or a view request's answer)
+    "normalized",  # the reply was normalized before parsing (fences, <think>, prose stripped)
     "view-request",  # the agent asked for panes
     "repair",  # an invalid reply, re-asked with the error
     "self-correction",  # a valid plan's self-correction re-ask
-    "risk-review",  # a valid plan over the risk bounds, re-asked
+    "risk-review",  # a valid plan at or over the profile's risk threshold, re-asked
+    "bound-check",  # a valid plan with an order a bound will reject, re-asked (every profile)
+    "restated",  # a PLAN equal to the incumbent's canonical text: kept, not re-armed
+    "refusal",  # the model refused (its text kept): a fail-closed stand-down
     "model-note",  # a note from the model adapter (e.g. an ignored setting)
     "agent-error",  # the agent call failed or timed out
     "single-shot-refusal",  # a single-shot agent's invalid reply (no loop to repair it)
@@ -77,12 +114,14 @@ EvidenceKind = Literal[
     "abandoned",  # an abandoned call never answered by the end of the run
 ]
 """Every kind of evidence record; a closed set, so a typo in a producer is a type error."""
-RepairKind = Literal["repair", "self-correction", "risk-review"]
+RepairKind = Literal["repair", "self-correction", "risk-review", "bound-check"]
 
 
 class Evidence(msgspec.Struct, frozen=True, omit_defaults=True):
     """One authoring-loop evidence record (above the determinism line; never replayed).
-    `date` names the session (set by the session runner; None for a bare loop)."""
+    `date` names the session (set by the session runner; None for a bare loop); `text` is the
+    reply as the agent wrote it where it matters (an invalid reply, a refusal, a late reply);
+    `risk` the plan's risk level on a review record."""
 
     ordinal: str
     iteration: int
@@ -100,6 +139,7 @@ class Evidence(msgspec.Struct, frozen=True, omit_defaults=True):
     date: str | None = None
     text: str | None = None
     cached: bool = False  # a reply played back from a reply cache: no call, nothing spent
+    risk: str | None = None
 
 
 class Kernel(msgspec.Struct, frozen=True):
@@ -147,15 +187,15 @@ class LoopPorts:
       the repair; any other exception is a runtime bug and propagates out of the loop;
     - `briefing(resolved_or_None, kernel)`: the kernel panes plus the materialized view (None =
       the default view), all rendered from the one frozen snapshot;
-    - `dry_run(plan)`: the self-correction findings (empty = passes);
-    - `classify(plan)`: the plan risk assessment for the risk trigger.
+    - `assess(plan)`: the plan's risk assessment (`kestrel.session.risk.assess` against the
+      snapshot): the one classification the self-check, the risk trigger and the bound check
+      all read (None: no review at all).
     """
 
     interpret: Callable[[str], Reply]
     resolve_view: Callable[[ast.View], object]
     briefing: Callable[[object | None, Kernel], str]
-    dry_run: Callable[[ast.Plan], Sequence[str]] | None = None
-    classify: Callable[[ast.Plan], RiskAssessment] | None = None
+    assess: Callable[[ast.Plan], RiskAssessment] | None = None
     view_errors: tuple[type[Exception], ...] = (ViewError,)
 
 
@@ -183,11 +223,15 @@ class AuthoringLoop:
         date: str | None = None,
         instrument: Instrument | None = None,
         limits: RiskBounds | None = None,
+        incumbent: ast.Plan | None = None,
+        snapshot: TypedSnapshot | None = None,
     ) -> None:
         self.ordinal = ordinal
         self.date = date
         self.instrument = instrument
         self.limits = limits
+        self.incumbent = incumbent
+        self.snapshot = snapshot
         self._ports = ports
         self._policy = policy
         self._model = model
@@ -207,7 +251,9 @@ class AuthoringLoop:
         self._uncertain = 0
         self._escalated = False
         self._corrected = False
+        self._bounds_reported = False
         self._pending: AuthorRequest | None = None
+        self._invalid_text: str | None = None
         self._escalation_record: Evidence | None = None
         self.evidence: list[Evidence] = []
         self.done: Done | None = None
@@ -248,24 +294,57 @@ class AuthoringLoop:
                 effort=self._effort,
                 instrument=self.instrument,
                 limits=self.limits,
+                snapshot=self.snapshot,
             )
         return self._pending
 
     def receive_reply(self, reply: AgentReply) -> Outcome:
-        """Interpret the agent's raw text with the runtime's language, then `receive` it."""
-        if reply.note is not None and self.done is None:
+        """Normalize the agent's raw text, interpret it with the runtime's language, then
+        `receive` it. A refusal ends the loop at once: a fail-closed stand-down whose reason
+        holds the refusal's text (kept whole in a `refusal` record)."""
+        if self.done is not None:
+            raise LoopError("the authoring loop is done; it receives nothing more")
+        if reply.note is not None:
             self.evidence.append(
                 self._record(kind="model-note", usage=Usage(), latency_ms=None, exhausted=False,
                              reason=reply.note)
             )
+        if reply.refusal is not None:
+            return self._refused(reply)
+        norm = normalize_reply(reply.text)
+        changes = list(norm.changes)
+        if reply.reasoning:
+            changes.insert(0, f"the provider's separate reasoning field set aside ({len(reply.reasoning)} chars)")
+        if changes:
+            self.evidence.append(
+                self._record(kind="normalized", usage=Usage(), latency_ms=None, exhausted=False,
+                             reason="; ".join(changes))
+            )
+        interpreted = Invalid(norm.error) if norm.error is not None else self._ports.interpret(norm.text)
+        if isinstance(interpreted, Invalid):
+            self._invalid_text = reply.text
+            if reply.uncertain:
+                interpreted = Invalid(f"{cut_message(reply, norm)}\n{interpreted.error}")
         step = AuthorStep(
-            reply=self._ports.interpret(reply.text),
+            reply=interpreted,
             usage=reply.usage,
             latency_ms=reply.latency_ms,
             uncertain=reply.uncertain,
             cached=reply.cached,
         )
         return self.receive(step)
+
+    def _refused(self, reply: AgentReply) -> Done:
+        self._pending = None
+        self._spent += reply.usage.spend
+        refusal = reply.refusal or ""
+        said = " ".join(refusal.split()) or "(no text)"
+        self.evidence.append(
+            self._record(kind="refusal", usage=reply.usage, latency_ms=reply.latency_ms, exhausted=False,
+                         reason="the model refused", text=refusal, cached=reply.cached)
+        )
+        shown = said if len(said) <= MAX_REFUSAL_CHARS else said[: MAX_REFUSAL_CHARS - 1] + "…"
+        return self._finish(StandDownTurn(f"model refused: {shown} (fail-closed stand-down)"))
 
     def receive(self, step: AuthorStep) -> Outcome:
         """Feed one interpreted answer; returns the next request or `Done`."""
@@ -334,39 +413,50 @@ class AuthoringLoop:
     # -- steps --------------------------------------------------------------------------------
 
     def _terminal_or_review(self, step: AuthorStep, turn: AgentTurn, trigger: str | None) -> Outcome:
-        if not self._iterative or not isinstance(turn, Supersede):
-            if trigger is not None:
-                self._escalate(trigger)
-                self._flush_escalation()
-            return self._finish(turn)
-        plan = turn.plan
-        findings: Sequence[str] = ()
-        if self._self_correct and not self._corrected and self._ports.dry_run is not None:
-            findings = self._ports.dry_run(plan)
-        if findings:
-            self._corrected = True
-            if trigger is None and self._policy and self._policy.on_self_correct_failure:
-                trigger = "self-correction pass failed"
-            error = "self-correction: " + "; ".join(findings) + (
-                ". Correct the plan, or reply STANDDOWN or PASS."
+        if isinstance(turn, Supersede) and restates(turn.plan, self.incumbent):
+            self.evidence.append(
+                self._record(kind="restated", usage=Usage(), latency_ms=None, exhausted=False,
+                             reason=f"plan {turn.plan.name} restates the incumbent (the same canonical text): "
+                                    "kept with its state (spent rules, working orders), not re-armed")
             )
-            return self._non_terminal(step, "self-correction", trigger, error=error, valid=turn)
-        p = self._policy
-        if (
-            p is not None
-            and p.risk_threshold is not None
-            and not self._escalated
-            and self._ports.classify is not None
-        ):
-            assessment = self._ports.classify(plan)
-            if assessment.level >= p.risk_threshold:
-                why = "; ".join(assessment.reasons)
-                trigger = trigger or f"plan risk {assessment.level.name}"
-                error = (
-                    f"risk review: the plan is classified {assessment.level.name} ({why}). "
-                    "Revise it, or reply STANDDOWN or PASS."
+            return self._end(turn, trigger)
+        if not isinstance(turn, Supersede) or self._ports.assess is None:
+            return self._end(turn, trigger)
+        a = self._ports.assess(turn.plan)
+        if not self._iterative:
+            if a.binding:  # reported, though a single-shot agent cannot be asked again
+                self.evidence.append(
+                    self._record(kind="bound-check", usage=Usage(), latency_ms=None, exhausted=False,
+                                 error="bound check: " + "; ".join(f.text for f in a.binding),
+                                 reason="a single-shot agent is not asked again: the plan is armed as is",
+                                 risk=a.level.name)
                 )
-                return self._non_terminal(step, "risk-review", trigger, error=error, valid=turn)
+            return self._end(turn, trigger)
+        level = a.level.name
+        p = self._policy
+        if self._self_correct and not self._corrected and a.findings:
+            self._corrected = True
+            self._bounds_reported = self._bounds_reported or bool(a.binding)
+            if trigger is None and p and p.on_self_correct_failure:
+                trigger = "self-correction pass failed"
+            error = (f"self-correction: the plan is classified {level}: " + "; ".join(f.text for f in a.findings)
+                     + ". Correct the plan, or reply STANDDOWN or PASS.")
+            return self._non_terminal(step, "self-correction", trigger, error=error, valid=turn, risk=level)
+        if p is not None and p.risk_threshold is not None and not self._escalated and a.level >= p.risk_threshold:
+            self._bounds_reported = self._bounds_reported or bool(a.binding)
+            trigger = trigger or f"plan risk {level}"
+            error = (f"risk review: the plan is classified {level} ({'; '.join(a.reasons)}). "
+                     "Revise it, or reply STANDDOWN or PASS.")
+            return self._non_terminal(step, "risk-review", trigger, error=error, valid=turn, risk=level)
+        if a.binding and not self._bounds_reported:
+            self._bounds_reported = True
+            error = ("bound check: " + "; ".join(f.text for f in a.binding) + ". The engine enforces the "
+                     "operator's bounds (RULES) and the plan's RISK, whichever is tighter. Revise the plan, "
+                     "or reply STANDDOWN or PASS.")
+            return self._non_terminal(step, "bound-check", trigger, error=error, valid=turn, risk=level)
+        return self._end(turn, trigger)
+
+    def _end(self, turn: AgentTurn, trigger: str | None) -> Done:
         if trigger is not None:
             self._escalate(trigger)
             self._flush_escalation()
@@ -407,7 +497,8 @@ class AuthoringLoop:
         return self.next_request()
 
     def _repair(self, step: AuthorStep, reply: Invalid, trigger: str | None) -> Outcome:
-        return self._non_terminal(step, "repair", trigger, error=reply.error)
+        text, self._invalid_text = self._invalid_text, None
+        return self._non_terminal(step, "repair", trigger, error=reply.error, text=text)
 
     def _non_terminal(
         self,
@@ -417,6 +508,8 @@ class AuthoringLoop:
         *,
         error: str,
         valid: Supersede | None = None,
+        text: str | None = None,
+        risk: str | None = None,
     ) -> Outcome:
         """A repair-like step: surface `error`, keep the last view, count against the budget.
         A review of a `valid` plan (self-correction, risk review) only re-asks when budget is
@@ -436,6 +529,8 @@ class AuthoringLoop:
                     step,
                     f"no budget left for the {kind} re-ask: the plan is armed as is" if armed_as_is else None,
                 ),
+                text=text,
+                risk=risk,
             )
         )
         self._flush_escalation()
@@ -450,6 +545,7 @@ class AuthoringLoop:
     def _single_shot_refusal(self, step: AuthorStep, reply: RequestView | Invalid) -> Done:
         what = "a view request" if isinstance(reply, RequestView) else "an invalid reply"
         detail = reply.error if isinstance(reply, Invalid) else reply.view_text
+        text, self._invalid_text = self._invalid_text, None
         self.evidence.append(
             self._record(
                 kind="single-shot-refusal",
@@ -459,6 +555,7 @@ class AuthoringLoop:
                 exhausted=True,
                 error=detail,
                 reason=_truncation(step, None),
+                text=text,
             )
         )
         return self._finish(
@@ -524,6 +621,8 @@ class AuthoringLoop:
         reason: str | None = None,
         error: str | None = None,
         cached: bool = False,
+        text: str | None = None,
+        risk: str | None = None,
     ) -> Evidence:
         return Evidence(
             ordinal=self.ordinal,
@@ -541,6 +640,8 @@ class AuthoringLoop:
             profile=self._profile,
             date=self.date,
             cached=cached,
+            text=text,
+            risk=risk,
         )
 
     def _finish(self, turn: AgentTurn) -> Done:
@@ -552,6 +653,7 @@ class AuthoringLoop:
 
 
 __all__ = [
+    "MAX_REFUSAL_CHARS",
     "AuthoringLoop",
     "Done",
     "Evidence",
@@ -561,4 +663,5 @@ __all__ = [
     "LoopPorts",
     "LoopSettings",
     "Outcome",
+    "cut_message",
 ]

@@ -1,8 +1,10 @@
 """The authoring loop's ports wired to the real language and frame for one frozen snapshot.
 
 Everything here is a pure function of (snapshot, ordinal, catalog, allowed panes, bounds): the
-briefing text, view resolution, the self-correction dry-run and the risk classifier all read
-the one frozen snapshot, so a re-ask after a view request sees the SAME market.
+briefing text, view resolution and the plan's risk assessment (the one classification the
+self-check, the risk trigger and the bound check read: `kestrel.session.risk.assess`, with the
+snapshot's quote, account and condition probe) all read the one frozen snapshot, so a re-ask
+after a view request sees the SAME market.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from kestrel.market.ticks import NS_PER_S
 from kestrel.lang import ast
 from kestrel.session.loop import Kernel, LoopPorts
 from kestrel.session.protocol import Reply, interpret_reply
-from kestrel.session.risk import RiskAssessment, RiskBounds, classify, dry_run
+from kestrel.session.risk import Quote, RiskAssessment, RiskBounds, assess
 
 
 def interpret(text: str, limits: lang.Limits | None = None) -> Reply:
@@ -137,11 +139,12 @@ def snapshot_ports(
         chosen = view if isinstance(view, ResolvedView) else None
         return frame_briefing(snapshot, ordinal, chosen, {"budget": budget}, shown)
 
-    def run_dry(plan: ast.Plan) -> tuple[str, ...]:
-        return dry_run(plan, reference=reference, bounds=bounds, probe=lambda c: probe(snapshot, c))
+    t = snapshot.ticks
+    touch = Quote(float(t.bid[-1]), float(t.ask[-1])) if len(t) else None
 
     def risk(plan: ast.Plan) -> RiskAssessment:
-        return classify(plan, reference=reference, bounds=bounds)
+        return assess(plan, reference=reference, bounds=bounds, quote=touch, account=snapshot.account,
+                      probe=lambda c: probe(snapshot, c))
 
     limits = session_limits(snapshot.session)
 
@@ -149,7 +152,7 @@ def snapshot_ports(
         return interpret(text, limits)
 
     return LoopPorts(
-        interpret=read, resolve_view=resolve, briefing=render, dry_run=run_dry, classify=risk
+        interpret=read, resolve_view=resolve, briefing=render, assess=risk
     )
 
 

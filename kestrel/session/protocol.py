@@ -16,8 +16,10 @@ from typing import ClassVar, Protocol, TypeAlias, runtime_checkable
 
 import msgspec
 
+from kestrel.frame.typed import TypedSnapshot
 from kestrel.market.instrument import Instrument
 from kestrel.lang import ast
+from kestrel.lang import format_ast
 from kestrel.lang.errors import LangError
 from kestrel.session.risk import RiskBounds
 
@@ -104,7 +106,13 @@ class AgentReply(msgspec.Struct, frozen=True):
     `latency_ms` is set by agents that call a model (the loop then records every call, the
     terminal one too, in the evidence); `note` is a one-line remark for the evidence (e.g. an
     effort level the model does not support, degraded); `cached` marks a reply played back
-    from a reply cache (no call was made, nothing was spent)."""
+    from a reply cache (no call was made, nothing was spent).
+
+    What a model adapter also says about the call: `output_limit`, the output tokens the
+    reply could bill (so a reply cut at it is told by how much); `reasoning`, the provider's
+    separate reasoning field (`reasoning_content`, ...), set aside and never parsed; `refusal`,
+    the model's refusal (the provider said it declined: OpenAI's `refusal`, Anthropic's
+    `stop_reason: refusal`), which stands the ordinal down with its text as the reason."""
 
     text: str
     usage: Usage = Usage()
@@ -112,12 +120,20 @@ class AgentReply(msgspec.Struct, frozen=True):
     uncertain: bool = False
     note: str | None = None
     cached: bool = False
+    output_limit: int | None = None
+    reasoning: str | None = None
+    refusal: str | None = None
 
 
 class AuthorRequest(msgspec.Struct, frozen=True):
     """What the runtime asks the agent: the briefing (kernel panes + the current view), the
     repair error to fix if any, the posture knobs the agent may honour, and the instrument
-    traded (tick size, contract multiplier, currency, minimum lot: what sizing needs)."""
+    traded (tick size, contract multiplier, currency, minimum lot: what sizing needs).
+
+    `snapshot` is the briefing's facts typed (`kestrel.frame.TypedSnapshot`: clock, quote,
+    bars, account, instrument, the operator's bounds and friction, the broker's notices since
+    the last turn, the incumbent plan), built from the same frozen snapshot as the text, so
+    an agent written in code reads numbers instead of parsing them (None outside a session)."""
 
     ordinal: str
     iteration: int
@@ -129,6 +145,7 @@ class AuthorRequest(msgspec.Struct, frozen=True):
     # the operator's bounds: the engine enforces min(these, the plan's RISK), so a plan sized
     # past them has its orders rejected (None: not known to the caller)
     limits: RiskBounds | None = None
+    snapshot: TypedSnapshot | None = None
 
 
 @runtime_checkable
@@ -187,8 +204,10 @@ def interpret_reply(
     body = text.strip()
     if not body:
         return Invalid("empty reply: answer with exactly one PLAN, VIEW, STANDDOWN or PASS")
+    lead = text[: len(text) - len(text.lstrip())]
     try:
-        node = parse(body)
+        # leading blank lines kept (layout is insignificant): the line numbers are the reply's own
+        node = parse("\n" * lead.count("\n") + body)
     except errors as exc:  # the language's error carries position, caret and hint
         return Invalid(_message(exc))
     if isinstance(node, ast.Module):
@@ -214,6 +233,13 @@ def interpret_reply(
     return Invalid(f"unexpected reply of kind {type(node).__name__}: answer with one statement")
 
 
+def restates(plan: ast.Plan, incumbent: ast.Plan | None) -> bool:
+    """Whether `plan` restates the incumbent: the same canonical text (the formatter's), so
+    superseding would only re-arm what is already armed. A restated plan is kept, with its
+    state (spent rules, working orders), never re-armed."""
+    return incumbent is not None and format_ast(plan) == format_ast(incumbent)
+
+
 def _message(exc: BaseException) -> str:
     text = str(exc).strip()
     return text or type(exc).__name__
@@ -237,4 +263,5 @@ __all__ = [
     "TurnReply",
     "Usage",
     "interpret_reply",
+    "restates",
 ]

@@ -12,6 +12,7 @@ import msgspec
 from kestrel.engine.book import Carry
 from kestrel.engine.ledger import Ledger, LedgerSummary
 from kestrel.market import MarketData
+from kestrel.market.account import Notice
 from kestrel.session.capture import CaptureHeader, CapturedTurn, encode_capture
 from kestrel.session.loop import Evidence
 from kestrel.session.options import SessionOptions, engine_config
@@ -58,6 +59,8 @@ class DayResult(msgspec.Struct):
     coverage: str = ""
     currency: str = "USD"
     carry: Carry | None = None  # what the next session opens with (end_of_day="carry")
+    # the broker's notices after the last ordinal's cutoff: told in the next session's first briefing
+    untold: tuple[Notice, ...] = ()
 
     @property
     def summary(self) -> LedgerSummary:

@@ -1,12 +1,25 @@
-"""Plan risk classes and the self-correction dry-run.
+"""The one risk classification of a plan, and the dry run that reports it before arming.
 
-Invariants:
-- every plan that can place an order (an `Order` or a `FLAT`) is at least HIGH;
-- CRITICAL marks the genuinely dangerous: an entry without a protective stop (STOP or TRAIL),
-  a size over `maxpos`, or a worst-case loss (size x distance to the tightest stop as the
-  engine places it x multiplier) over `maxloss`;
-- a plan that places nothing (only CANCEL, or no rules) is LOW;
-- both functions are pure: the same plan and context give the same answer.
+`assess(plan, ...)` is THE classification: every profile's risk trigger (`fast` escalates at
+CRITICAL), `thorough`'s self-check and the bound check every profile runs read its result, so
+they can never disagree about a plan. It lists findings, each with a level:
+
+- CRITICAL: an entry without a protective STOP or TRAIL (only `maxloss` then bounds its loss,
+  by flattening the position when it is reached); and every order a bound will reject, which
+  the engine would refuse at run time (`bound` names it): a size over `maxpos`, or one that
+  would take the position over it from the position held; a worst-case loss (size x distance
+  from the expected fill to the tightest protective stop as the engine places it, with
+  slippage and fees: `kestrel.engine.orders.entry_risk`) that reaches `maxloss` (the engine
+  rejects the order and disarms the plan) or the session's loss room (`session_maxloss` less
+  the loss taken so far); more orders than `maxorders` allows (the later ones are rejected);
+- HIGH: what the self-check finds against the frozen snapshot: a bracket on the wrong side of
+  the entry, an entry whose condition already holds at the cutoff (it would fire on the first
+  tick).
+The plan's level is CRITICAL when any finding is; else HIGH when it can place an order (an
+`Order` or a `FLAT`); else LOW (it places nothing). Bounds are the engine's: a plan's RISK can
+only tighten the operator's (`effective_bounds`). Rules are numbered from 1, as written.
+
+Pure: the same plan and context give the same answer.
 """
 
 from __future__ import annotations
@@ -17,8 +30,10 @@ from collections.abc import Callable
 import msgspec
 
 from kestrel.engine import orders
+from kestrel.engine.config import EngineConfig
 from kestrel.engine.orders import TickGrid
 from kestrel.lang import ast
+from kestrel.market.account import FLAT, AccountState
 
 
 class RiskLevel(enum.IntEnum):
@@ -31,12 +46,33 @@ class RiskLevel(enum.IntEnum):
 class RiskBounds(msgspec.Struct, frozen=True):
     """The operator's bounds (a plan's own RISK clause may only tighten them), the
     instrument's `multiplier` (money per price point per unit, as in the engine's config)
-    and its `tick_size` (stops are placed on its grid, as the engine places them)."""
+    and its `tick_size` (stops are placed on its grid, as the engine places them), and the
+    friction the engine's worst case counts (slippage in ticks, fees)."""
 
     maxpos: int = 1000
     maxloss: float = 1000.0
     multiplier: float = 1.0
     tick_size: float = 0.01
+    maxorders: int = 50
+    session_maxloss: float | None = None
+    slippage_ticks: float = 0.0
+    fee_per_unit: float = 0.0
+    fee_per_order: float = 0.0
+
+    @classmethod
+    def of(cls, config: EngineConfig, tick_size: float) -> RiskBounds:
+        """The bounds of an engine config on an instrument of `tick_size`."""
+        return cls(maxpos=config.maxpos, maxloss=config.maxloss, multiplier=config.multiplier,
+                   tick_size=tick_size, maxorders=config.maxorders, session_maxloss=config.session_maxloss,
+                   slippage_ticks=config.slippage_ticks, fee_per_unit=config.fee_per_unit,
+                   fee_per_order=config.fee_per_order)
+
+    def config(self) -> EngineConfig:
+        """An engine config with these bounds and friction (what the worst case is measured with)."""
+        return EngineConfig(maxpos=self.maxpos, maxloss=self.maxloss, maxorders=self.maxorders,
+                            session_maxloss=self.session_maxloss, multiplier=self.multiplier,
+                            slippage_ticks=self.slippage_ticks, fee_per_unit=self.fee_per_unit,
+                            fee_per_order=self.fee_per_order)
 
 
 def effective_bounds(plan: ast.Plan, bounds: RiskBounds) -> tuple[int, float]:
@@ -48,13 +84,45 @@ def effective_bounds(plan: ast.Plan, bounds: RiskBounds) -> tuple[int, float]:
     return maxpos, maxloss
 
 
+def effective_maxorders(plan: ast.Plan, bounds: RiskBounds) -> int:
+    m = plan.risk.maxorders
+    return bounds.maxorders if m is None else min(bounds.maxorders, int(m))
+
+
+class Finding(msgspec.Struct, frozen=True):
+    """One thing wrong with a plan: `rule` (from 1; None for the plan as a whole), its `text`,
+    its `level`, and `bound`, the bound that will reject the order at run time (`maxpos`,
+    `maxloss`, `session_maxloss`, `maxorders`; None when no bound enforces it)."""
+
+    rule: int | None
+    text: str
+    level: RiskLevel
+    bound: str | None = None
+
+
 class RiskAssessment(msgspec.Struct, frozen=True):
+    """The plan's level, the reasons for it (the CRITICAL findings' texts, or `places orders`
+    for HIGH), and every finding."""
+
     level: RiskLevel
     reasons: tuple[str, ...] = ()
+    findings: tuple[Finding, ...] = ()
+
+    @property
+    def binding(self) -> tuple[Finding, ...]:
+        """The findings a bound will enforce by rejecting an order."""
+        return tuple(f for f in self.findings if f.bound is not None)
 
 
-def _orders(plan: ast.Plan) -> list[ast.Order]:
-    return [a for rule in plan.rules for a in rule.actions if isinstance(a, ast.Order)]
+ConditionProbe = Callable[[ast.Expr], bool | None]
+"""Evaluates a rule condition at the cutoff: True/False, or None when it cannot be known."""
+
+
+class Quote(msgspec.Struct, frozen=True):
+    """The touch entries are assumed to fill near (the snapshot's last quote)."""
+
+    bid: float
+    ask: float
 
 
 def stop_distance(order: ast.Order, reference: float | None, tick_size: float = 0.01) -> float | None:
@@ -70,85 +138,24 @@ def stop_distance(order: ast.Order, reference: float | None, tick_size: float = 
     return min(abs(o.value) for o in offs)
 
 
-def worst_case_loss(order: ast.Order, reference: float | None, bounds: RiskBounds) -> float | None:
-    """Money lost if `order` fills near `reference` and is stopped out (None when unknown)."""
-    dist = stop_distance(order, reference, bounds.tick_size)
-    return None if dist is None else dist * order.qty * bounds.multiplier
-
-
-def classify(plan: ast.Plan, *, reference: float | None, bounds: RiskBounds) -> RiskAssessment:
-    """Classify `plan`; `reference` is the price entries are assumed to fill near (the last
-    price at the cutoff), used for pct/absolute stop distances."""
-    orders = _orders(plan)
-    flats = any(isinstance(a, ast.Flat) for rule in plan.rules for a in rule.actions)
-    if not orders and not flats:
-        return RiskAssessment(RiskLevel.LOW)
-    maxpos, maxloss = effective_bounds(plan, bounds)
-    reasons: list[str] = []
-    for i, order in enumerate(orders, 1):
-        label = f"order {i} ({order.side.upper()} {order.qty})"
-        if order.stop is None and order.trail is None:
-            reasons.append(f"{label} has no protective STOP or TRAIL")
-        if order.qty > maxpos:
-            reasons.append(f"{label} size exceeds maxpos {maxpos}")
-        loss = worst_case_loss(order, reference, bounds)
-        if loss is not None and loss > maxloss:
-            reasons.append(f"{label} worst-case loss {loss:.2f} exceeds maxloss {maxloss:g}")
-    if reasons:
-        return RiskAssessment(RiskLevel.CRITICAL, tuple(reasons))
-    return RiskAssessment(RiskLevel.HIGH, ("places orders",))
-
-
-ConditionProbe = Callable[[ast.Expr], bool | None]
-"""Evaluates a rule condition at the cutoff: True/False, or None when it cannot be known."""
-
-
-def dry_run(
-    plan: ast.Plan,
-    *,
-    reference: float | None,
-    bounds: RiskBounds,
-    probe: ConditionProbe | None = None,
-) -> tuple[str, ...]:
-    """The self-correction pass: what is wrong with a valid plan against the frozen snapshot.
-
-    Checks brackets on the right side of the entry, entries not already triggered at the
-    cutoff, worst-case loss within `maxloss` and sizes within bounds. Empty = passes.
-    """
-    maxpos, maxloss = effective_bounds(plan, bounds)
-    findings: list[str] = []
-    for r, rule in enumerate(plan.rules, 1):
-        orders = [a for a in rule.actions if isinstance(a, ast.Order)]
-        if orders and probe is not None and probe(rule.cond) is True:
-            findings.append(
-                f"rule {r}: its condition already holds at the cutoff, so it would fire on "
-                "the first tick (wait for a fresh signal instead)"
-            )
-        for order in orders:
-            label = f"rule {r} ({order.side.upper()} {order.qty})"
-            for name, off, below in (
-                ("STOP", order.stop, order.side == "buy"),
-                ("TARGET", order.target, order.side == "sell"),
-            ):
-                if off is None:
-                    continue
-                side = _bracket_side(off, reference)
-                if side is None:
-                    continue
-                if below and side >= 0 or not below and side <= 0:
-                    where = "below" if below else "above"
-                    findings.append(
-                        f"{label}: {name} must be {where} the entry for a {order.side.upper()}"
-                    )
-            if order.qty <= 0 or order.qty > maxpos:
-                findings.append(f"{label}: size must be between 1 and maxpos {maxpos}")
-            loss = worst_case_loss(order, reference, bounds)
-            if loss is not None and loss > maxloss:
-                findings.append(
-                    f"{label}: worst-case loss {loss:.2f} exceeds maxloss "
-                    f"{maxloss:g} (tighten the stop or trade smaller)"
-                )
-    return tuple(findings)
+def worst_case_loss(order: ast.Order, reference: float | None, bounds: RiskBounds,
+                    quote: Quote | None = None) -> float | None:
+    """Money lost if `order` fills near `reference` and is stopped out, as the engine measures
+    it before placing the order (`kestrel.engine.orders.entry_risk`: slippage and fees
+    included; a LMT or STP entry is taken at `reference`); None when unknown (no stop, or no
+    price)."""
+    if order.stop is None and order.trail is None:
+        return None
+    if reference is None:
+        dist = stop_distance(order, None, bounds.tick_size)
+        return None if dist is None else dist * order.qty * bounds.multiplier
+    bid, ask = (quote.bid, quote.ask) if quote is not None else (reference, reference)
+    grid = TickGrid(bounds.tick_size)
+    side = 1 if order.side == "buy" else -1
+    price = None if order.order_type == "mkt" else reference
+    per_unit = orders.entry_risk(order, side, price, bid, ask, bounds.slippage_ticks * grid.tick, grid,
+                                 bounds.config())
+    return per_unit * order.qty
 
 
 def _bracket_side(off: ast.Offset, reference: float | None) -> float | None:
@@ -160,13 +167,115 @@ def _bracket_side(off: ast.Offset, reference: float | None) -> float | None:
     return off.value - reference
 
 
+def _pnl(account: AccountState) -> float:
+    """The session's pnl so far as the loss bounds measure it: realized - fees + unrealized."""
+    return account.rpnl - account.fees + account.upnl
+
+
+def _order_count(plan: ast.Plan) -> int:
+    """The most orders the plan can place (entries and FLATs, each rule's repeats counted)."""
+    return sum(max(1, rule.repeat) * sum(isinstance(a, (ast.Order, ast.Flat)) for a in rule.actions)
+               for rule in plan.rules)
+
+
+def assess(
+    plan: ast.Plan,
+    *,
+    reference: float | None,
+    bounds: RiskBounds,
+    quote: Quote | None = None,
+    account: AccountState = FLAT,
+    probe: ConditionProbe | None = None,
+) -> RiskAssessment:
+    """The plan's classification and findings (see the module docstring). `reference` is the
+    price entries are assumed to fill near (the last price at the cutoff), `quote` the touch,
+    `account` the position and pnl the plan would be armed on, `probe` the snapshot's
+    condition test (None: the fires-at-once check is skipped)."""
+    maxpos, maxloss = effective_bounds(plan, bounds)
+    findings: list[Finding] = []
+    places = False
+    room = None if bounds.session_maxloss is None else bounds.session_maxloss + _pnl(account)
+    for r, rule in enumerate(plan.rules, 1):
+        rule_orders = [a for a in rule.actions if isinstance(a, ast.Order)]
+        places = places or bool(rule_orders) or any(isinstance(a, ast.Flat) for a in rule.actions)
+        if rule_orders and probe is not None and probe(rule.cond) is True:
+            findings.append(Finding(r, f"rule {r}: its condition already holds at the cutoff, so it would fire "
+                                       "on the first tick (wait for a fresh signal instead)", RiskLevel.HIGH))
+        for order in rule_orders:
+            label = f"rule {r} ({order.side.upper()} {order.qty})"
+            if order.stop is None and order.trail is None:
+                findings.append(Finding(r, f"{label}: no protective STOP or TRAIL (only maxloss {maxloss:g} bounds "
+                                           "its loss, by flattening)", RiskLevel.CRITICAL))
+            for name, off, below in (("STOP", order.stop, order.side == "buy"),
+                                     ("TARGET", order.target, order.side == "sell")):
+                side = None if off is None else _bracket_side(off, reference)
+                if side is not None and (below and side >= 0 or not below and side <= 0):
+                    where = "below" if below else "above"
+                    findings.append(Finding(r, f"{label}: {name} must be {where} the entry for a "
+                                               f"{order.side.upper()}", RiskLevel.HIGH))
+            signed = order.qty if order.side == "buy" else -order.qty
+            if order.qty > maxpos:
+                findings.append(Finding(r, f"{label}: size over maxpos {maxpos}: the engine rejects it",
+                                        RiskLevel.CRITICAL, "maxpos"))
+            elif abs(account.position + signed) > maxpos:
+                held = f"{'long' if account.position > 0 else 'short'} {abs(account.position)}"
+                findings.append(Finding(r, f"{label}: with the position {held} it would reach "
+                                           f"{account.position + signed}, over maxpos {maxpos}: the engine rejects it",
+                                        RiskLevel.CRITICAL, "maxpos"))
+            loss = worst_case_loss(order, reference, bounds, quote)
+            if loss is not None and loss >= maxloss:
+                findings.append(Finding(r, f"{label}: worst-case loss {loss:.2f} reaches maxloss {maxloss:g}: the "
+                                           "engine rejects it and disarms the plan (tighten the stop or trade smaller)",
+                                        RiskLevel.CRITICAL, "maxloss"))
+            elif loss is not None and room is not None and loss >= room:
+                findings.append(Finding(r, f"{label}: worst-case loss {loss:.2f} reaches the session's loss room "
+                                           f"{max(room, 0.0):.2f} (session_maxloss {bounds.session_maxloss:g}): the "
+                                           "engine rejects it and disarms the plan", RiskLevel.CRITICAL,
+                                        "session_maxloss"))
+    count, most = _order_count(plan), effective_maxorders(plan, bounds)
+    if count > most:
+        findings.append(Finding(None, f"the plan can place {count} orders, over maxorders {most}: the engine "
+                                      f"rejects every order past those {most}", RiskLevel.CRITICAL, "maxorders"))
+    critical = tuple(f.text for f in findings if f.level == RiskLevel.CRITICAL)
+    if critical:
+        return RiskAssessment(RiskLevel.CRITICAL, critical, tuple(findings))
+    if places:
+        return RiskAssessment(RiskLevel.HIGH, ("places orders",), tuple(findings))
+    return RiskAssessment(RiskLevel.LOW, (), tuple(findings))
+
+
+def classify(plan: ast.Plan, *, reference: float | None, bounds: RiskBounds,
+             account: AccountState = FLAT, quote: Quote | None = None) -> RiskAssessment:
+    """`assess` without the snapshot's condition probe (the same classification)."""
+    return assess(plan, reference=reference, bounds=bounds, quote=quote, account=account)
+
+
+def dry_run(
+    plan: ast.Plan,
+    *,
+    reference: float | None,
+    bounds: RiskBounds,
+    probe: ConditionProbe | None = None,
+    account: AccountState = FLAT,
+    quote: Quote | None = None,
+) -> tuple[str, ...]:
+    """The self-check's findings as text (`assess`'s, every level). Empty = passes."""
+    return tuple(f.text for f in assess(plan, reference=reference, bounds=bounds, quote=quote,
+                                        account=account, probe=probe).findings)
+
+
 __all__ = [
     "ConditionProbe",
+    "Finding",
+    "Quote",
     "RiskAssessment",
     "RiskBounds",
     "RiskLevel",
+    "assess",
     "classify",
     "dry_run",
+    "effective_bounds",
+    "effective_maxorders",
     "stop_distance",
     "worst_case_loss",
 ]

@@ -36,6 +36,7 @@ import msgspec
 
 from kestrel.engine.book import Carry
 from kestrel.market import MarketData
+from kestrel.market.account import Notice
 from kestrel.session.calls import DEFAULT_AGENT_TIMEOUT_S, Abandoned, LateReplies, LateReply, late_grace
 from kestrel.session.day import (
     Arm,
@@ -79,17 +80,20 @@ def run_day(
     agent_timeout: float | None = DEFAULT_AGENT_TIMEOUT_S,
     late: LateReplies | None = None,
     last: bool = True,
+    notices: tuple[Notice, ...] = (),
 ) -> DayResult:
     """One session, synchronously (see the module docstring for the steps); `carry` is the
     previous session's carried position (`DayResult.carry`). A blocking agent's call past
     `agent_timeout` seconds is abandoned (the ordinal stands down) and its late reply, once
     it arrives (on this day or a later one of the run sharing the box `late`), is `late-reply`
     evidence; on the `last` day of the run abandoned calls are waited for (at most
-    `late_grace`), then each one still running is `abandoned` (`LateReplies.close`)."""
+    `late_grace`), then each one still running is `abandoned` (`LateReplies.close`).
+    `notices` are the previous session's untold notices (`DayResult.untold`), for the first
+    briefing of this one."""
     box = late if late is not None else LateReplies()
     engine = new_engine(day, engine_config(options, day.data), carry)
     driver = DayDriver(day, options, agent_id=agent.agent_id, model=agent.model,
-                       iterative=agent.iterative, sink=sink)
+                       iterative=agent.iterative, sink=sink, notices=notices)
     tally = path_tally()
     while True:
         step = driver.next_step()
@@ -97,7 +101,7 @@ def run_day(
             advance(engine, day.stretch(step.stretch), options.engine_path, tally)
             driver.ran()
         elif isinstance(step, ReadAccount):
-            driver.account(engine.account())
+            driver.account(engine.account(), engine.ledger.events[step.since:])
         elif isinstance(step, RunAuthoring):
             driver.authored(author_turn(step.loop, agent, timeout=agent_timeout, late=box))
         elif isinstance(step, Arm):
@@ -137,7 +141,7 @@ def run_session(
     carry: Carry | None = None
     for k, day in enumerate(plan):
         results.append(run_day(day, agent, options, sink, carry, agent_timeout=agent_timeout, late=late,
-                               last=k == len(plan) - 1))
+                               last=k == len(plan) - 1, notices=results[-1].untold if results else ()))
         carry = results[-1].carry
         if progress is not None:
             progress(k + 1, len(plan))

@@ -26,6 +26,7 @@ from kestrel.service.actors.agent import AgentActor, AskAgent, TakeLate
 from kestrel.service.actors.engine import (
     TURNS_TOPIC,
     AccountQuery,
+    AccountView,
     ArmReport,
     DayLedger,
     EngineActor,
@@ -39,7 +40,7 @@ from kestrel_actors.ref import ActorRef
 from kestrel_actors.system import ActorSystem
 from kestrel.engine.ledger import Ledger
 from kestrel.market import MarketData
-from kestrel.market.account import AccountState
+from kestrel.market.account import Notice
 from kestrel.session import day as steps
 from kestrel.session.calls import (
     DEFAULT_AGENT_TIMEOUT_S,
@@ -98,9 +99,10 @@ class DriverActor(Actor[RunSession]):
         self._timeout = agent_timeout
 
     async def receive(self, message: RunSession) -> list[DayResult]:
-        results = []
+        results: list[DayResult] = []
         for k, day in enumerate(self._days):
-            results.append(await self._run_day(k, day, last=k == len(self._days) - 1))
+            untold = results[-1].untold if results else ()
+            results.append(await self._run_day(k, day, last=k == len(self._days) - 1, notices=untold))
             if self._progress is not None:
                 self._progress(k + 1, len(self._days))
         return results
@@ -131,11 +133,13 @@ class DriverActor(Actor[RunSession]):
         late: list[LateReply | Abandoned] = await self._agent.ask(take, timeout=None)
         return late
 
-    async def _run_day(self, k: int, day: SessionDay, *, last: bool) -> DayResult:
-        """Drive the day's `DayDriver` (the same state machine as `run_day`) through messages."""
+    async def _run_day(self, k: int, day: SessionDay, *, last: bool,
+                       notices: tuple[Notice, ...] = ()) -> DayResult:
+        """Drive the day's `DayDriver` (the same state machine as `run_day`) through messages;
+        `notices` are the previous day's untold ones."""
         a = self._identity
         driver = DayDriver(day, self._options, agent_id=a.agent_id, model=a.model,
-                           iterative=a.iterative, sink=self._sink)
+                           iterative=a.iterative, sink=self._sink, notices=notices)
         await self._engine.ask(StartDay(day.session), timeout=None)
         await self._feed.ask(LoadDay(k), timeout=None)
         while True:
@@ -144,7 +148,8 @@ class DriverActor(Actor[RunSession]):
                 await self._feed.ask(AdvanceTo(step.stretch), timeout=None)
                 driver.ran()
             elif isinstance(step, steps.ReadAccount):
-                driver.account(await self._engine.ask(AccountQuery(), expect=AccountState, timeout=None))
+                view = await self._engine.ask(AccountQuery(step.since), expect=AccountView, timeout=None)
+                driver.account(view.state, view.events)
             elif isinstance(step, steps.RunAuthoring):
                 driver.authored(await self._author(step.loop))
             elif isinstance(step, steps.Arm):  # the engine arms what the bus carries

@@ -20,6 +20,7 @@ from kestrel.engine.book import Carry
 from kestrel.engine.config import EngineConfig
 from kestrel.engine.engine import Engine, EnginePath
 from kestrel.engine.ledger import LedgerEvent
+from kestrel.market.account import AccountState
 from kestrel.market.session import SessionSpec
 from kestrel.market.ticks import Ticks
 from kestrel.lang import ast
@@ -60,7 +61,16 @@ class StartDay(msgspec.Struct, frozen=True, tag="start_day"):
 
 
 class AccountQuery(msgspec.Struct, frozen=True, tag="account"):
-    pass
+    """The account, and the ledger's events from index `since` on (answered `AccountView`)."""
+
+    since: int = 0
+
+
+class AccountView(msgspec.Struct, frozen=True):
+    """The engine's account and the ledger events the driver has not read yet."""
+
+    state: AccountState
+    events: list[LedgerEvent]
 
 
 class Sync(msgspec.Struct, frozen=True, tag="sync"):
@@ -133,7 +143,8 @@ class EngineActor(Actor[EngineMessage]):
             self._tally = path_tally()
             return None
         if isinstance(message, AccountQuery):
-            return self._current().account()
+            engine = self._current()
+            return AccountView(engine.account(), engine.ledger.events[message.since:])
         if isinstance(message, Sync):
             return ArmReport(self._armed, self._incumbent)
         if isinstance(message, CloseDay):
@@ -147,6 +158,7 @@ __all__ = [
     "LEDGER_TOPIC",
     "TURNS_TOPIC",
     "AccountQuery",
+    "AccountView",
     "ArmReport",
     "DayLedger",
     "EngineActor",

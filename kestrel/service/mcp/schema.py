@@ -96,6 +96,18 @@ class DaySummary(TypedDict):
 
 
 @with_config(_OPEN)
+class TotalSummary(TypedDict):
+    """The run's totals: counts are integers, money floats, as in `--json`."""
+
+    fills: int
+    orders: int
+    trades: int
+    wins: int
+    net_pnl: float
+    unrealized_pnl: float
+
+
+@with_config(_OPEN)
 class Summary(TypedDict):
     """Exactly the `kestrel simulate --json` summary."""
 
@@ -108,7 +120,7 @@ class Summary(TypedDict):
     engine_path: str
     engine_ticks: dict[str, int]
     days: list[DaySummary]
-    total: dict[str, float]
+    total: TotalSummary
     evidence: dict[str, int]
 
 
@@ -184,6 +196,7 @@ __all__ = [
     "CheckResult",
     "CloseResult",
     "DaySummary",
+    "TotalSummary",
     "Diagnostic",
     "FormatResult",
     "Pane",

@@ -154,7 +154,7 @@ def language_card() -> str:
 class KestrelServer(MCPServer[Any]):
     """`MCPServer` whose unknown prompt is a protocol error naming it in both client modes
     (the SDK raises a ValueError there, which the modern dispatcher answers as an internal
-    error)."""
+    error), and whose argument errors are one line."""
 
     async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None,
                          context: Any = None) -> Any:
@@ -162,6 +162,21 @@ class KestrelServer(MCPServer[Any]):
         if name not in names:
             raise MCPError(INVALID_PARAMS, f"Unknown prompt: {name!r}; the prompts are {', '.join(names)}")
         return await super().get_prompt(name, arguments, context)
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        """The SDK's call, with arguments that fail validation reported in one line naming
+        each argument and what it must be (the SDK's text is pydantic's multi-line report)."""
+        from pydantic import ValidationError
+
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if not isinstance(cause, ValidationError):
+                raise
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg'].lower()}" for e in cause.errors())
+            raise ToolError(f"Error executing tool {name}: invalid arguments: {problems}") from None
 
 
 def build_server(host: HostClient, *, agent_id: str = "mcp") -> MCPServer[Any]:

@@ -1,0 +1,117 @@
+"""The RULES kernel pane: the rules of the game, in every briefing.
+
+An agent is graded against limits it must be told. The pane states, from the frozen snapshot
+alone (a pure function of it, like every pane):
+
+- the instrument: symbol, tick size, contract multiplier, quote currency and lot (minimum
+  quantity);
+- the operator's bounds (`maxpos`, `maxloss` per plan, `maxorders` per plan, `session_maxloss`),
+  which a plan's RISK clause can only tighten;
+- the friction of the fill model (slippage, latency, fees) and the end-of-day policy;
+- since the agent's last turn: every order the broker rejected and every disarm it did not ask
+  for, with the broker's reason (identical ones folded into one line with a count; the latest
+  `MAX_NOTICE_LINES` lines, after a line saying how many earlier ones there were).
+
+Format (docs/panes.md "Kernel panes"):
+
+```
+RULES SAMPLE tick 0.01 mult 1 USD lot 1
+bounds maxpos 1000 maxloss 1000 maxorders 50 session_maxloss none
+friction none; eod flatten
+since last turn: 1 rejected, 1 disarmed
+10:31:02 rejected orb rule 1: maxpos 1000: position would reach 100000
+10:31:02 disarmed orb: maxloss 400 would be breached
+```
+Times are the session's wall clock, dated `mm-dd` before the current session's open or on another
+date than the ordinal (a session that spans midnight).
+"""
+
+from __future__ import annotations
+
+from kestrel.frame.snapshot import FrozenSnapshot
+from kestrel.frame.text import fmt_qty
+from kestrel.market.account import Notice
+from kestrel.market.terms import Friction
+
+MAX_NOTICE_LINES = 5
+
+
+def _num(x: float) -> str:
+    return f"{x:g}"
+
+
+def friction_text(f: Friction) -> str:
+    """`none; eod flatten` or `slippage 1 tick, latency 50ms, fees 0.005/unit 1/order; eod carry`."""
+    if f.frictionless:
+        parts = ["none"]
+    else:
+        parts = []
+        if f.slippage_ticks:
+            parts.append(f"slippage {_num(f.slippage_ticks)} tick{'s' if f.slippage_ticks != 1 else ''}")
+        if f.latency_ticks or f.latency_ms:
+            lat = [f"{f.latency_ticks} tick{'s' if f.latency_ticks != 1 else ''}"] if f.latency_ticks else []
+            lat += [f"{_num(f.latency_ms)}ms"] if f.latency_ms else []
+            parts.append("latency " + " ".join(lat))
+        if f.fee_per_unit or f.fee_per_order:
+            parts.append(f"fees {_num(f.fee_per_unit)}/unit {_num(f.fee_per_order)}/order")
+        parts = [", ".join(parts)]
+    if f.partial_fills:
+        parts.append("partial fills")
+    return "; ".join(parts + [f"eod {f.end_of_day}"])
+
+
+def fold(notices: tuple[Notice, ...]) -> list[tuple[Notice, int]]:
+    """Identical notices (kind, plan, rule, reason) folded into the first, with their count,
+    in order of first occurrence."""
+    out: list[tuple[Notice, int]] = []
+    where: dict[tuple[str, str, int | None, str], int] = {}
+    for n in notices:
+        key = (n.kind, n.plan, n.rule, n.reason)
+        k = where.get(key)
+        if k is None:
+            where[key] = len(out)
+            out.append((n, 1))
+        else:
+            out[k] = (out[k][0], out[k][1] + 1)
+    return out
+
+
+def notice_line(snap: FrozenSnapshot, n: Notice, count: int = 1) -> str:
+    """`10:31:02 rejected orb rule 1 (x3): maxpos 1000: ...` or `... disarmed orb: ...`."""
+    rule = f" rule {n.rule}" if n.rule is not None else ""
+    times = f" (x{count})" if count > 1 else ""
+    return f"{snap.stamp(n.ts)} {n.kind} {n.plan}{rule}{times}: {n.reason}"
+
+
+def notices_text(snap: FrozenSnapshot) -> list[str]:
+    """The `since last turn` lines of the pane: the count by kind, then the folded notices (the
+    latest `MAX_NOTICE_LINES`)."""
+    if not snap.notices:
+        return ["since last turn: none"]
+    rejected = sum(n.kind == "rejected" for n in snap.notices)
+    disarmed = len(snap.notices) - rejected
+    counts = [f"{k} {what}" for k, what in ((rejected, "rejected"), (disarmed, "disarmed")) if k]
+    folded = fold(snap.notices)
+    lines = [f"since last turn: {', '.join(counts)}"]
+    if len(folded) > MAX_NOTICE_LINES:
+        lines.append(f"... {len(folded) - MAX_NOTICE_LINES} earlier")
+    lines += [notice_line(snap, n, c) for n, c in folded[-MAX_NOTICE_LINES:]]
+    return lines
+
+
+def pane_rules(snap: FrozenSnapshot) -> str:
+    """The RULES kernel pane (see the module docstring)."""
+    inst = snap.data.instrument
+    b = snap.terms.bounds
+    session = "none" if b.session_maxloss is None else _num(b.session_maxloss)
+    lines = [
+        f"RULES {snap.symbol} tick {snap.format_price(inst.tick_size)} mult {_num(inst.multiplier)} {inst.currency} "
+        f"lot {fmt_qty(inst.min_qty)}",
+        f"bounds maxpos {b.maxpos} maxloss {_num(b.maxloss)} maxorders {b.maxorders} session_maxloss {session}",
+        f"friction {friction_text(snap.terms.friction)}",
+        *notices_text(snap),
+    ]
+    return "\n".join(lines)
+
+
+__all__ = ["MAX_NOTICE_LINES", "fold", "friction_text", "notice_line", "notices_text", "pane_rules"]
