@@ -103,12 +103,14 @@ def pane_rules(snap: FrozenSnapshot) -> str:
     inst = snap.data.instrument
     terms = snap.terms if snap.blind is None else snap.blind.terms(snap.terms, snap.data.symbol)
     b = snap.terms.bounds
+    # the blind tick is no round number: printed to 6 significant digits, not the price precision
+    tick = snap.format_price(inst.tick_size) if snap.blind is None else f"{snap.blind.price(snap.data.symbol).blind_unit:.6g}"
     def money(x: float) -> str:
         return _num(x) if snap.blind is None else snap.format_money(x)
 
     session = "none" if b.session_maxloss is None else money(b.session_maxloss)
     lines = [
-        f"RULES {snap.symbol} tick {snap.format_price(inst.tick_size)} mult {_num(inst.multiplier)} {inst.currency} "
+        f"RULES {snap.symbol} tick {tick} mult {_num(inst.multiplier)} {inst.currency} "
         f"lot {fmt_qty(inst.min_qty)}",
         f"bounds maxpos {b.maxpos} maxloss {money(b.maxloss)} maxorders {b.maxorders} session_maxloss {session}",
         f"friction {friction_text(terms.friction)}",
