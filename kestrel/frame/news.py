@@ -20,7 +20,7 @@ Invariants:
   estimated tokens and, only when the summary says more than the title, the summary after ` | `
   cut to `SUMMARY_TOKENS` (a cut ends in `…`); a line never exceeds `LINE_TOKENS`;
 - `symbol=self` (the default) is the session's symbol, `symbol=all` every item of the feed, any
-  other word one symbol (upper-cased).
+  other word one symbol (upper-cased) the feed names (in blind mode: an alias of the run).
 """
 
 from __future__ import annotations
@@ -92,10 +92,10 @@ def news_line(snap: FrozenSnapshot, item: NewsItem, mask: Callable[[str], str]) 
     when = snap.dated(item.ts)[:-3]  # mm-dd hh:mm
     source = mask(item.source)[:SOURCE_CHARS].strip()
     head = f"{when} {source}: " if source else f"{when} "
-    title = mask(item.title)
+    title = " ".join(mask(item.title).split())
     room = LINE_TOKENS - estimate_tokens(head) - 2
     text = cut_tokens(title, min(TITLE_TOKENS, room))
-    extra = adds(mask(item.summary), title)
+    extra = adds(" ".join(mask(item.summary).split()), title)
     left = room - estimate_tokens(text) - 1
     if extra and left >= 4:
         text += " | " + cut_tokens(extra, min(SUMMARY_TOKENS, left))
@@ -110,6 +110,8 @@ def _symbols(snap: FrozenSnapshot, which: str) -> tuple[str, ...] | None | str:
     if word in ("self", "", snap.data.symbol, snap.symbol):
         return (snap.data.symbol,)
     real = snap.real_symbol(word.upper())
+    if real is None and snap.blind is None and word.upper() in snap.news.symbols:
+        real = word.upper()  # another symbol of the feed (blind mode names only the run's aliases)
     if real is None:
         return f"NEWS {word}: no such symbol here; use symbol=self, symbol=all or a symbol of the session"
     return (real,)
@@ -132,7 +134,7 @@ def pane_news(snap: FrozenSnapshot, args: Args) -> str:
     if isinstance(chosen, str):
         return chosen
     start = _since_ns(snap, since)
-    label = snap.symbol if chosen is not None else "all"
+    label = "all" if chosen is None else snap.symbol if chosen == (snap.data.symbol,) else chosen[0]
     head = f"NEWS {label}"
     window = f"since {snap.dated(start)[:-3]}" if start is not None else "since the feed's start"
     mask = snap.mask_text

@@ -84,8 +84,8 @@ class NewsFeed:
 
     @property
     def symbols(self) -> tuple[str, ...]:
-        """Every symbol some item of the whole feed names, sorted (the feed's universe)."""
-        return tuple(sorted(self._by_symbol))
+        """Every symbol a visible item names, sorted."""
+        return tuple(sorted(s for s, pos in self._by_symbol.items() if int(pos[0]) < self.end))
 
     def latest(self, symbols: Sequence[str] | None = None) -> Iterator[NewsItem]:
         """The visible items, newest first: all of them (`symbols` None) or those naming one

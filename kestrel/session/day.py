@@ -39,7 +39,7 @@ from kestrel.session.ports import snapshot_ports
 from kestrel.session.protocol import AgentTurn, StandDownTurn, Supersede, Usage, restates
 from kestrel.session.results import DayResult, OrdinalOutcome
 from kestrel.session.risk import RiskBounds
-from kestrel.session.blind import blind_of
+from kestrel.session.blind import blind_of, shown_instrument, shown_limits
 from kestrel.session.rules import notices_of, superseded, terms_of
 
 
@@ -148,8 +148,8 @@ class DayRun:
             profile=options.profile,
             iterative=self.iterative,
             date=day.date,
-            instrument=day.data.instrument,
-            limits=bounds,
+            instrument=day.data.instrument if self.blind is None else shown_instrument(self.blind, day.data.instrument),
+            limits=bounds if self.blind is None else shown_limits(self.blind, bounds, day.data.symbol),
             incumbent=incumbent,
             snapshot=typed_snapshot(snap, o),
         )
