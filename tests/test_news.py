@@ -22,7 +22,7 @@ from kestrel.frame.news import LINE_TOKENS, TITLE_TOKENS, pane_news
 from kestrel.frame.text import estimate_tokens
 from kestrel.market import MarketData, SessionSpec, Ticks
 from kestrel.market.news import NewsFeed, NewsItem
-from kestrel.market.ticks import NS_PER_S
+from kestrel.market.ticks import F64, NS_PER_S
 
 NEWS_FILE = "news/stockbench_dow20_news_20241231_20250730.jsonl"
 DAYS = [dt.date(2025, 1, 2), dt.date(2025, 1, 3), dt.date(2025, 1, 6), dt.date(2025, 1, 7)]
@@ -36,7 +36,7 @@ def _market(symbol: str = "AAPL", days: list[dt.date] = DAYS) -> MarketData:
     """US-equity sessions on `days` with one trade a minute (prices are not what news tests read)."""
     sessions = tuple(SessionSpec.us_equity(d) for d in days)
     ts = np.concatenate([np.arange(s.open_ns, s.close_ns, 60 * NS_PER_S, dtype=np.int64) for s in sessions])
-    px = 240.0 + np.round(np.sin(np.arange(len(ts)) / 50.0), 2)
+    px: F64 = (240.0 + np.round(np.sin(np.arange(len(ts)) / 50.0), 2)).astype(np.float64)
     size = np.full(len(ts), 100.0)
     return MarketData(symbol, 0.01, Ticks(ts, px - 0.01, px + 0.01, px, size), sessions)
 

@@ -6,8 +6,8 @@ of the run uses the same mapping:
 - **symbols** become stable aliases: the i-th symbol of the run (in the order given) is `SYM<i>`
   (`SYM1` for a single-symbol session);
 - **dates** become session numbers: the session with index k of the data is day `d<k+1>`; an
-  instant is labelled by the session it falls in (the latest opened at or before it, `d0` before
-  the first one) and keeps its time of day on that session's wall clock; instants handed out as
+  instant is labelled by its date's session (`d5+1` a day after session 5's date when no session
+  is held on it) and keeps its time of day on the wall clock of the session it falls in; instants handed out as
   numbers (the typed snapshot) are `d * 86400 s` plus the UTC time of day (an epoch of
   1970-01-01 as day 0);
 - **prices** are rescaled by `100 / p0`, `p0` the symbol's first price in the data, so its first
@@ -17,7 +17,8 @@ of the run uses the same mapping:
   times a price move) and prints on the blind image of the cent;
 - **news text** has every name of the run's symbols in the names table, and the symbols
   themselves, replaced by the alias; names of other symbols in the table by `[company]`; dollar
-  amounts by `$[n]`, years by `[year]`, month names by `[month]`.
+  amounts by `$[n]`, years by `[year]`, month names (with a day) by `[date]`, and any other number that could be
+  a price level (a decimal, or three digits or more, not a percentage) by `[n]`.
 
 The mapping back (`plan_from_blind`) is exact: a price literal of a plan written in the blind
 scale becomes `round(value / blind_tick)` ticks of the real grid (the nearest real tick, so a
@@ -54,13 +55,24 @@ CENT = Fraction(1, 100)
 ALIAS_PREFIX = "SYM"
 OTHER_COMPANY = "[company]"
 
-_MONEY = re.compile(r"(?:US)?\$\s?\d[\d,]*(?:\.\d+)?\s?(?:[kKmMbB]n?|trillion|billion|million|thousand)?\b")
+_MONEY = re.compile(r"(?:US)?\$\s?\d[\d,]*(?:\.\d+)?(?:\s?(?:[kKmMbB]n?|trillion|billion|million|thousand)\b)?")
 _YEAR = re.compile(r"\b(?:1[89]|2[0-9])\d{2}\b")
 _MONTH = re.compile(
     r"\b(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sept?(?:ember)?"
-    r"|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\b\.?",
+    r"|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\b\.?(?:\s+\d{1,2}(?:st|nd|rd|th)?\b)?",
 )
 _POSSESSIVE = r"(?:['’]s)?"
+_DECIMAL = re.compile(r"(?<![\w.$\[])\d+\.\d+(?!\d*\s?%)")
+_NUMBER = re.compile(r"(?<![\w.$\[])\d[\d,]*(?:\.\d+)?(?:\s?%)?")
+
+
+def _level(m: re.Match[str]) -> str:
+    """A number that could be a price level (a decimal, or 3+ digits; not a percentage) as `[n]`."""
+    text = m.group(0)
+    if text.endswith("%"):
+        return text
+    digits = sum(c.isdigit() for c in text)
+    return "[n]" if "." in text or digits >= 3 else text
 
 
 def _exact(x: float) -> Fraction:
@@ -116,6 +128,7 @@ class Blind:
     money: Mapping[str, Scale]
     session_open_ns: I64
     session_days_ns: I64
+    session_offset_ns: I64
     masks: tuple[tuple[re.Pattern[str], str], ...] = ()
 
     @classmethod
@@ -151,7 +164,7 @@ class Blind:
         first = data[0]
         days = np.array([int(np.datetime64(s.date, "D").astype(np.int64)) * DAY_NS for s in first.sessions],
                         dtype=np.int64)
-        return cls(aliases, prices, money, first.session_open_ns, days, masks)
+        return cls(aliases, prices, money, first.session_open_ns, days, first.session_offset_ns, masks)
 
     # ------------------------------------------------------------------------------------
     # identity
@@ -174,8 +187,19 @@ class Blind:
         return int(np.searchsorted(self.session_open_ns, ts_ns, side="right"))
 
     def day(self, ts_ns: int) -> str:
-        """`d<k>`: the session number of an instant."""
-        return f"d{self.session_number(ts_ns)}"
+        """`d<k>`: the number of the session held on the instant's date (on the wall clock of
+        the session it falls in); a date without a session is the last session's before it
+        plus its distance in days (`d5+1`, `d5+2`), a date before the first `d1-1`, ..."""
+        days = self.session_days_ns // DAY_NS
+        if len(days) == 0:
+            return "d0"
+        off = int(self.session_offset_ns[max(self.session_number(ts_ns) - 1, 0)])
+        local = (ts_ns + off) // DAY_NS
+        k = int(np.searchsorted(days, local, side="right")) - 1
+        if k < 0:
+            return f"d1-{int(days[0]) - local}"
+        extra = local - int(days[k])
+        return f"d{k + 1}" + (f"+{extra}" if extra else "")
 
     def session_label(self, index: int) -> str:
         return f"d{index + 1}"
@@ -225,7 +249,14 @@ class Blind:
         return Terms(bounds=bounds, friction=friction)
 
     def notice(self, n: Notice) -> Notice:
-        return msgspec.structs.replace(n, ts=self.instant(n.ts), reason=self.mask(n.reason))
+        return msgspec.structs.replace(n, ts=self.instant(n.ts), reason=self.mask_reason(n.reason))
+
+    def mask_reason(self, text: str) -> str:
+        """A broker's reason as the agent reads it: names masked, decimals (prices) as `[n]`;
+        whole numbers (quantities, bounds) kept."""
+        for pattern, repl in self.masks:
+            text = pattern.sub(repl, text)
+        return _DECIMAL.sub("[n]", text)
 
     # ------------------------------------------------------------------------------------
     # text
@@ -238,7 +269,8 @@ class Blind:
             text = pattern.sub(repl, text)
         text = _MONEY.sub("$[n]", text)
         text = _YEAR.sub("[year]", text)
-        return _MONTH.sub("[month]", text)
+        text = _NUMBER.sub(_level, text)
+        return _MONTH.sub("[date]", text)
 
     # ------------------------------------------------------------------------------------
     # plans
