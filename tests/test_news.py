@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from kestrel.data import DataError
 from kestrel.data.news import load_news, open_news, read_news
 from kestrel.frame import DEFAULT_CATALOG, Ordinal, ResolvedPane, ResolvedView, briefing, freeze
-from kestrel.frame.news import LINE_TOKENS, TITLE_TOKENS, pane_news
+from kestrel.frame.news import LINE_TOKENS, TITLE_TOKENS, line_tokens, pane_news
 from kestrel.frame.text import estimate_tokens
 from kestrel.market import MarketData, SessionSpec, Ticks
 from kestrel.market.news import NewsFeed, NewsItem
@@ -275,3 +275,10 @@ def test_random_cutoffs_every_item_before_the_cutoff(items: list[NewsItem], cuto
         # the same year throughout: mm-dd hh:mm orders as text
         assert stamp <= cut_minute, (line, cut_minute)
         assert "FUTURE" not in line
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from("abcXYZ019 .,$%’é-_\t"), max_size=120))
+def test_line_tokens_is_the_estimator(text: str) -> None:
+    """The pane's per-line estimate and the frame's estimator agree on any line."""
+    assert line_tokens(text) == estimate_tokens(text)
