@@ -70,7 +70,10 @@ class NewsFeed:
     def before(self, t_ns: int) -> NewsFeed:
         """The items published strictly before `t_ns` (and before this feed's own cut)."""
         k = min(int(np.searchsorted(self._ts, t_ns, side="left")), self.end)
-        return _cut(self, k)
+        cut = object.__new__(NewsFeed)  # the same arrays, a smaller end (no copy, no re-sort)
+        for name, value in (("_items", self._items), ("end", k), ("_ts", self._ts), ("_by_symbol", self._by_symbol)):
+            object.__setattr__(cut, name, value)
+        return cut
 
     def __len__(self) -> int:
         return self.end
@@ -111,16 +114,6 @@ class NewsFeed:
     def for_symbol(self, symbol: str) -> tuple[NewsItem, ...]:
         """The visible items naming `symbol`, oldest first."""
         return tuple(reversed(tuple(self.latest((symbol,)))))
-
-
-def _cut(feed: NewsFeed, end: int) -> NewsFeed:
-    """`feed` seen up to `end` items: the same arrays, a smaller end (no copy, no re-sort)."""
-    cut = object.__new__(NewsFeed)
-    object.__setattr__(cut, "_items", feed._items)
-    object.__setattr__(cut, "end", end)
-    object.__setattr__(cut, "_ts", feed._ts)
-    object.__setattr__(cut, "_by_symbol", feed._by_symbol)
-    return cut
 
 
 NO_NEWS = NewsFeed(())
