@@ -19,6 +19,7 @@ Symbols are upper-cased; whitespace in text is collapsed to single spaces.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -258,10 +259,14 @@ def read_news(path: str | Path) -> list[NewsItem]:
     raise DataError(p, f"unknown news format {p.suffix!r}: use .jsonl (JSON lines), .csv or .parquet")
 
 
+def file_sha256(path: Path) -> str:
+    """SHA-256 (hex) of a file's bytes."""
+    with path.open("rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
 def load_news(path: str | Path) -> LoadedNews:
     """The feed of a news file and its `NewsSource` (path, SHA-256 of the bytes read, items)."""
-    from kestrel.data.source import file_sha256
-
     p = Path(path)
     items = read_news(p)
     return LoadedNews(NewsFeed.of(items), NewsSource(path=str(p.resolve()), sha256=file_sha256(p), items=len(items)))
@@ -270,8 +275,6 @@ def load_news(path: str | Path) -> LoadedNews:
 def open_news(source: NewsSource, path: str | Path | None = None) -> NewsFeed:
     """Load a recorded news source again, from `path` (a moved copy) or its recorded path;
     a missing file or bytes whose checksum differs from the recorded one is a `DataError`."""
-    from kestrel.data.source import file_sha256
-
     where = Path(path) if path is not None else Path(source.path)
     if not where.is_file():
         hint = "" if path is not None else "; pass --news PATH to point at a copy of it"
