@@ -9,6 +9,9 @@ Prints one JSON line. Ratios compare against references measured in the same run
   (every number of the briefing extracted beforehand, asserted to round-trip exactly). It says
   how many times pure formatting the briefing costs: the rest is computing the values (bar
   aggregation, session slicing, levels, stats) and laying out the tables.
+- `news_pane_us_median`: freezing the sample at 10:30 with a 20-symbol universe's 5,000
+  headlines and rendering the news pane at its default arguments (`news_pane_tokens` its
+  estimated tokens); `news_over_quote_pane`: that time over freezing and rendering the quote pane.
 Usage: python bench/panes.py [--quick]
 """
 
@@ -30,6 +33,32 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from kestrel.data import SyntheticSpec, generate, load_sample  # noqa: E402
 from kestrel.frame import Ordinal, briefing, default_view, estimate_tokens, freeze  # noqa: E402
 from kestrel.frame.catalog import DEFAULT_CATALOG  # noqa: E402
+from kestrel.frame.news import pane_news  # noqa: E402
+from kestrel.market.data import MarketData  # noqa: E402
+from kestrel.market.news import NewsFeed, NewsItem  # noqa: E402
+from kestrel.market.ticks import NS_PER_S  # noqa: E402
+
+NEWS_SYMBOLS = 20
+NEWS_ITEMS = 5_000
+_WORDS = ("shares", "rally", "earnings", "beat", "miss", "guidance", "analyst", "upgrade", "downgrade", "merger",
+          "probe", "launch", "dividend", "buyback", "CEO", "outlook", "record", "slump", "deal", "lawsuit")
+
+
+def news_universe(data: MarketData, seed: int = 7) -> NewsFeed:
+    """`NEWS_ITEMS` headlines for a `NEWS_SYMBOLS`-symbol universe (the data's symbol and 19
+    others), spread over the data's week and the week before, titles of 4 to 30 words, a third
+    with a summary, one in eleven a repeat."""
+    rng = np.random.default_rng(seed)
+    symbols = [data.symbol] + [f"S{k:02d}" for k in range(1, NEWS_SYMBOLS)]
+    lo = int(data.ticks.ts[0]) - 7 * 86_400 * NS_PER_S
+    hi = int(data.ticks.ts[-1])
+    items = []
+    for k in range(NEWS_ITEMS):
+        words = rng.choice(_WORDS, size=int(rng.integers(4, 31)))
+        title = " ".join(words) if k % 11 != 3 else "the same headline again"
+        summary = " ".join(rng.choice(_WORDS, size=25)) if k % 3 == 0 else ""
+        items.append(NewsItem(int(rng.integers(lo, hi)), (symbols[k % NEWS_SYMBOLS],), "Wire", title, summary))
+    return NewsFeed.of(items)
 
 
 def median_ms(fn: Callable[[], object], reps: int) -> float:
@@ -89,6 +118,16 @@ def main() -> None:
     assert template.format(*values) == text, "the formatting floor must rebuild the briefing exactly"
     floor_ms = median_ms(lambda: template.format(*values), reps)
 
+    feed = news_universe(data)
+    nsnap = freeze(data, at, news=feed)
+    news_spec = DEFAULT_CATALOG.get("news")
+    quote_spec = DEFAULT_CATALOG.get("quote")
+    assert news_spec is not None and quote_spec is not None
+    news_args = {a.name: a.default for a in news_spec.args}
+    news_text = pane_news(nsnap, news_args)
+    news_ms = median_ms(lambda: pane_news(freeze(data, at, news=feed), news_args), reps)
+    quote_ms = median_ms(lambda: quote_spec.builder(freeze(data, at, news=feed), {}), reps)
+
     t0 = time.perf_counter()
     hist = generate(SyntheticSpec(sessions=days), 1)
     gen_s = time.perf_counter() - t0
@@ -112,6 +151,11 @@ def main() -> None:
         "format_floor_fields": len(values),
         "briefing_over_format_floor": round(brief_ms / floor_ms, 1),
         "tokens_per_pane": tokens,
+        "news_pane_us_median": round(news_ms * 1000, 1),
+        "news_pane_tokens": estimate_tokens(news_text),
+        "news_pane_lines": news_text.count("\n"),
+        "news_universe": {"symbols": NEWS_SYMBOLS, "items": NEWS_ITEMS},
+        "news_over_quote_pane": round(news_ms / quote_ms, 2),
         "freeze_ms_median": round(freeze_ms, 4),
         "freeze_history_ticks": len(hist.ticks),
         "freeze_history_sessions": days,

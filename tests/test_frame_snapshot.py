@@ -23,6 +23,7 @@ from kestrel.frame import (
     materialize,
 )
 from kestrel.market import AccountState, MarketData, SessionSpec, Ticks
+from kestrel.market.news import NewsFeed, NewsItem
 from kestrel.market.ticks import NS_PER_S
 
 
@@ -127,6 +128,8 @@ def _arg_values(a: ArgSpec) -> st.SearchStrategy[int | str]:
     if a.type == "count":
         assert a.min is not None and a.max is not None
         return st.integers(a.min, a.max)
+    if not a.choices:  # a free word: the news pane's symbol
+        return st.sampled_from(["self", "all", "SAMPLE", "sample", "XYZ"])
     return st.sampled_from(a.choices)
 
 
@@ -154,10 +157,32 @@ def _boundary_cutoffs(d: MarketData) -> list[int]:
     return out
 
 
+def _news_around(d: MarketData, every_s: int = 2_221) -> NewsFeed:
+    """Headlines about the data's symbol and another one, every `every_s` seconds from a day
+    before its first tick to a day after its last, some repeated (the same title twice)."""
+    lo, hi = int(d.ticks.ts[0]) - 86_400 * NS_PER_S, int(d.ticks.ts[-1]) + 86_400 * NS_PER_S
+    items = [NewsItem(ts, (d.symbol,) if k % 3 else (d.symbol, "OTHER"), "Wire" if k % 2 else "",
+                      f"headline {k // 2} about {d.symbol}", "" if k % 4 else f"summary of {k}")
+             for k, ts in enumerate(range(lo, hi, every_s * NS_PER_S))]
+    return NewsFeed.of(items)
+
+
+def _future_edited(feed: NewsFeed, cutoff: int) -> NewsFeed:
+    """`feed` with every item published at or after `cutoff` edited or deleted."""
+    out = []
+    for k, it in enumerate(feed):
+        if it.ts < cutoff:
+            out.append(it)
+        elif k % 2:
+            out.append(NewsItem(it.ts - (it.ts - cutoff) // 2, it.symbols, "Edited", "EDITED " + it.title))
+    return NewsFeed.of(out)
+
+
 def _same_panes(d: MarketData, cutoff: int, guard_ns: int, panes: tuple[ResolvedPane, ...]) -> None:
     t = cutoff + guard_ns
-    full = freeze(d, t, guard_ns)
-    cut = freeze(_truncated(d, cutoff), t, guard_ns)
+    news = _news_around(d)
+    full = freeze(d, t, guard_ns, news=news)
+    cut = freeze(_truncated(d, cutoff), t, guard_ns, news=_future_edited(news, cutoff))
     assert full.cutoff_ns == cutoff
     for p in panes:
         spec = DEFAULT_CATALOG.get(p.name)
@@ -172,6 +197,9 @@ def _random_panes(rng: np.random.Generator) -> tuple[ResolvedPane, ...]:
     for spec in DEFAULT_CATALOG:
         args: list[tuple[str, int | str]] = []
         for a in spec.args:
+            if a.type == "ident":
+                args.append((a.name, ["self", "all", "XYZ"][int(rng.integers(0, 3))]))
+                continue
             assert a.min is not None and a.max is not None
             step = a.step or 1
             args.append((a.name, int(rng.integers(-(-a.min // step), a.max // step + 1)) * step))

@@ -53,7 +53,7 @@ def test_the_capture_header_records_the_data_and_the_ledger_checksum(
     assert h["source"] == {
         "kind": "file", "symbol": "EURUSD", "tick_size": 0.01, "multiplier": 100000.0, "currency": "USD",
         "path": str(quotes.resolve()), "sha256": hashlib.sha256(quotes.read_bytes()).hexdigest(), "seed": None,
-        "preset": "oanda", "crossed": "error", "spikes": "drop", "spike_factor": 2.0, "delimiter": ",", "columns": None,
+        "preset": "oanda", "crossed": "error", "spikes": "drop", "spike_factor": 2.0, "delimiter": ",", "columns": None, "news": None,
     }
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []  # no temporary file left
 

@@ -24,7 +24,9 @@ from typing import TYPE_CHECKING, Any
 from kestrel.cli.errors import UsageError
 
 if TYPE_CHECKING:  # the data modules load only when data is read
+    from kestrel.data.news import NewsSource
     from kestrel.data.source import DataSource
+    from kestrel.market.news import NewsFeed
     from kestrel.market.data import MarketData
 
 _DURATION = re.compile(r"^(\d+)([smh]?)$")
@@ -84,6 +86,31 @@ def add_data_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--currency", default=None, help="the quote currency code for --data PATH, e.g. USD or ETH (upper-cased; "
                         "default: the preset's)")
     p.add_argument("--seed", type=int, help="with --data sample: generate the sample from this seed (>= 0)")
+    p.add_argument("--news", default=None, metavar="PATH",
+                   help="headlines for the news pane: a JSON-lines, CSV or Parquet file (recorded with its SHA-256)")
+    p.add_argument("--blind", action="store_true",
+                   help="blind mode: the agent reads an alias, session numbers, prices rescaled to 100 and masked news")
+
+
+def news_from_args(args: argparse.Namespace, command: str) -> tuple[NewsFeed, NewsSource | None]:
+    """The feed and source of `--news PATH` (the empty feed without it); `UsageError` on a bad file."""
+    from kestrel.data import DataError
+    from kestrel.data.news import load_news
+    from kestrel.market.news import NO_NEWS
+
+    path = getattr(args, "news", None)
+    if path is None:
+        return NO_NEWS, None
+    if not path.strip():
+        raise UsageError("--news is empty: give the path of a news file (.jsonl, .csv or .parquet) or leave it out")
+    try:
+        loaded = load_news(path)
+    except DataError as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    print(f"kestrel {command}: news: {loaded.source.items} items", file=sys.stderr)
+    return loaded.feed, loaded.source
 
 
 def load_from_args(args: argparse.Namespace, command: str) -> tuple[MarketData, DataSource, str]:
@@ -213,4 +240,5 @@ def agent_input(spec: str | None) -> str | None:
     return None
 
 
-__all__ = ["DATA_FLAGS", "add_data_flags", "agent_input", "check_paths", "load_from_args", "parse_guard", "positive_float"]
+__all__ = ["DATA_FLAGS", "add_data_flags", "agent_input", "check_paths", "load_from_args", "news_from_args", "parse_guard",
+           "positive_float"]

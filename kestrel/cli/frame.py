@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from kestrel.cli.dataflags import add_data_flags, load_from_args, parse_guard
+from kestrel.cli.dataflags import add_data_flags, load_from_args, news_from_args, parse_guard
 from kestrel.cli.errors import UsageError
 from kestrel.cli.execution import add_flags as add_execution_flags
 from kestrel.cli.subcommands import Subcommands
@@ -113,6 +113,7 @@ def _view(args: argparse.Namespace) -> int:
         return _fail(f"expected one VIEW statement, got {type(stmt).__name__}", 1)
     try:
         data, _, _ = load_from_args(args, "view")
+        news, _ = news_from_args(args, "view")
     except UsageError as e:
         return _fail(str(e), 2)
     if not data.sessions:
@@ -135,7 +136,9 @@ def _view(args: argparse.Namespace) -> int:
         resolved = resolve_view(stmt, ordinal)
     except ViewError as e:
         return _fail(str(e), 1)
-    snap = freeze(data, at_ns, guard_ns, terms=terms)
+    from kestrel.session.blind import blind_of
+
+    snap = freeze(data, at_ns, guard_ns, terms=terms, news=news, blind=blind_of(data) if args.blind else None)
     cover = coverage(data, session)
     if not cover.complete:
         print(f"kestrel view: warning: {cover.describe()}", file=sys.stderr)

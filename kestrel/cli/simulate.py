@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from kestrel.cli.agentspec import agent_of, check_agent_fits
-from kestrel.cli.dataflags import add_data_flags, agent_input, check_paths, load_from_args, parse_guard
+from kestrel.cli.dataflags import add_data_flags, agent_input, check_paths, load_from_args, news_from_args, parse_guard
 from kestrel.cli.errors import UsageError, guarded
 from kestrel.providers import lookup
 from kestrel.providers import names as provider_names
@@ -103,6 +103,7 @@ def register(subparsers: Subcommands) -> None:
     )
     r.add_argument("capture", help="a capture file written by `kestrel simulate --capture`")
     r.add_argument("--data", help="the captured data file moved elsewhere: accepted when its SHA-256 matches")
+    r.add_argument("--news", help="the captured news file moved elsewhere: accepted when its SHA-256 matches")
     _output_flags(r, capture_dest="capture_out")
     r.add_argument("--expect-ledger", help="compare the replayed ledger with this file (exit 1 if different, "
                                             "with the first differing line of each)")
@@ -196,7 +197,8 @@ def prepare(args: argparse.Namespace, load: Loader = _load, agent_content: bytes
     data_input = None if args.data.strip() in ("", "sample") else args.data
     check_paths([("--capture", args.capture), ("--ledger", args.ledger), ("--evidence", args.evidence),
                  ("--report", args.report), ("--png", args.png)],
-                [("--data", data_input), ("--agent", agent_input(args.agent)), ("--modes", args.modes)])
+                [("--data", data_input), ("--agent", agent_input(args.agent)), ("--modes", args.modes),
+                 ("--news", args.news)])
     if not 0 < args.agent_timeout <= 3600:
         raise UsageError(f"--agent-timeout must be > 0 and <= 3600 seconds, got {args.agent_timeout:g}")
     try:
@@ -231,6 +233,8 @@ def prepare(args: argparse.Namespace, load: Loader = _load, agent_content: bytes
     _note_unused_loop_flags(args, agent, spec)
     _note_reason_first_without_grammar(agent, st.reason_first)
     data, source, label = load(args)
+    news, news_source = news_from_args(args, "simulate")
+    source = msgspec.structs.replace(source, news=news_source)
     options = SessionOptions(
         checkpoints=tuple(c for c in args.checkpoints.split(",") if c.strip()),
         guard_s=guard_s,
@@ -242,6 +246,8 @@ def prepare(args: argparse.Namespace, load: Loader = _load, agent_content: bytes
         engine_path=args.engine_path,
         engine=engine_config(args, mode),
         source=source,
+        news=news,
+        blind=args.blind,
     )
     date = _date(args.date)
     check_agent_fits(agent, data, options, date, args.days, st.agent or "baseline")
@@ -434,7 +440,9 @@ def _replay(args: argparse.Namespace) -> int:
 def _run_replay(args: argparse.Namespace) -> int:
     from kestrel.agents.recorded import RecordedAgent
     from kestrel.data import DataError
+    from kestrel.data.news import open_news
     from kestrel.data.source import open_source
+    from kestrel.market.news import NO_NEWS
     from kestrel.session.capture import CaptureError, read_capture
     from kestrel.session.runner import SessionOptions
 
@@ -442,7 +450,10 @@ def _run_replay(args: argparse.Namespace) -> int:
         raise UsageError("--data is empty: give the path of the moved copy of the captured data file")
     outputs = [("--capture", args.capture_out), ("--ledger", args.ledger), ("--report", args.report),
                ("--png", args.png)]
-    inputs = [("capture", args.capture), ("--data", args.data), ("--expect-ledger", args.expect_ledger)]
+    if args.news is not None and not args.news.strip():
+        raise UsageError("--news is empty: give the path of the moved copy of the captured news file")
+    inputs = [("capture", args.capture), ("--data", args.data), ("--news", args.news),
+              ("--expect-ledger", args.expect_ledger)]
     check_paths(outputs, inputs)
     try:
         header, turns = read_capture(args.capture)
@@ -455,8 +466,11 @@ def _run_replay(args: argparse.Namespace) -> int:
     if header.source is None:
         raise UsageError(f"{args.capture}: the capture records no data source, so its data cannot be checked; "
                          "re-capture it with kestrel simulate ... --capture")
+    if args.news is not None and header.source.news is None:
+        raise UsageError(f"{args.capture}: the capture was made without news; drop --news")
     try:
         data = open_source(header.source, args.data)
+        news = open_news(header.source.news, args.news) if header.source.news is not None else NO_NEWS
     except DataError as exc:
         raise UsageError(str(exc)) from None
     if data.symbol != header.symbol:
@@ -472,7 +486,7 @@ def _run_replay(args: argparse.Namespace) -> int:
 
     options = SessionOptions(checkpoints=header.schedule[1:], guard_s=header.guard_s,
                              data_name=header.data, engine_path=args.engine_path,
-                             engine=header.engine or EngineConfig(), source=header.source)
+                             engine=header.engine or EngineConfig(), source=header.source, news=news)
     if args.ledger:
         Path(os.path.realpath(args.ledger)).unlink(missing_ok=True)  # a symlink stays
     result = _run(data, agent, options, args.backend, dt.date.fromisoformat(header.dates[-1]),

@@ -50,6 +50,9 @@ def register(subparsers: Subcommands) -> None:
     s.add_argument("--checkpoints", help="authoring checkpoints after OPEN, e.g. 11:00,13:30")
     s.add_argument("--guard", type=int, help="snapshot guard before each ordinal, seconds (default 300)")
     s.add_argument("--out", help="the sweep directory (required unless the grid file names it)")
+    s.add_argument("--news", help="a news file (JSON lines, CSV, Parquet) for every run's news pane")
+    s.add_argument("--blind", action="store_true", default=None,
+                   help="blind mode for every run: aliases, session numbers, rescaled prices, masked news")
     where = s.add_mutually_exclusive_group()
     where.add_argument("--jobs", type=int, help="local worker processes (default: the CPU count; 1 = serial)")
     where.add_argument("--scheduler", help="a Dask scheduler address, tcp://HOST:PORT (needs kestrel[dask])")
@@ -81,7 +84,7 @@ def _grid(args: argparse.Namespace) -> tuple[Any, str, int | None, str | None]:
             if v is not None:
                 fields[field] = v
         for flag, field in (("date", "date"), ("days", "days"), ("days_per_run", "days_per_run"),
-                            ("guard", "guard_s")):
+                            ("guard", "guard_s"), ("news", "news"), ("blind", "blind")):
             if getattr(args, flag) is not None:
                 fields[field] = getattr(args, flag)
         if "agents" not in fields:
@@ -105,6 +108,19 @@ def _grid(args: argparse.Namespace) -> tuple[Any, str, int | None, str | None]:
             raise UsageError(f"--date must be YYYY-MM-DD, got {grid.date!r}") from None
     if not 0 <= grid.guard_s < 86400:
         raise UsageError(f"--guard must be 0 to 86399 seconds, got {grid.guard_s}")
+    if grid.news is not None:  # checked once here, named by its absolute path in every run
+        import os
+
+        import msgspec
+
+        from kestrel.data import DataError
+        from kestrel.data.news import load_news
+
+        try:
+            load_news(grid.news)
+        except DataError as exc:
+            raise UsageError(str(exc)) from None
+        grid = msgspec.structs.replace(grid, news=os.path.abspath(grid.news))
     return grid, str(out), jobs, scheduler
 
 

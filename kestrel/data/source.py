@@ -18,6 +18,7 @@ import msgspec
 
 from kestrel.data.errors import DataError
 from kestrel.data.load import LoadReport, load
+from kestrel.data.news import NewsSource
 from kestrel.data.sample import SAMPLE_SEED, SAMPLE_SPEC, load_sample
 from kestrel.data.spec import DEFAULT_SPIKE_FACTOR, CrossedPolicy, SpikePolicy
 from kestrel.data.synthetic import generate
@@ -44,6 +45,7 @@ class DataSource(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     spike_factor: float = DEFAULT_SPIKE_FACTOR
     delimiter: str = ","  # a CSV's field separator (`--delimiter`)
     columns: str | None = None  # the role=column mapping (`--columns`), as given
+    news: NewsSource | None = None  # the run's news file (`--news`), checked by replay like the data
 
     def describe(self) -> str:
         """One short human line: `sample (seed 20240415)` or `/path/file.csv (sha256 1a2b3c4d…)`."""

@@ -16,6 +16,7 @@ from typing import Literal
 import msgspec
 
 import kestrel.frame.panes as panes
+from kestrel.frame.news import pane_news
 from kestrel.frame.snapshot import FrozenSnapshot
 from kestrel.frame.text import fmt_duration
 from kestrel.lang.limits import VIEW_BUDGET_MAX, VIEW_BUDGET_MIN
@@ -53,6 +54,8 @@ class ArgSpec(msgspec.Struct, frozen=True):
     def range_text(self) -> str:
         if self.choices:
             return "one of " + ", ".join(self.choices)
+        if self.type == "ident":
+            return "a word"
         lo = self.show(self.min) if self.min is not None else "-inf"
         hi = self.show(self.max) if self.max is not None else "inf"
         step = f", a multiple of {fmt_duration(self.step)}" if self.step else ""
@@ -178,5 +181,10 @@ DEFAULT_CATALOG = PaneCatalog(
                  (), panes.pane_position),
         PaneSpec("plan", "the incumbent plan in canonical Kestrel form",
                  (), panes.pane_plan),
+        PaneSpec("news", "the newest n headlines published before the cutoff, deduplicated, dated",
+                 (_count("n", 5, 1, 20, "number of headlines"),
+                  ArgSpec("symbol", "ident", "self", help="self (the session's symbol), all, or a symbol"),
+                  _count("since", 5, 0, 60, "sessions back: items after that session's close (0: today)")),
+                 pane_news),
     ]
 )

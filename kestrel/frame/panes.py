@@ -15,7 +15,7 @@ import numpy as np
 
 from kestrel.market.bars import DAY_S, Bars, session_bars, time_bars
 from kestrel.frame.snapshot import FrozenSnapshot
-from kestrel.frame.text import fmt_duration, fmt_money, fmt_qty, table
+from kestrel.frame.text import fmt_duration, fmt_qty, table
 from kestrel.market.ticks import NS_PER_S, Ticks
 from kestrel.lang import format_ast
 from kestrel.lang.ast import Plan
@@ -73,12 +73,12 @@ def completed(bars: Bars, cutoff_ns: int) -> Bars:
     return bars.slice(0, k)
 
 
-def _label(local: int, with_date: bool, daily: bool) -> str:
-    """`hh:mm`, `mm-dd hh:mm` or `mm-dd` of a wall-clock instant (ns since the local epoch)."""
-    day = np.datetime64(local // NS_PER_S, "s").astype("datetime64[D]").item()
+def _label(snap: FrozenSnapshot, start_ns: int, local: int, with_date: bool, daily: bool) -> str:
+    """`hh:mm`, `mm-dd hh:mm` or `mm-dd` of a bar starting at `start_ns` (`local`: its wall-clock
+    instant, ns since the local epoch); the date is the snapshot's day label (`d<k>` blind)."""
     sod = (local // NS_PER_S) % 86_400
     hm = f"{sod // 3600:02d}:{sod // 60 % 60:02d}"
-    md = f"{day.month:02d}-{day.day:02d}"
+    md = snap.day_label(start_ns)
     if daily:
         return md
     return f"{md} {hm}" if with_date else hm
@@ -124,12 +124,11 @@ def pane_bars(snap: FrozenSnapshot, args: Args) -> str:
     cur = snap.session
     with_date = False
     if not daily and cur is not None:
-        first_day = _label(int(bars.local_ns[0]), True, False)[:5]
-        with_date = first_day != f"{cur.date.month:02d}-{cur.date.day:02d}"
+        with_date = snap.day_label(int(bars.start_ns[0])) != snap.day_label(cur.open_ns)
     forming = int(bars.start_ns[-1]) + tf_s * NS_PER_S > snap.cutoff_ns + 1
     rows = []
     for j in range(len(bars)):
-        lab = _label(int(bars.local_ns[j]), with_date, daily)
+        lab = _label(snap, int(bars.start_ns[j]), int(bars.local_ns[j]), with_date, daily)
         if forming and j == len(bars) - 1:
             lab += "*"
         rows.append([
@@ -243,8 +242,8 @@ def pane_position(snap: FrozenSnapshot, args: Args) -> str:
     else:
         side = "long" if a.position > 0 else "short"
         entry = f" @ {fp(a.avg_entry)}" if a.avg_entry is not None else ""
-        head = f"POSITION {side} {abs(a.position)}{entry} upnl {fmt_money(a.upnl)}"
-    head += f" rpnl {fmt_money(a.rpnl)} fees {a.fees:.2f}"
+        head = f"POSITION {side} {abs(a.position)}{entry} upnl {snap.format_money(a.upnl, True)}"
+    head += f" rpnl {snap.format_money(a.rpnl, True)} fees {snap.format_money(a.fees)}"
     if not a.orders:
         return f"{head}\norders none"
     rows = [
@@ -257,7 +256,8 @@ def pane_position(snap: FrozenSnapshot, args: Args) -> str:
 def pane_plan(snap: FrozenSnapshot, args: Args) -> str:
     if snap.plan is None:
         return "PLAN none"
-    return "INCUMBENT\n" + format_plan(snap.plan)
+    plan = snap.plan if snap.blind is None else snap.blind.plan_to_blind(snap.plan, snap.data.symbol)
+    return "INCUMBENT\n" + format_plan(plan)
 
 
 def format_plan(plan: Plan) -> str:

@@ -80,7 +80,7 @@ def notice_line(snap: FrozenSnapshot, n: Notice, count: int = 1) -> str:
     """`10:31:02 rejected orb rule 1 (x3): maxpos 1000: ...` or `... disarmed orb: ...`."""
     rule = f" rule {n.rule}" if n.rule is not None else ""
     times = f" (x{count})" if count > 1 else ""
-    return f"{snap.stamp(n.ts)} {n.kind} {n.plan}{rule}{times}: {n.reason}"
+    return f"{snap.stamp(n.ts)} {n.kind} {n.plan}{rule}{times}: {n.reason if snap.blind is None else snap.blind.mask_reason(n.reason)}"
 
 
 def notices_text(snap: FrozenSnapshot) -> list[str]:
@@ -102,13 +102,19 @@ def notices_text(snap: FrozenSnapshot) -> list[str]:
 def pane_rules(snap: FrozenSnapshot) -> str:
     """The RULES kernel pane (see the module docstring)."""
     inst = snap.data.instrument
+    terms = snap.terms if snap.blind is None else snap.blind.terms(snap.terms, snap.data.symbol)
     b = snap.terms.bounds
-    session = "none" if b.session_maxloss is None else _num(b.session_maxloss)
+    # the blind tick is no round number: printed to 6 significant digits, not the price precision
+    tick = snap.format_price(inst.tick_size) if snap.blind is None else f"{snap.blind.price(snap.data.symbol).blind_unit:.6g}"
+    def money(x: float) -> str:
+        return _num(x) if snap.blind is None else snap.format_money(x)
+
+    session = "none" if b.session_maxloss is None else money(b.session_maxloss)
     lines = [
-        f"RULES {snap.symbol} tick {snap.format_price(inst.tick_size)} mult {_num(inst.multiplier)} {inst.currency} "
+        f"RULES {snap.symbol} tick {tick} mult {_num(inst.multiplier)} {inst.currency} "
         f"lot {fmt_qty(inst.min_qty)}",
-        f"bounds maxpos {b.maxpos} maxloss {_num(b.maxloss)} maxorders {b.maxorders} session_maxloss {session}",
-        f"friction {friction_text(snap.terms.friction)}",
+        f"bounds maxpos {b.maxpos} maxloss {money(b.maxloss)} maxorders {b.maxorders} session_maxloss {session}",
+        f"friction {friction_text(terms.friction)}",
         *notices_text(snap),
     ]
     return "\n".join(lines)

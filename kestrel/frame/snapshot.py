@@ -8,6 +8,9 @@ Invariants:
   a view's numpy `.base` still leads to the whole array: the guarantee covers the snapshot's
   API and every pane (what the agent reads), it is not a sandbox against code holding it;
 - the snapshot is immutable; everything a pane renders is a pure function of it;
+- `news` holds only the items published strictly before the cutoff (`NewsFeed.before`);
+- `blind` (blind mode, `kestrel.frame.blind`) changes how the snapshot's values print (alias,
+  session numbers, rescaled prices and money, masked news), never the values themselves;
 - it also carries what the agent plays under: the account, the incumbent plan, the terms of
   trading (`Terms`: the operator's bounds and the fill friction) and the broker's notices since
   the agent's last turn (orders rejected, plans disarmed), all filled by the session layer.
@@ -20,8 +23,11 @@ from typing import TypeVar
 
 import numpy as np
 
+from kestrel.frame.blind import Blind
+from kestrel.frame.text import fmt_money
 from kestrel.market.account import FLAT, AccountState, Notice
 from kestrel.market.data import MarketData
+from kestrel.market.news import NO_NEWS, NewsFeed
 from kestrel.market.session import SessionSpec
 from kestrel.market.terms import DEFAULT_TERMS, Terms
 from kestrel.market.ticks import F64, I64, NS_PER_S, Ticks
@@ -42,10 +48,50 @@ class FrozenSnapshot:
     plan: Plan | None = None
     terms: Terms = DEFAULT_TERMS
     notices: tuple[Notice, ...] = ()
+    news: NewsFeed = NO_NEWS
+    blind: Blind | None = None
 
     @property
     def symbol(self) -> str:
-        return self.data.symbol
+        """The symbol as the agent reads it (its alias in blind mode)."""
+        return self.data.symbol if self.blind is None else self.blind.alias(self.data.symbol)
+
+    def real_symbol(self, word: str) -> str | None:
+        """The real symbol `word` names in this snapshot (the symbol or its blind alias)."""
+        if self.blind is not None:
+            return self.blind.real_symbol(word)
+        return self.data.symbol if word.upper() == self.data.symbol.upper() else None
+
+    def mask_text(self, text: str) -> str:
+        """Free text (news) as the agent reads it: names masked in blind mode."""
+        return text if self.blind is None else self.blind.mask(text)
+
+    def format_money(self, amount: float, signed: bool = False) -> str:
+        """An amount of money (`+12.50` when `signed`), in the blind scale in blind mode."""
+        if self.blind is not None:
+            return self.blind.money_text(self.data.symbol, amount, signed)
+        return fmt_money(amount) if signed else f"{amount:.2f}"
+
+    def price_value(self, price: float) -> float:
+        """`price` as the panes print it, as a number (blind scale in blind mode)."""
+        if self.blind is not None:
+            return self.blind.price(self.data.symbol).value(price)
+        return round(float(price), self.data.price_decimals)
+
+    def day_label(self, ts_ns: int) -> str:
+        """`mm-dd` of the session-zone date of `ts_ns` (`d<k>`, its session number, in blind
+        mode)."""
+        if self.blind is not None:
+            return self.blind.day(ts_ns)
+        day = np.datetime64((ts_ns + self.offset_at(ts_ns)) // NS_PER_S, "s").astype("datetime64[D]").item()
+        return f"{day.month:02d}-{day.day:02d}"
+
+    def session_label(self) -> str:
+        """The current session's date (ISO), or its number `d<k>` in blind mode."""
+        s = self.session
+        if s is None:
+            return "none"
+        return s.date.isoformat() if self.blind is None else self.blind.session_label(self.session_index)
 
     @property
     def ticks(self) -> Ticks:
@@ -72,6 +118,9 @@ class FrozenSnapshot:
         )
 
     def format_price(self, price: float) -> str:
+        """`price` at the instrument's precision (the blind scale's in blind mode)."""
+        if self.blind is not None:
+            return self.blind.price_text(self.data.symbol, price)
         return self.data.format_price(price)
 
     def offset_at(self, ts_ns: int) -> int:
@@ -113,9 +162,9 @@ class FrozenSnapshot:
         return (ts_ns + self.offset_at(ts_ns)) // (86_400 * NS_PER_S)
 
     def dated(self, ts_ns: int) -> str:
-        """`mm-dd hh:mm:ss` on the wall clock of the session `ts_ns` falls in."""
-        day = np.datetime64((ts_ns + self.offset_at(ts_ns)) // NS_PER_S, "s").astype("datetime64[D]").item()
-        return f"{day.month:02d}-{day.day:02d} {self.clock(ts_ns)}"
+        """`mm-dd hh:mm:ss` on the wall clock of the session `ts_ns` falls in (`d<k> hh:mm:ss`
+        in blind mode)."""
+        return f"{self.day_label(ts_ns)} {self.clock(ts_ns)}"
 
 
 _Column = TypeVar("_Column", F64, I64)
@@ -137,9 +186,12 @@ def freeze(
     *,
     terms: Terms = DEFAULT_TERMS,
     notices: tuple[Notice, ...] = (),
+    news: NewsFeed = NO_NEWS,
+    blind: Blind | None = None,
 ) -> FrozenSnapshot:
     """Freeze `data` at `ordinal_time_ns - guard_ns` (the T-guard cutoff, inclusive). Notices
-    after the cutoff are not the snapshot's to show: they are dropped."""
+    after the cutoff are not the snapshot's to show: they are dropped; news is cut to the items
+    published strictly before the cutoff."""
     if guard_ns < 0:
         raise ValueError(f"guard must be >= 0 ns, got {guard_ns}")
     time_ns = int(ordinal_time_ns)
@@ -149,4 +201,5 @@ def freeze(
     ro = Ticks(_readonly(t.ts), _readonly(t.bid), _readonly(t.ask), _readonly(t.last), _readonly(t.size))
     frozen = MarketData(data.symbol, data.tick_size, ro, sessions, data.crossed_kept, data.instrument)
     seen = tuple(n for n in notices if n.ts <= cutoff)
-    return FrozenSnapshot(frozen, cutoff, time_ns, account if account is not None else FLAT, plan, terms, seen)
+    return FrozenSnapshot(frozen, cutoff, time_ns, account if account is not None else FLAT, plan, terms, seen,
+                          news.before(cutoff), blind)

@@ -15,7 +15,9 @@ encoded):
   `kestrel.market.terms`), `notices` (the broker's since the last turn) and `plan` (the
   incumbent plan's canonical text, None when there is none).
 Prices are floats on the instrument's tick grid as the panes print them; times are ns UTC with
-the session's wall clock beside them (`hh:mm:ss`).
+the session's wall clock beside them (`hh:mm:ss`). In blind mode (`kestrel.frame.blind`) every
+value is the briefing's blind one: the alias, session numbers for dates (`date` is `d<k>`),
+blind instants for times, rescaled prices, tick size, money, bounds and fees.
 """
 
 from __future__ import annotations
@@ -102,8 +104,13 @@ class TypedSnapshot(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _price(snap: FrozenSnapshot, x: float) -> float:
-    """`x` as the panes print it (the instrument's precision)."""
-    return round(float(x), snap.data.price_decimals)
+    """`x` as the panes print it (the instrument's precision; the blind scale in blind mode)."""
+    return snap.price_value(x)
+
+
+def _ns(snap: FrozenSnapshot, ts: int) -> int:
+    """An instant as the agent reads it (a blind instant in blind mode)."""
+    return ts if snap.blind is None else snap.blind.instant(ts)
 
 
 def _quote(snap: FrozenSnapshot) -> Quote | None:
@@ -115,7 +122,7 @@ def _quote(snap: FrozenSnapshot) -> Quote | None:
     today = snap.session_ticks()
     prior = snap.session_ticks(snap.session_index - 1)
     return Quote(
-        ts=int(t.ts[i]), time=snap.stamp(int(t.ts[i])), bid=_price(snap, bid), ask=_price(snap, ask),
+        ts=_ns(snap, int(t.ts[i])), time=snap.stamp(int(t.ts[i])), bid=_price(snap, bid), ask=_price(snap, ask),
         last=_price(snap, float(t.last[i])), size=float(t.size[i]), spread=_price(snap, ask - bid),
         session_open=_price(snap, float(today.last[0])) if len(today) else None,
         vwap=_price(snap, session_vwap(today)) if len(today) else None,
@@ -124,24 +131,24 @@ def _quote(snap: FrozenSnapshot) -> Quote | None:
     )
 
 
-def _local(local_ns: int) -> tuple[str, str]:
-    """(`mm-dd`, `hh:mm`) of a wall-clock instant (ns since the local epoch)."""
-    day = np.datetime64(local_ns // NS_PER_S, "s").astype("datetime64[D]").item()
+def _local(snap: FrozenSnapshot, start_ns: int, local_ns: int) -> tuple[str, str]:
+    """(`mm-dd` or `d<k>`, `hh:mm`) of a bar starting at `start_ns` (`local_ns`: its wall-clock
+    instant, ns since the local epoch)."""
     sod = (local_ns // NS_PER_S) % 86_400
-    return f"{day.month:02d}-{day.day:02d}", f"{sod // 3600:02d}:{sod // 60 % 60:02d}"
+    return snap.day_label(start_ns), f"{sod // 3600:02d}:{sod // 60 % 60:02d}"
 
 
 def _bars(snap: FrozenSnapshot, tf_s: int, n: int) -> tuple[Bar, ...]:
     bars = recent_bars(snap, tf_s, n)
     cur = snap.session
-    labels = [_local(int(bars.local_ns[j])) for j in range(len(bars))]
+    labels = [_local(snap, int(bars.start_ns[j]), int(bars.local_ns[j])) for j in range(len(bars))]
     # dated when the bars start on another day than the session's (the pane's rule)
-    dated = bool(labels) and cur is not None and labels[0][0] != f"{cur.date.month:02d}-{cur.date.day:02d}"
+    dated = bool(labels) and cur is not None and labels[0][0] != snap.day_label(cur.open_ns)
     out = []
     for j, (md, hm) in enumerate(labels):
         start = int(bars.start_ns[j])
         out.append(Bar(
-            start_ns=start, time=md if tf_s >= 86_400 else (f"{md} {hm}" if dated else hm),
+            start_ns=_ns(snap, start), time=md if tf_s >= 86_400 else (f"{md} {hm}" if dated else hm),
             open=_price(snap, float(bars.open[j])), high=_price(snap, float(bars.high[j])),
             low=_price(snap, float(bars.low[j])), close=_price(snap, float(bars.close[j])),
             volume=float(bars.volume[j]), vwap=_price(snap, float(bars.vwap[j])),
@@ -154,23 +161,33 @@ def typed_snapshot(snap: FrozenSnapshot, ordinal: Ordinal) -> TypedSnapshot:
     """The typed facts of `snap` at `ordinal` (see the module docstring)."""
     s = snap.session
     tf_s, n = OPEN_BARS if ordinal.index == 0 else LATER_BARS
+    blind, real = snap.blind, snap.data.symbol
+    account, terms, notices, plan, instrument = snap.account, snap.terms, snap.notices, snap.plan, snap.data.instrument
+    if blind is not None:
+        account, terms = blind.account(account, real), blind.terms(terms, real)
+        notices = tuple(blind.notice(x) for x in notices)
+        plan = blind.plan_to_blind(plan, real) if plan is not None else None
+        instrument = msgspec.structs.replace(instrument, symbol=snap.symbol,
+                                             tick_size=blind.price(real).blind_unit)
     return TypedSnapshot(
         symbol=snap.symbol,
         clock=Clock(
-            index=ordinal.index, label=ordinal.label, now_ns=snap.time_ns, cutoff_ns=snap.cutoff_ns,
-            open_ns=s.open_ns if s is not None else None, close_ns=s.close_ns if s is not None else None,
-            date=s.date.isoformat() if s is not None else None, tz=s.tz if s is not None else None,
+            index=ordinal.index, label=ordinal.label, now_ns=_ns(snap, snap.time_ns),
+            cutoff_ns=_ns(snap, snap.cutoff_ns),
+            open_ns=_ns(snap, s.open_ns) if s is not None else None,
+            close_ns=_ns(snap, s.close_ns) if s is not None else None,
+            date=snap.session_label() if s is not None else None, tz=s.tz if s is not None else None,
             now=snap.clock(snap.time_ns), cutoff=snap.clock(snap.cutoff_ns),
         ),
         quote=_quote(snap),
         bars_tf_s=tf_s,
         bars=_bars(snap, tf_s, n),
-        account=snap.account,
-        instrument=snap.data.instrument,
-        bounds=snap.terms.bounds,
-        friction=snap.terms.friction,
-        notices=snap.notices,
-        plan=format_plan(snap.plan) if snap.plan is not None else None,
+        account=account,
+        instrument=instrument,
+        bounds=terms.bounds,
+        friction=terms.friction,
+        notices=notices,
+        plan=format_plan(plan) if plan is not None else None,
     )
 
 

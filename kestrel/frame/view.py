@@ -273,7 +273,7 @@ def materialize(
 def _clock_line(snapshot: FrozenSnapshot, ordinal: Ordinal) -> str:
     s = snapshot.session
     sess = (
-        f" session {s.date.isoformat()} {s.open.strftime('%H:%M')}-{s.close.strftime('%H:%M')} {s.tz}"
+        f" session {snapshot.session_label()} {s.open.strftime('%H:%M')}-{s.close.strftime('%H:%M')} {s.tz}"
         if s is not None
         else " session none"
     )

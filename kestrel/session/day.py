@@ -39,6 +39,7 @@ from kestrel.session.ports import snapshot_ports
 from kestrel.session.protocol import AgentTurn, StandDownTurn, Supersede, Usage, restates
 from kestrel.session.results import DayResult, OrdinalOutcome
 from kestrel.session.risk import RiskBounds
+from kestrel.session.blind import blind_of, shown_instrument, shown_limits
 from kestrel.session.rules import notices_of, superseded, terms_of
 
 
@@ -134,6 +135,7 @@ class DayRun:
         self.pending: tuple[Notice, ...] = notices
         self.read = 0
         self.own: set[str] = set()
+        self.blind = blind_of(day.data) if options.blind else None
 
     def heard(self, events: Sequence[LedgerEvent]) -> None:
         """The ledger events since the last read: their notices wait for the next briefing."""
@@ -148,11 +150,12 @@ class DayRun:
         o = day.ordinals[i]
         cfg = engine_config(options, day.data)
         snap = freeze(day.data, o.time_ns, day.guard_s * NS_PER_S, account, incumbent,
-                      terms=terms_of(cfg), notices=self.pending)
+                      terms=terms_of(cfg), notices=self.pending, news=options.news, blind=self.blind)
         self.pending = tuple(n for n in self.pending if n.ts > snap.cutoff_ns)  # told now
         bounds = RiskBounds.of(cfg, day.data.tick_size)
         ports = snapshot_ports(
-            snap, o, catalog=options.catalog, allowed_panes=options.allowed_panes, bounds=bounds
+            snap, o, catalog=options.catalog, allowed_panes=options.allowed_panes, bounds=bounds,
+            blind=self.blind,
         )
         return AuthoringLoop(
             ordinal=o.label,
@@ -163,8 +166,8 @@ class DayRun:
             profile=options.profile,
             iterative=self.iterative,
             date=day.date,
-            instrument=day.data.instrument,
-            limits=bounds,
+            instrument=day.data.instrument if self.blind is None else shown_instrument(self.blind, day.data.instrument),
+            limits=bounds if self.blind is None else shown_limits(self.blind, bounds, day.data.symbol),
             incumbent=incumbent,
             snapshot=typed_snapshot(snap, o),
         )

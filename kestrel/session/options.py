@@ -17,6 +17,7 @@ from kestrel.engine import ENGINE_PATHS, EnginePath
 from kestrel.engine.config import EngineConfig
 from kestrel.frame import DEFAULT_CATALOG, PaneCatalog
 from kestrel.market import MarketData
+from kestrel.market.news import NO_NEWS, NewsFeed
 from kestrel.session.capture import CapturedTurn
 from kestrel.session.loop import Evidence, LoopSettings
 from kestrel.session.profiles import Policy
@@ -58,11 +59,13 @@ class SessionOptions(msgspec.Struct, frozen=True):
     source: DataSource | None = None  # recorded in the capture header, checked by replay
     # called with each terminal turn as it is taken (e.g. a `CaptureWriter` appending it)
     on_turn: Callable[[CapturedTurn], None] | None = None
+    news: NewsFeed = NO_NEWS  # the headlines the news pane reads (cut at each snapshot's cutoff)
+    blind: bool = False  # blind mode: the agent reads aliases, session numbers, rescaled prices
 
     def __post_init__(self) -> None:
         engine_path_of(self.engine_path)  # the friendlier message for the likeliest mistake
         try:
-            check_fields(self, skip=("on_turn",))  # a callable: msgspec cannot check it
+            check_fields(self, skip=("on_turn", "news"))  # a callable: msgspec cannot check it
         except ValueError as exc:
             raise SessionError(str(exc)) from None
         for text in self.checkpoints:

@@ -26,7 +26,8 @@ from kestrel.frame import resolve_view as frame_resolve_view
 from kestrel.market.ticks import NS_PER_S
 from kestrel.lang import ast
 from kestrel.session.loop import Kernel, LoopPorts
-from kestrel.session.protocol import Reply, interpret_reply
+from kestrel.frame.blind import Blind
+from kestrel.session.protocol import Reply, Supersede, TurnReply, interpret_reply
 from kestrel.session.risk import Quote, RiskAssessment, RiskBounds, assess
 
 
@@ -112,8 +113,11 @@ def snapshot_ports(
     catalog: PaneCatalog = DEFAULT_CATALOG,
     allowed_panes: Sequence[str] | None = None,
     bounds: RiskBounds = RiskBounds(),
+    blind: Blind | None = None,
 ) -> LoopPorts:
-    """Ports for one ordinal's loop, all reading `snapshot`."""
+    """Ports for one ordinal's loop, all reading `snapshot`. In blind mode a plan the agent
+    writes is in the blind scale: it is mapped back to real values (`Blind.plan_from_blind`)
+    before anything checks, assesses or arms it."""
     allowed = None if allowed_panes is None else tuple(allowed_panes)
     shown = catalog if allowed is None else catalog.only(allowed)  # the briefing's panes
     reference = last_price(snapshot)
@@ -149,7 +153,11 @@ def snapshot_ports(
     limits = session_limits(snapshot.session)
 
     def read(text: str) -> Reply:
-        return interpret(text, limits)
+        reply = interpret(text, limits)
+        if blind is not None and isinstance(reply, TurnReply) and isinstance(reply.turn, Supersede):
+            real = blind.plan_from_blind(reply.turn.plan, snapshot.data.symbol)
+            return msgspec.structs.replace(reply, turn=msgspec.structs.replace(reply.turn, plan=real))
+        return reply
 
     return LoopPorts(
         interpret=read, resolve_view=resolve, briefing=render, assess=risk

@@ -24,7 +24,10 @@ from pathlib import Path
 
 import msgspec
 
+from kestrel.data.errors import DataError
+from kestrel.data.news import load_news
 from kestrel.data.source import DataSource
+from kestrel.market.news import NO_NEWS
 from kestrel.market import MarketData
 from kestrel.frame.text import estimate_tokens
 from kestrel.session import profiles
@@ -56,6 +59,8 @@ class RunSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defa
     effort: str | None = None
     self_correct: bool = False
     engine_path: str = "auto"
+    news: str | None = None  # a news file for the news pane (recorded with its SHA-256)
+    blind: bool = False  # blind mode (`kestrel.frame.blind`)
 
 
 @dataclass(frozen=True)
@@ -149,8 +154,15 @@ def resolve_run(spec: RunSpec, data: MarketData | None = None) -> ResolvedRun:
     )
     resolved = profiles.resolve(flags, None, profile)
     name = data_name(spec.data)
+    feed = NO_NEWS
     try:
         market, source = open_named(name, data)
+        if spec.news is not None:
+            loaded = load_news(Path(spec.news).expanduser())
+            feed, source = loaded.feed, msgspec.structs.replace(source, news=loaded.source)
+    except DataError as exc:
+        raise SpecError(str(exc)) from None
+    try:
         options = SessionOptions(
             checkpoints=tuple(c.strip() for c in spec.checkpoints if c.strip()),
             guard_s=spec.guard_s,
@@ -160,6 +172,8 @@ def resolve_run(spec: RunSpec, data: MarketData | None = None) -> ResolvedRun:
             data_name=name,
             engine_path=engine_path_of(spec.engine_path),
             source=source,
+            news=feed,
+            blind=spec.blind,
         )
         schedule = session_days(market, options, date, spec.days)
     except (SessionError, ScheduleError) as exc:

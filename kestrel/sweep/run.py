@@ -53,7 +53,9 @@ def plan_tasks(specs: Sequence[SweepRun], out: Path, data_loader: DataLoader) ->
             shas[s.data] = file_sha256(path) if path is not None else data_sha256(
                 s.data, cached_data(s.data, data_loader))
         af = agent_file(s.agent)
-        tasks.append(RunTask(s, run_key(s, shas[s.data], file_sha256(af) if af else None), str(out), shas[s.data]))
+        news = file_sha256(s.news) if s.news is not None else None
+        tasks.append(RunTask(s, run_key(s, shas[s.data], file_sha256(af) if af else None, news), str(out),
+                             shas[s.data]))
     return tasks
 
 

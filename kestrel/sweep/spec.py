@@ -36,6 +36,19 @@ class SweepRun(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     dates: tuple[str, ...]
     checkpoints: tuple[str, ...] = ()
     guard_s: int = 300
+    news: str | None = None  # a news file for the news pane (its SHA-256 is in the key)
+    blind: bool = False
+
+
+class _Keyed(msgspec.Struct, frozen=True):
+    """A run without news or blind mode, as its key hashes it (the fields before those)."""
+
+    agent: str
+    profile: str
+    data: str
+    dates: tuple[str, ...]
+    checkpoints: tuple[str, ...] = ()
+    guard_s: int = 300
 
 
 class Grid(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -50,6 +63,8 @@ class Grid(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     days_per_run: int = 1
     checkpoints: tuple[str, ...] = ()
     guard_s: int = 300
+    news: str | None = None
+    blind: bool = False
 
     def check(self) -> Grid:
         for name in ("agents", "profiles", "data"):
@@ -77,11 +92,13 @@ class GridFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     guard_s: int = 300
     jobs: int | None = None
     scheduler: str | None = None
+    news: str | None = None
+    blind: bool = False
 
     @property
     def grid(self) -> Grid:
         return Grid(self.agents, self.profiles, self.data, self.date, self.days, self.days_per_run,
-                    self.checkpoints, self.guard_s).check()
+                    self.checkpoints, self.guard_s, self.news, self.blind).check()
 
 
 def load_grid_file(path: str) -> GridFile:
@@ -125,7 +142,8 @@ def expand(grid: Grid, sessions_of: Callable[[str], Sequence[str]]) -> list[Swee
                 days = picked[data]
                 for k in range(0, len(days), grid.days_per_run):
                     runs.append(SweepRun(agent.strip(), profile.strip(), data.strip(),
-                                        tuple(days[k:k + grid.days_per_run]), tuple(grid.checkpoints), grid.guard_s))
+                                        tuple(days[k:k + grid.days_per_run]), tuple(grid.checkpoints), grid.guard_s,
+                                        grid.news, grid.blind))
     return runs
 
 
@@ -135,11 +153,18 @@ def agent_file(agent: str) -> str | None:
     return arg if kind.strip().lower() in ("fixed", "recorded", "replies") and arg else None
 
 
-def run_key(spec: SweepRun, data_sha256: str, agent_sha256: str | None = None) -> str:
-    """The run's key (hex, see the module docstring)."""
-    h = hashlib.sha256(msgspec.json.encode(spec, order="deterministic"))
+def run_key(spec: SweepRun, data_sha256: str, agent_sha256: str | None = None,
+            news_sha256: str | None = None) -> str:
+    """The run's key (hex, see the module docstring; a run without news or blind mode keys as
+    it did before those fields existed, so its results are found again)."""
+    plain = spec.news is None and not spec.blind
+    keyed: msgspec.Struct = _Keyed(spec.agent, spec.profile, spec.data, spec.dates, spec.checkpoints,
+                                   spec.guard_s) if plain else spec
+    h = hashlib.sha256(msgspec.json.encode(keyed, order="deterministic"))
     h.update(b"\ndata:" + data_sha256.encode())
     h.update(b"\nagent:" + (agent_sha256 or "-").encode())
+    if news_sha256 is not None:
+        h.update(b"\nnews:" + news_sha256.encode())
     return h.hexdigest()[:KEY_CHARS]
 
 

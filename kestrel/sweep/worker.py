@@ -26,9 +26,11 @@ from typing import Any
 
 import msgspec
 
+from kestrel.data.news import LoadedNews
 from kestrel.data.source import DataSource
 from kestrel.engine.config import EngineConfig
 from kestrel.market.data import MarketData
+from kestrel.market.news import NO_NEWS
 from kestrel.sweep.spec import SweepRun
 
 AgentFactory = Callable[[str], Any]
@@ -40,6 +42,7 @@ BASELINE_METRICS = ("net_pnl", "return_on_risk", "sharpe", "max_drawdown")
 
 _DATA: dict[str, MarketData] = {}
 _SOURCES: dict[str, DataSource] = {}
+_NEWS: dict[str, LoadedNews] = {}
 
 
 class RunTask(msgspec.Struct, frozen=True):
@@ -87,9 +90,24 @@ def _options(spec: SweepRun, agent: Any, source: DataSource) -> Any:
     resolved = profiles.resolve(profiles.Flags(agent=spec.agent), None, profile)
     st = resolved.settings
     iterative = bool(getattr(agent, "iterative", False))
+    feed = NO_NEWS
+    if spec.news is not None:
+        loaded = cached_news(spec.news)
+        feed, source = loaded.feed, msgspec.structs.replace(source, news=loaded.source)
     return SessionOptions(checkpoints=spec.checkpoints, guard_s=spec.guard_s, settings=LoopSettings.of(st),
                           policy=resolved.policy if iterative else None, profile=resolved.profile,
-                          allowed_panes=st.panes, data_name=spec.data, engine=EngineConfig(), source=source)
+                          allowed_panes=st.panes, data_name=spec.data, engine=EngineConfig(), source=source,
+                          news=feed, blind=spec.blind)
+
+
+def cached_news(path: str) -> LoadedNews:
+    """The news file at `path`, loaded once per process."""
+    loaded = _NEWS.get(path)
+    if loaded is None:
+        from kestrel.data.news import load_news
+
+        loaded = _NEWS[path] = load_news(path)
+    return loaded
 
 
 def simulate(task: RunTask, agent_factory: AgentFactory, data_loader: DataLoader) -> tuple[Any, MarketData, Any]:

@@ -227,10 +227,12 @@ def build_server(host: HostClient, *, agent_id: str = "mcp") -> MCPServer[Any]:
 
     @server.tool()
     @_tool
-    async def view(view: str, at: str, data: str = "sample", date: str | None = None) -> ViewResult:
+    async def view(view: str, at: str, data: str = "sample", date: str | None = None, news: str | None = None,
+                   blind: bool = False) -> ViewResult:
         """Render a VIEW (e.g. "VIEW v: quote, bars(5m, 12) BUDGET 600") on the snapshot
         frozen at `at` (hh:mm) minus the 5-minute guard, on session `date` (default: the
-        data's last) of `data` ('sample' or a CSV/Parquet path)."""
+        data's last) of `data` ('sample' or a CSV/Parquet path); `news`: a news file for the
+        news pane; `blind`: blind mode."""
         from kestrel.frame import ViewError, freeze, materialize, resolve_view
         from kestrel.frame.ordinal import AtError, view_ordinal
         from kestrel.frame.text import estimate_tokens
@@ -243,7 +245,7 @@ def build_server(host: HostClient, *, agent_id: str = "mcp") -> MCPServer[Any]:
             raise ToolError(f"invalid VIEW: {err}") from None
         if not isinstance(stmt, View):
             raise ToolError(f"expected one VIEW statement, got {type(stmt).__name__}")
-        run = await host.resolve(_spec(data, date, 1, None))
+        run = await host.resolve(_spec(data, date, 1, None, news=news, blind=blind))
         session = run.schedule[0].session
         try:  # the rule of `kestrel view --at`: a time from the open to the close
             ordinal = view_ordinal(session, at, flag="at", where="the session")
@@ -255,7 +257,10 @@ def build_server(host: HostClient, *, agent_id: str = "mcp") -> MCPServer[Any]:
         except ViewError as err:
             raise ToolError(str(err)) from None
         guard_ns = DEFAULT_GUARD_S * 1_000_000_000
-        snap = freeze(run.data, at_ns, guard_ns)
+        from kestrel.session.blind import blind_of
+
+        snap = freeze(run.data, at_ns, guard_ns, news=run.options.news,
+                      blind=blind_of(run.data) if run.options.blind else None)
         text = materialize(resolved, snap)
         cutoff = dt.datetime.fromtimestamp((at_ns - guard_ns) / 1e9, session.zone)
         return {
@@ -263,14 +268,14 @@ def build_server(host: HostClient, *, agent_id: str = "mcp") -> MCPServer[Any]:
             "tokens": estimate_tokens(text),
             "panes": [p.name for p in stmt.panes],
             "budget": resolved.budget,
-            "date": session.date.isoformat(),
+            "date": snap.session_label(),
             "cutoff": cutoff.strftime("%H:%M:%S"),
         }
 
     @server.tool()
     @_tool
     async def simulate(plan: str, data: str = "sample", date: str | None = None, days: int = 1,
-                       checkpoints: str | list[str] | None = None) -> Summary:
+                       checkpoints: str | list[str] | None = None, news: str | None = None) -> Summary:
         """Arm `plan` at every session's OPEN and pass at the checkpoints (the fixed agent):
         returns exactly the `kestrel simulate --agent fixed:NAME.kes --json` summary, NAME
         being the plan's name."""
@@ -282,7 +287,7 @@ def build_server(host: HostClient, *, agent_id: str = "mcp") -> MCPServer[Any]:
             agent = FixedAgent(plan, name=parse_plan(plan, "plan").name, source="plan")
         except ValueError as exc:
             raise ToolError(str(exc)) from None
-        run = await host.resolve(_spec(data, date, days, checkpoints))
+        run = await host.resolve(_spec(data, date, days, checkpoints, news=news))
         first = run.schedule[0].session
         try:
             Engine(engine_config(run.options, run.data), first, run.data.symbol, run.data.tick_size).arm(agent.plan)
@@ -301,11 +306,15 @@ def build_server(host: HostClient, *, agent_id: str = "mcp") -> MCPServer[Any]:
         max_iterations: int | None = None,
         token_budget: int | None = None,
         effort: str | None = None,
+        news: str | None = None,
+        blind: bool = False,
     ) -> StartResult:
         """Start a session whose agent is YOU: returns the session id and the first request
-        (a briefing). Answer each request with session_submit."""
+        (a briefing). Answer each request with session_submit. `news`: a news file (JSON lines,
+        CSV, Parquet) for the news pane; `blind`: blind mode (an alias, session numbers, prices
+        rescaled so the first is 100, masked news; plans written in that scale)."""
         spec = _spec(data, date, days, checkpoints, profile=profile, max_iterations=max_iterations,
-                     token_budget=token_budget, effort=effort)
+                     token_budget=token_budget, effort=effort, news=news, blind=blind)
         started = await host.start(spec, agent_id=agent_id, model="mcp-client")
         out = _outcome(started.session_id, started.outcome)
         doc: StartResult = {"session_id": started.session_id, "done": out["done"]}

@@ -1,0 +1,379 @@
+"""Blind mode: what the agent reads, with the instrument's identity taken out.
+
+A `Blind` is fixed once per run from the whole data (never from a snapshot), so every briefing
+of the run uses the same mapping:
+
+- **symbols** become stable aliases: the i-th symbol of the run (in the order given) is `SYM<i>`
+  (`SYM1` for a single-symbol session);
+- **dates** become session numbers: the session with index k of the data is day `d<k+1>`; an
+  instant is labelled by its date's session (`d5+1` a day after session 5's date when no session
+  is held on it) and keeps its time of day on the wall clock of the session it falls in; instants handed out as
+  numbers (the typed snapshot) are `d * 86400 s` plus the UTC time of day (an epoch of
+  1970-01-01 as day 0);
+- **prices** are rescaled by `100 / p0`, `p0` the symbol's first price in the data, so its first
+  price reads 100; the tick grid is rescaled with it (`blind tick = tick * 100 / p0`) and prices
+  print with `decimals` digits, the fewest for which one printed step is smaller than a blind
+  tick; **money** (PnL, fees, loss bounds) is rescaled by the same factor (a P&L is a quantity
+  times a price move) and prints on the blind image of the cent;
+- **news text** has every name of the run's symbols in the names table, and the symbols
+  themselves, replaced by the alias; names of other symbols in the table by `[company]`; dollar
+  amounts by `$[n]`, years by `[year]`, month names (with a day) by `[date]`, and any other number that could be
+  a price level (a decimal, or three digits or more, not a percentage) by `[n]`.
+
+The mapping back (`plan_from_blind`) is exact: a price literal of a plan written in the blind
+scale becomes `round(value / blind_tick)` ticks of the real grid (the nearest real tick, so a
+price copied from a briefing maps back to the very price it shows), a money bound
+`round(value / blind_cent)` real cents, a plan's `ON` alias the real symbol. Which literals are
+prices follows the language's types: an order price, an `@price` or absolute bracket offset, and
+a number compared with, added to or subtracted from a price (money likewise: a number compared
+with `pnl`, `upnl` or `rpnl`, and `RISK maxloss`); multipliers (`vwap * 1.005`),
+percentages, quantities, counts and durations are not prices and are left as written. The engine,
+ledgers and reports only ever see real values.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import msgspec
+import numpy as np
+
+from kestrel.lang import ast
+from kestrel.lang.registry import FUNCTIONS, SERIES
+from kestrel.market.account import AccountState, Notice
+from kestrel.market.data import MarketData
+from kestrel.market.instrument import decimals_for
+from kestrel.market.terms import Terms
+from kestrel.market.ticks import I64, NS_PER_S
+
+DAY_NS = 86_400 * NS_PER_S
+CENT = Fraction(1, 100)
+ALIAS_PREFIX = "SYM"
+OTHER_COMPANY = "[company]"
+
+_MONEY = re.compile(r"(?:US)?\$\s?\d[\d,]*(?:\.\d+)?(?:\s?(?:[kKmMbB]n?|trillion|billion|million|thousand)\b)?")
+_YEAR = re.compile(r"\b(?:1[89]|2[0-9])\d{2}\b")
+_MONTH = re.compile(
+    r"\b(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sept?(?:ember)?"
+    r"|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\b\.?(?:\s+\d{1,2}(?:st|nd|rd|th)?\b)?",
+)
+_POSSESSIVE = r"(?:['’]s)?"
+_DECIMAL = re.compile(r"(?<![\w.$\[])\d+\.\d+(?!\d*\s?%)")
+_NUMBER = re.compile(r"(?<![\w.$\[])\d[\d,]*(?:\.\d+)?(?:\s?%)?")
+
+
+def _level(m: re.Match[str]) -> str:
+    """A number that could be a price level (a decimal, or 3+ digits; not a percentage) as `[n]`."""
+    text = m.group(0)
+    if text.endswith("%"):
+        return text
+    digits = sum(c.isdigit() for c in text)
+    return "[n]" if "." in text or digits >= 3 else text
+
+
+def _exact(x: float) -> Fraction:
+    """A decimal-looking float as the decimal it prints as (0.01 is 1/100, not its binary)."""
+    return Fraction(repr(float(x)))
+
+
+def blind_decimals(step: Fraction) -> int:
+    """The fewest decimals whose printed step `10**-d` is smaller than `step`."""
+    d = 0
+    while Fraction(1, 10**d) >= step and d < 12:
+        d += 1
+    return d
+
+
+@dataclass(frozen=True, slots=True)
+class Scale:
+    """A real grid of `unit` shown at `factor` times its values (see the module docstring)."""
+
+    unit: Fraction
+    factor: Fraction
+    decimals: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "decimals", blind_decimals(self.unit * self.factor))
+
+    @property
+    def blind_unit(self) -> float:
+        return float(self.unit * self.factor)
+
+    def value(self, real: float) -> float:
+        """`real` in the blind scale, rounded as it prints."""
+        return round(float(real) * float(self.factor), self.decimals)
+
+    def text(self, real: float) -> str:
+        if not math.isfinite(real):
+            return "n/a"
+        return f"{float(real) * float(self.factor):.{self.decimals}f}"
+
+    def back(self, blind: float) -> float:
+        """The real value on the grid nearest `blind / factor` (exact: a whole number of units)."""
+        units = round(_exact(blind) / (self.unit * self.factor))
+        real = units * self.unit
+        return float(f"{float(real):.{decimals_for(float(self.unit))}f}")
+
+
+@dataclass(frozen=True, slots=True)
+class Blind:
+    """The run's blind mapping (see the module docstring)."""
+
+    aliases: Mapping[str, str]
+    prices: Mapping[str, Scale]
+    money: Mapping[str, Scale]
+    session_open_ns: I64
+    session_days_ns: I64
+    session_offset_ns: I64
+    masks: tuple[tuple[re.Pattern[str], str], ...] = ()
+
+    @classmethod
+    def of(cls, data: Sequence[MarketData], names: Mapping[str, Sequence[str]] | None = None) -> Blind:
+        """The mapping of a run over `data` (one entry per symbol; the first's sessions number
+        the days). `names` is the names table (symbol -> names); its other symbols' names are
+        masked as `[company]`."""
+        if not data:
+            raise ValueError("blind mode needs the run's market data")
+        aliases: dict[str, str] = {}
+        prices: dict[str, Scale] = {}
+        money: dict[str, Scale] = {}
+        for i, d in enumerate(data, 1):
+            if len(d.ticks) == 0:
+                raise ValueError(f"blind mode needs a first price for {d.symbol}: the data has no ticks")
+            p0 = _exact(round(float(d.ticks.last[0]), d.price_decimals))
+            if p0 <= 0:
+                raise ValueError(f"blind mode needs a positive first price for {d.symbol}, got {float(p0)}")
+            factor = Fraction(100) / p0
+            aliases[d.symbol] = f"{ALIAS_PREFIX}{i}"
+            prices[d.symbol] = Scale(_exact(d.tick_size), factor)
+            money[d.symbol] = Scale(CENT, factor)
+        table = dict(names or {})
+        words: list[tuple[str, str]] = []
+        for sym, alias in aliases.items():
+            words += [(n, alias) for n in (*table.get(sym, ()), sym)]
+        for sym, others in table.items():
+            if sym not in aliases:
+                words += [(n, OTHER_COMPANY) for n in (*others, sym)]
+        words.sort(key=lambda w: (-len(w[0]), w[0]))
+        masks = tuple((re.compile(rf"(?<![\w$]){re.escape(w)}{_POSSESSIVE}(?!\w)", re.IGNORECASE if
+                                  len(w) > 3 and not w.isupper() else 0), repl) for w, repl in words)
+        first = data[0]
+        days = np.array([int(np.datetime64(s.date, "D").astype(np.int64)) * DAY_NS for s in first.sessions],
+                        dtype=np.int64)
+        return cls(aliases, prices, money, first.session_open_ns, days, first.session_offset_ns, masks)
+
+    # ------------------------------------------------------------------------------------
+    # identity
+
+    def alias(self, symbol: str) -> str:
+        return self.aliases.get(symbol, symbol)
+
+    def real_symbol(self, word: str) -> str | None:
+        """The real symbol an alias (or the real symbol) names; None for neither."""
+        for real, alias in self.aliases.items():
+            if word.upper() in (alias, real):
+                return real
+        return None
+
+    # ------------------------------------------------------------------------------------
+    # time
+
+    def session_number(self, ts_ns: int) -> int:
+        """1 + the index of the session `ts_ns` falls in (0 before the first)."""
+        return int(np.searchsorted(self.session_open_ns, ts_ns, side="right"))
+
+    def day(self, ts_ns: int) -> str:
+        """`d<k>`: the number of the session held on the instant's date (on the wall clock of
+        the session it falls in); a date without a session is the last session's before it
+        plus its distance in days (`d5+1`, `d5+2`), a date before the first `d1-1`, ..."""
+        days = self.session_days_ns // DAY_NS
+        if len(days) == 0:
+            return "d0"
+        off = int(self.session_offset_ns[max(self.session_number(ts_ns) - 1, 0)])
+        local = (ts_ns + off) // DAY_NS
+        k = int(np.searchsorted(days, local, side="right")) - 1
+        if k < 0:
+            return f"d1-{int(days[0]) - local}"
+        extra = local - int(days[k])
+        return f"d{k + 1}" + (f"+{extra}" if extra else "")
+
+    def session_label(self, index: int) -> str:
+        return f"d{index + 1}"
+
+    def instant(self, ts_ns: int) -> int:
+        """`ts_ns` as a blind instant: its session number in days plus its UTC time of day."""
+        k = self.session_number(ts_ns)
+        base = int(self.session_days_ns[max(k - 1, 0)]) if len(self.session_days_ns) else 0
+        return k * DAY_NS + (ts_ns - base)
+
+    # ------------------------------------------------------------------------------------
+    # prices and money
+
+    def price(self, symbol: str) -> Scale:
+        return self.prices[symbol]
+
+    def price_text(self, symbol: str, real: float) -> str:
+        return self.prices[symbol].text(real)
+
+    def money_text(self, symbol: str, real: float, signed: bool = False) -> str:
+        s = self.money[symbol]
+        if not math.isfinite(real):
+            return "n/a"
+        v = float(real) * float(s.factor)
+        if signed:
+            v = 0.0 if round(v, s.decimals) == 0 else v
+            return f"{v:+.{s.decimals}f}"
+        return f"{v:.{s.decimals}f}"
+
+    def account(self, a: AccountState, symbol: str) -> AccountState:
+        """The account as the agent reads it: entry, order prices and money rescaled."""
+        p, m = self.prices[symbol], self.money[symbol]
+        orders = tuple(msgspec.structs.replace(o, price=p.value(o.price) if o.price is not None else None)
+                       for o in a.orders)
+        return msgspec.structs.replace(
+            a, avg_entry=p.value(a.avg_entry) if a.avg_entry is not None else None, upnl=m.value(a.upnl),
+            rpnl=m.value(a.rpnl), fees=m.value(a.fees), orders=orders)
+
+    def terms(self, t: Terms, symbol: str) -> Terms:
+        """The terms as the agent reads them: loss bounds and fees rescaled."""
+        m = self.money[symbol]
+        b, f = t.bounds, t.friction
+        bounds = msgspec.structs.replace(
+            b, maxloss=m.value(b.maxloss),
+            session_maxloss=m.value(b.session_maxloss) if b.session_maxloss is not None else None)
+        friction = msgspec.structs.replace(f, fee_per_unit=m.value(f.fee_per_unit), fee_per_order=m.value(f.fee_per_order))
+        return Terms(bounds=bounds, friction=friction)
+
+    def notice(self, n: Notice) -> Notice:
+        return msgspec.structs.replace(n, ts=self.instant(n.ts), reason=self.mask_reason(n.reason))
+
+    def mask_reason(self, text: str) -> str:
+        """A broker's reason as the agent reads it: names masked, decimals (prices) as `[n]`;
+        whole numbers (quantities, bounds) kept."""
+        for pattern, repl in self.masks:
+            text = pattern.sub(repl, text)
+        return _DECIMAL.sub("[n]", text)
+
+    # ------------------------------------------------------------------------------------
+    # text
+
+    def mask(self, text: str) -> str:
+        """News text with names, tickers, dollar amounts, years and months masked."""
+        if not text:
+            return text
+        for pattern, repl in self.masks:
+            text = pattern.sub(repl, text)
+        text = _MONEY.sub("$[n]", text)
+        text = _YEAR.sub("[year]", text)
+        text = _NUMBER.sub(_level, text)
+        return _MONTH.sub("[date]", text)
+
+    # ------------------------------------------------------------------------------------
+    # plans
+
+    def plan_to_blind(self, plan: ast.Plan, symbol: str) -> ast.Plan:
+        """`plan` (real values) as the agent should read it (blind values)."""
+        price, money = self.prices[symbol], self.money[symbol]
+        return _map_plan(plan, price.value, lambda x: money.value(x), self.alias)
+
+    def plan_from_blind(self, plan: ast.Plan, symbol: str) -> ast.Plan:
+        """`plan` written in the blind scale, with real values (exact: see the module docstring)."""
+        target = self.real_symbol(plan.instrument) if plan.instrument is not None else None
+        sym = target or symbol
+        price, money = self.prices[sym], self.money[sym]
+
+        def real(name: str) -> str:
+            return self.real_symbol(name) or name
+
+        return _map_plan(plan, price.back, money.back, real)
+
+
+# ----------------------------------------------------------------------------------------
+# the plan walk: which literals are prices
+
+
+Kind = str | None
+"""What a literal stands for: "Price", "Money" or None (neither: left as written)."""
+Maps = Mapping[str, Callable[[float], float]]
+
+
+def _kind(e: ast.Expr) -> Kind:
+    """"Price" or "Money" when `e` is a price or an amount of money, else None."""
+    if isinstance(e, ast.Series):
+        t = SERIES[e.name].type if e.name in SERIES else None
+        return t if t in ("Price", "Money") else None
+    if isinstance(e, ast.Call):
+        spec = FUNCTIONS.get(e.name)
+        return spec.returns if spec is not None and spec.returns in ("Price", "Money") else None
+    if isinstance(e, ast.Neg):
+        return _kind(e.operand)
+    if isinstance(e, ast.Arith):
+        left, right = _kind(e.left), _kind(e.right)
+        if e.op in ("+", "-"):
+            return left or right
+        if e.op == "*":
+            return left if right is None else right if left is None else None
+        return left if right is None else None  # a ratio of two prices is a number
+    return None
+
+
+def _expr(e: ast.Expr, kind: Kind, f: Maps) -> ast.Expr:
+    """`e` with its price and money literals mapped by `f` (`kind`: what `e` stands for)."""
+    if isinstance(e, ast.Number):
+        return ast.Number(f[kind](e.value)) if kind is not None else e
+    if isinstance(e, ast.Neg):
+        return ast.Neg(_expr(e.operand, kind, f))
+    if isinstance(e, ast.Arith):
+        if e.op in ("+", "-"):
+            k = kind or _kind(e.left) or _kind(e.right)
+            return ast.Arith(e.op, _expr(e.left, k, f), _expr(e.right, k, f))
+        # a product or ratio: only the price factor is a price (vwap * 1.005, 2 * atr(5m))
+        return ast.Arith(e.op, _expr(e.left, _kind(e.left), f), _expr(e.right, _kind(e.right), f))
+    if isinstance(e, ast.Compare | ast.Crosses):
+        k = _kind(e.left) or _kind(e.right)
+        left, right = _expr(e.left, k, f), _expr(e.right, k, f)
+        if isinstance(e, ast.Compare):
+            return ast.Compare(e.op, left, right)
+        return ast.Crosses(e.direction, left, right)
+    if isinstance(e, ast.And):
+        return ast.And(tuple(_expr(x, None, f) for x in e.operands))
+    if isinstance(e, ast.Or):
+        return ast.Or(tuple(_expr(x, None, f) for x in e.operands))
+    if isinstance(e, ast.Not):
+        return ast.Not(_expr(e.operand, None, f))
+    return e
+
+
+def _offset(o: ast.Offset | None, f: Callable[[float], float]) -> ast.Offset | None:
+    if o is None or o.mode == "pct":
+        return o
+    return ast.Offset(o.mode, f(o.value))
+
+
+def _action(a: ast.Action, f: Maps) -> ast.Action:
+    if not isinstance(a, ast.Order):
+        return a
+    p = f["Price"]
+    return msgspec.structs.replace(
+        a, price=_expr(a.price, "Price", f) if a.price is not None else None,
+        stop=_offset(a.stop, p), target=_offset(a.target, p), trail=_offset(a.trail, p))
+
+
+def _map_plan(plan: ast.Plan, price: Callable[[float], float], money: Callable[[float], float],
+              symbol: Callable[[str], str]) -> ast.Plan:
+    f: Maps = {"Price": price, "Money": money}
+    rules = tuple(
+        msgspec.structs.replace(r, cond=_expr(r.cond, None, f), actions=tuple(_action(a, f) for a in r.actions))
+        for r in plan.rules)
+    risk = plan.risk
+    if risk.maxloss is not None:
+        risk = msgspec.structs.replace(risk, maxloss=money(risk.maxloss))
+    inst = symbol(plan.instrument) if plan.instrument is not None else None
+    return msgspec.structs.replace(plan, rules=rules, risk=risk, instrument=inst)
+
+
+__all__ = ["ALIAS_PREFIX", "Blind", "Scale", "blind_decimals"]

@@ -1,0 +1,199 @@
+"""Blind mode: exact scales, plans mapped back exactly, a blind run's ledger equal to the real run's,
+and a property test that renders every pane, briefing and typed snapshot under blind mode and finds
+no real symbol, date, year or price level (news included)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from fractions import Fraction
+from pathlib import Path
+from typing import ClassVar
+
+import msgspec
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kestrel import lang
+from kestrel.data.names import names_of
+from kestrel.data.sample import load_sample
+from kestrel.frame import DEFAULT_CATALOG, Ordinal, ResolvedPane, ResolvedView, briefing, freeze, typed_snapshot
+from kestrel.frame.blind import Scale
+from kestrel.lang import ast
+from kestrel.market import AccountState
+from kestrel.market.account import Notice, WorkingOrder
+from kestrel.market.news import NewsFeed, NewsItem
+from kestrel.market.ticks import NS_PER_S
+from kestrel.session.blind import blind_of
+from kestrel.session.protocol import AgentReply, AuthorRequest
+from kestrel.session.runner import SessionOptions, run_session
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = load_sample()
+BLIND = blind_of(SAMPLE)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 10**6), st.sampled_from(["0.01", "0.25", "0.00001", "1", "0.5"]), st.integers(1, 10**7))
+def test_a_printed_blind_price_maps_back_to_the_very_price(p0_ticks: int, tick_text: str, real_ticks: int) -> None:
+    tick = Fraction(tick_text)
+    scale = Scale(tick, Fraction(100) / (p0_ticks * tick))
+    real = float(real_ticks * tick)
+    assert scale.back(float(scale.text(real))) == real
+    assert scale.back(scale.value(real)) == real
+    assert float(scale.text(float(p0_ticks * tick))) == 100.0
+
+
+def test_every_example_plan_maps_to_blind_and_back_exactly() -> None:
+    seen = 0
+    for path in sorted((ROOT / "examples").glob("*.kes")):
+        stmt = lang.parse(path.read_text(encoding="utf-8"))
+        plans = [s for s in (stmt.statements if isinstance(stmt, ast.Module) else (stmt,)) if isinstance(s, ast.Plan)]
+        for plan in plans:
+            shown = BLIND.plan_to_blind(plan, SAMPLE.symbol)
+            text = lang.format(shown)
+            back = BLIND.plan_from_blind(lang.parse(text), SAMPLE.symbol)  # type: ignore[arg-type]
+            assert back == plan, path.name
+            seen += 1
+    assert seen >= 20
+
+
+def test_which_literals_are_prices() -> None:
+    plan = lang.parse("PLAN p RISK maxloss 200\nWHEN last > 190.00 AND pnl > -50 AND last > vwap * 1.005 "
+                      "AND chg(5m) > 0.5%: BUY 10 LMT bid - 0.05 STOP @185.00 TARGET +1.2% TTL 5m")
+    assert isinstance(plan, ast.Plan)
+    k = Fraction(100) / Fraction(repr(round(float(SAMPLE.ticks.last[0]), 2)))
+    shown = BLIND.plan_to_blind(plan, SAMPLE.symbol)
+    text = lang.format(shown)
+    assert f"last > {float(190 * k):.3f} AND pnl > -{float(50 * k):.3f}" in text
+    assert f"RISK maxloss {float(200 * k):.3f}" in text and f"LMT bid-{float(Fraction(5, 100) * k):.3f}" in text
+    assert "vwap*1.005" in text and "0.5%" in text and "TARGET +1.2%" in text and "BUY 10" in text
+    assert "maxloss 200" not in text and "190" not in text and "185" not in text
+    assert BLIND.plan_from_blind(lang.parse(text), SAMPLE.symbol) == plan  # type: ignore[arg-type]
+
+
+class _Limit:
+    """Buys 10 at a limit two ticks under the last price it reads in the typed snapshot, with a
+    stop ten ticks under it: the same plan a real and a blind run must arm."""
+
+    iterative: ClassVar[bool] = False
+    blocking: ClassVar[bool] = False
+    agent_id = "limit"
+    model = ""
+
+    def author(self, request: AuthorRequest) -> AgentReply:
+        snap = request.snapshot
+        assert snap is not None and request.instrument is not None
+        if snap.quote is None:
+            return AgentReply("PASS")
+        tick = request.instrument.tick_size
+        px, stop = snap.quote.last - 2 * tick, snap.quote.last - 10 * tick
+        return AgentReply(f"PLAN lim\nWHEN last > 0: BUY 10 LMT {px:.6f} STOP @{stop:.6f}")
+
+
+def test_a_blind_run_arms_and_fills_the_real_prices() -> None:
+    """The agent writes prices read from the blind snapshot; the engine sees the real ones: the
+    blind run's ledger is byte for byte the real run's, and it holds real prices."""
+    opts = SessionOptions(checkpoints=("11:00", "14:00"))
+    real = run_session(SAMPLE, _Limit(), opts, days=2)
+    blind = run_session(SAMPLE, _Limit(), msgspec.structs.replace(opts, blind=True), days=2)
+    assert blind.ledger_jsonl() == real.ledger_jsonl()
+    assert blind.capture_jsonl() == real.capture_jsonl()
+    fills = [json.loads(x) for x in real.ledger_jsonl().splitlines() if b'"fill"' in x]
+    assert fills and all(150 < f["price"] < 250 for f in fills if "price" in f)  # the sample trades near 190
+
+
+# ------------------------------------------------------------------------------------------
+# the scan: nothing real in what a blind agent reads
+
+
+def _real_dates() -> set[str]:
+    out: set[str] = set()
+    for s in SAMPLE.sessions:
+        d = s.date
+        out |= {d.isoformat(), f"{d.month:02d}-{d.day:02d}", f"{d.month}/{d.day}", d.strftime("%b %d"),
+                d.strftime("%B %d")}
+    return out
+
+
+_WORDS = re.compile(r"[A-Za-z0-9_]+")
+_NUMBERS = re.compile(r"(?<![\w.])\d+\.\d+")
+_YEARS = {str(s.date.year) for s in SAMPLE.sessions}  # a quantity such as 1900 is no year of the data
+_YEAR = re.compile(r"(?<!\d)(?:" + "|".join(sorted(_YEARS)) + r")(?!\d)")
+_LO, _HI = float(np.min(SAMPLE.ticks.last)), float(np.max(SAMPLE.ticks.last))
+_NAMES = [n.lower() for n in names_of(SAMPLE.symbol)]
+
+
+def _news() -> NewsFeed:
+    """Headlines naming the company, its ticker, dates, years and price levels."""
+    out = []
+    for k, s in enumerate(SAMPLE.sessions):
+        d = s.date
+        for j, (title, summary) in enumerate([
+            (f"Sample Corp's shares hit ${_HI:.2f} on {d:%B} {d.day}, {d.year}", f"SAMPLE traded at {_LO:.2f}."),
+            (f"Analysts lift {SAMPLE.symbol} target to $250; Apple Inc and Microsoft rally", "Sample Corp said so."),
+        ]):
+            out.append(NewsItem(s.open_ns - (3 - j) * 3600 * NS_PER_S, (SAMPLE.symbol,), "Wire", title, summary))
+    return NewsFeed.of(out)
+
+
+NEWS = _news()
+ALL = ResolvedView("all", tuple(
+    ResolvedPane(spec.name, tuple((a.name, a.default if a.name != "since" else 60) for a in spec.args))
+    for spec in DEFAULT_CATALOG), 4000)
+PLAN = lang.parse("PLAN orb RISK maxloss 300\nWHEN last > 191.25: BUY 10 LMT 191.30 STOP @190.10 TARGET +1%")
+
+
+def _scan(text: str) -> None:
+    words = set(_WORDS.findall(text))
+    assert SAMPLE.symbol not in words and SAMPLE.symbol.lower() not in {w.lower() for w in words}, text
+    low = text.lower()
+    assert not any(n in low for n in _NAMES), text
+    for d in _real_dates():
+        assert d not in text, (d, text)
+    assert not _YEAR.search(text), text
+    for m in _NUMBERS.findall(text):
+        x = float(m)
+        assert not (_LO * 0.97 <= x <= _HI * 1.03), (m, text)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, len(SAMPLE.ticks) - 1), st.sampled_from([0, 300]), st.booleans())
+def test_nothing_real_in_a_blind_briefing(k: int, guard_s: int, long: bool) -> None:
+    assert _HI * 100 / float(SAMPLE.ticks.last[0]) < _LO * 0.97  # the blind scale cannot pass for the real one
+    t = int(SAMPLE.ticks.ts[k]) + guard_s * NS_PER_S
+    account = AccountState(position=10 if long else 0, avg_entry=float(SAMPLE.ticks.last[k]) if long else None,
+                           upnl=12.5, rpnl=-3.0, fees=1.0,
+                           orders=(WorkingOrder("o1", "sell", 10, "stp", float(SAMPLE.ticks.last[k]) - 1.0),))
+    notices = (Notice("rejected", int(SAMPLE.ticks.ts[k]) - 1, "orb", "maxpos 1000: position would reach 1500 at 191.25", 1),)
+    snap = freeze(SAMPLE, t, guard_s * NS_PER_S, account, PLAN if long else None, notices=notices, news=NEWS,  # type: ignore[arg-type]
+                  blind=BLIND)
+    ordinal = Ordinal(1, "11:00", t)
+    text = briefing(snap, ordinal, ALL)
+    assert "NEWS SYM1" in text and "INCUMBENT" in text if long else "PLAN none" in text
+    _scan(text)
+    for spec in DEFAULT_CATALOG:
+        _scan(spec.builder(snap, {a.name: a.default for a in spec.args}))
+    doc = msgspec.to_builtins(typed_snapshot(snap, ordinal))
+    for quantity in ("size", "volume"):  # quantities, not prices
+        doc["quote"] and doc["quote"].pop(quantity, None)
+        for bar in doc["bars"]:
+            bar.pop(quantity, None)
+    typed = json.dumps(doc)
+    _scan(typed)
+    for ts in re.findall(r'"(?:ts|start_ns|now_ns|cutoff_ns|open_ns|close_ns)":(\d+)', typed):
+        assert dt.datetime.fromtimestamp(int(ts) / 1e9, dt.timezone.utc).year == 1970  # day k of the blind epoch
+
+
+def test_the_news_is_masked_and_still_read() -> None:
+    snap = freeze(SAMPLE, SAMPLE.sessions[2].open_ns, 0, news=NEWS, blind=BLIND)
+    text = DEFAULT_CATALOG.get("news").builder(snap, {"n": 2, "symbol": "SYM1", "since": 1})  # type: ignore[union-attr]
+    assert text == (
+        "NEWS SYM1 2 since d2 16:00\n"
+        "d3 07:30 Wire: Analysts lift SYM1 target to $[n]; [company] and [company] rally | SYM1 said so.\n"
+        "d3 06:30 Wire: SYM1 shares hit $[n] on [date], [year] | SYM1 traded at [n].")
+    assert [BLIND.day(SAMPLE.sessions[0].open_ns + k * 86_400 * NS_PER_S) for k in range(-1, 8)] == [
+        "d1-1", "d1", "d2", "d3", "d4", "d5", "d5+1", "d5+2", "d6"]  # the sample: Monday to Friday, Monday
+    _scan(text)
