@@ -200,9 +200,13 @@ def test_a_port_in_use_exits_2_with_one_line(server_backend: str) -> None:
 
 
 @pytest.mark.parametrize("server_backend", ["asyncio", "trio"])
-def test_sigint_stops_the_http_server_with_130_on_both_backends(server_backend: str) -> None:
+def test_sigint_stops_the_http_server_with_130_on_both_backends(server_backend: str, tmp_path: Path) -> None:
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "kestrel", "mcp", "--http", str(port), "--backend", server_backend],
+    tokens = tmp_path / "tokens"
+    tokens.write_text("t" * 40 + "\n")
+    tokens.chmod(0o600)
+    proc = subprocess.Popen([sys.executable, "-m", "kestrel", "mcp", "--http", str(port), "--backend", server_backend,
+                             "--token-file", str(tokens)],
                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         _wait_listening(proc, port)
