@@ -125,7 +125,9 @@ def load_from_args(args: argparse.Namespace, command: str) -> tuple[MarketData, 
         raise UsageError(f"cannot read {name}: {exc.strerror or exc}") from None
     for note in loaded.report.notes():
         print(f"kestrel {command}: {note}", file=sys.stderr)
-    return loaded.data, file_source(loaded.report, loaded.data, digest, options["delimiter"] or ","), name
+    source = file_source(loaded.report, loaded.data, digest, options["delimiter"] or ",")
+    # recorded as every surface records a data file (daemon, MCP): its real path, symlinks resolved
+    return loaded.data, source, source.path or name
 
 
 def parse_guard(text: str | int) -> int:
