@@ -63,6 +63,10 @@ MAX_FIELD_CHARS = 64  # a timestamp or number field is never longer
 
 def _header_text(header: list[str], d: str, width: int = 120) -> str:
     """The header for a message, cut to `width` characters (a header may have millions)."""
+    from kestrel.data.readers import read_limits  # (readers imports this module)
+
+    if not read_limits().echo:
+        return f"{len(header)} columns"
     text = d.join(header[:64])
     return text if len(text) <= width and len(header) <= 64 else text[:width] + "..."
 

@@ -54,6 +54,10 @@ class ReadLimits(msgspec.Struct, frozen=True, kw_only=True):
     max_decoded_bytes: int | None = None
     """Parquet: the uncompressed bytes of the columns read (a small file may decompress to
     gigabytes)."""
+    echo: bool = True
+    """Whether error messages may quote the file's text (its column names, a field's value).
+    A server reading files for others sets False: its refusals then name columns, lines and
+    counts, never what the file holds."""
 
 
 _LIMITS: ContextVar[ReadLimits] = ContextVar("kestrel_read_limits", default=ReadLimits())
@@ -131,15 +135,21 @@ def row_where(first_line: int | None, i: int) -> dict[str, int]:
 
 
 def columns_text(header: list[str]) -> str:
-    """A header's columns for a message: printable names as they are, others quoted and cut."""
+    """A header's columns for a message: printable names as they are, others quoted and cut
+    (only their count when messages may not quote the file: `ReadLimits.echo`)."""
     if not header or header == [""]:
         return "no columns"
+    if not read_limits().echo:
+        return f"({len(header)} name{'s' if len(header) != 1 else ''}, not shown here)"
     names = [h if h.isprintable() and len(h) <= 40 else show(h, 40) for h in header[:20]]
     return ", ".join(names) + (f" (and {len(header) - 20} more)" if len(header) > 20 else "")
 
 
 def show(text: str, width: int = 60) -> str:
-    """`text` quoted for a one-line message, cut to `width` characters."""
+    """`text` (from the file) quoted for a one-line message, cut to `width` characters; only
+    its length when messages may not quote the file (`ReadLimits.echo`)."""
+    if not read_limits().echo:
+        return f"(a value of {len(text)} characters, not shown here)"
     return repr(text[:width]) + ("..." if len(text) > width else "")
 
 
@@ -205,7 +215,8 @@ def _check_duplicates(path: Path, header: list[str]) -> None:
     for k, name in enumerate(header):
         if name in seen:
             raise DataError(path, f"duplicate column {show(name, 40)} in the header (columns {seen[name] + 1} "
-                            f"and {k + 1}); rename or remove one", column=name if len(name) <= 40 else None)
+                            f"and {k + 1}); rename or remove one",
+                            column=name if len(name) <= 40 and read_limits().echo else None)
         seen[name] = k
 
 
@@ -277,7 +288,10 @@ def read_csv(path: Path, spec: LoadSpec) -> Table:
 
 
 def _one_line(e: BaseException) -> str:
-    """A library's error text as one printable line."""
+    """A library's error text as one printable line (its type only when messages may not quote
+    the file: the text may hold the file's bytes)."""
+    if not read_limits().echo:
+        return type(e).__name__
     text = " ".join(str(e).split())
     return "".join(c if c.isprintable() else "?" for c in text)[:200]
 

@@ -229,9 +229,31 @@ class _Tee:
         self.file = file
 
     def __call__(self, logger: Any, method: str, event_dict: Any) -> Any:
-        self.file.write(render_json_line(logger, method, dict(event_dict)) + "\n")
-        self.file.flush()
+        try:
+            self.file.write(render_json_line(logger, method, dict(event_dict)) + "\n")
+            self.file.flush()
+        except (OSError, ValueError):  # a full disk loses log lines, never the event's caller
+            pass
         return event_dict
+
+
+class _Quiet:
+    """The console as a log sink that never raises (a console redirected to a full disk)."""
+
+    def __init__(self, file: TextIO) -> None:
+        self.file = file
+
+    def write(self, text: str) -> int:
+        try:
+            return self.file.write(text)
+        except (OSError, ValueError):
+            return 0
+
+    def flush(self) -> None:
+        try:
+            self.file.flush()
+        except (OSError, ValueError):
+            pass
 
 
 def configure_logs(home: Home, *, level: Level = "info", console: TextIO | None = None) -> TextIO:
@@ -254,7 +276,7 @@ def configure_logs(home: Home, *, level: Level = "info", console: TextIO | None 
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),
-        logger_factory=structlog.WriteLoggerFactory(file=console or sys.stderr),
+        logger_factory=structlog.WriteLoggerFactory(file=_Quiet(console or sys.stderr)),  # type: ignore[arg-type]
         cache_logger_on_first_use=False,
     )
     return log

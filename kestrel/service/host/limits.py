@@ -83,9 +83,9 @@ class ServiceLimits(msgspec.Struct, frozen=True, kw_only=True):
     """HTTP requests served at once; more are answered 503 at once."""
 
     def reads(self) -> ReadLimits:
-        """The data bounds as the readers check them."""
+        """The data bounds as the readers check them (refusals never quote a file's text)."""
         return ReadLimits(max_bytes=self.max_file_bytes, max_rows=self.max_rows,
-                          max_columns=self.max_columns, max_decoded_bytes=self.max_decoded_bytes)
+                          max_columns=self.max_columns, max_decoded_bytes=self.max_decoded_bytes, echo=False)
 
 
 DEFAULT_LIMITS = ServiceLimits()

@@ -48,6 +48,7 @@ from kestrel.service.host import HostClient, HostError, RequestEvent, RunEnded
 from kestrel.service.host.limits import DEFAULT_LIMITS, ServiceLimits, cap_text
 from kestrel.service.host.pool import Budget, OverBudget, PoolBusy
 from kestrel.service.host.roots import DataRefused, DataRoots, shown
+from kestrel.terminal import printable
 from kestrel.service.mcp.schema import (
     CheckResult,
     CloseResult,
@@ -209,9 +210,9 @@ def _arguments_error(tool: str, exc: ValidationError) -> str:
 def _diagnostics(err: Any) -> list[Diagnostic]:
     out: list[Diagnostic] = []
     for d in err.diagnostics:
-        item: Diagnostic = {"line": d.line, "col": d.column, "message": d.message, "code": d.code}
+        item: Diagnostic = {"line": d.line, "col": d.column, "message": printable(d.message), "code": d.code}
         if d.hint:
-            item["hint"] = d.hint
+            item["hint"] = printable(d.hint)
         out.append(item)
     return out
 
@@ -263,6 +264,17 @@ def _spec(roots: DataRoots, data: str, date: str | None, days: int, checkpoints:
         return RunSpec(data=name, date=date, days=days, checkpoints=points, **posture)
     except (TypeError, msgspec.ValidationError) as exc:
         raise ToolError(str(exc)) from None
+
+
+def _too_large(source: str) -> list[Diagnostic] | None:
+    """The language's `too-large` diagnostic for a document over the length limit (checked
+    before any processing: nothing of it is split, lexed or parsed)."""
+    lim = current_call().limits.max_source_chars
+    if len(source) <= lim:
+        return None
+    return [{"line": None, "col": None, "code": "too-large",
+             "message": f"document is {len(source)} characters; the limit is {lim}",
+             "hint": "split it, or keep one statement per reply"}]
 
 
 def _source(text: str, what: str = "source") -> None:
@@ -414,7 +426,9 @@ def build_server(host: HostClient, *, agent_id: str = "mcp", roots: DataRoots | 
         canonical text when valid."""
         from kestrel.lang import LangError, format_source
 
-        _source(source)
+        too_large = _too_large(source)
+        if too_large is not None:
+            return {"valid": False, "diagnostics": too_large}
         try:
             canonical = format_source(source)
         except LangError as err:
@@ -427,7 +441,9 @@ def build_server(host: HostClient, *, agent_id: str = "mcp", roots: DataRoots | 
         """The canonical text of a Kestrel document (or its diagnostics when invalid)."""
         from kestrel.lang import LangError, format_source
 
-        _source(source)
+        too_large = _too_large(source)
+        if too_large is not None:
+            return {"valid": False, "diagnostics": too_large}
         try:
             return {"valid": True, "diagnostics": [], "text": format_source(source)}
         except LangError as err:
