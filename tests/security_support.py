@@ -177,8 +177,10 @@ __all__ = [
     "TOKEN_A",
     "TOKEN_B",
     "Server",
+    "UTC_CHECKPOINTS",
     "call",
     "client",
+    "long_trades_csv",
     "free_port",
     "mcp_server",
     "refusal",
@@ -188,3 +190,22 @@ __all__ = [
     "token_file",
     "wait_listening",
 ]
+
+
+def long_trades_csv(path: Path, sessions: int = 25) -> Path:
+    """A trades CSV (`pyalgotrade_trades`: unix seconds, price, amount) of `sessions` generated
+    days, one trade a second from 13:30 to 20:00 UTC: a month of data for a long run."""
+    import numpy as np
+
+    from kestrel.data.synthetic import SyntheticSpec, generate
+
+    data = generate(SyntheticSpec(sessions=sessions), 7)
+    t = data.ticks
+    seconds = t.ts // 1_000_000_000
+    lines = np.char.add(np.char.add(np.char.add(seconds.astype(str), ","), np.char.mod("%.2f", t.last)), ",100")
+    path.write_text("unix_s,price,amount\n" + "\n".join(lines.tolist()) + "\n")
+    return path
+
+
+UTC_CHECKPOINTS = ",".join(f"{h:02d}:{m:02d}" for h in range(14, 20) for m in range(0, 60, 10))
+"""36 checkpoints of a UTC session, 10 minutes apart."""
