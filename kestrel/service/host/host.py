@@ -211,6 +211,8 @@ class HostedSession:
     owner: str | None = None
     log_bytes: int = 0
     """Text (briefings, repair errors, evidence texts) the log holds; bounded for clients."""
+    compacted: int = 0
+    """Log entries before this index have given up their text."""
 
     def status(self) -> SessionStatus:
         header_dates = [d.date for d in self.run.schedule]
@@ -441,14 +443,11 @@ class SessionHost(Actor[HostMessage]):
         """Past the log's text budget, the entries already answered (all but the newest) give
         up their text, oldest first, until the log is within budget again."""
         budget = self.state.limits.max_log_bytes
-        k = 0
-        while s.log_bytes > budget and k < len(s.log):
-            e = s.log[k]
-            size = _text_bytes(e)
-            if size:
-                s.log[k] = _without_text(e)
-                s.log_bytes -= size
-            k += 1
+        while s.log_bytes > budget and s.compacted < len(s.log):
+            e = s.log[s.compacted]
+            s.log_bytes -= _text_bytes(e)
+            s.log[s.compacted] = _without_text(e)
+            s.compacted += 1
 
     async def _finish(self, m: SessionFinished) -> None:
         from kestrel.report.summary import summary
