@@ -98,13 +98,13 @@ async def test_a_document_is_measured_before_any_processing(anyio_backend: str) 
 
 
 async def test_a_call_over_its_cpu_frees_its_worker(anyio_backend: str) -> None:
-    limits = msgspec.structs.replace(DEFAULT_LIMITS, call_cpu_seconds=0.2, compute_workers=1)
-    async with open_host(limits=limits) as h:
+    limits = msgspec.structs.replace(DEFAULT_LIMITS, call_cpu_seconds=0.2)
+    async with open_host() as h:
         async with Client(build_server(h), mode="legacy") as roomy, \
                 Client(build_server(h, limits=limits), mode="legacy") as c:
             text = await refusal(c, "simulate", plan=HEAVY_PLAN, days=6, checkpoints=CHECKPOINTS)
             assert "used its 0.2 s of CPU time" in text
-            assert h.compute.busy == 0  # its one worker is free again
+            assert h.compute.busy == 0  # its worker is free again
             assert (await call(roomy, "simulate", plan="PLAN p RISK maxpos 1 maxloss 10\nWHEN last > 0: BUY 1 MKT"))
 
 
