@@ -201,15 +201,21 @@ class Lock:
                 f"a daemon is already running on {self.home.root} (pid {pid}); stop it with "
                 f"`kestrel ctl --home {self.home.root} shutdown` or use another --home"
             ) from None
-        f.seek(0)
-        f.truncate()
-        f.write(f"{os.getpid()}\n")
-        f.flush()
+        try:  # the pid is a courtesy for the message above: a full disk must not stop the daemon
+            f.seek(0)
+            f.truncate()
+            f.write(f"{os.getpid()}\n")
+            f.flush()
+        except OSError:
+            pass
         self._file = f
 
     def release(self) -> None:
         if self._file is not None:
-            self._file.close()  # closing the descriptor drops the lock
+            try:
+                self._file.close()  # closing the descriptor drops the lock
+            except OSError:  # a pid that could not be flushed (a full disk): the descriptor is closed
+                pass
             self._file = None
 
 

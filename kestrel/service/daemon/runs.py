@@ -56,6 +56,8 @@ from kestrel.session.spec import ResolvedRun
 
 _enc = msgspec.json.Encoder(order="deterministic")
 Slot = tuple[str, str]
+SUBMIT_WAIT_S = 20.0
+"""How long a submit waits for its run's commit before it is refused (a paused store)."""
 
 
 class Refusal(ValueError):
@@ -171,7 +173,20 @@ class Runs:
                                            urgent=True)
         self.tg.start_soon(self._drive, run, job, [], 0)  # its records queue up behind the run's
         try:
-            await self.writer.wait(stored)  # the reply follows the commit
+            with anyio.fail_after(SUBMIT_WAIT_S):
+                await self.writer.wait(stored)  # the reply follows the commit
+        except TimeoutError:  # the store paused meanwhile: refuse now, record it as refused later
+            self.live[run].cancelled = True
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                try:
+                    await self.host.close(run)
+                except HostError:
+                    pass
+            why = f"the store cannot write now ({self.writer.paused or 'its commit is slow'})"
+            body = _enc.encode({"state": "cancelled", "reason": f"refused at submit: {why}", "summary": None})
+            await self.writer.enqueue([Insert(run, "end", "end", body), Ended(run, "cancelled", f"refused at submit: {why}")])
+            self.live.pop(run, None)
+            raise Refusal(f"{why}: the run was not accepted; submit it again once the store can write") from None
         except Exception as exc:
             self.live[run].cancelled = True
             with anyio.move_on_after(5):

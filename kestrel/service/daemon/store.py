@@ -215,7 +215,10 @@ class Store:
 
     def _identify(self, migrations: Sequence[str]) -> None:
         """The checks before anything is changed (module docstring), on a read-only connection."""
-        uri = "file:" + urllib.parse.quote(str(self.path.absolute())) + "?mode=ro"
+        # with no write-ahead log to recover, read the file as it is: SQLite then creates no
+        # -wal or -shm file beside it (with one, a read-only connection reads through it)
+        wal = os.path.lexists(f"{self.path}-wal")
+        uri = "file:" + urllib.parse.quote(str(self.path.absolute())) + ("?mode=ro" if wal else "?immutable=1")
         conn = sqlite3.connect(uri, uri=True)
         try:
             rows = conn.execute("PRAGMA integrity_check").fetchall()
