@@ -11,7 +11,15 @@ Prints one JSON line:
   tokens (quicktok, the `dev`/`bench` extra; a documented proxy otherwise, named in `tokenizer`).
   Target <= 1500;
 - `briefing_tokens_default`: the OPEN briefing of the bundled sample day with the default view
-  (the first user message of every ordinal), same tokenizer.
+  (the first user message of every ordinal), same tokenizer;
+- the grammar exported for constrained decoding (`kestrel.lang.dialects`):
+  `grammar_chars_llguidance`, `_gbnf`, `_ebnf` (the reply grammar's size in characters);
+  `grammar_compile_ms_llguidance` (the median time LLGuidance takes to compile the Lark-subset
+  grammar into a matcher, byte-level tokenizer) and `grammar_compile_vs_lark_ratio` (that time
+  over lark's LALR compile of `kestrel.lark`, measured in the same run);
+  `sampled_documents_parse_rate` (documents sampled from the exported GBNF by seeded random
+  derivations that pass Kestrel's syntax stage: must be 1.0) and
+  `sampled_documents_typecheck_rate` (the share that also type-check).
 Usage: python bench/models.py [--quick]
 """
 
@@ -96,6 +104,56 @@ def ratio(provider: str, url: str, briefing: str, rounds: int) -> float:
     return statistics.median(pairs)
 
 
+def grammar_figures(quick: bool) -> dict[str, object]:
+    """The exported grammar's sizes, compile time and sampled documents' parse rates."""
+    import random
+
+    from lark import Lark
+
+    from grammar_tools import Sampler, read_bnf, syntax_stage, type_checks
+    from kestrel.lang.dialects import DIALECTS, export
+    from kestrel.lang.grammar import GRAMMAR, OPTIONS
+
+    out: dict[str, object] = {f"grammar_chars_{d}": len(export(d)) for d in DIALECTS}
+    rounds = 5 if quick else 20
+    try:
+        import llguidance
+
+        from grammar_tools import byte_tokenizer
+    except ImportError:
+        out["grammar_compile_ms_llguidance"] = None
+        out["grammar_compile_vs_lark_ratio"] = None
+        out["grammar_compile_note"] = "llguidance not installed (the dev extra)"
+    else:
+        tok = byte_tokenizer()
+        text = export("llguidance")
+
+        def compile_llguidance() -> None:
+            llguidance.LLMatcher(tok, llguidance.grammar_from("lark", text), log_level=0)
+
+        def compile_lark() -> None:
+            Lark(GRAMMAR, **OPTIONS)
+
+        times: dict[str, list[float]] = {"llg": [], "lark": []}
+        for k in range(rounds):
+            for label, fn in (("llg", compile_llguidance), ("lark", compile_lark)) if k % 2 else (
+                    ("lark", compile_lark), ("llg", compile_llguidance)):
+                t0 = time.perf_counter()
+                fn()
+                times[label].append(time.perf_counter() - t0)
+        llg, ref = statistics.median(times["llg"]), statistics.median(times["lark"])
+        out["grammar_compile_ms_llguidance"] = round(llg * 1000, 2)
+        out["grammar_compile_vs_lark_ratio"] = round(llg / ref, 3)
+    n = 500 if quick else 5000
+    sampler = Sampler(read_bnf(export("gbnf"), "gbnf"))
+    rng = random.Random(27)
+    docs = [sampler.sample(rng) for _ in range(n)]
+    out["sampled_documents"] = n
+    out["sampled_documents_parse_rate"] = round(sum(syntax_stage(d) is None for d in docs) / n, 4)
+    out["sampled_documents_typecheck_rate"] = round(sum(type_checks(d) for d in docs) / n, 4)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="fewer rounds")
@@ -117,6 +175,7 @@ def main() -> int:
         "briefing_tokens_default": count(briefing),
         "tokenizer": name,
         "rounds": rounds,
+        **grammar_figures(args.quick),
     }))
     return 0
 

@@ -24,7 +24,7 @@ INTERNAL_ERROR = 70  # EX_SOFTWARE: an unexpected failure inside Kestrel
 
 # One entry per command module, in help order.
 COMMAND_MODULES: tuple[str, ...] = (
-    "kestrel.cli.lang", "kestrel.cli.frame", "kestrel.cli.simulate", "kestrel.cli.report",
+    "kestrel.cli.lang", "kestrel.cli.grammar", "kestrel.cli.frame", "kestrel.cli.simulate", "kestrel.cli.report",
     "kestrel.cli.sweep", "kestrel.cli.mcp", "kestrel.cli.daemon", "kestrel.cli.ctl",
 )
 
