@@ -7,6 +7,8 @@ import importlib.util
 import os
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from kestrel.cli.errors import UsageError
 from kestrel.providers import lookup
 from kestrel.providers import names as provider_names
@@ -30,6 +32,8 @@ def agent_of(
     timeout_s: float | None = None,
     panes: tuple[str, ...] | None = None,
     content: bytes | None = None,
+    constrain: str | None = None,
+    reason_first: bool = False,
 ) -> Agent:
     """The agent named by `--agent`; a plan file, capture or replies file is read and
     validated here, and a model agent's SDK, model name and API key are checked, so a bad one
@@ -45,7 +49,8 @@ def agent_of(
     kind = kind.strip().lower()
     if lookup(kind) is not None:
         return model_agent(kind, arg.strip(), model=model, base_url=base_url,
-                           api_key_env=api_key_env, timeout_s=timeout_s, panes=panes)
+                           api_key_env=api_key_env, timeout_s=timeout_s, panes=panes,
+                           constrain=constrain, reason_first=reason_first)
     if kind == "baseline" and not arg:
         return BaselineAgent()
     if kind in ("fixed", "recorded", "replies") and arg and content is not None:
@@ -111,15 +116,20 @@ def model_agent(
     api_key_env: str | None,
     timeout_s: float | None,
     panes: tuple[str, ...] | None = None,
+    constrain: str | None = None,
+    reason_first: bool = False,
 ) -> ModelAgent:
     """A `PROVIDER:MODEL` agent of the provider registry: the model from the spec or
     `--model`/the mode, the key from the provider's variable or `--api-key-env` (none for a
     provider that needs no key), `--base-url` (else the provider's default) handed to the SDK,
-    and the system prompt listing only `panes` (a mode's restriction; None: every pane). The
-    SDK is imported and the client built here, before the session, so no call pays for it."""
+    the system prompt listing only `panes` (a mode's restriction; None: every pane), the reply
+    grammar `constrain` resolves to (None: auto) and, with `reason_first` and a grammar, a
+    second client for the free reasoning call. The SDK is imported and the clients built here,
+    before the session, so no call pays for it."""
     from kestrel.frame import DEFAULT_CATALOG
     from kestrel.models.adapter import DEFAULT_TIMEOUT_S, ModelAgent, ModelConfig, ModelError
     from kestrel.models.card import render_card
+    from kestrel.models.constrain import ConstrainError, resolve_constraint
     from kestrel.models.wires import WIRES
 
     if spec_model and model and spec_model != model:
@@ -146,17 +156,27 @@ def model_agent(
             + ("" if api_key_env else " (or name another variable with --api-key-env NAME)")
         )
     try:
+        constraint = resolve_constraint(row.name, name, constrain)
+    except ConstrainError as exc:
+        raise UsageError(str(exc)) from None
+    try:
         config = ModelConfig(row.name, name, base_url=base_url or row.default_base_url,
-                             timeout_s=timeout_s if timeout_s is not None else DEFAULT_TIMEOUT_S)
+                             timeout_s=timeout_s if timeout_s is not None else DEFAULT_TIMEOUT_S,
+                             constraint=constraint)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     wire = WIRES[row.wire](config, key)
+    reasoner = None
+    if reason_first and constraint is not None:
+        reasoner = WIRES[row.wire](msgspec.structs.replace(config, constraint=None), key)
     try:
         wire.connect()
+        if reasoner is not None:
+            reasoner.connect()
     except ModelError as exc:
         raise UsageError(str(exc)) from None
     system = None if panes is None else render_card(DEFAULT_CATALOG.only(panes))
-    return ModelAgent(config, wire, system=system)
+    return ModelAgent(config, wire, system=system, reasoner=reasoner)
 
 
 def check_agent_fits(agent: Agent, data: MarketData, options: SessionOptions, date: dt.date | None,
