@@ -233,8 +233,29 @@ async def test_a_4_mb_request_is_refused_before_it_is_read(anyio_backend: str, t
                        "params": {"name": "check", "arguments": {"source": "PASS\n" * 800_000}}})
     with mcp_server(tmp_path) as server:
         started = time.monotonic()
-        status, _ = post(server.port, body, TOKEN_A)
-        assert status == 413 and time.monotonic() - started < 5
+        # the headers announce 4 MB; the answer comes before a byte of the body is sent
+        head = (f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nAuthorization: Bearer {TOKEN_A}\r\n"
+                "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n").encode()
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
+            s.sendall(head)
+            reply = s.recv(4096)
+        assert reply.startswith(b"HTTP/1.1 413"), reply[:200]
+        assert time.monotonic() - started < 5
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:  # no length: counted as read
+            s.sendall(head.replace(f"Content-Length: {len(body)}".encode(), b"Transfer-Encoding: chunked"))
+            got = b""
+            try:
+                for i in range(0, (1 << 20) + (1 << 17), 1 << 16):  # just over the 1 MiB cap, then wait
+                    piece = body[i:i + (1 << 16)].encode()
+                    s.sendall(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            try:
+                got = s.recv(4096)
+            except ConnectionResetError:
+                pass
+        assert got.startswith(b"HTTP/1.1 413"), got[:200]
         async with client(server.url, TOKEN_A) as c:
             with anyio.fail_after(5):
                 got = await call(c, "check", source="PASS\n" * 150_000)  # within the body, over the document
