@@ -185,6 +185,31 @@ async def test_a_huge_file_is_measured_before_it_is_read(anyio_backend: str, tmp
     assert grown_mb < 100, f"the refusal cost {grown_mb:.0f} MB"
 
 
+def _peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmHWM")
+
+
+async def test_a_csv_of_many_short_rows_is_counted_before_it_is_split(anyio_backend: str, tmp_path: Path) -> None:
+    """Observation 2, on the rows of a CSV: 60 MB of three-byte lines split into 20 million
+    strings took 1.5 GB before the row cap was checked. The server counts them on the bytes."""
+    rows = tmp_path / "rows.csv"
+    with open(rows, "wb") as f:
+        f.write(b"ts,price\n" + b"12\n" * (4 * DEFAULT_LIMITS.max_rows))
+    with mcp_server(tmp_path, f"--data-root={tmp_path}") as server:
+        async with client(server.url, TOKEN_A) as c:
+            base = _peak_rss_mb(server.proc.pid)
+            started = time.monotonic()
+            text = await refusal(c, "simulate", plan=PLAN, data="rows.csv|preset=truefx")
+            took = time.monotonic() - started
+        grown = _peak_rss_mb(server.proc.pid) - base
+    assert f"number of data rows {4 * DEFAULT_LIMITS.max_rows:,} is over the limit" in text, text
+    assert grown < 400, f"the refusal took {grown:.0f} MB"
+    assert took < 10
+
+
 async def test_a_parquet_bomb_is_refused_from_its_footer(anyio_backend: str, tmp_path: Path) -> None:
     """Observation 2: 423 KB of Parquet decompressed to 4.56 GB."""
     pa = pytest.importorskip("pyarrow")

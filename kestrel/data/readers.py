@@ -240,6 +240,11 @@ def read_csv(path: Path, spec: LoadSpec) -> Table:
     check_text(path, raw[:4096])
     if not raw.strip():
         raise DataError(path, "file is empty: expected a header line and data rows")
+    limits = read_limits()
+    if limits.max_rows is not None:  # counted on the bytes, before a line is made of them
+        rows = raw.rstrip(b"\r\n").count(b"\n") + 1 - int(spec.header)  # at most the rows split below
+        if rows > limits.max_rows:
+            raise _over(path, "number of data rows", rows, limits.max_rows)
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
@@ -248,7 +253,6 @@ def read_csv(path: Path, spec: LoadSpec) -> Table:
     lines = text.replace("\r\n", "\n").rstrip("\n").split("\n")
     del text
     d = spec.delimiter
-    limits = read_limits()
     if limits.max_rows is not None and len(lines) - int(spec.header) > limits.max_rows:
         raise _over(path, "number of data rows", len(lines) - int(spec.header), limits.max_rows)
     if spec.header:
