@@ -225,3 +225,29 @@ async def test_a_data_path_is_recorded_the_same_way_everywhere(anyio_backend: st
     assert cli["data"] == want and cli["source"]["path"] == want
     assert mcp["data"].split("|")[0] == want and mcp["source"]["path"] == want
     assert job.run.options.data_name == want and job.run.options.source.path == want
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_count_arguments_are_json_integers(anyio_backend: str, mode: str) -> None:
+    """A count is a JSON integer, as `--json` writes it: `true` is not one day, `"2"` not two."""
+    async with open_host() as h, Client(build_server(h), mode=mode) as c:
+        tools = {t.name: t.input_schema for t in (await c.list_tools()).tools}
+        for tool, arg in (("simulate", "days"), ("session_start", "days"), ("session_start", "max_iterations"),
+                          ("session_start", "token_budget"), ("session_submit", "input_tokens"),
+                          ("session_submit", "output_tokens")):
+            schema = tools[tool]["properties"][arg]
+            assert "integer" in json.dumps(schema), (tool, arg, schema)
+        base = {"simulate": {"plan": PLAN}, "session_start": {}}
+        for tool in ("simulate", "session_start"):
+            for bad in (True, "2", 2.5, "two", [2]):
+                text = await refusal(c, tool, **base[tool], days=bad)
+                assert "\n" not in text and "argument 'days'" in text, text
+        for bad in (True, "3"):
+            text = await refusal(c, "session_start", max_iterations=bad)
+            assert "\n" not in text and "argument 'max_iterations'" in text, text
+        started = await call(c, "session_start", days=2, max_iterations=3, token_budget=5000)
+        sid = started["session_id"]
+        text = await refusal(c, "session_submit", session_id=sid, reply="PASS", input_tokens="10")
+        assert "argument 'input_tokens'" in text, text
+        step = await call(c, "session_submit", session_id=sid, reply="PASS", input_tokens=10, output_tokens=2)
+        assert step["done"] is False and step["request"]["date"] != started["request"]["date"]

@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, ParamSpec, TypeVar
+from typing import Annotated, Any, ClassVar, ParamSpec, TypeVar
 
 import anyio
 import msgspec
@@ -41,7 +41,7 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError, UnexpectedToolError
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS
-from pydantic import ValidationError
+from pydantic import Strict, ValidationError
 
 from kestrel_actors.errors import describe
 from kestrel.service.host import HostClient, HostError, RequestEvent, RunEnded
@@ -69,6 +69,10 @@ from kestrel.session.spec import RunSpec, SpecError
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+Whole = Annotated[int, Strict()]
+"""A count argument (`days`, budgets, token counts): a JSON integer, as `--json` has it; a
+string, a boolean or a fraction is refused naming the argument (no `true` read as 1 day)."""
 
 MAX_TOKENS_PER_CALL = DEFAULT_LIMITS.max_tokens_per_call
 """The most tokens a client may report for one call's input or output."""
@@ -499,7 +503,7 @@ def build_server(host: HostClient, *, agent_id: str = "mcp", roots: DataRoots | 
 
     @server.tool()
     @tool
-    async def simulate(plan: str, ctx: Context, data: str = "sample", date: str | None = None, days: int = 1,
+    async def simulate(plan: str, ctx: Context, data: str = "sample", date: str | None = None, days: Whole = 1,
                        checkpoints: str | list[str] | None = None) -> Summary:
         """Arm `plan` at every session's OPEN and pass at the checkpoints (the fixed agent):
         returns exactly the `kestrel simulate --agent fixed:NAME.kes --json` summary, NAME
@@ -528,11 +532,11 @@ def build_server(host: HostClient, *, agent_id: str = "mcp", roots: DataRoots | 
         ctx: Context,
         data: str = "sample",
         date: str | None = None,
-        days: int = 1,
+        days: Whole = 1,
         checkpoints: str | list[str] | None = None,
         profile: str | None = None,
-        max_iterations: int | None = None,
-        token_budget: int | None = None,
+        max_iterations: Whole | None = None,
+        token_budget: Whole | None = None,
         effort: str | None = None,
     ) -> StartResult:
         """Start a session whose agent is YOU: returns the session id and the first request
@@ -552,8 +556,8 @@ def build_server(host: HostClient, *, agent_id: str = "mcp", roots: DataRoots | 
 
     @server.tool()
     @tool
-    async def session_submit(session_id: str, reply: str, ctx: Context, input_tokens: int | None = None,
-                             output_tokens: int | None = None) -> SubmitResult:
+    async def session_submit(session_id: str, reply: str, ctx: Context, input_tokens: Whole | None = None,
+                             output_tokens: Whole | None = None) -> SubmitResult:
         """Answer the session's waiting request with ONE statement (PLAN, VIEW, STANDDOWN or
         PASS). Returns the next request (same ordinal after a view or a repair, the next
         ordinal after a terminal turn) or done with the summary. Token counts you do not
