@@ -258,5 +258,5 @@ async def test_a_4_mb_request_is_refused_before_it_is_read(anyio_backend: str, t
         assert got.startswith(b"HTTP/1.1 413"), got[:200]
         async with client(server.url, TOKEN_A) as c:
             with anyio.fail_after(5):
-                got = await call(c, "check", source="PASS\n" * 150_000)  # within the body, over the document
-            assert got["valid"] is False and got["diagnostics"][0]["code"] == "too-large"
+                checked = await call(c, "check", source="PASS\n" * 150_000)  # within the body, over the document
+            assert checked["valid"] is False and checked["diagnostics"][0]["code"] == "too-large"
