@@ -98,7 +98,16 @@ def test_session_ids_carry_128_random_bits() -> None:
 
 async def test_an_initialize_flood_locks_no_one_out(anyio_backend: str, tmp_path: Path) -> None:
     """Observation 5: ~10,000 initialize calls filled the SDK's session cap (503 for 30 min)."""
+    import http.client
+
     with mcp_server(tmp_path) as server:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=20)
+        conn.request("POST", "/mcp", INIT, {"content-type": "application/json", "authorization": f"Bearer {TOKEN_B}",
+                                             "accept": "application/json, text/event-stream"})
+        answer = conn.getresponse()
+        answer.read()
+        conn.close()
+        assert answer.status == 200 and answer.getheader("mcp-session-id") is None  # stateless: nothing kept
         statuses = [post(server.port, INIT, TOKEN_B)[0] for _ in range(400)]
         assert set(statuses) == {200}
         async with client(server.url, TOKEN_A) as c:
