@@ -298,3 +298,43 @@ for headers in ({}, {"Authorization": "Bearer guessed-" + "0" * 40}):
     assert "token file: permission denied" in out.stdout
     assert out.stdout.count("401 ") == 2 and "sk-live" not in out.stdout
     assert "outside this server's data roots" in text and "sk-live" not in text
+
+
+def test_a_fifo_put_where_a_file_was_checked_never_blocks_a_bounded_load(tmp_path: Path) -> None:
+    """A FIFO swapped in after the roots' check: a server's load opens it without blocking and
+    refuses it; the CLI (unbounded) still reads a pipe, as `--data <(...)` needs."""
+    import subprocess
+    import sys
+    import threading
+
+    from kestrel.data.errors import DataError
+    from kestrel.data.readers import bounded_reads, detect_preset, read_bytes
+
+    fifo = tmp_path / "swapped.csv"
+    os.mkfifo(fifo)
+    outcome: list[BaseException | bytes | str] = []
+
+    def load() -> None:
+        with bounded_reads(DEFAULT_LIMITS.reads()):
+            for read in (read_bytes, detect_preset):
+                try:
+                    outcome.append(read(fifo))
+                except BaseException as exc:  # noqa: BLE001 - recorded for the asserts
+                    outcome.append(exc)
+
+    worker = threading.Thread(target=load, daemon=True)
+    worker.start()
+    worker.join(10)
+    if worker.is_alive():  # unblock the reader before failing
+        with open(fifo, "wb"):
+            pass
+        worker.join(10)
+        raise AssertionError("a bounded load blocked on a FIFO")
+    assert len(outcome) == 2 and all(isinstance(o, DataError) and "not a regular file" in str(o)
+                                     for o in outcome), outcome
+    rows = "timestamp,bid,ask\n" + "".join(f"2024-04-15T13:{m:02d}:00Z,1.1,1.1002\n" for m in range(60))
+    writer = subprocess.Popen([sys.executable, "-c", f"open({str(fifo)!r}, 'w').write({rows!r})"])
+    try:
+        assert read_bytes(fifo).decode() == rows  # unbounded: the CLI's read of a pipe
+    finally:
+        writer.wait(10)

@@ -84,21 +84,30 @@ def _over(path: Path, what: str, count: int, limit: int) -> DataError:
 
 
 def check_size(path: Path, fd: int | None = None) -> int:
-    """The size of `path` (of the open `fd` when given), refused when over `max_bytes` or when
-    it is not a regular file (a FIFO or device would block or never end)."""
+    """The size of `path` (of the open `fd` when given), refused when over `max_bytes` or, for
+    a bounded load, when it is not a regular file (a FIFO or device would block or never end;
+    the CLI, unbounded, still reads a pipe such as `<(...)`)."""
     st = os.fstat(fd) if fd is not None else os.stat(path)
-    if not stat.S_ISREG(st.st_mode):
-        raise DataError(path, "not a regular file")
     lim = read_limits().max_bytes
+    if lim is not None and not stat.S_ISREG(st.st_mode):
+        raise DataError(path, "not a regular file")
     if lim is not None and st.st_size > lim:
         raise _over(path, "file size in bytes", st.st_size, lim)
     return st.st_size
 
 
+def _open(path: Path) -> Any:
+    """`path` opened for reading; for a bounded load without blocking on the open (a FIFO put
+    where a file was checked opens at once, and is then refused as not a regular file)."""
+    if read_limits().max_bytes is None:
+        return path.open("rb")
+    return os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb")
+
+
 def read_bytes(path: Path) -> bytes:
     """The file's bytes, its size checked first (`check_size`); a file that reads longer than
     its size says is refused at the bound rather than read to its end."""
-    with path.open("rb") as f:
+    with _open(path) as f:
         check_size(path, f.fileno())
         lim = read_limits().max_bytes
         raw = f.read() if lim is None else f.read(lim + 1)
@@ -425,7 +434,7 @@ def detect_preset(path: str | Path, delimiter: str = ",") -> str:
         _, _, pq = _pyarrow(p)
         header, _ = _parquet_names(p, pq)
     else:
-        with p.open("rb") as f:
+        with _open(p) as f:
             check_size(p, f.fileno())
             head = f.read(4096)
         check_text(p, head)
