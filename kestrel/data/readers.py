@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import msgspec
 import numpy as np
@@ -96,7 +96,7 @@ def check_size(path: Path, fd: int | None = None) -> int:
     return st.st_size
 
 
-def _open(path: Path) -> Any:
+def _open(path: Path) -> BinaryIO:
     """`path` opened for reading; for a bounded load without blocking on the open (a FIFO put
     where a file was checked opens at once, and is then refused as not a regular file)."""
     if read_limits().max_bytes is None:
