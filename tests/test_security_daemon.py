@@ -428,3 +428,45 @@ def test_a_missing_key_is_named_as_the_daemons(tmp_path: Path, daemons: list[Dae
     assert "restart `kestrel daemon`" in err
 
 
+
+
+def test_the_daemon_reads_data_only_under_its_roots(tmp_path: Path, daemons: list[Daemon],
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Observation 1 for the daemon: `ctl submit --data` of a file outside `--data-root` (or
+    through a link out of it, or a kernel file) is refused in one line that says nothing of it;
+    a file under the root runs, recorded by its real path."""
+    served = tmp_path / "served"
+    served.mkdir()
+    secret = tmp_path / "secret.csv"
+    secret.write_text("OPENAI_API_KEY=sk-live-secret,x\n1,2\n")
+    secret.chmod(0o600)
+    (served / "link.csv").symlink_to(secret)
+    rows = "timestamp,bid,ask\n" + "".join(
+        f"2024-04-15T{13 + i // 60:02d}:{i % 60:02d}:00Z,{1.1 + i * 1e-4:.5f},{1.1 + i * 1e-4 + 2e-4:.5f}\n"
+        for i in range(240))
+    (served / "q.csv").write_text(rows)
+    bare = Daemon(tmp_path / "bare")
+    daemons.append(bare)
+    bare.start()
+    capsys.readouterr()
+    assert main(["ctl", "--home", str(bare.home), "submit", "--data", str(served / "q.csv")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--data-root" in err, err
+    d = Daemon(tmp_path / "home", f"--data-root={served}")
+    daemons.append(d)
+    d.start()
+    for name in (str(secret), str(served / "link.csv"), str(served / ".." / "secret.csv"), "/proc/self/environ",
+                 str(tmp_path / "nosuch.csv")):
+        capsys.readouterr()
+        assert main(["ctl", "--home", str(d.home), "submit", "--data", name, "--preset", "truefx"]) == 2, name
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "sk-live" not in err and "Traceback" not in err, err
+        assert "outside" in err or "kernel" in err, err
+    capsys.readouterr()
+    assert main(["ctl", "--home", str(d.home), "submit", "--data", str(served / "q.csv"), "--preset", "truefx"]) == 0
+    run = capsys.readouterr().out.split()[-1]  # the run id, printed last
+    with d.client() as c:
+        c.call("wait", WaitParams(run, timeout=60))
+        info = c.call("show", RunParams(run))
+    assert info["state"] == "done", info
+    assert str((served / "q.csv").resolve()) in json.dumps(info)
