@@ -56,3 +56,18 @@ def test_the_prose_names_the_tables_defaults() -> None:
     assert f"a reply over `max_reply_chars` ({DEFAULT_LIMITS.max_reply_chars:,} characters)" in text
     assert f"({DEFAULT_LIMITS.max_source_chars:,} characters)" in text  # the language's document limit
     assert "0 to 10**9 per call" in text and DEFAULT_LIMITS.max_tokens_per_call == 10**9
+
+
+DAEMON_DOC = DOC.parent / "daemon.md"
+
+
+def test_the_daemon_doc_names_the_data_bounds_it_applies() -> None:
+    """The daemon's host runs with `DEFAULT_LIMITS` (no --limit flag): its doc gives those."""
+    text = " ".join(DAEMON_DOC.read_text().split())
+    for name in ("max_file_bytes", "max_rows", "max_columns", "max_decoded_bytes", "load_workers", "load_seconds",
+                 "cached_data", "keep_finished"):
+        value = getattr(DEFAULT_LIMITS, name)
+        shown = f"{value:g}" if isinstance(value, float) else str(value)
+        m = re.search(rf"(\d+)(?: s)?(?: [^,;(]*?)?\s*\((?:[^)]*, )?`{name}`", text)
+        assert m is not None, f"docs/daemon.md does not give {name}"
+        assert m.group(1) == shown, f"docs/daemon.md: {name} is {m.group(1)}, the code has {shown}"
