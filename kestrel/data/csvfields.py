@@ -63,7 +63,7 @@ MAX_FIELD_CHARS = 64  # a timestamp or number field is never longer
 
 def _header_text(header: list[str], d: str, width: int = 120) -> str:
     """The header for a message, cut to `width` characters (a header may have millions)."""
-    from kestrel.data.readers import read_limits  # (readers imports this module)
+    from kestrel.data.bounds import read_limits
 
     if not read_limits().echo:
         return f"{len(header)} columns"
