@@ -31,16 +31,18 @@ BACKENDS = ["asyncio", "trio"]
 class Daemon:
     """A `kestrel daemon` subprocess on `home`."""
 
-    def __init__(self, home: Path, backend: str) -> None:
+    def __init__(self, home: Path, backend: str, roots: tuple[Path, ...] = ()) -> None:
         self.home = home
         self.backend = backend
+        self.roots = roots
         self.proc: subprocess.Popen[bytes] | None = None
         self.out = home.parent / f"{home.name}-daemon.out"
 
     def start(self, timeout: float = 30.0) -> None:
         with open(self.out, "ab") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "kestrel", "daemon", "--home", str(self.home), "--backend", self.backend],
+                [sys.executable, "-m", "kestrel", "daemon", "--home", str(self.home), "--backend", self.backend,
+                 *(f"--data-root={r}" for r in self.roots)],
                 stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
             )
         deadline = time.monotonic() + timeout
@@ -75,8 +77,8 @@ class Daemon:
 def daemon_factory(tmp_path: Path) -> Iterator[Any]:
     made: list[Daemon] = []
 
-    def make(backend: str, name: str = "home") -> Daemon:
-        d = Daemon(tmp_path / name, backend)
+    def make(backend: str, name: str = "home", roots: tuple[Path, ...] = ()) -> Daemon:
+        d = Daemon(tmp_path / name, backend, roots)
         made.append(d)
         return d
 
@@ -312,7 +314,7 @@ def test_real_eurusd_paced_killed_and_resumed_equals_simulate(shared_data: Path,
     data = shared_data / "fx_quote_ticks" / "lean_oanda_eurusd_quote_ticks_20140501_20140515.parquet"
     flags = ["--data", str(data), "--days", "2", "--checkpoints", "11:00"]
     ledger, capture = simulate_files(tmp_path, "eurusd", flags)
-    d = daemon_factory("trio")
+    d = daemon_factory("trio", roots=(shared_data,))
     d.start()
     with d.client() as c:
         run = c.call("submit", SubmitParams([*flags, "--pace", "30000"], str(ROOT)))["run"]

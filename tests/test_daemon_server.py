@@ -139,7 +139,7 @@ async def test_bad_input_gets_json_errors_and_the_daemon_lives_on(anyio_backend:
     ("flags", "says"),
     [
         (["--checkpoints", "25:00"], "25:00"),
-        (["--data", "/nonexistent/ticks.csv"], "nonexistent"),
+        (["--data", "/nonexistent/ticks.csv"], "reads no data files, only the bundled 'sample'"),
         (["--agent", "fixed:/nonexistent.kes"], "nonexistent.kes"),
         (["--pace", "soon"], "pace"),
         (["--days", "0"], "days"),

@@ -20,6 +20,7 @@ pytest.importorskip("mcp")
 from mcp import Client  # noqa: E402
 
 from kestrel.service.host import open_host  # noqa: E402
+from kestrel.service.host.roots import DataRoots  # noqa: E402
 from kestrel.service.mcp import MAX_REPLY_CHARS, build_server  # noqa: E402
 from kestrel.cli import main as cli  # noqa: E402
 from kestrel.models.card import language_card  # noqa: E402
@@ -38,9 +39,10 @@ TOOLS = {
 
 
 @asynccontextmanager
-async def connect(mode: str, **host: Any) -> AsyncIterator[Client]:
+async def connect(mode: str, roots: list[Path] | None = None, **host: Any) -> AsyncIterator[Client]:
     async with open_host(**host) as h:
-        async with Client(build_server(h), mode=mode) as client:
+        served = DataRoots.of([str(r) for r in roots or []])
+        async with Client(build_server(h, roots=served), mode=mode) as client:
             yield client
 
 
@@ -126,7 +128,8 @@ async def test_simulate_gives_the_cli_summary(anyio_backend: str, tmp_path: Path
     for mode in MODES:
         async with connect(mode) as c:
             got = await call(c, "simulate", plan=ORB, checkpoints="11:00,13:30", days=2)
-            assert got == expected
+            assert json.dumps(got, sort_keys=True) == json.dumps(expected, sort_keys=True)  # ints stay ints
+            assert isinstance(got["total"]["fills"], int) and isinstance(got["days"][0]["fills"], int)
             again = await call(c, "simulate", plan=ORB, checkpoints=["11:00", "13:30"], days=2)
             assert again == expected
 
@@ -174,8 +177,8 @@ async def test_a_client_authored_session_is_the_fixed_agents_run(
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_bad_input_for_every_tool(anyio_backend: str, mode: str) -> None:
-    async with connect(mode) as c:
+async def test_bad_input_for_every_tool(anyio_backend: str, mode: str, tmp_path: Path) -> None:
+    async with connect(mode, roots=[tmp_path]) as c:
         # wrong argument types and missing arguments, for every tool
         bad_calls: list[tuple[str, dict[str, Any]]] = [
             ("check", {"source": 3}), ("check", {}), ("format", {"source": ["PLAN"]}),
@@ -184,14 +187,17 @@ async def test_bad_input_for_every_tool(anyio_backend: str, mode: str) -> None:
             ("session_status", {}), ("session_result", {"session_id": 7}), ("session_close", {}),
         ]
         for tool, args in bad_calls:
-            await fails(c, tool, **args)
+            text = await fails(c, tool, **args)
+            assert "\n" not in text and "argument" in text, text  # one line naming the argument
         assert "Unknown tool" in await fails(c, "trade", plan=ORB)
         # view: unknown pane, reserved kernel pane, bad time, data that does not exist
         assert "unknown pane" in await fails(c, "view", view="VIEW v: quotes", at="10:30")
         assert "clock" in await fails(c, "view", view="VIEW v: clock", at="10:30")
         assert "hh:mm" in await fails(c, "view", view="VIEW v: quote", at="25:99")
         assert "expected one VIEW" in await fails(c, "view", view="PASS", at="10:30")
-        assert "no such file" in await fails(c, "view", view="VIEW v: quote", at="10:30", data="/no/such.csv")
+        assert "no such file" in await fails(c, "view", view="VIEW v: quote", at="10:30", data="no/such.csv")
+        assert "outside this server's data roots" in await fails(c, "view", view="VIEW v: quote", at="10:30",
+                                                                 data="/no/such.csv")
         # simulate: invalid plan, unknown date, bad days and checkpoints, missing data
         assert "hihg" in await fails(c, "simulate", plan="PLAN x\nWHEN last > hihg(30m): BUY 1 MKT")
         assert "no session on 2001-01-01" in await fails(c, "simulate", plan=ORB, date="2001-01-01")
@@ -279,7 +285,7 @@ async def test_a_client_session_on_real_eurusd_quotes(
     fixed_ledger = tmp_path / "fixed.jsonl"
     fixed = cli_json(capsys, "simulate", "--data", str(path), "--agent", f"fixed:{plan}", "--days", "2",
                      "--checkpoints", "12:00", "--ledger", str(fixed_ledger), "--json", "--backend", "direct")
-    async with connect("legacy") as c:
+    async with connect("legacy", roots=[shared_data]) as c:
         start = await call(c, "session_start", data=str(path), days=2, checkpoints="12:00")
         sid, step = start["session_id"], start
         replies = {("OPEN", 0): "VIEW v: quote, bars(15m, 8)", ("OPEN", 1): FX}
@@ -320,7 +326,7 @@ async def test_a_client_session_on_cme_futures_uses_the_multiplier(
     args = ("--data", str(path), "--date", "2024-01-10", "--days", "2")
     fixed = cli_json(capsys, "simulate", *args, "--agent", f"fixed:{plan}", "--ledger", str(fixed_ledger),
                      "--json", "--backend", "direct")
-    async with connect("auto") as c:
+    async with connect("auto", roots=[shared_data]) as c:
         assert await call(c, "simulate", plan=plan_text, data=str(path), date="2024-01-10", days=2) == fixed
         step = await call(c, "session_start", data=str(path), date="2024-01-10", days=2)
         sid = step["session_id"]

@@ -84,7 +84,8 @@ async def test_stdio_session_with_view_repair_and_plan(anyio_backend: str, serve
             bad = await c.call_tool("view", {"view": "VIEW v: nosuchpane", "at": "10:30"})
             assert bad.is_error
             bad = await c.call_tool("simulate", {"plan": ORB, "data": "/no/such/file.parquet"})
-            assert bad.is_error and "no such file" in bad.content[0].text  # type: ignore[union-attr]
+            assert bad.is_error and "reads no data files" in bad.content[0].text  # type: ignore[union-attr]
+            assert "--data-root DIR" in bad.content[0].text  # type: ignore[union-attr]
             assert (await call(c, "panes"))["panes"]
             for bad_call in (lambda: c.read_resource("kestrel://examples/nope"),
                              lambda: c.get_prompt("nope", {}),
@@ -106,9 +107,14 @@ def _free_port() -> int:
 
 
 @pytest.mark.parametrize("server_backend", ["asyncio", "trio"])
-async def test_streamable_http(anyio_backend: str, server_backend: str) -> None:
+async def test_streamable_http(anyio_backend: str, server_backend: str, tmp_path: Path) -> None:
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "kestrel", "mcp", "--http", str(port), "--backend", server_backend],
+    tokens = tmp_path / "tokens"
+    proc = subprocess.Popen([sys.executable, "-m", "kestrel", "mcp", "--http", str(port), "--backend", server_backend,
+                             "--token-file", str(tokens)],
                             cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
@@ -120,7 +126,10 @@ async def test_streamable_http(anyio_backend: str, server_backend: str) -> None:
             except OSError:
                 assert proc.poll() is None and time.monotonic() < deadline, "server did not start"
                 await anyio.sleep(0.1)
-        async with Client(f"http://127.0.0.1:{port}/mcp") as c:
+        token = tokens.read_text().split()[-1]
+        assert tokens.stat().st_mode & 0o777 == 0o600
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http, \
+                Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http)) as c:
             assert {t.name for t in (await c.list_tools()).tools} == TOOLS
             start = await call(c, "session_start")
             done = await call(c, "session_submit", session_id=start["session_id"], reply=ORB)
@@ -129,6 +138,7 @@ async def test_streamable_http(anyio_backend: str, server_backend: str) -> None:
         proc.terminate()
         _, stderr = proc.communicate(timeout=30)
     assert "Traceback" not in stderr, stderr
+    assert token not in stderr  # a token file's token is never printed
 
 
 def test_bad_flags_exit_2() -> None:
@@ -190,9 +200,13 @@ def test_a_port_in_use_exits_2_with_one_line(server_backend: str) -> None:
 
 
 @pytest.mark.parametrize("server_backend", ["asyncio", "trio"])
-def test_sigint_stops_the_http_server_with_130_on_both_backends(server_backend: str) -> None:
+def test_sigint_stops_the_http_server_with_130_on_both_backends(server_backend: str, tmp_path: Path) -> None:
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "kestrel", "mcp", "--http", str(port), "--backend", server_backend],
+    tokens = tmp_path / "tokens"
+    tokens.write_text("t" * 40 + "\n")
+    tokens.chmod(0o600)
+    proc = subprocess.Popen([sys.executable, "-m", "kestrel", "mcp", "--http", str(port), "--backend", server_backend,
+                             "--token-file", str(tokens)],
                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         _wait_listening(proc, port)

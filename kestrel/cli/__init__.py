@@ -80,8 +80,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # the last line of defence: never a traceback at a user
         if os.environ.get("KESTREL_DEBUG"):
             raise
+        from kestrel.terminal import printable
+
         print(
-            f"kestrel {args.command}: internal error: {type(exc).__name__}: {exc}\n"
+            f"kestrel {args.command}: internal error: {type(exc).__name__}: {printable(str(exc), one_line=True)}\n"
             "this is a bug in Kestrel, not in your input; rerun with KESTREL_DEBUG=1 "
             "for the traceback and report it",
             file=sys.stderr,

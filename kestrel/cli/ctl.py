@@ -3,6 +3,11 @@
 Exit codes: 0 done; 1 the daemon answered but the outcome is not a success (a failed or
 cancelled run, a wait that timed out, no daemon running, the daemon stopped while answering); 2 bad input (bad flags, an unknown
 run, a run that cannot be exported yet); 70 an internal error of the daemon.
+
+A reply too long for one line arrives as `part` notifications, joined here
+(`kestrel.service.daemon.protocol.Reassembler`). Everything printed from the daemon (run
+reasons, argv, summaries, turns) goes through `kestrel.terminal.printable`: no control
+character reaches the terminal.
 """
 
 from __future__ import annotations
@@ -18,11 +23,13 @@ from typing import Any
 
 from kestrel.cli.errors import UsageError
 from kestrel.cli.subcommands import Subcommands
+from kestrel.terminal import printable
 from kestrel.service.daemon.protocol import (
     INTERNAL_ERROR,
     MAX_LINE,
     PROTOCOL_VERSION,
     REFUSED,
+    Reassembler,
     HelloParams,
     NoParams,
     Params,
@@ -66,6 +73,11 @@ def register(subparsers: Subcommands) -> None:
     e.add_argument("--evidence")
     sub.add_parser("shutdown", help="stop the daemon (unfinished runs resume on its next start)")
     p.set_defaults(func=_ctl)
+
+
+def say(*parts: object, file: Any = None, flush: bool = False) -> None:
+    """`print`, control characters escaped (what the daemon sends is not ours to trust)."""
+    print(printable(" ".join(str(p) for p in parts)), file=file, flush=flush)
 
 
 class CtlError(Exception):
@@ -115,11 +127,20 @@ class Client:
         self._id += 1
         self.file.write(encode(request(method, self._id, params)))
         self.file.flush()
+        parts = Reassembler()
         while True:
             line = self.file.readline(MAX_LINE + 1)
             if not line:
                 raise DaemonStopped()
             msg = json.loads(line)
+            if "id" not in msg and msg.get("method") == "part":
+                try:
+                    whole = parts.feed(msg["params"])
+                except (ValueError, KeyError, TypeError) as exc:
+                    raise CtlError(INTERNAL_ERROR, f"a long reply could not be joined: {exc}") from None
+                if whole is None:
+                    continue
+                msg = json.loads(whole)
             if "id" not in msg and msg.get("method") == "event":
                 if on_event is not None:
                     on_event(msg["params"])
@@ -134,7 +155,7 @@ def _ctl(args: argparse.Namespace) -> int:
 
     action = getattr(args, "action", None)
     if action is None:
-        print("kestrel ctl: give an action: ping, submit, runs, show, wait, follow, cancel, export, shutdown",
+        say("kestrel ctl: give an action: ping, submit, runs, show, wait, follow, cancel, export, shutdown",
               file=sys.stderr)
         return 2
     home = home_of(args.home)
@@ -144,21 +165,25 @@ def _ctl(args: argparse.Namespace) -> int:
         with Client(home.socket) as client:
             return _ACTIONS[action](client, args)
     except UsageError as exc:
-        print(f"kestrel ctl {action}: {exc}", file=sys.stderr)
+        say(f"kestrel ctl {action}: {exc}", file=sys.stderr)
         return 2
     except NoDaemon:
-        print(f"kestrel ctl: no daemon is running on {home.root} (start one with "
+        say(f"kestrel ctl: no daemon is running on {home.root} (start one with "
               f"`kestrel daemon --home {home.root}`)", file=sys.stderr)
         return 1
     except DaemonStopped:
-        print(f"kestrel ctl {action}: the daemon stopped (it closed the connection before answering)",
+        say(f"kestrel ctl {action}: the daemon stopped (it closed the connection before answering)",
               file=sys.stderr)
         return 1
     except CtlError as exc:
-        print(f"kestrel ctl {action}: {exc}", file=sys.stderr)
+        say(f"kestrel ctl {action}: {exc}", file=sys.stderr)
         return 2 if exc.code in (REFUSED, -32602, -32600, -32601) else (70 if exc.code == INTERNAL_ERROR else 1)
+    except BrokenPipeError:  # the reader went away (`kestrel ctl runs | head`): nothing left to say
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except OSError as exc:
-        print(f"kestrel ctl {action}: {exc.strerror or exc}", file=sys.stderr)
+        say(f"kestrel ctl {action}: {exc.strerror or exc}", file=sys.stderr)
         return 1
 
 
@@ -178,14 +203,14 @@ def _check_submit(flags: list[str]) -> None:
 def _ping(c: Client, args: argparse.Namespace) -> int:
     h = c.hello
     c.call("ping", NoParams())
-    print(f"pong: {h['server']}, pid {h['pid']}, home {h['home']}, protocol {h['protocol']}")
+    say(f"pong: {h['server']}, pid {h['pid']}, home {h['home']}, protocol {h['protocol']}")
     return 0
 
 
 def _submit(c: Client, args: argparse.Namespace) -> int:
     r = c.call("submit", SubmitParams(list(args.flags), os.getcwd()))
-    print(f"submitted run {r['run']} (pace {r['pace']})")
-    print(r["run"])
+    say(f"submitted run {r['run']} (pace {r['pace']})")
+    say(r["run"])
     return 0
 
 
@@ -200,29 +225,29 @@ def _line(i: dict[str, Any]) -> str:
 def _runs(c: Client, args: argparse.Namespace) -> int:
     r = c.call("runs", NoParams())
     for i in r["runs"]:
-        print(json.dumps(i, sort_keys=True) if args.json else _line(i))
+        say(json.dumps(i, sort_keys=True) if args.json else _line(i))
     if not r["runs"] and not args.json:
-        print("no runs")
+        say("no runs")
     return 0
 
 
 def _show(c: Client, args: argparse.Namespace) -> int:
     i = c.call("show", RunParams(args.run))
     if args.json:
-        print(json.dumps(i, sort_keys=True))
+        say(json.dumps(i, sort_keys=True))
         return 0
     for k in ("run", "state", "reason", "pace", "submitted", "ended", "turns", "ledger_events", "fills", "resumed"):
         if i.get(k) is not None:
-            print(f"{k:<14}{i[k]}")
-    print(f"{'argv':<14}{' '.join(i['argv'])}")
+            say(f"{k:<14}{i[k]}")
+    say(f"{'argv':<14}{' '.join(i['argv'])}")
     summary = i.get("summary") or {}
     rows = _leaves("total", summary["total"]) if isinstance(summary.get("total"), dict) else []
     width = max((len(k) for k, _ in rows), default=0) + 2
     for key, value in rows:
-        print(f"{key:<{width}}{value}")
+        say(f"{key:<{width}}{value}")
     rest = sorted(k for k in summary if k != "total")
     if rest:
-        print(f"also in the summary: {', '.join(rest)} (ctl show {i['run']} --json)")
+        say(f"also in the summary: {', '.join(rest)} (ctl show {i['run']} --json)")
     return 0
 
 
@@ -236,7 +261,7 @@ def _leaves(prefix: str, value: Any) -> list[tuple[str, str]]:
 
 def _ended(i: dict[str, Any]) -> int:
     reason = f" ({i['reason']})" if i.get("reason") else ""
-    print(f"run {i['run']} {i['state']}{reason}")
+    say(f"run {i['run']} {i['state']}{reason}")
     return 0 if i["state"] == "done" else 1
 
 
@@ -273,7 +298,7 @@ def _follow(c: Client, args: argparse.Namespace) -> int:
     def show(item: dict[str, Any]) -> None:
         text = json.dumps(item, sort_keys=True) if args.json else _describe(item)
         if text is not None:
-            print(text, flush=True)
+            say(text, flush=True)
 
     c.sock.settimeout(None)
     info = c.call("follow", RunParams(args.run), on_event=show)
@@ -282,7 +307,7 @@ def _follow(c: Client, args: argparse.Namespace) -> int:
 
 def _cancel(c: Client, args: argparse.Namespace) -> int:
     i = c.call("cancel", RunParams(args.run))
-    print(f"run {i['run']} {i['state']}")
+    say(f"run {i['run']} {i['state']}")
     return 0
 
 
@@ -298,13 +323,13 @@ def _export(c: Client, args: argparse.Namespace) -> int:
                 atomic_write(path, r[key].encode())
             except OSError as exc:
                 raise UsageError(f"cannot write {path}: {exc.strerror}") from None
-    print(f"exported run {args.run}")
+    say(f"exported run {args.run}")
     return 0
 
 
 def _shutdown(c: Client, args: argparse.Namespace) -> int:
     r = c.call("shutdown", NoParams())
-    print(f"daemon: {r['message']}")
+    say(f"daemon: {r['message']}")
     return 0
 
 

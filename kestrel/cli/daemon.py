@@ -3,12 +3,21 @@
 The composition root of the daemon: it wires `kestrel.service.daemon` (socket, store, recovery) to the
 same flag resolution as `kestrel simulate` (`SimulatePlanner`), so `kestrel ctl submit FLAGS`
 runs exactly the session `kestrel simulate FLAGS` runs. The client is `kestrel.cli.ctl`.
+
+The daemon reads data files only under its `--data-root` folders (none: the bundled sample
+only), each `--data` checked by `kestrel.service.host.roots.DataRoots` at submit and again at
+resume; the path a run records is the file's real path (symlinks resolved), as every surface
+records it. Loaded data is cached by the file's identity and checked against the SHA-256 of the
+bytes it was loaded from. The daemon runs under umask 077 and distrusts its home
+(`kestrel.service.daemon.home`).
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -35,6 +44,8 @@ def register(subparsers: Subcommands) -> None:
     )
     p.add_argument("--home", help="the daemon's folder (default $KESTREL_HOME, else $XDG_STATE_HOME/kestrel)")
     p.add_argument("--backend", choices=("asyncio", "trio"), default="asyncio", help="anyio backend (default asyncio)")
+    p.add_argument("--data-root", action="append", default=[], metavar="DIR",
+                   help="read --data files under DIR (repeatable; default: none, only the bundled sample)")
     p.set_defaults(func=_daemon)
 
 
@@ -48,20 +59,33 @@ def _daemon(args: argparse.Namespace) -> int:
     import anyio
 
     from kestrel.service.daemon import HomeError, Lock, StoreError, configure_logs, serve_daemon
+    from kestrel.service.host.roots import DataRoots
+    from kestrel.terminal import printable
 
+    os.umask(0o077)  # everything the daemon creates is its owner's only
+    try:
+        roots = DataRoots.of(args.data_root)
+    except ValueError as exc:
+        print(f"kestrel daemon: {printable(str(exc))}", file=sys.stderr)
+        return 2
     home = home_of(args.home)
     try:
         home.prepare()
         lock = Lock(home)
         lock.acquire()
     except HomeError as exc:
-        print(f"kestrel daemon: {exc}", file=sys.stderr)
+        print(f"kestrel daemon: {printable(str(exc))}", file=sys.stderr)
         return 2
-    log = configure_logs(home)
     try:
-        anyio.run(lambda: serve_daemon(home, SimulatePlanner()), backend=args.backend)
-    except StoreError as exc:
-        print(f"kestrel daemon: {exc}", file=sys.stderr)
+        log = configure_logs(home)
+    except HomeError as exc:
+        lock.release()
+        print(f"kestrel daemon: {printable(str(exc))}", file=sys.stderr)
+        return 2
+    try:
+        anyio.run(lambda: serve_daemon(home, SimulatePlanner(roots)), backend=args.backend)
+    except (StoreError, HomeError) as exc:
+        print(f"kestrel daemon: {printable(str(exc))}", file=sys.stderr)
         return 2
     finally:
         lock.release()
@@ -89,8 +113,12 @@ def submit_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def absolutize(ns: argparse.Namespace, cwd: str) -> None:
-    """Make the paths among `kestrel simulate` flags absolute (relative to `cwd`)."""
+def absolutize(ns: argparse.Namespace, cwd: str, roots: Any = None) -> None:
+    """Make the paths among `kestrel simulate` flags absolute (relative to `cwd`); `--data`
+    is confined to `roots` (a `DataRoots`; None: made absolute only) and becomes the file's
+    real path. Raises ValueError (a `DataRefused`) for data outside the roots."""
+    from kestrel.service.host.roots import recorded_path
+
     base = Path(cwd)
 
     def full(p: str) -> str:
@@ -99,7 +127,7 @@ def absolutize(ns: argparse.Namespace, cwd: str) -> None:
     from kestrel.cli.dataflags import agent_input
 
     if ns.data.strip() not in ("", "sample"):
-        ns.data = full(ns.data)
+        ns.data = recorded_path(base / ns.data) if roots is None else str(roots.confine(ns.data, base=cwd))
     path = agent_input(ns.agent)
     if path is not None:
         ns.agent = f"{ns.agent.partition(':')[0]}:{full(path)}"
@@ -130,37 +158,54 @@ def check_submit(ns: argparse.Namespace) -> None:
 
 
 class SimulatePlanner:
-    """`kestrel.service.daemon.Planner` over `kestrel simulate`'s flags and resolution."""
+    """`kestrel.service.daemon.Planner` over `kestrel simulate`'s flags and resolution; `roots`
+    are the folders `--data` files are read from (None: none, the sample only)."""
 
-    def __init__(self) -> None:
+    def __init__(self, roots: Any = None) -> None:
         import threading
         from collections import OrderedDict
 
+        from kestrel.service.host.roots import DataRoots
+
         self.parser = submit_parser()
-        # (data flags, file mtime and size) -> (MarketData, DataSource, label); a changed file is reloaded
+        self.roots = roots if roots is not None else DataRoots()
+        # (data flags, file identity) -> (MarketData, DataSource, label); a changed file is reloaded
         self._data: OrderedDict[tuple[Any, ...], tuple[Any, Any, str]] = OrderedDict()
         self._lock = threading.Lock()
 
     def load(self, ns: argparse.Namespace) -> tuple[Any, Any, str]:
-        """`kestrel simulate`'s `load_from_args`, cached on the data flags and the file's
-        mtime and size (resolutions run on worker threads)."""
-        import os
-
+        """`kestrel simulate`'s `load_from_args`, its file confined to the roots, cached on the
+        data flags and the file's identity (device, inode, size, modification and change times)
+        and checked against the SHA-256 the cached data was loaded from (resolutions run on
+        worker threads)."""
         from kestrel.cli.dataflags import DATA_FLAGS, load_from_args
+        from kestrel.data.source import file_sha256
+        from kestrel.service.host.client import file_identity
+        from kestrel.service.host.roots import DataRefused
 
         name = ns.data.strip()
-        try:
-            st = os.stat(name) if name != "sample" else None
-        except OSError:
-            st = None
-        key = (tuple(getattr(ns, k, None) for k in DATA_FLAGS),
-               None if st is None else (st.st_mtime_ns, st.st_size))
+        if name != "sample":
+            try:
+                ns.data = name = str(self.roots.confine(name))
+            except DataRefused as exc:
+                raise UsageError(str(exc)) from None
+        ident = None if name == "sample" else file_identity(name)
+        key = (tuple(getattr(ns, k, None) for k in DATA_FLAGS), ident)
         with self._lock:
             hit = self._data.get(key)
+        if hit is not None and ident is not None:
+            try:
+                same = file_sha256(name) == hit[1].sha256
+            except OSError:
+                same = False
+            if not same:  # rewritten in place with its times kept: load it again
+                with self._lock:
+                    self._data.pop(key, None)
+                hit = None
         if hit is not None:
             return hit
         loaded = load_from_args(ns, "daemon")
-        if st is not None or name == "sample":
+        if (ident is not None and file_identity(name) == ident) or name == "sample":
             with self._lock:
                 self._data[key] = loaded
                 while len(self._data) > 4:
@@ -178,7 +223,7 @@ class SimulatePlanner:
             if getattr(ns, flag, None):
                 raise ValueError(f"--{flag} is not written by the daemon: export the "
                                  f"run's capture and ledger, then `kestrel report --capture C --ledger L`")
-        absolutize(ns, cwd)
+        absolutize(ns, cwd, self.roots)
         check_submit(ns)
         flags: dict[str, Any] = {k: v for k, v in vars(ns).items() if k != "func"}
         try:  # kept with the run: a resumed run plays the file as it was at submit
@@ -219,4 +264,5 @@ class SimulatePlanner:
         return Job(resolved, run.agent, run.pace, outputs, agent_timeout=ns.agent_timeout)
 
 
-__all__ = ["AGENT_FILE", "SimulatePlanner", "absolutize", "check_submit", "home_of", "register", "submit_parser"]
+__all__ = ["AGENT_FILE", "SimulatePlanner", "absolutize", "check_submit", "home_of",
+           "register", "submit_parser"]

@@ -158,7 +158,8 @@ def load_from_args(args: argparse.Namespace, command: str) -> tuple[MarketData, 
     for note in loaded.report.notes():
         print(f"kestrel {command}: {note}", file=sys.stderr)
     source = file_source(loaded.report, loaded.data, digest, options["delimiter"] or ",", columns=options["columns"])
-    return loaded.data, source, name
+    # recorded as every surface records a data file (daemon, MCP): its real path, symlinks resolved
+    return loaded.data, source, source.path or name
 
 
 def parse_guard(text: str | int) -> int:

@@ -22,8 +22,8 @@ class MissingKeyError(UsageError):
 
 def guarded(command: str, run: Callable[[], int]) -> int:
     """Run a subcommand's body: a `UsageError`, `SessionError` or `ScheduleError` it raises
-    becomes one line `kestrel COMMAND: message` on stderr and exit code 2 (warnings only on
-    the console)."""
+    becomes one line `kestrel COMMAND: message` on stderr, its control characters escaped
+    (`kestrel.terminal`), and exit code 2 (warnings only on the console)."""
     from kestrel.logs import configure_console
     from kestrel.session.runner import SessionError
     from kestrel.session.schedule import ScheduleError
@@ -32,7 +32,9 @@ def guarded(command: str, run: Callable[[], int]) -> int:
     try:
         return run()
     except (UsageError, SessionError, ScheduleError) as exc:
-        print(f"kestrel {command}: {exc}", file=sys.stderr)
+        from kestrel.terminal import printable
+
+        print(f"kestrel {command}: {printable(str(exc))}", file=sys.stderr)
         return 2
 
 

@@ -107,6 +107,9 @@ def register(subparsers: Subcommands) -> None:
     _output_flags(r, capture_dest="capture_out")
     r.add_argument("--expect-ledger", help="compare the replayed ledger with this file (exit 1 if different, "
                                             "with the first differing line of each)")
+    r.add_argument("--no-verify", action="store_true",
+                   help="replay a capture that records no ledger checksum (an interrupted run): its "
+                        "replayed ledger is then not verified (without it such a capture is refused)")
     r.set_defaults(func=_replay)
 
 
@@ -468,6 +471,9 @@ def _run_replay(args: argparse.Namespace) -> int:
                          "re-capture it with kestrel simulate ... --capture")
     if args.news is not None and header.source.news is None:
         raise UsageError(f"{args.capture}: the capture was made without news; drop --news")
+    if header.ledger_sha256 is None and not args.no_verify:
+        raise UsageError(f"{args.capture}: the capture records no ledger checksum (an interrupted run, or one "
+                         "edited), so its replay cannot be verified: pass --no-verify to replay it unverified")
     try:
         data = open_source(header.source, args.data)
         news = open_news(header.source.news, args.news) if header.source.news is not None else NO_NEWS
@@ -507,7 +513,7 @@ def _run_replay(args: argparse.Namespace) -> int:
     digest = hashlib.sha256(ledger).hexdigest()
     if header.ledger_sha256 is None:
         print(f"kestrel replay: note: {source_name} records no ledger checksum (an interrupted run?): "
-              "the replayed ledger is not verified", file=sys.stderr)
+              "the replayed ledger is not verified (--no-verify)", file=sys.stderr)
     elif digest != header.ledger_sha256:
         print(f"kestrel replay: the replayed ledger differs from the captured run's (sha256 {digest[:16]}…, "
               f"recorded {header.ledger_sha256[:16]}…); pass --expect-ledger with that run's ledger to see "

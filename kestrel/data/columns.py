@@ -19,6 +19,7 @@ import re
 
 import msgspec
 
+from kestrel.data.bounds import read_limits
 from kestrel.data.spec import Kind, LoadSpec
 
 # role -> its common column names, most preferred first (normalized: lower case, `_` for blanks)
@@ -74,9 +75,12 @@ class ColumnMap(msgspec.Struct, frozen=True):
 
 
 def columns_text(header: list[str]) -> str:
-    """A header's columns for a message: printable names as they are, others quoted and cut."""
+    """A header's columns for a message: printable names as they are, others quoted and cut
+    (only their count when messages may not quote the file: `ReadLimits.echo`)."""
     if not header or header == [""]:
         return "no columns"
+    if not read_limits().echo:
+        return f"({len(header)} name{'s' if len(header) != 1 else ''}, not shown here)"
     names = [h if h.isprintable() and len(h) <= 40 else repr(h[:40]) + ("..." if len(h) > 40 else "")
              for h in header[:20]]
     return ", ".join(names) + (f" (and {len(header) - 20} more)" if len(header) > 20 else "")

@@ -61,6 +61,16 @@ CHUNK_ROWS = 1 << 18  # CSV rows converted at a time
 MAX_FIELD_CHARS = 64  # a timestamp or number field is never longer
 
 
+def _header_text(header: list[str], d: str, width: int = 120) -> str:
+    """The header for a message, cut to `width` characters (a header may have millions)."""
+    from kestrel.data.bounds import read_limits
+
+    if not read_limits().echo:
+        return f"{len(header)} columns"
+    text = d.join(header[:64])
+    return text if len(text) <= width and len(header) <= 64 else text[:width] + "..."
+
+
 def chunk_fields(path: Path, chunk: list[str], d: str, header: list[str], at: int) -> list[str]:
     """The fields of `chunk` (lines from file line `at`), row after row; a wrong field count
     or bad quoting is a `DataError` naming the line."""
@@ -72,7 +82,7 @@ def chunk_fields(path: Path, chunk: list[str], d: str, header: list[str], at: in
         for i, line in enumerate(chunk):
             k = line.count(d) + 1
             if k != ncols:
-                raise DataError(path, f"expected {ncols} fields ({d.join(header)}), found {k}", line=at + i)
+                raise DataError(path, f"expected {ncols} fields ({_header_text(header, d)}), found {k}", line=at + i)
     return fields
 
 

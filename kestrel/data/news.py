@@ -30,7 +30,7 @@ import numpy as np
 
 from kestrel.data.csvfields import check_text
 from kestrel.data.errors import DataError
-from kestrel.data.readers import show
+from kestrel.data.readers import check_size, read_bytes, show
 from kestrel.data.timestamps import BadValue, parse_timestamps
 from kestrel.market.news import NewsFeed, NewsItem
 
@@ -243,13 +243,13 @@ def read_news(path: str | Path) -> list[NewsItem]:
         raise DataError(p, "is a directory: give a news file (.jsonl, .csv or .parquet)")
     if not p.is_file():
         raise DataError(p, "no such news file")
-    size = p.stat().st_size
+    size = check_size(p)
     if size > MAX_BYTES:
         raise DataError(p, f"{size} bytes: news files are read up to {MAX_BYTES >> 20} MiB; split it")
     suffix = p.suffix.lower()
     if suffix == ".parquet":
         return _parquet(p)
-    raw = p.read_bytes()
+    raw = read_bytes(p)  # the readers' bounds when a server loads it (regular files, its size cap)
     if not raw.strip():
         raise DataError(p, "file is empty: expected news items")
     if suffix == ".csv":

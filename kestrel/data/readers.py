@@ -5,22 +5,32 @@ Parsing is vectorized (numpy for CSV, pyarrow for Parquet); Python loops run onl
 error path, to name the first bad row. Checks, each a `DataError` naming file, line/row and
 column: empty file, missing column, wrong field count, unparsable or non-finite number,
 unparsable timestamp.
+
+Bounds (`ReadLimits`, set for the current context with `bounded_reads`): a server that loads
+files for its clients sets them around each load, so a file is measured before it is read —
+its size from the open file, a Parquet file's rows, columns and decoded bytes from its footer,
+a CSV header's columns before it is split — and refused with one line when over. With no
+bounds set (the CLI, the library) files of any size are read. Error texts never hold more than
+a few dozen characters of a column name or a field.
 """
 
 from __future__ import annotations
 
 import csv
+import os
 import re
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import numpy.typing as npt
 
 from kestrel.data.columns import ALIASES, ColumnError, ColumnMap, column_spec, columns_text, infer_roles, normalize
+from kestrel.data.bounds import ReadLimits, bounded_reads, read_limits
 from kestrel.data.csvfields import CHUNK_ROWS, check_text, chunk_fields, column_text
 from kestrel.data.errors import DataError
 from kestrel.data.spec import PRESETS, LoadSpec
@@ -29,6 +39,43 @@ from kestrel.market.ticks import F64, I64
 
 _HISTDATA_LINE = re.compile(r"^\d{8} \d{9},")
 _MAP_HINT = "map it in the LoadSpec or choose another preset"
+
+
+def _over(path: Path, what: str, count: int, limit: int) -> DataError:
+    return DataError(path, f"{what} {count:,} is over the limit of {limit:,} for one load here")
+
+
+def check_size(path: Path, fd: int | None = None) -> int:
+    """The size of `path` (of the open `fd` when given), refused when over `max_bytes` or, for
+    a bounded load, when it is not a regular file (a FIFO or device would block or never end;
+    the CLI, unbounded, still reads a pipe such as `<(...)`)."""
+    st = os.fstat(fd) if fd is not None else os.stat(path)
+    lim = read_limits().max_bytes
+    if lim is not None and not stat.S_ISREG(st.st_mode):
+        raise DataError(path, "not a regular file")
+    if lim is not None and st.st_size > lim:
+        raise _over(path, "file size in bytes", st.st_size, lim)
+    return st.st_size
+
+
+def _open(path: Path) -> BinaryIO:
+    """`path` opened for reading; for a bounded load without blocking on the open (a FIFO put
+    where a file was checked opens at once, and is then refused as not a regular file)."""
+    if read_limits().max_bytes is None:
+        return path.open("rb")
+    return os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb")
+
+
+def read_bytes(path: Path) -> bytes:
+    """The file's bytes, its size checked first (`check_size`); a file that reads longer than
+    its size says is refused at the bound rather than read to its end."""
+    with _open(path) as f:
+        check_size(path, f.fileno())
+        lim = read_limits().max_bytes
+        raw = f.read() if lim is None else f.read(lim + 1)
+    if lim is not None and len(raw) > lim:
+        raise DataError(path, f"file reads longer than the limit of {lim:,} bytes for one load here")
+    return raw
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +109,10 @@ def row_where(first_line: int | None, i: int) -> dict[str, int]:
 
 
 def show(text: str, width: int = 60) -> str:
-    """`text` quoted for a one-line message, cut to `width` characters."""
+    """`text` (from the file) quoted for a one-line message, cut to `width` characters; only
+    its length when messages may not quote the file (`ReadLimits.echo`)."""
+    if not read_limits().echo:
+        return f"(a value of {len(text)} characters, not shown here)"
     return repr(text[:width]) + ("..." if len(text) > width else "")
 
 
@@ -127,8 +177,9 @@ def _check_duplicates(path: Path, header: list[str]) -> None:
     seen: dict[str, int] = {}
     for k, name in enumerate(header):
         if name in seen:
-            raise DataError(path, f"duplicate column {name!r} in the header (columns {seen[name] + 1} and {k + 1}); "
-                            "rename or remove one", column=name)
+            raise DataError(path, f"duplicate column {show(name, 40)} in the header (columns {seen[name] + 1} "
+                            f"and {k + 1}); rename or remove one",
+                            column=name if len(name) <= 40 and read_limits().echo else None)
         seen[name] = k
 
 
@@ -141,11 +192,22 @@ def _split_header(line: str, d: str) -> list[str]:
     return [h.strip() for h in line.split(d)]
 
 
+def _check_columns(path: Path, count: int) -> None:
+    lim = read_limits().max_columns
+    if lim is not None and count > lim:
+        raise _over(path, "number of columns", count, lim)
+
+
 def read_csv(path: Path, spec: LoadSpec) -> Table:
-    raw = path.read_bytes()
+    raw = read_bytes(path)
     check_text(path, raw[:4096])
     if not raw.strip():
         raise DataError(path, "file is empty: expected a header line and data rows")
+    limits = read_limits()
+    if limits.max_rows is not None:  # counted on the bytes, before a line is made of them
+        rows = raw.rstrip(b"\r\n").count(b"\n") + 1 - int(spec.header)  # at most the rows split below
+        if rows > limits.max_rows:
+            raise _over(path, "number of data rows", rows, limits.max_rows)
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
@@ -154,7 +216,10 @@ def read_csv(path: Path, spec: LoadSpec) -> Table:
     lines = text.replace("\r\n", "\n").rstrip("\n").split("\n")
     del text
     d = spec.delimiter
+    if limits.max_rows is not None and len(lines) - int(spec.header) > limits.max_rows:
+        raise _over(path, "number of data rows", len(lines) - int(spec.header), limits.max_rows)
     if spec.header:
+        _check_columns(path, lines[0].count(d) + 1)  # before the header is split
         header = _split_header(lines[0], d)
         body = lines[1:]
         first = 2
@@ -207,7 +272,10 @@ def _symbols(path: Path, col: npt.NDArray[np.str_], name: str, first_line: int |
 
 
 def _one_line(e: BaseException) -> str:
-    """A library's error text as one printable line."""
+    """A library's error text as one printable line (its type only when messages may not quote
+    the file: the text may hold the file's bytes)."""
+    if not read_limits().echo:
+        return type(e).__name__
     text = " ".join(str(e).split())
     return "".join(c if c.isprintable() else "?" for c in text)[:200]
 
@@ -234,17 +302,50 @@ def _texts(path: Path, col: Any, name: str, pa: Any) -> npt.NDArray[np.str_]:
     return out
 
 
-def read_parquet(path: Path, spec: LoadSpec) -> Table:
-    pa, pc, pq = _pyarrow(path)
+def _parquet_names(path: Path, pq: Any) -> tuple[list[str], Any]:
+    """The schema's column names and the file's footer, the bounds checked on the footer
+    before any column is read."""
+    check_size(path)
     try:
-        names = list(pq.read_schema(path).names)
+        meta = pq.read_metadata(path)
     except Exception as e:  # pyarrow raises several types for a bad file
         raise DataError(path, f"not a readable Parquet file: {_one_line(e)}") from None
+    _check_columns(path, int(meta.num_columns))
+    limits = read_limits()
+    if limits.max_rows is not None and meta.num_rows > limits.max_rows:
+        raise _over(path, "number of data rows", int(meta.num_rows), limits.max_rows)
+    try:
+        names = list(meta.schema.to_arrow_schema().names)
+    except Exception as e:
+        raise DataError(path, f"not a readable Parquet file: {_one_line(e)}") from None
+    return names, meta
+
+
+def _check_decoded(path: Path, meta: Any, columns: list[str]) -> None:
+    lim = read_limits().max_decoded_bytes
+    if lim is None:
+        return
+    wanted = set(columns)
+    total = 0
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        for c in range(group.num_columns):
+            col = group.column(c)
+            if col.path_in_schema.split(".")[0] in wanted:
+                total += int(col.total_uncompressed_size)
+    if total > lim:
+        raise _over(path, "decoded size in bytes of the columns read", total, lim)
+
+
+def read_parquet(path: Path, spec: LoadSpec) -> Table:
+    pa, pc, pq = _pyarrow(path)
+    names, meta = _parquet_names(path, pq)
     _check_duplicates(path, names)
     ts_name = names[_resolve(path, names, spec.ts, "timestamps")]
     roles = {role: names[_resolve(path, names, n, role)] for role, n in spec.value_columns().items()}
     sym_name = None if spec.symbols is None else names[_resolve(path, names, spec.symbols, "symbols")]
     wanted = [ts_name, *roles.values(), *([sym_name] if sym_name else [])]
+    _check_decoded(path, meta, wanted)
     try:
         table = pq.read_table(path, columns=list(dict.fromkeys(wanted)))
     except Exception as e:  # a damaged column chunk, a bad page, ...
@@ -320,11 +421,10 @@ def file_header(path: str | Path, delimiter: str = ",") -> list[str] | None:
     p = Path(path)
     if p.suffix.lower() == ".parquet":
         _, _, pq = _pyarrow(p)
-        try:
-            return list(pq.read_schema(p).names)
-        except Exception as e:
-            raise DataError(p, f"not a readable Parquet file: {_one_line(e)}") from None
-    with p.open("rb") as f:
+        header, _ = _parquet_names(p, pq)
+        return header
+    with _open(p) as f:
+        check_size(p, f.fileno())
         head = f.read(4096)
     check_text(p, head)
     try:
@@ -402,7 +502,10 @@ def read_table(path: Path, spec: LoadSpec) -> Table:
 
 
 __all__ = [
+    "ReadLimits",
     "Table",
+    "bounded_reads",
+    "check_size",
     "check_text",
     "columns_text",
     "delimiter_hint",
@@ -411,7 +514,9 @@ __all__ = [
     "file_header",
     "preset_for",
     "pick_preset",
+    "read_bytes",
     "read_csv",
+    "read_limits",
     "read_parquet",
     "read_table",
     "row_where",

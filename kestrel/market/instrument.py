@@ -4,8 +4,23 @@ currency and smallest tradable quantity)."""
 from __future__ import annotations
 
 import math
+import re
 
 import msgspec
+
+MAX_SYMBOL_CHARS = 32
+_SYMBOL = re.compile(r"[!-~]{1,%d}" % MAX_SYMBOL_CHARS)  # printable ASCII, no blank
+
+
+def check_symbol(symbol: str) -> str:
+    """`symbol` when it is 1 to 32 printable ASCII characters without blanks (AAPL, EUR/USD,
+    BTC-PERP.BINANCE), else ValueError: a symbol is printed in briefings, captures and reports,
+    so it can never carry a control character or a terminal escape."""
+    if not isinstance(symbol, str) or _SYMBOL.fullmatch(symbol) is None:
+        shown = repr(symbol[:40]) + ("..." if len(symbol) > 40 else "") if isinstance(symbol, str) else repr(symbol)
+        raise ValueError(f"symbol must be 1 to {MAX_SYMBOL_CHARS} printable characters without blanks "
+                         f"(e.g. AAPL or EUR/USD), got {shown}")
+    return symbol
 
 
 def decimals_for(tick_size: float) -> int:
@@ -39,6 +54,7 @@ class Instrument(msgspec.Struct, frozen=True, kw_only=True):
     min_qty: int = 1
 
     def __post_init__(self) -> None:
+        check_symbol(self.symbol)
         if not (self.tick_size > 0 and math.isfinite(self.tick_size)):
             raise ValueError(f"tick size must be a finite number > 0, got {self.tick_size!r}")
         if not (self.multiplier > 0 and math.isfinite(self.multiplier)):

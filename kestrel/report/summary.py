@@ -178,6 +178,22 @@ def _cost_section(con: Console, result: SessionResult) -> None:
               + (f" + {t['abandoned']} abandoned calls of unknown cost" if t["abandoned"] else ""))
 
 
+def printable_text(text: str) -> str:
+    from kestrel.terminal import printable
+
+    return printable(text)
+
+
+def _shown(text: str) -> str:
+    """Text from a capture or an agent for the console: control characters escaped, rich markup
+    taken literally."""
+    from rich.markup import escape
+
+    from kestrel.terminal import printable
+
+    return escape(printable(str(text), one_line=True))
+
+
 def report(result: SessionResult, data: MarketData, command: str = "simulate") -> None:
     """The readable report: turns per ordinal and how each plan ended, armed plans, fills,
     round trips, rejections and disarms, PnL, key metrics and evidence counts."""
@@ -186,8 +202,8 @@ def report(result: SessionResult, data: MarketData, command: str = "simulate") -
     rep = _run_report(result, data)
     con = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else WIDTH)
     h = result.header
-    con.print(f"[bold]kestrel {command}[/bold]  {h.symbol}  data {h.data}  agent {h.agent}  "
-              f"sessions {', '.join(h.dates)}  schedule {' '.join(h.schedule)}")
+    con.print(f"[bold]kestrel {command}[/bold]  {_shown(h.symbol)}  data {_shown(h.data)}  agent {_shown(h.agent)}  "
+              f"sessions {_shown(', '.join(h.dates))}  schedule {_shown(' '.join(h.schedule))}")
     if rep.header.instrument is not None:
         con.print(f"Instrument: {instrument_line(rep.header.instrument)}", markup=False)
     for d in result.days:
@@ -236,11 +252,11 @@ def _turns(con: Console, result: SessionResult, rep: RunReport) -> None:
             if row.plan_text is not None:
                 plans.setdefault(row.plan_text, f"{d.date} {o.ordinal}")
             armed = o.armed if row.fate is None else f"{o.armed}; {row.fate}"
-            turns.add_row(d.date, o.ordinal, kind, armed, str(o.iterations), str(o.tokens_spent))
+            turns.add_row(d.date, o.ordinal, _shown(kind), _shown(armed), str(o.iterations), str(o.tokens_spent))
     con.print(turns)
     for text, where in plans.items():
-        con.print(f"[bold]Armed plan[/bold] ({where}):")
-        con.print(text, markup=False)
+        con.print(f"[bold]Armed plan[/bold] ({_shown(where)}):")
+        con.print(printable_text(text), markup=False)
 
 
 def _fills(con: Console, rep: RunReport) -> None:

@@ -5,6 +5,11 @@ Every line is one UTF-8 JSON object, at most `MAX_LINE` bytes with its newline:
 - a `Response` with the same id and either `result` or `error` (`{code, message}`);
 - a `Notification` (no id) the server streams before the response of `follow`.
 
+A message longer than a line may be (a long run's `show`, `runs` or `export`) is sent as
+`part` notifications (`Part`: the request's id, the part's index, whether it is the last, and
+a slice of the message's line, base64): the receiver joins the slices in order and reads the
+line they make (`Reassembler`); every line on the wire stays within `MAX_LINE`.
+
 The first request of a connection must be `hello` with the client's `protocol` version; a
 version the server does not speak is refused and the connection closed. The params and result
 of each method are the Structs below (`METHODS`), decoded strictly: a wrong type or an unknown
@@ -13,6 +18,7 @@ field is an `INVALID_PARAMS` error naming it. Nothing here does I/O.
 
 from __future__ import annotations
 
+import base64
 from typing import Any, Literal
 
 import msgspec
@@ -154,6 +160,21 @@ class Ok(msgspec.Struct, frozen=True):
     message: str = ""
 
 
+class Part(msgspec.Struct, frozen=True):
+    """One slice of a message too long for a line (notification `part`)."""
+
+    id: int | str | None
+    index: int
+    last: bool
+    data: str
+
+
+PART_BYTES = 512 * 1024
+"""Bytes of a long line per part (its base64 and envelope stay well within `MAX_LINE`)."""
+MAX_MESSAGE = 1 << 30
+"""The longest message a receiver reassembles from parts."""
+
+
 METHODS: dict[str, type[Params]] = {
     "hello": HelloParams,
     "ping": NoParams,
@@ -220,6 +241,44 @@ def encode(message: Response | Failure | Notification | Request) -> bytes:
     return _encoder.encode(message) + b"\n"
 
 
+def encode_lines(message: Response | Failure | Notification, request_id: int | str | None) -> list[bytes]:
+    """`message` as the lines to send: itself when it fits `MAX_LINE`, else its `part`s."""
+    line = encode(message)
+    if len(line) <= MAX_LINE:
+        return [line]
+    n = -(-len(line) // PART_BYTES)
+    return [
+        encode(Notification("part", Part(request_id, k, k == n - 1,
+                                         base64.b64encode(line[k * PART_BYTES:(k + 1) * PART_BYTES]).decode())))
+        for k in range(n)
+    ]
+
+
+class Reassembler:
+    """Joins `part` notifications back into the line they carry."""
+
+    def __init__(self, max_bytes: int = MAX_MESSAGE) -> None:
+        self.max_bytes = max_bytes
+        self._parts: list[bytes] = []
+        self._size = 0
+
+    def feed(self, params: Any) -> bytes | None:
+        """Take one part's params; the whole line once the last part is in, else None.
+        Raises ValueError for parts out of order or a message over `max_bytes`."""
+        part = msgspec.convert(params, Part)
+        if part.index != len(self._parts):
+            raise ValueError(f"part {part.index} of a long message arrived out of order")
+        chunk = base64.b64decode(part.data)
+        self._size += len(chunk)
+        if self._size > self.max_bytes:
+            raise ValueError(f"a message over {self.max_bytes} bytes")
+        self._parts.append(chunk)
+        if not part.last:
+            return None
+        line, self._parts, self._size = b"".join(self._parts), [], 0
+        return line
+
+
 def request(method: str, request_id: int, params: Params | None = None) -> Request:
     body = {} if params is None else msgspec.to_builtins(params)
     return Request("2.0", method, request_id, body)
@@ -250,8 +309,11 @@ __all__ = [
     "NoParams",
     "Notification",
     "Ok",
+    "PART_BYTES",
     "Params",
+    "Part",
     "ProtocolError",
+    "Reassembler",
     "Request",
     "Response",
     "RunInfo",
@@ -262,6 +324,7 @@ __all__ = [
     "WaitParams",
     "decode_request",
     "encode",
+    "encode_lines",
     "error",
     "request",
 ]

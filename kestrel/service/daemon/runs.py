@@ -18,6 +18,14 @@
   uninterrupted run's.
 - the end of a run commits its state, its exact ledger, capture and summary, and an `end`
   record; `wait` and `follow` wake on each commit of their run.
+
+The daemon survives its disk and its data: a store that cannot write for a while (a full disk)
+pauses the writer, and with it the runs, until it can (`kestrel.service.daemon.writer`); a
+submit while it is paused is refused with the reason; any other failure of a run (its store
+commit, its data, a bug) fails that run with the reason, never the daemon. At resume, each
+stored run is taken on its own: one that cannot be resumed (a row that does not decode, a
+signature that does not verify, flags that no longer resolve) is marked failed with its reason
+and the others resume.
 """
 
 from __future__ import annotations
@@ -48,6 +56,8 @@ from kestrel.session.spec import ResolvedRun
 
 _enc = msgspec.json.Encoder(order="deterministic")
 Slot = tuple[str, str]
+SUBMIT_WAIT_S = 20.0
+"""How long a submit waits for its run's commit before it is refused (a paused store)."""
 
 
 class Refusal(ValueError):
@@ -148,6 +158,9 @@ class Runs:
     # -- submit, resume, drive ------------------------------------------------------------
 
     async def submit(self, argv: list[str], cwd: str) -> Submitted:
+        if self.writer.paused is not None:
+            raise Refusal(f"the store cannot write now ({self.writer.paused}): the daemon waits for it; "
+                          "submit again once it can (e.g. once the disk has space)")
         try:
             flags, canonical = self.planner.parse(argv, cwd)
             job = await anyio.to_thread.run_sync(self.planner.resolve, flags)
@@ -160,7 +173,20 @@ class Runs:
                                            urgent=True)
         self.tg.start_soon(self._drive, run, job, [], 0)  # its records queue up behind the run's
         try:
-            await self.writer.wait(stored)  # the reply follows the commit
+            with anyio.fail_after(SUBMIT_WAIT_S):
+                await self.writer.wait(stored)  # the reply follows the commit
+        except TimeoutError:  # the store paused meanwhile: refuse now, record it as refused later
+            self.live[run].cancelled = True
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                try:
+                    await self.host.close(run)
+                except HostError:
+                    pass
+            why = f"the store cannot write now ({self.writer.paused or 'its commit is slow'})"
+            body = _enc.encode({"state": "cancelled", "reason": f"refused at submit: {why}", "summary": None})
+            await self.writer.enqueue([Insert(run, "end", "end", body), Ended(run, "cancelled", f"refused at submit: {why}")])
+            self.live.pop(run, None)
+            raise Refusal(f"{why}: the run was not accepted; submit it again once the store can write") from None
         except Exception as exc:
             self.live[run].cancelled = True
             with anyio.move_on_after(5):
@@ -173,29 +199,74 @@ class Runs:
         return Submitted(run, pace)
 
     async def resume_all(self) -> int:
-        """Start every run the store holds as running again (see the module docstring)."""
+        """Start every run the store holds as running again (see the module docstring); a run
+        that cannot be resumed is marked failed with its reason. Returns how many were found."""
         stored = self.reader.unfinished()
         for s in stored:
             self.live[s.run] = LiveRun(s.run)
             try:
-                job = await anyio.to_thread.run_sync(self.planner.resolve, s.flags)
-            except ValueError as exc:
-                await self._end(s.run, "failed", f"cannot resume: {exc}")
-                continue
-            rows = self.reader.events(s.run, kinds=("turn",), limit=1_000_000)
-            committed = [msgspec.json.decode(r[3], type=CapturedTurn) for r in rows]
-            try:
-                skip_committed(job.agent, committed)  # a file agent continues after them
-            except ResumeError as exc:
-                await self._end(s.run, "failed", f"cannot resume: {exc}")
-                continue
-            at = resume_point(job.run, committed, self.reader.events(s.run, kinds=("ledger",), limit=1_000_000))
-            await self.writer.commit([Resumed(s.run)])
-            self.log.info("run.resumed", run=s.run, committed_turns=len(committed), resume_ns=at)
-            self.tg.start_soon(self._drive, s.run, job, committed, at)
+                if s.problem is not None:
+                    raise ValueError(s.problem)
+                await self._resume(s)
+            except Exception as exc:  # this run only: the others still resume
+                from kestrel_actors.errors import describe
+
+                why = str(exc) if isinstance(exc, ValueError) else describe(exc)
+                self.log.warning("run.not_resumed", run=s.run, reason=why)
+                self.tg.start_soon(self._end_quietly, s.run, "failed", f"cannot resume: {why}")
         return len(stored)
 
+    async def _resume(self, s: Any) -> None:
+        try:
+            job = await anyio.to_thread.run_sync(self.planner.resolve, s.flags)
+        except ValueError as exc:
+            raise ValueError(str(exc)) from None
+        rows = self.reader.events(s.run, kinds=("turn",), limit=1_000_000)
+        try:
+            committed = [msgspec.json.decode(r[3], type=CapturedTurn) for r in rows]
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise ValueError(f"a committed turn does not decode ({exc})") from None
+        try:
+            skip_committed(job.agent, committed)  # a file agent continues after them
+        except ResumeError as exc:
+            raise ValueError(str(exc)) from None
+        ledger = self.reader.events(s.run, kinds=("ledger",), limit=1_000_000)
+        try:
+            at = resume_point(job.run, committed, ledger)
+        except (msgspec.DecodeError, KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"a committed ledger event does not decode ({exc})") from None
+        await self.writer.enqueue([Resumed(s.run)], urgent=True)  # not awaited: a paused store waits
+        self.log.info("run.resumed", run=s.run, committed_turns=len(committed), resume_ns=at)
+        self.tg.start_soon(self._drive, s.run, job, committed, at)
+
+    async def _end_quietly(self, run: str, state: str, reason: str) -> None:
+        """`_end`, its own failure logged (the run stays unfinished in the store)."""
+        try:
+            await self._end(run, state, reason)
+        except Exception as exc:
+            from kestrel_actors.errors import describe
+
+            self.live.pop(run, None)
+            self.log.error("run.end_not_committed", run=run, state=state, error=describe(exc))
+
     async def _drive(self, run: str, job: Job, committed: list[CapturedTurn], resume_ns: int) -> None:
+        """Run `run` to its end; whatever fails in it fails the run, never the daemon."""
+        try:
+            await self._run(run, job, committed, resume_ns)
+        except Exception as exc:
+            from kestrel_actors.errors import describe
+
+            self.log.error("run.failed", run=run, error=describe(exc))
+            live = self.live.get(run)
+            if live is not None and not live.cancelled:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(10):
+                    try:
+                        await self.host.close(run)
+                    except HostError:
+                        pass
+                await self._end_quietly(run, "failed", f"the run failed: {describe(exc)}")
+
+    async def _run(self, run: str, job: Job, committed: list[CapturedTurn], resume_ns: int) -> None:
         live = self.live[run]
         if live.cancelled:
             return

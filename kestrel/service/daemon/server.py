@@ -60,11 +60,12 @@ from kestrel.service.daemon.protocol import (
     WaitParams,
     decode_request,
     encode,
+    encode_lines,
     error,
 )
 from kestrel.logs import get_logger
 
-Send = Callable[[bytes], Awaitable[None]]
+Send = Callable[[Notification], Awaitable[None]]
 
 
 def peer_uid(sock: socket.socket) -> int:
@@ -123,8 +124,13 @@ class Daemon:
                     await stream.send(encode(error(req.id, REFUSED, f"protocol {params.protocol} is not spoken here: this daemon speaks {PROTOCOL_VERSION}")))
                     return
                 greeted = True
-            response = await self._answer(req, params, stream.send)
-            await stream.send(encode(response))
+            async def send(message: Notification, rid: int | str | None = req.id) -> None:
+                for part in encode_lines(message, rid):
+                    await stream.send(part)
+
+            response = await self._answer(req, params, send)
+            for part in encode_lines(response, req.id):
+                await stream.send(part)
             if req.method == "shutdown":
                 self.stop.set()
 
@@ -183,7 +189,7 @@ class Daemon:
             for rowid, kind, key, body in rows:
                 last = rowid
                 item = FollowItem(run, kind, key, msgspec.json.decode(body))
-                await send(encode(Notification("event", msgspec.to_builtins(item))))
+                await send(Notification("event", msgspec.to_builtins(item)))
                 if kind == "end":
                     return runs.info(run)
             if rows:
@@ -205,7 +211,8 @@ async def serve_daemon(
     """Run the daemon on `home` (whose lock the caller holds) until stopped (module docstring)."""
     log = get_logger("kestrel.service.daemon")
     stop = stop or anyio.Event()
-    store = await anyio.to_thread.run_sync(Store, home.db)
+    key = home.read_key()
+    store = await anyio.to_thread.run_sync(lambda: Store(home.db, key=key))
     reader = store.reader()
     holder: list[Runs] = []
 

@@ -9,13 +9,27 @@ Invariants:
   runs at open and a damaged database is refused (`StoreError`, nothing is written);
 - `events` is append-only and idempotent: a record is keyed by (run, kind, key) and inserted
   with `ON CONFLICT DO NOTHING` (duplicates only: a broken CHECK still fails), so a resumed run that re-emits what it committed before its crash
-  adds nothing, and the rowid order is the order things happened.
+  adds nothing, and the rowid order is the order things happened;
+- nothing is changed before the file is known to be ours: it is opened read-only first and
+  must pass `PRAGMA integrity_check`, carry Kestrel's `application_id` (or none, for a new or
+  an older Kestrel's store) and hold exactly the schema of its `user_version` (the tables and
+  indexes `MIGRATIONS` create, nothing else); only then is it opened for writing (WAL set,
+  migrations run, the application id stamped). A new file is created 0600, never through a
+  symlink, and SQLite gives its `-wal` and `-shm` files the same mode;
+- runs are signed: with the home's key (`key`), each run's id, flags, argv and pace carry an
+  HMAC-SHA256 (`mac`), and `Reader.unfinished` sets apart the runs whose signature does not
+  verify (planted, edited, or from another home): they are never resumed.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import os
 import sqlite3
+import stat
 import time
+import urllib.parse
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,10 +66,55 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX events_by_run ON events (run, id);
     """,
+    """
+    ALTER TABLE runs ADD COLUMN mac BLOB;
+    """,
 )
 """`MIGRATIONS[k]` takes the schema from version k to k+1."""
 
 SCHEMA_VERSION = len(MIGRATIONS)
+APPLICATION_ID = 0x4B455354
+"""`PRAGMA application_id` of a Kestrel store ("KEST")."""
+TRANSIENT = {5, 6, 10, 13}
+"""SQLite result codes of a store that may work again (BUSY, LOCKED, IOERR, FULL)."""
+
+
+def transient(exc: BaseException) -> bool:
+    """A store error that may pass (a full disk, an I/O error, a lock): retry, do not fail."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int) and (code & 0xFF) in TRANSIENT:
+        return True
+    text = str(exc).lower()
+    return isinstance(exc, sqlite3.OperationalError) and any(
+        w in text for w in ("disk is full", "disk i/o error", "database is locked", "no space"))
+
+
+def run_mac(key: bytes, run: str, flags: bytes, argv: bytes, pace: str) -> bytes:
+    """The signature of a run's row (what resuming it would replay)."""
+    h = hmac.new(key, digestmod=hashlib.sha256)
+    for part in (run.encode(), flags, argv, pace.encode()):
+        h.update(len(part).to_bytes(8, "big"))
+        h.update(part)
+    return h.digest()
+
+
+def schema_of(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
+    """(type, name, sql) of every table and index, the SQL with its blanks folded."""
+    rows = conn.execute("SELECT type, name, COALESCE(sql, '') FROM sqlite_master ORDER BY type, name").fetchall()
+    return [(t, n, " ".join(sql.split())) for t, n, sql in rows]
+
+
+def expected_schema(migrations: Sequence[str], version: int) -> list[tuple[str, str, str]]:
+    """The schema `migrations[:version]` build (on an empty database in memory)."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        for step in migrations[:version]:
+            for statement in step.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+        return schema_of(conn)
+    finally:
+        conn.close()
 
 
 class StoreError(RuntimeError):
@@ -98,12 +157,14 @@ Op = Insert | NewRun | Ended | Resumed
 
 @dataclass(frozen=True)
 class StoredRun:
-    """What a restart needs to resume a run."""
+    """What a restart needs to resume a run; `problem` says why it cannot be (its row does
+    not decode, its signature does not verify), else None."""
 
     run: str
     flags: dict[str, Any]
     pace: str
     resumed: int
+    problem: str | None = None
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -114,33 +175,80 @@ def connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
-class Store:
-    """The database at `path` (created, checked and migrated by the constructor)."""
+def _own_file(path: Path) -> bool:
+    """Create `path` (0600, not through a symlink) when absent; refuse one that is not a regular
+    file of this user. True when it was created."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        os.close(fd)
+        return True
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISREG(st.st_mode):
+        raise StoreError(f"{path}: not a regular file (a symlink, folder or device): move it away")
+    if st.st_uid != os.getuid():
+        raise StoreError(f"{path}: belongs to uid {st.st_uid}, not to you: move it away")
+    return False
 
-    def __init__(self, path: Path, migrations: Sequence[str] = MIGRATIONS) -> None:
+
+class Store:
+    """The database at `path` (created, checked and migrated by the constructor); `key` signs
+    its runs (None: rows are neither signed nor checked)."""
+
+    def __init__(self, path: Path, migrations: Sequence[str] = MIGRATIONS, key: bytes | None = None) -> None:
         self.path = path
+        self.key = key
         try:
+            for suffix in ("", "-wal", "-shm"):
+                sibling = Path(f"{path}{suffix}")
+                if suffix and not os.path.lexists(sibling):
+                    continue
+                _own_file(sibling)
+            self._identify(migrations)  # read-only: nothing is written to a file not ours
             self._conn = connect(path)
-            self._check()
             self._migrate(migrations)
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{path}: {exc} (move the file away to start with an empty store)") from None
+        except OSError as exc:
+            raise StoreError(f"{path}: {exc.strerror or exc}") from None
         self._n = self._conn.execute("SELECT COALESCE(MAX(n), 0) FROM runs").fetchone()[0]
 
-    def _check(self) -> None:
-        rows = self._conn.execute("PRAGMA integrity_check").fetchall()
-        if [r[0] for r in rows] != ["ok"]:
-            detail = "; ".join(str(r[0]) for r in rows[:3])
-            raise StoreError(f"{self.path}: integrity check failed: {detail} (restore a backup or move it away)")
+    def _identify(self, migrations: Sequence[str]) -> None:
+        """The checks before anything is changed (module docstring), on a read-only connection."""
+        # with no write-ahead log to recover, read the file as it is: SQLite then creates no
+        # -wal or -shm file beside it (with one, a read-only connection reads through it)
+        wal = os.path.lexists(f"{self.path}-wal")
+        uri = "file:" + urllib.parse.quote(str(self.path.absolute())) + ("?mode=ro" if wal else "?immutable=1")
+        conn = sqlite3.connect(uri, uri=True)
+        try:
+            rows = conn.execute("PRAGMA integrity_check").fetchall()
+            if [r[0] for r in rows] != ["ok"]:
+                detail = "; ".join(str(r[0]) for r in rows[:3])
+                raise StoreError(f"{self.path}: integrity check failed: {detail} (restore a backup or move it away)")
+            app = int(conn.execute("PRAGMA application_id").fetchone()[0])
+            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+            if app not in (0, APPLICATION_ID):
+                raise StoreError(f"{self.path}: not a Kestrel store (application id {app:#x}): move it away "
+                                 "or use another --home; nothing was written to it")
+            if version > len(migrations):
+                raise StoreError(
+                    f"{self.path}: schema version {version} is newer than this Kestrel's "
+                    f"({len(migrations)}): upgrade Kestrel or use another --home"
+                )
+            found = schema_of(conn)
+            if found != expected_schema(migrations, version):
+                names = ", ".join(n for _, n, _ in found[:6]) or "none"
+                raise StoreError(f"{self.path}: not a Kestrel store (its tables and indexes, {names}, are not "
+                                 f"those of schema version {version}): move it away or use another --home; "
+                                 "nothing was written to it")
+        finally:
+            conn.close()
 
     def _migrate(self, migrations: Sequence[str]) -> None:
         version = self.version()
-        if version > len(migrations):
-            raise StoreError(
-                f"{self.path}: schema version {version} is newer than this Kestrel's "
-                f"({len(migrations)}): upgrade Kestrel or use another --home"
-            )
         if version == len(migrations):
+            if int(self._conn.execute("PRAGMA application_id").fetchone()[0]) != APPLICATION_ID:
+                self._conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
             return
         self._conn.execute("BEGIN IMMEDIATE")
         try:
@@ -149,6 +257,7 @@ class Store:
                     if statement.strip():
                         self._conn.execute(statement)
             self._conn.execute(f"PRAGMA user_version={len(migrations)}")
+            self._conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
             self._conn.execute("COMMIT")
         except BaseException:
             self._conn.execute("ROLLBACK")
@@ -174,9 +283,10 @@ class Store:
                               (op.run, op.kind, op.key, op.body))
                 elif isinstance(op, NewRun):
                     self._n += 1
-                    c.execute("INSERT INTO runs (id, n, flags, argv, pace, state, submitted) "
-                              "VALUES (?, ?, ?, ?, ?, 'running', ?)",
-                              (op.run, self._n, op.flags, op.argv, op.pace, time.time()))
+                    mac = None if self.key is None else run_mac(self.key, op.run, op.flags, op.argv, op.pace)
+                    c.execute("INSERT INTO runs (id, n, flags, argv, pace, state, submitted, mac) "
+                              "VALUES (?, ?, ?, ?, ?, 'running', ?, ?)",
+                              (op.run, self._n, op.flags, op.argv, op.pace, time.time(), mac))
                 elif isinstance(op, Resumed):
                     c.execute("UPDATE runs SET resumed = resumed + 1 WHERE id = ?", (op.run,))
                 else:
@@ -185,27 +295,53 @@ class Store:
                               (op.state, op.reason, op.summary, op.ledger, op.capture, time.time(), op.run))
             c.execute("COMMIT")
         except BaseException:
-            if c.in_transaction:
-                c.execute("ROLLBACK")
-            self._n = c.execute("SELECT COALESCE(MAX(n), 0) FROM runs").fetchone()[0]
+            try:
+                if c.in_transaction:
+                    c.execute("ROLLBACK")
+                self._n = c.execute("SELECT COALESCE(MAX(n), 0) FROM runs").fetchone()[0]
+            except sqlite3.Error:
+                pass  # the failure that matters is the one being raised
             raise
 
     def reader(self) -> Reader:
-        return Reader(connect(self.path))
+        return Reader(connect(self.path), self.key)
 
 
 class Reader:
     """A read connection (use from one thread at a time)."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, key: bytes | None = None) -> None:
         self._conn = conn
+        self._key = key
 
     def close(self) -> None:
         self._conn.close()
 
     def unfinished(self) -> list[StoredRun]:
-        rows = self._conn.execute("SELECT id, flags, pace, resumed FROM runs WHERE state = 'running' ORDER BY n")
-        return [StoredRun(r[0], msgspec.json.decode(r[1]), r[2], r[3]) for r in rows]
+        """Every run the store holds as running, each with what resuming it needs or with the
+        problem that forbids it (one bad row never hides the others)."""
+        rows = self._conn.execute(
+            "SELECT id, flags, argv, pace, resumed, mac FROM runs WHERE state = 'running' ORDER BY n").fetchall()
+        out: list[StoredRun] = []
+        for run, flags, argv, pace, resumed, mac in rows:
+            problem = None
+            if self._key is not None:
+                ok = (isinstance(mac, bytes) and isinstance(flags, bytes) and isinstance(argv, bytes)
+                      and hmac.compare_digest(mac, run_mac(self._key, str(run), flags, argv, str(pace))))
+                if not ok:
+                    problem = ("not created by this daemon (its signature does not match this home's key): "
+                               "not resumed")
+            decoded: dict[str, Any] = {}
+            if problem is None:
+                try:
+                    value = msgspec.json.decode(flags)
+                    if not isinstance(value, dict):
+                        raise ValueError("not a record")
+                    decoded = value
+                except (msgspec.DecodeError, ValueError, TypeError) as exc:
+                    problem = f"its stored flags do not decode ({exc}): not resumed"
+            out.append(StoredRun(str(run), decoded, str(pace), int(resumed or 0), problem))
+        return out
 
     def exists(self, run: str) -> bool:
         return self._conn.execute("SELECT 1 FROM runs WHERE id = ?", (run,)).fetchone() is not None
@@ -231,10 +367,11 @@ class Reader:
             (row[0],),
         ).fetchone()[0]
         return RunInfo(
-            run=row[0], state=row[1], argv=msgspec.json.decode(row[2]), pace=row[3],
-            submitted=_iso(row[4]), ended=None if row[5] is None else _iso(row[5]), reason=row[6],
+            run=str(row[0]), state=str(row[1]), argv=_decoded(row[2], list, []), pace=str(row[3]),
+            submitted=_iso(row[4]), ended=None if row[5] is None else _iso(row[5]),
+            reason=None if row[6] is None else str(row[6]),
             turns=counts.get("turn", 0), ledger_events=counts.get("ledger", 0), fills=fills,
-            resumed=row[7], summary=None if row[8] is None else msgspec.json.decode(row[8]),
+            resumed=int(row[7] or 0), summary=None if row[8] is None else _decoded(row[8], dict, None),
         )
 
     def events(self, run: str, after: int = 0, kinds: tuple[str, ...] = ("turn", "ledger", "evidence", "end"),
@@ -253,13 +390,31 @@ class Reader:
         return (row[0], row[1], row[2]) if row is not None else ("unknown", None, None)
 
 
-def _iso(t: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+def _iso(t: Any) -> str:
+    try:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(float(t)))
+    except (TypeError, ValueError, OverflowError, OSError):
+        return "?"
+
+
+def _decoded(blob: Any, kind: type, default: Any) -> Any:
+    """A stored JSON value of type `kind`, or `default` when the row holds something else (a
+    damaged or edited row never breaks a listing)."""
+    try:
+        value = msgspec.json.decode(blob)
+    except (msgspec.DecodeError, TypeError):
+        return default
+    return value if isinstance(value, kind) else default
 
 
 __all__ = [
+    "APPLICATION_ID",
     "MIGRATIONS",
     "SCHEMA_VERSION",
+    "expected_schema",
+    "run_mac",
+    "schema_of",
+    "transient",
     "Ended",
     "Insert",
     "NewRun",

@@ -10,6 +10,14 @@ the store always holds a prefix of what was queued, and fifty sessions committin
 cost one fsync, not fifty. A failed transaction fails every batch of that group (nothing of
 it is committed): their waiters get the error, and `on_error(ops, error)` hears of it.
 
+A store that fails for a reason that may pass (a full disk, an I/O error, a lock:
+`kestrel.service.daemon.store.transient`) pauses the writer instead: the same transaction is
+tried again, every `retry` seconds (doubling up to 5 s), until it commits; meanwhile `paused`
+names the error, batches queue behind it and, once the queue is full, the sessions that
+enqueue wait (backpressure): runs pause until space returns and lose nothing. Once the writer
+is stopping, a transient failure fails its group like any other (the runs stay unfinished in
+the store and resume on the next start).
+
 Shutdown: leaving `open_writer` stops taking new batches and commits those already queued;
 a transaction in flight on the worker thread always finishes (a thread is not cancelled).
 """
@@ -23,7 +31,8 @@ from contextlib import asynccontextmanager
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from kestrel.service.daemon.store import Op, Store
+from kestrel.logs import get_logger
+from kestrel.service.daemon.store import Op, Store, transient
 
 
 LINGER_S = 0.02
@@ -43,9 +52,13 @@ class Writer:
     def __init__(self, store: Store, send: MemoryObjectSendStream[Batch],
                  on_commit: Callable[[Sequence[Op]], None] | None = None,
                  on_error: Callable[[Sequence[Op], BaseException], None] | None = None,
-                 linger: float = LINGER_S) -> None:
+                 linger: float = LINGER_S, retry: float = 0.25) -> None:
         self.store = store
         self.linger = linger
+        self.retry = retry
+        self.paused: str | None = None
+        """The error the writer is waiting out (None: committing normally)."""
+        self.stopping = False
         self._send = send
         self._on_commit = on_commit
         self._on_error = on_error
@@ -93,10 +106,24 @@ class Writer:
         ops = [op for b in group for op in b.ops]
         error: BaseException | None = None
         start = time.perf_counter()
-        try:
-            await anyio.to_thread.run_sync(self.store.write, ops)
-        except Exception as exc:
-            error = exc
+        delay = self.retry
+        while True:
+            try:
+                await anyio.to_thread.run_sync(self.store.write, ops)
+                error = None
+            except Exception as exc:
+                error = exc
+            if error is None or not transient(error) or self.stopping:
+                break
+            if self.paused is None:
+                get_logger("kestrel.service.daemon").warning(
+                    "store.paused", error=str(error), waiting=len(group), note="retrying until it commits")
+            self.paused = str(error)
+            await anyio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+        if self.paused is not None and error is None:
+            get_logger("kestrel.service.daemon").info("store.resumed", was=self.paused)
+        self.paused = None
         self.seconds += time.perf_counter() - start
         self.commits += 1
         self.batches += len(group)
@@ -123,6 +150,7 @@ async def open_writer(store: Store, on_commit: Callable[[Sequence[Op]], None] | 
         try:
             yield writer
         finally:
+            writer.stopping = True  # a paused commit gives up: its runs resume on the next start
             send.close()  # the queued batches are still committed, then the task ends
 
 

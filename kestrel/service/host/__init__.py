@@ -19,11 +19,22 @@ from kestrel.service.host.events import (
     TurnEvent,
 )
 from kestrel.service.host.host import DEFAULT_ABANDON_AFTER_S, Observer, SessionHost, SessionStatus
+from kestrel.service.host.limits import DEFAULT_LIMITS, ServiceLimits
+from kestrel.service.host.pool import Budget, OverBudget, PoolBusy, WorkPool
+from kestrel.service.host.roots import DataRefused, DataRoots
 from kestrel.service.host.port import PortRefused, ReplyPort
 from kestrel.service.host.run import ExternalAgent, run_hosted
 
 __all__ = [
     "DEFAULT_ABANDON_AFTER_S",
+    "DEFAULT_LIMITS",
+    "Budget",
+    "DataRefused",
+    "DataRoots",
+    "OverBudget",
+    "PoolBusy",
+    "ServiceLimits",
+    "WorkPool",
     "BudgetLeft",
     "DataCache",
     "EvidenceEvent",

@@ -8,8 +8,13 @@
         result = await host.result(started.session_id)                      # SessionResult
 
 Every refusal is a `HostError` with a one-line reason. Specs are resolved by the caller, never
-in the host actor, and data is loaded on a worker thread, so a large file never stalls the
-other sessions; loaded data is cached by name and file modification time.
+in the host actor; data is loaded and resolved on the host's own load pool (threads of its own,
+bounded: `kestrel.service.host.pool`), with the readers' bounds of `limits`, so a large file, a
+file that blocks or a flood of loads never stalls the other sessions. Loaded data is cached by
+the file's identity (device, inode, size, modification and change times) and checked against
+the SHA-256 of the bytes it was loaded from each time it is used: a file rewritten in place,
+even with its modification time kept, is loaded again, and the checksum a capture records is
+always that of the data the run used.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import os
 from collections import OrderedDict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -28,7 +34,6 @@ from kestrel.service.actors.feed import Pace
 from kestrel.service.host.events import RequestEvent, RunEnded, SessionEvent
 from kestrel.service.host.host import (
     DEFAULT_ABANDON_AFTER_S,
-    KEEP_FINISHED,
     Accepted,
     Backlog,
     Close,
@@ -47,14 +52,18 @@ from kestrel.service.host.host import (
     Submit,
     topic,
 )
+from kestrel.service.host.limits import DEFAULT_LIMITS, ServiceLimits
+from kestrel.service.host.pool import Budget, PoolBusy, WorkPool
+from kestrel.data.readers import bounded_reads
 from kestrel.market import MarketData
 from kestrel.session.calls import DEFAULT_AGENT_TIMEOUT_S
 from kestrel.session.capture import CapturedTurn
 from kestrel.session.protocol import Agent
 from kestrel.session.runner import SessionResult
-from kestrel.session.spec import ResolvedRun, RunSpec, data_name, load_named, resolve_run
+from kestrel.session.spec import ResolvedRun, RunSpec, SpecError, data_name, load_named, resolve_run
 
 Outcome = RequestEvent | RunEnded
+FileIdentity = tuple[int, int, int, int, int]
 
 
 class HostError(ValueError):
@@ -66,46 +75,117 @@ class Started(msgspec.Struct, frozen=True):
     outcome: Any  # RequestEvent | RunEnded
 
 
+def file_identity(path: str) -> FileIdentity | None:
+    """(device, inode, size, mtime_ns, ctime_ns) of `path`, None when it cannot be read. The
+    change time moves whenever the file is written, even when its modification time is set
+    back."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+@dataclass(frozen=True)
+class Cached:
+    data: MarketData
+    identity: FileIdentity | None
+    sha256: str | None  # of the bytes the data was loaded from (None: the sample)
+
+
+def _head(name: str) -> str:
+    return name.split("|", 1)[0]
+
+
 class DataCache:
-    """Loaded market data by canonical name (and file mtime), the newest `size` kept."""
+    """Loaded market data by canonical name, each entry pinned to its file's identity and the
+    SHA-256 of the bytes it was loaded from; the newest `size` kept."""
 
-    def __init__(self, size: int = 4) -> None:
+    def __init__(self, size: int = 4, limits: ServiceLimits = DEFAULT_LIMITS, pool: WorkPool | None = None) -> None:
         self._size = size
-        self._items: OrderedDict[tuple[str, float], MarketData] = OrderedDict()
+        self.limits = limits
+        self.pool = pool or WorkPool("data loads", limits.load_workers, wait_seconds=limits.load_seconds)
+        self._items: OrderedDict[str, Cached] = OrderedDict()
+        self.loads = 0
+        """Files loaded (not answered from the cache) since the start: for tests and figures."""
 
-    def key(self, name: str) -> tuple[str, float]:
-        head = name.split("|", 1)[0]
-        try:
-            mtime = 0.0 if head == "sample" else os.stat(head).st_mtime
-        except OSError:
-            mtime = -1.0
-        return name, mtime
+    def get(self, name: str) -> Cached | None:
+        hit = self._items.get(name)
+        if hit is None:
+            return None
+        if _head(name) != "sample" and file_identity(_head(name)) != hit.identity:
+            del self._items[name]  # the file changed (or went): load it again
+            return None
+        self._items.move_to_end(name)
+        return hit
 
-    def get(self, name: str) -> MarketData | None:
-        k = self.key(name)
-        data = self._items.get(k)
-        if data is not None:
-            self._items.move_to_end(k)
-        return data
-
-    def put(self, name: str, data: MarketData) -> None:
-        self._items[self.key(name)] = data
+    def put(self, name: str, entry: Cached) -> None:
+        self._items[name] = entry
+        self._items.move_to_end(name)
         while len(self._items) > self._size:
             self._items.popitem(last=False)
 
+    def forget(self, name: str) -> None:
+        self._items.pop(name, None)
+
+    def _load(self, name: str, budget: Budget) -> Cached:
+        """On a load thread: the data and the checksum of the very bytes it came from (the file
+        is hashed before and after; one that changes while loading is refused)."""
+        from kestrel.data.source import file_sha256
+
+        with bounded_reads(self.limits.reads()):
+            if _head(name) == "sample":
+                return Cached(load_named(name), None, None)
+            head = _head(name)
+            before = file_identity(head)
+            try:
+                digest = file_sha256(head) if before is not None else None
+            except OSError:
+                digest = None
+            data = load_named(name)
+            if file_identity(head) != before:
+                raise SpecError(f"{head}: the file changed while it was loaded: try again once it is written")
+            return Cached(data, before, digest)
+
+    async def entry(self, name: str) -> Cached:
+        hit = self.get(name)
+        if hit is None:
+            self.loads += 1
+            with anyio.fail_after(self.limits.load_seconds):
+                hit = await self.pool.run(lambda b: self._load(name, b))
+            self.put(name, hit)
+        return hit
+
     async def load(self, name: str) -> MarketData:
-        data = self.get(name)
-        if data is None:
-            data = await anyio.to_thread.run_sync(load_named, name)
-            self.put(name, data)
-        return data
+        return (await self.entry(name)).data
+
+    async def resolve(self, spec: RunSpec) -> ResolvedRun:
+        """`spec` resolved on the load pool (raises `SpecError`): its data from the cache when
+        the file is the one cached, the checksum the run records checked against the bytes the
+        data came from (a mismatch loads the file again)."""
+        name = data_name(spec.data)
+        for _ in range(2):
+            hit = await self.entry(name)
+            with anyio.fail_after(self.limits.load_seconds):
+                run = await self.pool.run(lambda b: self._resolve(spec, hit))
+            recorded = run.options.source.sha256 if run.options.source is not None else None
+            if hit.sha256 is None or recorded == hit.sha256:
+                return run
+            self.forget(name)  # the bytes changed under the same identity: load them again
+        raise SpecError(f"{_head(name)}: the file keeps changing while it is loaded: try again once it is written")
+
+    def _resolve(self, spec: RunSpec, hit: Cached) -> ResolvedRun:
+        with bounded_reads(self.limits.reads()):
+            return resolve_run(spec, hit.data)
 
 
 class HostClient:
-    def __init__(self, system: ActorSystem, ref: ActorRef[Any]) -> None:
+    def __init__(self, system: ActorSystem, ref: ActorRef[Any], limits: ServiceLimits = DEFAULT_LIMITS) -> None:
         self.system = system
         self.ref = ref
-        self.data = DataCache()
+        self.limits = limits
+        self.data = DataCache(limits.cached_data, limits)
+        self.compute = WorkPool("computations", limits.compute_workers, wait_seconds=limits.call_seconds)
 
     async def _ask(self, message: object) -> Any:
         reply = await self.ref.ask(message, timeout=None)
@@ -114,10 +194,14 @@ class HostClient:
         return reply
 
     async def resolve(self, spec: RunSpec) -> ResolvedRun:
-        """`spec` resolved (raises `SpecError`): data not yet cached is loaded on a worker
-        thread; the rest (options, schedule: binary searches on the loaded ticks) is cheap."""
-        data = await self.data.load(data_name(spec.data))
-        return resolve_run(spec, data)
+        """`spec` resolved (raises `SpecError`, or `HostError` when the load pool stays busy):
+        see `DataCache.resolve`."""
+        try:
+            return await self.data.resolve(spec)
+        except PoolBusy as exc:
+            raise HostError(str(exc)) from None
+        except TimeoutError:
+            raise HostError(f"loading the data took over {self.limits.load_seconds:g} s: try a smaller file") from None
 
     async def start(
         self,
@@ -130,32 +214,54 @@ class HostClient:
         pace: Pace | None = None,
         session_id: str | None = None,
         agent_timeout: float | None = None,
+        owner: str | None = None,
     ) -> Started:
         """Start a session; with no `agent` the caller is the agent (answer with `submit`).
         Returns at the first request or, when nothing is asked, at the end of the run.
         `committed` turns are re-applied without asking the agent (resume); `pace` has the
         feed release ticks by the wall clock (`kestrel.service.actors.feed.Pace`, same ledger); `session_id`
         names the session (refused when in use); `agent_timeout` bounds each agent call
-        (default: the host's)."""
+        (default: the host's); `owner` is the client identity the session belongs to (every
+        later call naming it must give the same owner)."""
+        sid = await self.open(spec, agent, agent_id=agent_id, model=model, committed=committed, pace=pace,
+                              session_id=session_id, agent_timeout=agent_timeout, owner=owner)
+        return Started(sid, await self.next_outcome(sid, 0, owner=owner))
+
+    async def open(
+        self,
+        spec: RunSpec | ResolvedRun,
+        agent: Agent | None = None,
+        *,
+        agent_id: str = "external",
+        model: str = "",
+        committed: list[CapturedTurn] | None = None,
+        pace: Pace | None = None,
+        session_id: str | None = None,
+        agent_timeout: float | None = None,
+        owner: str | None = None,
+    ) -> str:
+        """`start` without waiting for the first request: the new session's id (a caller that
+        may be cancelled learns the id first, so it can close what it started)."""
         run = spec if isinstance(spec, ResolvedRun) else await self.resolve(spec)
         opened: Opened = await self._ask(
-            StartSession(run, agent, agent_id, model, list(committed or []), pace, session_id, agent_timeout)
+            StartSession(run, agent, agent_id, model, list(committed or []), pace, session_id, agent_timeout,
+                         owner)
         )
-        return Started(opened.session_id, await self.next_outcome(opened.session_id, 0))
+        return opened.session_id
 
     async def submit(self, session_id: str, text: str, input_tokens: int | None = None,
-                     output_tokens: int | None = None) -> Outcome:
+                     output_tokens: int | None = None, *, owner: str | None = None) -> Outcome:
         """Answer the waiting request; returns the next request or the end of the run."""
-        accepted: Accepted = await self._ask(Submit(session_id, text, input_tokens, output_tokens))
-        return await self.next_outcome(session_id, accepted.seq)
+        accepted: Accepted = await self._ask(Submit(session_id, text, input_tokens, output_tokens, owner))
+        return await self.next_outcome(session_id, accepted.seq, owner=owner)
 
-    async def next_outcome(self, session_id: str, after: int) -> Outcome:
+    async def next_outcome(self, session_id: str, after: int, *, owner: str | None = None) -> Outcome:
         """The first request or end event numbered after `after` (waits for it)."""
         stream: StreamSubscription = self.system.bus.subscribe_stream(
             topic(session_id), policy=SlowPolicy.DROP_OLDEST, capacity=8
         )
         try:
-            found = await self._ask(LatestOutcome(session_id, after))
+            found = await self._ask(LatestOutcome(session_id, after, owner))
             if found is not None:
                 return found  # type: ignore[no-any-return]
             async for event in stream:
@@ -175,19 +281,19 @@ class HostClient:
             outcome = await self.next_outcome(started.session_id, outcome.seq)
         return await self.result(started.session_id)
 
-    async def status(self, session_id: str) -> SessionStatus:
-        return await self._ask(Status(session_id))  # type: ignore[no-any-return]
+    async def status(self, session_id: str, *, owner: str | None = None) -> SessionStatus:
+        return await self._ask(Status(session_id, owner))  # type: ignore[no-any-return]
 
     async def sessions(self) -> list[SessionStatus]:
         return await self._ask(ListSessions())  # type: ignore[no-any-return]
 
-    async def result(self, session_id: str) -> SessionResult:
-        return await self._ask(Result(session_id))  # type: ignore[no-any-return]
+    async def result(self, session_id: str, *, owner: str | None = None) -> SessionResult:
+        return await self._ask(Result(session_id, owner))  # type: ignore[no-any-return]
 
-    async def close(self, session_id: str) -> Closed:
-        return await self._ask(Close(session_id))  # type: ignore[no-any-return]
+    async def close(self, session_id: str, *, owner: str | None = None) -> Closed:
+        return await self._ask(Close(session_id, owner))  # type: ignore[no-any-return]
 
-    async def follow(self, session_id: str, after: int = 0) -> AsyncIterator[SessionEvent]:
+    async def follow(self, session_id: str, after: int = 0, *, owner: str | None = None) -> AsyncIterator[SessionEvent]:
         """Every event numbered after `after`, in order, as it happens, to the end of the run
         (a slow follower loses nothing: a gap is refilled from the host's log)."""
         stream = self.system.bus.subscribe_stream(
@@ -196,7 +302,7 @@ class HostClient:
         try:
             last = after
             while True:
-                backlog: list[SessionEvent] = await self._ask(Backlog(session_id, last))
+                backlog: list[SessionEvent] = await self._ask(Backlog(session_id, last, owner))
                 for event in backlog:
                     last = event.seq
                     yield event
@@ -225,20 +331,25 @@ async def open_host(
     *,
     abandon_after: float = DEFAULT_ABANDON_AFTER_S,
     observer: Observer | None = None,
-    keep_finished: int = KEEP_FINISHED,
+    keep_finished: int | None = None,
     agent_timeout: float = DEFAULT_AGENT_TIMEOUT_S,
+    limits: ServiceLimits | None = None,
 ) -> AsyncIterator[HostClient]:
     """A running session host on its own actor system; leaving the block ends every session.
     `abandon_after`: seconds an external agent may leave a request unanswered; `observer`: see
-    `kestrel.service.host.host`; `keep_finished`: finished sessions kept until closed (oldest go first);
-    `agent_timeout`: seconds per call of a blocking in-process agent (a model adapter)."""
-    state = HostState(abandon_after=abandon_after, observer=observer, keep_finished=keep_finished,
-                      agent_timeout=agent_timeout)
+    `kestrel.service.host.host`; `keep_finished`: finished sessions kept until closed (oldest go
+    first; default: the limits'); `agent_timeout`: seconds per call of a blocking in-process
+    agent (a model adapter); `limits`: the server's bounds (`ServiceLimits`; the daemon's runs
+    are the owner's own and pass `unbounded_sessions()`)."""
+    lim = limits or DEFAULT_LIMITS
+    state = HostState(abandon_after=abandon_after, observer=observer,
+                      keep_finished=lim.keep_finished if keep_finished is None else keep_finished,
+                      agent_timeout=agent_timeout, limits=lim)
     async with ActorSystem() as system:
         ref = system.spawn(lambda: SessionHost(state), name="host")
-        yield HostClient(system, ref)
+        yield HostClient(system, ref, lim)
         for s in list(state.sessions.values()):
             s.scope.cancel()
 
 
-__all__ = ["DataCache", "HostClient", "HostError", "Outcome", "Started", "open_host"]
+__all__ = ["Cached", "DataCache", "HostClient", "HostError", "Outcome", "Started", "file_identity", "open_host"]

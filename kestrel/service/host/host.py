@@ -14,11 +14,18 @@ published on the host system's bus topic `session.<id>`; `HostClient` (kestrel.s
 subscribes there to wait for the next request or the end of a run, and to follow a run.
 `observer`, when given, is awaited by each session for each event BEFORE the host sees it
 (the daemon commits there: nothing is acknowledged that is not stored).
+
+Sessions a client starts belong to it: `owner` names the client identity (an MCP client's
+credential, its transport session), and every later message naming the session must carry the
+same owner, else it is answered exactly like an unknown session (nothing says it exists).
+Session ids carry 128 random bits. Client sessions are bounded (`ServiceLimits`): open ones per
+owner and in all, and the text their logs keep (past `max_log_bytes`, an answered request or an
+evidence record keeps its place in the log but not its text); sessions without an owner (the
+daemon's runs, in-process agents) count against neither.
 """
 
 from __future__ import annotations
 
-import itertools
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -30,7 +37,15 @@ import msgspec
 from kestrel_actors import Actor, ActorRef, ActorStopped, Stop
 from kestrel_actors.errors import describe
 from kestrel.service.actors.feed import Pace
-from kestrel.service.host.events import HostedRequest, RequestEvent, RunEnded, SessionEvent, TurnEvent
+from kestrel.service.host.events import (
+    EvidenceEvent,
+    HostedRequest,
+    RequestEvent,
+    RunEnded,
+    SessionEvent,
+    TurnEvent,
+)
+from kestrel.service.host.limits import DEFAULT_LIMITS, ServiceLimits
 from kestrel.service.host.port import PortRefused, ReplyPort
 from kestrel.service.host.run import ExternalAgent, run_hosted
 from kestrel.logs import get_logger
@@ -42,8 +57,9 @@ from kestrel.session.spec import ResolvedRun, estimate_usage
 
 Observer = Callable[[str, SessionEvent], Awaitable[None]]
 DEFAULT_ABANDON_AFTER_S = 600.0
-KEEP_FINISHED = 256
+KEEP_FINISHED = DEFAULT_LIMITS.keep_finished
 """Finished sessions kept (oldest forgotten first) until their client closes them."""
+DROPPED = "(dropped from the session log: over its text budget)"
 
 STATES = ("waiting", "running", "done", "closed", "failed")
 
@@ -73,6 +89,7 @@ class StartSession(msgspec.Struct, frozen=True, tag="host_start"):
     pace: Pace | None = None
     session_id: str | None = None
     agent_timeout: float | None = None
+    owner: str | None = None
 
 
 class Submit(msgspec.Struct, frozen=True, tag="host_submit"):
@@ -82,18 +99,22 @@ class Submit(msgspec.Struct, frozen=True, tag="host_submit"):
     text: str
     input_tokens: int | None = None
     output_tokens: int | None = None
+    owner: str | None = None
 
 
 class Status(msgspec.Struct, frozen=True, tag="host_status"):
     session_id: str
+    owner: str | None = None
 
 
 class Result(msgspec.Struct, frozen=True, tag="host_result"):
     session_id: str
+    owner: str | None = None
 
 
 class Close(msgspec.Struct, frozen=True, tag="host_close"):
     session_id: str
+    owner: str | None = None
 
 
 class ListSessions(msgspec.Struct, frozen=True, tag="host_list"):
@@ -105,6 +126,7 @@ class Backlog(msgspec.Struct, frozen=True, tag="host_backlog"):
 
     session_id: str
     after: int = 0
+    owner: str | None = None
 
 
 class LatestOutcome(msgspec.Struct, frozen=True, tag="host_outcome"):
@@ -112,6 +134,7 @@ class LatestOutcome(msgspec.Struct, frozen=True, tag="host_outcome"):
 
     session_id: str
     after: int = 0
+    owner: str | None = None
 
 
 class Emitted(msgspec.Struct, frozen=True, tag="host_emitted"):
@@ -185,6 +208,11 @@ class HostedSession:
     turns: int = 0
     result: SessionResult | None = None
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    owner: str | None = None
+    log_bytes: int = 0
+    """Text (briefings, repair errors, evidence texts) the log holds; bounded for clients."""
+    compacted: int = 0
+    """Log entries before this index have given up their text."""
 
     def status(self) -> SessionStatus:
         header_dates = [d.date for d in self.run.schedule]
@@ -214,7 +242,38 @@ class HostState:
     agent_timeout: float = DEFAULT_AGENT_TIMEOUT_S
     """Per call of a blocking in-process agent (a model adapter); see `kestrel.session.calls`."""
     sessions: dict[str, HostedSession] = field(default_factory=dict)
-    ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    limits: ServiceLimits = DEFAULT_LIMITS
+
+
+def new_session_id() -> str:
+    """`s` and 32 hex digits: 128 random bits (no counter, nothing to guess from)."""
+    return f"s{secrets.token_hex(16)}"
+
+
+OPEN_STATES = ("waiting", "running")
+
+
+def _text_bytes(event: SessionEvent) -> int:
+    if isinstance(event, RequestEvent):
+        r = event.request
+        return len(r.briefing) + len(r.repair_error or "")
+    if isinstance(event, EvidenceEvent):
+        return len(event.record.text or "") + len(event.record.view or "") + len(event.record.error or "")
+    return 0
+
+
+def _without_text(event: SessionEvent) -> SessionEvent:
+    """`event` keeping its place and numbers in the log, not its text."""
+    if isinstance(event, RequestEvent):
+        r = event.request
+        return msgspec.structs.replace(event, request=msgspec.structs.replace(
+            r, briefing=DROPPED, repair_error=None if r.repair_error is None else DROPPED))
+    if isinstance(event, EvidenceEvent):
+        rec = event.record
+        return msgspec.structs.replace(event, record=msgspec.structs.replace(
+            rec, text=None if rec.text is None else DROPPED, view=None if rec.view is None else DROPPED,
+            error=None if rec.error is None else DROPPED))
+    return event
 
 
 # ------------------------------------------------------------------------------------------
@@ -272,10 +331,11 @@ class SessionHost(Actor[HostMessage]):
     def __init__(self, state: HostState) -> None:
         self.state = state
 
-    def _get(self, session_id: str) -> HostedSession | Refused:
+    def _get(self, session_id: str, owner: str | None = None) -> HostedSession | Refused:
         s = self.state.sessions.get(session_id)
-        if s is None:
-            return Refused(f"unknown session {session_id!r} (start one with session_start; closed sessions are gone)")
+        if s is None or (s.owner is not None and s.owner != owner):  # another's: as if unknown
+            shown = session_id if len(session_id) <= 40 and session_id.isprintable() else repr(session_id[:40]) + "..."
+            return Refused(f"unknown session {shown!r} (start one with session_start; closed sessions are gone)")
         return s
 
     async def receive(self, message: HostMessage) -> object:
@@ -289,7 +349,7 @@ class SessionHost(Actor[HostMessage]):
             return self._start(message)
         if isinstance(message, ListSessions):
             return [s.status() for s in self.state.sessions.values()]
-        s = self._get(message.session_id)
+        s = self._get(message.session_id, message.owner)
         if isinstance(s, Refused):
             return s
         if isinstance(message, Submit):
@@ -317,12 +377,21 @@ class SessionHost(Actor[HostMessage]):
 
     def _start(self, m: StartSession) -> Opened | Refused:
         st = self.state
-        sid = m.session_id or f"s{next(st.ids)}-{secrets.token_hex(3)}"
+        if m.owner is not None:
+            lim = st.limits
+            open_ = [v for v in st.sessions.values() if v.owner is not None and v.state in OPEN_STATES]
+            mine = sum(1 for v in open_ if v.owner == m.owner)
+            if mine >= lim.max_sessions_per_client:
+                return Refused(f"you have {mine} sessions open, the most one client may: finish or "
+                               "session_close one first")
+            if len(open_) >= lim.max_open_sessions:
+                return Refused(f"the server has {len(open_)} sessions open, its limit: try again when one ends")
+        sid = m.session_id or new_session_id()
         if sid in st.sessions:
             return Refused(f"session id {sid!r} is already in use")
         port = None if m.agent is not None else ReplyPort(st.abandon_after)
         identity: Agent = m.agent if m.agent is not None else ExternalAgent(m.agent_id, m.model)
-        s = HostedSession(sid, m.run, identity.agent_id, port)
+        s = HostedSession(sid, m.run, identity.agent_id, port, owner=m.owner)
         st.sessions[sid] = s
         timeout = st.agent_timeout if m.agent_timeout is None else m.agent_timeout
         host = self.ctx.self_ref
@@ -358,6 +427,9 @@ class SessionHost(Actor[HostMessage]):
         if s is None:  # closed meanwhile: its events go nowhere
             return
         event = msgspec.structs.replace(event, seq=len(s.log) + 1)
+        if s.owner is not None:
+            self._bound_log(s)
+            s.log_bytes += _text_bytes(event)
         s.log.append(event)
         if isinstance(event, RequestEvent) and s.port is not None:
             s.state, s.pending = "waiting", event.request
@@ -366,6 +438,16 @@ class SessionHost(Actor[HostMessage]):
         if isinstance(event, TurnEvent):
             s.turns += 1
         await self.ctx.system.bus.publish(topic(session_id), event)
+
+    def _bound_log(self, s: HostedSession) -> None:
+        """Past the log's text budget, the entries already answered (all but the newest) give
+        up their text, oldest first, until the log is within budget again."""
+        budget = self.state.limits.max_log_bytes
+        while s.log_bytes > budget and s.compacted < len(s.log):
+            e = s.log[s.compacted]
+            s.log_bytes -= _text_bytes(e)
+            s.log[s.compacted] = _without_text(e)
+            s.compacted += 1
 
     async def _finish(self, m: SessionFinished) -> None:
         from kestrel.report.summary import summary
@@ -381,9 +463,15 @@ class SessionHost(Actor[HostMessage]):
             s.reason = s.port.ended
         doc = summary(m.result, s.run.data) if m.result is not None else None
         await self._record(s.session_id, RunEnded(s.state, s.reason, doc))
-        finished = [k for k, v in self.state.sessions.items() if v.state not in ("waiting", "running")]
+        sessions = self.state.sessions
+        if s.owner is not None:  # a client's own finished sessions go first: no client evicts another's
+            keep = 2 * self.state.limits.max_sessions_per_client
+            mine = [k for k, v in sessions.items() if v.owner == s.owner and v.state not in OPEN_STATES]
+            for k in mine[: max(0, len(mine) - keep)]:
+                del sessions[k]
+        finished = [k for k, v in sessions.items() if v.state not in OPEN_STATES]
         for k in finished[: max(0, len(finished) - self.state.keep_finished)]:
-            del self.state.sessions[k]
+            del sessions[k]
 
     async def _close(self, s: HostedSession) -> Closed:
         state = s.state
@@ -412,6 +500,7 @@ __all__ = [
     "LatestOutcome",
     "ListSessions",
     "Observer",
+    "OPEN_STATES",
     "Opened",
     "Refused",
     "Result",
@@ -421,5 +510,6 @@ __all__ = [
     "StartSession",
     "Status",
     "Submit",
+    "new_session_id",
     "topic",
 ]

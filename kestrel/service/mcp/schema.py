@@ -68,6 +68,11 @@ class ViewResult(TypedDict):
     cutoff: str
 
 
+Number = int | float
+"""A count stays an int and an amount a float, exactly as `--json` has them (pydantic's smart
+union keeps each value's own type; a bare `float` would turn `2` into `2.0`)."""
+
+
 class TurnSummary(TypedDict):
     ordinal: str
     turn: str
@@ -86,10 +91,10 @@ class DaySummary(TypedDict):
     turns: list[TurnSummary]
     trades: int
     wins: int
-    realized_pnl: float
-    fees: float
-    net_pnl: float
-    max_drawdown: float
+    realized_pnl: Number
+    fees: Number
+    net_pnl: Number
+    max_drawdown: Number
     orders: int
     fills: int
     engine_ticks: dict[str, int]
@@ -199,6 +204,7 @@ __all__ = [
     "TotalSummary",
     "Diagnostic",
     "FormatResult",
+    "Number",
     "Pane",
     "PaneArgInfo",
     "PanesResult",
