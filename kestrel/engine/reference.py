@@ -24,7 +24,7 @@ from typing import Any
 from kestrel.engine.broker import ARMED, WAITING, Broker
 from kestrel.engine.history import Tick, rows
 from kestrel.engine.plans import PlanError, bind, clock_seconds, operator_of
-from kestrel.engine.series import MARKET, Series
+from kestrel.engine.series import MARKET, Series, Stateless
 from kestrel.market.session import SessionSpec
 from kestrel.market.ticks import Ticks
 from kestrel.lang import ast
@@ -121,7 +121,7 @@ class Evaluation:
         if name not in MARKET:
             raise PlanError(f"unknown series {name!r}")
         s = self.source(name)
-        if name in self.sources or not s.stateless:
+        if name in self.sources or not isinstance(s, Stateless):
             return lambda: s.value
         read = s.read
         return lambda: read(evaluation.tick)

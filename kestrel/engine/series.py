@@ -14,6 +14,7 @@ substitutes the account state (pos and rpnl only) as scalars.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any
 
 import numpy as np
@@ -26,43 +27,59 @@ NAN = float("nan")
 Arr = npt.NDArray[Any]
 
 
-class Series:
-    """A market series: its value and exact value at the last tick taken. A series without
-    state (`stateless`) is also read straight off a tick (`read`)."""
+class Series(ABC):
+    """A market series: its value and exact value at the last tick taken (`take`), and its
+    column over a prefix (`column`). A series without state (`Stateless`) is also read straight
+    off a tick (`read`)."""
 
     value: float = NAN
     exact: float = NAN
-    stateless = True
+    stateless = False
 
     def __init__(self, units: float, clock_base_ns: int) -> None:
         self.units = units
         self.base = clock_base_ns
 
+    @abstractmethod
+    def take(self, tick: Tick) -> None:
+        """Take `tick`: `value` and `exact` are the series' at it."""
+
+    @abstractmethod
+    def column(self, ticks: Ticks) -> tuple[Arr, Arr]:
+        """The values and exact values at every tick of a prefix."""
+
+
+class Stateless(Series):
+    """A series that is a function of the current tick alone."""
+
+    stateless = True
+
+    @abstractmethod
+    def read(self, tick: Tick) -> float:
+        """The value at `tick`."""
+
+    def take(self, tick: Tick) -> None:
+        self.value = x = self.read(tick)
+        self.exact = round(x * self.units)
+
+
+class _Grid(Stateless):
+    """A series on the half-tick grid computed as whole half ticks (`exact_of`)."""
+
+    @abstractmethod
     def exact_of(self, tick: Tick) -> float:
-        """The exact value at `tick` (of a stateless series)."""
-        raise NotImplementedError
+        """The exact value (whole half ticks) at `tick`."""
 
     def read(self, tick: Tick) -> float:
-        """The value at `tick` (of a stateless series)."""
         return self.exact_of(tick) / self.units
 
     def take(self, tick: Tick) -> None:
         self.exact = k = self.exact_of(tick)
         self.value = k / self.units
 
-    def column(self, ticks: Ticks) -> tuple[Arr, Arr]:
-        raise NotImplementedError
 
-
-class _Raw(Series):
+class _Raw(Stateless):
     """A tick column as it is; exact: its whole half ticks."""
-
-    def read(self, tick: Tick) -> float:
-        raise NotImplementedError
-
-    def take(self, tick: Tick) -> None:
-        self.value = x = self.read(tick)
-        self.exact = round(x * self.units)
 
     def _columns(self, prices: Arr) -> tuple[Arr, Arr]:
         return prices, np.rint(prices * self.units).astype(np.int64)
@@ -92,7 +109,7 @@ class Ask(_Raw):
         return self._columns(ticks.ask)
 
 
-class Mid(Series):
+class Mid(_Grid):
     def exact_of(self, tick: Tick) -> float:
         return round((tick.bid + tick.ask) * (self.units / 2.0))
 
@@ -101,7 +118,7 @@ class Mid(Series):
         return k / self.units, k
 
 
-class Spread(Series):
+class Spread(_Grid):
     def exact_of(self, tick: Tick) -> float:
         return round((tick.ask - tick.bid) * self.units)
 
@@ -110,7 +127,7 @@ class Spread(Series):
         return k / self.units, k
 
 
-class Size(Series):
+class Size(Stateless):
     def read(self, tick: Tick) -> float:
         return tick.size
 
@@ -121,7 +138,7 @@ class Size(Series):
         return ticks.size, ticks.size
 
 
-class Time(Series):
+class Time(Stateless):
     def read(self, tick: Tick) -> float:
         return (tick.ts - self.base) // NS_PER_S
 
@@ -134,8 +151,6 @@ class Time(Series):
 
 
 class Vol(Series):
-    stateless = False
-
     def __init__(self, units: float, clock_base_ns: int) -> None:
         super().__init__(units, clock_base_ns)
         self.value = self.exact = 0.0
@@ -149,8 +164,6 @@ class Vol(Series):
 
 
 class Vwap(Series):
-    stateless = False
-
     def __init__(self, units: float, clock_base_ns: int) -> None:
         super().__init__(units, clock_base_ns)
         self.volume = self.notional = self.total = 0.0
@@ -175,8 +188,6 @@ class Vwap(Series):
 
 
 class Open(Series):
-    stateless = False
-
     def take(self, tick: Tick) -> None:
         if self.value != self.value:
             self.value = tick.last

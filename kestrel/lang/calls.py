@@ -7,6 +7,7 @@ and the checks of expressions and windows."""
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Iterable
 
 from kestrel.lang.ast import Call, Compare, Crosses, Duration, Expr, Number, Series
@@ -35,23 +36,27 @@ def duration_text(seconds: int) -> str:
     return f"{seconds}s"
 
 
-class CallChecks:
-    """The call checks; the checker provides the methods below them."""
+class CallChecks(ABC):
+    """The call checks; the checker provides the abstract methods below them."""
 
     lim: Limits
 
+    @abstractmethod
     def err(self, node: object, code: str, message: str, hint: str | None = None,
             field: str | None = None) -> None:
-        raise NotImplementedError
+        """Record diagnostic `code` at `node`."""
 
+    @abstractmethod
     def expr(self, e: Expr, depth: int) -> ValueType | None:
-        raise NotImplementedError
+        """The type of `e` (None after an error)."""
 
+    @abstractmethod
     def series(self, e: Series) -> ValueType | None:
-        raise NotImplementedError
+        """The type of series `e` (None after an error)."""
 
+    @abstractmethod
     def window(self, d: Duration, what: str, node: object) -> bool:
-        raise NotImplementedError
+        """Whether `d` is a valid window for `what` (an error recorded when not)."""
 
     def call(self, e: Call, depth: int) -> ValueType | None:
         fn = FUNCTIONS.get(e.name)

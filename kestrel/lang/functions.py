@@ -30,6 +30,7 @@ share. docs/language.md defines every function; adding one is its unit (a class 
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections import deque
 from typing import Any, ClassVar, NamedTuple
 
@@ -130,7 +131,7 @@ def arguments(spec: FunctionSpec, args: tuple[ast.Expr, ...]) -> Arguments:
     return Arguments(tuple(out))
 
 
-class Indicator:
+class Indicator(ABC):
     """A stateful function of the session's ticks (see the module docstring). A fresh
     instance starts at the session's first tick; `column` reads no state."""
 
@@ -141,13 +142,13 @@ class Indicator:
         self.args = args
         self.context = context
 
+    @abstractmethod
     def update(self, ts: int, value: float, exact: float) -> float:
         """The value at a tick given its source's value and exact value."""
-        raise NotImplementedError
 
+    @abstractmethod
     def column(self, ts: I64, value: F64, exact: Arr) -> F64:
         """The values at every tick of a prefix."""
-        raise NotImplementedError
 
 
 def indicator(unit: type[Indicator], args: Arguments, context: Context) -> Indicator:
