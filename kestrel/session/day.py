@@ -112,8 +112,8 @@ class DayRun:
         o = day.ordinals[i]
         snap = freeze(day.data, o.time_ns, day.guard_s * NS_PER_S, account, incumbent)
         cfg = engine_config(options, day.data)
-        bounds = RiskBounds(maxpos=cfg.maxpos, maxloss=cfg.maxloss, multiplier=cfg.multiplier,
-                            tick_size=day.data.tick_size)
+        bounds = RiskBounds(maxpos=cfg.operator_maxpos, maxloss=cfg.maxloss, multiplier=cfg.multiplier,
+                            tick_size=day.data.tick_size, lot_size=cfg.lot_size)
         ports = snapshot_ports(
             snap, o, catalog=options.catalog, allowed_panes=options.allowed_panes, bounds=bounds
         )

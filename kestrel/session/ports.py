@@ -28,9 +28,10 @@ from kestrel.session.protocol import Reply, interpret_reply
 from kestrel.session.risk import RiskAssessment, RiskBounds, classify, dry_run
 
 
-def interpret(text: str, limits: lang.Limits | None = None) -> Reply:
-    """The runtime's interpretation of raw agent text with the Kestrel language."""
-    return interpret_reply(text, parse=lambda body: lang.parse(body, limits))
+def interpret(text: str, limits: lang.Limits | None = None, lot: float = 1.0) -> Reply:
+    """The runtime's interpretation of raw agent text with the Kestrel language; quantities
+    must be whole numbers of the instrument's `lot`."""
+    return interpret_reply(text, parse=lambda body: lang.parse(body, limits, lot))
 
 
 def session_limits(session: SessionSpec | None) -> lang.Limits:
@@ -146,7 +147,7 @@ def snapshot_ports(
     limits = session_limits(snapshot.session)
 
     def read(text: str) -> Reply:
-        return interpret(text, limits)
+        return interpret(text, limits, bounds.lot_size)
 
     return LoopPorts(
         interpret=read, resolve_view=resolve, briefing=render, dry_run=run_dry, classify=risk

@@ -19,6 +19,8 @@ import msgspec
 from kestrel.engine import orders
 from kestrel.engine.orders import TickGrid
 from kestrel.lang import ast
+from kestrel.lang.numbers import num
+from kestrel.market.instrument import lots_floor, qty_text, units_of
 
 
 class RiskLevel(enum.IntEnum):
@@ -30,20 +32,25 @@ class RiskLevel(enum.IntEnum):
 
 class RiskBounds(msgspec.Struct, frozen=True):
     """The operator's bounds (a plan's own RISK clause may only tighten them), the
-    instrument's `multiplier` (money per price point per unit, as in the engine's config)
-    and its `tick_size` (stops are placed on its grid, as the engine places them)."""
+    instrument's `multiplier` (money per price point per unit, as in the engine's config),
+    its `tick_size` (stops are placed on its grid, as the engine places them) and its
+    `lot_size` (quantities are whole numbers of lots; `maxpos` is in units)."""
 
-    maxpos: int = 1000
+    maxpos: int | float = 1000
     maxloss: float = 1000.0
     multiplier: float = 1.0
     tick_size: float = 0.01
+    lot_size: float = 1.0
 
 
-def effective_bounds(plan: ast.Plan, bounds: RiskBounds) -> tuple[int, float]:
+def effective_bounds(plan: ast.Plan, bounds: RiskBounds) -> tuple[int | float, float]:
     """maxpos and maxloss as the engine enforces them: a plan's RISK only tightens the
     operator's bounds (the minimum of the two)."""
     r = plan.risk
-    maxpos = bounds.maxpos if r.maxpos is None else min(bounds.maxpos, r.maxpos)
+    lot = bounds.lot_size
+    operator = bounds.maxpos if lot == 1 and isinstance(bounds.maxpos, int) else units_of(
+        lots_floor(bounds.maxpos, lot), lot)  # the whole lots within it, as the engine counts
+    maxpos = operator if r.maxpos is None else min(operator, r.maxpos)
     maxloss = bounds.maxloss if r.maxloss is None else min(bounds.maxloss, r.maxloss)
     return maxpos, maxloss
 
@@ -86,11 +93,11 @@ def classify(plan: ast.Plan, *, reference: float | None, bounds: RiskBounds) -> 
     maxpos, maxloss = effective_bounds(plan, bounds)
     reasons: list[str] = []
     for i, order in enumerate(orders, 1):
-        label = f"order {i} ({order.side.upper()} {order.qty})"
+        label = f"order {i} ({order.side.upper()} {num(order.qty)})"
         if order.stop is None and order.trail is None:
             reasons.append(f"{label} has no protective STOP or TRAIL")
         if order.qty > maxpos:
-            reasons.append(f"{label} size exceeds maxpos {maxpos}")
+            reasons.append(f"{label} size exceeds maxpos {num(maxpos)}")
         loss = worst_case_loss(order, reference, bounds)
         if loss is not None and loss > maxloss:
             reasons.append(f"{label} worst-case loss {loss:.2f} exceeds maxloss {maxloss:g}")
@@ -125,7 +132,7 @@ def dry_run(
                 "the first tick (wait for a fresh signal instead)"
             )
         for order in orders:
-            label = f"rule {r} ({order.side.upper()} {order.qty})"
+            label = f"rule {r} ({order.side.upper()} {num(order.qty)})"
             for name, off, below in (
                 ("STOP", order.stop, order.side == "buy"),
                 ("TARGET", order.target, order.side == "sell"),
@@ -141,7 +148,8 @@ def dry_run(
                         f"{label}: {name} must be {where} the entry for a {order.side.upper()}"
                     )
             if order.qty <= 0 or order.qty > maxpos:
-                findings.append(f"{label}: size must be between 1 and maxpos {maxpos}")
+                findings.append(f"{label}: size must be between {qty_text(bounds.lot_size, bounds.lot_size)} "
+                                f"and maxpos {num(maxpos)}")
             loss = worst_case_loss(order, reference, bounds)
             if loss is not None and loss > maxloss:
                 findings.append(
