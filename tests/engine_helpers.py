@@ -38,7 +38,7 @@ def run(text: str, rows: list[tuple[int, float, float]] | list[tuple[int, float,
     return e
 
 
-def fills(ledger: Ledger) -> list[tuple[int, str, int, float]]:
+def fills(ledger: Ledger) -> list[tuple[int, str, int | float, float]]:
     return [(f.tick, f.side, f.qty, f.price) for f in ledger.events if isinstance(f, Filled)]
 
 

@@ -91,7 +91,8 @@ def _marked_drawdown(events: list[LedgerEvent], t: Ticks, multiplier: float) -> 
     by_tick: dict[int, list[LedgerEvent]] = {}
     for e in events:
         by_tick.setdefault(e.tick, []).append(e)
-    pos, avg, rpnl, fees = 0, 0.0, 0.0, 0.0
+    pos: int | float = 0
+    avg, rpnl, fees = 0.0, 0.0, 0.0
     peak = worst = 0.0
     for k in range(len(t)):
         for e in by_tick.get(k, []):
