@@ -129,7 +129,8 @@ def test_a_run_on_a_multiplied_instrument_reports_drawdown_turnover_and_baseline
 def test_the_6e_report_marks_each_tick_at_125000() -> None:
     data = load(str(E6)).data
     assert data.instrument.multiplier == 125_000.0
-    res = run_session(data, BaselineAgent(), SessionOptions())
+    # maxpos 1000 contracts, as the review ran it (the scaled default is one contract)
+    res = run_session(data, BaselineAgent(), SessionOptions(engine=EngineConfig(maxpos=1000)))
     rep = from_result(res, data)
     s = next(x for x in data.sessions if x.date.isoformat() == res.days[0].date)
     t = data.ticks.between(s.open_ns, s.close_ns + 1)
