@@ -203,7 +203,7 @@ def test_the_instrument_is_in_the_text_header_json_and_html(capsys: pytest.Captu
              "--symbol", "ABC")
     doc = json.loads(_sim(capsys, *flags, "--json"))
     assert doc["instrument"] == {"symbol": "ABC", "tick_size": 0.01, "multiplier": 50.0, "currency": "JPY",
-                                 "min_qty": 1}
+                                 "min_qty": 1, "lot_size": 1.0}
     text = _sim(capsys, *flags)
     head = "\n".join(text.splitlines()[:3])
     assert "ABC" in head and "tick size 0.01" in head and "multiplier 50" in head and "JPY" in head

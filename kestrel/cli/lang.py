@@ -7,6 +7,7 @@ canonical, 2 a usage error (unreadable file, bad flags). `-` reads standard inpu
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import stat
 import sys
@@ -18,6 +19,7 @@ import msgspec
 from kestrel.cli.subcommands import Subcommands
 from kestrel.lang import Diagnostic, LangError, format_source, parse
 from kestrel.lang.formatter import inner_comment_lines
+from kestrel.market.instrument import MAX_LOT_DECIMALS, lot_decimals
 from kestrel.outputs import atomic_write
 
 
@@ -97,9 +99,14 @@ def _check(args: argparse.Namespace) -> int:
         return 2
     status = 0
     report: list[dict[str, Any]] = []
+    lot = args.lot_size
+    if not (lot > 0 and math.isfinite(lot)) or lot_decimals(lot) > MAX_LOT_DECIMALS:
+        print(f"kestrel check: --lot-size must be a finite number > 0 with at most "
+              f"{MAX_LOT_DECIMALS} decimals, got {lot:g}", file=sys.stderr)
+        return 2
     for name, text in texts:
         try:
-            parse(text)
+            parse(text, lot=lot)
             report.append({"file": _label(name), "ok": True, "diagnostics": []})
         except LangError as err:
             status = 1
@@ -179,6 +186,9 @@ def register(subparsers: Subcommands) -> None:
     )
     check.add_argument("files", nargs="+", metavar="FILE", help="a .kes file, or - for stdin")
     check.add_argument("--json", action="store_true", help="print diagnostics as JSON on stdout")
+    check.add_argument("--lot-size", type=float, default=1.0, metavar="LOT",
+                       help="quantities must be whole numbers of LOT units (default 1: whole units; "
+                            "0.0001 for BTC)")
     check.set_defaults(func=_check)
     fmt = subparsers.add_parser("fmt", help="print Kestrel documents in canonical form")
     fmt.add_argument("files", nargs="+", metavar="FILE", help="a .kes file, or - for stdin")

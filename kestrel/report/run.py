@@ -187,7 +187,8 @@ def build(header: RunHeader, days: Sequence[DayInput], data: MarketData, *,
     config = run_config(config, data)
     mult = config.multiplier
     dec = _money_decimals(data, config)
-    inst = msgspec.structs.replace(data.instrument, multiplier=mult)
+    lot = config.lot_size if config.lot_size != 1 else data.instrument.lot_size  # the run's lot
+    inst = msgspec.structs.replace(data.instrument, multiplier=mult, lot_size=lot)
     header = msgspec.structs.replace(header, currency=inst.currency, multiplier=mult, instrument=inst)
     reports: list[DayReport] = []
     ticks_of: list[Ticks] = []

@@ -125,7 +125,7 @@ def summary(result: SessionResult, data: MarketData) -> dict[str, Any]:
         "currency": currencies[0] if len(currencies) == 1 else currencies,
         "instrument": None if inst is None else {
             "symbol": inst.symbol, "tick_size": inst.tick_size, "multiplier": inst.multiplier,
-            "currency": inst.currency, "min_qty": inst.min_qty},
+            "currency": inst.currency, "min_qty": inst.min_qty, "lot_size": inst.lot_size},
         "agent": result.header.agent,
         "dates": list(result.header.dates),
         "schedule": list(result.header.schedule),
