@@ -15,10 +15,15 @@ from hypothesis import strategies as st
 from kestrel import lang
 from kestrel.engine import Engine, EngineConfig, PlanError
 from kestrel.engine.book import Book
-from kestrel.engine.ledger import Filled, Mark, PositionChanged
+from kestrel.agents.replies import RepliesAgent
+from kestrel.data.synthetic import SyntheticSpec, generate
+from kestrel.engine.ledger import Carried, Filled, Mark, OrderPlaced, PositionChanged
 from kestrel.engine.money import Money
 from kestrel.lang import LangError
+from kestrel.market import MarketData
 from kestrel.market.instrument import Instrument, money_text, qty_text
+from kestrel.session.options import SessionOptions
+from kestrel.session.runner import run_session
 
 from engine_cases import random_config, random_day, random_plan_text
 from kestrel.engine import ticks_of
@@ -162,3 +167,47 @@ def test_money_and_quantities_print_at_their_precision() -> None:
         Instrument(symbol="X", tick_size=0.01, lot_size=1e-10)
     with pytest.raises(ValueError, match=r"maxpos=0\.5 must be a whole number of lots"):
         EngineConfig(maxpos=0.5)
+
+
+def _btc_like(lot: float = 0.0001) -> MarketData:
+    """Two synthetic sessions of a symbol around 61,000 whose lot is `lot`."""
+    md = generate(SyntheticSpec(sessions=2, start_price=61_000.0, daily_vol=0.01), 7)
+    inst = Instrument(symbol=md.symbol, tick_size=md.tick_size, lot_size=lot)
+    return MarketData(md.symbol, md.tick_size, md.ticks, md.sessions, md.crossed_kept, inst)
+
+
+def test_a_session_checks_replies_against_the_lot_and_scales_its_default_maxpos() -> None:
+    data = _btc_like()
+    agent = RepliesAgent((
+        "PLAN p WHEN time >= 10:00 AND pos == 0: BUY 0.00015 MKT STOP -1% TARGET +1%",
+        "PLAN p WHEN time >= 10:00 AND pos == 0: BUY 0.0015 MKT STOP -1% TARGET +1%",
+    ))
+    res = run_session(data, agent, SessionOptions(checkpoints=()))
+    cfg = res.header.engine
+    assert cfg is not None and cfg.lot_size == 0.0001
+    # 100,000 of notional at the first quote (about 61,000) is 16,393 lots: 16,000 at two figures
+    first = data.ticks
+    mid = (float(first.bid[0]) + float(first.ask[0])) / 2
+    assert cfg.maxpos == float(Decimal(int(Decimal(100_000) / (Decimal(repr(mid)) * Decimal("0.0001")))
+                                       // 1000 * 1000) * Decimal("0.0001"))
+    repairs = [e for e in res.days[0].evidence if e.kind == "repair"]
+    assert any("quantity 0.00015 is not a whole number of lots (lot size 0.0001)" in (e.error or "")
+               for e in repairs), repairs
+    fills = [e for e in res.days[0].ledger.events if isinstance(e, Filled)]
+    assert fills and {f.qty for f in fills} == {0.0015}
+
+
+def test_a_fractional_position_carries_in_lots_and_shows_in_units() -> None:
+    cfg = EngineConfig(lot_size=0.0001, maxpos=1, end_of_day="carry")
+    data = _btc_like()
+    day1, day2 = data.sessions[0], data.sessions[1]
+    first = Engine(cfg, day1, data.symbol, data.tick_size)
+    first.arm(plan("PLAN p WHEN pos == 0: BUY 0.0007 MKT STOP -5%", 0.0001))
+    first.run(data.ticks.between(day1.open_ns, day1.close_ns + 1))
+    carry = first.carry_out()
+    assert carry is not None and carry.pos == 7  # lots
+    second = Engine(cfg, day2, data.symbol, data.tick_size, carry)
+    assert second.pos == 0.0007 and second.account().position == 0.0007
+    events = second.run(data.ticks.between(day2.open_ns, day2.close_ns + 1)).events
+    assert isinstance(events[0], Carried) and events[0].pos == 0.0007
+    assert [o.qty for o in events if isinstance(o, OrderPlaced)][:1] == [0.0007]  # its stop
