@@ -12,6 +12,7 @@ import numpy as np
 from kestrel.data.synthetic import SyntheticSpec, generate
 from kestrel.engine import Engine, EngineConfig
 from kestrel.engine.history import TickHistory
+from kestrel.market.instrument import qty_text, units_of
 from kestrel.market.session import SessionSpec
 from kestrel.market.ticks import Ticks
 
@@ -147,7 +148,12 @@ def random_cond(rng: random.Random, indicators: bool = False) -> str:
     return a
 
 
-def random_action(rng: random.Random, indicators: bool = False) -> str:
+def lots_text(n: int, lot: float) -> str:
+    """`n` lots of `lot` as a quantity literal (the count itself for a lot of 1)."""
+    return str(n) if lot == 1 else qty_text(units_of(n, lot), lot)
+
+
+def random_action(rng: random.Random, indicators: bool = False, lot: float = 1.0) -> str:
     r = rng.random()
     if r < 0.08:
         return "FLAT"
@@ -165,7 +171,7 @@ def random_action(rng: random.Random, indicators: bool = False) -> str:
         kind = f"LMT {ref}{'-' if side == 'BUY' else '+'}{rng.choice([0, 0.01, 0.02])}"
     elif kind == "STP":
         kind = f"STP {'ask+' if side == 'BUY' else 'bid-'}{rng.choice([0.01, 0.02, 0.05])}"
-    out = f"{side} {qty} {kind}"
+    out = f"{side} {lots_text(qty, lot)} {kind}"
     if rng.random() < 0.6:
         out += f" STOP {'-' if sgn < 0 else '+'}{rng.choice([0.02, 0.05, 0.1])}%"
     if rng.random() < 0.5:
@@ -177,7 +183,9 @@ def random_action(rng: random.Random, indicators: bool = False) -> str:
     return out
 
 
-def random_plan_text(rng: random.Random, indicators: bool = False) -> str:
+def random_plan_text(rng: random.Random, indicators: bool = False, lot: float = 1.0) -> str:
+    """A random plan; quantities (and maxpos) are counts of `lot`, so for any lot the rng
+    draws the same plan shape."""
     head = "PLAN r"
     e = rng.random()
     if e < 0.2:
@@ -187,7 +195,7 @@ def random_plan_text(rng: random.Random, indicators: bool = False) -> str:
         head += f" UNTIL {hh:02d}:{rng.randrange(35 if hh == 9 else 0, 60):02d}"
     risk = []
     if rng.random() < 0.7:
-        risk.append(f"maxpos {rng.choice([20, 50, 200])}")
+        risk.append(f"maxpos {lots_text(rng.choice([20, 50, 200]), lot)}")
     if rng.random() < 0.7:
         risk.append(f"maxloss {rng.choice([2, 10, 50, 500])}")
     if rng.random() < 0.5:
@@ -196,20 +204,35 @@ def random_plan_text(rng: random.Random, indicators: bool = False) -> str:
         head += " RISK " + " ".join(risk)
     rules = []
     for _ in range(rng.randrange(1, 4)):
-        acts = "; ".join(random_action(rng, indicators) for _ in range(rng.choice([1, 1, 2])))
+        acts = "; ".join(random_action(rng, indicators, lot) for _ in range(rng.choice([1, 1, 2])))
         rep = f" x{rng.randrange(2, 6)}" if rng.random() < 0.5 else ""
         rules.append(f"WHEN {random_cond(rng, indicators)}: {acts}{rep}")
     return head + "\n" + "\n".join(rules)
 
 
-def random_config(rng: random.Random) -> EngineConfig:
+def random_config(rng: random.Random, lot: float = 1.0) -> EngineConfig:
+    """A random execution model; with a `lot` other than 1 the bounds and fees in money are
+    scaled by it (and maxpos is that many lots), so the same draws bind as often."""
+    if lot == 1:
+        maxpos: int | float = rng.choice([50, 1000])
+        maxloss = rng.choice([20.0, 1000.0])
+    else:
+        maxpos = units_of(rng.choice([50, 1000]), lot)
+        maxloss = rng.choice([20.0, 1000.0]) * lot
+    maxorders = rng.choice([10, 50])
+    session_maxloss = rng.choice([None, None, 15.0, 60.0])
+    if session_maxloss is not None and lot != 1:
+        session_maxloss *= lot
+    fee_unit = rng.choice([0.0, 0.005])
+    fee_order = rng.choice([0.0, 1.0])
     return EngineConfig(
-        maxpos=rng.choice([50, 1000]),
-        maxloss=rng.choice([20.0, 1000.0]),
-        maxorders=rng.choice([10, 50]),
-        session_maxloss=rng.choice([None, None, 15.0, 60.0]),
-        fee_per_unit=rng.choice([0.0, 0.005]),
-        fee_per_order=rng.choice([0.0, 1.0]),
+        maxpos=maxpos,
+        maxloss=maxloss,
+        maxorders=maxorders,
+        session_maxloss=session_maxloss,
+        fee_per_unit=fee_unit,
+        fee_per_order=fee_order if lot == 1 else fee_order * lot,
+        lot_size=lot,
         slippage_ticks=rng.choice([0, 0, 1]),
         latency_ticks=rng.choice([0, 0, 1, 3]),
         latency_ns=rng.choice([0, 0, 250_000_000, 2_000_000_000]),
@@ -220,5 +243,5 @@ def random_config(rng: random.Random) -> EngineConfig:
 
 def armed(session: SessionSpec, text: str, cfg: EngineConfig) -> Engine:
     e = Engine(cfg, session, "TEST", 0.01)
-    e.arm(plan(text))
+    e.arm(plan(text, cfg.lot_size))
     return e

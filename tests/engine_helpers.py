@@ -14,8 +14,9 @@ T0 = SESSION.open_ns
 S = 1_000_000_000
 
 
-def plan(text: str) -> Plan:
-    p = parse(text)
+def plan(text: str, lot: float = 1) -> Plan:
+    """`text` parsed and checked for an instrument of lot size `lot`."""
+    p = parse(text, lot=lot)
     assert isinstance(p, Plan)
     return p
 
@@ -37,7 +38,7 @@ def run(text: str, rows: list[tuple[int, float, float]] | list[tuple[int, float,
     return e
 
 
-def fills(ledger: Ledger) -> list[tuple[int, str, int, float]]:
+def fills(ledger: Ledger) -> list[tuple[int, str, int | float, float]]:
     return [(f.tick, f.side, f.qty, f.price) for f in ledger.events if isinstance(f, Filled)]
 
 

@@ -10,6 +10,7 @@ import pytest
 from kestrel import lang
 from kestrel.agents.baseline import BaselineAgent, BaselineConfig
 from kestrel.data import load
+from kestrel.engine.config import EngineConfig
 from kestrel.engine.ledger import Filled, OrderPlaced
 from kestrel.market import Instrument, MarketData
 from kestrel.lang import ast
@@ -115,7 +116,11 @@ def test_six_e_futures_with_a_multiplier_trade_contracts(shared_data: Path) -> N
     raw = load(shared_data / CME_6E).data
     data = MarketData(raw.symbol, raw.tick_size, raw.ticks, raw.sessions, raw.crossed_kept,
                       Instrument(symbol=raw.symbol, tick_size=raw.tick_size, multiplier=125_000))
-    result = run_session(data, BaselineAgent())
+    # the scaled default: one contract (about 1.08 x 125,000 of notional, over 100 x maxloss)
+    default = run_session(data, BaselineAgent()).days[0].outcomes[0].turn
+    assert isinstance(default, Supersede) and default.plan.risk.maxpos == 1
+    # an operator's maxpos of 1000 contracts: sized by risk
+    result = run_session(data, BaselineAgent(), SessionOptions(engine=EngineConfig(maxpos=1000)))
     turn = result.days[0].outcomes[0].turn
     assert isinstance(turn, Supersede), turn
     _, buy = buy_of(lang.format(turn.plan))

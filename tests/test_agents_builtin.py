@@ -313,10 +313,14 @@ def test_baseline_on_real_eurusd_quotes_risks_its_budget(shared_data: Path) -> N
     import datetime as dt
 
     day = dt.date(2014, 5, 6)
-    # the default operator caps the position at 1000 units: the baseline sizes within them
+    # the default operator cap scales with the instrument: 100 x maxloss (100,000 USD) of EUR
+    # at the file's first quote, to two figures of units; the baseline sizes within it
+    mid = (float(data.ticks.bid[0]) + float(data.ticks.ask[0])) / 2
+    cap = int(100_000 / mid) // 1000 * 1000
+    assert 70_000 < cap < 75_000  # EUR/USD near 1.39
     capped = run_session(data, BaselineAgent(), SessionOptions(), date=day).days[0].outcomes[0].turn
-    assert isinstance(capped, Supersede) and capped.plan.risk.maxpos == 1000
-    assert all(o.qty <= 1000 for r in capped.plan.rules for o in r.actions if isinstance(o, ast.Order))
+    assert isinstance(capped, Supersede) and capped.plan.risk.maxpos == cap
+    assert all(o.qty <= cap for r in capped.plan.rules for o in r.actions if isinstance(o, ast.Order))
     # an operator who allows FX sizes gets a plan sized by risk
     result = run_session(data, BaselineAgent(), SessionOptions(engine=EngineConfig(maxpos=1_000_000)), date=day)
     turn = result.days[0].outcomes[0].turn

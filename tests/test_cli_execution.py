@@ -26,7 +26,9 @@ def test_a_plain_run_says_it_is_frictionless(capsys: pytest.CaptureFixture[str])
     code, out, err = _run(capsys, "simulate")
     assert code == 0, err
     assert "Execution: frictionless" in out
-    assert "maxpos 1000, maxloss 1000 per plan, session maxloss none" in out
+    # the default maxpos scales with the instrument: 100 x maxloss = 100,000 of notional at the
+    # sample's first quote (179.96 / 180.03, mid 179.995) is 555 shares, 550 at two figures
+    assert "maxpos 550, maxloss 1000 per plan, session maxloss none" in out
     code, out, err = _run(capsys, "simulate", "--json")
     ex = json.loads(out)["execution"]
     assert ex["frictionless"] is True and ex["slippage_ticks"] == 0 and ex["session_maxloss"] is None

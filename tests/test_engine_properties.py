@@ -29,8 +29,8 @@ def test_ledger_invariants(seed: int) -> None:
     events = e.run(ticks).events
     orders: dict[int, OrderPlaced] = {}
     done: set[int] = set()
-    filled: dict[int, int] = {}
-    pos = 0
+    filled: dict[int, int | float] = {}
+    pos: int | float = 0
     bid, ask = ticks.bid, ticks.ask
     slip = int(cfg.slippage_ticks)  # whole ticks in these configs
     for ev in events:

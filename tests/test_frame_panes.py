@@ -10,6 +10,7 @@ from kestrel.market import AccountState, MarketData, SessionSpec, Ticks, Working
 from kestrel.frame import ResolvedPane, freeze
 from kestrel.frame.catalog import DEFAULT_CATALOG
 from kestrel.frame.snapshot import FrozenSnapshot
+from kestrel.market.instrument import Instrument
 from kestrel.market.ticks import NS_PER_S
 from kestrel.lang.ast import Compare, Duration, Offset, Order, Plan, Rule, Series, Call, TimeOfDay, Until
 
@@ -134,6 +135,28 @@ def test_tape() -> None:
         "09:44:00 10.19 10.21 10.20 100\n"
         "10:01:00 10.49 10.51 10.50 100"
     )
+
+
+def test_position_shows_lots_and_money_at_their_precision() -> None:
+    """A position of 0.0003 in lots of 0.0001 (not `0.0003000` or `3e-04`), money of a JPY-quoted
+    instrument in whole yen."""
+    d = fixture_data()
+    btc = MarketData(d.symbol, d.tick_size, d.ticks, d.sessions, d.crossed_kept,
+                     Instrument(symbol=d.symbol, tick_size=d.tick_size, lot_size=0.0001))
+    acct = AccountState(position=0.0003, avg_entry=10.4, upnl=0.0003, rpnl=-1.25, fees=0.004,
+                        orders=(WorkingOrder("o1", "sell", 0.0003, "stp", 10.1),))
+    s = freeze(btc, _at(D2, 10, 6) + 30 * NS_PER_S, account=acct)
+    assert render(s, "position") == (
+        "POSITION long 0.0003 @ 10.40 upnl +0.00 rpnl -1.25 fees 0.00\n"
+        "orders 1\n"
+        "id side    qty type price\n"
+        "o1 sell 0.0003  stp 10.10"
+    )
+    yen = MarketData(d.symbol, d.tick_size, d.ticks, d.sessions, d.crossed_kept,
+                     Instrument(symbol=d.symbol, tick_size=d.tick_size, currency="JPY"))
+    s = freeze(yen, _at(D2, 10, 6) + 30 * NS_PER_S,
+               account=AccountState(position=-100, avg_entry=10.5, upnl=-1234.5, rpnl=20.0))
+    assert render(s, "position") == "POSITION short 100 @ 10.50 upnl -1234 rpnl +20 fees 0\norders none"
 
 
 def test_position_flat_and_long_with_orders() -> None:

@@ -76,7 +76,7 @@ def test_sessions_after_the_ordinal_are_hidden() -> None:
 def _truncated(d: MarketData, cutoff: int) -> MarketData:
     t = d.ticks.until(cutoff)
     copy = Ticks(t.ts.copy(), t.bid.copy(), t.ask.copy(), t.last.copy(), t.size.copy())
-    return MarketData(d.symbol, d.tick_size, copy, d.sessions)
+    return MarketData(d.symbol, d.tick_size, copy, d.sessions, d.crossed_kept, d.instrument)  # same instrument
 
 
 ALL_PANES = ResolvedView(

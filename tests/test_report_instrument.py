@@ -1,11 +1,13 @@
 """Reports value money with the run's instrument: the contract multiplier (not a default 1),
-PnL at the engine's money quantum (not always cents), the instrument named in the text report,
+PnL exact in `--json` and printed at the currency's precision (cents for USD, 8 decimals for ETH), the instrument named in the text report,
 `--json` and the HTML; the execution line names carry; `--currency` is upper-cased.
 
 Expected figures are computed by hand (a 6E-like synthetic session) or by an independent
 per-tick marking loop in the test, never by the report code."""
 
 from __future__ import annotations
+
+from decimal import ROUND_HALF_EVEN, Decimal
 
 import dataclasses
 import datetime as dt
@@ -89,7 +91,8 @@ def _marked_drawdown(events: list[LedgerEvent], t: Ticks, multiplier: float) -> 
     by_tick: dict[int, list[LedgerEvent]] = {}
     for e in events:
         by_tick.setdefault(e.tick, []).append(e)
-    pos, avg, rpnl, fees = 0, 0.0, 0.0, 0.0
+    pos: int | float = 0
+    avg, rpnl, fees = 0.0, 0.0, 0.0
     peak = worst = 0.0
     for k in range(len(t)):
         for e in by_tick.get(k, []):
@@ -126,7 +129,8 @@ def test_a_run_on_a_multiplied_instrument_reports_drawdown_turnover_and_baseline
 def test_the_6e_report_marks_each_tick_at_125000() -> None:
     data = load(str(E6)).data
     assert data.instrument.multiplier == 125_000.0
-    res = run_session(data, BaselineAgent(), SessionOptions())
+    # maxpos 1000 contracts, as the review ran it (the scaled default is one contract)
+    res = run_session(data, BaselineAgent(), SessionOptions(engine=EngineConfig(maxpos=1000)))
     rep = from_result(res, data)
     s = next(x for x in data.sessions if x.date.isoformat() == res.days[0].date)
     t = data.ticks.between(s.open_ns, s.close_ns + 1)
@@ -166,9 +170,14 @@ def _plan(tmp_path: Path, text: str) -> str:
     return f"fixed:{p}"
 
 
-def test_pnl_is_shown_at_the_money_quantum(capsys: pytest.CaptureFixture[str], quotes: Path,
-                                          tmp_path: Path) -> None:
-    # tick 0.01 x multiplier 0.001: one tick of one unit is 0.00001, the engine's quantum
+def _cents(x: float) -> str:
+    return f"{Decimal(repr(x)).quantize(Decimal('0.01'), rounding=ROUND_HALF_EVEN):+f}"
+
+
+def test_pnl_is_exact_in_json_and_shown_in_cents(capsys: pytest.CaptureFixture[str], quotes: Path,
+                                                tmp_path: Path) -> None:
+    # tick 0.01 x multiplier 0.001: one tick of one unit is 0.00001, the engine's quantum; the
+    # text and the HTML report print USD in cents, --json keeps the exact amount
     agent = _plan(tmp_path, "PLAN q\nWHEN time >= 10:00: BUY 7 MKT STOP -0.3% TARGET +0.3%\n")
     flags = ("--data", str(quotes), "--preset", "oanda", "--multiplier", "0.001", "--agent", agent)
     doc = json.loads(_sim(capsys, *flags, "--json"))
@@ -176,21 +185,22 @@ def test_pnl_is_shown_at_the_money_quantum(capsys: pytest.CaptureFixture[str], q
     net = day["net_pnl"]
     assert net != round(net, 2)  # the figure needs more than cents
     text = _sim(capsys, *flags)
-    assert f"{net:+.5f}" in text
+    assert f"{net:+.5f}" not in text and f"net {_cents(net)}" in text
     trip = day["round_trips"][0]["pnl"]
-    assert f"{trip:+.5f}" in text
+    assert _cents(trip) in text
     html_path = tmp_path / "r.html"
     _sim(capsys, *flags, "--report", str(html_path))
-    assert f"{net:+.5f}" in html_path.read_text()
+    html = html_path.read_text()
+    assert _cents(net) in html and f"{net:+.5f}" not in html
 
 
 @pytest.mark.skipif(not XRP.exists(), reason="shared data not present")
 def test_xrp_eth_pnl_keeps_its_decimals(capsys: pytest.CaptureFixture[str]) -> None:
     doc = json.loads(_sim(capsys, "--data", str(XRP), "--json"))
     net = doc["total"]["net_pnl"]
-    assert net != 0 and net != round(net, 2)
+    assert net != 0
     text = _sim(capsys, "--data", str(XRP))
-    assert f"{net:+.8f}" in text and "ETH" in text
+    assert f"{net:+.8f}" in text and "ETH" in text  # ETH prints at 8 decimals
 
 
 def test_the_instrument_is_in_the_text_header_json_and_html(capsys: pytest.CaptureFixture[str], quotes: Path,
@@ -199,7 +209,7 @@ def test_the_instrument_is_in_the_text_header_json_and_html(capsys: pytest.Captu
              "--symbol", "ABC")
     doc = json.loads(_sim(capsys, *flags, "--json"))
     assert doc["instrument"] == {"symbol": "ABC", "tick_size": 0.01, "multiplier": 50.0, "currency": "JPY",
-                                 "min_qty": 1}
+                                 "min_qty": 1, "lot_size": 1.0}
     text = _sim(capsys, *flags)
     head = "\n".join(text.splitlines()[:3])
     assert "ABC" in head and "tick size 0.01" in head and "multiplier 50" in head and "JPY" in head

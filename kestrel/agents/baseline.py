@@ -25,7 +25,7 @@ import re
 import msgspec
 
 from kestrel.agents.base import SingleShotAgent
-from kestrel.market.instrument import Instrument
+from kestrel.market.instrument import Instrument, lots_floor, qty_text, units_of
 from kestrel.session.protocol import AgentReply, AuthorRequest
 from kestrel.session.risk import RiskBounds
 
@@ -42,7 +42,7 @@ class BaselineConfig(msgspec.Struct, frozen=True):
 
     maxloss: float = 400.0
     risk_fraction: float = 0.5
-    maxpos: int = 1_000_000
+    maxpos: int | float = 1_000_000
     stop_atr: float = 2.0
     target_atr: float = 3.0
     max_spread_pct: float = 0.10
@@ -126,7 +126,11 @@ class BaselineAgent(SingleShotAgent):
         decimals = _decimals(quote.group(4))
         tick = instrument.tick_size if instrument is not None else 10.0 ** -decimals
         multiplier = instrument.multiplier if instrument is not None else 1.0
-        lot = instrument.min_qty if instrument is not None else 1
+        # sized in whole lots: the smallest order (`min_qty` lots of the lot size; the operator's
+        # lot size when the limits carry one) is the step
+        lot_size = limits.lot_size if limits is not None and limits.lot_size != 1 else (
+            instrument.lot_size if instrument is not None else 1)
+        min_lots = instrument.min_qty if instrument is not None else 1
         # the widest spread the plan enters at, and the brackets' floor beyond the entry side
         entry_spread = max(spread * c.max_entry_spreads, tick * 2)
         floor = _ticks_up(c.min_bracket_spreads * entry_spread, tick)
@@ -134,14 +138,17 @@ class BaselineAgent(SingleShotAgent):
         target = max(_ticks(c.target_atr * atr, tick), tick, floor)
         risk = c.risk_fraction * c.maxloss
         per_unit = stop * multiplier
-        units = min(c.maxpos, int(math.floor(risk / per_unit * (1.0 + 1e-12))))
-        qty = units // lot * lot
-        if qty < lot:
-            one = "unit" if lot == 1 else f"lot of {lot}"
+        step = units_of(min_lots, lot_size)  # the smallest order, in units
+        cap = lots_floor(c.maxpos, lot_size)  # (already within the limits)
+        lots = min(cap, int(math.floor(risk / (per_unit * lot_size) * (1.0 + 1e-12))))
+        lots = lots // min_lots * min_lots
+        if lots < min_lots:
+            one = "unit" if step == 1 else f"lot of {qty_text(step, lot_size)}"
             return (
-                f'STANDDOWN "a single {one} risks {round(per_unit * lot, 10):g} at the stop, more '
+                f'STANDDOWN "a single {one} risks {round(per_unit * step, 10):g} at the stop, more '
                 f'than the per-trade budget {risk:g}"'
             )
+        qty = qty_text(units_of(lots, lot_size), lot_size)
         maxloss = round(c.maxloss, 2)
         fmt = f"{{:.{decimals}f}}"
         s, t = fmt.format(stop), fmt.format(target)

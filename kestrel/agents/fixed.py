@@ -13,6 +13,7 @@ from pathlib import Path
 from kestrel import lang
 from kestrel.agents.base import SingleShotAgent
 from kestrel.lang import ast
+from kestrel.market.instrument import MAX_LOT_DECIMALS
 from kestrel.session.protocol import AgentReply, AuthorRequest
 
 
@@ -25,10 +26,16 @@ def diagnostics_text(source: str, err: lang.LangError) -> str:
     return "\n".join(d.located(source) for d in err.diagnostics)
 
 
+FINEST_LOT = 10.0**-MAX_LOT_DECIMALS
+"""The lot a plan file is checked against: the file names no instrument, so its quantities are
+checked against the instrument's lot where the plan is armed (the engine's checker)."""
+
+
 def parse_plan(text: str, source: str = "<plan>") -> ast.Plan:
-    """`text` as one checked PLAN, or `PlanFileError` saying what is wrong and where."""
+    """`text` as one checked PLAN (its quantities any decimal of at most `MAX_LOT_DECIMALS`
+    places), or `PlanFileError` saying what is wrong and where."""
     try:
-        node = lang.parse(text)
+        node = lang.parse(text, lot=FINEST_LOT)
     except lang.LangError as err:
         raise PlanFileError(diagnostics_text(source, err)) from None
     if isinstance(node, ast.Module):

@@ -24,12 +24,18 @@ _FIELDS: dict[str, tuple[str, str, float]] = {
     "slippage": ("slippage_ticks", "slippage_ticks", 1),
     "fee_per_unit": ("fee_per_unit", "fee_per_unit", 1),
     "fee_per_order": ("fee_per_order", "fee_per_order", 1),
+    "lot_size": ("lot_size", "lot_size", 1),
 }
 
 
 def add_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("execution model and operator risk bounds (a plan's RISK can only tighten them)")
-    g.add_argument("--maxpos", type=int, help="largest absolute position, units (default 1000)")
+    g.add_argument("--maxpos", type=float,
+                   help="largest absolute position, units, a whole number of lots (default: the lots "
+                        "worth 100 x maxloss at the data's first quote, see docs/session.md)")
+    g.add_argument("--lot-size", type=float, metavar="LOT",
+                   help="every quantity a whole number of LOT units (default: the instrument's; "
+                        "0.001 allows fractional shares, 0.0001 BTC)")
     g.add_argument("--maxloss", type=float, help="loss bound per plan from its arming, money (default 1000)")
     g.add_argument("--session-maxloss", type=float,
                    help="loss bound for the whole session from the open, never reset by a new plan; "
@@ -59,10 +65,14 @@ def engine_config(args: argparse.Namespace, mode: Any | None) -> EngineConfig:
             where = f"mode {mode.name!r} key {key}"
         if v is None:
             continue
-        if not math.isfinite(v) or (v <= 0 if dest in ("maxpos", "maxloss", "session_maxloss") else v < 0):
-            bound = "> 0" if dest in ("maxpos", "maxloss", "session_maxloss") else ">= 0"
+        positive = ("maxpos", "maxloss", "session_maxloss", "lot_size")
+        if not math.isfinite(v) or (v <= 0 if dest in positive else v < 0):
+            bound = "> 0" if dest in positive else ">= 0"
             raise UsageError(f"{where} must be a finite number {bound}, got {v:g}")
-        values[field] = int(round(v * factor)) if field in ("maxpos", "latency_ns") else v * factor
+        if field == "maxpos":
+            values[field] = int(v) if float(v).is_integer() else float(v)
+        else:
+            values[field] = int(round(v * factor)) if field == "latency_ns" else v * factor
     eod = getattr(args, "end_of_day", None) or (getattr(mode, "end_of_day", None) if mode else None)
     if eod is not None:
         values["end_of_day"] = eod

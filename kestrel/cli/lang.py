@@ -9,6 +9,7 @@ reads and checks every file of its batch, an unreadable one among them (reported
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import stat
 import sys
@@ -20,6 +21,7 @@ import msgspec
 from kestrel.cli.subcommands import Subcommands
 from kestrel.lang import Diagnostic, LangError, format_source, parse
 from kestrel.lang.formatter import inner_comment_lines
+from kestrel.market.instrument import MAX_LOT_DECIMALS, lot_decimals
 from kestrel.outputs import atomic_write
 
 
@@ -88,6 +90,11 @@ def _check(args: argparse.Namespace) -> int:
     the same. Exit 2 when a file could not be read, else 1 when one is invalid, else 0."""
     status = 0
     report: list[dict[str, Any]] = []
+    lot = args.lot_size
+    if not (lot > 0 and math.isfinite(lot)) or lot_decimals(lot) > MAX_LOT_DECIMALS:
+        print(f"kestrel check: --lot-size must be a finite number > 0 with at most "
+              f"{MAX_LOT_DECIMALS} decimals, got {lot:g}", file=sys.stderr)
+        return 2
     for name in args.files:
         try:
             text = _read(name)
@@ -97,7 +104,7 @@ def _check(args: argparse.Namespace) -> int:
             report.append({"file": _label(name), "ok": False, "diagnostics": [], "error": str(err)})
             continue
         try:
-            parse(text)
+            parse(text, lot=lot)
             report.append({"file": _label(name), "ok": True, "diagnostics": []})
         except LangError as err:
             status = max(status, 1)
@@ -177,6 +184,9 @@ def register(subparsers: Subcommands) -> None:
     )
     check.add_argument("files", nargs="+", metavar="FILE", help="a .kes file, or - for stdin")
     check.add_argument("--json", action="store_true", help="print diagnostics as JSON on stdout")
+    check.add_argument("--lot-size", type=float, default=1.0, metavar="LOT",
+                       help="quantities must be whole numbers of LOT units (default 1: whole units; "
+                            "0.0001 for BTC)")
     check.set_defaults(func=_check)
     fmt = subparsers.add_parser("fmt", help="print Kestrel documents in canonical form")
     fmt.add_argument("files", nargs="+", metavar="FILE", help="a .kes file, or - for stdin")

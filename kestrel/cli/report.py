@@ -83,7 +83,7 @@ def print_summary(rep: RunReport) -> None:
     from kestrel.report.text import instrument_line, metric_rows, money, sparkline
 
     h = rep.header
-    dec = rep.money_decimals
+    dec = rep.shown_decimals
     print(f"{h.agent} on {h.symbol} {', '.join(h.dates)}  data {h.data} sha256 {(h.data_sha256 or '?')[:16]}")
     if h.instrument is not None:
         print(f"instrument {instrument_line(h.instrument)}")

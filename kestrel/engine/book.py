@@ -2,6 +2,8 @@
 and realized PnL.
 
 Invariants:
+- quantities (`pos`, fills) are whole numbers of lots; `mult` is the money per price point per
+  lot (the multiplier x the lot size, exactly), so a lot of 1 is the unit itself;
 - prices are read at their shortest decimal form (`orders.exact`), so the position's cost
   basis `cost` (signed: the sum of signed quantity x price of the open part) and the realized
   PnL `realized` are exact rationals; closing part of a position takes the same share of its
@@ -16,7 +18,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from fractions import Fraction
 from math import gcd
 
@@ -65,9 +67,9 @@ class Book:
     __slots__ = ("money", "mult", "pos", "_cn", "_cd", "_rn", "_rd", "rpnl_k", "fees_k",
                  "avg", "_mn", "_md", "_marks")
 
-    def __init__(self, money: Money, multiplier: float) -> None:
+    def __init__(self, money: Money, multiplier: float, lot: Fraction = Fraction(1)) -> None:
         self.money = money
-        self.mult = exact(multiplier)
+        self.mult = exact(multiplier) * lot  # money per price point per lot
         # multiplier x money scale as an integer ratio: money in quanta = round(x * mn / md)
         self._mn = self.mult.numerator * money.scale
         self._md = self.mult.denominator
@@ -177,12 +179,13 @@ def _reduced(n: int, d: int) -> tuple[int, int]:
 
 
 def account_of(book: Book, orders: Iterable[BrokerOrder], grid: TickGrid, bid: float,
-               ask: float) -> AccountState:
-    """The account as of a touch (b, a): position, average entry, PnL and working orders."""
+               ask: float, units: Callable[[int], int | float] = int) -> AccountState:
+    """The account as of a touch (b, a): position (in units: `units` of the lots), average
+    entry, PnL and working orders."""
     m = book.money
-    shown = tuple(o.view(grid) for o in orders)
+    shown = tuple(o.view(grid, units) for o in orders)
     return AccountState(
-        position=book.pos,
+        position=units(book.pos),
         avg_entry=book.avg if book.pos else None,
         upnl=m.amount(book.upnl_k(bid, ask)) if book.pos else 0.0,
         rpnl=m.amount(book.rpnl_k),

@@ -19,6 +19,9 @@ Steps 1-4 are `step`, called only where the envelope `env` says something may ha
 Invariants: `rule_states[j]` is rule j's `RuleState`: SPENT never fires again, ARMED fires on
 its next true evaluation, WAITING (fired) re-arms on its next false evaluation; every ledger
 event is appended to the shared `ledger` in the order it happens; money is exact (`book`).
+Quantities are counted in whole lots of `config.lot_size` (the position, orders, maxpos); the
+ledger, the account and the `pos` series show them in units (`units`: an `int` for a whole
+lot, so a lot of 1 shows exactly the counts the broker keeps).
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from kestrel.engine.ledger import (
 )
 from kestrel.engine.money import Money
 from kestrel.engine.orders import BrokerOrder, EntrySpec, TickGrid, entry_risk, exact, slipped
+from kestrel.market.instrument import exact_qty, lots_floor, lots_in, qty_text, units_of
 from kestrel.market.session import SessionSpec
 from kestrel.market.ticks import NS_PER_S
 from kestrel.lang import ast
@@ -88,7 +92,13 @@ class Broker:
         self.slip_ticks = exact(config.slippage_ticks)
         self.latency_ticks = 1 + config.latency_ticks  # placed at tick i: eligible from i + this
         self.latency_ns = config.latency_ns
-        self.fee_unit = exact(config.fee_per_unit)
+        # quantities in lots: a lot of 1 is the unit itself (every factor below exactly 1)
+        self.lot = lot = exact_qty(config.lot_size)
+        self.lot_size = config.lot_size
+        self.unit_lot = lot == 1
+        self.whole_lot = lot.denominator == 1
+        self.lot_mult = config.multiplier if self.unit_lot else config.multiplier * config.lot_size
+        self.fee_unit = exact(config.fee_per_unit) * lot
         self.fee_order = exact(config.fee_per_order)
         self.charges_fees = bool(config.fee_per_unit or config.fee_per_order)
         self.session = session
@@ -101,7 +111,7 @@ class Broker:
         self.ask = NAN
         self.closed = False
         # account: the position and its money, exact (see `book`), and the working orders
-        self.book = Book(money, config.multiplier)
+        self.book = Book(money, config.multiplier, lot)
         self.orders: dict[int, BrokerOrder] = {}
         self.next_id = 1
         self.next_oco = 1
@@ -113,7 +123,8 @@ class Broker:
         self.rule_states: list[RuleState] = []
         self.remaining: list[int] = []
         self.expiry_ns = NEVER
-        self.maxpos = config.maxpos
+        self.op_maxpos = lots_floor(config.operator_maxpos, config.lot_size)  # the operator's, in lots
+        self.maxpos = self.op_maxpos
         self.maxloss = config.maxloss
         self.maxorders = config.maxorders
         self.placed = 0
@@ -136,7 +147,22 @@ class Broker:
     # the account, as the series and callers read it
     @property
     def pos(self) -> int:
+        """The position, in lots."""
         return self.book.pos
+
+    def units(self, lots: int) -> int | float:
+        """`lots` in units (`kestrel.market.instrument.units_of`; the count itself for a lot of 1)."""
+        if self.unit_lot:
+            return lots
+        return units_of(lots, self.lot_size)
+
+    def qty_text(self, lots: int) -> str:
+        """`lots` in units, as text at the lot's precision."""
+        return str(lots) if self.unit_lot else qty_text(self.units(lots), self.lot_size)
+
+    def position(self) -> float:
+        """The `pos` series: the position in units."""
+        return float(self.book.pos) if self.unit_lot else float(self.units(self.book.pos))
 
     @property
     def avg(self) -> float:
@@ -163,11 +189,13 @@ class Broker:
         tighten the operator's, its loss floor counts from the pnl now, each rule starts
         ARMED with its repeats (SPENT when the session is closed or stood down)."""
         self.rules = plan.rules
-        self.actions = [tuple(EntrySpec(a) if isinstance(a, ast.Order) else a for a in r.actions)
+        self.actions = [tuple(EntrySpec(a, self.lot_size) if isinstance(a, ast.Order) else a
+                              for a in r.actions)
                         for r in plan.rules]
         self.plan_name = plan.name
         risk, cfg = plan.risk, self.config
-        self.maxpos = cfg.maxpos if risk.maxpos is None else min(cfg.maxpos, risk.maxpos)
+        self.maxpos = self.op_maxpos if risk.maxpos is None else min(self.op_maxpos,
+                                                                     self._lots(risk.maxpos))
         self.maxloss = cfg.maxloss if risk.maxloss is None else min(cfg.maxloss, risk.maxloss)
         self.maxorders = cfg.maxorders if risk.maxorders is None else min(cfg.maxorders, risk.maxorders)
         self.maxloss_k = self.money.at_least(self.maxloss)
@@ -200,7 +228,8 @@ class Broker:
         """Open the session with a carried position and its protective orders (eligible
         from the first tick), marked in the ledger by a `carry` event."""
         self.book.restore(carry.pos, Fraction(carry.cost))
-        self.events.append(Carried(0, self.open_ns, carry.pos, self.book.avg, len(carry.orders)))
+        self.events.append(Carried(0, self.open_ns, self.units(carry.pos), self.book.avg,
+                                   len(carry.orders)))
         groups: dict[int | None, int | None] = {None: None}
         for c in carry.orders:
             if c.oco not in groups:
@@ -223,7 +252,7 @@ class Broker:
     def _mark(self, index: int, ts: int, bid: float, ask: float) -> None:
         bk, scale = self.book, self.money.scale
         u, r, f = bk.upnl_k(bid, ask), bk.rpnl_k, bk.fees_k
-        self.events.append(Mark(index, ts, bk.pos, r / scale, u / scale, f / scale,
+        self.events.append(Mark(index, ts, self.units(bk.pos), r / scale, u / scale, f / scale,
                                 (r + u - f) / scale))
 
     # broker step ---------------------------------------------------------------
@@ -293,12 +322,12 @@ class Broker:
 
     def _fill_qty(self, order: BrokerOrder, tick: Tick) -> int:
         """The whole remainder, or with partial fills on at most the tick's size (whole
-        units, at least 1) when the data carries sizes. Protective and closing orders are
+        lots, at least 1) when the data carries sizes. Protective and closing orders are
         reduce-only: they fill at most the open position (a position already reduced by
         another order is closed, never reversed, by its stop)."""
         q = order.qty - order.filled
-        if self.config.partial_fills and tick.size >= 1.0:
-            q = min(q, int(tick.size))
+        if self.config.partial_fills and tick.size >= self.lot_size:
+            q = min(q, int(tick.size) if self.unit_lot else lots_floor(tick.size, self.lot_size))
         if not order.entry:
             pos = self.book.pos
             if order.side * pos >= 0:
@@ -325,12 +354,12 @@ class Broker:
         if order.filled >= order.qty:
             del orders[order.id]
             order.live = False
-        self.events.append(Filled(index, ts, order.id, "buy" if order.side > 0 else "sell", qty, price,
-                                  fee_k / scale))
+        self.events.append(Filled(index, ts, order.id, "buy" if order.side > 0 else "sell",
+                                  self.units(qty), price, fee_k / scale))
         before = bk.pos
         opened = bk.fill(order.side * qty, price)  # the part of the fill that opens or adds
         now = bk.pos
-        self.events.append(PositionChanged(index, ts, now, bk.avg if now else None,
+        self.events.append(PositionChanged(index, ts, self.units(now), bk.avg if now else None,
                                            bk.rpnl_k / scale))
         if order.entry and order.spec is not None:
             if opened:
@@ -385,7 +414,7 @@ class Broker:
         self.orders[oid] = o
         shown = o.trail_level(self.grid) if type == "trail" else price
         self.events.append(OrderPlaced(index, ts, oid, plan, role, "buy" if side > 0 else "sell",
-                                       qty, type, shown, parent))
+                                       self.units(qty), type, shown, parent))
         return o
 
     def _cancel(self, order: BrokerOrder, index: int, ts: int, reason: str) -> None:
@@ -507,7 +536,8 @@ class Broker:
                       if o.entry or o.role == "flat")
         projected = self.book.pos + working + entry.signed
         if abs(projected) > self.maxpos:
-            self._reject(rule, tick, f"maxpos {self.maxpos}: position would reach {projected}")
+            self._reject(rule, tick, f"maxpos {self.qty_text(self.maxpos)}: position would reach "
+                         f"{self.qty_text(projected)}")
             return
         self.placed += 1
         self._place(self.plan_name, rule, "entry", entry.side, entry.qty, entry.type, price, tick.index,
@@ -521,11 +551,17 @@ class Broker:
         got = entry.risks.get(ref)
         if got is None:
             got = entry_risk(entry.act, entry.side, price, self.bid, self.ask, self.slip, self.grid,
-                             self.config)
+                             self.config, entry.qty)
             if len(entry.risks) >= _RISK_MEMO_MAX:
                 entry.risks.clear()
             entry.risks[ref] = got
         return got
+
+    def _lots(self, qty: float) -> int:
+        """A checked quantity in lots (the checker accepts only whole numbers of lots)."""
+        n = lots_in(qty, self.lot_size)
+        assert n is not None, f"quantity {qty} is not a whole number of lots of {self.lot_size}"
+        return n
 
     def rearm(self, rule: int) -> None:
         """`rule`, WAITING since it fired, re-arms: its condition was false at a tick (the
@@ -545,7 +581,7 @@ class Broker:
         if pos and not self.loss_breached:
             # + one money quantum: upnl is rounded to the quantum before the check
             room = (self.floor_k - bk.rpnl_k + bk.fees_k + 1) / self.money.scale
-            loss_line = bk.avg + room / (pos * self.config.multiplier)
+            loss_line = bk.avg + room / (pos * self.lot_mult)
             margin = 1e-6 * (1.0 + abs(loss_line))
             self.guard_bid, self.guard_ask = loss_line + margin, loss_line - margin
         t_next = self.close_ns

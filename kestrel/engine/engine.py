@@ -97,7 +97,8 @@ class Engine:
         self.tick_size = tick_size
         self.grid = TickGrid(tick_size)
         self.money = Money.derive(tick_size, config.multiplier, config.slippage_ticks,
-                                  config.fee_per_unit, config.fee_per_order, config.money_decimals)
+                                  config.fee_per_unit, config.fee_per_order, config.money_decimals,
+                                  config.lot_size)
         self.clock_base_ns = clock_base_ns(session)
         self.ledger = Ledger()
         self.last_path: Literal["none", "reference", "fast"] = "none"
@@ -142,8 +143,9 @@ class Engine:
         return self.broker.remaining
 
     @property
-    def maxpos(self) -> int:
-        return self.broker.maxpos
+    def maxpos(self) -> int | float:
+        """The effective maxpos, in units."""
+        return self.broker.units(self.broker.maxpos)
 
     @property
     def maxloss(self) -> float:
@@ -159,8 +161,9 @@ class Engine:
         return self.broker.session_down
 
     @property
-    def pos(self) -> int:
-        return self.broker.pos
+    def pos(self) -> int | float:
+        """The position, in units."""
+        return self.broker.units(self.broker.pos)
 
     @property
     def rpnl(self) -> float:
@@ -185,7 +188,7 @@ class Engine:
         built in code skips msgspec's validation) and run through the language checker; a
         plan that fails either is refused (`PlanError`). The plan's RISK bounds only tighten
         the operator's (`EngineConfig`): each effective bound is the smaller of the two."""
-        plan = checked(plan)
+        plan = checked(plan, self.config.lot_size)
         if plan.instrument is not None and plan.instrument != self.instrument:
             raise PlanError(
                 f"plan {plan.name!r} trades {plan.instrument} but this engine runs "
@@ -273,7 +276,7 @@ class Engine:
     def account(self) -> AccountState:
         """Position, average entry, PnL and working orders as of the last tick."""
         k = self.broker
-        return account_of(k.book, k.orders.values(), self.grid, k.bid, k.ask)
+        return account_of(k.book, k.orders.values(), self.grid, k.bid, k.ask, k.units)
 
     def carry_out(self) -> Carry | None:
         """What the next session takes over under `end_of_day="carry"`: the position, its

@@ -102,7 +102,7 @@ class Conditions:
 
     @staticmethod
     def _account(broker: Broker) -> dict[str, float]:
-        return {"pos": float(broker.pos), "rpnl": broker.rpnl}
+        return {"pos": broker.position(), "rpnl": broker.rpnl}
 
     def _state(self, broker: Broker) -> tuple[int, int]:
         """The account state the conditions may read, cheaply compared: (pos, rpnl in quanta)."""

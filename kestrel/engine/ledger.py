@@ -5,7 +5,9 @@ collector (`gc=False`: they hold only numbers, strings and None, so they cannot 
 cycle, and a long ledger adds nothing to every collection's work). Each carries `tick` (the
 engine's global tick index since the session started) and `ts` (ns UTC). The canonical
 serialization is JSON lines, one event per line in emission order, fields in declaration
-order, floats in shortest round-trip form: two runs are compared by bytes.
+order, floats in shortest round-trip form: two runs are compared by bytes. Quantities (`qty`,
+`pos`) are in units of the instrument: integers for a whole lot (1 share, 100 shares), the
+shortest decimal otherwise (0.0003 BTC), exactly the whole lots the engine counted.
 
 The PnL series is the `Mark` events, emitted after every fill and at the session close
 (or end of data); drawdown is measured on that series.
@@ -42,7 +44,7 @@ class Carried(msgspec.Struct, frozen=True, gc=False, tag="carry", tag_field="eve
 
     tick: int
     ts: int
-    pos: int
+    pos: int | float
     avg_price: float
     orders: int
 
@@ -68,7 +70,7 @@ class OrderPlaced(msgspec.Struct, frozen=True, gc=False, tag="order", tag_field=
     plan: str
     role: Role
     side: Side
-    qty: int
+    qty: int | float
     type: WorkingType
     price: float | None
     parent: int | None
@@ -87,7 +89,7 @@ class Filled(msgspec.Struct, frozen=True, gc=False, tag="fill", tag_field="event
     ts: int
     id: int
     side: Side
-    qty: int
+    qty: int | float
     price: float
     fee: float
 
@@ -102,7 +104,7 @@ class Cancelled(msgspec.Struct, frozen=True, gc=False, tag="cancel", tag_field="
 class PositionChanged(msgspec.Struct, frozen=True, gc=False, tag="position", tag_field="event"):
     tick: int
     ts: int
-    pos: int
+    pos: int | float
     avg_price: float | None
     rpnl: float
 
@@ -112,7 +114,7 @@ class Mark(msgspec.Struct, frozen=True, gc=False, tag="mark", tag_field="event")
 
     tick: int
     ts: int
-    pos: int
+    pos: int | float
     rpnl: float
     upnl: float
     fees: float
@@ -156,8 +158,8 @@ class LedgerSummary(msgspec.Struct, frozen=True):
     exposure_ns: int
     orders: int
     fills: int
-    carried_in: int = 0
-    carried_out: int = 0
+    carried_in: int | float = 0
+    carried_out: int | float = 0
 
 
 class Ledger:
@@ -182,14 +184,14 @@ class Ledger:
     def summary(self) -> LedgerSummary:
         trades = wins = orders = fills = 0
         rpnl = fees = trade_start_rpnl = trade_start_fees = _ZERO
-        pos = 0
+        pos: int | float = 0
         open_since: int | None = None
         exposure = 0
         last_ts = 0
         peak = _ZERO  # equity starts at 0: a first trade that only loses is a drawdown
         max_dd = _ZERO
         last_fee = _ZERO
-        carried_in = 0
+        carried_in: int | float = 0
         for e in self.events:
             last_ts = max(last_ts, e.ts)
             if isinstance(e, Carried):

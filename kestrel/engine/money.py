@@ -6,8 +6,8 @@ Invariants:
   the quantum is `10**-decimals`; the engine accumulates the integers `k` and shows `k / 10**d`,
   which is the double nearest to the decimal amount (`-96.0`, never `-95.99999999999795`);
 - `decimals` = `EngineConfig.money_decimals` when set, else the most decimals of 0.01 (a cent),
-  of `tick_size x multiplier` (one tick's worth of one unit), of `slippage_ticks x tick_size x
-  multiplier` and of the two fees, counted on their shortest decimal form, capped at 9;
+  of `tick_size x multiplier x lot` (one tick's worth of one lot), of `slippage_ticks x
+  tick_size x multiplier x lot`, of the order fee and of the unit fee x lot, counted on their shortest decimal form, capped at 9;
 - an amount is rounded to the quantum half to even (`round(x * 10**d)`), once, where it is
   created; sums and differences are then exact integer arithmetic.
 """
@@ -53,16 +53,16 @@ class Money:
     @lru_cache(maxsize=256)
     def derive(cls, tick_size: float, multiplier: float, slippage_ticks: float,
                fee_per_unit: float, fee_per_order: float,
-               decimals: int | None = None) -> Money:
+               decimals: int | None = None, lot: float = 1.0) -> Money:
         """The quantum for an instrument and config (see the module docstring); one `Money`
         per quantum, shared (it holds no state)."""
         if decimals is not None:
             return cls(decimals)
         d = max(
             2,
-            _product_decimals(tick_size, multiplier),
-            _product_decimals(slippage_ticks, tick_size, multiplier),
-            decimals_of(fee_per_unit),
+            _product_decimals(tick_size, multiplier, lot),
+            _product_decimals(slippage_ticks, tick_size, multiplier, lot),
+            _product_decimals(fee_per_unit, lot),
             decimals_of(fee_per_order),
         )
         return cls(min(d, MAX_DECIMALS))

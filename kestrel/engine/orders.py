@@ -26,10 +26,13 @@ from decimal import Decimal
 from fractions import Fraction
 from functools import lru_cache
 
+from collections.abc import Callable
+
 from kestrel.engine.config import EngineConfig
 from kestrel.engine.ledger import Role, WorkingType
 from kestrel.market.orders import OrderType
 from kestrel.market.account import WorkingOrder
+from kestrel.market.instrument import lots_in
 from kestrel.market.ticks import NS_PER_S
 from kestrel.lang import ast
 
@@ -138,11 +141,13 @@ class EntrySpec:
     __slots__ = ("act", "side", "qty", "signed", "type", "priced", "ttl_ns", "bracket",
                  "bounded", "risks", "stop", "target", "trail", "_stops", "_targets")
 
-    def __init__(self, act: ast.Order) -> None:
+    def __init__(self, act: ast.Order, lot: float = 1.0) -> None:
         self.act = act
         self.side: int = _SIDE[act.side]
-        self.qty: int = act.qty
-        self.signed: int = self.side * act.qty
+        qty = act.qty if lot == 1 and isinstance(act.qty, int) else lots_in(act.qty, lot)
+        assert qty is not None, f"quantity {act.qty} is not a whole number of lots of {lot}"
+        self.qty: int = qty  # in lots
+        self.signed: int = self.side * qty
         self.type: OrderType = act.order_type
         self.priced: bool = act.order_type != "mkt"
         self.ttl_ns: int | None = None if act.ttl is None else act.ttl.seconds * NS_PER_S
@@ -227,13 +232,13 @@ class BrokerOrder:
         assert self.trail is not None
         return trail_level(self.best, self.trail, self.side, grid)
 
-    def view(self, grid: TickGrid) -> WorkingOrder:
-        """The order as the account shows it: the unfilled remainder; a trailing stop shows
-        as a STP at its current level."""
+    def view(self, grid: TickGrid, units: Callable[[int], int | float] = int) -> WorkingOrder:
+        """The order as the account shows it: the unfilled remainder (in units: `units` of
+        the lots); a trailing stop shows as a STP at its current level."""
         return WorkingOrder(
             id=str(self.id),
             side="buy" if self.side > 0 else "sell",
-            qty=self.remaining,
+            qty=units(self.remaining),
             type="stp" if self.type == "trail" else self.type,
             price=self.trail_level(grid) if self.type == "trail" else self.price,
         )
@@ -284,8 +289,9 @@ def stop_distance(order: ast.Order, entry: float, grid: TickGrid) -> float | Non
 
 
 def entry_risk(act: ast.Order, side: int, price: float | None, bid: float, ask: float,
-               slip: float, grid: TickGrid, cfg: EngineConfig) -> float:
-    """Worst-case loss per unit of an entry if its protective stop is hit at its level:
+               slip: float, grid: TickGrid, cfg: EngineConfig, lots: int) -> float:
+    """Worst-case loss per lot of an entry of `lots` lots if its protective stop is hit at its
+    level:
     the stop distance from the expected fill (the limit for LMT, the stop price for STP,
     the current touch for MKT; slippage included) plus the exit's slippage, times the
     multiplier, plus the round trip's fees. 0 when the entry has no STOP or TRAIL."""
@@ -298,8 +304,11 @@ def entry_risk(act: ast.Order, side: int, price: float | None, bid: float, ask: 
     dist = stop_distance(act, expected, grid)
     if dist is None:
         return 0.0
-    fees = 2.0 * cfg.fee_per_unit + 2.0 * cfg.fee_per_order / act.qty
-    return (dist + slip) * cfg.multiplier + fees
+    if cfg.lot_size == 1:
+        fees = 2.0 * cfg.fee_per_unit + 2.0 * cfg.fee_per_order / lots
+        return (dist + slip) * cfg.multiplier + fees
+    fees = 2.0 * cfg.fee_per_unit * cfg.lot_size + 2.0 * cfg.fee_per_order / lots
+    return (dist + slip) * cfg.multiplier * cfg.lot_size + fees
 
 
 def bracket_price(entry: float, off: ast.Offset, grid: TickGrid) -> float:

@@ -37,12 +37,12 @@ class PlanError(ValueError):
 
 
 @lru_cache(maxsize=256)
-def _checked(plan: ast.Plan) -> ast.Plan:
+def _checked(plan: ast.Plan, lot: float) -> ast.Plan:
     try:
         typed = msgspec.convert(msgspec.to_builtins(plan), ast.Plan)
     except (msgspec.ValidationError, TypeError, ValueError) as exc:
         raise PlanError(f"not a valid plan: {exc}; build plans with kestrel.lang.parse") from None
-    diags = check(typed)
+    diags = check(typed, lot=lot)
     if diags:
         d = diags[0]
         where = f" ({d.path})" if d.path else ""
@@ -50,12 +50,13 @@ def _checked(plan: ast.Plan) -> ast.Plan:
     return typed
 
 
-def checked(plan: object) -> ast.Plan:
-    """`plan` if it is a checked `ast.Plan`, else `PlanError` (see the module invariants)."""
+def checked(plan: object, lot: float = 1.0) -> ast.Plan:
+    """`plan` if it is a checked `ast.Plan` whose quantities are whole numbers of `lot`, else
+    `PlanError` (see the module invariants)."""
     if not isinstance(plan, ast.Plan):
         raise PlanError(f"expected a kestrel.lang.ast.Plan, got {type(plan).__name__}")
     try:
-        return _checked(plan)
+        return _checked(plan, lot)
     except TypeError:  # unhashable field values: not a plan the parser could produce
         raise PlanError("not a valid plan: a field holds an unhashable value") from None
 

@@ -111,7 +111,9 @@ class Evaluation:
         """The series `name` at the tick observed last."""
         broker, evaluation = self.broker, self
         if name == "pos":
-            return lambda: float(broker.pos)
+            if broker.unit_lot:
+                return lambda: float(broker.pos)
+            return broker.position  # in units
         if name == "rpnl":
             return lambda: broker.rpnl
         if name == "upnl":

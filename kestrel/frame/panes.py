@@ -16,6 +16,7 @@ import numpy as np
 from kestrel.market.bars import DAY_S, Bars, session_bars, time_bars
 from kestrel.frame.snapshot import FrozenSnapshot
 from kestrel.frame.text import fmt_duration, fmt_qty, table
+from kestrel.market.instrument import qty_text
 from kestrel.market.ticks import NS_PER_S, Ticks
 from kestrel.lang import format_ast
 from kestrel.lang.ast import Plan
@@ -237,17 +238,19 @@ def pane_tape(snap: FrozenSnapshot, args: Args) -> str:
 def pane_position(snap: FrozenSnapshot, args: Args) -> str:
     a = snap.account
     fp = snap.format_price
+    inst = snap.data.instrument
+    lot = inst.lot_size
     if a.position == 0:
         head = "POSITION flat"
     else:
         side = "long" if a.position > 0 else "short"
         entry = f" @ {fp(a.avg_entry)}" if a.avg_entry is not None else ""
-        head = f"POSITION {side} {abs(a.position)}{entry} upnl {snap.format_money(a.upnl, True)}"
+        head = f"POSITION {side} {qty_text(abs(a.position), lot)}{entry} upnl {snap.format_money(a.upnl, True)}"
     head += f" rpnl {snap.format_money(a.rpnl, True)} fees {snap.format_money(a.fees)}"
     if not a.orders:
         return f"{head}\norders none"
     rows = [
-        [o.id, o.side, str(o.qty), o.type, fp(o.price) if o.price is not None else "-"]
+        [o.id, o.side, qty_text(o.qty, lot), o.type, fp(o.price) if o.price is not None else "-"]
         for o in a.orders
     ]
     return "\n".join([head, f"orders {len(a.orders)}"] + table(["id", "side", "qty", "type", "price"], rows))

@@ -24,9 +24,9 @@ from typing import TypeVar
 import numpy as np
 
 from kestrel.frame.blind import Blind
-from kestrel.frame.text import fmt_money
 from kestrel.market.account import FLAT, AccountState, Notice
 from kestrel.market.data import MarketData
+from kestrel.market.instrument import money_text
 from kestrel.market.news import NO_NEWS, NewsFeed
 from kestrel.market.session import SessionSpec
 from kestrel.market.terms import DEFAULT_TERMS, Terms
@@ -70,7 +70,7 @@ class FrozenSnapshot:
         """An amount of money (`+12.50` when `signed`), in the blind scale in blind mode."""
         if self.blind is not None:
             return self.blind.money_text(self.data.symbol, amount, signed)
-        return fmt_money(amount) if signed else f"{amount:.2f}"
+        return money_text(amount, self.data.instrument.currency, signed)  # at its currency's precision
 
     def price_value(self, price: float) -> float:
         """`price` as the panes print it, as a number (blind scale in blind mode)."""

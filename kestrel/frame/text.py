@@ -14,6 +14,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from kestrel.market.instrument import money_text
+
 _LETTERS = re.compile(r"[A-Za-z]+")
 _DIGITS = re.compile(r"[0-9]+")
 _OTHER = re.compile(r"[^\sA-Za-z0-9]|\n")
@@ -55,11 +57,10 @@ def fmt_qty(x: float) -> str:
     return f"{x:.4f}".rstrip("0").rstrip(".")
 
 
-def fmt_money(x: float) -> str:
-    """Signed money with 2 decimals (`+12.50`, `-3.00`); anything that rounds to zero,
-    negative zero included, prints `+0.00`."""
-    cents = round(x, 2)
-    return f"{cents if cents != 0 else 0.0:+.2f}"
+def fmt_money(x: float, currency: str = "USD") -> str:
+    """Signed money at its currency's precision (`+12.50`, `-3.00` in USD, `-1235` in JPY);
+    anything that rounds to zero, negative zero included, prints `+0.00`."""
+    return money_text(x, currency, signed=True)
 
 
 def fmt_duration(seconds: int) -> str:

@@ -173,10 +173,12 @@ class Order(msgspec.Struct, frozen=True, tag="order", tag_field="kind"):
     """`BUY 100 LMT ask+0.02 STOP -0.6% TARGET +1.2% TTL 20m`.
 
     `price` is required for LMT and STP, absent for MKT. Brackets become OCO children of
-    the entry once it fills, sized to the filled quantity."""
+    the entry once it fills, sized to the filled quantity. `qty` is in units of the
+    instrument: an `int` when whole, else a decimal read at its shortest form (0.0005 BTC); the
+    checker, told the instrument's lot size, accepts only a positive whole number of lots."""
 
     side: Side
-    qty: int
+    qty: int | float
     order_type: OrderType
     price: Expr | None = None
     stop: Offset | None = None
@@ -224,7 +226,7 @@ Expiry: TypeAlias = Until | For
 class Risk(msgspec.Struct, frozen=True):
     """Risk bounds; None means the configured default applies."""
 
-    maxpos: int | None = None
+    maxpos: int | float | None = None  # units, a whole number of lots (as an order's qty)
     maxloss: float | None = None
     maxorders: int | None = None
 

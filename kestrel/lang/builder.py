@@ -50,7 +50,9 @@ from kestrel.lang.errors import Diagnostic
 from kestrel.lang.numbers import float_literal as _float
 from kestrel.lang.numbers import is_whole as _is_whole
 from kestrel.lang.numbers import whole as _whole
+from kestrel.lang.numbers import quantity_literal as _quantity
 from kestrel.lang.numbers import whole_literal as _int
+from kestrel.lang.numbers import quantity_value as _quantity_value
 
 N = TypeVar("N")
 
@@ -238,15 +240,7 @@ class Builder(Transformer[Token, Any]):
             negative, i = True, i + 1
         qty_tok: Token = c[i]
         i += 1
-        if "." in qty_tok and not _is_whole(float(qty_tok)):
-            low = _whole(float(qty_tok))
-            self._diag(
-                "bad-qty",
-                f"quantity must be a whole number of shares, got {qty_tok}",
-                qty_tok,
-                hint=f"write {low} or {low + 1}",
-            )
-        qty = _int(qty_tok.split(".")[0])
+        qty = _quantity(qty_tok)
         qty = -qty if negative else qty
         order_type = "mkt"
         price: Expr | None = None
@@ -329,7 +323,7 @@ class Builder(Transformer[Token, Any]):
         for key, value, kt, vt in c:
             if key in values:
                 self._diag("duplicate", f"{key} given twice", kt, hint=f"keep a single {key}")
-            if key != "maxloss" and not _is_whole(value):
+            if key == "maxorders" and not _is_whole(value):
                 low = _whole(value)
                 self._diag(
                     "bad-risk", f"{key} must be a whole number, got {vt}", vt,
@@ -343,9 +337,11 @@ class Builder(Transformer[Token, Any]):
             return None if v is None else _whole(v)
 
         ml = values.get("maxloss")
-        node = Risk(whole("maxpos"), ml, whole("maxorders"))
+        mp = values.get("maxpos")
+        node = Risk(None if mp is None else _quantity_value(mp), ml, whole("maxorders"))
         for key, (kt, vt) in toks.items():
             self._at(node, kt, vt, field=key)
+            self._at(node, vt, vt, field=key + " value")
         return ("risk", node, c[0][2])
 
     def plan(self, c: list[Any]) -> Plan:

@@ -5,6 +5,10 @@ Number (a unit-less literal or ratio, which takes the numeric type its context a
 A sub-expression that already failed has type None and produces no further errors, so one
 mistake gives one diagnostic. Recursion is bounded by `Limits.max_expr_depth`.
 
+Quantities (an order's and RISK maxpos) are checked against the instrument's lot size when
+the caller gives it (`lot`; 1, whole units, when not): a quantity must be a positive whole
+number of lots, exactly, on their shortest decimal forms.
+
 Diagnostics are located by source position when the AST came from `parse` (a `locate`
 callback), else by a path such as `statement 2, rule 1, action 1`.
 """
@@ -54,6 +58,7 @@ from kestrel.lang.lexer import keywords
 from kestrel.lang.limits import DEFAULT_LIMITS, Limits
 from kestrel.lang.numbers import num as _num
 from kestrel.lang.registry import FUNCTIONS, SERIES, ValueType
+from kestrel.market.instrument import lots_floor, lots_in, qty_text, units_of
 
 
 class Loc(NamedTuple):
@@ -77,8 +82,10 @@ def _no_loc(node: object, field: str | None = None) -> Loc | None:
 
 
 class _Checker(CallChecks):
-    def __init__(self, limits: Limits, locate: Locate, text: str | None) -> None:
+    def __init__(self, limits: Limits, locate: Locate, text: str | None,
+                 lot: float = 1) -> None:
         self.lim = limits
+        self.lot = lot
         self.locate = locate
         self.lines = [x.rstrip("\r") for x in text.split("\n")] if text is not None else None
         self.diags: list[Diagnostic] = []
@@ -186,7 +193,7 @@ class _Checker(CallChecks):
             self.window(p.expiry.span, "FOR", p.expiry)
         r = p.risk
         for key, value, whole in (
-            ("maxpos", r.maxpos, True),
+            ("maxpos", r.maxpos, False),
             ("maxloss", r.maxloss, False),
             ("maxorders", r.maxorders, True),
         ):
@@ -200,6 +207,8 @@ class _Checker(CallChecks):
             elif whole and value != int(value):
                 self.err(r, "bad-risk", f"{key} must be a whole number", field=key,
                          hint=f"write {key} {int(value)} or {int(value) + 1}")
+            elif key == "maxpos":
+                self.lots(r, value, "maxpos", "maxpos ", field="maxpos value")
         if not p.rules:
             self.err(p, "no-rules", "a plan needs at least one rule",
                      hint="add a rule: WHEN cond: action")
@@ -239,18 +248,24 @@ class _Checker(CallChecks):
 
     def order(self, o: Order, plan: Plan) -> None:
         side = o.side.upper()
-        if o.qty < 1:
+        lot = self.lot
+        if o.qty <= 0:
+            smallest = qty_text(lot, lot)
             self.err(o, "bad-qty",
-                     f"quantity must be a positive whole number, got {o.qty}",
+                     f"quantity must be a positive whole number{'' if lot == 1 else ' of lots'}, "
+                     f"got {_num(o.qty)}",
                      hint=f"the side says the direction: write {'SELL' if o.side == 'buy' else 'BUY'} "
-                          f"{abs(o.qty)}" if o.qty < 0 else "write at least 1",
+                          f"{_num(abs(o.qty))}" if o.qty < 0 else f"write at least {smallest}",
                      field="qty")
         elif o.qty > self.lim.max_number:
             self.number(o, o.qty, "quantity", field="qty")
-        elif plan.risk.maxpos is not None and 0 < plan.risk.maxpos < o.qty:
+        elif not self.lots(o, o.qty, "quantity", "", field="qty"):
+            pass
+        elif (plan.risk.maxpos is not None and 0 < plan.risk.maxpos < o.qty
+              and lots_in(plan.risk.maxpos, lot) is not None):
             self.err(o, "over-risk",
-                     f"quantity {o.qty} exceeds the plan's maxpos {plan.risk.maxpos}",
-                     hint=f"use at most {plan.risk.maxpos}, or raise maxpos", field="qty")
+                     f"quantity {_num(o.qty)} exceeds the plan's maxpos {_num(plan.risk.maxpos)}",
+                     hint=f"use at most {_num(plan.risk.maxpos)}, or raise maxpos", field="qty")
         entry: float | None = None
         if o.order_type == "mkt":
             if o.price is not None:
@@ -324,6 +339,20 @@ class _Checker(CallChecks):
                          hint="write TRAIL 0.5% or TRAIL 0.30")
         if o.ttl is not None:
             self.window(o.ttl, "TTL", o.ttl)
+
+    def lots(self, node: object, qty: float, what: str, prefix: str, field: str) -> bool:
+        """Whether `qty` (> 0) is a whole number of the instrument's lots; else one error
+        naming the lot size, with the two nearest valid quantities as the hint."""
+        lot = self.lot
+        if lots_in(qty, lot) is not None:
+            return True
+        low = lots_floor(qty, lot)
+        below, above = (qty_text(units_of(n, lot), lot) for n in (low, low + 1))
+        near = f"{prefix}{above}" if low < 1 else f"{prefix}{below} or {prefix}{above}"
+        self.err(node, "bad-risk" if field.startswith("maxpos") else "bad-qty",
+                 f"{what} {_num(qty)} is not a whole number of lots (lot size {qty_text(lot, lot)})",
+                 hint=f"write {near}", field=field)
+        return False
 
     def window(self, d: Duration, what: str, node: object) -> bool:
         if d.unit not in _UNITS:
@@ -551,19 +580,22 @@ _SERIES_SYNONYMS: dict[str, str] = {
 
 
 def check_located(
-    root: Module | Statement, limits: Limits, locate: Locate, text: str
+    root: Module | Statement, limits: Limits, locate: Locate, text: str, lot: float = 1
 ) -> list[Diagnostic]:
-    """Check a parsed document; diagnostics carry source positions."""
-    checker = _Checker(limits, locate, text)
+    """Check a parsed document; diagnostics carry source positions. `lot`: the instrument's
+    lot size quantities must be whole numbers of (1: whole units)."""
+    checker = _Checker(limits, locate, text, lot)
     checker.document(root)
     return checker.diags
 
 
-def check(root: Module | Statement, limits: Limits | None = None) -> list[Diagnostic]:
+def check(root: Module | Statement, limits: Limits | None = None,
+          lot: float = 1) -> list[Diagnostic]:
     """Check an AST built in code. Returns every diagnostic (empty when valid), each located
     by a path such as `statement 2, rule 1, action 1`. Never raises for a well-typed AST
-    value; an AST nested deeper than the limits is reported, not recursed into."""
-    checker = _Checker(limits if limits is not None else DEFAULT_LIMITS, _no_loc, None)
+    value; an AST nested deeper than the limits is reported, not recursed into. `lot`: the
+    instrument's lot size (1: whole units)."""
+    checker = _Checker(limits if limits is not None else DEFAULT_LIMITS, _no_loc, None, lot)
     try:
         checker.document(root)
     except RecursionError:

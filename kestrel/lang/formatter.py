@@ -130,7 +130,7 @@ def action(a: Order | Flat | Cancel) -> str:
         return "FLAT"
     if isinstance(a, Cancel):
         return "CANCEL"
-    parts = [a.side.upper(), str(a.qty), a.order_type.upper()]
+    parts = [a.side.upper(), str(a.qty) if isinstance(a.qty, int) else num(a.qty), a.order_type.upper()]
     if a.price is not None:
         parts.append(_wrap(a.price, _SUM))
     if a.stop is not None:
@@ -176,7 +176,7 @@ def statement(s: Statement) -> str:
             head.append(f"FOR {s.expiry.span.value}{s.expiry.span.unit}")
         r = s.risk
         risk = [
-            f"{k} {num(v)}"
+            f"{k} {v if isinstance(v, int) else num(v)}"
             for k, v in (("maxpos", r.maxpos), ("maxloss", r.maxloss), ("maxorders", r.maxorders))
             if v is not None
         ]

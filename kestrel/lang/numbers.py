@@ -33,6 +33,19 @@ def is_whole(v: float) -> bool:
     return not math.isfinite(v) or v == whole(v)
 
 
+def quantity_value(v: float) -> int | float:
+    """A quantity's value: an `int` when it is whole (`100.0` is 100), else the float itself
+    (read at its shortest decimal form wherever it is counted)."""
+    return whole(v) if is_whole(v) else v
+
+
+def quantity_literal(text: str) -> int | float:
+    """An order quantity or maxpos literal: digits only is an int, a decimal its value."""
+    if "." not in text:
+        return whole_literal(text)
+    return quantity_value(float_literal(text))
+
+
 def num(v: float) -> str:
     """Shortest decimal text that reads back as the same float, never in exponent form."""
     f = float(v)
@@ -44,4 +57,5 @@ def num(v: float) -> str:
     return text
 
 
-__all__ = ["BIG", "MAX_DIGITS", "float_literal", "is_whole", "num", "whole", "whole_literal"]
+__all__ = ["BIG", "MAX_DIGITS", "float_literal", "is_whole", "num", "quantity_literal", "quantity_value",
+           "whole", "whole_literal"]

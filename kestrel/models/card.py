@@ -63,7 +63,7 @@ def _grammar_lines(limits: Limits) -> list[str]:
         f"(N <= {limits.max_repeat}). UNTIL/FOR bound the plan; RISK only tightens the operator's bounds.",
         "offset: -0.6% (pct of fill) | -0.50 (price units) | @182.40 (absolute). "
         "BUY: STOP below (-), TARGET above (+); SELL: the reverse. TRAIL 0.5% is a distance.",
-        "LMT/STP take a Price sum (ask+0.02, high(5m)+0.05). The order quantity is whole units, <= maxpos.",
+        "LMT/STP take a Price sum (ask+0.02, high(5m)+0.05). The order quantity is whole lots, <= maxpos.",
         "NOT binds tightest, then * /, + -, comparisons, AND, OR; both sides of a comparison "
         "share a type. Types: Price Qty Money Pct Duration TimeOfDay Count Bool.",
     ]

@@ -92,11 +92,12 @@ def mark_equity(events: Sequence[LedgerEvent], ts: I64, bid: F64, ask: F64, *,
     n = int(ts.shape[0])
     scale = 10**money_decimals
     at: list[int] = []
-    pos_s: list[int] = []
+    pos_s: list[int | float] = []
     avg_s: list[float] = []
     cash_s: list[float] = []  # rpnl - fees, in money
     fees = rpnl = 0.0
-    pos, avg = 0, 0.0
+    pos: int | float = 0
+    avg = 0.0
     for e in events:
         carry = carried_in(e)
         if carry is not None:

@@ -19,7 +19,7 @@ from kestrel.report.equity import EquityCurve
 from kestrel.report.metrics import Metrics
 from kestrel.report.run import BASELINES, RunReport
 from kestrel.report.svg import ChartMark, Segment, clock_ticks, equity_chart, price_chart
-from kestrel.report.text import instrument_line, money, plain
+from kestrel.report.text import instrument_line, money, plain, qty
 from kestrel.report.trips import carried_label, local_time
 
 CSS = """
@@ -106,7 +106,7 @@ def _clock(ts: int, tz: str) -> str:
 def _metrics_table(rep: RunReport, tz: str) -> str:
     cols: list[tuple[str, Metrics]] = [("this run", rep.metrics)] + [(k, rep.baselines[k]) for k in BASELINES
                                                                     if k in rep.baselines]
-    rows = [[label] + [_fmt(_shown(m, field, name), fmt, tz, rep.money_decimals) for name, m in cols]
+    rows = [[label] + [_fmt(_shown(m, field, name), fmt, tz, rep.shown_decimals) for name, m in cols]
             for field, label, fmt in METRIC_ROWS]
     note = (f'<p class="note">Metrics are defined in docs/report.md. Sharpe and Sortino use per-minute '
             f'returns of marked equity over the risk capital, annualized by sqrt({rep.metrics.periods_per_year}) '
@@ -151,19 +151,19 @@ def _equity(rep: RunReport) -> str:
             trough = (float(d.minute_ts[int(trough[0])]), trough[1])
         xs = np.concatenate(([float(d.open_ns)], d.minute_ts.astype(np.float64)))
         eq = np.concatenate(([0.0], eq))
-    return equity_chart(xs, eq, ticks, trough, "{:." + str(rep.money_decimals) + "f}")
+    return equity_chart(xs, eq, ticks, trough, "{:." + str(rep.shown_decimals) + "f}")
 
 
 def _day(rep: RunReport, k: int) -> list[str]:
     d = rep.days[k]
-    tz, dec, mdec = d.tz, d.decimals, rep.money_decimals
+    tz, dec, mdec = d.tz, d.decimals, rep.shown_decimals
     out = [f"<h2>Session {escape(d.date)} <span class=\"note\">({escape(tz)})</span></h2>"]
     if d.note:
         out.append(f'<p class="bad">{escape(d.note)}: the results cover only that span.</p>')
     xs = d.minute_ts.astype(np.float64)
     n = xs.shape[0]
     ticks = clock_ticks(d.open_ns, d.close_ns, tz)
-    fills = [ChartMark(float(f.ts), f.price, f.side, f"{f.side} {f.qty} @ {f.price:.{dec}f} ({f.role}) "
+    fills = [ChartMark(float(f.ts), f.price, f.side, f"{f.side} {qty(f.qty, rep.header.instrument)} @ {f.price:.{dec}f} ({f.role}) "
                   f"{local_time(f.ts, tz)}") for f in d.facts.fills]
     levels = [Segment(float(lv.start_ts), float(lv.end_ts if lv.end_ts is not None else d.close_ns), lv.price,
                       lv.role, f"{lv.role} {lv.price:.{dec}f}") for lv in d.facts.levels]
@@ -184,7 +184,7 @@ def _day(rep: RunReport, k: int) -> list[str]:
     carried = any(t.carried for day in rep.days for t in day.facts.trips)  # a column only for carry runs
     out.append(_table(["side", "qty", "entry", "entry price", "exit", "exit price", "pnl", "fees", "exit reason"]
                       + (["carried"] if carried else []),
-                      [[t.side, str(t.qty), local_time(t.entry_ts, tz), f"{t.entry_price:.{dec}f}",
+                      [[t.side, qty(t.qty, rep.header.instrument), local_time(t.entry_ts, tz), f"{t.entry_price:.{dec}f}",
                         local_time(t.exit_ts, tz) if t.exit_ts is not None else "",
                         f"{t.exit_price:.{dec}f}" if t.exit_price is not None else "",
                         money(t.pnl, mdec, sign=True), money(t.fees, mdec), t.exit_reason]
@@ -196,8 +196,8 @@ def _day(rep: RunReport, k: int) -> list[str]:
                        for x in d.facts.notices], left=(0, 1, 2, 4)))
     out.append("<h3>Fills</h3>")
     out.append(_table(["time", "order", "side", "qty", "price", "fee", "position", "realized"],
-                      [[local_time(f.ts, tz), f.role, f.side, str(f.qty), f"{f.price:.{dec}f}", money(f.fee, mdec),
-                        str(f.pos), money(f.rpnl, mdec, sign=True)] for f in d.facts.fills], left=(0, 1, 2)))
+                      [[local_time(f.ts, tz), f.role, f.side, qty(f.qty, rep.header.instrument), f"{f.price:.{dec}f}", money(f.fee, mdec),
+                        qty(f.pos, rep.header.instrument), money(f.rpnl, mdec, sign=True)] for f in d.facts.fills], left=(0, 1, 2)))
     return out
 
 

@@ -35,7 +35,7 @@ from kestrel.engine.ledger import (
     PositionChanged,
 )
 from kestrel.engine.money import Money
-from kestrel.market.instrument import Instrument
+from kestrel.market.instrument import Instrument, money_decimals
 from kestrel.market.data import MarketData
 from kestrel.market.session import SessionSpec
 from kestrel.market.ticks import Ticks
@@ -107,7 +107,8 @@ class RunReport:
     curve: EquityCurve  # the sessions chained
     metrics: Metrics
     baselines: dict[str, Metrics] = field(default_factory=dict)
-    money_decimals: int = 2  # the engine's money quantum: PnL figures are shown to it
+    money_decimals: int = 2  # the engine's money quantum: equity is computed on it
+    shown_decimals: int = 2  # the currency's precision: money is printed at it
 
 
 def session_ticks(data: MarketData, session: SessionSpec) -> Ticks:
@@ -128,7 +129,7 @@ def run_config(config: EngineConfig, data: MarketData) -> EngineConfig:
 
 def _money_decimals(data: MarketData, cfg: EngineConfig) -> int:
     return Money.derive(data.tick_size, cfg.multiplier, cfg.slippage_ticks, cfg.fee_per_unit,
-                        cfg.fee_per_order, cfg.money_decimals).decimals
+                        cfg.fee_per_order, cfg.money_decimals, cfg.lot_size).decimals
 
 
 def _fates(events: Sequence[LedgerEvent], tz: str) -> list[tuple[str, str]]:
@@ -161,7 +162,7 @@ def _with_fates(turns: Sequence[TurnRow], events: Sequence[LedgerEvent], tz: str
 
 
 def _baseline_events(kind: str, n: int, bid: np.ndarray, ask: np.ndarray, ts: np.ndarray,
-                     qty: int, multiplier: float, decimals: int) -> list[LedgerEvent]:
+                     qty: int | float, multiplier: float, decimals: int) -> list[LedgerEvent]:
     if kind == "flat" or n == 0:
         return []
     buy, sell = float(ask[0]), float(bid[n - 1])
@@ -186,7 +187,8 @@ def build(header: RunHeader, days: Sequence[DayInput], data: MarketData, *,
     config = run_config(config, data)
     mult = config.multiplier
     dec = _money_decimals(data, config)
-    inst = msgspec.structs.replace(data.instrument, multiplier=mult)
+    lot = config.lot_size if config.lot_size != 1 else data.instrument.lot_size  # the run's lot
+    inst = msgspec.structs.replace(data.instrument, multiplier=mult, lot_size=lot)
     header = msgspec.structs.replace(header, currency=inst.currency, multiplier=mult, instrument=inst)
     reports: list[DayReport] = []
     ticks_of: list[Ticks] = []
@@ -214,7 +216,7 @@ def build(header: RunHeader, days: Sequence[DayInput], data: MarketData, *,
     metrics = _metrics(reports, capital, mult, tokens=None if any(x is None for x in tokens) else sum(
         x for x in tokens if x is not None),
         cost=None if not costs or any(c is None for c in costs) else round(sum(c for c in costs if c is not None), 9))
-    peak = max((abs(f.pos) for r in reports for f in r.facts.fills), default=0) or data.instrument.min_qty
+    peak = max((abs(f.pos) for r in reports for f in r.facts.fills), default=0) or data.instrument.min_units
     baselines: dict[str, Metrics] = {}
     for kind in BASELINES:
         parts: list[DayReport] = []
@@ -225,7 +227,8 @@ def build(header: RunHeader, days: Sequence[DayInput], data: MarketData, *,
             parts.append(DayReport(r.date, r.tz, r.decimals, r.open_ns, r.close_ns, read_ledger(ev), [], c,
                                    mts, meq, r.minute_mid))
         baselines[kind] = _metrics(parts, capital, mult, tokens=None, cost=None)
-    return RunReport(header, reports, EquityCurve.concat([r.curve for r in reports]), metrics, baselines, dec)
+    return RunReport(header, reports, EquityCurve.concat([r.curve for r in reports]), metrics, baselines, dec,
+                     money_decimals(inst.currency))
 
 
 def chained_minutes(days: Sequence[DayReport]) -> np.ndarray:

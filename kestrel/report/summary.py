@@ -14,10 +14,11 @@ import sys
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+from kestrel.lang.numbers import num
 from kestrel.report import RunReport, from_result, local_time
 from kestrel.report.trips import carried_label
 from kestrel.report.metrics import Metrics
-from kestrel.report.text import instrument_line, metric_rows, money, sparkline
+from kestrel.report.text import instrument_line, metric_rows, money, qty, sparkline
 
 
 WIDTH = 160  # columns when the output is not a terminal: the round trips' zoned times fit on one line
@@ -124,7 +125,7 @@ def summary(result: SessionResult, data: MarketData) -> dict[str, Any]:
         "currency": currencies[0] if len(currencies) == 1 else currencies,
         "instrument": None if inst is None else {
             "symbol": inst.symbol, "tick_size": inst.tick_size, "multiplier": inst.multiplier,
-            "currency": inst.currency, "min_qty": inst.min_qty},
+            "currency": inst.currency, "min_qty": inst.min_qty, "lot_size": inst.lot_size},
         "agent": result.header.agent,
         "dates": list(result.header.dates),
         "schedule": list(result.header.schedule),
@@ -266,8 +267,8 @@ def _fills(con: Console, rep: RunReport) -> None:
                    ("date", "time", "side", "order"))
     for r in rep.days:
         for f in r.facts.fills:
-            fills.add_row(r.date, local_time(f.ts, r.tz), f.side, str(f.qty), f"{f.price:.{r.decimals}f}",
-                          str(f.pos), money(f.rpnl, rep.money_decimals, sign=True), f.role)
+            fills.add_row(r.date, local_time(f.ts, r.tz), f.side, qty(f.qty, rep.header.instrument), f"{f.price:.{r.decimals}f}",
+                          qty(f.pos, rep.header.instrument), money(f.rpnl, rep.shown_decimals, sign=True), f.role)
     if fills.row_count:
         con.print(fills)
     else:
@@ -281,10 +282,10 @@ def _trips(con: Console, rep: RunReport) -> None:
                    ("date", "side", "entry", "exit", "exit reason", "carried"))
     for r in rep.days:
         for t in r.facts.trips:
-            row = [r.date, t.side, str(t.qty), local_time(t.entry_ts, r.tz), f"{t.entry_price:.{r.decimals}f}",
+            row = [r.date, t.side, qty(t.qty, rep.header.instrument), local_time(t.entry_ts, r.tz), f"{t.entry_price:.{r.decimals}f}",
                    local_time(t.exit_ts, r.tz) if t.exit_ts is not None else "",
                    f"{t.exit_price:.{r.decimals}f}" if t.exit_price is not None else "",
-                   money(t.pnl, rep.money_decimals, sign=True), t.exit_reason]
+                   money(t.pnl, rep.shown_decimals, sign=True), t.exit_reason]
             trips.add_row(*row, *((carried_label(t, r.open_ns),) if carried else ()))
     if trips.row_count:
         con.print(trips)
@@ -309,12 +310,12 @@ def _pnl(con: Console, result: SessionResult, rep: RunReport) -> None:
     pnl = _table(f"PnL ({', '.join(currencies)})", ("date", "trades", "wins", "realized", "fees", "net",
                                                      "max drawdown (marked)", "orders", "fills")
                  + (("carried",) if carry else ()), ("date", "carried"))
-    dec = rep.money_decimals
+    dec = rep.shown_decimals
     for d, r in zip(result.days, rep.days):
         s = d.summary
         dd, _ = max_drawdown(r.curve.ts, r.curve.equity)
-        carried = ", ".join(x for x in (f"carried in {s.carried_in}" if s.carried_in else "",
-                                        f"carried out {s.carried_out}" if s.carried_out else "") if x)
+        carried = ", ".join(x for x in (f"carried in {qty(s.carried_in, rep.header.instrument)}" if s.carried_in else "",
+                                        f"carried out {qty(s.carried_out, rep.header.instrument)}" if s.carried_out else "") if x)
         pnl.add_row(d.date, str(s.trades), str(s.wins), money(s.realized_pnl, dec, sign=True), money(s.fees, dec),
                     money(s.net_pnl, dec, sign=True), money(dd, dec), str(s.orders), str(s.fills),
                     *((carried,) if carry else ()))
@@ -322,7 +323,7 @@ def _pnl(con: Console, result: SessionResult, rep: RunReport) -> None:
 
 
 def _summary_lines(con: Console, rep: RunReport) -> None:
-    dec = rep.money_decimals
+    dec = rep.shown_decimals
     line = f"Equity {sparkline(rep.curve)}  {money(rep.metrics.net_pnl, dec, sign=True)} {rep.header.currency}"
     held = rep.curve.final - rep.curve.settled
     if len(rep.curve) and rep.curve.pos[-1] != 0:  # the run ends holding a position
@@ -345,7 +346,7 @@ def describe(cfg: EngineConfig) -> dict[str, Any]:
         "slippage_ticks": cfg.slippage_ticks,
         "fee_per_unit": cfg.fee_per_unit,
         "fee_per_order": cfg.fee_per_order,
-        "maxpos": cfg.maxpos,
+        "maxpos": cfg.operator_maxpos,
         "maxloss": cfg.maxloss,
         "session_maxloss": cfg.session_maxloss,
         "end_of_day": cfg.end_of_day,
@@ -364,5 +365,5 @@ def describe_line(cfg: EngineConfig) -> str:
     session = "none" if d["session_maxloss"] is None else f"{d['session_maxloss']:g}"
     carry = "; end of day: carry (positions and their protective orders go into the next session)" \
         if d["end_of_day"] == "carry" else ""
-    return (f"Execution: {model}{carry}. Operator bounds: maxpos {d['maxpos']}, maxloss {d['maxloss']:g} "
+    return (f"Execution: {model}{carry}. Operator bounds: maxpos {num(d['maxpos'])}, maxloss {d['maxloss']:g} "
             f"per plan, session maxloss {session} (a plan's RISK can only tighten them)")

@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import numpy as np
 
-from kestrel.market.instrument import Instrument
+from kestrel.market.instrument import Instrument, qty_text
 from kestrel.report.equity import EquityCurve
 from kestrel.report.metrics import Metrics
 from kestrel.report.trips import local_time
@@ -46,9 +46,16 @@ def money(x: float, decimals: int, sign: bool = False) -> str:
 
 
 def instrument_line(inst: Instrument) -> str:
-    """`SYMBOL, tick size T, multiplier M, currency C, min qty Q`."""
+    """`SYMBOL, tick size T, multiplier M, currency C, min qty Q` (and `, lot size L` when the
+    lot is not 1)."""
+    lot = "" if inst.lot_size == 1 else f", lot size {plain(inst.lot_size)}"
     return (f"{inst.symbol}, tick size {plain(inst.tick_size)}, multiplier {plain(inst.multiplier)}, "
-            f"currency {inst.currency}, min qty {inst.min_qty}")
+            f"currency {inst.currency}, min qty {inst.min_qty}{lot}")
+
+
+def qty(x: float, inst: Instrument | None) -> str:
+    """A quantity of `inst` at its lot's precision (whole units when None)."""
+    return qty_text(x, inst.lot_size if inst is not None else 1)
 
 
 def metric_rows(m: Metrics, days: Sequence[object] = (), decimals: int = 2) -> list[tuple[str, str]]:
@@ -74,4 +81,4 @@ def metric_rows(m: Metrics, days: Sequence[object] = (), decimals: int = 2) -> l
     return rows
 
 
-__all__ = ["BLOCKS", "instrument_line", "metric_rows", "money", "plain", "sparkline"]
+__all__ = ["BLOCKS", "instrument_line", "metric_rows", "money", "plain", "qty", "sparkline"]

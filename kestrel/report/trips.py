@@ -49,16 +49,16 @@ class FillRow(msgspec.Struct, frozen=True):
     id: int
     role: str
     side: Side
-    qty: int
+    qty: int | float
     price: float
     fee: float
-    pos: int
+    pos: int | float
     rpnl: float
 
 
 class RoundTrip(msgspec.Struct, frozen=True):
     side: str  # long | short
-    qty: int  # the largest absolute position held
+    qty: int | float  # the largest absolute position held
     entry_ts: int
     entry_price: float  # average entry price at the largest position
     exit_ts: int | None
@@ -132,11 +132,12 @@ def read_ledger(events: Sequence[LedgerEvent], *, carried_from: RoundTrip | None
     levels: dict[int, Level] = {}
     orders = 0
     fees = 0.0
-    pos = 0
+    pos: int | float = 0
     rpnl = 0.0
     last_fill: Filled | None = None
     start: tuple[int, float, float] | None = None  # entry ts, rpnl, fees at the trip's start
-    peak_qty, peak_avg = 0, 0.0
+    peak_qty: int | float = 0
+    peak_avg = 0.0
     carried = False  # the trip in progress came in from an earlier session
     for e in events:
         carry = carried_in(e)

@@ -19,6 +19,7 @@ from kestrel.frame import DEFAULT_CATALOG, PaneCatalog
 from kestrel.market import MarketData
 from kestrel.market.news import NO_NEWS, NewsFeed
 from kestrel.session.capture import CapturedTurn
+from kestrel.session.defaults import scaled
 from kestrel.session.loop import Evidence, LoopSettings
 from kestrel.session.profiles import Policy
 from kestrel.session.schedule import DEFAULT_GUARD_S, ScheduleError, parse_checkpoint
@@ -95,16 +96,20 @@ class SessionOptions(msgspec.Struct, frozen=True):
 
 def engine_config(options: SessionOptions, data: MarketData) -> EngineConfig:
     """The engine's config for `data`: the options' with the instrument's contract multiplier
-    (money per price point per unit). A multiplier set in the options must agree with it."""
+    (money per price point per unit; one set in the options must agree with it), its lot size
+    and the operator's default maxpos scaled to it (`kestrel.session.defaults`)."""
     cfg = options.engine
     mult = data.instrument.multiplier
-    if cfg.multiplier == mult:
-        return cfg
-    if cfg.multiplier != 1.0:
-        raise SessionError(
-            f"the engine config's multiplier {cfg.multiplier:g} disagrees with the instrument's "
-            f"{mult:g} ({data.symbol}); set the multiplier on the data's instrument")
-    return msgspec.structs.replace(cfg, multiplier=mult)
+    if cfg.multiplier != mult:
+        if cfg.multiplier != 1.0:
+            raise SessionError(
+                f"the engine config's multiplier {cfg.multiplier:g} disagrees with the instrument's "
+                f"{mult:g} ({data.symbol}); set the multiplier on the data's instrument")
+        cfg = msgspec.structs.replace(cfg, multiplier=mult)
+    try:
+        return scaled(cfg, data)
+    except ValueError as exc:
+        raise SessionError(str(exc)) from None
 
 
 __all__ = [

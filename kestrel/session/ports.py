@@ -31,9 +31,10 @@ from kestrel.session.protocol import Reply, Supersede, TurnReply, interpret_repl
 from kestrel.session.risk import Quote, RiskAssessment, RiskBounds, assess
 
 
-def interpret(text: str, limits: lang.Limits | None = None) -> Reply:
-    """The runtime's interpretation of raw agent text with the Kestrel language."""
-    return interpret_reply(text, parse=lambda body: lang.parse(body, limits))
+def interpret(text: str, limits: lang.Limits | None = None, lot: float = 1.0) -> Reply:
+    """The runtime's interpretation of raw agent text with the Kestrel language; quantities
+    must be whole numbers of the instrument's `lot`."""
+    return interpret_reply(text, parse=lambda body: lang.parse(body, limits, lot))
 
 
 def session_limits(session: SessionSpec | None) -> lang.Limits:
@@ -153,7 +154,7 @@ def snapshot_ports(
     limits = session_limits(snapshot.session)
 
     def read(text: str) -> Reply:
-        reply = interpret(text, limits)
+        reply = interpret(text, limits, bounds.lot_size)
         if blind is not None and isinstance(reply, TurnReply) and isinstance(reply.turn, Supersede):
             real = blind.plan_from_blind(reply.turn.plan, snapshot.data.symbol)
             return msgspec.structs.replace(reply, turn=msgspec.structs.replace(reply.turn, plan=real))

@@ -33,7 +33,9 @@ from kestrel.engine import orders
 from kestrel.engine.config import EngineConfig
 from kestrel.engine.orders import TickGrid
 from kestrel.lang import ast
+from kestrel.lang.numbers import num
 from kestrel.market.account import FLAT, AccountState
+from kestrel.market.instrument import lots_floor, qty_text, units_of
 
 
 class RiskLevel(enum.IntEnum):
@@ -49,7 +51,7 @@ class RiskBounds(msgspec.Struct, frozen=True):
     and its `tick_size` (stops are placed on its grid, as the engine places them), and the
     friction the engine's worst case counts (slippage in ticks, fees)."""
 
-    maxpos: int = 1000
+    maxpos: int | float = 1000
     maxloss: float = 1000.0
     multiplier: float = 1.0
     tick_size: float = 0.01
@@ -58,28 +60,32 @@ class RiskBounds(msgspec.Struct, frozen=True):
     slippage_ticks: float = 0.0
     fee_per_unit: float = 0.0
     fee_per_order: float = 0.0
+    lot_size: float = 1.0
 
     @classmethod
     def of(cls, config: EngineConfig, tick_size: float) -> RiskBounds:
         """The bounds of an engine config on an instrument of `tick_size`."""
-        return cls(maxpos=config.maxpos, maxloss=config.maxloss, multiplier=config.multiplier,
+        return cls(maxpos=config.operator_maxpos, maxloss=config.maxloss, multiplier=config.multiplier,
                    tick_size=tick_size, maxorders=config.maxorders, session_maxloss=config.session_maxloss,
                    slippage_ticks=config.slippage_ticks, fee_per_unit=config.fee_per_unit,
-                   fee_per_order=config.fee_per_order)
+                   fee_per_order=config.fee_per_order, lot_size=config.lot_size)
 
     def config(self) -> EngineConfig:
         """An engine config with these bounds and friction (what the worst case is measured with)."""
         return EngineConfig(maxpos=self.maxpos, maxloss=self.maxloss, maxorders=self.maxorders,
                             session_maxloss=self.session_maxloss, multiplier=self.multiplier,
                             slippage_ticks=self.slippage_ticks, fee_per_unit=self.fee_per_unit,
-                            fee_per_order=self.fee_per_order)
+                            fee_per_order=self.fee_per_order, lot_size=self.lot_size)
 
 
-def effective_bounds(plan: ast.Plan, bounds: RiskBounds) -> tuple[int, float]:
+def effective_bounds(plan: ast.Plan, bounds: RiskBounds) -> tuple[int | float, float]:
     """maxpos and maxloss as the engine enforces them: a plan's RISK only tightens the
     operator's bounds (the minimum of the two)."""
     r = plan.risk
-    maxpos = bounds.maxpos if r.maxpos is None else min(bounds.maxpos, r.maxpos)
+    lot = bounds.lot_size
+    operator = bounds.maxpos if lot == 1 and isinstance(bounds.maxpos, int) else units_of(
+        lots_floor(bounds.maxpos, lot), lot)  # the whole lots within it, as the engine counts
+    maxpos = operator if r.maxpos is None else min(operator, r.maxpos)
     maxloss = bounds.maxloss if r.maxloss is None else min(bounds.maxloss, r.maxloss)
     return maxpos, maxloss
 
@@ -202,7 +208,7 @@ def assess(
             findings.append(Finding(r, f"rule {r}: its condition already holds at the cutoff, so it would fire "
                                        "on the first tick (wait for a fresh signal instead)", RiskLevel.HIGH))
         for order in rule_orders:
-            label = f"rule {r} ({order.side.upper()} {order.qty})"
+            label = f"rule {r} ({order.side.upper()} {num(order.qty)})"
             if order.stop is None and order.trail is None:
                 findings.append(Finding(r, f"{label}: no protective STOP or TRAIL (only maxloss {maxloss:g} bounds "
                                            "its loss, by flattening)", RiskLevel.CRITICAL))
@@ -215,12 +221,12 @@ def assess(
                                                f"{order.side.upper()}", RiskLevel.HIGH))
             signed = order.qty if order.side == "buy" else -order.qty
             if order.qty > maxpos:
-                findings.append(Finding(r, f"{label}: size over maxpos {maxpos}: the engine rejects it",
+                findings.append(Finding(r, f"{label}: size over maxpos {num(maxpos)}: the engine rejects it",
                                         RiskLevel.CRITICAL, "maxpos"))
             elif abs(account.position + signed) > maxpos:
-                held = f"{'long' if account.position > 0 else 'short'} {abs(account.position)}"
+                held = f"{'long' if account.position > 0 else 'short'} {num(abs(account.position))}"
                 findings.append(Finding(r, f"{label}: with the position {held} it would reach "
-                                           f"{account.position + signed}, over maxpos {maxpos}: the engine rejects it",
+                                           f"{num(account.position + signed)}, over maxpos {num(maxpos)}: the engine rejects it",
                                         RiskLevel.CRITICAL, "maxpos"))
             loss = worst_case_loss(order, reference, bounds, quote)
             if loss is not None and loss >= maxloss:
