@@ -385,6 +385,10 @@ def _finish(args: argparse.Namespace, result: SessionResult, data: MarketData, c
         sys.stdout.write(msgspec.json.encode(summary(result, data)).decode() + "\n")
     else:
         report(result, data, command)
+    failure = result.failure
+    if failure is not None:  # what it recorded is written above; the run is still a failure
+        print(f"kestrel {command}: {failure.line()}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -140,6 +140,7 @@ def summary(result: SessionResult, data: MarketData) -> dict[str, Any]:
         "baselines": {k: _metrics_json(v) for k, v in rep.baselines.items()},
         "evidence": dict(sorted(evidence.items())),
         "cost": _cost(result, latency=False),  # latencies are in the evidence: --json is deterministic
+        "failure": None if (f := result.failure) is None else {"kind": f.kind, "reason": f.reason},
     }
 
 
@@ -211,6 +212,9 @@ def report(result: SessionResult, data: MarketData, command: str = "simulate") -
     counts = Counter(e.kind for e in result.evidence)
     shown = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none (single-shot or first-reply turns)"
     con.print(f"Evidence records: {shown}")
+    failure = result.failure
+    if failure is not None:
+        con.print(f"FAILED: {failure.line()}", markup=False, style="bold red")
 
 
 def _table(title: str, cols: tuple[str, ...], left: tuple[str, ...]) -> Table:

@@ -31,6 +31,7 @@ import msgspec
 from kestrel.market.instrument import Instrument
 from kestrel.frame.view import ViewError
 from kestrel.lang import ast
+from kestrel.session.calls import FailureKind
 from kestrel.session.profiles import (
     DEFAULT_AUTHORING_TOKEN_BUDGET,
     DEFAULT_VIEW_REQUEST_CAP,
@@ -100,6 +101,8 @@ class Evidence(msgspec.Struct, frozen=True, omit_defaults=True):
     date: str | None = None
     text: str | None = None
     cached: bool = False  # a reply played back from a reply cache: no call, nothing spent
+    # an agent-error's kind when it is not an ordinary call failure ("fatal", "spending-cap")
+    failure: str | None = None
 
 
 class Kernel(msgspec.Struct, frozen=True):
@@ -319,14 +322,16 @@ class AuthoringLoop:
         except self._ports.view_errors as exc:
             return None, str(exc).strip() or type(exc).__name__
 
-    def receive_failure(self, error: str) -> Done:
-        """The agent raised or timed out: stand down fail-closed with the error as reason."""
+    def receive_failure(self, error: str, kind: FailureKind = "error") -> Done:
+        """The agent raised or timed out: stand down fail-closed with the error as reason; the
+        evidence record carries the failure's `kind` unless it is an ordinary "error"."""
         if self.done is not None:
             raise LoopError("the authoring loop is done; it receives nothing more")
         self._pending = None
         self.evidence.append(
             self._record(
-                kind="agent-error", usage=Usage(), latency_ms=None, exhausted=False, error=error
+                kind="agent-error", usage=Usage(), latency_ms=None, exhausted=False, error=error,
+                failure=None if kind == "error" else kind,
             )
         )
         return self._finish(StandDownTurn(f"agent failed: {error} (fail-closed stand-down)"))
@@ -524,6 +529,7 @@ class AuthoringLoop:
         reason: str | None = None,
         error: str | None = None,
         cached: bool = False,
+        failure: str | None = None,
     ) -> Evidence:
         return Evidence(
             ordinal=self.ordinal,
@@ -541,6 +547,7 @@ class AuthoringLoop:
             profile=self._profile,
             date=self.date,
             cached=cached,
+            failure=failure,
         )
 
     def _finish(self, turn: AgentTurn) -> Done:

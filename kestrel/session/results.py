@@ -13,6 +13,7 @@ from kestrel.engine.book import Carry
 from kestrel.engine.ledger import Ledger, LedgerSummary
 from kestrel.market import MarketData
 from kestrel.session.capture import CaptureHeader, CapturedTurn, encode_capture
+from kestrel.session.failure import RunFailure, run_failure
 from kestrel.session.loop import Evidence
 from kestrel.session.options import SessionOptions, engine_config
 from kestrel.session.protocol import AgentTurn
@@ -80,6 +81,11 @@ class SessionResult(msgspec.Struct):
     @property
     def evidence(self) -> list[Evidence]:
         return [e for d in self.days for e in d.evidence]
+
+    @property
+    def failure(self) -> RunFailure | None:
+        """Why the run failed (its agent could not work: `kestrel.session.failure`), or None."""
+        return run_failure(self.evidence, sum(len(d.outcomes) for d in self.days))
 
 
 def capture_header(

@@ -209,6 +209,13 @@ class Runs:
                 outcome = await self.host.next_outcome(run, outcome.seq)
             if live.cancelled:
                 return
+            if outcome.state == "failed" and live.broken is None and outcome.summary is not None:
+                # the run ran to its end but its agent could not work: kept, exportable, failed
+                failed = await self.host.result(run)
+                await self._end(run, "failed", outcome.reason, outcome.summary, failed.ledger_jsonl(),
+                                failed.capture_jsonl())
+                await self.host.close(run)
+                return
             if outcome.state != "done" or live.broken is not None:
                 await self._end(run, "failed", live.broken or outcome.reason or f"the session ended {outcome.state}")
                 return
