@@ -146,6 +146,10 @@ class OpenAIChat(_SdkClient):
             + [{"role": m.role, "content": m.content} for m in messages],
             self._max_tokens_param: self.config.max_output_tokens,
         }
+        if self.config.temperature is not None:
+            body["temperature"] = self.config.temperature
+        if self.config.seed is not None:  # Chat Completions takes a seed (best-effort determinism)
+            body["seed"] = self.config.seed
         body.update(effort.params)
         return body
 
@@ -199,6 +203,8 @@ class AnthropicMessages(_SdkClient):
             "system": [block],
             "messages": [{"role": m.role, "content": m.content} for m in messages],
         }
+        if self.config.temperature is not None:  # the Messages API takes no seed
+            body["temperature"] = self.config.temperature
         body.update(effort.params)
         return body
 

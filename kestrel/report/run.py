@@ -179,10 +179,20 @@ def _baseline_events(kind: str, n: int, bid: np.ndarray, ask: np.ndarray, ts: np
     ]
 
 
+def baseline_events(kind: str, ticks: Ticks, qty: int, data: MarketData, config: EngineConfig) -> list[LedgerEvent]:
+    """The ledger of baseline `kind` (`buy-and-hold`: buy `qty` at the first ask, sell at the
+    last bid; `flat`: nothing) over one session's `ticks`, under `config` (its multiplier and
+    money quantum), without fees."""
+    return _baseline_events(kind, len(ticks), ticks.bid, ticks.ask, ticks.ts, qty, config.multiplier,
+                            _money_decimals(data, config))
+
+
 def build(header: RunHeader, days: Sequence[DayInput], data: MarketData, *,
-          config: EngineConfig = EngineConfig(), risk_capital: float | None = None) -> RunReport:
+          config: EngineConfig = EngineConfig(), risk_capital: float | None = None,
+          baselines: bool = True) -> RunReport:
     """The report of a run over `days` (see the module docstring). `risk_capital` is the
-    plans' largest `maxloss` (the adapters take it from the armed plans), else the engine's."""
+    plans' largest `maxloss` (the adapters take it from the armed plans), else the engine's.
+    `baselines=False` leaves the baselines out (a report of a baseline itself)."""
     config = run_config(config, data)
     mult = config.multiplier
     dec = _money_decimals(data, config)
@@ -215,8 +225,8 @@ def build(header: RunHeader, days: Sequence[DayInput], data: MarketData, *,
         x for x in tokens if x is not None),
         cost=None if not costs or any(c is None for c in costs) else round(sum(c for c in costs if c is not None), 9))
     peak = max((abs(f.pos) for r in reports for f in r.facts.fills), default=0) or data.instrument.min_qty
-    baselines: dict[str, Metrics] = {}
-    for kind in BASELINES:
+    refs: dict[str, Metrics] = {}
+    for kind in BASELINES if baselines else ():
         parts: list[DayReport] = []
         for r, t in zip(reports, ticks_of):
             ev = _baseline_events(kind, len(t), t.bid, t.ask, t.ts, peak, mult, dec)
@@ -224,8 +234,8 @@ def build(header: RunHeader, days: Sequence[DayInput], data: MarketData, *,
             mts, meq = c.per_minute(r.open_ns, r.close_ns)
             parts.append(DayReport(r.date, r.tz, r.decimals, r.open_ns, r.close_ns, read_ledger(ev), [], c,
                                    mts, meq, r.minute_mid))
-        baselines[kind] = _metrics(parts, capital, mult, tokens=None, cost=None)
-    return RunReport(header, reports, EquityCurve.concat([r.curve for r in reports]), metrics, baselines, dec)
+        refs[kind] = _metrics(parts, capital, mult, tokens=None, cost=None)
+    return RunReport(header, reports, EquityCurve.concat([r.curve for r in reports]), metrics, refs, dec)
 
 
 def chained_minutes(days: Sequence[DayReport]) -> np.ndarray:
@@ -339,5 +349,5 @@ def from_ledger(header: Any, turns: Sequence[Any], ledger: Ledger, data: MarketD
     return build(rh, days, data, config=config, risk_capital=_plan_caps([t.turn for t in turns], config))
 
 
-__all__ = ["BASELINES", "DayInput", "DayReport", "RunHeader", "RunReport", "TurnRow", "build", "chained_minutes",
+__all__ = ["BASELINES", "DayInput", "baseline_events", "DayReport", "RunHeader", "RunReport", "TurnRow", "build", "chained_minutes",
            "from_ledger", "from_result", "run_config", "session_ticks", "split_ledger", "turn_row"]

@@ -1,10 +1,15 @@
 """The sweep's results table: one row per run, in the grid's order, as CSV and Parquet.
 
-Columns: the run (key, agent, model, profile, data, data_sha256, dates, checkpoints), every
-metric of `kestrel.report.Metrics`, the run's buy-and-hold baseline (`buy_and_hold_net_pnl`,
-`_return_on_risk`, `_sharpe`, `_max_drawdown`), `ledger_sha256` and `error` (None for a
-finished run).
-Finished runs are read back from `runs/KEY/result.json`, failed ones from `failed/KEY.json`.
+Columns: the run (key, agent, model, profile, data, data_sha256, dates, checkpoints, repeat,
+seed, temperature), every metric of `kestrel.report.Metrics` (`cost_usd`: the model's dollars),
+the currency of its PnL and `net_of_cost` (net PnL minus the model's dollars; empty unless the
+PnL is in USD), the run's own page's buy-and-hold (`buy_and_hold_net_pnl`, `_return_on_risk`,
+`_sharpe`, `_max_drawdown`), `leakage` (`in-sample`, `post-cutoff`, `unknown`, `generated`;
+empty for agents that are not models) and its `leakage_note`, `spending_cap` ("run": the run's
+own cap stood an ordinal down; "sweep": the sweep's cap cut it), `ledger_sha256`, `failure`
+(`fatal`, `every-call-failed`, `error`) and `error` (the reason; None for a finished run).
+Finished runs are read back from `runs/KEY/result.json`, failed ones from `failed/KEY.json`
+(what a failed run recorded is in `failed/KEY/`).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,10 +27,12 @@ import msgspec
 from kestrel.report.metrics import Metrics
 from kestrel.sweep.worker import BASELINE_METRICS, RESULT
 
-RUN_COLUMNS = ("key", "agent", "model", "profile", "data", "data_sha256", "dates", "checkpoints")
+RUN_COLUMNS = ("key", "agent", "model", "profile", "data", "data_sha256", "dates", "checkpoints", "repeat", "seed",
+               "temperature")
 BASELINE_COLUMNS = tuple(f"buy_and_hold_{m}" for m in BASELINE_METRICS)
-COLUMNS: tuple[str, ...] = (RUN_COLUMNS + tuple(Metrics.__struct_fields__) + BASELINE_COLUMNS
-                            + ("ledger_sha256", "error"))
+COLUMNS: tuple[str, ...] = (RUN_COLUMNS + tuple(Metrics.__struct_fields__) + ("currency", "net_of_cost")
+                            + BASELINE_COLUMNS + ("leakage", "leakage_note", "spending_cap", "ledger_sha256",
+                                                  "failure", "error"))
 
 
 def finished(out: Path, key: str) -> dict[str, Any] | None:
@@ -44,10 +52,12 @@ def record_failure(out: Path, row: dict[str, Any]) -> None:
 
 
 def clear_failure(out: Path, key: str) -> None:
+    """The run finished: forget an earlier attempt's failure (its row and its files)."""
     try:
         (out / "failed" / f"{key}.json").unlink()
     except FileNotFoundError:
         pass
+    shutil.rmtree(out / "failed" / key, ignore_errors=True)
 
 
 def stored_rows(out: Path) -> list[dict[str, Any]]:
@@ -105,8 +115,10 @@ def write_tables(out: Path, rows: Sequence[dict[str, Any]]) -> list[str]:
 
 def _schema(pa: Any) -> Any:
     ints = {"periods_per_year", "max_drawdown_ts", "trades", "wins", "losses", "orders", "fills", "rejections",
-            "disarms", "tokens"}
-    strs = set(RUN_COLUMNS) | {"ledger_sha256", "error"}
+            "disarms", "tokens", "repeat", "seed"}
+    strs = (set(RUN_COLUMNS) - {"repeat", "seed", "temperature"}) | {"currency", "leakage", "leakage_note",
+                                                                     "spending_cap", "ledger_sha256", "failure",
+                                                                     "error"}
     fields = [pa.field(c, pa.string() if c in strs else pa.int64() if c in ints else pa.float64()) for c in COLUMNS]
     return pa.schema(fields)
 
