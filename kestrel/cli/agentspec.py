@@ -14,6 +14,8 @@ from kestrel.providers import names as provider_names
 if TYPE_CHECKING:  # imported lazily at run time (start-up cost)
     from kestrel.market import MarketData
     from kestrel.models.adapter import ModelAgent
+    from kestrel.models.callpolicy import CallPolicy
+    from kestrel.models.spec import ModelSpec
     from kestrel.session.options import SessionOptions
     from kestrel.session.protocol import Agent
 
@@ -30,12 +32,16 @@ def agent_of(
     timeout_s: float | None = None,
     panes: tuple[str, ...] | None = None,
     content: bytes | None = None,
+    policy: CallPolicy | None = None,
 ) -> Agent:
     """The agent named by `--agent`; a plan file, capture or replies file is read and
     validated here, and a model agent's SDK, model name and API key are checked, so a bad one
     fails the command up front (exit 2) with the error and its place. `content`, when given,
     is that file's bytes as read earlier (the daemon keeps them with the run, so a resumed run
-    plays the file as it was at submit, not as it is now); the agent is the one the file gives."""
+    plays the file as it was at submit, not as it is now); the agent is the one the file gives.
+    A model agent may be a full spec (`kestrel.models.spec`: `PROVIDER:MODEL@URL|key=VAR|...`);
+    its options fill what the flags leave unset, and `policy` is how its calls are made (its
+    `rpm=`/`tpm=`/`concurrency=` options add a limiter and call slots to it)."""
     from kestrel.agents.baseline import BaselineAgent
     from kestrel.agents.fixed import FixedAgent
     from kestrel.agents.recorded import RecordedAgent
@@ -44,8 +50,18 @@ def agent_of(
     kind, _, arg = spec.partition(":")
     kind = kind.strip().lower()
     if lookup(kind) is not None:
-        return model_agent(kind, arg.strip(), model=model, base_url=base_url,
-                           api_key_env=api_key_env, timeout_s=timeout_s, panes=panes)
+        if not ("|" in spec or "@http" in spec):
+            return model_agent(kind, arg.strip(), model=model, base_url=base_url,
+                               api_key_env=api_key_env, timeout_s=timeout_s, panes=panes, policy=policy)
+        ms = model_spec(spec)
+        if base_url is not None and ms.base_url is not None and base_url != ms.base_url:
+            raise UsageError(f"--agent {spec} names the endpoint {ms.base_url} and --base-url {base_url}: give one")
+        if api_key_env is not None and ms.key_env is not None and api_key_env != ms.key_env:
+            raise UsageError(f"--agent {spec} names the key variable {ms.key_env} and --api-key-env "
+                             f"{api_key_env}: give one")
+        return model_agent(ms.provider, ms.model, model=model, base_url=base_url or ms.base_url,
+                           api_key_env=api_key_env or ms.key_env, timeout_s=timeout_s, panes=panes,
+                           policy=spec_policy(ms, policy), temperature=ms.temperature)
     if kind == "baseline" and not arg:
         return BaselineAgent()
     if kind in ("fixed", "recorded", "replies") and arg and content is not None:
@@ -111,6 +127,9 @@ def model_agent(
     api_key_env: str | None,
     timeout_s: float | None,
     panes: tuple[str, ...] | None = None,
+    policy: CallPolicy | None = None,
+    temperature: float | None = None,
+    seed: int | None = None,
 ) -> ModelAgent:
     """A `PROVIDER:MODEL` agent of the provider registry: the model from the spec or
     `--model`/the mode, the key from the provider's variable or `--api-key-env` (none for a
@@ -138,7 +157,7 @@ def model_agent(
         )
     if base_url is not None and not base_url.startswith(("http://", "https://")):
         raise UsageError(f"--base-url {base_url!r} is not an http(s) URL: e.g. http://127.0.0.1:8000/v1")
-    env = api_key_env or row.key_env
+    env = None if api_key_env == "none" else api_key_env or row.key_env
     key = os.environ.get(env, "") if env else "not-needed"  # the SDKs refuse an empty key
     if not key.strip():
         raise UsageError(
@@ -147,7 +166,8 @@ def model_agent(
         )
     try:
         config = ModelConfig(row.name, name, base_url=base_url or row.default_base_url,
-                             timeout_s=timeout_s if timeout_s is not None else DEFAULT_TIMEOUT_S)
+                             timeout_s=timeout_s if timeout_s is not None else DEFAULT_TIMEOUT_S,
+                             temperature=temperature, seed=seed)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     wire = WIRES[row.wire](config, key)
@@ -156,7 +176,51 @@ def model_agent(
     except ModelError as exc:
         raise UsageError(str(exc)) from None
     system = None if panes is None else render_card(DEFAULT_CATALOG.only(panes))
-    return ModelAgent(config, wire, system=system)
+    try:
+        return ModelAgent(config, wire, system=system, policy=policy)
+    except ModelError as exc:  # a USD cap on a model the price table does not know
+        raise UsageError(str(exc)) from None
+
+
+def is_model_agent(agent: object) -> bool:
+    """Whether `agent` is a model agent (its `model` names a model of a provider)."""
+    from kestrel.models.adapter import ModelAgent
+
+    return isinstance(agent, ModelAgent)
+
+
+def model_spec(spec: str) -> ModelSpec:
+    """`spec` parsed as a model agent's spec (`UsageError` naming what is wrong); a
+    `constrain=grammar` this build cannot send is refused here."""
+    from kestrel.models.spec import SpecError, parse_spec
+
+    try:
+        ms = parse_spec(spec)
+    except SpecError as exc:
+        raise UsageError(str(exc)) from None
+    if ms.constrain not in (None, "none"):
+        raise UsageError(f"agent {spec!r}: constrain={ms.constrain} is not available in this build "
+                         "(no provider grammar support yet): drop the option or use constrain=none")
+    return ms
+
+
+def spec_policy(ms: ModelSpec, policy: CallPolicy | None) -> CallPolicy | None:
+    """`policy` with the spec's rate limit (`rpm=`, `tpm=`) and call slots (`concurrency=`) for
+    its endpoint when `policy` has none of its own (a single run's: one limiter, one pool)."""
+    from dataclasses import replace
+
+    from kestrel.models.callpolicy import CallPolicy
+    from kestrel.models.limiter import RateLimit, RateLimiter
+    from kestrel.models.slots import CallSlots
+
+    if ms.rpm is None and ms.tpm is None and ms.concurrency is None:
+        return policy
+    base = policy if policy is not None else CallPolicy()
+    limiter = base.limiter
+    if limiter is None and (ms.rpm is not None or ms.tpm is not None):
+        limiter = RateLimiter(RateLimit(requests_per_minute=ms.rpm, tokens_per_minute=ms.tpm), clock=base.clock)
+    slots = base.slots if base.slots is not None or ms.concurrency is None else CallSlots(ms.concurrency)
+    return replace(base, limiter=limiter, slots=slots)
 
 
 def check_agent_fits(agent: Agent, data: MarketData, options: SessionOptions, date: dt.date | None,
@@ -190,4 +254,5 @@ def check_agent_fits(agent: Agent, data: MarketData, options: SessionOptions, da
             )
 
 
-__all__ = ["AGENT_HELP", "agent_of", "check_agent_fits", "model_agent", "read_agent_input"]
+__all__ = ["AGENT_HELP", "agent_of", "check_agent_fits", "is_model_agent", "model_agent", "model_spec", "read_agent_input",
+           "spec_policy"]

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from kestrel.cli.agentspec import agent_of, check_agent_fits
+from kestrel.cli.callflags import add_call_flags, check_post_cutoff, run_policy
 from kestrel.cli.dataflags import add_data_flags, agent_input, check_paths, load_from_args, parse_guard
 from kestrel.cli.errors import UsageError, guarded
 from kestrel.providers import lookup
@@ -36,6 +37,7 @@ if TYPE_CHECKING:  # imported lazily at run time (start-up cost)
 
     from kestrel.market import MarketData
     from kestrel.data.source import DataSource
+    from kestrel.report.evidence import Recorded
     from kestrel.session.capture import CaptureWriter
     from kestrel.session.options import EvidenceSink, SessionOptions
     from kestrel.session.profiles import Mode
@@ -85,6 +87,7 @@ def register(subparsers: Subcommands) -> None:
                         "(default: as fast as possible); the ledger is the same at every pace")
     _output_flags(s)
     s.add_argument("--evidence", help="write the authoring-loop evidence as JSON lines to PATH")
+    add_call_flags(s)
     s.set_defaults(func=_simulate)
 
     r = subparsers.add_parser(
@@ -97,6 +100,9 @@ def register(subparsers: Subcommands) -> None:
     _output_flags(r, capture_dest="capture_out")
     r.add_argument("--expect-ledger", help="compare the replayed ledger with this file (exit 1 if different, "
                                             "with the first differing line of each)")
+    r.add_argument("--evidence", dest="recorded_evidence", metavar="FILE",
+                   help="the captured run's evidence (simulate --evidence, a sweep run's evidence.jsonl): its model "
+                        "calls' tokens and dollars are shown (a replay makes none; without it they are unknown)")
     r.set_defaults(func=_replay)
 
 
@@ -199,7 +205,7 @@ def prepare(args: argparse.Namespace, load: Loader = _load, agent_content: bytes
     flags = profiles.Flags(
         view_request_cap=args.max_iterations,
         authoring_token_budget=args.token_budget,
-        effort=args.effort,
+        effort=args.effort if args.effort is not None else _spec_effort(args.agent),
         self_correct=args.self_correct,
         agent=args.agent,
         model=args.model,
@@ -215,7 +221,8 @@ def prepare(args: argparse.Namespace, load: Loader = _load, agent_content: bytes
     if resolved.note is not None:
         print(f"kestrel simulate: note: {resolved.note}", file=sys.stderr)
     agent = agent_of(spec, model=model, base_url=st.base_url, api_key_env=st.api_key_env,
-                     timeout_s=args.agent_timeout, panes=st.panes, content=agent_content)
+                     timeout_s=args.agent_timeout, panes=st.panes, content=agent_content,
+                     policy=run_policy(args))
     _note_unused_loop_flags(args, agent, spec)
     data, source, label = load(args)
     options = SessionOptions(
@@ -232,6 +239,12 @@ def prepare(args: argparse.Namespace, load: Loader = _load, agent_content: bytes
     )
     date = _date(args.date)
     check_agent_fits(agent, data, options, date, args.days, st.agent or "baseline")
+    if getattr(args, "require_post_cutoff", False):
+        from kestrel.cli.agentspec import is_model_agent
+        from kestrel.session.runner import pick_sessions
+
+        check_post_cutoff(agent.model if is_model_agent(agent) else None,
+                          [s.date.isoformat() for s in pick_sessions(data, date, args.days)], label)
     _warn_partial(data, date, args.days)
     try:
         pace = parse_pace(args.pace)
@@ -240,6 +253,18 @@ def prepare(args: argparse.Namespace, load: Loader = _load, agent_content: bytes
     if pace is not None and args.backend == DIRECT:
         raise UsageError("--pace needs the actor feed: use --backend asyncio or trio (or --pace max)")
     return Prepared(data, agent, options, date, args.days, pace)
+
+
+def _spec_effort(agent: str | None) -> str | None:
+    """The `effort=` of a model agent's spec (`--agent PROVIDER:MODEL|effort=LEVEL`), if any."""
+    from kestrel.models.spec import SpecError, is_model_spec, parse_spec
+
+    if agent is None or not is_model_spec(agent) or "|" not in agent:
+        return None
+    try:
+        return parse_spec(agent).effort
+    except SpecError:
+        return None  # refused with its message when the agent is built
 
 
 def _warn_partial(data: MarketData, date: dt.date | None, days: int) -> None:
@@ -371,7 +396,9 @@ def _start_outputs(args: argparse.Namespace, writer: CaptureWriter | None, data:
         raise UsageError(f"cannot write {exc.filename}: {exc.strerror}") from None
 
 
-def _finish(args: argparse.Namespace, result: SessionResult, data: MarketData, command: str = "simulate") -> int:
+def _finish(args: argparse.Namespace, result: SessionResult, data: MarketData, command: str = "simulate",
+            recorded: Recorded | None = None) -> int:
+    """Write the outputs and print the report; a replay's model calls are its `recorded` run's."""
     _write(args.capture, result.capture_jsonl())
     _write(args.ledger, result.ledger_jsonl())
     if args.report or args.png:
@@ -379,12 +406,14 @@ def _finish(args: argparse.Namespace, result: SessionResult, data: MarketData, c
         from kestrel.report import from_result
         from kestrel.report.source import header_sha256
 
-        write_run_report(from_result(result, data, data_sha256=header_sha256(result.header, data)),
+        evidence = None if recorded is None else recorded.evidence
+        write_run_report(from_result(result, data, data_sha256=header_sha256(result.header, data),
+                                     evidence=evidence, calls_unknown=recorded is not None and evidence is None),
                          args.report, args.png)
     if args.json:
-        sys.stdout.write(msgspec.json.encode(summary(result, data)).decode() + "\n")
+        sys.stdout.write(msgspec.json.encode(summary(result, data, recorded=recorded)).decode() + "\n")
     else:
-        report(result, data, command)
+        report(result, data, command, recorded=recorded)
     failure = result.failure
     if failure is not None:  # what it recorded is written above; the run is still a failure
         print(f"kestrel {command}: {failure.line()}", file=sys.stderr)
@@ -423,7 +452,8 @@ def _run_replay(args: argparse.Namespace) -> int:
         raise UsageError("--data is empty: give the path of the moved copy of the captured data file")
     outputs = [("--capture", args.capture_out), ("--ledger", args.ledger), ("--report", args.report),
                ("--png", args.png)]
-    inputs = [("capture", args.capture), ("--data", args.data), ("--expect-ledger", args.expect_ledger)]
+    inputs = [("capture", args.capture), ("--data", args.data), ("--expect-ledger", args.expect_ledger),
+              ("--evidence", args.recorded_evidence)]
     check_paths(outputs, inputs)
     try:
         header, turns = read_capture(args.capture)
@@ -465,7 +495,7 @@ def _run_replay(args: argparse.Namespace) -> int:
         return 1
     source_name = args.capture
     args.capture = args.capture_out
-    code = _finish(args, result, data, "replay")
+    code = _finish(args, result, data, "replay", recorded_calls(header.agent, args.recorded_evidence))
     ledger = result.ledger_jsonl()
     if expected is not None and expected != ledger:
         print(f"kestrel replay: the replayed ledger differs from --expect-ledger {args.expect_ledger}: "
@@ -484,6 +514,22 @@ def _run_replay(args: argparse.Namespace) -> int:
         what = " and --expect-ledger" if expected is not None else ""
         print(f"kestrel replay: ledger identical to the captured run's{what} (sha256 {digest[:16]}…)", file=sys.stderr)
     return code
+
+
+def recorded_calls(agent_id: str, path: str | None) -> Recorded | None:
+    """A replay's model calls: those of the recorded run's evidence file `path` (unknown
+    without it); None when the captured agent is not a model (it made no call to show)."""
+    from kestrel.report.evidence import EvidenceError, Recorded, read_evidence
+    from kestrel.report.run import recorded_model
+
+    if recorded_model(agent_id) is None and path is None:
+        return None
+    if path is None:
+        return Recorded(None)
+    try:
+        return Recorded(tuple(read_evidence(path)))
+    except EvidenceError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _shown(line: str, width: int = 200) -> str:

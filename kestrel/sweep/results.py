@@ -24,8 +24,11 @@ from typing import Any
 
 import msgspec
 
+from kestrel.report.board import SESSION_COLUMNS, Board, session_rows
+from kestrel.report.board import to_csv as table_csv
 from kestrel.report.metrics import Metrics
-from kestrel.sweep.worker import BASELINE_METRICS, RESULT
+from kestrel.report.stats import SessionRecord
+from kestrel.sweep.worker import BASELINE_METRICS, RESULT, SESSIONS, SessionsFile
 
 RUN_COLUMNS = ("key", "agent", "model", "profile", "data", "data_sha256", "dates", "checkpoints", "repeat", "seed",
                "temperature")
@@ -82,6 +85,61 @@ def stored_rows(out: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def stored_records(out: Path, keys: Sequence[str]) -> list[SessionRecord]:
+    """The per-session records of the finished runs `keys` and the reference agents' records of
+    their sessions (each session's once: they do not depend on the run)."""
+    decoder = msgspec.json.Decoder(SessionsFile)
+    records: list[SessionRecord] = []
+    refs: dict[tuple[str, str, str], SessionRecord] = {}
+    for key in keys:
+        try:
+            f = decoder.decode((out / "runs" / key / SESSIONS).read_bytes())
+        except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+            continue
+        records += f.records
+        for r in f.baselines:
+            refs.setdefault((r.agent, r.data, r.date), r)
+    return records + [refs[k] for k in sorted(refs)]
+
+
+def write_board_tables(out: Path, board: Board, records: Sequence[SessionRecord]) -> list[str]:
+    """`cells`, `comparisons` and `sessions` as CSV (and Parquet when pyarrow is installed)."""
+    tables = dict(board.tables())
+    tables["sessions"] = (SESSION_COLUMNS, session_rows(records))
+    written: list[str] = []
+    for name, (columns, rows) in tables.items():
+        _atomic(out / f"{name}.csv", table_csv(columns, rows))
+        written.append(str(out / f"{name}.csv"))
+        written += _parquet(out / f"{name}.parquet", columns, rows)
+    return written
+
+
+def _parquet(path: Path, columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> list[str]:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        return []
+    table = pa.Table.from_pylist([{c: r.get(c) for c in columns} for r in rows],
+                                 schema=pa.schema([pa.field(c, _arrow_type(pa, [r.get(c) for r in rows]))
+                                                   for c in columns]))
+    tmp = path.with_name(f".{path.name}.tmp")
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+    return [str(path)]
+
+
+def _arrow_type(pa: Any, values: Sequence[Any]) -> Any:
+    seen = {type(v) for v in values if v is not None}
+    if seen <= {bool} and seen:
+        return pa.bool_()
+    if seen <= {int} and seen:
+        return pa.int64()
+    if seen <= {int, float} and seen:
+        return pa.float64()
+    return pa.string()
+
+
 def normalized(row: dict[str, Any]) -> dict[str, Any]:
     return {c: row.get(c) for c in COLUMNS}
 
@@ -129,5 +187,5 @@ def _atomic(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-__all__ = ["BASELINE_COLUMNS", "COLUMNS", "clear_failure", "finished", "normalized", "record_failure", "stored_rows", "to_csv",
-           "write_tables"]
+__all__ = ["BASELINE_COLUMNS", "COLUMNS", "clear_failure", "finished", "normalized", "record_failure",
+           "stored_records", "stored_rows", "to_csv", "write_board_tables", "write_tables"]
