@@ -29,6 +29,7 @@ import numpy.typing as npt
 
 from kestrel.market.calendar import build_sessions
 from kestrel.data.errors import DataError
+from kestrel.data.origin import FileOrigin, remember
 from kestrel.data.grid import MAX_TICK_DECIMALS, MIN_TICK_SIZE, check_tick_grid, infer_tick_size
 from kestrel.data.readers import Table, check_text, columns_text, delimiter_hint, detect_preset, read_table, show
 from kestrel.data.spec import DEFAULT_SPIKE_FACTOR, CrossedPolicy, LoadSpec, SpikePolicy, preset
@@ -276,8 +277,11 @@ def load(
     if delimiter is not None:
         spec = msgspec.structs.replace(spec, delimiter=delimiter)
     table = read_table(p, spec)
-    return _assemble(table, spec, crossed, preset_name, symbol, tick_size, spikes, spike_factor,
-                     multiplier, currency)
+    stat = p.stat()
+    loaded = _assemble(table, spec, crossed, preset_name, symbol, tick_size, spikes, spike_factor,
+                       multiplier, currency)
+    remember(loaded.data, FileOrigin(str(p.resolve()), loaded.report, spec.delimiter, stat.st_size, stat.st_mtime_ns))
+    return loaded
 
 
 def load_market_data(path: str | Path, preset_name: str | None = None, **options: Any) -> MarketData:

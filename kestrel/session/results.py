@@ -91,16 +91,25 @@ class SessionResult(msgspec.Struct):
 def capture_header(
     data: MarketData, days: Sequence[SessionDay], agent_id: str, options: SessionOptions
 ) -> CaptureHeader:
-    """The capture's header for a run of `days` by `agent_id` under `options`."""
+    """The capture's header for a run of `days` by `agent_id` under `options`; without an
+    explicit source, the one its loader recorded (`kestrel.data.source.source_of`), named by
+    the file's path."""
+    from kestrel.data.source import source_of
+
+    source, name = options.source, options.data_name
+    if source is None:
+        source = source_of(data)
+        if source is not None and source.kind == "file" and source.path is not None and name == "sample":
+            name = source.path
     return CaptureHeader(
-        data=options.data_name,
+        data=name,
         symbol=data.symbol,
         dates=tuple(d.date for d in days),
         schedule=tuple(o.label for o in days[0].ordinals) if days else (),
         guard_s=options.guard_s,
         agent=agent_id,
         engine=engine_config(options, data),  # the engine the run used (instrument's multiplier)
-        source=options.source,
+        source=source,
     )
 
 
