@@ -325,12 +325,14 @@ def _calls(agent_id: str, evidence: Sequence[Any], outcomes: Sequence[Any]
 
 def from_result(result: Any, data: MarketData, *, config: EngineConfig | None = None,
                 data_sha256: str | None = None, model: str | None = None,
-                evidence: Sequence[Any] | None = None, calls_unknown: bool = False) -> RunReport:
+                evidence: Sequence[Any] | None = None, calls_unknown: bool = False,
+                baselines: bool = True) -> RunReport:
     """The report of a `SessionResult` run on `data`. Dollars per ordinal and per run come from
     `kestrel.models.cost.run_cost` (None for agents that are not priced models); the execution
     model is `config`, else the one the capture header records, else the default. A replay
     makes no calls of its own: `evidence` is the recorded run's (its tokens and dollars are
-    shown), and without it `calls_unknown` shows them as unknown, never as zero. The model is
+    shown), and without it `calls_unknown` shows them as unknown, never as zero.
+    `baselines=False` leaves the page's baselines out (a sweep's come from the data alone). The model is
     `model`, else the one the evidence records, else the one the capture's agent id names."""
     config = run_config(config or _engine_of(result.header), data)
     sessions = {s.date.isoformat(): s for s in data.sessions}
@@ -358,7 +360,7 @@ def from_result(result: Any, data: MarketData, *, config: EngineConfig | None = 
         model = next((e.model for e in ev if getattr(e, "model", "")), None) or recorded_model(h.agent)
     header = RunHeader(h.symbol, h.data, data_sha256, h.agent, model, tuple(h.dates), tuple(h.schedule),
                        data.instrument.currency, config.multiplier)
-    return build(header, days, data, config=config, risk_capital=_plan_caps(turns, config))
+    return build(header, days, data, config=config, risk_capital=_plan_caps(turns, config), baselines=baselines)
 
 
 def split_ledger(ledger: Ledger, sessions: Sequence[SessionSpec]) -> list[list[LedgerEvent]]:

@@ -3,8 +3,9 @@
 Columns: the run (key, agent, model, profile, data, data_sha256, dates, checkpoints, repeat,
 seed, temperature), every metric of `kestrel.report.Metrics` (`cost_usd`: the model's dollars),
 the currency of its PnL and `net_of_cost` (net PnL minus the model's dollars; empty unless the
-PnL is in USD), the run's own page's buy-and-hold (`buy_and_hold_net_pnl`, `_return_on_risk`,
-`_sharpe`, `_max_drawdown`), `leakage` (`in-sample`, `post-cutoff`, `unknown`, `generated`;
+PnL is in USD), the equal-size buy-and-hold of its sessions (`buy_and_hold_net_pnl`,
+`buy_and_hold_return_on_risk`: from the data and the execution model alone, the reference
+agent's records summed; `kestrel.report.baselines`), `leakage` (`in-sample`, `post-cutoff`, `unknown`, `generated`;
 empty for agents that are not models) and its `leakage_note`, `spending_cap` ("run": the run's
 own cap stood an ordinal down; "sweep": the sweep's cap cut it), `ledger_sha256`, `failure`
 (`fatal`, `every-call-failed`, `error`) and `error` (the reason; None for a finished run).

@@ -53,9 +53,9 @@ SessionRunner = Callable[..., Any]
 """`runner(data, agent, options, *, date, days, sink)` -> `SessionResult` (default `run_session`)."""
 RESULT = "result.json"
 SESSIONS = "sessions.json"
-# each run's buy-and-hold baseline (its sessions, in its largest position, as on its page),
-# stored as `buy_and_hold_<metric>` on its row (its page's figure)
-BASELINE_METRICS = ("net_pnl", "return_on_risk", "sharpe", "max_drawdown")
+# the equal-size buy-and-hold of each run's sessions (`kestrel.report.baselines`: the data and
+# the execution model alone), stored as `buy_and_hold_<metric>` on its row
+BASELINE_METRICS = ("net_pnl", "return_on_risk")
 
 _DATA: dict[str, MarketData] = {}
 _SOURCES: dict[str, DataSource] = {}
@@ -192,12 +192,15 @@ def execute(task: RunTask, agent_factory: AgentFactory | RunAgents, data_loader:
     try:
         ledger = result.ledger_jsonl()
         model = getattr(agent, "model", None) or None
-        rep = from_result(result, data, data_sha256=task.data_sha256, model=model)
+        rep = from_result(result, data, data_sha256=task.data_sha256, model=model, baselines=False)
+        config = result.header.engine or EngineConfig()
+        refs = baseline_records(data, spec.dates, data_name=spec.data, config=config)
         row["model"] = model
         row.update(msgspec.to_builtins(rep.metrics))
-        hold = rep.baselines.get("buy-and-hold")
-        for m in BASELINE_METRICS:
-            row[f"buy_and_hold_{m}"] = None if hold is None else getattr(hold, m)
+        held = [r for r in refs if r.agent == "buy-and-hold"]
+        hold = round(sum(r.net_pnl for r in held), 9)
+        row["buy_and_hold_net_pnl"] = hold
+        row["buy_and_hold_return_on_risk"] = round(sum(r.return_on_risk for r in held), 9)
         row["currency"] = rep.header.currency
         cost = rep.metrics.cost_usd
         row["net_of_cost"] = (round(rep.metrics.net_pnl - (cost or 0.0), 9)
@@ -216,7 +219,6 @@ def execute(task: RunTask, agent_factory: AgentFactory | RunAgents, data_loader:
             _commit(Path(task.out), task.key, files, folder="failed")
             return row
         records = session_records(rep, profile=spec.profile, repeat=spec.repeat, agent=spec.agent)
-        refs = baseline_records(data, spec.dates, data_name=spec.data, config=result.header.engine or EngineConfig())
         files["sessions.json"] = msgspec.json.encode(SessionsFile(records, refs), order="deterministic") + b"\n"
         files[RESULT] = msgspec.json.encode(row, order="deterministic") + b"\n"
         _commit(Path(task.out), task.key, files)
