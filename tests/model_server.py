@@ -5,7 +5,7 @@ wire formats, recording every request. No SDK is patched: the real SDKs talk HTT
 Replies come from a `Script`: a function of the parsed request body (stateless, so runs on
 asyncio, trio and direct get the same answers), returning a `Canned` reply: the text, the
 finish/stop reason, an HTTP status, a delay, a raw body, usage fields to send verbatim, extra
-response headers, or a dropped connection.
+response headers, a dropped connection, or (Chat Completions) a custom tool call.
 
 A provider's behaviour at scale is configured on the server (`serve(..., latency=, rps=,
 faults=)`): a latency added to every answered request; a requests-per-second limit (a sliding
@@ -47,6 +47,8 @@ class Canned:
     thinking: str | None = None  # Anthropic: a thinking block before the text
     headers: tuple[tuple[str, str], ...] = ()  # extra response headers (e.g. Retry-After)
     drop: bool = False  # close the connection without an answer
+    tool_input: str | None = None  # OpenAI: a custom tool call with this input (content: text or null)
+    tool_name: str = "kestrel_reply"
 
 
 Script = Callable[[str, dict[str, Any]], Canned]
@@ -113,16 +115,22 @@ def _total(usage: Any, *keys: str) -> int:
 
 
 def openai_body(model: str, c: Canned, prompt: str) -> dict[str, Any]:
+    out = _tokens(c.text + (c.tool_input or ""))
     usage = c.usage if c.usage is not None else {
-        "prompt_tokens": _tokens(prompt), "completion_tokens": _tokens(c.text),
-        "total_tokens": _tokens(prompt) + _tokens(c.text),
+        "prompt_tokens": _tokens(prompt), "completion_tokens": out,
+        "total_tokens": _tokens(prompt) + out,
         "prompt_tokens_details": {"cached_tokens": 0},
         "completion_tokens_details": {"reasoning_tokens": 0},
     }
+    message: dict[str, Any] = {"role": "assistant", "content": c.text}
+    if c.tool_input is not None:
+        message["content"] = c.text or None
+        message["tool_calls"] = [{"id": "call_loopback", "type": "custom",
+                                  "custom": {"name": c.tool_name, "input": c.tool_input}}]
     return {
         "id": "chatcmpl-loopback", "object": "chat.completion", "created": 0, "model": model,
-        "choices": [{"index": 0, "finish_reason": c.finish or "stop",
-                     "message": {"role": "assistant", "content": c.text}}],
+        "choices": [{"index": 0, "finish_reason": c.finish or ("tool_calls" if c.tool_input is not None else "stop"),
+                     "message": message}],
         "usage": usage,
     }
 

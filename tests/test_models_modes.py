@@ -78,7 +78,8 @@ def test_builtin_mode_lookup_is_case_insensitive(capsys: pytest.CaptureFixture[s
         ('panes = ["quote", "candles"]', "panes", "'candles'"),
         ('agent = "gpt4"', "agent", "use one of"),
         ('agent = "fixed"', "agent", "fixed:PATH"),
-        ('provider = "mistral"', "provider", "use one of anthropic, ollama, openai"),
+        ('provider = "mistral"', "provider", "use one of anthropic, deepseek, gemini, groq, llamacpp, "
+                                             "lmstudio, ollama, openai, openrouter, sglang, together, vllm"),
         ('base_url = "localhost:8000"', "base_url", "http://"),
         ("view_request_cap = \"three\"", "view_request_cap", "Expected `int"),
         ("colour = \"red\"", "colour", "unknown field"),

@@ -14,7 +14,7 @@ from model_server import Canned, serve
 from kestrel.cli.agentspec import agent_of
 from kestrel.cli.errors import UsageError
 from kestrel.models.adapter import ModelAgent
-from kestrel.models.effort import capability
+from kestrel.models.effort import capabilities, capability
 from kestrel.providers import BUILTIN_AGENTS, RegistryError, agent_kinds, load_registry, lookup, names, registry
 from kestrel.session.profiles import AGENT_KINDS, PROVIDERS
 
@@ -25,6 +25,15 @@ WIRE_TESTS: dict[str, tuple[str, str]] = {
     "openai": ("/v1/chat/completions", "/v1"),
     "anthropic": ("/v1/messages", ""),
     "ollama": ("/v1/chat/completions", "/v1"),
+    "vllm": ("/v1/chat/completions", "/v1"),
+    "llamacpp": ("/v1/chat/completions", "/v1"),
+    "sglang": ("/v1/chat/completions", "/v1"),
+    "lmstudio": ("/v1/chat/completions", "/v1"),
+    "openrouter": ("/v1/chat/completions", "/v1"),
+    "together": ("/v1/chat/completions", "/v1"),
+    "groq": ("/v1/chat/completions", "/v1"),
+    "deepseek": ("/v1/chat/completions", "/v1"),
+    "gemini": ("/v1/chat/completions", "/v1"),
 }
 
 PLAN = "PLAN t\nWHEN last > 0: BUY 1 MKT STOP -1%"
@@ -80,6 +89,30 @@ def test_a_provider_with_a_key_names_its_variable(monkeypatch: pytest.MonkeyPatc
 def test_effort_follows_the_providers_family() -> None:
     assert capability("openai", "gpt-5.1").param == "reasoning_effort"
     assert capability("ollama", "gpt-5.1").param == "none"  # a local server takes OpenAI's wire, not its effort rows
+    assert capability("gemini", "gemini-2.5-flash").levels == ("none", "low", "medium", "high")
+    assert capability("gemini", "gemini-2.5-pro").levels == ("low", "medium", "high")  # thinking stays on
+    assert capability("gemini", "gemini-2.0-flash").param == "none"
+    assert capability("openrouter", "anthropic/claude-sonnet-4.5").param == "reasoning_effort"
+
+
+def test_every_effort_family_a_row_names_has_rows() -> None:
+    families = {c.provider for c in capabilities()}
+    assert {r.effort for r in registry()} - {"none"} <= families
+
+
+def test_the_hosted_rows_are_priced_by_genai_prices() -> None:
+    pytest.importorskip("genai_prices")
+    from kestrel.models.cost import dollars
+    from kestrel.session.protocol import Usage
+
+    models = {"openrouter": "openai/gpt-4o", "together": "meta-llama/Llama-3.3-70B-Instruct-Turbo",
+              "groq": "llama-3.3-70b-versatile", "deepseek": "deepseek-chat", "gemini": "gemini-2.5-flash"}
+    for name, model in models.items():
+        usd = dollars(name, model, Usage(input=1000, output=1000))
+        assert usd is not None and usd > 0, name
+    local = [r.name for r in registry() if not r.key_env]
+    assert local == ["ollama", "vllm", "llamacpp", "sglang", "lmstudio"]
+    assert all(lookup(n).prices == "" and lookup(n).base_url.startswith("http://127.0.0.1:") for n in local)  # type: ignore[union-attr]
 
 
 def test_the_packaged_rows_validate() -> None:
@@ -104,6 +137,13 @@ def _table(**fields: Any) -> str:
         ({"key_env": "NOT A VAR"}, "environment variable name"),
         ({"effort": "huge"}, "effort"),
         ({"surprise": 1}, "surprise"),
+        ({"grammar": "grammar", "dialect": "ebnf"}, "takes dialect gbnf or llguidance"),
+        ({"grammar": "ebnf"}, "takes dialect ebnf, got None"),
+        ({"dialect": "gbnf"}, "dialect is set but grammar is \"none\""),
+        ({"wire": "anthropic-messages", "grammar": "custom-tool", "dialect": "llguidance"},
+         "not defined for wire 'anthropic-messages'"),
+        ({"grammar": "grammar", "dialect": "gbnf", "grammar_models": []}, "grammar_models must list"),
+        ({"grammar": "json"}, "grammar"),
     ],
 )
 def test_a_bad_row_is_refused_with_its_field(fields: dict[str, Any], message: str) -> None:
@@ -117,7 +157,46 @@ def test_a_duplicate_name_is_refused() -> None:
         load_registry(_table() + _table())
 
 
+def test_grammar_models_decide_in_order_and_exclude_with_a_bang() -> None:
+    (row,) = load_registry(_table(grammar="custom-tool", dialect="llguidance",
+                                  grammar_models=["!*-chat*", "gpt-5*"]))
+    assert row.takes_grammar("gpt-5.1") and row.takes_grammar("GPT-5-mini")
+    assert not row.takes_grammar("gpt-5-chat-latest") and not row.takes_grammar("gpt-4o")
+    (plain,) = load_registry(_table())
+    assert not plain.takes_grammar("anything")
+
+
 def test_one_row_adds_an_openai_compatible_service() -> None:
     rows = load_registry(_table(name="acme", base_url="https://api.acme.test/v1", key_env="ACME_KEY"))
     assert rows[0].sdk == "openai" and rows[0].default_base_url == "https://api.acme.test/v1"
     assert rows[0].needs_key
+
+
+FIRST_CALL = r"""
+import sys
+sys.path.insert(0, "tests")
+from model_server import Canned, serve
+from kestrel.models.adapter import ModelAgent, ModelConfig
+from kestrel.models.wires import OpenAIChat
+from kestrel.session.protocol import AuthorRequest
+with serve(lambda p, b: Canned("PASS")) as srv:
+    config = ModelConfig("openai", "m", base_url=srv.openai_url, timeout_s=60)
+    wire = OpenAIChat(config, "sk")
+    wire.connect()
+    before = set(sys.modules)
+    ModelAgent(config, wire, system="S").author(AuthorRequest(ordinal="OPEN", iteration=0, briefing="B"))
+    print(sorted(set(sys.modules) - before))
+"""
+
+
+def test_connect_loads_what_the_first_call_uses() -> None:
+    """The SDK imports a client's resources on first access: `connect` loads them, so the first
+    call (inside its rate-limiter slot and its latency) imports nothing."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, "-c", FIRST_CALL], cwd=root, capture_output=True, text=True,
+                         timeout=60, check=True)
+    assert out.stdout.strip() == "[]", out.stdout

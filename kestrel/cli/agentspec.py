@@ -7,6 +7,8 @@ import importlib.util
 import os
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from kestrel.cli.errors import UsageError
 from kestrel.providers import lookup
 from kestrel.providers import names as provider_names
@@ -33,6 +35,8 @@ def agent_of(
     panes: tuple[str, ...] | None = None,
     content: bytes | None = None,
     policy: CallPolicy | None = None,
+    constrain: str | None = None,
+    reason_first: bool = False,
 ) -> Agent:
     """The agent named by `--agent`; a plan file, capture or replies file is read and
     validated here, and a model agent's SDK, model name and API key are checked, so a bad one
@@ -40,8 +44,10 @@ def agent_of(
     is that file's bytes as read earlier (the daemon keeps them with the run, so a resumed run
     plays the file as it was at submit, not as it is now); the agent is the one the file gives.
     A model agent may be a full spec (`kestrel.models.spec`: `PROVIDER:MODEL@URL|key=VAR|...`);
-    its options fill what the flags leave unset, and `policy` is how its calls are made (its
-    `rpm=`/`tpm=`/`concurrency=` options add a limiter and call slots to it)."""
+    its options fill what the flags leave unset (a flag and an option naming different values
+    is refused), and `policy` is how its calls are made (its `rpm=`/`tpm=`/`concurrency=`
+    options add a limiter and call slots to it). `constrain` and `reason_first` are the
+    reply grammar choice (`--constrain`, a spec's `constrain=`) and the free reasoning call."""
     from kestrel.agents.baseline import BaselineAgent
     from kestrel.agents.fixed import FixedAgent
     from kestrel.agents.recorded import RecordedAgent
@@ -52,16 +58,21 @@ def agent_of(
     if lookup(kind) is not None:
         if not ("|" in spec or "@http" in spec):
             return model_agent(kind, arg.strip(), model=model, base_url=base_url,
-                               api_key_env=api_key_env, timeout_s=timeout_s, panes=panes, policy=policy)
+                               api_key_env=api_key_env, timeout_s=timeout_s, panes=panes, policy=policy,
+                               constrain=constrain, reason_first=reason_first)
         ms = model_spec(spec)
         if base_url is not None and ms.base_url is not None and base_url != ms.base_url:
             raise UsageError(f"--agent {spec} names the endpoint {ms.base_url} and --base-url {base_url}: give one")
         if api_key_env is not None and ms.key_env is not None and api_key_env != ms.key_env:
             raise UsageError(f"--agent {spec} names the key variable {ms.key_env} and --api-key-env "
                              f"{api_key_env}: give one")
+        if constrain is not None and ms.constrain is not None and constrain.strip().lower() != ms.constrain:
+            raise UsageError(f"--agent {spec} names constrain={ms.constrain} and --constrain {constrain}: give one")
         return model_agent(ms.provider, ms.model, model=model, base_url=base_url or ms.base_url,
                            api_key_env=api_key_env or ms.key_env, timeout_s=timeout_s, panes=panes,
-                           policy=spec_policy(ms, policy), temperature=ms.temperature)
+                           policy=spec_policy(ms, policy), temperature=ms.temperature,
+                           constrain=ms.constrain if ms.constrain is not None else constrain,
+                           reason_first=reason_first)
     if kind == "baseline" and not arg:
         return BaselineAgent()
     if kind in ("fixed", "recorded", "replies") and arg and content is not None:
@@ -130,15 +141,20 @@ def model_agent(
     policy: CallPolicy | None = None,
     temperature: float | None = None,
     seed: int | None = None,
+    constrain: str | None = None,
+    reason_first: bool = False,
 ) -> ModelAgent:
     """A `PROVIDER:MODEL` agent of the provider registry: the model from the spec or
     `--model`/the mode, the key from the provider's variable or `--api-key-env` (none for a
     provider that needs no key), `--base-url` (else the provider's default) handed to the SDK,
-    and the system prompt listing only `panes` (a mode's restriction; None: every pane). The
-    SDK is imported and the client built here, before the session, so no call pays for it."""
+    the system prompt listing only `panes` (a mode's restriction; None: every pane), the reply
+    grammar `constrain` resolves to (None: auto) and, with `reason_first` and a grammar, a
+    second client for the free reasoning call. The SDK is imported and the clients built here,
+    before the session, so no call pays for it."""
     from kestrel.frame import DEFAULT_CATALOG
     from kestrel.models.adapter import DEFAULT_TIMEOUT_S, ModelAgent, ModelConfig, ModelError
     from kestrel.models.card import render_card
+    from kestrel.models.constrain import ConstrainError, resolve_constraint
     from kestrel.models.wires import WIRES
 
     if spec_model and model and spec_model != model:
@@ -165,19 +181,28 @@ def model_agent(
             + ("" if api_key_env else " (or name another variable with --api-key-env NAME)")
         )
     try:
+        constraint = resolve_constraint(row.name, name, constrain)
+    except ConstrainError as exc:
+        raise UsageError(str(exc)) from None
+    try:
         config = ModelConfig(row.name, name, base_url=base_url or row.default_base_url,
                              timeout_s=timeout_s if timeout_s is not None else DEFAULT_TIMEOUT_S,
-                             temperature=temperature, seed=seed)
+                             constraint=constraint, temperature=temperature, seed=seed)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     wire = WIRES[row.wire](config, key)
+    reasoner = None
+    if reason_first and constraint is not None:
+        reasoner = WIRES[row.wire](msgspec.structs.replace(config, constraint=None), key)
     try:
         wire.connect()
+        if reasoner is not None:
+            reasoner.connect()
     except ModelError as exc:
         raise UsageError(str(exc)) from None
     system = None if panes is None else render_card(DEFAULT_CATALOG.only(panes))
     try:
-        return ModelAgent(config, wire, system=system, policy=policy)
+        return ModelAgent(config, wire, system=system, policy=policy, reasoner=reasoner)
     except ModelError as exc:  # a USD cap on a model the price table does not know
         raise UsageError(str(exc)) from None
 
@@ -190,17 +215,13 @@ def is_model_agent(agent: object) -> bool:
 
 
 def model_spec(spec: str) -> ModelSpec:
-    """`spec` parsed as a model agent's spec (`UsageError` naming what is wrong); a
-    `constrain=grammar` this build cannot send is refused here."""
+    """`spec` parsed as a model agent's spec (`UsageError` naming what is wrong)."""
     from kestrel.models.spec import SpecError, parse_spec
 
     try:
         ms = parse_spec(spec)
     except SpecError as exc:
         raise UsageError(str(exc)) from None
-    if ms.constrain not in (None, "none"):
-        raise UsageError(f"agent {spec!r}: constrain={ms.constrain} is not available in this build "
-                         "(no provider grammar support yet): drop the option or use constrain=none")
     return ms
 
 

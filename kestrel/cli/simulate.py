@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # imported lazily at run time (start-up cost)
     from kestrel.session.results import SessionResult
 
 DIRECT = "direct"
+CONSTRAIN_CHOICES = ("auto", "off", "llguidance", "gbnf", "ebnf")  # = profiles.CONSTRAIN_CHOICES (tested)
 EFFORT_LEVELS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")  # = profiles.EFFORT_LEVELS (tested)
 DEFAULT_AGENT_TIMEOUT_S = 120.0  # = kestrel.service.actors.driver.DEFAULT_AGENT_TIMEOUT_S (tested)
 
@@ -79,6 +80,12 @@ def register(subparsers: Subcommands) -> None:
     s.add_argument("--base-url", help="model endpoint handed to the SDK unchanged, e.g. http://127.0.0.1:8000/v1")
     s.add_argument("--api-key-env", metavar="NAME",
                    help="environment variable holding the API key (default: the provider's, e.g. OPENAI_API_KEY)")
+    s.add_argument("--constrain", choices=CONSTRAIN_CHOICES,
+                   help="the reply grammar sent to a model: auto (default: where the provider takes one), "
+                        "off, or a dialect (llguidance, gbnf, ebnf) the provider takes")
+    s.add_argument("--reason-first", action=argparse.BooleanOptionalAction, default=None,
+                   help="with a reply grammar, make each reply two calls: free reasoning, then the "
+                        "constrained statement with it as context (default off: one call)")
     s.add_argument("--agent-timeout", type=float, default=DEFAULT_AGENT_TIMEOUT_S,
                    help=f"seconds per agent call, handed to the model SDK too (default {DEFAULT_AGENT_TIMEOUT_S:g})")
     _execution_flags(s)
@@ -211,6 +218,8 @@ def prepare(args: argparse.Namespace, load: Loader = _load, agent_content: bytes
         model=args.model,
         base_url=args.base_url,
         api_key_env=args.api_key_env,
+        constrain=args.constrain,
+        reason_first=args.reason_first,
     )
     resolved = profiles.resolve(flags, mode, profile)
     st = resolved.settings
@@ -222,8 +231,9 @@ def prepare(args: argparse.Namespace, load: Loader = _load, agent_content: bytes
         print(f"kestrel simulate: note: {resolved.note}", file=sys.stderr)
     agent = agent_of(spec, model=model, base_url=st.base_url, api_key_env=st.api_key_env,
                      timeout_s=args.agent_timeout, panes=st.panes, content=agent_content,
-                     policy=run_policy(args))
+                     policy=run_policy(args), constrain=st.constrain, reason_first=st.reason_first)
     _note_unused_loop_flags(args, agent, spec)
+    _note_reason_first_without_grammar(agent, st.reason_first)
     data, source, label = load(args)
     options = SessionOptions(
         checkpoints=tuple(c for c in args.checkpoints.split(",") if c.strip()),
@@ -304,7 +314,8 @@ def _note_unused_loop_flags(args: argparse.Namespace, agent: Agent, name: str) -
     model_flags = [
         flag
         for flag, value in (("--model", args.model), ("--base-url", args.base_url),
-                            ("--api-key-env", args.api_key_env))
+                            ("--api-key-env", args.api_key_env), ("--constrain", args.constrain),
+                            ("--reason-first", args.reason_first))
         if value is not None
     ]
     if model_flags and lookup(name.partition(":")[0]) is None:
@@ -333,6 +344,15 @@ def _note_unused_loop_flags(args: argparse.Namespace, agent: Agent, name: str) -
             "no effect on this run",
             file=sys.stderr,
         )
+
+
+def _note_reason_first_without_grammar(agent: Agent, reason_first: bool) -> None:
+    """Reason-first splits a constrained reply in two; with no grammar sent it does nothing:
+    say so on stderr."""
+    config = getattr(agent, "config", None)
+    if reason_first and config is not None and getattr(config, "constraint", 0) is None:
+        print(f"kestrel simulate: note: no reply grammar is sent to {config.provider}:{config.model} "
+              "(see --constrain), so reason-first has no effect on this run", file=sys.stderr)
 
 
 @contextmanager

@@ -107,7 +107,8 @@ class SweepCalls:
         policy = CallPolicy(limiter=limiter, budgets=self._policy(), cache=self.cache, slots=slots, stop=self.stop)
         return model_agent(ms.provider, ms.model, model=None, base_url=ms.base_url, api_key_env=ms.key_env,
                            timeout_s=self.timeout_s, policy=policy,
-                           temperature=ms.temperature if ms.temperature is not None else temperature, seed=seed)
+                           temperature=ms.temperature if ms.temperature is not None else temperature, seed=seed,
+                           constrain=ms.constrain)
 
     def for_run(self, run: SweepRun) -> Agent:
         return self._agent(run.agent, run.temperature, run.seed)

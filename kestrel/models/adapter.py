@@ -22,6 +22,11 @@ Invariants:
   `FatalModelError` (HTTP 401/403/404) is never retried, and every later call of the agent
   raises it again at once, without a request;
 - a reply cut at the output limit is marked `uncertain`;
+- with a `reasoner` (reason-first), each reply is two calls, each through the whole call policy
+  (cache, caps, limiter, retries) within the one deadline: the reasoner's free call, then the
+  constrained call with its reasoning as context; the reply is the second call's text, its
+  usage the sum of both (so the token budget, the caps and the cost count both), its latency
+  both calls', and the conversation keeps only the statement;
 - the API key is held by the SDK client only (never in a repr, a log or the evidence).
 """
 
@@ -35,6 +40,13 @@ import msgspec
 from kestrel.frame.text import estimate_tokens
 from kestrel.models.callpolicy import CallPolicy
 from kestrel.models.card import language_card
+from kestrel.models.constrain import (
+    REASON_FIRST_NOTE,
+    Constraint,
+    prompt_text,
+    reasoning_messages,
+    statement_messages,
+)
 from kestrel.models.conversation import Conversation, Message
 from kestrel.models.cost import dollars
 from kestrel.models.effort import EffortDecision, gate
@@ -52,13 +64,15 @@ CALL_BUDGET_FRACTION = 0.9
 
 
 class ModelConfig(msgspec.Struct, frozen=True):
-    """What a model agent calls. `base_url` None = the SDK's default endpoint."""
+    """What a model agent calls. `base_url` None = the SDK's default endpoint; `constraint`:
+    the reply grammar its requests carry (`kestrel.models.constrain`), None = none."""
 
     provider: str
     model: str
     base_url: str | None = None
     timeout_s: float = DEFAULT_TIMEOUT_S
     max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
+    constraint: Constraint | None = None
     temperature: float | None = None  # None: the provider's default (not sent)
     seed: int | None = None  # sent to wires that take one; always part of the reply cache's key
 
@@ -140,10 +154,13 @@ class ModelAgent:
         *,
         system: str | None = None,
         policy: CallPolicy | None = None,
+        reasoner: WireAdapter | None = None,
     ) -> None:
         self.config = config
         self.policy = CallPolicy() if policy is None else policy
         self._provider = provider
+        self._reasoner = reasoner
+        self._noted_generation = 0
         self._system = language_card() if system is None else system
         self._conversation = Conversation()
         self._last_effort: tuple[int, str | None] | None = None
@@ -171,7 +188,14 @@ class ModelAgent:
         note = decision.note if key != self._last_effort else None
         self._last_effort = key
         start = time.perf_counter()
-        completion = self._call(messages, decision, self.policy.clock.monotonic() + self.config.call_budget_s)
+        deadline = self.policy.clock.monotonic() + self.config.call_budget_s
+        if self._reasoner is None:
+            completion = self._call(messages, decision, deadline, self._provider)
+        else:
+            completion = self._reason_first(messages, decision, deadline, self._reasoner)
+            if generation != self._noted_generation:  # once per ordinal
+                self._noted_generation = generation
+                note = REASON_FIRST_NOTE if note is None else f"{note}; {REASON_FIRST_NOTE}"
         latency_ms = round((time.perf_counter() - start) * 1000.0, 3)
         self._conversation.answer(generation, completion.text)
         if completion.estimated:
@@ -185,9 +209,23 @@ class ModelAgent:
             cached=completion.cached,
         )
 
-    def _call(self, messages: tuple[Message, ...], decision: EffortDecision, deadline: float) -> Completion:
-        """One call (see the module invariants for the order of the cache, the caps and the
-        attempts)."""
+    def _reason_first(
+        self, messages: tuple[Message, ...], decision: EffortDecision, deadline: float, reasoner: WireAdapter
+    ) -> Completion:
+        """The free reasoning call, then the constrained one (see the module invariants)."""
+        free = self._call(reasoning_messages(messages), decision, deadline, reasoner)
+        final = self._call(statement_messages(messages, free.text), decision, deadline, self._provider)
+        a, b = free.usage, final.usage
+        usage = Usage(a.input + b.input, a.output + b.output, a.thinking + b.thinking,
+                      a.cache_read + b.cache_read, a.cache_write + b.cache_write)
+        return Completion(final.text, usage, final.truncated, free.estimated or final.estimated,
+                          cached=free.cached and final.cached)
+
+    def _call(
+        self, messages: tuple[Message, ...], decision: EffortDecision, deadline: float, wire: WireAdapter
+    ) -> Completion:
+        """One call through `wire` (see the module invariants for the order of the cache, the
+        caps and the attempts)."""
         policy, config = self.policy, self.config
         policy.stats.add(calls=1)
         if self._fatal is not None:
@@ -195,7 +233,7 @@ class ModelAgent:
             raise self._fatal
         key: str | None = None
         if policy.cache is not None:
-            sent = self._provider.request(self._system, messages, decision)
+            sent = wire.request(self._system, messages, decision)
             # a seed the wire does not send still tells repeats apart in the cache
             keyed = sent if config.seed is None or "seed" in sent else {**sent, "seed": config.seed}
             key = reply_key(config.provider, config.model, config.base_url, keyed)
@@ -205,11 +243,12 @@ class ModelAgent:
                 return Completion(hit.text, hit.usage, hit.truncated, hit.estimated, cached=True)
         worst = 0
         if policy.budgets or policy.limiter is not None:
-            worst = (estimate_tokens(self._system) + sum(estimate_tokens(m.content) for m in messages)
-                     + self._provider.output_limit(decision))
+            tool = prompt_text(config.constraint) if wire is self._provider else ""
+            worst = (estimate_tokens(self._system) + estimate_tokens(tool)
+                     + sum(estimate_tokens(m.content) for m in messages) + wire.output_limit(decision))
         holds: list[Hold] = []
         if policy.budgets:
-            output = self._provider.output_limit(decision)
+            output = wire.output_limit(decision)
             try:
                 holds = reserve_all(policy.budgets,
                                     worst_case_usd(config.provider, config.model, worst - output, output), worst)
@@ -217,7 +256,7 @@ class ModelAgent:
                 policy.stats.add(refused=1)
                 raise
         try:
-            completion = self._attempts(messages, decision, deadline, worst)
+            completion = self._attempts(messages, decision, deadline, worst, wire)
         except ModelError as exc:
             for budget, hold in zip(policy.budgets, holds, strict=True):
                 if exc.maybe_billed:
@@ -238,7 +277,8 @@ class ModelAgent:
         return completion
 
     def _attempts(
-        self, messages: tuple[Message, ...], decision: EffortDecision, deadline: float, booked: int
+        self, messages: tuple[Message, ...], decision: EffortDecision, deadline: float, booked: int,
+        wire: WireAdapter,
     ) -> Completion:
         """Up to `retry.max_attempts` attempts, each allowed all the time left before
         `deadline` (a slow model is not cut to a fraction of the budget), each after the
@@ -278,7 +318,7 @@ class ModelAgent:
             made += 1
             policy.stats.add(attempts=1, retries=int(made > 1))
             try:
-                completion = self._provider.complete(self._system, messages, decision, left)
+                completion = wire.complete(self._system, messages, decision, left)
             except ModelError as exc:
                 if slots is not None:
                     slots.release()

@@ -14,7 +14,7 @@ itself, e.g. `claude-3-5-sonnet@20240620`). Options, each at most once:
 |---|---|---|
 | `key=VAR` | the environment variable holding the API key (`none`: no key) | no |
 | `effort=LEVEL` | the reasoning effort (`none minimal low medium high xhigh max`), over the profile's | yes |
-| `constrain=MODE` | constrained output (`grammar`, `none`): replies the provider decodes under the grammar | yes |
+| `constrain=MODE` | the reply grammar (`auto off llguidance gbnf ebnf`, as `--constrain`; `kestrel.models.constrain`) | yes |
 | `temperature=T` | sampling temperature, 0 to 2 | yes |
 | `rpm=N`, `tpm=N` | the endpoint's client-side rate limit (requests, tokens per minute) | no |
 | `concurrency=N` | the most calls in flight to the endpoint at once | no |
@@ -32,11 +32,12 @@ import re
 
 import msgspec
 
+from kestrel.models.constrain import CONSTRAIN_CHOICES
 from kestrel.providers import lookup
 from kestrel.providers import names as provider_names
 
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
-CONSTRAINTS = ("grammar", "none")
+CONSTRAINTS = CONSTRAIN_CHOICES
 OPTIONS = ("key", "effort", "constrain", "temperature", "rpm", "tpm", "concurrency")
 CALL_OPTIONS = frozenset({"key", "rpm", "tpm", "concurrency"})
 """Options that change how calls are made, never what a run records."""
@@ -144,7 +145,7 @@ def parse_spec(text: str) -> ModelSpec:
             effort = value.lower()
         elif name == "constrain":
             if value.lower() not in CONSTRAINTS:
-                raise SpecError(f"agent {spec!r}: constrain={value!r}: use one of {', '.join(CONSTRAINTS)}")
+                raise SpecError(f"agent {spec!r}: constrain={value!r}: use one of {' '.join(CONSTRAINTS)}")
             constrain = value.lower()
         elif name == "temperature":
             temperature = _number(name, value, spec, low=0.0, high=2.0)

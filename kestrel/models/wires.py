@@ -23,6 +23,7 @@ from typing import Any
 
 from kestrel.frame.text import estimate_tokens
 from kestrel.models.adapter import Completion, ModelConfig, one_line
+from kestrel.models.constrain import constrained_reply, with_constraint
 from kestrel.models.conversation import Message
 from kestrel.models.effort import EffortDecision, capability
 from kestrel.models.errors import (
@@ -124,6 +125,7 @@ class _SdkClient:
 
     sdk_name = ""
     client_class = ""
+    resource = ""  # the client's resource the adapter calls (the SDK imports it on first access)
 
     def __init__(self, config: ModelConfig, api_key: str) -> None:
         self.config = config
@@ -134,8 +136,11 @@ class _SdkClient:
         return _import(self.sdk_name)
 
     def connect(self) -> None:
-        """Import the SDK and build the client (before the session: not inside a timed call)."""
-        self.client()
+        """Import the SDK and build the client, and load the resource the calls use (the SDK
+        imports it on first access), before the session: not inside a timed call."""
+        target = self.client()
+        for name in self.resource.split("."):
+            target = getattr(target, name)
 
     def client(self) -> Any:
         if self._client is None:
@@ -159,6 +164,7 @@ class OpenAIChat(_SdkClient):
 
     sdk_name = "openai"
     client_class = "OpenAI"
+    resource = "chat.completions"
 
     def __init__(self, config: ModelConfig, api_key: str) -> None:
         super().__init__(config, api_key)
@@ -167,7 +173,8 @@ class OpenAIChat(_SdkClient):
         self._system_role = row.system_role
 
     def request(self, system: str, messages: tuple[Message, ...], effort: EffortDecision) -> dict[str, Any]:
-        """The keyword arguments of `chat.completions.create` (also used by the bench)."""
+        """The keyword arguments of `chat.completions.create` (also used by the bench), with the
+        reply grammar's fields when the config has a constraint (`kestrel.models.constrain`)."""
         body: dict[str, Any] = {
             "model": self.config.model,
             "messages": [{"role": self._system_role, "content": system}]
@@ -179,7 +186,7 @@ class OpenAIChat(_SdkClient):
         if self.config.seed is not None:  # Chat Completions takes a seed (best-effort determinism)
             body["seed"] = self.config.seed
         body.update(effort.params)
-        return body
+        return with_constraint(body, self.config.constraint)
 
     def output_limit(self, effort: EffortDecision) -> int:
         """The most output tokens a reply may bill (reasoning included)."""
@@ -207,6 +214,7 @@ class OpenAIChat(_SdkClient):
         content = message.get("content") if isinstance(message, Mapping) else None
         if content is not None and not isinstance(content, str):
             raise ModelError(f"{what}: malformed response body (message content is not text)")
+        content = constrained_reply(self.config.constraint, message, content)
         usage = data.get("usage")
         return _completion(openai_usage(usage) if isinstance(usage, Mapping) else None, system, messages,
                            content or "", choice.get("finish_reason") == "length")
@@ -217,6 +225,7 @@ class AnthropicMessages(_SdkClient):
 
     sdk_name = "anthropic"
     client_class = "Anthropic"
+    resource = "messages"
 
     def request(self, system: str, messages: tuple[Message, ...], effort: EffortDecision) -> dict[str, Any]:
         """The keyword arguments of `messages.create` (the card is a cached system block when the

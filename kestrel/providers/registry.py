@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import re
 import tomllib
 from functools import cache
@@ -13,8 +14,33 @@ import msgspec
 Wire = Literal["openai-chat", "anthropic-messages"]
 """A request/response format and the SDK adapter that speaks it."""
 
-EffortFamily = Literal["openai", "anthropic", "none"]
+EffortFamily = Literal["openai", "anthropic", "gemini", "openrouter", "none"]
 PromptCaching = Literal["automatic", "explicit", "none"]
+
+GrammarField = Literal["custom-tool", "structured-outputs", "grammar", "ebnf", "none"]
+"""Where a request carries the grammar a constrained reply is decoded under (see
+providers.toml's header)."""
+
+Dialect = Literal["llguidance", "gbnf", "ebnf"]
+"""The exported grammar dialects (`kestrel.lang.dialects.DIALECTS`, the same names)."""
+
+FIELD_DIALECTS: dict[str, tuple[Dialect, ...]] = {
+    "custom-tool": ("llguidance",),
+    "structured-outputs": ("ebnf", "llguidance"),
+    "grammar": ("gbnf", "llguidance"),
+    "ebnf": ("ebnf",),
+    "none": (),
+}
+"""The dialects each grammar field takes, the row's default first among those it may name."""
+
+FIELD_WIRES: dict[str, tuple[str, ...]] = {
+    "custom-tool": ("openai-chat",),
+    "structured-outputs": ("openai-chat",),
+    "grammar": ("openai-chat",),
+    "ebnf": ("openai-chat",),
+    "none": ("openai-chat", "anthropic-messages"),
+}
+"""The wire formats a grammar field is defined for."""
 
 BUILTIN_AGENTS: tuple[str, ...] = ("baseline", "fixed", "recorded", "replies")
 """The agent kinds that are not model providers (`baseline`, `fixed:PLAN`, ...)."""
@@ -40,6 +66,9 @@ class Provider(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     effort: EffortFamily = "none"
     prompt_caching: PromptCaching = "none"
     prices: str = ""
+    grammar: GrammarField = "none"
+    dialect: Dialect | None = None
+    grammar_models: tuple[str, ...] = ("*",)
     description: str = ""
 
     @property
@@ -54,6 +83,18 @@ class Provider(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     @property
     def default_base_url(self) -> str | None:
         return self.base_url or None
+
+    def takes_grammar(self, model: str) -> bool:
+        """Whether `model` takes the row's grammar: the first of `grammar_models` (fnmatch on the
+        lower-case model name; `!PATTERN` excludes) that matches decides; none matching: no."""
+        if self.grammar == "none":
+            return False
+        name = model.strip().lower()
+        for pattern in self.grammar_models:
+            negated = pattern.startswith("!")
+            if fnmatch.fnmatchcase(name, pattern.removeprefix("!")):
+                return not negated
+        return False
 
 
 class _Table(msgspec.Struct, frozen=True):
@@ -79,7 +120,22 @@ def load_registry(text: str, source: str = "providers.toml") -> tuple[Provider, 
             raise RegistryError(f"{where}: base_url must be empty or an http(s) URL")
         if row.key_env and not _ENV.fullmatch(row.key_env):
             raise RegistryError(f"{where}: key_env must be empty or an environment variable name")
+        _check_grammar(row, where)
     return rows
+
+
+def _check_grammar(row: Provider, where: str) -> None:
+    if row.wire not in FIELD_WIRES[row.grammar]:
+        raise RegistryError(f"{where}: grammar {row.grammar!r} is not defined for wire {row.wire!r}: "
+                            "use grammar = \"none\"")
+    taken = FIELD_DIALECTS[row.grammar]
+    if row.grammar == "none" and row.dialect is not None:
+        raise RegistryError(f"{where}: dialect is set but grammar is \"none\": remove the dialect")
+    if row.grammar != "none" and row.dialect not in taken:
+        raise RegistryError(f"{where}: grammar {row.grammar!r} takes dialect {' or '.join(taken)}, "
+                            f"got {row.dialect!r}")
+    if not row.grammar_models or not all(p.removeprefix("!") for p in row.grammar_models):
+        raise RegistryError(f"{where}: grammar_models must list model-name patterns (\"*\": every model)")
 
 
 @cache

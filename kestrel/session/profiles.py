@@ -22,6 +22,7 @@ from typing import Literal, TypeVar
 
 import msgspec
 
+from kestrel.lang.dialects import DIALECTS
 from kestrel.providers import agent_kinds
 from kestrel.providers import names as provider_names
 from kestrel.session.risk import RiskLevel
@@ -40,6 +41,10 @@ AGENT_KINDS: tuple[str, ...] = agent_kinds()
 agents and the providers of the registry (`kestrel.providers`)."""
 
 PROVIDERS: tuple[str, ...] = provider_names()
+
+CONSTRAIN_CHOICES: tuple[str, ...] = ("auto", "off", *DIALECTS)
+"""`--constrain` and a mode's `constrain`: the reply grammar sent to a model (auto: where the
+provider takes one; see kestrel.models.constrain)."""
 """Agent kinds that are model providers (they take a model, a base URL and an API key)."""
 
 
@@ -152,7 +157,8 @@ def lookup(name: str) -> Profile:
 
 class Mode(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """What runs: the agent (or a model `provider`), the model, its base URL and API-key
-    variable, the panes the agent may request, and optional loop knobs; optionally the
+    variable, the reply grammar sent to it (`constrain`, `reason_first`), the panes the agent
+    may request, and optional loop knobs; optionally the
     execution model (latency, slippage, fees) and the operator's risk bounds."""
 
     name: str
@@ -161,6 +167,8 @@ class Mode(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     model: str | None = None
     base_url: str | None = None
     api_key_env: str | None = None
+    constrain: str | None = None
+    reason_first: bool | None = None
     panes: tuple[str, ...] | None = None
     view_request_cap: int | None = None
     authoring_token_budget: int | None = None
@@ -257,6 +265,8 @@ def validate_mode(mode: Mode, *, source: str = "modes file", panes: tuple[str, .
         if not (math.isfinite(amount) and (amount >= 0 if floor is None else amount > 0)):
             need = "a finite number >= 0" if floor is None else "a finite number > 0"
             raise bad(key, f"must be {need}, got {amount:g}: fix the value or remove the key")
+    if mode.constrain is not None and mode.constrain not in CONSTRAIN_CHOICES:
+        raise bad("constrain", f"{mode.constrain!r} is not a choice: use one of {', '.join(CONSTRAIN_CHOICES)}")
     if mode.effort is not None and mode.effort not in EFFORT_LEVELS:
         raise bad("effort", f"{mode.effort!r} is not an effort level: use one of {', '.join(EFFORT_LEVELS)}")
     if mode.agent is not None:
@@ -313,6 +323,8 @@ class Flags(msgspec.Struct, frozen=True):
     model: str | None = None
     base_url: str | None = None
     api_key_env: str | None = None
+    constrain: str | None = None
+    reason_first: bool | None = None
 
 
 class Settings(msgspec.Struct, frozen=True):
@@ -327,6 +339,8 @@ class Settings(msgspec.Struct, frozen=True):
     panes: tuple[str, ...] | None = None
     base_url: str | None = None
     api_key_env: str | None = None
+    constrain: str | None = None
+    reason_first: bool = False
 
 
 class Resolved(msgspec.Struct, frozen=True):
@@ -344,16 +358,18 @@ def _kind(spec: str | None) -> str:
 
 
 def _own_mode(flags: Flags, mode: Mode) -> tuple[Mode, str | None]:
-    """The mode without its agent-specific keys (model, base_url, api_key_env) when `--agent`
-    names another agent kind: they belong to the mode's provider, never to the flag's."""
+    """The mode without its agent-specific keys (model, base_url, api_key_env, constrain,
+    reason_first) when `--agent` names another agent kind: they belong to the mode's provider,
+    never to the flag's."""
     if flags.agent is None or mode.agent_spec is None or _kind(flags.agent) == _kind(mode.agent_spec):
         return mode, None
-    dropped = [k for k in ("model", "base_url", "api_key_env") if getattr(mode, k) is not None]
+    keys = ("model", "base_url", "api_key_env", "constrain", "reason_first")
+    dropped = [k for k in keys if getattr(mode, k) is not None]
     if not dropped:
         return mode, None
     note = (f"--agent {flags.agent} is not mode {mode.name!r}'s agent ({mode.agent_spec}): the mode's "
             f"{', '.join(dropped)} are not used")
-    return msgspec.structs.replace(mode, model=None, base_url=None, api_key_env=None), note
+    return msgspec.structs.replace(mode, **dict.fromkeys(keys)), note
 
 
 def resolve(flags: Flags, mode: Mode | None = None, profile: Profile | None = None) -> Resolved:
@@ -389,6 +405,8 @@ def resolve(flags: Flags, mode: Mode | None = None, profile: Profile | None = No
         panes=m.panes,
         base_url=_first(flags.base_url, m.base_url),
         api_key_env=_first(flags.api_key_env, m.api_key_env),
+        constrain=_first(flags.constrain, m.constrain),
+        reason_first=bool(_first(flags.reason_first, m.reason_first)),
     )
     policy = (
         profile.policy(
@@ -411,6 +429,7 @@ def _first(*values: _T | None) -> _T | None:
 
 __all__ = [
     "BALANCED",
+    "CONSTRAIN_CHOICES",
     "DEFAULT_AUTHORING_TOKEN_BUDGET",
     "DEFAULT_VIEW_REQUEST_CAP",
     "AGENT_KINDS",
