@@ -331,7 +331,8 @@ def from_result(result: Any, data: MarketData, *, config: EngineConfig | None = 
     `kestrel.models.cost.run_cost` (None for agents that are not priced models); the execution
     model is `config`, else the one the capture header records, else the default. A replay
     makes no calls of its own: `evidence` is the recorded run's (its tokens and dollars are
-    shown), and without it `calls_unknown` shows them as unknown, never as zero.
+    shown), and without it `calls_unknown` shows a model's as unknown, never as zero (any other
+    agent calls nothing: 0).
     `baselines=False` leaves the page's baselines out (a sweep's come from the data alone). The model is
     `model`, else the one the evidence records, else the one the capture's agent id names."""
     config = run_config(config or _engine_of(result.header), data)
@@ -340,6 +341,7 @@ def from_result(result: Any, data: MarketData, *, config: EngineConfig | None = 
     turns: list[Any] = []
     outcomes = [o for d in result.days for o in d.outcomes]
     recorded = evidence is not None
+    calls_unknown = calls_unknown and recorded_model(result.header.agent) is not None  # other agents call nothing
     ev = list(evidence) if evidence is not None else result.evidence
     spent, usd = _calls(result.header.agent, ev, [] if recorded else outcomes)
     for d in result.days:
@@ -393,10 +395,11 @@ def from_ledger(header: Any, turns: Sequence[Any], ledger: Ledger, data: MarketD
     specs = [sessions[d] for d in header.dates]
     per_day = split_ledger(ledger, specs)
     spent, usd = _calls(header.agent, evidence, []) if evidence is not None else ({}, {})
+    calls = recorded_model(header.agent) is not None
 
     def row(t: Any) -> TurnRow:
-        if evidence is None:
-            return turn_row(t.date, t.ordinal, t.turn)
+        if evidence is None:  # unknown for a model's turns; no other agent calls anything
+            return turn_row(t.date, t.ordinal, t.turn, tokens=None if calls else 0)
         slot = (t.date, t.ordinal)
         return turn_row(t.date, t.ordinal, t.turn, tokens=spent.get(slot, 0), cost_usd=usd[slot])
 
