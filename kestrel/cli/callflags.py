@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from kestrel.cli.errors import UsageError
 
@@ -94,6 +94,21 @@ def run_policy(args: argparse.Namespace) -> CallPolicy | None:
     return CallPolicy(budgets=() if run is None else (run,), cache=cache)
 
 
+def arm_latency(text: str | None) -> float | Literal["measured"] | None:
+    """`--arm-latency measured|SECONDS` (None: off; `UsageError` naming the choices)."""
+    if text is None:
+        return None
+    if text.strip().lower() == "measured":
+        return "measured"
+    try:
+        x = float(text.strip().removesuffix("s"))
+    except ValueError:
+        x = math.nan
+    if not (math.isfinite(x) and 0 <= x <= 86_400):
+        raise UsageError(f"--arm-latency {text!r}: give measured or seconds from 0 to 86400 (e.g. 12.5)")
+    return x
+
+
 def check_post_cutoff(model: str | None, dates: list[str], data: str) -> None:
     """`--require-post-cutoff`: refuse (exit 2) a run of `model` on `dates` of `data` that may
     be in its training data; agents that are not models pass."""
@@ -106,4 +121,4 @@ def check_post_cutoff(model: str | None, dates: list[str], data: str) -> None:
         raise UsageError(refusal(label))
 
 
-__all__ = ["add_call_flags", "budget", "check_post_cutoff", "reply_cache", "run_policy", "tokens", "usd"]
+__all__ = ["add_call_flags", "arm_latency", "budget", "check_post_cutoff", "reply_cache", "run_policy", "tokens", "usd"]

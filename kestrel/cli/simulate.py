@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from kestrel.cli.agentspec import agent_of, check_agent_fits
-from kestrel.cli.callflags import add_call_flags, check_post_cutoff, run_policy
+from kestrel.cli.callflags import add_call_flags, arm_latency, check_post_cutoff, run_policy
 from kestrel.cli.dataflags import add_data_flags, agent_input, check_paths, load_from_args, parse_guard
 from kestrel.cli.errors import UsageError, guarded
 from kestrel.providers import lookup
@@ -66,6 +66,10 @@ def register(subparsers: Subcommands) -> None:
     s.add_argument("--checkpoints", default="", help="authoring checkpoints after OPEN, e.g. 11:00,13:30")
     s.add_argument("--guard", default="300",
                    help="snapshot guard before each ordinal: seconds (300) or a duration (30s, 5m, 1h); default 300")
+    s.add_argument("--arm-latency", metavar="measured|SECONDS",
+                   help="a turn takes effect after its ordinal by the authoring time (measured: its model calls' "
+                        "latency) or by SECONDS, the window running on under the incumbent; off by default (at the "
+                        "ordinal)")
     s.add_argument("--agent", help="baseline (default) | fixed:PLAN.kes | recorded:CAPTURE.jsonl | "
                                    "replies:FILE | PROVIDER:MODEL, PROVIDER one of " + ", ".join(provider_names()))
     s.add_argument("--profile", help="execution profile: balanced | fast | thorough")
@@ -246,6 +250,7 @@ def prepare(args: argparse.Namespace, load: Loader = _load, agent_content: bytes
         engine_path=args.engine_path,
         engine=engine_config(args, mode),
         source=source,
+        arm_latency=arm_latency(args.arm_latency),
     )
     date = _date(args.date)
     check_agent_fits(agent, data, options, date, args.days, st.agent or "baseline")

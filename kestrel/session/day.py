@@ -9,7 +9,8 @@ same steps in the same order give the same ledger, capture and evidence.
 
 Per ordinal i: `RunTicks(2i)` (up to the cutoff) -> `ReadAccount` -> `RunAuthoring` (the loop over the
 snapshot frozen at the cutoff) -> `RunTicks(2i+1)` (the authoring window, under the incumbent)
--> `Arm` (the terminal turn takes effect at the ordinal's time) -> `CollectLate`. Then
+-> `Arm` (the terminal turn takes effect at the ordinal's time, or with
+`SessionOptions.arm_latency` that much later: the window runs on to it) -> `CollectLate`. Then
 `RunTicks(2n)` (to the close), `FinishDay`, `CollectLate(end=True)`, and `Finished` carries the
 `DayResult`. `DayRun` is the bookkeeping underneath (evidence, captured turns, outcomes).
 """
@@ -140,6 +141,18 @@ class DayRun:
         self._closed = (i, loop, done)
         return turn
 
+    def arm_delay_ns(self, loop: AuthoringLoop) -> int | None:
+        """How long after its ordinal the turn takes effect (`SessionOptions.arm_latency`):
+        None (at the ordinal, the default), the given seconds, or the authoring time measured
+        as the latency of the ordinal's model calls (0 for an agent that calls nothing)."""
+        lat = self.options.arm_latency
+        if lat is None:
+            return None
+        if lat == "measured":
+            ms = sum(r.latency_ms or 0.0 for r in loop.evidence)
+            return int(round(ms * 1e6))
+        return int(round(float(lat) * NS_PER_S))
+
     def _record(self, record: Evidence) -> None:
         self.evidence.append(record)
         if self.sink is not None:
@@ -245,6 +258,7 @@ class Arm:
     turn: CapturedTurn
     incumbent: ast.Plan | None
     at_ns: int
+    delayed: bool = False  # at_ns is after the ordinal's time (`SessionOptions.arm_latency`)
 
 
 @dataclass(frozen=True)
@@ -355,8 +369,10 @@ class DayDriver:
             loop = run.open(i, account, incumbent)
             done = self._reply((yield RunAuthoring(loop)), Done)
             turn = run.close(i, loop, done)
+            delay = run.arm_delay_ns(loop)
+            at = day.ordinals[i].time_ns if delay is None else day.delay(i, delay)
             yield RunTicks(2 * i + 1)  # the authoring window runs under the incumbent
-            armed = self._reply((yield Arm(turn, incumbent, day.ordinals[i].time_ns)), _Armed)
+            armed = self._reply((yield Arm(turn, incumbent, at, delay is not None)), _Armed)
             incumbent = armed.incumbent
             run.settle(armed.what)
             self._record(self._reply((yield CollectLate(end=False)), _Late))
