@@ -186,7 +186,7 @@ def check_ledger(capture: str, recorded: str | None, ledger_path: str, raw: byte
 
 
 def _sweep_report(args: argparse.Namespace) -> int:
-    from kestrel.cli.sweep import _rates
+    from kestrel.cli.sweep import parse_usd_rates
     from kestrel.sweep.results import stored_rows
 
     out = Path(args.sweep)
@@ -195,7 +195,7 @@ def _sweep_report(args: argparse.Namespace) -> int:
     rows = stored_rows(out)
     if not rows:
         raise UsageError(f"--sweep {args.sweep}: no finished or failed runs in it")
-    board, _ = sweep_board(out, rows, usd_rates=_rates(args.usd_rate or []))
+    board, _ = sweep_board(out, rows, usd_rates=parse_usd_rates(args.usd_rate or []))
     write_text(args.output, board.html(title=f"Kestrel sweep {out.name}"))
     print_board(board)
     print(f"wrote {args.output}", file=sys.stderr)

@@ -137,7 +137,7 @@ def _concurrency(values: Sequence[str]) -> tuple[int | None, dict[str, int]]:
     return window, per
 
 
-def _rates(values: Sequence[str]) -> dict[str, float]:
+def parse_usd_rates(values: Sequence[str]) -> dict[str, float]:
     out: dict[str, float] = {}
     for item in values:
         cur, _, rate = item.partition("=")
@@ -211,7 +211,7 @@ def _grid(args: argparse.Namespace) -> tuple[Any, Settings]:
             raise UsageError(f"{name} must be >= 1, got {value}")
     st.allow_failures = bool(pick("allow_failures"))
     st.require_post_cutoff = bool(pick("require_post_cutoff"))
-    st.usd_rates = _rates(args.usd_rate or [])
+    st.usd_rates = parse_usd_rates(args.usd_rate or [])
     if grid.date is not None:
         import datetime as dt
 
@@ -438,4 +438,4 @@ def _progress(show: bool, total: int) -> Iterator[Any]:
         yield tick
 
 
-__all__ = ["register"]
+__all__ = ["parse_usd_rates", "register"]
