@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
 from kestrel.cli.errors import UsageError
@@ -109,6 +110,21 @@ def arm_latency(text: str | None) -> float | Literal["measured"] | None:
     return x
 
 
+def parse_usd_rates(values: Sequence[str]) -> dict[str, float]:
+    """`--usd-rate CUR=RATE` values as {CUR: dollars per unit} (`UsageError` naming a bad one)."""
+    out: dict[str, float] = {}
+    for item in values:
+        cur, _, rate = item.partition("=")
+        try:
+            x = float(rate)
+        except ValueError:
+            x = 0.0
+        if not cur.strip() or not (x > 0 and x < float("inf")):
+            raise UsageError(f"--usd-rate {item!r}: give CUR=RATE, the dollars one unit of CUR is worth, e.g. EUR=1.08")
+        out[cur.strip().upper()] = x
+    return out
+
+
 def check_post_cutoff(model: str | None, dates: list[str], data: str) -> None:
     """`--require-post-cutoff`: refuse (exit 2) a run of `model` on `dates` of `data` that may
     be in its training data; agents that are not models pass."""
@@ -121,4 +137,4 @@ def check_post_cutoff(model: str | None, dates: list[str], data: str) -> None:
         raise UsageError(refusal(label))
 
 
-__all__ = ["add_call_flags", "arm_latency", "budget", "check_post_cutoff", "reply_cache", "run_policy", "tokens", "usd"]
+__all__ = ["add_call_flags", "arm_latency", "parse_usd_rates", "budget", "check_post_cutoff", "reply_cache", "run_policy", "tokens", "usd"]

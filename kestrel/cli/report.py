@@ -186,7 +186,7 @@ def check_ledger(capture: str, recorded: str | None, ledger_path: str, raw: byte
 
 
 def _sweep_report(args: argparse.Namespace) -> int:
-    from kestrel.cli.sweep import parse_usd_rates
+    from kestrel.cli.callflags import parse_usd_rates
     from kestrel.sweep.results import stored_rows
 
     out = Path(args.sweep)

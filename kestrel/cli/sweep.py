@@ -137,20 +137,6 @@ def _concurrency(values: Sequence[str]) -> tuple[int | None, dict[str, int]]:
     return window, per
 
 
-def parse_usd_rates(values: Sequence[str]) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for item in values:
-        cur, _, rate = item.partition("=")
-        try:
-            x = float(rate)
-        except ValueError:
-            x = 0.0
-        if not cur.strip() or not (x > 0 and x < float("inf")):
-            raise UsageError(f"--usd-rate {item!r}: give CUR=RATE, the dollars one unit of CUR is worth, e.g. EUR=1.08")
-        out[cur.strip().upper()] = x
-    return out
-
-
 def _grid(args: argparse.Namespace) -> tuple[Any, Settings]:
     """(Grid, Settings) from the grid file and the flags (flags win)."""
     from kestrel.sweep.spec import Grid, SweepError, load_grid_file
@@ -211,6 +197,8 @@ def _grid(args: argparse.Namespace) -> tuple[Any, Settings]:
             raise UsageError(f"{name} must be >= 1, got {value}")
     st.allow_failures = bool(pick("allow_failures"))
     st.require_post_cutoff = bool(pick("require_post_cutoff"))
+    from kestrel.cli.callflags import parse_usd_rates
+
     st.usd_rates = parse_usd_rates(args.usd_rate or [])
     if grid.date is not None:
         import datetime as dt
@@ -438,4 +426,4 @@ def _progress(show: bool, total: int) -> Iterator[Any]:
         yield tick
 
 
-__all__ = ["parse_usd_rates", "register"]
+__all__ = ["register"]
