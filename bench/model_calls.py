@@ -18,7 +18,12 @@ Prints one JSON line:
 - `calls_lost_{...}`: turns that did not get the model's plan (a call that finally failed, or a
   turn missing), target 0; `calls_duplicated_{...}`: requests answered 200 twice for the same
   body, target 0; `rate_limited_{...}`: requests the server answered 429 (retried, not lost);
-- `cpu_ms_per_call_{...}`: the process's CPU time over the sweep per model call;
+- `cpu_ms_per_call_{...}`: the process's CPU time over the sweep per model call, and
+  `cpu_s_{...}` in all (the machine may be shared: a sweep that gets less than
+  `cpu_s / bound_s` of a core cannot meet the bound whatever its pacing);
+- `calls_rps_{...}`: the answered requests over the span from the first to the last, against
+  `client_rps` (the client-side limit, `client_bound_s` = turns / client_rps the shortest the
+  sweep can take);
 - `cached_rerun_calls`: requests a rerun (same grid, a fresh directory, the same
   `--reply-cache`) made, target 0; `cached_rerun_ledgers_identical`: every run's ledger is byte
   for byte the first run's;
@@ -240,7 +245,8 @@ def main_bench(quick: bool) -> dict[str, Any]:
     days, repeats = (5, 4) if quick else (5, 20)
     turns = days * repeats * 4
     bound = turns / RPS
-    fig: dict[str, Any] = {"turns": turns, "bound_s": bound, "reference_rps": RPS, "latency_s": LATENCY_S}
+    fig: dict[str, Any] = {"turns": turns, "bound_s": bound, "reference_rps": RPS, "latency_s": LATENCY_S,
+                           "client_rps": CLIENT_RPM / 60, "client_bound_s": round(turns * 60 / CLIENT_RPM, 2)}
     backends = ("direct", "asyncio") if quick else ("direct", "asyncio", "trio")
     with serve() as p, tempfile.TemporaryDirectory() as tmp:
         warm = sweep(p, Path(tmp) / "warm", days=1, repeats=1, backend="direct")  # imports, SDK client, data
@@ -257,6 +263,9 @@ def main_bench(quick: bool) -> dict[str, Any]:
             fig[f"calls_duplicated_{backend}"] = st["duplicated"]
             fig[f"rate_limited_{backend}"] = st["statuses"].get("429", 0)
             fig[f"cpu_ms_per_call_{backend}"] = round(r["cpu"] * 1000 / max(calls, 1), 2)
+            fig[f"cpu_s_{backend}"] = round(r["cpu"], 2)
+            span = (st["last"] or 0.0) - (st["first"] or 0.0)
+            fig[f"calls_rps_{backend}"] = round((calls - 1) / span, 2) if span > 0 else None
             fig[f"exit_{backend}"] = r["code"]
         cache = Path(tmp) / "cache"
         time.sleep(1.1)

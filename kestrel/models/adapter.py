@@ -283,7 +283,7 @@ class ModelAgent:
         """Up to `retry.max_attempts` attempts, each allowed all the time left before
         `deadline` (a slow model is not cut to a fraction of the budget), each after the
         limiter's slot when there is a limiter; a retry only after a retryable error and only
-        when its pause (jittered backoff, never shorter than the server's wait) still leaves
+        when its pause (the server's wait, else the jittered backoff) still leaves
         `retry.min_attempt_s` before `deadline`."""
         policy = self.policy
         retry, clock, limiter = policy.retry, policy.clock, policy.limiter
