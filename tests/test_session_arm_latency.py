@@ -84,3 +84,38 @@ def test_measured_latency_is_the_ordinals_model_call_time(
 def test_a_bad_latency_is_one_line(bad: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "simulate", "--arm-latency", bad)
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "--arm-latency" in err
+
+
+@pytest.mark.parametrize("backend", ["direct", "trio"])
+def test_a_sweep_arms_late_and_replay_arms_at_the_same_moments(
+        backend: str, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """`sweep --arm-latency measured`: the setting is in the run's key and its capture (the
+    header and each turn's delay); `replay` of that capture, which calls no model, arms every
+    turn at the recorded moment: the same ledger byte for byte."""
+    with serve(lambda path, body: Canned(PLAN, delay=0.3)) as srv:
+        agent = f"openai:gpt-4o@{srv.openai_url}|key=none"
+        flags = ["sweep", "--agents", agent, "--days", "1", "--checkpoints", "11:00", "--backend", backend,
+                 "--json"]
+        code, out, err = run(capsys, *flags, "--out", str(tmp_path / "late"), "--arm-latency", "measured")
+        assert code == 0, err
+        code, plain, err = run(capsys, *flags, "--out", str(tmp_path / "plain"))
+        assert code == 0, err
+    (late,), (unflagged,) = json.loads(out)["runs"], json.loads(plain)["runs"]
+    assert late["key"] != unflagged["key"]  # the setting decides the run: it is in the key
+    run_dir = tmp_path / "late" / "runs" / late["key"]
+    lines = [json.loads(x) for x in (run_dir / "capture.jsonl").read_text().splitlines()]
+    assert lines[0]["arm_latency"] == "measured"
+    delays = [t["arm_delay_ns"] for t in lines[1:]]
+    assert len(delays) == 2 and all(d >= 300_000_000 for d in delays)  # the provider's delay, at least
+    armed = _armed((run_dir / "ledger.jsonl").read_bytes())
+    date = lines[0]["dates"][0]
+    assert [a["ts"] for a in armed] == [_ns(date, "09:30") + delays[0], _ns(date, "11:00") + delays[1]]
+    plain_dir = tmp_path / "plain" / "runs" / unflagged["key"]
+    assert "arm_latency" not in json.loads((plain_dir / "capture.jsonl").read_text().splitlines()[0])
+    assert (plain_dir / "ledger.jsonl").read_bytes() != (run_dir / "ledger.jsonl").read_bytes()
+    replayed, recap = tmp_path / "replayed.jsonl", tmp_path / "recap.jsonl"
+    code, _, err = run(capsys, "replay", str(run_dir / "capture.jsonl"), "--ledger", str(replayed),
+                       "--capture", str(recap), "--backend", backend)
+    assert code == 0, err
+    assert replayed.read_bytes() == (run_dir / "ledger.jsonl").read_bytes()
+    assert [json.loads(x).get("arm_delay_ns") for x in recap.read_text().splitlines()[1:]] == delays

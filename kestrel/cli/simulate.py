@@ -506,9 +506,16 @@ def _run_replay(args: argparse.Namespace) -> int:
     agent = RecordedAgent(turns, agent_id=header.agent, header=header)
     from kestrel.engine.config import EngineConfig
 
+    import msgspec
+
+    # under an arm latency every turn is armed after the delay it was recorded with
+    lat = None if isinstance(header.arm_latency, msgspec.UnsetType) else header.arm_latency
+    delays = None if lat is None else {f"{t.date} {t.ordinal}": t.arm_delay_ns for t in turns
+                                       if not isinstance(t.arm_delay_ns, msgspec.UnsetType)}
     options = SessionOptions(checkpoints=header.schedule[1:], guard_s=header.guard_s,
                              data_name=header.data, engine_path=args.engine_path,
-                             engine=header.engine or EngineConfig(), source=header.source)
+                             engine=header.engine or EngineConfig(), source=header.source,
+                             arm_latency=lat, arm_delays=delays)
     if args.ledger:
         Path(os.path.realpath(args.ledger)).unlink(missing_ok=True)  # a symlink stays
     result = _run(data, agent, options, args.backend, dt.date.fromisoformat(header.dates[-1]),

@@ -44,7 +44,7 @@ def register(subparsers: Subcommands) -> None:
             "failing run is recorded and the sweep goes on. Model agents may carry their endpoint and "
             "options: 'openai:gpt-5-mini@http://127.0.0.1:8000/v1|key=LOCAL_KEY|effort=low'. A grid file "
             "(TOML) may give the same fields: agents (strings or tables), profiles, data, date, days, "
-            "days_per_run, checkpoints, guard_s, repeats, seed, temperature, out, jobs, scheduler, "
+            "days_per_run, checkpoints, guard_s, repeats, seed, temperature, arm_latency, out, jobs, scheduler, "
             "backend, max_concurrency, max_usd, max_tokens, run_max_usd, run_max_tokens, reply_cache, "
             "allow_failures, require_post_cutoff."
         ),
@@ -68,6 +68,9 @@ def register(subparsers: Subcommands) -> None:
     s.add_argument("--repeats", type=int, help="runs per cell (default 1); repeat r has seed SEED + r, sent to "
                                                  "providers that take one")
     s.add_argument("--seed", type=int, help="the first repeat's seed (default 0 with --repeats)")
+    s.add_argument("--arm-latency", metavar="measured|SECONDS",
+                   help="a turn takes effect SECONDS after its ordinal, or after it by the ordinal's measured "
+                        "model-call time (off by default; recorded in each run's capture, replay arms the same)")
     s.add_argument("--temperature", type=float, help="model agents' sampling temperature (0 to 2; an agent's "
                                                       "|temperature= wins)")
     s.add_argument("--backend", choices=("direct", "asyncio", "trio"),
@@ -158,6 +161,10 @@ def _grid(args: argparse.Namespace) -> tuple[Any, Settings]:
                            ("temperature", "temperature")):
             if getattr(args, flag) is not None:
                 fields[name] = getattr(args, flag)
+        if args.arm_latency is not None:
+            from kestrel.cli.callflags import arm_latency
+
+            fields["arm_latency"] = arm_latency(args.arm_latency)
         if "agents" not in fields:
             raise UsageError("name the agents: --agents A,B (or a grid file)")
         grid = Grid(**fields).check()

@@ -21,6 +21,8 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+import msgspec
+
 from kestrel.engine.book import Carry
 from kestrel.engine.config import EngineConfig
 from kestrel.engine.engine import Engine
@@ -134,18 +136,23 @@ class DayRun:
     def close(self, i: int, loop: AuthoringLoop, done: Done) -> CapturedTurn:
         for record in loop.evidence:
             self._record(record)
-        turn = CapturedTurn(self.day.date, self.day.ordinals[i].label, done.turn, self.agent_id)
+        delay = self.arm_delay_ns(i, loop)
+        turn = CapturedTurn(self.day.date, self.day.ordinals[i].label, done.turn, self.agent_id,
+                            msgspec.UNSET if delay is None else delay)
         self.turns.append(turn)
         if self.options.on_turn is not None:
             self.options.on_turn(turn)
         self._closed = (i, loop, done)
         return turn
 
-    def arm_delay_ns(self, loop: AuthoringLoop) -> int | None:
-        """How long after its ordinal the turn takes effect (`SessionOptions.arm_latency`):
+    def arm_delay_ns(self, i: int, loop: AuthoringLoop) -> int | None:
+        """How long after its ordinal `i` the turn takes effect (`SessionOptions.arm_latency`):
         None (at the ordinal, the default), the given seconds, or the authoring time measured
-        as the latency of the ordinal's model calls (0 for an agent that calls nothing)."""
+        as the latency of the ordinal's model calls (0 for an agent that calls nothing); on a
+        replay (`arm_delays`) the recorded delay of that turn (None: it had none)."""
         lat = self.options.arm_latency
+        if self.options.arm_delays is not None:
+            return self.options.arm_delays.get(f"{self.day.date} {self.day.ordinals[i].label}")
         if lat is None:
             return None
         if lat == "measured":
@@ -369,7 +376,7 @@ class DayDriver:
             loop = run.open(i, account, incumbent)
             done = self._reply((yield RunAuthoring(loop)), Done)
             turn = run.close(i, loop, done)
-            delay = run.arm_delay_ns(loop)
+            delay = None if isinstance(turn.arm_delay_ns, msgspec.UnsetType) else turn.arm_delay_ns
             at = day.ordinals[i].time_ns if delay is None else day.delay(i, delay)
             yield RunTicks(2 * i + 1)  # the authoring window runs under the incumbent
             armed = self._reply((yield Arm(turn, incumbent, at, delay is not None)), _Armed)

@@ -62,6 +62,9 @@ class SessionOptions(msgspec.Struct, frozen=True):
     # when a turn takes effect: None at its ordinal's time (the default); SECONDS after it; or
     # "measured": after it by the authoring time (the ordinal's model calls' latency)
     arm_latency: float | Literal["measured"] | None = None
+    # a replay's recorded arm moments: "DATE ORDINAL" -> nanoseconds after the ordinal (the
+    # captured turns' `arm_delay_ns`); when given, they decide each turn's delay
+    arm_delays: dict[str, int] | None = None
     # called with each terminal turn as it is taken (e.g. a `CaptureWriter` appending it)
     on_turn: Callable[[CapturedTurn], None] | None = None
 

@@ -110,6 +110,7 @@ def capture_header(
         agent=agent_id,
         engine=engine_config(options, data),  # the engine the run used (instrument's multiplier)
         source=source,
+        arm_latency=msgspec.UNSET if options.arm_latency is None else options.arm_latency,
     )
 
 

@@ -5,11 +5,12 @@ Invariants:
 - a `SweepRun` is everything that decides a run's bytes besides the code: agent (a model
   agent's identity: provider, model, endpoint, effort, constraint, temperature; never its key
   variable, rate limits or concurrency, `kestrel.models.spec`), profile, data name, session
-  dates, checkpoints, guard, and for repeated cells the repeat, its seed and the temperature;
+  dates, checkpoints, guard, the arm latency, and for repeated cells the repeat, its seed and
+  the temperature;
 - `run_key` hashes the canonical JSON of the spec together with the data file's SHA-256 and
   the agent file's SHA-256 (for `fixed:`/`recorded:`/`replies:` agents), so editing the data or the plan
-  gives a new key and a rerun never reuses a stale result; the repeat, seed and temperature
-  enter the hash only when set, so a grid without repeats keys its runs as before;
+  gives a new key and a rerun never reuses a stale result; the repeat, seed, temperature and
+  arm latency enter the hash only when set, so a grid without repeats keys its runs as before;
 - repeat r of a cell has seed `seed + r` (the grid's `seed`, 0 when not given) whenever the
   grid has repeats or a seed; distinct repeats have distinct seeds, recorded in the results;
 - `expand` orders runs agent, profile, data, day, repeat (the order of the results table).
@@ -22,7 +23,7 @@ import math
 import tomllib
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -49,9 +50,12 @@ class SweepRun(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     repeat: int = 0
     seed: int | None = None  # sent to providers that take one (Chat Completions)
     temperature: float | None = None  # a model agent's sampling temperature (None: the provider's)
+    # when a turn takes effect: None at its ordinal; SECONDS after it; "measured": after it by
+    # the ordinal's model-call time (`SessionOptions.arm_latency`)
+    arm_latency: float | Literal["measured"] | None = None
 
 
-OPTIONAL_KEY_FIELDS = {"repeat": 0, "seed": None, "temperature": None}
+OPTIONAL_KEY_FIELDS = {"repeat": 0, "seed": None, "temperature": None, "arm_latency": None}
 """`SweepRun` fields hashed into the key only when they differ from these defaults."""
 
 
@@ -71,6 +75,7 @@ class Grid(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     repeats: int = 1
     seed: int | None = None
     temperature: float | None = None
+    arm_latency: float | Literal["measured"] | None = None
 
     def check(self) -> Grid:
         for name in ("agents", "profiles", "data"):
@@ -87,6 +92,9 @@ class Grid(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             raise SweepError(f"seed must be a non-negative integer below 2^62, got {self.seed}")
         if self.temperature is not None and not (math.isfinite(self.temperature) and 0 <= self.temperature <= 2):
             raise SweepError(f"temperature must be from 0 to 2, got {self.temperature}")
+        lat = self.arm_latency
+        if lat is not None and lat != "measured" and not (math.isfinite(lat) and 0 <= lat <= 86_400):
+            raise SweepError(f"arm latency must be 'measured' or seconds from 0 to 86400, got {lat!r}")
         for a in self.agents:
             if is_model_spec(a):
                 try:
@@ -151,6 +159,7 @@ class GridFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     repeats: int = 1
     seed: int | None = None
     temperature: float | None = None
+    arm_latency: float | Literal["measured"] | None = None
     jobs: int | None = None
     scheduler: str | None = None
     backend: str | None = None
@@ -167,7 +176,8 @@ class GridFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     def grid(self) -> Grid:
         agents = tuple(a if isinstance(a, str) else a.spec() for a in self.agents)
         return Grid(agents, self.profiles, self.data, self.date, self.days, self.days_per_run,
-                    self.checkpoints, self.guard_s, self.repeats, self.seed, self.temperature).check()
+                    self.checkpoints, self.guard_s, self.repeats, self.seed, self.temperature,
+                    self.arm_latency).check()
 
 
 def load_grid_file(path: str) -> GridFile:
@@ -215,7 +225,7 @@ def expand(grid: Grid, sessions_of: Callable[[str], Sequence[str]]) -> list[Swee
                     for r in range(grid.repeats):
                         runs.append(SweepRun(who, profile.strip(), data.strip(), tuple(days[k:k + grid.days_per_run]),
                                              tuple(grid.checkpoints), grid.guard_s, r, grid.seed_of(r),
-                                             temperature))
+                                             temperature, grid.arm_latency))
     return runs
 
 

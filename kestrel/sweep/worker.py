@@ -132,7 +132,8 @@ def _options(spec: SweepRun, agent: Any, source: DataSource) -> Any:
     iterative = bool(getattr(agent, "iterative", False))
     return SessionOptions(checkpoints=spec.checkpoints, guard_s=spec.guard_s, settings=LoopSettings.of(st),
                           policy=resolved.policy if iterative else None, profile=resolved.profile,
-                          allowed_panes=st.panes, data_name=spec.data, engine=EngineConfig(), source=source)
+                          allowed_panes=st.panes, data_name=spec.data, engine=EngineConfig(), source=source,
+                          arm_latency=spec.arm_latency)
 
 
 def build_agent(agent_factory: AgentFactory | RunAgents, spec: SweepRun) -> Any:
