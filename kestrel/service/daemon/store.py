@@ -207,6 +207,14 @@ class Reader:
         rows = self._conn.execute("SELECT id, flags, pace, resumed FROM runs WHERE state = 'running' ORDER BY n")
         return [StoredRun(r[0], msgspec.json.decode(r[1]), r[2], r[3]) for r in rows]
 
+    def flags(self, run: str) -> dict[str, Any] | None:
+        """The flags `run` was submitted with (None: no such run)."""
+        row = self._conn.execute("SELECT flags FROM runs WHERE id = ?", (run,)).fetchone()
+        if row is None:
+            return None
+        flags: dict[str, Any] = msgspec.json.decode(row[0])
+        return flags
+
     def exists(self, run: str) -> bool:
         return self._conn.execute("SELECT 1 FROM runs WHERE id = ?", (run,)).fetchone() is not None
 
