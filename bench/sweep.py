@@ -16,7 +16,7 @@ Prints one JSON line:
   cluster start-up excluded, its workers load the data themselves) over the 2-process pool
   (reported, no target); `null` when Dask is not installed;
 - `stats_overhead_ms`: the sweep statistics (`kestrel.report.stats.grid_stats`) and the
-  leaderboard built from them (`kestrel.report.board.Board`: its text and its page) for a synthetic 5 agents x 3 profiles x 40 sessions x 5 repeats grid (3,000 session
+  leaderboard built from them (`kestrel.report.stats.board.Board`: its text and its page) for a synthetic 5 agents x 3 profiles x 40 sessions x 5 repeats grid (3,000 session
   records, 390 per-minute returns each, plus buy-and-hold per profile and flat), best of the
   rounds; target <= 500. `stats_vs_plain_bootstrap` reads it against the same number of plain
   iid bootstrap means drawn with numpy alone in the same run (the floor of any bootstrap);
@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from kestrel.cli.agentspec import agent_of  # noqa: E402
 from kestrel.cli.datanames import load_named as load_data  # noqa: E402
 from kestrel.logs import configure_console  # noqa: E402
-from kestrel.report.board import Board  # noqa: E402
+from kestrel.report.stats.board import Board  # noqa: E402
 from kestrel.report.stats import ReturnMoments, SessionRecord, grid_stats, mean_interval  # noqa: E402
 from kestrel.report.stats.bootstrap import DRAWS  # noqa: E402
 from kestrel.sweep import Grid, SweepRun, expand, run_sweep  # noqa: E402

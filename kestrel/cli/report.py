@@ -13,7 +13,7 @@ from kestrel.cli.errors import UsageError
 from kestrel.cli.subcommands import Subcommands
 
 if TYPE_CHECKING:  # the report modules load only when a report is made
-    from kestrel.report.board import Board, Row
+    from kestrel.report.stats.board import Board, Row
     from kestrel.report.run import RunReport
     from kestrel.report.stats import SessionRecord
 
@@ -205,7 +205,7 @@ def _sweep_report(args: argparse.Namespace) -> int:
 def sweep_board(out: Path, rows: Sequence[Row], *, usd_rates: dict[str, float] | None = None
                 ) -> tuple[Board, list[SessionRecord]]:
     """The leaderboard of a sweep directory's `rows` (from their runs' per-session records)."""
-    from kestrel.report.board import Board
+    from kestrel.report.stats.board import Board
     from kestrel.report.stats import StatsError
     from kestrel.sweep.results import stored_records
 

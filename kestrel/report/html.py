@@ -1,4 +1,4 @@
-"""One self-contained HTML page per run (a sweep's leaderboard page: `kestrel.report.board`).
+"""One self-contained HTML page per run (a sweep's leaderboard page: `kestrel.report.stats.board`).
 
 Invariants: the page holds inline CSS and inline SVG only: no script, no external stylesheet,
 image, font or link (it names no URL at all), so it reads offline and in a headless browser;

@@ -5,7 +5,7 @@ seed, temperature), every metric of `kestrel.report.Metrics` (`cost_usd`: the mo
 the currency of its PnL and `net_of_cost` (net PnL minus the model's dollars; empty unless the
 PnL is in USD), the equal-size buy-and-hold of its sessions (`buy_and_hold_net_pnl`,
 `buy_and_hold_return_on_risk`: from the data and the execution model alone, the reference
-agent's records summed; `kestrel.report.baselines`), `leakage` (`in-sample`, `post-cutoff`, `unknown`, `generated`;
+agent's records summed; `kestrel.report.stats.baselines`), `leakage` (`in-sample`, `post-cutoff`, `unknown`, `generated`;
 empty for agents that are not models) and its `leakage_note`, `spending_cap` ("run": the run's
 own cap stood an ordinal down; "sweep": the sweep's cap cut it), `ledger_sha256`, `failure`
 (`fatal`, `every-call-failed`, `error`) and `error` (the reason; None for a finished run).
@@ -25,8 +25,8 @@ from typing import Any
 
 import msgspec
 
-from kestrel.report.board import SESSION_COLUMNS, Board, session_rows
-from kestrel.report.board import to_csv as table_csv
+from kestrel.report.stats.board import SESSION_COLUMNS, Board, session_rows
+from kestrel.report.stats.board import to_csv as table_csv
 from kestrel.report.metrics import Metrics
 from kestrel.report.stats import SessionRecord
 from kestrel.sweep.worker import BASELINE_METRICS, RESULT, SESSIONS, SessionsFile

@@ -3,7 +3,7 @@
 `execute(task, agent_factory, data_loader, runner=None)` runs the session (`run_session` on
 the pure core unless a `runner` is given: the actor shell on asyncio or trio), writes
 `runs/KEY/{capture,ledger,evidence}.jsonl`, `sessions.json` (the run's per-session records and
-the reference agents' records of its sessions, `kestrel.report.baselines`) and `result.json`
+the reference agents' records of its sessions, `kestrel.report.stats.baselines`) and `result.json`
 into a temporary directory next to it and renames that directory into place, so `runs/KEY`
 exists only complete. It never raises for a failing run: the failure comes back as a row with
 `error` set, and what the run recorded (capture, ledger, evidence) is kept under
@@ -53,7 +53,7 @@ SessionRunner = Callable[..., Any]
 """`runner(data, agent, options, *, date, days, sink)` -> `SessionResult` (default `run_session`)."""
 RESULT = "result.json"
 SESSIONS = "sessions.json"
-# the equal-size buy-and-hold of each run's sessions (`kestrel.report.baselines`: the data and
+# the equal-size buy-and-hold of each run's sessions (`kestrel.report.stats.baselines`: the data and
 # the execution model alone), stored as `buy_and_hold_<metric>` on its row
 BASELINE_METRICS = ("net_pnl", "return_on_risk")
 
@@ -178,7 +178,7 @@ def _leakage(row: dict[str, Any], spec: SweepRun) -> None:
 def execute(task: RunTask, agent_factory: AgentFactory | RunAgents, data_loader: DataLoader,
             runner: SessionRunner | None = None) -> dict[str, Any]:
     """Run, write and describe one run (see the module docstring)."""
-    from kestrel.report.baselines import baseline_records
+    from kestrel.report.stats.baselines import baseline_records
     from kestrel.report.run import from_result
     from kestrel.report.stats.records import session_records
 
