@@ -15,8 +15,8 @@ Prints one JSON line:
 - `dask_vs_local_ratio`: the same grid on a Dask `LocalCluster` (2 worker processes, 127.0.0.1;
   cluster start-up excluded, its workers load the data themselves) over the 2-process pool
   (reported, no target); `null` when Dask is not installed;
-- `stats_overhead_ms`: the sweep statistics (`kestrel.report.stats.grid_stats`) and their text
-  table for a synthetic 5 agents x 3 profiles x 40 sessions x 5 repeats grid (3,000 session
+- `stats_overhead_ms`: the sweep statistics (`kestrel.report.stats.grid_stats`) and the
+  leaderboard built from them (`kestrel.report.stats.board.Board`: its text and its page) for a synthetic 5 agents x 3 profiles x 40 sessions x 5 repeats grid (3,000 session
   records, 390 per-minute returns each, plus buy-and-hold per profile and flat), best of the
   rounds; target <= 500. `stats_vs_plain_bootstrap` reads it against the same number of plain
   iid bootstrap means drawn with numpy alone in the same run (the floor of any bootstrap);
@@ -49,7 +49,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from kestrel.cli.agentspec import agent_of  # noqa: E402
 from kestrel.cli.datanames import load_named as load_data  # noqa: E402
 from kestrel.logs import configure_console  # noqa: E402
-from kestrel.report.stats import ReturnMoments, SessionRecord, grid_stats, mean_interval, text_table  # noqa: E402
+from kestrel.report.stats.board import Board  # noqa: E402
+from kestrel.report.stats import ReturnMoments, SessionRecord, grid_stats, mean_interval  # noqa: E402
 from kestrel.report.stats.bootstrap import DRAWS  # noqa: E402
 from kestrel.sweep import Grid, SweepRun, expand, run_sweep  # noqa: E402
 from kestrel.sweep.pool import local_pool  # noqa: E402
@@ -161,7 +162,7 @@ def stats_records(agents: int = 5, profiles: int = 3, sessions: int = 40, repeat
 
 
 def stats_overhead(records: list[SessionRecord], rounds: int) -> tuple[float, float]:
-    """(best ms for the statistics and their text table, best ms for as many plain numpy iid
+    """(best ms for the statistics and the leaderboard's text and page, best ms for as many plain numpy iid
     bootstrap means as the statistics draw)."""
     best = ref = float("inf")
     g = grid_stats(records)
@@ -169,7 +170,9 @@ def stats_overhead(records: list[SessionRecord], rounds: int) -> tuple[float, fl
     x = np.random.default_rng(0).normal(0.0, 1.0, 40)
     for _ in range(rounds):
         t = time.perf_counter()
-        text_table(grid_stats(records))
+        board = Board([], records)  # the statistics, verdicts and deflated Sharpe behind the leaderboard
+        board.text_lines()
+        board.html()
         best = min(best, time.perf_counter() - t)
         t = time.perf_counter()
         rng = np.random.default_rng(1)

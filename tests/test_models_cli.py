@@ -203,7 +203,11 @@ def test_provider_failures_stand_down_fail_closed(
                              "--backend", "direct", "--evidence", str(ev), "--json")
         sent = len(srv.requests)
     (turn,) = turns(out)
-    assert code == 0 and "Traceback" not in err
+    # the run's only call failed: the ordinal stands down and the run fails, in one line
+    assert code == 1 and "Traceback" not in err
+    (line,) = err.strip().splitlines()
+    assert line.startswith("kestrel simulate: the run failed (every call of the run failed): ") and reason in line
+    assert json.loads(out)["failure"]["kind"] == "every-call-failed"
     assert turn["turn"] == "STANDDOWN" and reason in turn["armed"] and "fail-closed" in turn["armed"]
     (failure,) = [r for r in evidence(ev) if r["kind"] == "agent-error"]
     assert reason in failure["error"]

@@ -79,6 +79,16 @@ def test_the_servers_wait_is_honoured(provider: str, headers: tuple[tuple[str, s
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_short_server_wait_is_not_padded_with_the_backoff(provider: str) -> None:
+    """A 429 asking for 40 ms is retried after 40 ms, not after the 0.5 s backoff floor."""
+    clock = VirtualClock()
+    headers = (("retry-after-ms", "40"), ("retry-after", "1"))
+    with serve(first_then_plan(Canned(status=429, headers=headers))) as srv:
+        reply = agent(provider, srv, policy(clock)).author(request())
+    assert reply.text == PLAN and clock.sleeps == [pytest.approx(0.04)]
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
 def test_a_server_wait_past_the_deadline_fails_at_once(provider: str) -> None:
     clock = VirtualClock()
     with serve(first_then_plan(Canned(status=429, headers=(("retry-after", "600"),)))) as srv:
@@ -180,7 +190,8 @@ def test_full_jitter_stays_within_its_bounds(retry: int, floor: float, base: flo
     ceiling = max(floor, min(cap, base * 2**retry))
     pause = p.backoff(retry, random.Random(seed))
     assert floor <= pause <= ceiling
-    assert p.pause(retry, 2 * cap + 1, random.Random(seed)) == 2 * cap + 1  # never before the server's time
+    assert p.pause(retry, 2 * cap + 1, random.Random(seed)) == 2 * cap + 1  # the server's time, exactly
+    assert p.pause(retry, floor / 2, random.Random(seed)) == floor / 2  # not padded to the floor
 
 
 @given(st.integers(0, 6))

@@ -18,6 +18,8 @@ from kestrel.providers import names as provider_names
 if TYPE_CHECKING:  # imported lazily at run time (start-up cost)
     from kestrel.market import MarketData
     from kestrel.models.adapter import ModelAgent
+    from kestrel.models.callpolicy import CallPolicy
+    from kestrel.models.spec import ModelSpec
     from kestrel.session.options import SessionOptions
     from kestrel.session.protocol import Agent
 
@@ -34,6 +36,7 @@ def agent_of(
     timeout_s: float | None = None,
     panes: tuple[str, ...] | None = None,
     content: bytes | None = None,
+    policy: CallPolicy | None = None,
     constrain: str | None = None,
     reason_first: bool = False,
 ) -> Agent:
@@ -41,7 +44,12 @@ def agent_of(
     validated here, and a model agent's SDK, model name and API key are checked, so a bad one
     fails the command up front (exit 2) with the error and its place. `content`, when given,
     is that file's bytes as read earlier (the daemon keeps them with the run, so a resumed run
-    plays the file as it was at submit, not as it is now); the agent is the one the file gives."""
+    plays the file as it was at submit, not as it is now); the agent is the one the file gives.
+    A model agent may be a full spec (`kestrel.models.spec`: `PROVIDER:MODEL@URL|key=VAR|...`);
+    its options fill what the flags leave unset (a flag and an option naming different values
+    is refused), and `policy` is how its calls are made (its `rpm=`/`tpm=`/`concurrency=`
+    options add a limiter and call slots to it). `constrain` and `reason_first` are the
+    reply grammar choice (`--constrain`, a spec's `constrain=`) and the free reasoning call."""
     from kestrel.agents.baseline import BaselineAgent
     from kestrel.agents.fixed import FixedAgent
     from kestrel.agents.recorded import RecordedAgent
@@ -50,9 +58,23 @@ def agent_of(
     kind, _, arg = spec.partition(":")
     kind = kind.strip().lower()
     if lookup(kind) is not None:
-        return model_agent(kind, arg.strip(), model=model, base_url=base_url,
-                           api_key_env=api_key_env, timeout_s=timeout_s, panes=panes,
-                           constrain=constrain, reason_first=reason_first)
+        if not ("|" in spec or "@http" in spec):
+            return model_agent(kind, arg.strip(), model=model, base_url=base_url,
+                               api_key_env=api_key_env, timeout_s=timeout_s, panes=panes, policy=policy,
+                               constrain=constrain, reason_first=reason_first)
+        ms = model_spec(spec)
+        if base_url is not None and ms.base_url is not None and base_url != ms.base_url:
+            raise UsageError(f"--agent {spec} names the endpoint {ms.base_url} and --base-url {base_url}: give one")
+        if api_key_env is not None and ms.key_env is not None and api_key_env != ms.key_env:
+            raise UsageError(f"--agent {spec} names the key variable {ms.key_env} and --api-key-env "
+                             f"{api_key_env}: give one")
+        if constrain is not None and ms.constrain is not None and constrain.strip().lower() != ms.constrain:
+            raise UsageError(f"--agent {spec} names constrain={ms.constrain} and --constrain {constrain}: give one")
+        return model_agent(ms.provider, ms.model, model=model, base_url=base_url or ms.base_url,
+                           api_key_env=api_key_env or ms.key_env, timeout_s=timeout_s, panes=panes,
+                           policy=spec_policy(ms, policy), temperature=ms.temperature,
+                           constrain=ms.constrain if ms.constrain is not None else constrain,
+                           reason_first=reason_first)
     if kind == "baseline" and not arg:
         return BaselineAgent()
     if kind in ("fixed", "recorded", "replies") and arg and content is not None:
@@ -118,6 +140,9 @@ def model_agent(
     api_key_env: str | None,
     timeout_s: float | None,
     panes: tuple[str, ...] | None = None,
+    policy: CallPolicy | None = None,
+    temperature: float | None = None,
+    seed: int | None = None,
     constrain: str | None = None,
     reason_first: bool = False,
 ) -> ModelAgent:
@@ -171,7 +196,7 @@ def model_agent(
     try:
         config = ModelConfig(row.name, name, base_url=base_url or row.default_base_url,
                              timeout_s=timeout_s if timeout_s is not None else DEFAULT_TIMEOUT_S,
-                             constraint=constraint)
+                             constraint=constraint, temperature=temperature, seed=seed)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     wire = WIRES[row.wire](config, key)
@@ -185,7 +210,47 @@ def model_agent(
     except ModelError as exc:
         raise UsageError(str(exc)) from None
     system = None if panes is None else render_card(DEFAULT_CATALOG.only(panes))
-    return ModelAgent(config, wire, system=system, reasoner=reasoner)
+    try:
+        return ModelAgent(config, wire, system=system, policy=policy, reasoner=reasoner)
+    except ModelError as exc:  # a USD cap on a model the price table does not know
+        raise UsageError(str(exc)) from None
+
+
+def is_model_agent(agent: object) -> bool:
+    """Whether `agent` is a model agent (its `model` names a model of a provider)."""
+    from kestrel.models.adapter import ModelAgent
+
+    return isinstance(agent, ModelAgent)
+
+
+def model_spec(spec: str) -> ModelSpec:
+    """`spec` parsed as a model agent's spec (`UsageError` naming what is wrong)."""
+    from kestrel.models.spec import SpecError, parse_spec
+
+    try:
+        ms = parse_spec(spec)
+    except SpecError as exc:
+        raise UsageError(str(exc)) from None
+    return ms
+
+
+def spec_policy(ms: ModelSpec, policy: CallPolicy | None) -> CallPolicy | None:
+    """`policy` with the spec's rate limit (`rpm=`, `tpm=`) and call slots (`concurrency=`) for
+    its endpoint when `policy` has none of its own (a single run's: one limiter, one pool)."""
+    from dataclasses import replace
+
+    from kestrel.models.callpolicy import CallPolicy
+    from kestrel.models.limiter import RateLimit, RateLimiter
+    from kestrel.models.slots import CallSlots
+
+    if ms.rpm is None and ms.tpm is None and ms.concurrency is None:
+        return policy
+    base = policy if policy is not None else CallPolicy()
+    limiter = base.limiter
+    if limiter is None and (ms.rpm is not None or ms.tpm is not None):
+        limiter = RateLimiter(RateLimit(requests_per_minute=ms.rpm, tokens_per_minute=ms.tpm), clock=base.clock)
+    slots = base.slots if base.slots is not None or ms.concurrency is None else CallSlots(ms.concurrency)
+    return replace(base, limiter=limiter, slots=slots)
 
 
 NO_KEY = "none"
@@ -238,4 +303,5 @@ def check_agent_fits(agent: Agent, data: MarketData, options: SessionOptions, da
             )
 
 
-__all__ = ["AGENT_HELP", "NO_KEY", "agent_of", "check_agent_fits", "is_loopback", "model_agent", "read_agent_input"]
+__all__ = ["AGENT_HELP", "NO_KEY", "agent_of", "check_agent_fits", "is_loopback", "is_model_agent", "model_agent",
+           "model_spec", "read_agent_input", "spec_policy"]

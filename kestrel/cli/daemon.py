@@ -131,7 +131,7 @@ def absolutize(ns: argparse.Namespace, cwd: str, roots: Any = None) -> None:
     path = agent_input(ns.agent)
     if path is not None:
         ns.agent = f"{ns.agent.partition(':')[0]}:{full(path)}"
-    for flag in ("capture", "ledger", "evidence", "modes", "news"):
+    for flag in ("capture", "ledger", "evidence", "modes", "news", "reply_cache"):
         if getattr(ns, flag, None):
             setattr(ns, flag, full(getattr(ns, flag)))
 

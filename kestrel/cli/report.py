@@ -13,8 +13,9 @@ from kestrel.cli.errors import UsageError
 from kestrel.cli.subcommands import Subcommands
 
 if TYPE_CHECKING:  # the report modules load only when a report is made
-    from kestrel.report.board import Row
+    from kestrel.report.stats.board import Board, Row
     from kestrel.report.run import RunReport
+    from kestrel.report.stats import SessionRecord
 
 
 def register(subparsers: Subcommands) -> None:
@@ -34,8 +35,12 @@ def register(subparsers: Subcommands) -> None:
     src.add_argument("--sweep", help="a directory written by `kestrel sweep --out`")
     r.add_argument("--ledger", help="the run's ledger, the one written with the capture (its SHA-256 must be the one "
                                        "the capture records); default: replay the capture to get it")
+    r.add_argument("--evidence", help="the run's evidence (simulate --evidence, a sweep run's evidence.jsonl): the "
+                                       "model, tokens and dollars of its calls are shown (without it: unknown)")
     r.add_argument("-o", "--output", required=True, help="the HTML file to write")
     r.add_argument("--png", help="also write a PNG chart (needs `pip install 'kestrel[plot]'`)")
+    r.add_argument("--usd-rate", action="append", metavar="CUR=RATE",
+                   help="with --sweep: dollars per unit of CUR for the net-of-model-cost column of PnL in CUR")
     r.set_defaults(func=_report)
 
 
@@ -47,7 +52,7 @@ def check_report_paths(args: argparse.Namespace) -> None:
 
     recorded = recorded_data_path(args.capture) if args.capture else None
     check_paths([("-o", args.output), ("--png", args.png)],
-                [("--capture", args.capture), ("--ledger", args.ledger),
+                [("--capture", args.capture), ("--ledger", args.ledger), ("--evidence", args.evidence),
                  ("data file recorded in the capture", recorded)])
 
 
@@ -102,18 +107,27 @@ def _report(args: argparse.Namespace) -> int:
 def _run_report(args: argparse.Namespace) -> int:
     check_report_paths(args)
     if args.sweep is not None:
-        if args.ledger is not None or args.png is not None:
-            raise UsageError("--ledger and --png apply to --capture reports only")
+        if args.ledger is not None or args.png is not None or args.evidence is not None:
+            raise UsageError("--ledger, --evidence and --png apply to --capture reports only")
         return _sweep_report(args)
-    rep = run_report_of(args.capture, args.ledger)
+    if args.usd_rate:
+        raise UsageError("--usd-rate applies to --sweep reports only")
+    rep = run_report_of(args.capture, args.ledger, args.evidence)
     write_run_report(rep, args.output, args.png)
     print_summary(rep)
     print(f"wrote {args.output}" + (f" and {args.png}" if args.png else ""), file=sys.stderr)
     return 0
 
 
-def run_report_of(capture: str, ledger_path: str | None) -> RunReport:
-    """The report of a capture: with its ledger as given, else by replaying the capture."""
+def run_report_of(capture: str, ledger_path: str | None, evidence_path: str | None = None) -> RunReport:
+    """The report of a capture: with its ledger as given, else by replaying the capture; the
+    model calls' tokens and dollars from the run's evidence file when given (else unknown)."""
+    from kestrel.report.evidence import EvidenceError, read_evidence
+
+    try:
+        evidence = None if evidence_path is None else read_evidence(evidence_path)
+    except EvidenceError as exc:
+        raise UsageError(str(exc)) from None
     import datetime as dt
 
     from kestrel.agents.recorded import RecordedAgent
@@ -145,7 +159,7 @@ def run_report_of(capture: str, ledger_path: str | None) -> RunReport:
         missing = [d for d in header.dates if d not in {s.date.isoformat() for s in data.sessions}]
         if missing:
             raise UsageError(f"the data holds no session on {', '.join(missing)}")
-        return from_ledger(header, turns, ledger, data, data_sha256=sha)
+        return from_ledger(header, turns, ledger, data, data_sha256=sha, evidence=evidence)
     agent = RecordedAgent(turns, agent_id=header.agent, header=header)
     from kestrel.engine.config import EngineConfig
 
@@ -153,7 +167,7 @@ def run_report_of(capture: str, ledger_path: str | None) -> RunReport:
     options = SessionOptions(checkpoints=header.schedule[1:], guard_s=header.guard_s, data_name=header.data,
                              engine=header.engine or EngineConfig(), source=header.source)
     result = run_session(data, agent, options, date=dt.date.fromisoformat(header.dates[-1]), days=len(header.dates))
-    return from_result(result, data, data_sha256=sha)
+    return from_result(result, data, data_sha256=sha, evidence=evidence, calls_unknown=evidence is None)
 
 
 def check_ledger(capture: str, recorded: str | None, ledger_path: str, raw: bytes) -> None:
@@ -172,7 +186,7 @@ def check_ledger(capture: str, recorded: str | None, ledger_path: str, raw: byte
 
 
 def _sweep_report(args: argparse.Namespace) -> int:
-    from kestrel.report.board import render_leaderboard
+    from kestrel.cli.callflags import parse_usd_rates
     from kestrel.sweep.results import stored_rows
 
     out = Path(args.sweep)
@@ -181,17 +195,30 @@ def _sweep_report(args: argparse.Namespace) -> int:
     rows = stored_rows(out)
     if not rows:
         raise UsageError(f"--sweep {args.sweep}: no finished or failed runs in it")
-    write_text(args.output, render_leaderboard(rows, title=f"Kestrel sweep {out.name}"))
-    print_leaderboard(rows)
+    board, _ = sweep_board(out, rows, usd_rates=parse_usd_rates(args.usd_rate or []))
+    write_text(args.output, board.html(title=f"Kestrel sweep {out.name}"))
+    print_board(board)
     print(f"wrote {args.output}", file=sys.stderr)
     return 0
 
 
-def print_leaderboard(rows: Sequence[Row]) -> None:
-    from kestrel.report.board import text_lines
+def sweep_board(out: Path, rows: Sequence[Row], *, usd_rates: dict[str, float] | None = None
+                ) -> tuple[Board, list[SessionRecord]]:
+    """The leaderboard of a sweep directory's `rows` (from their runs' per-session records)."""
+    from kestrel.report.stats.board import Board
+    from kestrel.report.stats import StatsError
+    from kestrel.sweep.results import stored_records
 
-    for line in text_lines(rows):
+    records = stored_records(out, [str(r["key"]) for r in rows if not r.get("error")])
+    try:
+        return Board(rows, records, usd_rates=usd_rates), records
+    except StatsError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def print_board(board: Board) -> None:
+    for line in board.text_lines():
         print(line)
 
 
-__all__ = ["check_ledger", "print_leaderboard", "print_summary", "register", "run_report_of", "write_run_report", "write_text"]
+__all__ = ["check_ledger", "print_board", "sweep_board", "print_summary", "register", "run_report_of", "write_run_report", "write_text"]

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from kestrel.cli.agentspec import agent_of, check_agent_fits
+from kestrel.cli.callflags import add_call_flags, arm_latency, check_post_cutoff, run_policy
 from kestrel.cli.dataflags import add_data_flags, agent_input, check_paths, load_from_args, news_from_args, parse_guard
 from kestrel.cli.errors import UsageError, guarded
 from kestrel.providers import lookup
@@ -37,6 +38,7 @@ if TYPE_CHECKING:  # imported lazily at run time (start-up cost)
 
     from kestrel.market import MarketData
     from kestrel.data.source import DataSource
+    from kestrel.report.evidence import Recorded
     from kestrel.session.capture import CaptureWriter
     from kestrel.session.options import EvidenceSink, SessionOptions
     from kestrel.session.profiles import Mode
@@ -65,6 +67,10 @@ def register(subparsers: Subcommands) -> None:
     s.add_argument("--checkpoints", default="", help="authoring checkpoints after OPEN, e.g. 11:00,13:30")
     s.add_argument("--guard", default="300",
                    help="snapshot guard before each ordinal: seconds (300) or a duration (30s, 5m, 1h); default 300")
+    s.add_argument("--arm-latency", metavar="measured|SECONDS",
+                   help="a turn takes effect after its ordinal by the authoring time (measured: its model calls' "
+                        "latency) or by SECONDS, the window running on under the incumbent; off by default (at the "
+                        "ordinal)")
     s.add_argument("--agent", help="baseline (default) | fixed:PLAN.kes | recorded:CAPTURE.jsonl | "
                                    "replies:FILE | PROVIDER:MODEL, PROVIDER one of " + ", ".join(provider_names()))
     s.add_argument("--profile", help="execution profile: balanced | fast | thorough")
@@ -94,6 +100,7 @@ def register(subparsers: Subcommands) -> None:
                         "(default: as fast as possible); the ledger is the same at every pace")
     _output_flags(s)
     s.add_argument("--evidence", help="write the authoring-loop evidence as JSON lines to PATH")
+    add_call_flags(s)
     s.set_defaults(func=_simulate)
 
     r = subparsers.add_parser(
@@ -110,6 +117,9 @@ def register(subparsers: Subcommands) -> None:
     r.add_argument("--no-verify", action="store_true",
                    help="replay a capture that records no ledger checksum (an interrupted run): its "
                         "replayed ledger is then not verified (without it such a capture is refused)")
+    r.add_argument("--evidence", dest="recorded_evidence", metavar="FILE",
+                   help="the captured run's evidence (simulate --evidence, a sweep run's evidence.jsonl): its model "
+                        "calls' tokens and dollars are shown (a replay makes none; without it they are unknown)")
     r.set_defaults(func=_replay)
 
 
@@ -213,7 +223,7 @@ def prepare(args: argparse.Namespace, load: Loader = _load, agent_content: bytes
     flags = profiles.Flags(
         view_request_cap=args.max_iterations,
         authoring_token_budget=args.token_budget,
-        effort=args.effort,
+        effort=args.effort if args.effort is not None else _spec_effort(args.agent),
         self_correct=args.self_correct,
         agent=args.agent,
         model=args.model,
@@ -232,7 +242,7 @@ def prepare(args: argparse.Namespace, load: Loader = _load, agent_content: bytes
         print(f"kestrel simulate: note: {resolved.note}", file=sys.stderr)
     agent = agent_of(spec, model=model, base_url=st.base_url, api_key_env=st.api_key_env,
                      timeout_s=args.agent_timeout, panes=st.panes, content=agent_content,
-                     constrain=st.constrain, reason_first=st.reason_first)
+                     policy=run_policy(args), constrain=st.constrain, reason_first=st.reason_first)
     _note_unused_loop_flags(args, agent, spec)
     _note_reason_first_without_grammar(agent, st.reason_first)
     data, source, label = load(args)
@@ -251,9 +261,16 @@ def prepare(args: argparse.Namespace, load: Loader = _load, agent_content: bytes
         source=source,
         news=news,
         blind=args.blind,
+        arm_latency=arm_latency(args.arm_latency),
     )
     date = _date(args.date)
     check_agent_fits(agent, data, options, date, args.days, st.agent or "baseline")
+    if getattr(args, "require_post_cutoff", False):
+        from kestrel.cli.agentspec import is_model_agent
+        from kestrel.session.runner import pick_sessions
+
+        check_post_cutoff(agent.model if is_model_agent(agent) else None,
+                          [s.date.isoformat() for s in pick_sessions(data, date, args.days)], label)
     _warn_partial(data, date, args.days)
     try:
         pace = parse_pace(args.pace)
@@ -262,6 +279,18 @@ def prepare(args: argparse.Namespace, load: Loader = _load, agent_content: bytes
     if pace is not None and args.backend == DIRECT:
         raise UsageError("--pace needs the actor feed: use --backend asyncio or trio (or --pace max)")
     return Prepared(data, agent, options, date, args.days, pace)
+
+
+def _spec_effort(agent: str | None) -> str | None:
+    """The `effort=` of a model agent's spec (`--agent PROVIDER:MODEL|effort=LEVEL`), if any."""
+    from kestrel.models.spec import SpecError, is_model_spec, parse_spec
+
+    if agent is None or not is_model_spec(agent) or "|" not in agent:
+        return None
+    try:
+        return parse_spec(agent).effort
+    except SpecError:
+        return None  # refused with its message when the agent is built
 
 
 def _warn_partial(data: MarketData, date: dt.date | None, days: int) -> None:
@@ -403,7 +432,9 @@ def _start_outputs(args: argparse.Namespace, writer: CaptureWriter | None, data:
         raise UsageError(f"cannot write {exc.filename}: {exc.strerror}") from None
 
 
-def _finish(args: argparse.Namespace, result: SessionResult, data: MarketData, command: str = "simulate") -> int:
+def _finish(args: argparse.Namespace, result: SessionResult, data: MarketData, command: str = "simulate",
+            recorded: Recorded | None = None) -> int:
+    """Write the outputs and print the report; a replay's model calls are its `recorded` run's."""
     _write(args.capture, result.capture_jsonl())
     _write(args.ledger, result.ledger_jsonl())
     if args.report or args.png:
@@ -411,12 +442,18 @@ def _finish(args: argparse.Namespace, result: SessionResult, data: MarketData, c
         from kestrel.report import from_result
         from kestrel.report.source import header_sha256
 
-        write_run_report(from_result(result, data, data_sha256=header_sha256(result.header, data)),
+        evidence = None if recorded is None else recorded.evidence
+        write_run_report(from_result(result, data, data_sha256=header_sha256(result.header, data),
+                                     evidence=evidence, calls_unknown=recorded is not None and evidence is None),
                          args.report, args.png)
     if args.json:
-        sys.stdout.write(msgspec.json.encode(summary(result, data)).decode() + "\n")
+        sys.stdout.write(msgspec.json.encode(summary(result, data, recorded=recorded)).decode() + "\n")
     else:
-        report(result, data, command)
+        report(result, data, command, recorded=recorded)
+    failure = result.failure
+    if failure is not None:  # what it recorded is written above; the run is still a failure
+        print(f"kestrel {command}: {failure.line()}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -456,7 +493,8 @@ def _run_replay(args: argparse.Namespace) -> int:
     if args.news is not None and not args.news.strip():
         raise UsageError("--news is empty: give the path of the moved copy of the captured news file")
     inputs = [("capture", args.capture), ("--data", args.data), ("--news", args.news),
-              ("--expect-ledger", args.expect_ledger)]
+              ("--expect-ledger", args.expect_ledger),
+              ("--evidence", args.recorded_evidence)]
     check_paths(outputs, inputs)
     try:
         header, turns = read_capture(args.capture)
@@ -490,9 +528,16 @@ def _run_replay(args: argparse.Namespace) -> int:
     agent = RecordedAgent(turns, agent_id=header.agent, header=header)
     from kestrel.engine.config import EngineConfig
 
+    import msgspec
+
+    # under an arm latency every turn is armed after the delay it was recorded with
+    lat = None if isinstance(header.arm_latency, msgspec.UnsetType) else header.arm_latency
+    delays = None if lat is None else {f"{t.date} {t.ordinal}": t.arm_delay_ns for t in turns
+                                       if not isinstance(t.arm_delay_ns, msgspec.UnsetType)}
     options = SessionOptions(checkpoints=header.schedule[1:], guard_s=header.guard_s,
                              data_name=header.data, engine_path=args.engine_path,
-                             engine=header.engine or EngineConfig(), source=header.source, news=news)
+                             engine=header.engine or EngineConfig(), source=header.source, news=news,
+                             arm_latency=lat, arm_delays=delays)
     if args.ledger:
         Path(os.path.realpath(args.ledger)).unlink(missing_ok=True)  # a symlink stays
     result = _run(data, agent, options, args.backend, dt.date.fromisoformat(header.dates[-1]),
@@ -504,7 +549,7 @@ def _run_replay(args: argparse.Namespace) -> int:
         return 1
     source_name = args.capture
     args.capture = args.capture_out
-    code = _finish(args, result, data, "replay")
+    code = _finish(args, result, data, "replay", recorded_calls(header.agent, args.recorded_evidence))
     ledger = result.ledger_jsonl()
     if expected is not None and expected != ledger:
         print(f"kestrel replay: the replayed ledger differs from --expect-ledger {args.expect_ledger}: "
@@ -523,6 +568,22 @@ def _run_replay(args: argparse.Namespace) -> int:
         what = " and --expect-ledger" if expected is not None else ""
         print(f"kestrel replay: ledger identical to the captured run's{what} (sha256 {digest[:16]}…)", file=sys.stderr)
     return code
+
+
+def recorded_calls(agent_id: str, path: str | None) -> Recorded | None:
+    """A replay's model calls: those of the recorded run's evidence file `path` (unknown
+    without it); None when the captured agent is not a model (it made no call to show)."""
+    from kestrel.report.evidence import EvidenceError, Recorded, read_evidence
+    from kestrel.report.run import recorded_model
+
+    if recorded_model(agent_id) is None and path is None:
+        return None
+    if path is None:
+        return Recorded(None)
+    try:
+        return Recorded(tuple(read_evidence(path)))
+    except EvidenceError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _shown(line: str, width: int = 200) -> str:

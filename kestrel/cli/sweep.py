@@ -1,9 +1,14 @@
-"""`kestrel sweep`: agents x profiles x data x days, on a process pool or a Dask cluster.
+"""`kestrel sweep`: agents x profiles x data x days x repeats, model runs concurrently in
+this process, the others on a process pool or a Dask cluster.
 
-The composition root for `kestrel.sweep`: it validates the grid up front (agents, profiles,
-data, dates), picks the executor (serial for `--jobs 1`, a `ProcessPoolExecutor` for `--jobs N`,
-a Dask client's executor for `--scheduler`), shows a progress bar on a terminal and prints the
-leaderboard or, with `--json`, one JSON document.
+The composition root for `kestrel.sweep`: it validates the grid up front (agents and their
+keys, profiles, data, dates, the leakage check), picks the executors (model agents' runs on
+the network lane: `--max-concurrency` sessions at once on `--backend direct|asyncio|trio`,
+`kestrel.cli.sweeplanes`; the others serial for `--jobs 1`, a `ProcessPoolExecutor` for
+`--jobs N`, a Dask client's executor for `--scheduler`), shows a progress bar on a terminal and
+prints the leaderboard with its statistics or, with `--json`, one JSON document. The exit code
+is 0 when every run finished, 1 when a run failed (unless `--allow-failures`) or the sweep's
+spending cap left runs undone, 2 for bad input.
 """
 
 from __future__ import annotations
@@ -11,16 +16,19 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Executor
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from kestrel.cli.callflags import add_call_flags
 from kestrel.cli.errors import UsageError
 from kestrel.cli.subcommands import Subcommands
+from kestrel.cli.sweeplanes import BACKENDS, DEFAULT_CONCURRENCY
 from kestrel.providers import names
 
 
@@ -29,12 +37,16 @@ def register(subparsers: Subcommands) -> None:
         "sweep",
         help="run agents x profiles x data files x days; resumable; local processes or Dask",
         description=(
-            "Run every agent x profile x data file x session (or --days-per-run sessions) as one run, "
-            "keyed by a hash of its spec and the data file's SHA-256. Writes DIR/runs/KEY/"
-            "{capture,ledger,evidence}.jsonl atomically and DIR/results.csv (and .parquet); a rerun "
-            "skips finished keys; a failing run is recorded and the sweep goes on. A grid file "
-            "(TOML) may give the same fields: agents, profiles, data, date, days, days_per_run, "
-            "checkpoints, guard_s, out, jobs, scheduler."
+            "Run every agent x profile x data file x session (or --days-per-run sessions) x repeat as one "
+            "run, keyed by a hash of its spec and the data file's SHA-256. Writes DIR/runs/KEY/"
+            "{capture,ledger,evidence}.jsonl and sessions.json atomically and DIR/results.csv (and "
+            ".parquet), DIR/cells.csv, comparisons.csv and sessions.csv; a rerun skips finished keys; a "
+            "failing run is recorded and the sweep goes on. Model agents may carry their endpoint and "
+            "options: 'openai:gpt-5-mini@http://127.0.0.1:8000/v1|key=LOCAL_KEY|effort=low'. A grid file "
+            "(TOML) may give the same fields: agents (strings or tables), profiles, data, date, days, "
+            "days_per_run, checkpoints, guard_s, repeats, seed, temperature, arm_latency, out, jobs, scheduler, "
+            "backend, max_concurrency, max_usd, max_tokens, run_max_usd, run_max_tokens, reply_cache, "
+            "allow_failures, require_post_cutoff."
         ),
     )
     s.add_argument("grid", nargs="?", help="a TOML grid file (instead of --agents/--profiles/--data)")
@@ -56,7 +68,27 @@ def register(subparsers: Subcommands) -> None:
     where = s.add_mutually_exclusive_group()
     where.add_argument("--jobs", type=int, help="local worker processes (default: the CPU count; 1 = serial)")
     where.add_argument("--scheduler", help="a Dask scheduler address, tcp://HOST:PORT (needs kestrel[dask])")
-    s.add_argument("--json", action="store_true", help="print one JSON document: ran, skipped, failed, runs")
+    s.add_argument("--repeats", type=int, help="runs per cell (default 1); repeat r has seed SEED + r, sent to "
+                                                 "providers that take one")
+    s.add_argument("--seed", type=int, help="the first repeat's seed (default 0 with --repeats)")
+    s.add_argument("--arm-latency", metavar="measured|SECONDS",
+                   help="a turn takes effect SECONDS after its ordinal, or after it by the ordinal's measured "
+                        "model-call time (off by default; recorded in each run's capture, replay arms the same)")
+    s.add_argument("--temperature", type=float, help="model agents' sampling temperature (0 to 2; an agent's "
+                                                      "|temperature= wins)")
+    s.add_argument("--backend", choices=("direct", "asyncio", "trio"),
+                   help="how model runs' sessions run: direct (run_session on threads, default), or on the actor "
+                        "shell on one asyncio or trio event loop")
+    s.add_argument("--max-concurrency", action="append", metavar="N|PROVIDER=N",
+                   help="N: model runs in flight at once (default 8); PROVIDER=N: calls in flight to each endpoint "
+                        "of PROVIDER (an agent's |concurrency= wins); repeatable or comma-separated")
+    s.add_argument("--agent-timeout", type=float, help="seconds per model call, its retries included (default 120)")
+    add_call_flags(s, sweep=True)
+    s.add_argument("--allow-failures", action="store_true", help="exit 0 even when runs failed (they rank nowhere)")
+    s.add_argument("--usd-rate", action="append", metavar="CUR=RATE",
+                   help="dollars per unit of CUR, for the net-of-model-cost column of PnL in CUR (e.g. EUR=1.08); "
+                        "without it that column is refused for PnL not in USD")
+    s.add_argument("--json", action="store_true", help="print one JSON document: counts, runs, the leaderboard")
     s.add_argument("--report", help="also write the leaderboard HTML to PATH.html")
     s.set_defaults(func=_sweep)
 
@@ -67,38 +99,117 @@ def _csv(text: str | None) -> tuple[str, ...] | None:
     return tuple(x.strip() for x in text.split(",") if x.strip())
 
 
-def _grid(args: argparse.Namespace) -> tuple[Any, str, int | None, str | None]:
-    """(Grid, out, jobs, scheduler) from the grid file and the flags (flags win)."""
+@dataclass
+class Settings:
+    """How the sweep runs (flags over the grid file's fields)."""
+
+    out: str
+    jobs: int | None = None
+    scheduler: str | None = None
+    backend: str = "direct"
+    window: int = DEFAULT_CONCURRENCY
+    per_provider: dict[str, int] = field(default_factory=dict)
+    agent_timeout: float = 120.0
+    max_usd: float | None = None
+    max_tokens: int | None = None
+    run_max_usd: float | None = None
+    run_max_tokens: int | None = None
+    reply_cache: str | None = None
+    allow_failures: bool = False
+    require_post_cutoff: bool = False
+    usd_rates: dict[str, float] = field(default_factory=dict)
+
+
+def _concurrency(values: Sequence[str]) -> tuple[int | None, dict[str, int]]:
+    """`--max-concurrency N` and `PROVIDER=N` items (comma-separated or repeated)."""
+    from kestrel.providers import lookup
+
+    window: int | None = None
+    per: dict[str, int] = {}
+    for item in (x.strip() for v in values for x in v.split(",") if x.strip()):
+        name, eq, n = item.rpartition("=") if "=" in item else ("", "", item)
+        try:
+            k = int(n)
+        except ValueError:
+            k = 0
+        if k < 1:
+            raise UsageError(f"--max-concurrency {item!r}: give N or PROVIDER=N with N >= 1")
+        if not eq:
+            window = k
+        elif lookup(name) is None:
+            raise UsageError(f"--max-concurrency {item!r}: unknown provider {name!r}: use one of {', '.join(names())}")
+        else:
+            per[name.strip().lower()] = k
+    return window, per
+
+
+def _grid(args: argparse.Namespace) -> tuple[Any, Settings]:
+    """(Grid, Settings) from the grid file and the flags (flags win)."""
     from kestrel.sweep.spec import Grid, SweepError, load_grid_file
 
     fields: dict[str, Any] = {}
-    out = jobs = scheduler = None
+    file: Any = None
     try:
         if args.grid is not None:
-            gf = load_grid_file(args.grid)
-            fields = {f: getattr(gf, f) for f in Grid.__struct_fields__}
-            out, jobs, scheduler = gf.out, gf.jobs, gf.scheduler
-        for flag, field in (("agents", "agents"), ("profiles", "profiles"), ("data", "data"),
-                            ("checkpoints", "checkpoints")):
+            file = load_grid_file(args.grid)
+            grid = file.grid
+            fields = {f: getattr(grid, f) for f in Grid.__struct_fields__}
+        for flag, name in (("agents", "agents"), ("profiles", "profiles"), ("data", "data"),
+                           ("checkpoints", "checkpoints")):
             v = _csv(getattr(args, flag))
             if v is not None:
-                fields[field] = v
-        for flag, field in (("date", "date"), ("days", "days"), ("days_per_run", "days_per_run"),
-                            ("guard", "guard_s"), ("news", "news"), ("blind", "blind")):
+                fields[name] = v
+        for flag, name in (("date", "date"), ("days", "days"), ("days_per_run", "days_per_run"),
+                           ("guard", "guard_s"), ("repeats", "repeats"), ("seed", "seed"),
+                           ("temperature", "temperature"), ("news", "news"), ("blind", "blind")):
             if getattr(args, flag) is not None:
-                fields[field] = getattr(args, flag)
+                fields[name] = getattr(args, flag)
+        if args.arm_latency is not None:
+            from kestrel.cli.callflags import arm_latency
+
+            fields["arm_latency"] = arm_latency(args.arm_latency)
         if "agents" not in fields:
             raise UsageError("name the agents: --agents A,B (or a grid file)")
         grid = Grid(**fields).check()
     except SweepError as exc:
         raise UsageError(str(exc)) from None
-    out = args.out or out
+
+    def pick(flag: str, name: str | None = None) -> Any:
+        v = getattr(args, flag, None)
+        return v if v not in (None, False, []) else (getattr(file, name or flag) if file is not None else None)
+
+    out = pick("out")
     if not out:
         raise UsageError("name the sweep directory: --out DIR (or `out` in the grid file)")
+    st = Settings(out=str(out))
     if args.jobs is not None or args.scheduler is not None:
-        jobs, scheduler = args.jobs, args.scheduler
-    if jobs is not None and jobs < 1:
-        raise UsageError(f"--jobs must be >= 1, got {jobs}")
+        st.jobs, st.scheduler = args.jobs, args.scheduler
+    elif file is not None:
+        st.jobs, st.scheduler = file.jobs, file.scheduler
+    if st.jobs is not None and st.jobs < 1:
+        raise UsageError(f"--jobs must be >= 1, got {st.jobs}")
+    backend = pick("backend") or "direct"
+    if backend not in BACKENDS:
+        raise UsageError(f"backend {backend!r}: use one of {', '.join(BACKENDS)}")
+    st.backend = backend
+    window, st.per_provider = _concurrency(list(args.max_concurrency or []) or list(file.max_concurrency if file else ()))
+    st.window = window or DEFAULT_CONCURRENCY
+    st.agent_timeout = args.agent_timeout if args.agent_timeout is not None else 120.0
+    if not 0 < st.agent_timeout <= 3600:
+        raise UsageError(f"--agent-timeout must be > 0 and <= 3600 seconds, got {st.agent_timeout:g}")
+    for name in ("max_usd", "max_tokens", "run_max_usd", "run_max_tokens", "reply_cache"):
+        setattr(st, name, pick(name))
+    for name, value in (("max_usd", st.max_usd), ("run_max_usd", st.run_max_usd)):
+        if value is not None and not value > 0:
+            raise UsageError(f"{name} must be > 0, got {value}")
+    for name, value in (("max_tokens", st.max_tokens), ("run_max_tokens", st.run_max_tokens)):
+        if value is not None and value < 1:
+            raise UsageError(f"{name} must be >= 1, got {value}")
+    st.allow_failures = bool(pick("allow_failures"))
+    st.require_post_cutoff = bool(pick("require_post_cutoff"))
+    from kestrel.cli.callflags import parse_usd_rates
+
+    st.usd_rates = parse_usd_rates(args.usd_rate or [])
     if grid.date is not None:
         import datetime as dt
 
@@ -121,7 +232,7 @@ def _grid(args: argparse.Namespace) -> tuple[Any, str, int | None, str | None]:
         except DataError as exc:
             raise UsageError(str(exc)) from None
         grid = msgspec.structs.replace(grid, news=os.path.abspath(grid.news))
-    return grid, str(out), jobs, scheduler
+    return grid, st
 
 
 def _sweep(args: argparse.Namespace) -> int:
@@ -130,20 +241,43 @@ def _sweep(args: argparse.Namespace) -> int:
     return guarded("sweep", lambda: _run_sweep(args))
 
 
+def _model_specs(agents: Sequence[str]) -> dict[str, Any]:
+    """identity -> full spec of every model agent (two specs of one identity must agree)."""
+    from kestrel.cli.agentspec import model_spec
+    from kestrel.models.spec import is_model_spec
+
+    out: dict[str, Any] = {}
+    for a in agents:
+        if not is_model_spec(a):
+            continue
+        ms = model_spec(a)
+        if ms.identity in out and out[ms.identity] != ms:
+            raise UsageError(f"agents {out[ms.identity].format()!r} and {ms.format()!r} run the same model the same "
+                             "way but with different call options (key, rpm, tpm, concurrency): give one")
+        out[ms.identity] = ms
+    return out
+
+
 def _run_sweep(args: argparse.Namespace) -> int:
     from kestrel.cli.agentspec import agent_of
+    from kestrel.cli.callflags import budget, check_post_cutoff, reply_cache
     from kestrel.cli.datanames import load_named as load_data
+    from kestrel.cli.sweeplanes import SweepCalls, lane_executor
+    from kestrel.models.spec import is_model_spec
     from kestrel.session import profiles
     from kestrel.session.coverage import default_session_index
     from kestrel.session.schedule import ordinals
-    from kestrel.sweep.run import run_sweep
+    from kestrel.sweep.run import NetworkLane, run_sweep
     from kestrel.sweep.spec import SweepError, expand
     from kestrel.sweep.worker import cached_data
 
-    grid, out, jobs, scheduler = _grid(args)
+    grid, st = _grid(args)
     grid = msgspec.structs.replace(grid, agents=tuple(_absolute_agent(a) for a in grid.agents),
                                    data=tuple(_absolute_data(d) for d in grid.data))
+    specs_of = _model_specs(grid.agents)
     for a in grid.agents:
+        if is_model_spec(a):
+            continue  # a model agent: checked with the sweep's call policy below
         try:
             agent_of(a)  # a bad agent or plan file fails here, before anything runs
         except UsageError as exc:
@@ -170,32 +304,75 @@ def _run_sweep(args: argparse.Namespace) -> int:
         specs = expand(grid, sessions_of)
     except SweepError as exc:
         raise UsageError(str(exc)) from None
-    outdir = Path(out)
+    if st.require_post_cutoff:
+        for r in specs:
+            if r.agent in specs_of:
+                check_post_cutoff(specs_of[r.agent].model, list(r.dates), r.data)
+    outdir = Path(st.out)
     if outdir.exists() and not outdir.is_dir():
-        raise UsageError(f"--out {out}: not a directory")
-    with _executor(jobs, scheduler) as executor, _progress(not args.json, len(specs)) as progress:
+        raise UsageError(f"--out {st.out}: not a directory")
+    calls = None
+    if specs_of:
+        calls = SweepCalls(specs_of, timeout_s=st.agent_timeout, per_provider=st.per_provider,
+                           sweep=budget(st.max_usd, st.max_tokens, "sweep"), run_max_usd=st.run_max_usd,
+                           run_max_tokens=st.run_max_tokens, cache=reply_cache(st.reply_cache))
         try:
-            outcome = run_sweep(specs, outdir, agent_factory=agent_of, data_loader=load_data, executor=executor,
-                                progress=progress)
-        except SweepError as exc:
-            raise UsageError(str(exc)) from None
+            calls.check()
+        except UsageError as exc:
+            raise UsageError(sweep_words(str(exc))) from None
+    try:
+        with _executor(st.jobs, st.scheduler) as executor, _progress(not args.json, len(specs)) as progress:
+            network = None
+            lane_pool = None
+            if calls is not None:
+                lane_pool, runner = lane_executor(st.backend, st.window, st.agent_timeout)
+                network = NetworkLane(lane_pool, calls, calls.takes, st.window, runner, calls.exhausted, calls.cancel)
+            try:
+                outcome = run_sweep(specs, outdir, agent_factory=agent_of, data_loader=load_data, executor=executor,
+                                    progress=progress, network=network)
+            except SweepError as exc:
+                raise UsageError(str(exc)) from None
+            finally:
+                if lane_pool is not None:
+                    lane_pool.shutdown(wait=True)
+    finally:
+        if calls is not None:
+            calls.close(st.agent_timeout)
+    return _finish(args, st, outdir, outcome)
+
+
+def _finish(args: argparse.Namespace, st: Settings, outdir: Path, outcome: Any) -> int:
+    from kestrel.cli.report import print_board, sweep_board
+    from kestrel.sweep.results import write_board_tables
+
+    board, records = sweep_board(outdir, outcome.rows, usd_rates=st.usd_rates)
+    outcome.tables += write_board_tables(outdir, board, records)
     if args.report:
         from kestrel.cli.report import write_text
-        from kestrel.report.board import render_leaderboard
 
-        write_text(args.report, render_leaderboard(outcome.rows, title=f"Kestrel sweep {outdir.name}"))
+        write_text(args.report, board.html(title=f"Kestrel sweep {outdir.name}"))
     if args.json:
-        sys.stdout.write(msgspec.json.encode(outcome.summary()).decode() + "\n")
+        doc = outcome.summary()
+        doc["leaderboard"] = board.json()
+        sys.stdout.write(msgspec.json.encode(doc).decode() + "\n")
     else:
-        from kestrel.cli.report import print_leaderboard
-
-        print(f"ran {outcome.ran}, skipped {outcome.skipped} (finished before), failed {outcome.failed}; "
-              f"results: {', '.join(outcome.tables)}")
+        print(f"ran {outcome.ran}, skipped {outcome.skipped} (finished before), failed {outcome.failed}"
+              + (f", cut by the sweep's spending cap {outcome.capped}" if outcome.capped else "")
+              + (f", not started {len(outcome.not_started)}" if outcome.not_started else "")
+              + f"; results: {', '.join(outcome.tables)}")
         for r in outcome.rows:
             if r.get("error"):
-                print(f"failed {r['key']} ({r['agent']}, {r['profile']}, {r['data']}, {r['dates']}): {r['error']}")
-        print_leaderboard(outcome.rows)
-    return 1 if outcome.failed else 0
+                kind = "cut" if r.get("spending_cap") == "sweep" and not r.get("failure") else "failed"
+                print(f"{kind} {r['key']} ({r['agent']}, {r['profile']}, {r['data']}, {r['dates']}): {r['error']}")
+        if outcome.stop_reason:
+            print(f"stopped scheduling: {outcome.stop_reason}; not started: {len(outcome.not_started)} runs "
+                  f"({', '.join(outcome.not_started[:5])}{', ...' if len(outcome.not_started) > 5 else ''}); "
+                  "rerun with a higher cap to finish them")
+        print_board(board)
+    incomplete = outcome.capped or outcome.not_started
+    if outcome.failed and not st.allow_failures:
+        return 1
+    return 1 if incomplete else 0
 
 
 def sweep_words(message: str, data: str | None = None) -> str:

@@ -32,6 +32,7 @@ from kestrel.market.calendar import build_sessions
 from kestrel.data.daily import daily_bar_ticks, is_daily
 from kestrel.data.errors import DataError
 from kestrel.data.quotes import quote_bar_ticks
+from kestrel.data.origin import FileOrigin, remember
 from kestrel.data.grid import MAX_TICK_DECIMALS, MIN_TICK_SIZE, check_tick_grid, infer_tick_size
 from kestrel.data.columns import ColumnError, ColumnMap, parse_columns
 from kestrel.data.readers import (Table, check_text, columns_text, delimiter_hint, detect_preset, detect_spec,
@@ -320,8 +321,13 @@ def load(
     table = read_table(p, spec)
     if table.symbols is not None:
         table, symbol = one_symbol(table, symbol)
-    return assemble(table, spec, crossed, preset_name, symbol, tick_size, spikes, spike_factor,
-                     multiplier, currency, detected=detected)
+    stat = p.stat()
+    loaded = assemble(table, spec, crossed, preset_name, symbol, tick_size, spikes, spike_factor,
+                      multiplier, currency, detected=detected)
+    mapped = columns.text() if isinstance(columns, ColumnMap) else None
+    remember(loaded.data, FileOrigin(str(p.resolve()), loaded.report, spec.delimiter, stat.st_size, stat.st_mtime_ns,
+                                     mapped))
+    return loaded
 
 
 _SYMBOL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,15}$")

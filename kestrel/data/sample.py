@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from kestrel.data.origin import SampleOrigin, remember
 from kestrel.data.synthetic import SyntheticSpec, generate
 from kestrel.market.data import MarketData
 
@@ -33,4 +34,6 @@ def sample_seed(value: int | str, flag: str = "--seed") -> int:
 @lru_cache(maxsize=1)
 def load_sample() -> MarketData:
     """The default sample day with its 5 history sessions (deterministic)."""
-    return generate(SAMPLE_SPEC, SAMPLE_SEED)
+    data = generate(SAMPLE_SPEC, SAMPLE_SEED)
+    remember(data, SampleOrigin(SAMPLE_SEED))
+    return data

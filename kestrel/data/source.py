@@ -81,6 +81,26 @@ def file_source(report: LoadReport, data: MarketData, sha256: str, delimiter: st
     )
 
 
+def source_of(data: MarketData) -> DataSource | None:
+    """The `DataSource` of data a loader read (`kestrel.data.origin`): a file's path, checksum
+    and loading options, or the sample's seed; None when no loader recorded it or the file
+    changed since it was loaded."""
+    from kestrel.data.origin import FileOrigin, origin_of
+
+    origin = origin_of(data)
+    if origin is None:
+        return None
+    if not isinstance(origin, FileOrigin):
+        return sample_source(data, origin.seed)
+    try:
+        st = Path(origin.path).stat()
+    except OSError:
+        return None
+    if (st.st_size, st.st_mtime_ns) != (origin.size, origin.mtime_ns):
+        return None
+    return file_source(origin.report, data, file_sha256(origin.path), origin.delimiter, origin.columns)
+
+
 def open_source(source: DataSource, path: str | Path | None = None) -> MarketData:
     """Load `source` again: the sample from its seed, a file from `path` (a moved copy) or its
     recorded path. Raises `DataError` when the file is missing or its bytes differ from the
@@ -122,4 +142,4 @@ def open_source(source: DataSource, path: str | Path | None = None) -> MarketDat
     return data
 
 
-__all__ = ["DataSource", "file_sha256", "file_source", "open_source", "sample_source"]
+__all__ = ["DataSource", "file_sha256", "file_source", "open_source", "sample_source", "source_of"]

@@ -22,7 +22,7 @@ class Bounds(msgspec.Struct, frozen=True, kw_only=True):
     the loss a plan may take from its arming (money), `maxorders` the orders a plan may place,
     `session_maxloss` the loss of the whole session from its open (None: no limit)."""
 
-    maxpos: int = 1000
+    maxpos: int | float = 1000
     maxloss: float = 1000.0
     maxorders: int = 50
     session_maxloss: float | None = None

@@ -14,7 +14,9 @@ Invariants:
   off), so the provider's clear error arrives before the shell's timeout;
 - a call goes, in order: the reply cache (a hit: no request, nothing spent, `cached`), the
   spending caps (the call's worst case held, or `SpendingCapReached` and no request), then
-  attempts (each after the limiter's slot) retried by the `RetryPolicy`;
+  attempts (each after the limiter's slot and, with `slots`, a free call slot of the
+  endpoint, held for the request only) retried by the `RetryPolicy`; once the policy's `stop`
+  is set no attempt starts (the call fails at once, no request);
 - every provider failure (HTTP error, timeout, connection error, a malformed body) raises
   `ModelError` with a one-line reason; the loop turns it into a fail-closed stand-down. A
   `FatalModelError` (HTTP 401/403/404) is never retried, and every later call of the agent
@@ -72,12 +74,18 @@ class ModelConfig(msgspec.Struct, frozen=True):
     timeout_s: float = DEFAULT_TIMEOUT_S
     max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
     constraint: Constraint | None = None
+    temperature: float | None = None  # None: the provider's default (not sent)
+    seed: int | None = None  # sent to wires that take one; always part of the reply cache's key
 
     def __post_init__(self) -> None:
         if not self.model.strip():
             raise ValueError(f"{self.provider}: a model name is required ({self.provider}:MODEL)")
         if self.timeout_s <= 0:
             raise ValueError(f"agent timeout must be > 0 seconds, got {self.timeout_s}")
+        if self.temperature is not None and not 0.0 <= self.temperature <= 2.0:
+            raise ValueError(f"temperature must be from 0 to 2, got {self.temperature}")
+        if self.seed is not None and not 0 <= self.seed < 2**63:
+            raise ValueError(f"seed must be a non-negative 64-bit integer, got {self.seed}")
 
     def describe(self) -> str:
         """`provider model` and, when one is set, the endpoint (for error messages)."""
@@ -233,8 +241,10 @@ class ModelAgent:
             raise self._fatal
         key: str | None = None
         if policy.cache is not None:
-            key = reply_key(config.provider, config.model, config.base_url,
-                            wire.request(self._system, messages, decision))
+            sent = wire.request(self._system, messages, decision)
+            # a seed the wire does not send still tells repeats apart in the cache
+            keyed = sent if config.seed is None or "seed" in sent else {**sent, "seed": config.seed}
+            key = reply_key(config.provider, config.model, config.base_url, keyed)
             hit = policy.cache.get(key)
             if hit is not None:
                 policy.stats.add(cached=1)
@@ -283,7 +293,7 @@ class ModelAgent:
         """Up to `retry.max_attempts` attempts, each allowed all the time left before
         `deadline` (a slow model is not cut to a fraction of the budget), each after the
         limiter's slot when there is a limiter; a retry only after a retryable error and only
-        when its pause (jittered backoff, never shorter than the server's wait) still leaves
+        when its pause (the server's wait, else the jittered backoff) still leaves
         `retry.min_attempt_s` before `deadline`."""
         policy = self.policy
         retry, clock, limiter = policy.retry, policy.clock, policy.limiter
@@ -304,12 +314,24 @@ class ModelAgent:
                 if wait > 0:
                     policy.stats.add(limiter_wait_s=wait)
                     clock.sleep(wait)
+            if policy.stop is not None and policy.stop.is_set():
+                if permit is not None and limiter is not None:
+                    limiter.settle(permit, 0)
+                raise ModelError(f"{self.config.describe()}: no new call: the run is stopping (cancelled)")
+            slots = policy.slots
+            if slots is not None and not slots.acquire(deadline - retry.min_attempt_s - clock.monotonic()):
+                if permit is not None and limiter is not None:
+                    limiter.settle(permit, 0)
+                raise ModelError(f"{self.config.describe()}: no free call slot (at most {slots.limit} calls in "
+                                 "flight to the endpoint) before the call's deadline", retryable=False)
             left = max(deadline - clock.monotonic(), retry.min_attempt_s)
             made += 1
             policy.stats.add(attempts=1, retries=int(made > 1))
             try:
                 completion = wire.complete(self._system, messages, decision, left)
             except ModelError as exc:
+                if slots is not None:
+                    slots.release()
                 if permit is not None and limiter is not None:
                     limiter.settle(permit, booked if exc.maybe_billed else 0)
                 if isinstance(exc, FatalModelError):
@@ -328,6 +350,12 @@ class ModelAgent:
                 clock.sleep(pause)
                 last = exc
                 continue
+            except BaseException:
+                if slots is not None:
+                    slots.release()
+                raise
+            if slots is not None:
+                slots.release()
             if permit is not None and limiter is not None:
                 limiter.settle(permit, completion.usage.spend)
             return completion

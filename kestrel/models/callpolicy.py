@@ -1,8 +1,11 @@
-"""How a model agent makes its calls: retries, a rate limiter, spending caps, a reply cache.
+"""How a model agent makes its calls: retries, a rate limiter, spending caps, a reply cache,
+call slots and a stop signal.
 
 `CallPolicy` gathers them with safe defaults: retries on (`RetryPolicy()`: at most 6 attempts
-within the call's deadline), no client-side limiter, no spending cap, no reply cache (each is
-used only when given). The objects it holds are shared on purpose: give every agent of one
+within the call's deadline), no client-side limiter, no spending cap, no reply cache, no
+concurrency bound (`slots`: an endpoint's `CallSlots`, bounding and counting the attempts in
+flight), no stop signal (`stop`: once set, every later attempt fails at once without a request,
+how a cancelled sweep ends its sessions quickly). Each is used only when given. The objects it holds are shared on purpose: give every agent of one
 endpoint the same limiter (`Limiters.get`), every run of a sweep the sweep's `SpendingBudget`
 next to its own, every process the same cache directory.
 
@@ -21,6 +24,7 @@ from kestrel.models.clock import SYSTEM_CLOCK, Clock
 from kestrel.models.limiter import Limiter
 from kestrel.models.replycache import ReplyCache
 from kestrel.models.retry import RetryPolicy
+from kestrel.models.slots import CallSlots
 from kestrel.models.spending import SpendingBudget
 
 
@@ -70,6 +74,8 @@ class CallPolicy:
     limiter: Limiter | None = None
     budgets: tuple[SpendingBudget, ...] = ()
     cache: ReplyCache | None = None
+    slots: CallSlots | None = None
+    stop: threading.Event | None = None
     clock: Clock = SYSTEM_CLOCK
     rng: random.Random = field(default_factory=random.Random)
     stats: CallStats = field(default_factory=CallStats)

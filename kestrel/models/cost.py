@@ -96,6 +96,7 @@ def run_cost(
     total = Usage()
     total_usd: float | None = 0.0 if priced else None
     abandoned = cached = 0
+    counted: set[tuple[str, str]] = set()
     saved: float | None = 0.0 if priced else None
     for e in _calls_in_time_order(evidence):
         unknown = e.kind == "abandoned"
@@ -114,9 +115,14 @@ def run_cost(
         if latency:
             call["latency_ms"] = e.latency_ms
         calls.append(call)
-        slot = per.setdefault((e.date or "", e.ordinal), {"date": e.date, "ordinal": e.ordinal, "calls": 0,
-                                                          "tokens": e.usage.spend, "usage": Usage(),
-                                                          "usd": 0.0 if priced else None})
+        key = (e.date or "", e.ordinal)
+        if key not in per:  # an ordinal no outcome names (a replay's recorded calls): its calls' spend
+            counted.add(key)
+            per[key] = {"date": e.date, "ordinal": e.ordinal, "calls": 0, "tokens": 0, "usage": Usage(),
+                        "usd": 0.0 if priced else None}
+        slot = per[key]
+        if key in counted:
+            slot["tokens"] += e.usage.spend
         slot["calls"] += 1
         slot["usage"] = _add(slot["usage"], e.usage)
         total = _add(total, e.usage)

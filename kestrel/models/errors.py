@@ -17,16 +17,22 @@ All three are `ModelError`s, so a caller that only knows `ModelError` still fail
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import ClassVar
 
 
 class ModelError(RuntimeError):
     """A provider call failed (one line: what and why); the ordinal stands down.
+
+    `failure_kind` is how the session classes the failure (`kestrel.session.calls.failure_kind`):
+    "error" (the ordinal stands down), "fatal" (the run fails), "spending-cap" (a cap refused it).
 
     `retryable`: worth another attempt (a timeout, a connection failure, HTTP 408/409/429 or
     5xx). `headers`: the response's retry and rate-limit headers (`retry-after*`,
     `x-ratelimit-*`, `anthropic-ratelimit-*`; `retry.server_wait` reads them). `status`: the HTTP status, None when no response came. `maybe_billed`: the
     request may have been processed (a timeout or a connection dropped after sending), so its
     cost is unknown rather than zero."""
+
+    failure_kind: ClassVar[str] = "error"
 
     def __init__(
         self,
@@ -48,12 +54,16 @@ class FatalModelError(ModelError):
     """The configuration cannot work (a refused key, an unknown model or endpoint, an
     unpriceable model under a USD cap): the run fails at once; never retried."""
 
+    failure_kind: ClassVar[str] = "fatal"
+
     def __init__(self, message: str, *, status: int | None = None) -> None:
         super().__init__(message, retryable=False, status=status)
 
 
 class SpendingCapReached(ModelError):
     """A spending cap refused the call before any request was sent (see `spending`)."""
+
+    failure_kind: ClassVar[str] = "spending-cap"
 
     def __init__(self, message: str) -> None:
         if not message.startswith("spending cap"):

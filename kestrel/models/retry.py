@@ -10,8 +10,10 @@ Invariants:
   mostly meets the same failure). The randomness is an injected `random.Random`;
 - when the server says how long to wait (`Retry-After` in seconds or as an HTTP date,
   `retry-after-ms`, OpenAI's `x-ratelimit-reset-requests/-tokens` durations such as `1s` or
-  `6m0s`, Anthropic's `anthropic-ratelimit-*-reset` RFC 3339 times), the pause is never
-  shorter than that: `max(server wait, jittered backoff)`;
+  `6m0s`, Anthropic's `anthropic-ratelimit-*-reset` RFC 3339 times), the pause is that wait,
+  neither shorter nor padded with the backoff (a 429 asking for 40 ms is retried after 40 ms,
+  not after the 0.5 s floor); the endpoint's client-side limiter, when there is one, holds
+  every request until then and paces them after it, so the retries do not leave in step;
 - at most `max_attempts` attempts in all; a retry is made only when its pause plus
   `min_attempt_s` still fits before the call's deadline; otherwise the last error is the
   call's failure at once (it is not held until the deadline).
@@ -65,10 +67,9 @@ class RetryPolicy(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         return rng.uniform(self.min_backoff_s, self.ceiling(retry))
 
     def pause(self, retry: int, server_wait: float | None, rng: random.Random) -> float:
-        """The pause before retry `retry`: the jittered backoff, never shorter than the
-        server's wait."""
-        drawn = self.backoff(retry, rng)
-        return drawn if server_wait is None else max(server_wait, drawn)
+        """The pause before retry `retry`: the server's wait when it gave one, else the
+        jittered backoff."""
+        return self.backoff(retry, rng) if server_wait is None else server_wait
 
     def next_pause(
         self, made: int, error: ModelError, wait: float | None, left: float, rng: random.Random

@@ -19,6 +19,8 @@ Anthropic's `stop_reason: refusal`) as the refusal, with its text.
 
 from __future__ import annotations
 
+import hashlib
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -116,9 +118,29 @@ def _text_field(message: Mapping[str, Any], names: tuple[str, ...]) -> str | Non
     return None
 
 
+_CLIENTS: dict[tuple[str, str, str | None, float, str], Any] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+def close_clients() -> int:
+    """Close every SDK client this process built (their connection pools: no socket stays
+    open) and forget them; returns how many. Later calls build new ones."""
+    with _CLIENTS_LOCK:
+        clients = list(_CLIENTS.values())
+        _CLIENTS.clear()
+    for client in clients:
+        close = getattr(client, "close", None)
+        if callable(close):
+            close()
+    return len(clients)
+
+
 class _SdkClient:
     """An official SDK's synchronous client, imported and built once (`connect`, before the
-    session, so no timed call pays for the import); the SDK's own retries are off."""
+    session, so no timed call pays for the import); the SDK's own retries are off. Clients are
+    shared within the process per SDK, endpoint, timeout and key (the SDKs' sync clients are
+    thread-safe, and building one loads the TLS trust store: about 0.1 s), so the runs of a
+    sweep reuse one connection pool per endpoint; `close_clients` closes them."""
 
     sdk_name = ""
     client_class = ""
@@ -141,12 +163,18 @@ class _SdkClient:
 
     def client(self) -> Any:
         if self._client is None:
-            self._client = getattr(self._sdk(), self.client_class)(
-                api_key=self._api_key,
-                base_url=self.config.base_url,
-                timeout=self.config.call_budget_s,
-                max_retries=0,
-            )
+            key = (self.sdk_name, self.client_class, self.config.base_url, self.config.call_budget_s,
+                   hashlib.sha256(self._api_key.encode()).hexdigest())
+            with _CLIENTS_LOCK:
+                client = _CLIENTS.get(key)
+                if client is None:
+                    client = _CLIENTS[key] = getattr(self._sdk(), self.client_class)(
+                        api_key=self._api_key,
+                        base_url=self.config.base_url,
+                        timeout=self.config.call_budget_s,
+                        max_retries=0,
+                    )
+            self._client = client
         return self._client
 
 
@@ -172,6 +200,10 @@ class OpenAIChat(_SdkClient):
             + [{"role": m.role, "content": m.content} for m in messages],
             self._max_tokens_param: self.config.max_output_tokens,
         }
+        if self.config.temperature is not None:
+            body["temperature"] = self.config.temperature
+        if self.config.seed is not None:  # Chat Completions takes a seed (best-effort determinism)
+            body["seed"] = self.config.seed
         body.update(effort.params)
         return with_constraint(body, self.config.constraint)
 
@@ -232,6 +264,8 @@ class AnthropicMessages(_SdkClient):
             "system": [block],
             "messages": [{"role": m.role, "content": m.content} for m in messages],
         }
+        if self.config.temperature is not None:  # the Messages API takes no seed
+            body["temperature"] = self.config.temperature
         body.update(effort.params)
         return body
 
@@ -277,4 +311,4 @@ WIRES: dict[str, type[OpenAIChat] | type[AnthropicMessages]] = {
 """The adapter of each wire format of the provider registry (`kestrel.providers.Wire`)."""
 
 
-__all__ = ["RETRYABLE_STATUS", "WIRES", "AnthropicMessages", "OpenAIChat"]
+__all__ = ["RETRYABLE_STATUS", "WIRES", "AnthropicMessages", "OpenAIChat", "close_clients"]

@@ -1,4 +1,4 @@
-"""One self-contained HTML page per run (a sweep's leaderboard page: `kestrel.report.board`).
+"""One self-contained HTML page per run (a sweep's leaderboard page: `kestrel.report.stats.board`).
 
 Invariants: the page holds inline CSS and inline SVG only: no script, no external stylesheet,
 image, font or link (it names no URL at all), so it reads offline and in a headless browser;
@@ -151,7 +151,7 @@ def _equity(rep: RunReport) -> str:
             trough = (float(d.minute_ts[int(trough[0])]), trough[1])
         xs = np.concatenate(([float(d.open_ns)], d.minute_ts.astype(np.float64)))
         eq = np.concatenate(([0.0], eq))
-    return equity_chart(xs, eq, ticks, trough, "{:." + str(rep.shown_decimals) + "f}")
+    return equity_chart(xs, eq, ticks, trough)
 
 
 def _day(rep: RunReport, k: int) -> list[str]:
@@ -170,7 +170,7 @@ def _day(rep: RunReport, k: int) -> list[str]:
     out.append("<h3>Price (mid per minute) with fills and stop/target levels</h3>")
     out.append(price_chart(np.concatenate(([float(d.open_ns)], xs)),
                            np.concatenate(([d.minute_mid[0] if n else np.nan], d.minute_mid)),
-                           ticks, "{:." + str(dec) + "f}", fills, levels))
+                           ticks, fills, levels))
     out.append("<h3>Turns per ordinal</h3>")
     rows = []
     for t in d.turns:

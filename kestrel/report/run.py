@@ -180,10 +180,20 @@ def _baseline_events(kind: str, n: int, bid: np.ndarray, ask: np.ndarray, ts: np
     ]
 
 
+def baseline_events(kind: str, ticks: Ticks, qty: int, data: MarketData, config: EngineConfig) -> list[LedgerEvent]:
+    """The ledger of baseline `kind` (`buy-and-hold`: buy `qty` at the first ask, sell at the
+    last bid; `flat`: nothing) over one session's `ticks`, under `config` (its multiplier and
+    money quantum), without fees."""
+    return _baseline_events(kind, len(ticks), ticks.bid, ticks.ask, ticks.ts, qty, config.multiplier,
+                            _money_decimals(data, config))
+
+
 def build(header: RunHeader, days: Sequence[DayInput], data: MarketData, *,
-          config: EngineConfig = EngineConfig(), risk_capital: float | None = None) -> RunReport:
+          config: EngineConfig = EngineConfig(), risk_capital: float | None = None,
+          baselines: bool = True) -> RunReport:
     """The report of a run over `days` (see the module docstring). `risk_capital` is the
-    plans' largest `maxloss` (the adapters take it from the armed plans), else the engine's."""
+    plans' largest `maxloss` (the adapters take it from the armed plans), else the engine's.
+    `baselines=False` leaves the baselines out (a report of a baseline itself)."""
     config = run_config(config, data)
     mult = config.multiplier
     dec = _money_decimals(data, config)
@@ -217,8 +227,8 @@ def build(header: RunHeader, days: Sequence[DayInput], data: MarketData, *,
         x for x in tokens if x is not None),
         cost=None if not costs or any(c is None for c in costs) else round(sum(c for c in costs if c is not None), 9))
     peak = max((abs(f.pos) for r in reports for f in r.facts.fills), default=0) or data.instrument.min_units
-    baselines: dict[str, Metrics] = {}
-    for kind in BASELINES:
+    refs: dict[str, Metrics] = {}
+    for kind in BASELINES if baselines else ():
         parts: list[DayReport] = []
         for r, t in zip(reports, ticks_of):
             ev = _baseline_events(kind, len(t), t.bid, t.ask, t.ts, peak, mult, dec)
@@ -226,8 +236,8 @@ def build(header: RunHeader, days: Sequence[DayInput], data: MarketData, *,
             mts, meq = c.per_minute(r.open_ns, r.close_ns)
             parts.append(DayReport(r.date, r.tz, r.decimals, r.open_ns, r.close_ns, read_ledger(ev), [], c,
                                    mts, meq, r.minute_mid))
-        baselines[kind] = _metrics(parts, capital, mult, tokens=None, cost=None)
-    return RunReport(header, reports, EquityCurve.concat([r.curve for r in reports]), metrics, baselines, dec,
+        refs[kind] = _metrics(parts, capital, mult, tokens=None, cost=None)
+    return RunReport(header, reports, EquityCurve.concat([r.curve for r in reports]), metrics, refs, dec,
                      money_decimals(inst.currency))
 
 
@@ -281,31 +291,81 @@ def _plan_caps(turns: Sequence[Any], config: EngineConfig) -> float | None:
     return max(caps) if caps else None
 
 
+CALL_KINDS = frozenset({"reply", "view-request", "repair", "self-correction", "risk-review", "single-shot-refusal",
+                        "late-reply", "agent-error", "abandoned"})
+"""Evidence kinds that record a model call (the tokens and dollars of an ordinal)."""
+
+
+def recorded_model(agent_id: str) -> str | None:
+    """The model a capture's agent id names (`openai:gpt-4o` -> `gpt-4o`), None for an agent
+    that is not a provider's model."""
+    from kestrel.providers import lookup
+
+    kind, sep, model = agent_id.partition(":")
+    return model.strip() or None if sep and lookup(kind) is not None else None
+
+
+def _calls(agent_id: str, evidence: Sequence[Any], outcomes: Sequence[Any]
+           ) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], float | None]]:
+    """(tokens, dollars) per (date, ordinal) of a run's model calls as its evidence records them;
+    an ordinal without a call spent 0 (dollars None when the agent is not a priced model)."""
+    from collections import defaultdict
+
+    from kestrel.models.cost import run_cost
+    from kestrel.providers import lookup
+
+    row = lookup(agent_id.partition(":")[0])
+    priced = row is not None and bool(row.prices)
+    cost = run_cost(agent_id, evidence, outcomes)
+    usd: dict[tuple[str, str], float | None] = defaultdict(lambda: 0.0 if priced else None)
+    usd.update({(c["date"] or "", c["ordinal"]): c["usd"] for c in cost["ordinals"]})
+    spent: dict[tuple[str, str], int] = {}
+    for e in evidence:
+        if e.kind in CALL_KINDS:
+            spent[(e.date or "", e.ordinal)] = spent.get((e.date or "", e.ordinal), 0) + e.usage.spend
+    return spent, usd
+
+
 def from_result(result: Any, data: MarketData, *, config: EngineConfig | None = None,
-                data_sha256: str | None = None, model: str | None = None) -> RunReport:
+                data_sha256: str | None = None, model: str | None = None,
+                evidence: Sequence[Any] | None = None, calls_unknown: bool = False,
+                baselines: bool = True) -> RunReport:
     """The report of a `SessionResult` run on `data`. Dollars per ordinal and per run come from
     `kestrel.models.cost.run_cost` (None for agents that are not priced models); the execution
-    model is `config`, else the one the capture header records, else the default."""
-    from kestrel.models.cost import run_cost
-
+    model is `config`, else the one the capture header records, else the default. A replay
+    makes no calls of its own: `evidence` is the recorded run's (its tokens and dollars are
+    shown), and without it `calls_unknown` shows a model's as unknown, never as zero (any other
+    agent calls nothing: 0).
+    `baselines=False` leaves the page's baselines out (a sweep's come from the data alone). The model is
+    `model`, else the one the evidence records, else the one the capture's agent id names."""
     config = run_config(config or _engine_of(result.header), data)
     sessions = {s.date.isoformat(): s for s in data.sessions}
     days: list[DayInput] = []
     turns: list[Any] = []
-    cost = run_cost(result.header.agent, result.evidence, [o for d in result.days for o in d.outcomes])
-    usd = {(c["date"], c["ordinal"]): c["usd"] for c in cost["ordinals"]}
+    outcomes = [o for d in result.days for o in d.outcomes]
+    recorded = evidence is not None
+    calls_unknown = calls_unknown and recorded_model(result.header.agent) is not None  # other agents call nothing
+    ev = list(evidence) if evidence is not None else result.evidence
+    spent, usd = _calls(result.header.agent, ev, [] if recorded else outcomes)
     for d in result.days:
-        rows = [turn_row(d.date, o.ordinal, o.turn, iterations=o.iterations, tokens=o.tokens_spent,
-                         cost_usd=usd.get((d.date, o.ordinal)), armed=o.armed) for o in d.outcomes]
+        rows = []
+        for o in d.outcomes:
+            slot = (d.date, o.ordinal)
+            tokens: int | None = spent.get(slot, 0) if recorded else o.tokens_spent
+            dollars = usd[slot]
+            if calls_unknown and not recorded:
+                tokens = dollars = None
+            rows.append(turn_row(d.date, o.ordinal, o.turn, iterations=o.iterations, tokens=tokens, cost_usd=dollars,
+                                 armed=o.armed))
         turns += [o.turn for o in d.outcomes]
         note = str(getattr(d, "coverage", "")) if getattr(d, "partial", False) else None
         days.append(DayInput(sessions[d.date], d.ledger.events, rows, note))
     h = result.header
-    if model is None:  # the model the authoring loop recorded, if any
-        model = next((e.model for d in result.days for e in d.evidence if getattr(e, "model", "")), None)
+    if model is None:  # the model the authoring loop recorded, else the capture's agent id names
+        model = next((e.model for e in ev if getattr(e, "model", "")), None) or recorded_model(h.agent)
     header = RunHeader(h.symbol, h.data, data_sha256, h.agent, model, tuple(h.dates), tuple(h.schedule),
                        data.instrument.currency, config.multiplier)
-    return build(header, days, data, config=config, risk_capital=_plan_caps(turns, config))
+    return build(header, days, data, config=config, risk_capital=_plan_caps(turns, config), baselines=baselines)
 
 
 def split_ledger(ledger: Ledger, sessions: Sequence[SessionSpec]) -> list[list[LedgerEvent]]:
@@ -328,19 +388,31 @@ def split_ledger(ledger: Ledger, sessions: Sequence[SessionSpec]) -> list[list[L
 
 
 def from_ledger(header: Any, turns: Sequence[Any], ledger: Ledger, data: MarketData, *,
-                config: EngineConfig | None = None, data_sha256: str | None = None) -> RunReport:
+                config: EngineConfig | None = None, data_sha256: str | None = None,
+                evidence: Sequence[Any] | None = None) -> RunReport:
     """The report of a capture's turns (`header`, `turns` as read by `read_capture`) and the
-    run's ledger, without re-running anything."""
+    run's ledger, without re-running anything; with the run's `evidence`, its model calls'
+    tokens and dollars per ordinal (else unknown)."""
     config = run_config(config or _engine_of(header), data)
     sessions = {s.date.isoformat(): s for s in data.sessions}
     specs = [sessions[d] for d in header.dates]
     per_day = split_ledger(ledger, specs)
-    days = [DayInput(s, ev, [turn_row(t.date, t.ordinal, t.turn) for t in turns if t.date == s.date.isoformat()])
+    spent, usd = _calls(header.agent, evidence, []) if evidence is not None else ({}, {})
+    calls = recorded_model(header.agent) is not None
+
+    def row(t: Any) -> TurnRow:
+        if evidence is None:  # unknown for a model's turns; no other agent calls anything
+            return turn_row(t.date, t.ordinal, t.turn, tokens=None if calls else 0)
+        slot = (t.date, t.ordinal)
+        return turn_row(t.date, t.ordinal, t.turn, tokens=spent.get(slot, 0), cost_usd=usd[slot])
+
+    days = [DayInput(s, ev, [row(t) for t in turns if t.date == s.date.isoformat()])
             for s, ev in zip(specs, per_day)]
-    rh = RunHeader(header.symbol, header.data, data_sha256, header.agent, None, tuple(header.dates),
+    model = next((e.model for e in evidence or () if getattr(e, "model", "")), None) or recorded_model(header.agent)
+    rh = RunHeader(header.symbol, header.data, data_sha256, header.agent, model, tuple(header.dates),
                    tuple(header.schedule), data.instrument.currency, config.multiplier)
     return build(rh, days, data, config=config, risk_capital=_plan_caps([t.turn for t in turns], config))
 
 
-__all__ = ["BASELINES", "DayInput", "DayReport", "RunHeader", "RunReport", "TurnRow", "build", "chained_minutes",
+__all__ = ["BASELINES", "CALL_KINDS", "DayInput", "baseline_events", "recorded_model", "DayReport", "RunHeader", "RunReport", "TurnRow", "build", "chained_minutes",
            "from_ledger", "from_result", "run_config", "session_ticks", "split_ledger", "turn_row"]

@@ -18,6 +18,7 @@ from kestrel.lang.numbers import num
 from kestrel.report import RunReport, from_result, local_time
 from kestrel.report.trips import carried_label
 from kestrel.report.metrics import Metrics
+from kestrel.report.evidence import Recorded
 from kestrel.report.text import instrument_line, metric_rows, money, qty, sparkline
 
 
@@ -50,8 +51,17 @@ def _execution(result: SessionResult) -> dict[str, Any]:
     return describe(result.header.engine or EngineConfig())
 
 
-def _run_report(result: SessionResult, data: MarketData) -> RunReport:
-    return from_result(result, data)
+def _run_report(result: SessionResult, data: MarketData, recorded: Recorded | None = None) -> RunReport:
+    if recorded is None:
+        return from_result(result, data)
+    return from_result(result, data, evidence=recorded.evidence, calls_unknown=recorded.evidence is None)
+
+
+def _evidence(result: SessionResult, recorded: Recorded | None) -> list[Any]:
+    """The run's call records: its own, or a replay's recorded run's (none when not given)."""
+    if recorded is None:
+        return result.evidence
+    return list(recorded.evidence or ())
 
 
 def _metrics_json(m: Metrics) -> dict[str, Any]:
@@ -85,9 +95,10 @@ def _day_facts(d: DayResult, r: DayReport) -> dict[str, Any]:
     }
 
 
-def summary(result: SessionResult, data: MarketData) -> dict[str, Any]:
-    """The machine-readable summary (`--json`): per day and in total."""
-    rep = _run_report(result, data)
+def summary(result: SessionResult, data: MarketData, *, recorded: Recorded | None = None) -> dict[str, Any]:
+    """The machine-readable summary (`--json`): per day and in total. A replay's `recorded`
+    calls give its tokens, dollars and evidence counts (unknown without the evidence)."""
+    rep = _run_report(result, data, recorded)
     days = []
     totals: Counter[str] = Counter()
     net = 0.0
@@ -103,7 +114,8 @@ def summary(result: SessionResult, data: MarketData) -> dict[str, Any]:
             "timezone": r.tz,
             "turns": [
                 {"ordinal": o.ordinal, "turn": _turn_kind(o.turn), "armed": o.armed, "fate": row.fate,
-                 "iterations": o.iterations, "tokens": o.tokens_spent, "escalations": o.escalations}
+                 "iterations": o.iterations, "tokens": o.tokens_spent if recorded is None else row.tokens,
+                 "escalations": o.escalations}
                 for o, row in zip(d.outcomes, r.turns)
             ],
             "trades": s.trades, "wins": s.wins, "realized_pnl": round(s.realized_pnl, 6),
@@ -116,7 +128,7 @@ def summary(result: SessionResult, data: MarketData) -> dict[str, Any]:
         totals.update(trades=s.trades, wins=s.wins, orders=s.orders, fills=s.fills)
         ticks.update(d.engine_ticks)
         net += s.net_pnl
-        evidence.update(e.kind for e in d.evidence)
+        evidence.update(e.kind for e in (d.evidence if recorded is None else ()))
     currencies = sorted({d.currency for d in result.days})
     inst = rep.header.instrument
     return {
@@ -140,22 +152,31 @@ def summary(result: SessionResult, data: MarketData) -> dict[str, Any]:
         "metrics": _metrics_json(rep.metrics),
         "baselines": {k: _metrics_json(v) for k, v in rep.baselines.items()},
         "evidence": dict(sorted(evidence.items())),
-        "cost": _cost(result, latency=False),  # latencies are in the evidence: --json is deterministic
+        "cost": _cost(result, latency=False, recorded=recorded),  # latencies are in the evidence: deterministic
+        "failure": None if (f := result.failure) is None else {"kind": f.kind, "reason": f.reason},
     }
 
 
-def _cost(result: SessionResult, *, latency: bool = True) -> dict[str, Any]:
+def _cost(result: SessionResult, *, latency: bool = True, recorded: Recorded | None = None) -> dict[str, Any] | None:
+    """The run's model calls (`run_cost`); a replay's are the recorded run's, None when unknown."""
     from kestrel.models.cost import run_cost
 
-    return run_cost(result.header.agent, result.evidence, [o for d in result.days for o in d.outcomes],
-                    latency=latency)
+    if recorded is not None and recorded.evidence is None:
+        return None
+    outcomes = [o for d in result.days for o in d.outcomes] if recorded is None else []
+    return run_cost(result.header.agent, _evidence(result, recorded), outcomes, latency=latency)
 
 
-def _cost_section(con: Console, result: SessionResult) -> None:
+def _cost_section(con: Console, result: SessionResult, recorded: Recorded | None = None) -> None:
     """Model calls with their tokens, latency and dollars; per ordinal; for the run."""
     from rich.table import Table
 
-    cost = _cost(result)
+    cost = _cost(result, recorded=recorded)
+    if cost is None:  # a replay of a model's run without its evidence
+        if recorded is not None and (model := from_result_model(result)) is not None:
+            con.print(f"Model calls: recorded by {model}; their tokens and dollars are in the run's evidence file "
+                      "(pass --evidence FILE to show them)", markup=False)
+        return
     if not cost["calls"]:
         return
 
@@ -195,22 +216,31 @@ def _shown(text: str) -> str:
     return escape(printable(str(text), one_line=True))
 
 
-def report(result: SessionResult, data: MarketData, command: str = "simulate") -> None:
+def from_result_model(result: SessionResult) -> str | None:
+    from kestrel.report.run import recorded_model
+
+    return recorded_model(result.header.agent)
+
+
+def report(result: SessionResult, data: MarketData, command: str = "simulate", *,
+           recorded: Recorded | None = None) -> None:
     """The readable report: turns per ordinal and how each plan ended, armed plans, fills,
-    round trips, rejections and disarms, PnL, key metrics and evidence counts."""
+    round trips, rejections and disarms, PnL, key metrics and evidence counts (a replay's
+    model calls are its `recorded` run's)."""
     from rich.console import Console
 
-    rep = _run_report(result, data)
+    rep = _run_report(result, data, recorded)
     con = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else WIDTH)
     h = result.header
-    con.print(f"[bold]kestrel {command}[/bold]  {_shown(h.symbol)}  data {_shown(h.data)}  agent {_shown(h.agent)}  "
+    model = f"  model {_shown(rep.header.model)}" if rep.header.model and rep.header.model not in h.agent else ""
+    con.print(f"[bold]kestrel {command}[/bold]  {_shown(h.symbol)}  data {_shown(h.data)}  agent {_shown(h.agent)}{model}  "
               f"sessions {_shown(', '.join(h.dates))}  schedule {_shown(' '.join(h.schedule))}")
     if rep.header.instrument is not None:
         con.print(f"Instrument: {instrument_line(rep.header.instrument)}", markup=False)
     for d in result.days:
         if d.partial:
             con.print(f"[bold]{d.coverage}[/bold]: the results cover only that span")
-    _turns(con, result, rep)
+    _turns(con, result, rep, recorded is not None)
     _fills(con, rep)
     _trips(con, rep)
     _notices(con, rep)
@@ -224,10 +254,13 @@ def report(result: SessionResult, data: MarketData, command: str = "simulate") -
     from kestrel.engine.config import EngineConfig
 
     con.print(describe_line(result.header.engine or EngineConfig()), markup=False)
-    _cost_section(con, result)
-    counts = Counter(e.kind for e in result.evidence)
+    _cost_section(con, result, recorded)
+    counts = Counter(e.kind for e in _evidence(result, recorded))
     shown = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none (single-shot or first-reply turns)"
     con.print(f"Evidence records: {shown}")
+    failure = result.failure
+    if failure is not None:
+        con.print(f"FAILED: {failure.line()}", markup=False, style="bold red")
 
 
 def _table(title: str, cols: tuple[str, ...], left: tuple[str, ...]) -> Table:
@@ -239,7 +272,7 @@ def _table(title: str, cols: tuple[str, ...], left: tuple[str, ...]) -> Table:
     return t
 
 
-def _turns(con: Console, result: SessionResult, rep: RunReport) -> None:
+def _turns(con: Console, result: SessionResult, rep: RunReport, replayed: bool = False) -> None:
     from kestrel.session.protocol import StandDownTurn
 
     turns = _table("Turns per ordinal", ("date", "ordinal", "turn", "armed", "iterations", "tokens"),
@@ -253,7 +286,9 @@ def _turns(con: Console, result: SessionResult, rep: RunReport) -> None:
             if row.plan_text is not None:
                 plans.setdefault(row.plan_text, f"{d.date} {o.ordinal}")
             armed = o.armed if row.fate is None else f"{o.armed}; {row.fate}"
-            turns.add_row(d.date, o.ordinal, _shown(kind), _shown(armed), str(o.iterations), str(o.tokens_spent))
+            tokens = o.tokens_spent if not replayed else row.tokens
+            turns.add_row(d.date, o.ordinal, _shown(kind), _shown(armed), str(o.iterations),
+                          "n/a" if tokens is None else str(tokens))
     con.print(turns)
     for text, where in plans.items():
         con.print(f"[bold]Armed plan[/bold] ({_shown(where)}):")

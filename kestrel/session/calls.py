@@ -16,7 +16,9 @@ Invariants:
 - worker threads are daemon threads (`start_call`): an abandoned call never keeps the
   process alive after the run, on any path;
 - a pure agent (`blocking = False`) is called inline: it cannot wait on I/O, so no timeout;
-- an agent exception is a `Failed` outcome with `<type>: <text>` (fail-closed, never a plan).
+- an agent exception is a `Failed` outcome with `<type>: <text>` (fail-closed, never a plan),
+  classed by `failure_kind`: "fatal" fails the run, "spending-cap" is a cap's refusal, any
+  other exception an "error" (the ordinal stands down, the run goes on).
 
 `call_agent` runs one call on a daemon thread and waits for it (the synchronous `run_session`
 path); the actor shell (`kestrel.service.actors.agent`) starts the same daemon thread with `start_call` and
@@ -28,6 +30,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import Literal, get_args
 
 import msgspec
 
@@ -40,10 +43,28 @@ class Answered(msgspec.Struct, frozen=True, tag="answered"):
     reply: AgentReply
 
 
+FailureKind = Literal["error", "fatal", "spending-cap"]
+"""How an agent call failed: "error" (this call: the ordinal stands down, the run goes on),
+"fatal" (the run cannot succeed as configured: a refused key, an unknown model; the run
+fails), "spending-cap" (a spending cap refused the call before it was made: a stand-down)."""
+FAILURE_KINDS: tuple[FailureKind, ...] = get_args(FailureKind)
+
+
+def failure_kind(exc: BaseException) -> FailureKind:
+    """The kind an exception declares in its class attribute `failure_kind` (the model
+    adapter's errors do), else "error"."""
+    declared = getattr(exc, "failure_kind", "error")
+    for kind in FAILURE_KINDS:
+        if declared == kind:
+            return kind
+    return "error"
+
+
 class Failed(msgspec.Struct, frozen=True, tag="failed"):
-    """The agent raised; `error` is `<exception type>: <text>`."""
+    """The agent raised; `error` is `<exception type>: <text>`, `kind` its `failure_kind`."""
 
     error: str
+    kind: FailureKind = "error"
 
 
 class TimedOut(msgspec.Struct, frozen=True, tag="timed_out"):
@@ -54,6 +75,10 @@ class TimedOut(msgspec.Struct, frozen=True, tag="timed_out"):
     @property
     def error(self) -> str:
         return f"timed out after {self.timeout:g}s"
+
+    @property
+    def kind(self) -> FailureKind:
+        return "error"
 
 
 CallOutcome = Answered | Failed | TimedOut
@@ -174,7 +199,7 @@ class AuthorCall:
         try:
             result = Answered(self.agent.author(self.request))
         except Exception as exc:  # any agent failure fails closed (the loop stands down)
-            result = Failed(f"{type(exc).__name__}: {exc}")
+            result = Failed(f"{type(exc).__name__}: {exc}", failure_kind(exc))
         with self._lock:
             self._result = result
             self._finished.set()
@@ -249,10 +274,13 @@ __all__ = [
     "Answered",
     "AuthorCall",
     "CallOutcome",
+    "FAILURE_KINDS",
     "Failed",
+    "FailureKind",
     "LateReplies",
     "LateReply",
     "TimedOut",
     "call_agent",
+    "failure_kind",
     "start_call",
 ]

@@ -9,7 +9,9 @@ the SHA-256 of the run's ledger, so a replay can prove it runs on the same data 
 the same ledger. `CaptureWriter` writes a capture while the run goes: the header first, then
 each terminal turn appended and flushed as it is taken (an interrupted run keeps every
 completed turn, and its header has no `ledger_sha256`: incomplete); at the end the whole file
-is replaced atomically by the final one, whose header carries the ledger's checksum. Never
+is replaced atomically by the final one, whose header carries the ledger's checksum. Under an
+arm latency the header records the setting and each turn the delay it was armed after, so a
+replay arms every turn at the same moment; without one neither field is written. Never
 recorded: the profile, the backend, the run's timestamp or anything else that differs between equivalent runs, so a `balanced` run, an
 unflagged run and runs on asyncio and trio capture byte-identical files.
 """
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import IO
+from typing import IO, Literal
 
 import msgspec
 
@@ -46,6 +48,8 @@ class CaptureHeader(msgspec.Struct, frozen=True, tag="header", tag_field="record
     ledger_sha256: str | None = None
     # the execution model and the operator's bounds the ledger was made under (replay uses it)
     engine: EngineConfig | None = None
+    # the run's arm latency (`SessionOptions.arm_latency`), written only when one was set
+    arm_latency: float | Literal["measured"] | msgspec.UnsetType = msgspec.UNSET
 
 
 class CapturedTurn(msgspec.Struct, frozen=True, tag="turn", tag_field="record"):
@@ -53,6 +57,9 @@ class CapturedTurn(msgspec.Struct, frozen=True, tag="turn", tag_field="record"):
     ordinal: str
     turn: AgentTurn
     agent: str
+    # under an arm latency: the nanoseconds after its ordinal the turn took effect (replay arms
+    # it at the same moment); written only then
+    arm_delay_ns: int | msgspec.UnsetType = msgspec.UNSET
 
 
 CaptureLine = CaptureHeader | CapturedTurn

@@ -10,10 +10,11 @@ same steps in the same order give the same ledger, capture and evidence.
 Per ordinal i: `RunTicks(2i)` (up to the cutoff) -> `ReadAccount` (the account, and the ledger
 events since the last read: the broker's notices for the briefing) -> `RunAuthoring` (the loop
 over the snapshot frozen at the cutoff) -> `RunTicks(2i+1)` (the authoring window, under the
-incumbent) -> `Arm` (the terminal turn takes effect at the ordinal's time) -> `CollectLate`.
-Then `RunTicks(2n)` (to the close), `FinishDay`, `CollectLate(end=True)`, and `Finished` carries
-the `DayResult`. `DayRun` is the bookkeeping underneath (evidence, captured turns, outcomes,
-the notices not yet told: those after the last ordinal go to the next day's first briefing).
+incumbent) -> `Arm` (the terminal turn takes effect at the ordinal's time, or with
+`SessionOptions.arm_latency` that much later: the window runs on to it) -> `CollectLate`. Then
+`RunTicks(2n)` (to the close), `FinishDay`, `CollectLate(end=True)`, and `Finished` carries the
+`DayResult`. `DayRun` is the bookkeeping underneath (evidence, captured turns, outcomes, the
+notices not yet told: those after the last ordinal go to the next day's first briefing).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
+
+import msgspec
 
 from kestrel.engine.book import Carry
 from kestrel.engine.config import EngineConfig
@@ -180,12 +183,29 @@ class DayRun:
             self.own.add(superseded(turn_.plan.name))
         for record in loop.evidence:
             self._record(record)
-        turn = CapturedTurn(self.day.date, self.day.ordinals[i].label, done.turn, self.agent_id)
+        delay = self.arm_delay_ns(i, loop)
+        turn = CapturedTurn(self.day.date, self.day.ordinals[i].label, done.turn, self.agent_id,
+                            msgspec.UNSET if delay is None else delay)
         self.turns.append(turn)
         if self.options.on_turn is not None:
             self.options.on_turn(turn)
         self._closed = (i, loop, done)
         return turn
+
+    def arm_delay_ns(self, i: int, loop: AuthoringLoop) -> int | None:
+        """How long after its ordinal `i` the turn takes effect (`SessionOptions.arm_latency`):
+        None (at the ordinal, the default), the given seconds, or the authoring time measured
+        as the latency of the ordinal's model calls (0 for an agent that calls nothing); on a
+        replay (`arm_delays`) the recorded delay of that turn (None: it had none)."""
+        lat = self.options.arm_latency
+        if self.options.arm_delays is not None:
+            return self.options.arm_delays.get(f"{self.day.date} {self.day.ordinals[i].label}")
+        if lat is None:
+            return None
+        if lat == "measured":
+            ms = sum(r.latency_ms or 0.0 for r in loop.evidence)
+            return int(round(ms * 1e6))
+        return int(round(float(lat) * NS_PER_S))
 
     def _record(self, record: Evidence) -> None:
         self.evidence.append(record)
@@ -295,6 +315,7 @@ class Arm:
     turn: CapturedTurn
     incumbent: ast.Plan | None
     at_ns: int
+    delayed: bool = False  # at_ns is after the ordinal's time (`SessionOptions.arm_latency`)
 
 
 @dataclass(frozen=True)
@@ -425,8 +446,10 @@ class DayDriver:
             loop = run.open(i, read.state, incumbent)
             done = self._reply((yield RunAuthoring(loop)), Done)
             turn = run.close(i, loop, done)
+            delay = None if isinstance(turn.arm_delay_ns, msgspec.UnsetType) else turn.arm_delay_ns
+            at = day.ordinals[i].time_ns if delay is None else day.delay(i, delay)
             yield RunTicks(2 * i + 1)  # the authoring window runs under the incumbent
-            armed = self._reply((yield Arm(turn, incumbent, day.ordinals[i].time_ns)), _Armed)
+            armed = self._reply((yield Arm(turn, incumbent, at, delay is not None)), _Armed)
             incumbent = armed.incumbent
             run.settle(armed.what)
             self._record(self._reply((yield CollectLate(end=False)), _Late))

@@ -52,6 +52,7 @@ class SessionDay:
     guard_s: int
     ticks: Ticks = field(init=False)
     bounds: list[int] = field(init=False)
+    armed_at: dict[int, int] = field(init=False, default_factory=dict)  # ordinal -> when its turn took effect
 
     def __post_init__(self) -> None:
         t = self.data.ticks
@@ -102,6 +103,24 @@ class SessionDay:
     def window(self, i: int) -> Ticks:
         """Ordinal `i`'s authoring window: from its cutoff up to its time (the incumbent runs)."""
         return self.stretch(2 * i + 1)
+
+    def delay(self, i: int, latency_ns: int) -> int:
+        """Ordinal `i`'s turn takes effect `latency_ns` after its time (an agent's thinking):
+        its authoring window (`stretch(2i+1)`, under the incumbent) is extended to that instant,
+        at most to the next ordinal's cutoff (or the close), and the next stretch starts there.
+        Returns the instant. Call it before the window runs; `latency_ns` 0 changes nothing."""
+        o = self.ordinals[i]
+        nxt = self.cutoff(self.ordinals[i + 1]) if i + 1 < len(self.ordinals) else self.session.close_ns
+        at = max(o.time_ns, min(o.time_ns + max(latency_ns, 0), nxt))
+        k = 2 * i + 2
+        cap = self.bounds[k + 1] if k + 1 < len(self.bounds) else len(self.ticks)
+        self.bounds[k] = max(self.bounds[k], min(self.ticks.index_at(at), cap))
+        self.armed_at[i] = at
+        return at
+
+    def arm_time(self, i: int) -> int:
+        """When ordinal `i`'s turn takes effect: its time, or later (`delay`)."""
+        return self.armed_at.get(i, self.ordinals[i].time_ns)
 
     def tail(self) -> Ticks:
         """Ticks after the last ordinal's time, to the close."""

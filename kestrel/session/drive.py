@@ -14,10 +14,10 @@ from kestrel.session.protocol import Agent
 
 def feed(loop: AuthoringLoop, outcome: CallOutcome) -> Outcome:
     """Give one call's outcome to the loop: a reply is interpreted, a failure or a timeout is
-    a fail-closed stand-down (`receive_failure`) naming it."""
+    a fail-closed stand-down (`receive_failure`) naming it and its kind."""
     if isinstance(outcome, Answered):
         return loop.receive_reply(outcome.reply)
-    return loop.receive_failure(outcome.error)
+    return loop.receive_failure(outcome.error, outcome.kind)
 
 
 def author_turn(

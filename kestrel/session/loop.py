@@ -43,6 +43,7 @@ from kestrel.market.instrument import Instrument
 from kestrel.frame.view import ViewError
 from kestrel.lang import ast
 from kestrel.session.normalize import NormalizedReply, normalize_reply
+from kestrel.session.calls import FailureKind
 from kestrel.session.profiles import (
     DEFAULT_AUTHORING_TOKEN_BUDGET,
     DEFAULT_VIEW_REQUEST_CAP,
@@ -140,6 +141,8 @@ class Evidence(msgspec.Struct, frozen=True, omit_defaults=True):
     text: str | None = None
     cached: bool = False  # a reply played back from a reply cache: no call, nothing spent
     risk: str | None = None
+    # an agent-error's kind when it is not an ordinary call failure ("fatal", "spending-cap")
+    failure: str | None = None
 
 
 class Kernel(msgspec.Struct, frozen=True):
@@ -398,14 +401,16 @@ class AuthoringLoop:
         except self._ports.view_errors as exc:
             return None, str(exc).strip() or type(exc).__name__
 
-    def receive_failure(self, error: str) -> Done:
-        """The agent raised or timed out: stand down fail-closed with the error as reason."""
+    def receive_failure(self, error: str, kind: FailureKind = "error") -> Done:
+        """The agent raised or timed out: stand down fail-closed with the error as reason; the
+        evidence record carries the failure's `kind` unless it is an ordinary "error"."""
         if self.done is not None:
             raise LoopError("the authoring loop is done; it receives nothing more")
         self._pending = None
         self.evidence.append(
             self._record(
-                kind="agent-error", usage=Usage(), latency_ms=None, exhausted=False, error=error
+                kind="agent-error", usage=Usage(), latency_ms=None, exhausted=False, error=error,
+                failure=None if kind == "error" else kind,
             )
         )
         return self._finish(StandDownTurn(f"agent failed: {error} (fail-closed stand-down)"))
@@ -623,6 +628,7 @@ class AuthoringLoop:
         cached: bool = False,
         text: str | None = None,
         risk: str | None = None,
+        failure: str | None = None,
     ) -> Evidence:
         return Evidence(
             ordinal=self.ordinal,
@@ -642,6 +648,7 @@ class AuthoringLoop:
             cached=cached,
             text=text,
             risk=risk,
+            failure=failure,
         )
 
     def _finish(self, turn: AgentTurn) -> Done:

@@ -58,6 +58,12 @@ class SessionOptions(msgspec.Struct, frozen=True):
     data_name: str = "sample"
     engine_path: EnginePath = "auto"
     source: DataSource | None = None  # recorded in the capture header, checked by replay
+    # when a turn takes effect: None at its ordinal's time (the default); SECONDS after it; or
+    # "measured": after it by the authoring time (the ordinal's model calls' latency)
+    arm_latency: float | Literal["measured"] | None = None
+    # a replay's recorded arm moments: "DATE ORDINAL" -> nanoseconds after the ordinal (the
+    # captured turns' `arm_delay_ns`); when given, they decide each turn's delay
+    arm_delays: dict[str, int] | None = None
     # called with each terminal turn as it is taken (e.g. a `CaptureWriter` appending it)
     on_turn: Callable[[CapturedTurn], None] | None = None
     news: NewsFeed = NO_NEWS  # the headlines the news pane reads (cut at each snapshot's cutoff)
@@ -65,6 +71,9 @@ class SessionOptions(msgspec.Struct, frozen=True):
 
     def __post_init__(self) -> None:
         engine_path_of(self.engine_path)  # the friendlier message for the likeliest mistake
+        lat = self.arm_latency
+        if lat is not None and lat != "measured" and not (isinstance(lat, (int, float)) and 0 <= lat <= 86_400):
+            raise SessionError(f"arm latency must be 'measured' or seconds from 0 to 86400, got {lat!r}")
         try:
             check_fields(self, skip=("on_turn", "news"))  # a callable: msgspec cannot check it
         except ValueError as exc:

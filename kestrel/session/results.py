@@ -14,6 +14,7 @@ from kestrel.engine.ledger import Ledger, LedgerSummary
 from kestrel.market import MarketData
 from kestrel.market.account import Notice
 from kestrel.session.capture import CaptureHeader, CapturedTurn, encode_capture
+from kestrel.session.failure import RunFailure, run_failure
 from kestrel.session.loop import Evidence
 from kestrel.session.options import SessionOptions, engine_config
 from kestrel.session.protocol import AgentTurn
@@ -84,20 +85,35 @@ class SessionResult(msgspec.Struct):
     def evidence(self) -> list[Evidence]:
         return [e for d in self.days for e in d.evidence]
 
+    @property
+    def failure(self) -> RunFailure | None:
+        """Why the run failed (its agent could not work: `kestrel.session.failure`), or None."""
+        return run_failure(self.evidence, sum(len(d.outcomes) for d in self.days))
+
 
 def capture_header(
     data: MarketData, days: Sequence[SessionDay], agent_id: str, options: SessionOptions
 ) -> CaptureHeader:
-    """The capture's header for a run of `days` by `agent_id` under `options`."""
+    """The capture's header for a run of `days` by `agent_id` under `options`; without an
+    explicit source, the one its loader recorded (`kestrel.data.source.source_of`), named by
+    the file's path."""
+    from kestrel.data.source import source_of
+
+    source, name = options.source, options.data_name
+    if source is None:
+        source = source_of(data)
+        if source is not None and source.kind == "file" and source.path is not None and name == "sample":
+            name = source.path
     return CaptureHeader(
-        data=options.data_name,
+        data=name,
         symbol=data.symbol,
         dates=tuple(d.date for d in days),
         schedule=tuple(o.label for o in days[0].ordinals) if days else (),
         guard_s=options.guard_s,
         agent=agent_id,
         engine=engine_config(options, data),  # the engine the run used (instrument's multiplier)
-        source=options.source,
+        source=source,
+        arm_latency=msgspec.UNSET if options.arm_latency is None else options.arm_latency,
     )
 
 

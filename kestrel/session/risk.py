@@ -35,7 +35,7 @@ from kestrel.engine.orders import TickGrid
 from kestrel.lang import ast
 from kestrel.lang.numbers import num
 from kestrel.market.account import FLAT, AccountState
-from kestrel.market.instrument import lots_floor, qty_text, units_of
+from kestrel.market.instrument import lots_floor, lots_in, units_of
 
 
 class RiskLevel(enum.IntEnum):
@@ -159,9 +159,10 @@ def worst_case_loss(order: ast.Order, reference: float | None, bounds: RiskBound
     grid = TickGrid(bounds.tick_size)
     side = 1 if order.side == "buy" else -1
     price = None if order.order_type == "mkt" else reference
-    per_unit = orders.entry_risk(order, side, price, bid, ask, bounds.slippage_ticks * grid.tick, grid,
-                                 bounds.config())
-    return per_unit * order.qty
+    lots = lots_in(order.qty, bounds.lot_size) or max(1, round(order.qty / bounds.lot_size))
+    per_lot = orders.entry_risk(order, side, price, bid, ask, bounds.slippage_ticks * grid.tick, grid,
+                                bounds.config(), lots)
+    return per_lot * lots
 
 
 def _bracket_side(off: ast.Offset, reference: float | None) -> float | None:

@@ -23,7 +23,7 @@ from kestrel.market.terms import Bounds, Friction, Terms
 def terms_of(config: EngineConfig) -> Terms:
     """The terms of a run on `config`."""
     return Terms(
-        bounds=Bounds(maxpos=config.maxpos, maxloss=config.maxloss, maxorders=config.maxorders,
+        bounds=Bounds(maxpos=config.operator_maxpos, maxloss=config.maxloss, maxorders=config.maxorders,
                       session_maxloss=config.session_maxloss),
         friction=Friction(slippage_ticks=config.slippage_ticks, latency_ticks=config.latency_ticks,
                           latency_ms=config.latency_ns / 1_000_000, fee_per_unit=config.fee_per_unit,

@@ -1,10 +1,16 @@
 """The sweep's results table: one row per run, in the grid's order, as CSV and Parquet.
 
-Columns: the run (key, agent, model, profile, data, data_sha256, dates, checkpoints), every
-metric of `kestrel.report.Metrics`, the run's buy-and-hold baseline (`buy_and_hold_net_pnl`,
-`_return_on_risk`, `_sharpe`, `_max_drawdown`), `ledger_sha256` and `error` (None for a
-finished run).
-Finished runs are read back from `runs/KEY/result.json`, failed ones from `failed/KEY.json`.
+Columns: the run (key, agent, model, profile, data, data_sha256, dates, checkpoints, repeat,
+seed, temperature), every metric of `kestrel.report.Metrics` (`cost_usd`: the model's dollars),
+the currency of its PnL and `net_of_cost` (net PnL minus the model's dollars; empty unless the
+PnL is in USD), the equal-size buy-and-hold of its sessions (`buy_and_hold_net_pnl`,
+`buy_and_hold_return_on_risk`: from the data and the execution model alone, the reference
+agent's records summed; `kestrel.report.stats.baselines`), `leakage` (`in-sample`, `post-cutoff`, `unknown`, `generated`;
+empty for agents that are not models) and its `leakage_note`, `spending_cap` ("run": the run's
+own cap stood an ordinal down; "sweep": the sweep's cap cut it), `ledger_sha256`, `failure`
+(`fatal`, `every-call-failed`, `error`) and `error` (the reason; None for a finished run).
+Finished runs are read back from `runs/KEY/result.json`, failed ones from `failed/KEY.json`
+(what a failed run recorded is in `failed/KEY/`).
 """
 
 from __future__ import annotations
@@ -12,19 +18,25 @@ from __future__ import annotations
 import csv
 import io
 import os
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from kestrel.report.stats.board import SESSION_COLUMNS, Board, session_rows
+from kestrel.report.stats.board import to_csv as table_csv
 from kestrel.report.metrics import Metrics
-from kestrel.sweep.worker import BASELINE_METRICS, RESULT
+from kestrel.report.stats import SessionRecord
+from kestrel.sweep.worker import BASELINE_METRICS, RESULT, SESSIONS, SessionsFile
 
-RUN_COLUMNS = ("key", "agent", "model", "profile", "data", "data_sha256", "dates", "checkpoints")
+RUN_COLUMNS = ("key", "agent", "model", "profile", "data", "data_sha256", "dates", "checkpoints", "repeat", "seed",
+               "temperature")
 BASELINE_COLUMNS = tuple(f"buy_and_hold_{m}" for m in BASELINE_METRICS)
-COLUMNS: tuple[str, ...] = (RUN_COLUMNS + tuple(Metrics.__struct_fields__) + BASELINE_COLUMNS
-                            + ("ledger_sha256", "error"))
+COLUMNS: tuple[str, ...] = (RUN_COLUMNS + tuple(Metrics.__struct_fields__) + ("currency", "net_of_cost")
+                            + BASELINE_COLUMNS + ("leakage", "leakage_note", "spending_cap", "ledger_sha256",
+                                                  "failure", "error"))
 
 
 def finished(out: Path, key: str) -> dict[str, Any] | None:
@@ -44,10 +56,12 @@ def record_failure(out: Path, row: dict[str, Any]) -> None:
 
 
 def clear_failure(out: Path, key: str) -> None:
+    """The run finished: forget an earlier attempt's failure (its row and its files)."""
     try:
         (out / "failed" / f"{key}.json").unlink()
     except FileNotFoundError:
         pass
+    shutil.rmtree(out / "failed" / key, ignore_errors=True)
 
 
 def stored_rows(out: Path) -> list[dict[str, Any]]:
@@ -70,6 +84,61 @@ def stored_rows(out: Path) -> list[dict[str, Any]]:
             if r.get("key") not in done:
                 rows.append(r)
     return rows
+
+
+def stored_records(out: Path, keys: Sequence[str]) -> list[SessionRecord]:
+    """The per-session records of the finished runs `keys` and the reference agents' records of
+    their sessions (each session's once: they do not depend on the run)."""
+    decoder = msgspec.json.Decoder(SessionsFile)
+    records: list[SessionRecord] = []
+    refs: dict[tuple[str, str, str], SessionRecord] = {}
+    for key in keys:
+        try:
+            f = decoder.decode((out / "runs" / key / SESSIONS).read_bytes())
+        except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+            continue
+        records += f.records
+        for r in f.baselines:
+            refs.setdefault((r.agent, r.data, r.date), r)
+    return records + [refs[k] for k in sorted(refs)]
+
+
+def write_board_tables(out: Path, board: Board, records: Sequence[SessionRecord]) -> list[str]:
+    """`cells`, `comparisons` and `sessions` as CSV (and Parquet when pyarrow is installed)."""
+    tables = dict(board.tables())
+    tables["sessions"] = (SESSION_COLUMNS, session_rows(records))
+    written: list[str] = []
+    for name, (columns, rows) in tables.items():
+        _atomic(out / f"{name}.csv", table_csv(columns, rows))
+        written.append(str(out / f"{name}.csv"))
+        written += _parquet(out / f"{name}.parquet", columns, rows)
+    return written
+
+
+def _parquet(path: Path, columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> list[str]:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        return []
+    table = pa.Table.from_pylist([{c: r.get(c) for c in columns} for r in rows],
+                                 schema=pa.schema([pa.field(c, _arrow_type(pa, [r.get(c) for r in rows]))
+                                                   for c in columns]))
+    tmp = path.with_name(f".{path.name}.tmp")
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+    return [str(path)]
+
+
+def _arrow_type(pa: Any, values: Sequence[Any]) -> Any:
+    seen = {type(v) for v in values if v is not None}
+    if seen <= {bool} and seen:
+        return pa.bool_()
+    if seen <= {int} and seen:
+        return pa.int64()
+    if seen <= {int, float} and seen:
+        return pa.float64()
+    return pa.string()
 
 
 def normalized(row: dict[str, Any]) -> dict[str, Any]:
@@ -105,8 +174,10 @@ def write_tables(out: Path, rows: Sequence[dict[str, Any]]) -> list[str]:
 
 def _schema(pa: Any) -> Any:
     ints = {"periods_per_year", "max_drawdown_ts", "trades", "wins", "losses", "orders", "fills", "rejections",
-            "disarms", "tokens"}
-    strs = set(RUN_COLUMNS) | {"ledger_sha256", "error"}
+            "disarms", "tokens", "repeat", "seed"}
+    strs = (set(RUN_COLUMNS) - {"repeat", "seed", "temperature"}) | {"currency", "leakage", "leakage_note",
+                                                                     "spending_cap", "ledger_sha256", "failure",
+                                                                     "error"}
     fields = [pa.field(c, pa.string() if c in strs else pa.int64() if c in ints else pa.float64()) for c in COLUMNS]
     return pa.schema(fields)
 
@@ -117,5 +188,5 @@ def _atomic(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-__all__ = ["BASELINE_COLUMNS", "COLUMNS", "clear_failure", "finished", "normalized", "record_failure", "stored_rows", "to_csv",
-           "write_tables"]
+__all__ = ["BASELINE_COLUMNS", "COLUMNS", "clear_failure", "finished", "normalized", "record_failure",
+           "stored_records", "stored_rows", "to_csv", "write_board_tables", "write_tables"]

@@ -1,12 +1,23 @@
-"""Running a sweep: keys, resumption, an injected executor, the results table.
+"""Running a sweep: keys, resumption, injected executors, the results table.
 
 `run_sweep(specs, out, executor=...)` keys every run, skips the keys already finished under
 `out/runs/` (a rerun after a crash or Ctrl-C resumes), hands the rest to `executor` (any
 `concurrent.futures.Executor`: a `ProcessPoolExecutor`, a Dask client's `get_executor()`, or None
 to run serially in this process), records failed runs without stopping, and writes the results
 table in the grid's order. One sweep writes a directory at a time (a lock file); a new sweep
-removes the half-written temporary directories a killed one left. The runs' bytes do not depend on the executor: every run is the same
-pure computation, wherever it executes.
+removes the half-written temporary directories a killed one left. The runs' bytes do not depend
+on the executor: every run is the same pure computation, wherever it executes.
+
+Runs whose agents wait on the network (model agents) may take a `NetworkLane` instead: its
+executor runs them concurrently in this process (threads, or sessions on an event loop), at
+most `window` at once, built by the lane's agent factory (the sweep's call policy: limiter, call
+slots, spending caps, reply cache). Its runs are handed over one at a time as others finish, so
+once `stopped()` gives a reason (the sweep's spending cap is reached) no further run starts:
+those are listed as `not_started` with the reason and retried by the next sweep, as are runs
+the sweep's cap cut (`capped`). If the sweep is interrupted (Ctrl-C), runs not started are
+dropped, the lane's `cancel()` makes every later model call fail at once, and the runs in
+flight are waited for before the interrupt goes on, so no session, thread or socket outlives
+the sweep.
 """
 
 from __future__ import annotations
@@ -15,8 +26,9 @@ import errno
 import fcntl
 import shutil
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Executor, Future, as_completed
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,9 +37,39 @@ from typing import Any
 from kestrel.report.source import data_path, data_sha256, file_sha256
 from kestrel.sweep.results import clear_failure, finished, normalized, record_failure, write_tables
 from kestrel.sweep.spec import SweepRun, SweepError, agent_file, run_key
-from kestrel.sweep.worker import AgentFactory, DataLoader, RunTask, cached_data, execute, row_base
+from kestrel.sweep.worker import (
+    AgentFactory,
+    DataLoader,
+    RunAgents,
+    RunTask,
+    SessionRunner,
+    cached_data,
+    execute,
+    row_base,
+)
 
 Progress = Callable[[dict[str, Any], int, int], None]
+
+
+def _never() -> str | None:
+    return None
+
+
+def _nothing() -> None:
+    return None
+
+
+@dataclass
+class NetworkLane:
+    """Where the runs `takes` accepts go (see the module docstring)."""
+
+    executor: Executor
+    agents: RunAgents | AgentFactory
+    takes: Callable[[SweepRun], bool]
+    window: int = 8
+    runner: SessionRunner | None = None
+    stopped: Callable[[], str | None] = _never
+    cancel: Callable[[], None] = _nothing
 
 
 @dataclass
@@ -35,12 +77,16 @@ class SweepOutcome:
     ran: int = 0
     skipped: int = 0
     failed: int = 0
+    capped: int = 0  # runs the sweep's spending cap cut (kept under failed/, retried by the next sweep)
+    not_started: list[str] = field(default_factory=list)  # keys of runs never started (the cap was reached)
+    stop_reason: str | None = None
     rows: list[dict[str, Any]] = field(default_factory=list)  # every run of the grid, in its order, COLUMNS
     tables: list[str] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
         """The `--json` document: counts and one entry per run."""
-        return {"ran": self.ran, "skipped": self.skipped, "failed": self.failed, "runs": self.rows}
+        return {"ran": self.ran, "skipped": self.skipped, "failed": self.failed, "capped": self.capped,
+                "not_started": len(self.not_started), "stop_reason": self.stop_reason, "runs": self.rows}
 
 
 def plan_tasks(specs: Sequence[SweepRun], out: Path, data_loader: DataLoader) -> list[RunTask]:
@@ -87,29 +133,31 @@ def owned(out: Path) -> Iterator[None]:
                 if exc.errno in (errno.EACCES, errno.EAGAIN):
                     raise busy from None
                 raise
-            runs = out / "runs"
-            if runs.is_dir():
-                for stale in runs.glob(".tmp-*"):
-                    shutil.rmtree(stale, ignore_errors=True)
+            for folder in ("runs", "failed"):
+                if (out / folder).is_dir():
+                    for stale in (out / folder).glob(".tmp-*"):
+                        shutil.rmtree(stale, ignore_errors=True)
             yield
     finally:
         with _HELD_LOCK:
             _HELD.discard(name)
 
 
-def run_sweep(specs: Sequence[SweepRun], out: Path, *, agent_factory: AgentFactory, data_loader: DataLoader,
-              executor: Executor | None = None, progress: Progress | None = None) -> SweepOutcome:
+def run_sweep(specs: Sequence[SweepRun], out: Path, *, agent_factory: AgentFactory | RunAgents,
+              data_loader: DataLoader, executor: Executor | None = None, progress: Progress | None = None,
+              network: NetworkLane | None = None) -> SweepOutcome:
     """Run the grid's missing runs (see the module docstring)."""
     with owned(out):
-        return _run(specs, out, agent_factory, data_loader, executor, progress)
+        return _run(specs, out, agent_factory, data_loader, executor, progress, network)
 
 
-def _run(specs: Sequence[SweepRun], out: Path, agent_factory: AgentFactory, data_loader: DataLoader,
-         executor: Executor | None, progress: Progress | None) -> SweepOutcome:
+def _run(specs: Sequence[SweepRun], out: Path, agent_factory: AgentFactory | RunAgents, data_loader: DataLoader,
+         executor: Executor | None, progress: Progress | None, network: NetworkLane | None) -> SweepOutcome:
     tasks = plan_tasks(specs, out, data_loader)
     result = SweepOutcome()
     rows: dict[str, dict[str, Any]] = {}
-    todo: list[RunTask] = []
+    local: deque[RunTask] = deque()
+    remote: deque[RunTask] = deque()
     seen: set[str] = set()
     for t in tasks:
         if t.key in seen:
@@ -119,38 +167,82 @@ def _run(specs: Sequence[SweepRun], out: Path, agent_factory: AgentFactory, data
         if stored is not None:
             rows[t.key] = stored
             result.skipped += 1
+        elif network is not None and network.takes(t.spec):
+            remote.append(t)
         else:
-            todo.append(t)
-    total = len(todo)
+            local.append(t)
+    total = len(local) + len(remote)
 
     def done(row: dict[str, Any]) -> None:
         rows[row["key"]] = row
-        if row.get("error"):
+        if row.get("error") and row.get("spending_cap") == "sweep" and not row.get("failure"):
+            result.capped += 1
+            record_failure(out, row)
+        elif row.get("error"):
             result.failed += 1
             record_failure(out, row)
         else:
             result.ran += 1
             clear_failure(out, row["key"])
         if progress is not None:
-            progress(row, result.ran + result.failed, total)
+            progress(row, result.ran + result.failed + result.capped, total)
 
-    if executor is None:
-        for t in todo:
-            done(execute(t, agent_factory, data_loader))
-    else:
-        futures: dict[Future[dict[str, Any]], RunTask] = {
-            executor.submit(execute, t, agent_factory, data_loader): t for t in todo}
-        for fut in as_completed(futures):
-            exc = fut.exception()
-            if exc is None:
-                done(fut.result())
-            else:  # the worker itself died (killed process, lost Dask worker)
-                row = row_base(futures[fut])
-                row["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
-                done(row)
-    result.rows = [normalized(rows[k]) for k in dict.fromkeys(t.key for t in tasks)]
+    def lost(task: RunTask, exc: BaseException) -> dict[str, Any]:  # the worker itself died
+        row = row_base(task)
+        row["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+        row["failure"] = "error"
+        return row
+
+    flight: dict[Future[dict[str, Any]], RunTask] = {}
+    lane: set[Future[dict[str, Any]]] = set()
+    if executor is not None:
+        flight.update({executor.submit(execute, t, agent_factory, data_loader): t for t in local})
+        local.clear()
+
+    def hand_over() -> None:
+        """Start the lane's next runs up to its window, unless it was stopped."""
+        if network is None:
+            return
+        while remote and len(lane) < network.window:
+            reason = network.stopped()
+            if reason is not None:
+                result.stop_reason = reason
+                result.not_started = [t.key for t in remote]
+                remote.clear()
+                return
+            t = remote.popleft()
+            f = network.executor.submit(execute, t, network.agents, data_loader, network.runner)
+            flight[f] = t
+            lane.add(f)
+
+    def collect(f: Future[dict[str, Any]]) -> None:
+        t = flight.pop(f)
+        lane.discard(f)
+        exc = f.exception()
+        done(f.result() if exc is None else lost(t, exc))
+
+    try:
+        hand_over()
+        while flight or local or remote:
+            if local:  # serial: one run in line at a time, the lane's runs meanwhile on their own
+                done(execute(local.popleft(), agent_factory, data_loader))
+                for f in [f for f in flight if f.done()]:
+                    collect(f)
+            elif flight:
+                ready, _ = wait(list(flight), return_when=FIRST_COMPLETED)
+                for f in ready:
+                    collect(f)
+            hand_over()
+    except BaseException:  # interrupted: start nothing more, end the lane's calls, wait for its runs
+        for f in flight:
+            f.cancel()
+        if network is not None:
+            network.cancel()
+        wait([f for f in flight if not f.cancelled()])
+        raise
+    result.rows = [normalized(rows[k]) for k in dict.fromkeys(t.key for t in tasks) if k in rows]
     result.tables = write_tables(out, result.rows)
     return result
 
 
-__all__ = ["Progress", "SweepOutcome", "plan_tasks", "run_sweep"]
+__all__ = ["NetworkLane", "Progress", "SweepOutcome", "plan_tasks", "run_sweep"]

@@ -1,11 +1,25 @@
-"""One sweep run, as executed in a worker process (or in the caller, serially).
+"""One sweep run, as executed in a worker process, on a worker thread, or in the caller.
 
-`execute(task, agent_factory, data_loader)` runs the session on the pure core (no actors),
-writes `runs/KEY/{capture,ledger,evidence}.jsonl` and `result.json` into a temporary directory
-next to it and renames that directory into place, so `runs/KEY` exists only complete. It never
-raises for a failing run: the failure comes back as a row with `error` set. `agent_factory` and
-`data_loader` are module-level functions (picklable for process pools and Dask); each process
-loads a data file once and keeps it for its later runs.
+`execute(task, agent_factory, data_loader, runner=None)` runs the session (`run_session` on
+the pure core unless a `runner` is given: the actor shell on asyncio or trio), writes
+`runs/KEY/{capture,ledger,evidence}.jsonl`, `sessions.json` (the run's per-session records and
+the reference agents' records of its sessions, `kestrel.report.stats.baselines`) and `result.json`
+into a temporary directory next to it and renames that directory into place, so `runs/KEY`
+exists only complete. It never raises for a failing run: the failure comes back as a row with
+`error` set, and what the run recorded (capture, ledger, evidence) is kept under
+`failed/KEY/`:
+
+- a run whose agent could not work (`SessionResult.failure`: a fatal error, every call
+  failed) is `failure` "fatal" / "every-call-failed" with the reason as `error`;
+- a run a spending cap cut: the run's own cap is a result (`spending_cap` "run", committed as
+  any run); the sweep's cap makes it incomplete (`spending_cap` "sweep", kept under `failed/`
+  with the reason, retried by the next sweep);
+- a run whose agent or data could not even start is `failure` "error".
+
+`agent_factory` is a module-level function of the agent spec (picklable for process pools and
+Dask) or an object with `for_run(SweepRun)` (the sweep's model agents, built with its call
+policy in this process); each process loads a data file once and keeps it for its later runs
+(thread-safe).
 
 The capture's header records the run's `DataSource` (a file's absolute path, SHA-256 and loading
 options, or the sample's seed) and its engine config (the default execution model: a sweep has
@@ -20,9 +34,10 @@ import hashlib
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
@@ -31,18 +46,29 @@ from kestrel.data.source import DataSource
 from kestrel.engine.config import EngineConfig
 from kestrel.market.data import MarketData
 from kestrel.market.news import NO_NEWS
+from kestrel.report.stats.records import SessionRecord
 from kestrel.sweep.spec import SweepRun
 
 AgentFactory = Callable[[str], Any]
 DataLoader = Callable[[str], MarketData]
+SessionRunner = Callable[..., Any]
+"""`runner(data, agent, options, *, date, days, sink)` -> `SessionResult` (default `run_session`)."""
 RESULT = "result.json"
-# each run's buy-and-hold baseline (its sessions, in its largest position, as on its page),
-# stored as `buy_and_hold_<metric>` for the leaderboard's reference row
-BASELINE_METRICS = ("net_pnl", "return_on_risk", "sharpe", "max_drawdown")
+SESSIONS = "sessions.json"
+# the equal-size buy-and-hold of each run's sessions (`kestrel.report.stats.baselines`: the data and
+# the execution model alone), stored as `buy_and_hold_<metric>` on its row
+BASELINE_METRICS = ("net_pnl", "return_on_risk")
 
 _DATA: dict[str, MarketData] = {}
 _SOURCES: dict[str, DataSource] = {}
 _NEWS: dict[str, LoadedNews] = {}
+_LOCK = threading.RLock()
+
+
+class RunAgents(Protocol):
+    """An agent factory that builds each run's agent from its whole spec (seed, temperature)."""
+
+    def for_run(self, run: SweepRun) -> Any: ...
 
 
 class RunTask(msgspec.Struct, frozen=True):
@@ -52,33 +78,49 @@ class RunTask(msgspec.Struct, frozen=True):
     data_sha256: str
 
 
+class SessionsFile(msgspec.Struct, frozen=True):
+    """`runs/KEY/sessions.json`: the run's per-session records and the reference agents'."""
+
+    records: list[SessionRecord]
+    baselines: list[SessionRecord]
+
+
 def cached_data(name: str, loader: DataLoader) -> MarketData:
-    """The data named `name`, loaded once per process."""
-    data = _DATA.get(name)
-    if data is None:
-        data = _DATA[name] = loader(name)
-    return data
+    """The data named `name`, loaded once per process (thread-safe)."""
+    with _LOCK:
+        data = _DATA.get(name)
+        if data is None:
+            data = _DATA[name] = loader(name)
+        return data
 
 
 def cached_source(name: str, data: MarketData) -> DataSource:
     """The `DataSource` of the data named `name` (what the capture header records, so a sweep's
     capture replays under `kestrel replay`'s checks), built once per process: a file's absolute
     path, SHA-256 and loading options, or the sample's seed."""
-    source = _SOURCES.get(name)
-    if source is None:
-        from kestrel.session.spec import open_named
+    with _LOCK:
+        source = _SOURCES.get(name)
+        if source is None:
+            from kestrel.session.spec import open_named
 
-        source = open_named(name, data)[1]
-        if source.path is not None:
-            source = msgspec.structs.replace(source, path=os.path.abspath(source.path))
-        _SOURCES[name] = source
-    return source
+            source = open_named(name, data)[1]
+            if source.path is not None:
+                source = msgspec.structs.replace(source, path=os.path.abspath(source.path))
+            _SOURCES[name] = source
+        return source
 
 
 def row_base(task: RunTask) -> dict[str, Any]:
     s = task.spec
     return {"key": task.key, "agent": s.agent, "model": None, "profile": s.profile, "data": s.data,
-            "data_sha256": task.data_sha256, "dates": ",".join(s.dates), "checkpoints": ",".join(s.checkpoints)}
+            "data_sha256": task.data_sha256, "dates": ",".join(s.dates), "checkpoints": ",".join(s.checkpoints),
+            "repeat": s.repeat, "seed": s.seed, "temperature": s.temperature}
+
+
+def _effort(agent: str) -> str | None:
+    from kestrel.models.spec import is_model_spec, parse_spec
+
+    return parse_spec(agent).effort if is_model_spec(agent) else None
 
 
 def _options(spec: SweepRun, agent: Any, source: DataSource) -> Any:
@@ -87,7 +129,8 @@ def _options(spec: SweepRun, agent: Any, source: DataSource) -> Any:
     from kestrel.session.runner import SessionOptions
 
     profile = profiles.lookup(spec.profile)
-    resolved = profiles.resolve(profiles.Flags(agent=spec.agent), None, profile)
+    # a model spec's own effort= is the agent's explicit flag: it wins over the profile's
+    resolved = profiles.resolve(profiles.Flags(agent=spec.agent, effort=_effort(spec.agent)), None, profile)
     st = resolved.settings
     iterative = bool(getattr(agent, "iterative", False))
     feed = NO_NEWS
@@ -97,7 +140,7 @@ def _options(spec: SweepRun, agent: Any, source: DataSource) -> Any:
     return SessionOptions(checkpoints=spec.checkpoints, guard_s=spec.guard_s, settings=LoopSettings.of(st),
                           policy=resolved.policy if iterative else None, profile=resolved.profile,
                           allowed_panes=st.panes, data_name=spec.data, engine=EngineConfig(), source=source,
-                          news=feed, blind=spec.blind)
+                          news=feed, blind=spec.blind, arm_latency=spec.arm_latency)
 
 
 def cached_news(path: str) -> LoadedNews:
@@ -110,62 +153,119 @@ def cached_news(path: str) -> LoadedNews:
     return loaded
 
 
-def simulate(task: RunTask, agent_factory: AgentFactory, data_loader: DataLoader) -> tuple[Any, MarketData, Any]:
+def build_agent(agent_factory: AgentFactory | RunAgents, spec: SweepRun) -> Any:
+    """The run's agent: `agent_factory.for_run(spec)` when it has one, else `agent_factory(spec.agent)`."""
+    for_run = getattr(agent_factory, "for_run", None)
+    return for_run(spec) if callable(for_run) else agent_factory(spec.agent)  # type: ignore[operator]
+
+
+def simulate(task: RunTask, agent_factory: AgentFactory | RunAgents, data_loader: DataLoader,
+             runner: SessionRunner | None = None) -> tuple[Any, MarketData, Any]:
     """Run the task's session; returns (SessionResult, data, agent)."""
     from kestrel.session.runner import run_session
 
     spec = task.spec
     data = cached_data(spec.data, data_loader)
-    agent = agent_factory(spec.agent)
-    evidence: list[Any] = []
+    agent = build_agent(agent_factory, spec)
     options = _options(spec, agent, cached_source(spec.data, data))
-    result = run_session(data, agent, options, date=dt.date.fromisoformat(spec.dates[-1]),
-                         days=len(spec.dates), sink=evidence.append)
+    result = (runner or run_session)(data, agent, options, date=dt.date.fromisoformat(spec.dates[-1]),
+                                     days=len(spec.dates), sink=None)
     return result, data, agent
 
 
-def execute(task: RunTask, agent_factory: AgentFactory, data_loader: DataLoader) -> dict[str, Any]:
+def _capped(result: Any, agent: Any) -> str | None:
+    """Which spending cap stood an ordinal of the run down: "run" (its own), "sweep", or None."""
+    if not any(e.kind == "agent-error" and e.failure == "spending-cap" for e in result.evidence):
+        return None
+    budgets = getattr(getattr(agent, "policy", None), "budgets", ())
+    return "run" if any(b.name == "run" and b.refused for b in budgets) else "sweep"
+
+
+def _leakage(row: dict[str, Any], spec: SweepRun) -> None:
+    from kestrel.models.cutoff import leakage
+
+    model = row.get("model")
+    if not model:
+        row["leakage"] = row["leakage_note"] = None
+        return
+    label = leakage(str(model), spec.dates, generated=spec.data.partition("|")[0] == "sample")
+    row["leakage"], row["leakage_note"] = label.kind, label.text
+
+
+def execute(task: RunTask, agent_factory: AgentFactory | RunAgents, data_loader: DataLoader,
+            runner: SessionRunner | None = None) -> dict[str, Any]:
     """Run, write and describe one run (see the module docstring)."""
+    from kestrel.report.stats.baselines import baseline_records
     from kestrel.report.run import from_result
+    from kestrel.report.stats.records import session_records
 
     row = row_base(task)
+    spec = task.spec
     try:
-        result, data, agent = simulate(task, agent_factory, data_loader)
-        ledger = result.ledger_jsonl()
-        model = getattr(agent, "model", None) or None
-        rep = from_result(result, data, data_sha256=task.data_sha256, model=model)
-        row["model"] = model
-        row.update(msgspec.to_builtins(rep.metrics))
-        hold = rep.baselines.get("buy-and-hold")
-        for m in BASELINE_METRICS:
-            row[f"buy_and_hold_{m}"] = None if hold is None else getattr(hold, m)
-        row["ledger_sha256"] = hashlib.sha256(ledger).hexdigest()
-        row["error"] = None
-        evidence = b"".join(msgspec.json.encode(e) + b"\n" for e in result.evidence)
-        _commit(Path(task.out), task.key, {
-            "capture.jsonl": result.capture_jsonl(), "ledger.jsonl": ledger, "evidence.jsonl": evidence,
-            RESULT: msgspec.json.encode(row, order="deterministic") + b"\n"})
+        result, data, agent = simulate(task, agent_factory, data_loader, runner)
     except Exception as exc:  # a failing run is recorded, never stops the sweep
         row["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+        row["failure"] = "error"
+        return row
+    try:
+        ledger = result.ledger_jsonl()
+        model = getattr(agent, "model", None) or None
+        rep = from_result(result, data, data_sha256=task.data_sha256, model=model, baselines=False)
+        config = result.header.engine or EngineConfig()
+        refs = baseline_records(data, spec.dates, data_name=spec.data, config=config)
+        row["model"] = model
+        row.update(msgspec.to_builtins(rep.metrics))
+        held = [r for r in refs if r.agent == "buy-and-hold"]
+        hold = round(sum(r.net_pnl for r in held), 9)
+        row["buy_and_hold_net_pnl"] = hold
+        row["buy_and_hold_return_on_risk"] = round(sum(r.return_on_risk for r in held), 9)
+        row["currency"] = rep.header.currency
+        cost = rep.metrics.cost_usd
+        row["net_of_cost"] = (round(rep.metrics.net_pnl - (cost or 0.0), 9)
+                              if rep.header.currency == "USD" and (cost is not None or model is None) else None)
+        row["ledger_sha256"] = hashlib.sha256(ledger).hexdigest()
+        _leakage(row, spec)
+        row["spending_cap"] = capped = _capped(result, agent)
+        failure = result.failure
+        row["failure"] = None if failure is None else failure.kind
+        row["error"] = None if failure is None else failure.line()
+        if capped == "sweep" and failure is None:
+            row["error"] = "spending cap: the sweep's cap stood the run down before its end (rerun with a higher cap)"
+        evidence = b"".join(msgspec.json.encode(e) + b"\n" for e in result.evidence)
+        files = {"capture.jsonl": result.capture_jsonl(), "ledger.jsonl": ledger, "evidence.jsonl": evidence}
+        if row["error"]:  # what it recorded is kept, apart from the finished runs
+            _commit(Path(task.out), task.key, files, folder="failed")
+            return row
+        records = session_records(rep, profile=spec.profile, repeat=spec.repeat, agent=spec.agent)
+        files["sessions.json"] = msgspec.json.encode(SessionsFile(records, refs), order="deterministic") + b"\n"
+        files[RESULT] = msgspec.json.encode(row, order="deterministic") + b"\n"
+        _commit(Path(task.out), task.key, files)
+    except Exception as exc:
+        row["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+        row["failure"] = "error"
     return row
 
 
-def _commit(out: Path, key: str, files: dict[str, bytes]) -> None:
-    """Write `files` into `out/runs/KEY` atomically (a temporary directory renamed into place)."""
-    runs = out / "runs"
+def _commit(out: Path, key: str, files: dict[str, bytes], folder: str = "runs") -> None:
+    """Write `files` into `out/FOLDER/KEY` atomically (a temporary directory renamed into
+    place); a failed run's folder replaces the one an earlier attempt left."""
+    runs = out / folder
     runs.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key}-", dir=runs))
     try:
         for name, data in files.items():
             (tmp / name).write_bytes(data)
+        if folder != "runs" and (runs / key).is_dir():
+            shutil.rmtree(runs / key, ignore_errors=True)
         try:
             os.rename(tmp, runs / key)
         except OSError:
-            if not (runs / key / RESULT).exists():  # not a concurrent twin: a real failure
+            if folder != "runs" or not (runs / key / RESULT).exists():  # not a concurrent twin: a real failure
                 raise
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-__all__ = ["AgentFactory", "BASELINE_METRICS", "DataLoader", "RESULT", "RunTask", "cached_data", "cached_source", "execute", "simulate"]
+__all__ = ["AgentFactory", "BASELINE_METRICS", "DataLoader", "RESULT", "RunAgents", "RunTask", "SESSIONS",
+           "SessionRunner", "SessionsFile", "build_agent", "cached_data", "cached_source", "execute", "simulate"]

@@ -27,6 +27,7 @@ from kestrel.service.actors.engine import (
     TURNS_TOPIC,
     AccountQuery,
     AccountView,
+    ArmAt,
     ArmReport,
     DayLedger,
     EngineActor,
@@ -153,6 +154,8 @@ class DriverActor(Actor[RunSession]):
             elif isinstance(step, steps.RunAuthoring):
                 driver.authored(await self._author(step.loop))
             elif isinstance(step, steps.Arm):  # the engine arms what the bus carries
+                if step.delayed:  # an arm latency: the engine arms at that instant, not the ordinal's
+                    await self._engine.ask(ArmAt(step.at_ns), timeout=None)
                 await self.ctx.system.bus.publish(TURNS_TOPIC, step.turn)
                 report = await self._engine.ask(Sync(), expect=ArmReport, timeout=None)
                 driver.armed(report.armed, report.incumbent)

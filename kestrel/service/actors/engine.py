@@ -77,6 +77,13 @@ class Sync(msgspec.Struct, frozen=True, tag="sync"):
     """Answered once everything sent to the engine before it is handled."""
 
 
+class ArmAt(msgspec.Struct, frozen=True, tag="arm_at"):
+    """The next turn takes effect at `at_ns`, later than its ordinal's time (an arm latency);
+    answered once recorded, so it is in place before the turn arrives on the bus."""
+
+    at_ns: int
+
+
 class ArmReport(msgspec.Struct, frozen=True):
     """The engine's state after the last turn: what was done and the incumbent plan."""
 
@@ -101,7 +108,7 @@ class LedgerBatch(msgspec.Struct, frozen=True):
     events: list[LedgerEvent]
 
 
-EngineMessage = TickBatch | StartDay | AccountQuery | Sync | CloseDay | CapturedTurn
+EngineMessage = TickBatch | StartDay | AccountQuery | Sync | CloseDay | CapturedTurn | ArmAt
 
 
 class EngineActor(Actor[EngineMessage]):
@@ -114,6 +121,7 @@ class EngineActor(Actor[EngineMessage]):
         self._engine: Engine | None = None
         self._incumbent: ast.Plan | None = None
         self._armed = "none"
+        self._arm_at: int | None = None
 
     def _current(self) -> Engine:
         if self._engine is None:
@@ -128,10 +136,14 @@ class EngineActor(Actor[EngineMessage]):
         if isinstance(message, TickBatch):
             await self._publish(advance(self._current(), message.ticks(), self._path, self._tally))
             return None
+        if isinstance(message, ArmAt):
+            self._arm_at = message.at_ns
+            return None
         if isinstance(message, CapturedTurn):
             engine = self._current()
             mark = len(engine.ledger)
-            at = ordinal_time_ns(engine.session, message.ordinal)
+            at = ordinal_time_ns(engine.session, message.ordinal) if self._arm_at is None else self._arm_at
+            self._arm_at = None
             self._incumbent, self._armed = apply_turn(engine, message.turn, self._incumbent, at)
             await self._publish(engine.ledger.events[mark:])
             return None

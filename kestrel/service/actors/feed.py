@@ -139,7 +139,7 @@ def _stretch_end(day: SessionDay, k: int) -> int | None:
     if i >= len(day.ordinals):
         return None
     o = day.ordinals[i]
-    return o.time_ns if window else day.cutoff(o)
+    return day.arm_time(i) if window else day.cutoff(o)
 
 
 __all__ = [

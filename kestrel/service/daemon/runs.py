@@ -280,6 +280,13 @@ class Runs:
                 outcome = await self.host.next_outcome(run, outcome.seq)
             if live.cancelled:
                 return
+            if outcome.state == "failed" and live.broken is None and outcome.summary is not None:
+                # the run ran to its end but its agent could not work: kept, exportable, failed
+                failed = await self.host.result(run)
+                await self._end(run, "failed", outcome.reason, outcome.summary, failed.ledger_jsonl(),
+                                failed.capture_jsonl())
+                await self.host.close(run)
+                return
             if outcome.state != "done" or live.broken is not None:
                 await self._end(run, "failed", live.broken or outcome.reason or f"the session ended {outcome.state}")
                 return
@@ -352,13 +359,38 @@ class Runs:
         return None
 
     def export(self, run: str) -> tuple[bytes, bytes, bytes]:
-        """(ledger, capture, evidence) of a finished run, exactly as `simulate` writes them."""
+        """(ledger, capture, evidence) of an ended run: a finished one exactly as `simulate`
+        writes them; a cancelled or failed one without kept files as far as it went, rebuilt
+        from its stored records (`recorded`)."""
         info = self.info(run)
         state, ledger, capture = self.reader.artifacts(run)
         if ledger is None or capture is None:  # kept by `done` and by a run whose outputs were lost
-            why = f" ({info.reason})" if info.reason else ""
-            raise Refusal(f"run {run} is {state}{why}: only a finished (done) run can be exported")
+            if state not in ("cancelled", "failed"):
+                raise Refusal(f"run {run} is {state}: wait for it to end (`kestrel ctl wait {run}`), then export it")
+            ledger, capture = self.recorded(run, state, info.reason)
         return ledger, capture, self.evidence_jsonl(run)
+
+    def recorded(self, run: str, state: str, reason: str | None) -> tuple[bytes, bytes]:
+        """(ledger, capture) of a run that ended early, from the store: every ledger event and
+        every terminal turn committed, in order, under the header its flags give (without a
+        `ledger_sha256`: the capture of an incomplete run, as an interrupted `simulate
+        --capture` leaves it). Replay of it reproduces the ledger up to its last turn."""
+        from kestrel.session.capture import encode_capture
+        from kestrel.session.results import capture_header
+
+        flags = self.reader.flags(run)
+        try:
+            if flags is None:
+                raise ValueError("its flags are not stored")
+            job = self.planner.resolve(flags)
+        except ValueError as exc:
+            why = f" ({reason})" if reason else ""
+            raise Refusal(f"run {run} is {state}{why}; its capture cannot be rebuilt: {exc}") from None
+        turns = [msgspec.json.decode(r[3], type=CapturedTurn)
+                 for r in self.reader.events(run, kinds=("turn",), limit=10_000_000)]
+        ledger = b"".join(r[3] + b"\n" for r in self.reader.events(run, kinds=("ledger",), limit=10_000_000))
+        header = capture_header(job.run.data, job.run.schedule, job.agent.agent_id, job.run.options)
+        return ledger, encode_capture(header, turns)
 
     def evidence_jsonl(self, run: str) -> bytes:
         import io

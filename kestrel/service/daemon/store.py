@@ -343,6 +343,14 @@ class Reader:
             out.append(StoredRun(str(run), decoded, str(pace), int(resumed or 0), problem))
         return out
 
+    def flags(self, run: str) -> dict[str, Any] | None:
+        """The flags `run` was submitted with (None: no such run)."""
+        row = self._conn.execute("SELECT flags FROM runs WHERE id = ?", (run,)).fetchone()
+        if row is None:
+            return None
+        flags: dict[str, Any] = msgspec.json.decode(row[0])
+        return flags
+
     def exists(self, run: str) -> bool:
         return self._conn.execute("SELECT 1 FROM runs WHERE id = ?", (run,)).fetchone() is not None
 

@@ -319,7 +319,9 @@ class SessionActor(Actor[RunHosted]):
                 result = await run_hosted(s.run, source, self._identity, self._emit,
                                           committed=self._committed, agent_timeout=self._timeout,
                                           pace=self._pace)
-                finished = SessionFinished(s.session_id, "done", None, result)
+                failure = result.failure  # the agent could not work (kestrel.session.failure)
+                finished = (SessionFinished(s.session_id, "done", None, result) if failure is None
+                            else SessionFinished(s.session_id, "failed", failure.line(), result))
             except Exception as exc:  # a session's failure ends that session only
                 get_logger("kestrel.host").error("session.failed", session=s.session_id, error=describe(exc))
                 finished = SessionFinished(s.session_id, "failed", describe(exc))
