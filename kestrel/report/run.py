@@ -180,7 +180,7 @@ def _baseline_events(kind: str, n: int, bid: np.ndarray, ask: np.ndarray, ts: np
     ]
 
 
-def baseline_events(kind: str, ticks: Ticks, qty: int, data: MarketData, config: EngineConfig) -> list[LedgerEvent]:
+def baseline_events(kind: str, ticks: Ticks, qty: int | float, data: MarketData, config: EngineConfig) -> list[LedgerEvent]:
     """The ledger of baseline `kind` (`buy-and-hold`: buy `qty` at the first ask, sell at the
     last bid; `flat`: nothing) over one session's `ticks`, under `config` (its multiplier and
     money quantum), without fees."""

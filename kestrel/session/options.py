@@ -9,6 +9,7 @@ so it is never encoded (what a run records is the `CaptureHeader`).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Literal
 
 import msgspec
 

@@ -46,7 +46,7 @@ def session_record(data: MarketData, date: str, kind: str, *, data_name: str, co
         return hit[1]
     s = next(x for x in data.sessions if x.date.isoformat() == date)
     t = session_ticks(data, s)
-    events = baseline_events(kind, t, config.maxpos, data, config)
+    events = baseline_events(kind, t, config.operator_maxpos, data, config)
     header = RunHeader(data.symbol, data_name, None, kind, None, (date,), ())
     rep = build(header, [DayInput(s, events, [])], data, config=config, risk_capital=config.maxloss, baselines=False)
     (rec,) = session_records(rep, profile=BASELINE_PROFILE, data=data_name, agent=kind)
