@@ -20,7 +20,7 @@ from kestrel.models.callpolicy import CallPolicy
 from kestrel.models.errors import ModelError
 from kestrel.models.limiter import (
     Limiters,
-    Pace,
+    LimiterState,
     RateLimit,
     RateLimited,
     RateLimiter,
@@ -40,7 +40,7 @@ arrivals = st.lists(st.floats(0, 5), min_size=1, max_size=40).map(lambda xs: sor
 @given(arrivals, st.floats(6, 600), st.floats(0, 2))
 def test_requests_start_no_faster_than_the_rate_plus_the_burst(times: list[float], rpm: float, burst: float) -> None:
     limit = RateLimit(requests_per_minute=rpm, burst_s=burst)
-    pace, starts = Pace(), []
+    pace, starts = LimiterState(), []
     for now in times:
         start = plan(limit, pace, now)
         assert start >= now
@@ -58,7 +58,7 @@ def test_requests_start_no_faster_than_the_rate_plus_the_burst(times: list[float
 @given(st.lists(st.integers(1, 5000), min_size=1, max_size=30), st.floats(1000, 10**6))
 def test_tokens_are_paced_by_what_was_booked(sizes: list[int], tpm: float) -> None:
     limit = RateLimit(tokens_per_minute=tpm)
-    pace, start = Pace(), 0.0
+    pace, start = LimiterState(), 0.0
     starts = []
     for n in sizes:  # all ask at t = 0: each starts once the tokens before it are paid for
         start = plan(limit, pace, 0.0)

@@ -225,11 +225,11 @@ def is_model_agent(agent: object) -> bool:
 
 def model_spec(spec: str) -> ModelSpec:
     """`spec` parsed as a model agent's spec (`UsageError` naming what is wrong)."""
-    from kestrel.models.spec import SpecError, parse_spec
+    from kestrel.models.spec import AgentSpecError, parse_spec
 
     try:
         ms = parse_spec(spec)
-    except SpecError as exc:
+    except AgentSpecError as exc:
         raise UsageError(str(exc)) from None
     return ms
 

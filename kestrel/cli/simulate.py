@@ -283,13 +283,13 @@ def prepare(args: argparse.Namespace, load: Loader = _load, agent_content: bytes
 
 def _spec_effort(agent: str | None) -> str | None:
     """The `effort=` of a model agent's spec (`--agent PROVIDER:MODEL|effort=LEVEL`), if any."""
-    from kestrel.models.spec import SpecError, is_model_spec, parse_spec
+    from kestrel.models.spec import AgentSpecError, is_model_spec, parse_spec
 
     if agent is None or not is_model_spec(agent) or "|" not in agent:
         return None
     try:
         return parse_spec(agent).effort
-    except SpecError:
+    except AgentSpecError:
         return None  # refused with its message when the agent is built
 
 

@@ -100,7 +100,7 @@ def _csv(text: str | None) -> tuple[str, ...] | None:
 
 
 @dataclass
-class Settings:
+class SweepSettings:
     """How the sweep runs (flags over the grid file's fields)."""
 
     out: str
@@ -143,8 +143,8 @@ def _concurrency(values: Sequence[str]) -> tuple[int | None, dict[str, int]]:
     return window, per
 
 
-def _grid(args: argparse.Namespace) -> tuple[Any, Settings]:
-    """(Grid, Settings) from the grid file and the flags (flags win)."""
+def _grid(args: argparse.Namespace) -> tuple[Any, SweepSettings]:
+    """(Grid, SweepSettings) from the grid file and the flags (flags win)."""
     from kestrel.sweep.spec import Grid, SweepError, load_grid_file
 
     fields: dict[str, Any] = {}
@@ -181,7 +181,7 @@ def _grid(args: argparse.Namespace) -> tuple[Any, Settings]:
     out = pick("out")
     if not out:
         raise UsageError("name the sweep directory: --out DIR (or `out` in the grid file)")
-    st = Settings(out=str(out))
+    st = SweepSettings(out=str(out))
     if args.jobs is not None or args.scheduler is not None:
         st.jobs, st.scheduler = args.jobs, args.scheduler
     elif file is not None:
@@ -341,7 +341,7 @@ def _run_sweep(args: argparse.Namespace) -> int:
     return _finish(args, st, outdir, outcome)
 
 
-def _finish(args: argparse.Namespace, st: Settings, outdir: Path, outcome: Any) -> int:
+def _finish(args: argparse.Namespace, st: SweepSettings, outdir: Path, outcome: Any) -> int:
     from kestrel.cli.report import print_board, sweep_board
     from kestrel.sweep.results import write_board_tables
 

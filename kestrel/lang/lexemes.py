@@ -426,7 +426,7 @@ def without_words(n: Node, words: Iterable[str]) -> Node:
 # ---- automata
 
 
-class Machine:
+class Nfa:
     """A Thompson NFA over character sets: `moves[s]` are (characters, next state), `eps[s]`
     the empty moves; `start` and `accept` states."""
 
@@ -497,12 +497,12 @@ class Machine:
 
 
 @cache
-def machine_of(n: Node) -> Machine:
+def machine_of(n: Node) -> Nfa:
     """The automaton of `n` (built once per language)."""
-    return Machine(n)
+    return Nfa(n)
 
 
-def _together(a: Machine, b: Machine, pairs: Iterable[tuple[int, int]]) -> set[tuple[int, int]]:
+def _together(a: Nfa, b: Nfa, pairs: Iterable[tuple[int, int]]) -> set[tuple[int, int]]:
     """Every (state of a, state of b) reachable from `pairs` reading the same characters."""
     seen = set()
     todo = []
@@ -525,7 +525,7 @@ def _together(a: Machine, b: Machine, pairs: Iterable[tuple[int, int]]) -> set[t
     return seen
 
 
-def overruns(rival: Machine, token: Machine, follower: Machine, then: frozenset[str]) -> bool:
+def overruns(rival: Nfa, token: Nfa, follower: Nfa, then: frozenset[str]) -> bool:
     """Can `rival`, started where a word of `token` starts, read that whole word and at
     least one character of a `follower` word, and either match there or read on through
     the follower into a character of `then`? (A rival that only starts a longer match and
@@ -549,7 +549,7 @@ def overruns(rival: Machine, token: Machine, follower: Machine, then: frozenset[
     return False
 
 
-def prefix_rival(rival: Machine, token: Machine) -> bool:
+def prefix_rival(rival: Nfa, token: Nfa) -> bool:
     """Can `rival` match a non-empty prefix of a word of `token` (or the whole word)?"""
     stepped: set[tuple[int, int]] = set()
     for p in token.closure(token.start):
@@ -562,7 +562,7 @@ def prefix_rival(rival: Machine, token: Machine) -> bool:
 
 
 __all__ = [
-    "ASCII", "DIGITS", "EMPTY", "OTHER", "UNIVERSE", "WORD", "Alt", "Chars", "Lexeme", "Machine",
+    "ASCII", "DIGITS", "EMPTY", "OTHER", "UNIVERSE", "WORD", "Alt", "Chars", "Lexeme", "Nfa",
     "Node", "NotTranslatable", "machine_of", "Rep", "Seq", "Spelling", "bounded", "first", "last", "lexeme_of",
     "min_length", "named_groups", "nullable", "overruns", "prefix_rival", "read_lexeme", "spelling",
     "unbounded", "without_words",

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from kestrel.models.clock import SYSTEM_CLOCK, Clock
+from kestrel.models.clock import SYSTEM_CLOCK, MonotonicClock
 from kestrel.models.limiter import Limiter
 from kestrel.models.replycache import ReplyCache
 from kestrel.models.retry import RetryPolicy
@@ -76,7 +76,7 @@ class CallPolicy:
     cache: ReplyCache | None = None
     slots: CallSlots | None = None
     stop: threading.Event | None = None
-    clock: Clock = SYSTEM_CLOCK
+    clock: MonotonicClock = SYSTEM_CLOCK
     rng: random.Random = field(default_factory=random.Random)
     stats: CallStats = field(default_factory=CallStats)
 

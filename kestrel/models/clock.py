@@ -12,7 +12,7 @@ import time
 from typing import Protocol
 
 
-class Clock(Protocol):
+class MonotonicClock(Protocol):
     def monotonic(self) -> float:
         ...
 
@@ -40,4 +40,4 @@ class SystemClock:
 
 SYSTEM_CLOCK = SystemClock()
 
-__all__ = ["SYSTEM_CLOCK", "Clock", "SystemClock"]
+__all__ = ["SYSTEM_CLOCK", "MonotonicClock", "SystemClock"]

@@ -5,7 +5,7 @@ The rule is GCRA (the generic cell rate algorithm, a token bucket kept as one "t
 arrival time" per limit), written sans-IO: `plan` says when a request may start, `commit`
 books it, `reconcile` corrects a token estimate with the usage the provider reported, `hold`
 keeps every request back until a time a server asked for (a 429's `Retry-After`). Each is a
-pure function of the state (`Pace`), the limit and the time, so the in-process limiter
+pure function of the state (`LimiterState`), the limit and the time, so the in-process limiter
 (`RateLimiter`, thread-safe) and the one shared by the processes of a host (`SharedRateLimiter`,
 SQLite) run the same arithmetic, and async code can await the returned start time itself.
 
@@ -32,7 +32,7 @@ from typing import TypeVar
 
 import msgspec
 
-from kestrel.models.clock import SYSTEM_CLOCK, Clock
+from kestrel.models.clock import SYSTEM_CLOCK, MonotonicClock
 from kestrel.models.errors import ModelError
 
 
@@ -65,7 +65,7 @@ class RateLimit(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
                          self.burst_s)
 
 
-class Pace(msgspec.Struct, frozen=True):
+class LimiterState(msgspec.Struct, frozen=True):
     """The limiter's state: each limit's theoretical arrival time and the server's hold
     (monotonic seconds)."""
 
@@ -85,7 +85,7 @@ class RateLimited(ModelError):
     """The limiter's next slot is after the call's deadline (no request was sent)."""
 
 
-def plan(limit: RateLimit, pace: Pace, now: float) -> float:
+def plan(limit: RateLimit, pace: LimiterState, now: float) -> float:
     """When a request asked for at `now` may start."""
     start = max(now, pace.hold_until)
     if limit.requests_per_minute is not None:
@@ -95,27 +95,27 @@ def plan(limit: RateLimit, pace: Pace, now: float) -> float:
     return start
 
 
-def commit(limit: RateLimit, pace: Pace, start: float, tokens: int) -> Pace:
+def commit(limit: RateLimit, pace: LimiterState, start: float, tokens: int) -> LimiterState:
     """`pace` after booking a request of `tokens` tokens that starts at `start`."""
     rpm, tpm = limit.requests_per_minute, limit.tokens_per_minute
-    return Pace(
+    return LimiterState(
         pace.requests_tat if rpm is None else max(pace.requests_tat, start) + 60.0 / rpm,
         pace.tokens_tat if tpm is None else max(pace.tokens_tat, start) + tokens * 60.0 / tpm,
         pace.hold_until,
     )
 
 
-def reconcile(limit: RateLimit, pace: Pace, booked: int, actual: int) -> Pace:
+def reconcile(limit: RateLimit, pace: LimiterState, booked: int, actual: int) -> LimiterState:
     """`pace` once a request that booked `booked` tokens turned out to use `actual`."""
     tpm = limit.tokens_per_minute
     if tpm is None or booked == actual:
         return pace
-    return Pace(pace.requests_tat, pace.tokens_tat + (actual - booked) * 60.0 / tpm, pace.hold_until)
+    return LimiterState(pace.requests_tat, pace.tokens_tat + (actual - booked) * 60.0 / tpm, pace.hold_until)
 
 
-def hold(pace: Pace, until: float) -> Pace:
+def hold(pace: LimiterState, until: float) -> LimiterState:
     """`pace` with every request held back until `until` (a server's wait)."""
-    return Pace(pace.requests_tat, pace.tokens_tat, max(pace.hold_until, until))
+    return LimiterState(pace.requests_tat, pace.tokens_tat, max(pace.hold_until, until))
 
 
 T = TypeVar("T")
@@ -133,11 +133,11 @@ class RateLimiter:
     returns it (never sleeps: an async caller awaits `permit.start` itself); `acquire` also
     sleeps until it."""
 
-    def __init__(self, limit: RateLimit, *, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(self, limit: RateLimit, *, clock: MonotonicClock = SYSTEM_CLOCK) -> None:
         self.limit = limit
         self.clock = clock
         self._lock = threading.Lock()
-        self._pace = Pace()
+        self._pace = LimiterState()
 
     def reserve(self, tokens: int, deadline: float) -> Permit:
         """Book a request of `tokens` tokens that must start before `deadline` (monotonic
@@ -176,7 +176,7 @@ class SharedRateLimiter:
     system-wide monotonic clock, so the file is for one host: on a cluster, give each worker
     `limit.split(workers)` instead. Every process must use the same `limit` for a key."""
 
-    def __init__(self, path: str | Path, key: str, limit: RateLimit, *, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(self, path: str | Path, key: str, limit: RateLimit, *, clock: MonotonicClock = SYSTEM_CLOCK) -> None:
         self.limit = limit
         self.clock = clock
         self.key = key
@@ -188,7 +188,7 @@ class SharedRateLimiter:
         self._db.execute("CREATE TABLE IF NOT EXISTS pace (key TEXT PRIMARY KEY, requests_tat REAL NOT NULL,"
                          " tokens_tat REAL NOT NULL, hold_until REAL NOT NULL)")
 
-    def _change(self, change: Callable[[Pace, float], tuple[Pace, T]]) -> T:
+    def _change(self, change: Callable[[LimiterState, float], tuple[LimiterState, T]]) -> T:
         """Run `change(pace, now) -> (pace, permit)` in one transaction."""
         with self._lock:
             db = self._db
@@ -197,9 +197,9 @@ class SharedRateLimiter:
                 now = self.clock.monotonic()
                 row = db.execute("SELECT requests_tat, tokens_tat, hold_until FROM pace WHERE key = ?",
                                  (self.key,)).fetchone()
-                pace = Pace(*row) if row is not None else Pace()
+                pace = LimiterState(*row) if row is not None else LimiterState()
                 if max(pace.requests_tat, pace.tokens_tat, pace.hold_until) > now + STALE_AHEAD_S:
-                    pace = Pace()
+                    pace = LimiterState()
                 new, out = change(pace, now)
                 db.execute("INSERT OR REPLACE INTO pace VALUES (?, ?, ?, ?)",
                            (self.key, new.requests_tat, new.tokens_tat, new.hold_until))
@@ -210,7 +210,7 @@ class SharedRateLimiter:
         return out
 
     def reserve(self, tokens: int, deadline: float) -> Permit:
-        def book(pace: Pace, now: float) -> tuple[Pace, Permit]:
+        def book(pace: LimiterState, now: float) -> tuple[LimiterState, Permit]:
             start = plan(self.limit, pace, now)
             if start > deadline:
                 raise _refusal(start, now, deadline)
@@ -248,7 +248,7 @@ class Limiters:
     process. With `shared_path`, the limiters are `SharedRateLimiter`s on that file (shared
     with the other processes of the host that name it)."""
 
-    def __init__(self, *, shared_path: str | Path | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(self, *, shared_path: str | Path | None = None, clock: MonotonicClock = SYSTEM_CLOCK) -> None:
         self._shared_path = shared_path
         self._clock = clock
         self._lock = threading.Lock()
@@ -271,7 +271,7 @@ class Limiters:
 __all__ = [
     "Limiter",
     "Limiters",
-    "Pace",
+    "LimiterState",
     "Permit",
     "RateLimit",
     "RateLimited",

@@ -46,7 +46,7 @@ _URL = re.compile(r"@(?=https?://)")
 _ENV = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
 
-class SpecError(ValueError):
+class AgentSpecError(ValueError):
     """An agent spec that does not parse; the message says what is wrong and how to fix it."""
 
 
@@ -98,7 +98,7 @@ def _number(name: str, text: str, spec: str, *, low: float, high: float, integer
         x = math.nan
     if not math.isfinite(x) or not low <= x <= high or (integer and x != int(x)):
         kind = "a whole number" if integer else "a number"
-        raise SpecError(f"agent {spec!r}: {name}={text!r} must be {kind} from {low:g} to {high:g}")
+        raise AgentSpecError(f"agent {spec!r}: {name}={text!r} must be {kind} from {low:g} to {high:g}")
     return x
 
 
@@ -108,20 +108,20 @@ def is_model_spec(text: str) -> bool:
 
 
 def parse_spec(text: str) -> ModelSpec:
-    """The model spec `text` (see the module docstring), or `SpecError` naming the problem."""
+    """The model spec `text` (see the module docstring), or `AgentSpecError` naming the problem."""
     spec = text.strip()
     head, *opts = spec.split("|")
     kind, sep, rest = head.partition(":")
     provider = kind.strip().lower()
     if lookup(provider) is None:
-        raise SpecError(f"agent {spec!r}: unknown provider {kind.strip()!r}: use one of {', '.join(provider_names())}")
+        raise AgentSpecError(f"agent {spec!r}: unknown provider {kind.strip()!r}: use one of {', '.join(provider_names())}")
     parts = _URL.split(rest, maxsplit=1)
     model = parts[0].strip()
     url = parts[1].strip() if len(parts) > 1 else None
     if not sep or not model:
-        raise SpecError(f"agent {spec!r}: name the model: {provider}:MODEL")
+        raise AgentSpecError(f"agent {spec!r}: name the model: {provider}:MODEL")
     if url is not None and (not re.fullmatch(r"https?://\S+", url)):
-        raise SpecError(f"agent {spec!r}: the endpoint {url!r} is not an http(s) URL, e.g. @http://127.0.0.1:8000/v1")
+        raise AgentSpecError(f"agent {spec!r}: the endpoint {url!r} is not an http(s) URL, e.g. @http://127.0.0.1:8000/v1")
     seen: set[str] = set()
     key_env = effort = constrain = None
     temperature = rpm = tpm = None
@@ -130,22 +130,22 @@ def parse_spec(text: str) -> ModelSpec:
         name, eq, value = opt.partition("=")
         name, value = name.strip().lower(), value.strip()
         if name not in OPTIONS or not eq:
-            raise SpecError(f"agent {spec!r}: unknown option {opt.strip()!r}: use "
+            raise AgentSpecError(f"agent {spec!r}: unknown option {opt.strip()!r}: use "
                             + ", ".join(f"{o}=..." for o in OPTIONS))
         if name in seen:
-            raise SpecError(f"agent {spec!r}: option {name} is given twice")
+            raise AgentSpecError(f"agent {spec!r}: option {name} is given twice")
         seen.add(name)
         if name == "key":
             if value.lower() != "none" and not _ENV.fullmatch(value):
-                raise SpecError(f"agent {spec!r}: key={value!r} must name an environment variable (or none)")
+                raise AgentSpecError(f"agent {spec!r}: key={value!r} must name an environment variable (or none)")
             key_env = "none" if value.lower() == "none" else value
         elif name == "effort":
             if value.lower() not in EFFORTS:
-                raise SpecError(f"agent {spec!r}: effort={value!r}: use one of {' '.join(EFFORTS)}")
+                raise AgentSpecError(f"agent {spec!r}: effort={value!r}: use one of {' '.join(EFFORTS)}")
             effort = value.lower()
         elif name == "constrain":
             if value.lower() not in CONSTRAINTS:
-                raise SpecError(f"agent {spec!r}: constrain={value!r}: use one of {' '.join(CONSTRAINTS)}")
+                raise AgentSpecError(f"agent {spec!r}: constrain={value!r}: use one of {' '.join(CONSTRAINTS)}")
             constrain = value.lower()
         elif name == "temperature":
             temperature = _number(name, value, spec, low=0.0, high=2.0)
@@ -165,5 +165,5 @@ def identity(agent: str) -> str:
     return parse_spec(agent).identity if is_model_spec(agent) else agent.strip()
 
 
-__all__ = ["CALL_OPTIONS", "CONSTRAINTS", "EFFORTS", "OPTIONS", "ModelSpec", "SpecError", "identity",
+__all__ = ["CALL_OPTIONS", "CONSTRAINTS", "EFFORTS", "OPTIONS", "ModelSpec", "AgentSpecError", "identity",
            "is_model_spec", "parse_spec"]

@@ -19,7 +19,7 @@ from kestrel.report.run import (
     session_ticks,
 )
 from kestrel.report.source import data_sha256, file_sha256
-from kestrel.report.trips import LedgerFacts, Notice, RoundTrip, local_time, read_ledger
+from kestrel.report.trips import LedgerFacts, NoticeRow, RoundTrip, local_time, read_ledger
 
 __all__ = [
     "BASELINES",
@@ -28,7 +28,7 @@ __all__ = [
     "EquityCurve",
     "LedgerFacts",
     "Metrics",
-    "Notice",
+    "NoticeRow",
     "RoundTrip",
     "RunHeader",
     "RunReport",

@@ -69,7 +69,7 @@ class RoundTrip(msgspec.Struct, frozen=True):
     carried: bool = False  # the trip spans sessions (carried out of, or into, this one)
 
 
-class Notice(msgspec.Struct, frozen=True):
+class NoticeRow(msgspec.Struct, frozen=True):
     """A rejected order or a disarm, with its reason. `rule` counts from 1, as the plan is
     written (the ledger's `rule` field is the rule's index from 0)."""
 
@@ -92,7 +92,7 @@ class Level(msgspec.Struct, frozen=True):
 class LedgerFacts(msgspec.Struct, frozen=True):
     fills: list[FillRow]
     trips: list[RoundTrip]
-    notices: list[Notice]
+    notices: list[NoticeRow]
     levels: list[Level]
     orders: int
     rejections: int
@@ -128,7 +128,7 @@ def read_ledger(events: Sequence[LedgerEvent], *, carried_from: RoundTrip | None
     reasons_at: dict[int, list[str]] = {}
     fills: list[FillRow] = []
     trips: list[RoundTrip] = []
-    notices: list[Notice] = []
+    notices: list[NoticeRow] = []
     levels: dict[int, Level] = {}
     orders = 0
     fees = 0.0
@@ -160,11 +160,11 @@ def read_ledger(events: Sequence[LedgerEvent], *, carried_from: RoundTrip | None
         elif isinstance(e, (Disarmed, Cancelled)):
             reasons_at.setdefault(e.tick, []).append(e.reason)
             if isinstance(e, Disarmed):
-                notices.append(Notice(e.ts, "disarmed", e.plan, e.reason))
+                notices.append(NoticeRow(e.ts, "disarmed", e.plan, e.reason))
             elif e.id in levels and levels[e.id].end_ts is None:
                 levels[e.id] = msgspec.structs.replace(levels[e.id], end_ts=e.ts)
         elif isinstance(e, OrderRejected):
-            notices.append(Notice(e.ts, "rejected", e.plan, e.reason, e.rule + 1))
+            notices.append(NoticeRow(e.ts, "rejected", e.plan, e.reason, e.rule + 1))
         elif isinstance(e, Filled):
             last_fill = e
             fees += e.fee
@@ -217,5 +217,5 @@ def local_time(ts_ns: int, tz: str) -> str:
     return t.strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
-__all__ = ["FillRow", "Level", "LedgerFacts", "Notice", "RoundTrip", "carried_in", "carried_label", "local_time",
+__all__ = ["FillRow", "Level", "LedgerFacts", "NoticeRow", "RoundTrip", "carried_in", "carried_label", "local_time",
            "read_ledger"]

@@ -28,7 +28,7 @@ from kestrel.lang import ast
 from kestrel.session.loop import Kernel, LoopPorts
 from kestrel.frame.blind import Blind
 from kestrel.session.protocol import Reply, Supersede, TurnReply, interpret_reply
-from kestrel.session.risk import Quote, RiskAssessment, RiskBounds, assess
+from kestrel.session.risk import Touch, RiskAssessment, RiskBounds, assess
 
 
 def interpret(text: str, limits: lang.Limits | None = None, lot: float = 1.0) -> Reply:
@@ -145,7 +145,7 @@ def snapshot_ports(
         return frame_briefing(snapshot, ordinal, chosen, {"budget": budget}, shown)
 
     t = snapshot.ticks
-    touch = Quote(float(t.bid[-1]), float(t.ask[-1])) if len(t) else None
+    touch = Touch(float(t.bid[-1]), float(t.ask[-1])) if len(t) else None
 
     def risk(plan: ast.Plan) -> RiskAssessment:
         return assess(plan, reference=reference, bounds=bounds, quote=touch, account=snapshot.account,

@@ -124,7 +124,7 @@ ConditionProbe = Callable[[ast.Expr], bool | None]
 """Evaluates a rule condition at the cutoff: True/False, or None when it cannot be known."""
 
 
-class Quote(msgspec.Struct, frozen=True):
+class Touch(msgspec.Struct, frozen=True):
     """The touch entries are assumed to fill near (the snapshot's last quote)."""
 
     bid: float
@@ -145,7 +145,7 @@ def stop_distance(order: ast.Order, reference: float | None, tick_size: float = 
 
 
 def worst_case_loss(order: ast.Order, reference: float | None, bounds: RiskBounds,
-                    quote: Quote | None = None) -> float | None:
+                    quote: Touch | None = None) -> float | None:
     """Money lost if `order` fills near `reference` and is stopped out, as the engine measures
     it before placing the order (`kestrel.engine.orders.entry_risk`: slippage and fees
     included; a LMT or STP entry is taken at `reference`); None when unknown (no stop, or no
@@ -190,7 +190,7 @@ def assess(
     *,
     reference: float | None,
     bounds: RiskBounds,
-    quote: Quote | None = None,
+    quote: Touch | None = None,
     account: AccountState = FLAT,
     probe: ConditionProbe | None = None,
 ) -> RiskAssessment:
@@ -252,7 +252,7 @@ def assess(
 
 
 def classify(plan: ast.Plan, *, reference: float | None, bounds: RiskBounds,
-             account: AccountState = FLAT, quote: Quote | None = None) -> RiskAssessment:
+             account: AccountState = FLAT, quote: Touch | None = None) -> RiskAssessment:
     """`assess` without the snapshot's condition probe (the same classification)."""
     return assess(plan, reference=reference, bounds=bounds, quote=quote, account=account)
 
@@ -264,7 +264,7 @@ def dry_run(
     bounds: RiskBounds,
     probe: ConditionProbe | None = None,
     account: AccountState = FLAT,
-    quote: Quote | None = None,
+    quote: Touch | None = None,
 ) -> tuple[str, ...]:
     """The self-check's findings as text (`assess`'s, every level). Empty = passes."""
     return tuple(f.text for f in assess(plan, reference=reference, bounds=bounds, quote=quote,
@@ -274,7 +274,7 @@ def dry_run(
 __all__ = [
     "ConditionProbe",
     "Finding",
-    "Quote",
+    "Touch",
     "RiskAssessment",
     "RiskBounds",
     "RiskLevel",

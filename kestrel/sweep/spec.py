@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from kestrel.models.spec import SpecError, identity, is_model_spec, parse_spec
+from kestrel.models.spec import AgentSpecError, identity, is_model_spec, parse_spec
 
 KEY_CHARS = 20
 MAX_REPEATS = 1000
@@ -104,7 +104,7 @@ class Grid(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             if is_model_spec(a):
                 try:
                     parse_spec(a)
-                except SpecError as exc:
+                except AgentSpecError as exc:
                     raise SweepError(str(exc)) from None
         return self
 
@@ -145,7 +145,7 @@ class AgentRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         text += "".join(f"|{k}={v}" for k, v in given.items())
         try:
             return parse_spec(text).format()
-        except SpecError as exc:
+        except AgentSpecError as exc:
             raise SweepError(str(exc)) from None
 
 

@@ -42,7 +42,7 @@ from kestrel.report.stats import (
     Comparison,
     GridStats,
     SessionRecord,
-    Summary,
+    Estimate,
     grid_stats,
 )
 
@@ -258,13 +258,13 @@ def _empty(key: tuple[str, str], rows: Sequence[Row]) -> CellStats:
     """A cell none of whose runs finished (no figure)."""
     from kestrel.report.stats import CellKey
 
-    none = Summary(0.0, None, None, None, None, 0)
+    none = Estimate(0.0, None, None, None, None, 0)
     model = next((r.get("model") for r in rows if r.get("model")), None)
     return CellStats(CellKey(key[0], key[1], model), 0, False, 0, 0, 0, str(rows[0].get("currency") or "USD"),
                      none, none, None, None, None, 0, 0, None, 0, 0, 0.0, None, None, False)
 
 
-def _summary(name: str, s: Summary) -> dict[str, Any]:
+def _summary(name: str, s: Estimate) -> dict[str, Any]:
     return {f"{name}_mean": s.mean if s.sessions else None, f"{name}_sd": s.sd, f"{name}_low": s.low,
             f"{name}_high": s.high}
 
@@ -312,7 +312,7 @@ _money = _na("{:+.2f}")
 _ratio = _na("{:.2f}")
 
 
-def _with_interval(s: Summary, fmt: Callable[[Any], str]) -> str:
+def _with_interval(s: Estimate, fmt: Callable[[Any], str]) -> str:
     if not s.sessions:
         return "n/a"
     if s.low is None or s.high is None:

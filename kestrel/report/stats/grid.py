@@ -75,7 +75,7 @@ class CellKey(msgspec.Struct, frozen=True):
         return f"{self.agent}\x1e{self.model or ''}\x1e{self.profile}"
 
 
-class Summary(msgspec.Struct, frozen=True):
+class Estimate(msgspec.Struct, frozen=True):
     """A per-session quantity of a cell over its sessions; sd and the interval None below two."""
 
     mean: float
@@ -94,8 +94,8 @@ class CellStats(msgspec.Struct, frozen=True):
     records: int
     repeats: int  # the most repeats of any of its sessions
     currency: str
-    net_pnl: Summary
-    return_on_risk: Summary
+    net_pnl: Estimate
+    return_on_risk: Estimate
     repeat_sd: float | None  # pooled within-session sd of net PnL across repeats
     sharpe: float | None
     sortino: float | None
@@ -216,10 +216,10 @@ def _cells(records: Iterable[SessionRecord]) -> list[_Cell]:
     return [_Cell(k, groups[k]) for k in sorted(groups, key=lambda c: (c.agent, c.model or "", c.profile))]
 
 
-def _summary(x: F64, seed: int, draws: int, level: float, *words: str) -> Summary:
+def _summary(x: F64, seed: int, draws: int, level: float, *words: str) -> Estimate:
     n = int(x.shape[0])
     iv = mean_interval(x, generator(seed, *words), level=level, draws=draws)
-    return Summary(round(float(np.mean(x)), 9) if n else 0.0,
+    return Estimate(round(float(np.mean(x)), 9) if n else 0.0,
                    round(float(np.std(x, ddof=1)), 9) if n >= 2 else None,
                    None if iv is None else round(iv.low, 9), None if iv is None else round(iv.high, 9),
                    None if iv is None else iv.block_length, n)
@@ -412,4 +412,4 @@ def grid_stats(records: Iterable[SessionRecord], *, baselines: Collection[str] =
 
 
 __all__ = ["ALPHA", "DEFAULT_BASELINES", "DEFAULT_SEED", "MIN_SESSIONS", "CellKey", "CellStats", "Comparison",
-           "DeflatedSharpe", "GridStats", "StatsError", "Summary", "compare", "generator", "grid_stats", "verdict"]
+           "DeflatedSharpe", "GridStats", "StatsError", "Estimate", "compare", "generator", "grid_stats", "verdict"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from kestrel.report.stats.grid import CellStats, GridStats, Summary
+from kestrel.report.stats.grid import CellStats, GridStats, Estimate
 
 
 def _na(fmt: str) -> Callable[[float | int | None], str]:
@@ -21,7 +21,7 @@ _ratio = _na("{:.2f}")
 _count = _na("{}")
 
 
-def _with_interval(s: Summary, fmt: Callable[[float | int | None], str]) -> str:
+def _with_interval(s: Estimate, fmt: Callable[[float | int | None], str]) -> str:
     if s.low is None or s.high is None:
         return fmt(s.mean)
     return f"{fmt(s.mean)} [{fmt(s.low)}, {fmt(s.high)}]"

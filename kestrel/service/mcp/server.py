@@ -99,7 +99,7 @@ INSTRUCTIONS = (
 
 
 @dataclass
-class Call:
+class ToolCall:
     """One tool call: who asks (`owner`), the paths to show as the client wrote them, and the
     budget of the work it runs on a worker thread."""
 
@@ -119,10 +119,10 @@ class Call:
         return cap_text(text, self.limits.max_error_chars)
 
 
-_CALL: ContextVar[Call] = ContextVar("kestrel_mcp_call")
+_CALL: ContextVar[ToolCall] = ContextVar("kestrel_mcp_call")
 
 
-def current_call() -> Call:
+def current_call() -> ToolCall:
     return _CALL.get()
 
 
@@ -152,7 +152,7 @@ def _tool(limits: ServiceLimits) -> Callable[[Callable[P, Awaitable[R]]], Callab
             owner, gone = _client_of(kwargs.get("ctx"))
             if owner is None:  # the HTTP front door authenticates every request: never here
                 raise ToolError("not authenticated: send the server's bearer token")
-            call = Call(owner, limits, budget=Budget(limits.call_cpu_seconds))
+            call = ToolCall(owner, limits, budget=Budget(limits.call_cpu_seconds))
             token = _CALL.set(call)
             try:
                 stopped = "the client hung up: the call was stopped"
