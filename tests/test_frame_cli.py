@@ -16,7 +16,7 @@ def test_panes_text_and_json(capsys: pytest.CaptureFixture[str]) -> None:
     lines = out.splitlines()
     assert lines[1].split("  ")[0] == "bars(tf=5m, n=12)" and lines[1].split()[-1] == "forming)"
     news = next(line for line in lines if line.startswith("news("))
-    assert news.startswith("news(n=5, symbol=self, since=5)  the newest n headlines published before the cutoff")
+    assert news.startswith("news(n=5, symbol=self, since=5)  the newest n headlines before the cutoff")
     assert "kernel (reserved, always in the briefing): clock, ordinal, cutoff, rules, budget, grammar" in out
     assert main(["panes", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)

@@ -37,7 +37,7 @@ STATEMENT_EXAMPLES: tuple[tuple[str, str, str], ...] = (
     ),
     (
         "VIEW",
-        "ask to see more panes before deciding (costs one view request)",
+        "see more panes before deciding (costs an iteration)",
         "VIEW scout: quote, bars(5m, 24), levels BUDGET 600",
     ),
     ("STANDDOWN", "disarm entries and cancel working entry orders", 'STANDDOWN "spread too wide to trade"'),
@@ -61,16 +61,19 @@ def _grammar_lines(limits: Limits) -> list[str]:
         "n: a number; n%: a percent; dur: 30s 5m 2h 1d; hh:mm: a time of day; \"text\": a reason.",
         "A rule fires at the first tick its expr holds, then is spent; xN re-arms it "
         f"(N <= {limits.max_repeat}). UNTIL/FOR bound the plan; RISK only tightens the operator's bounds.",
-        "offset: -0.6% (pct of fill) | -0.50 (price units) | @182.40 (absolute). "
+        "offset: -0.6% (of fill) | -0.50 (price) | @182.40 (absolute). "
         "BUY: STOP below (-), TARGET above (+); SELL: the reverse. TRAIL 0.5% is a distance.",
         "LMT/STP take a Price sum (ask+0.02, high(5m)+0.05). The order quantity is whole lots, <= maxpos.",
         "NOT binds tightest, then * /, + -, comparisons, AND, OR; both sides of a comparison "
-        "share a type. Types: Price Qty Money Pct Duration TimeOfDay Count Bool.",
+        "share a type (Price Qty Money Pct Duration TimeOfDay Count Bool).",
     ]
 
 
 def _registry_lines() -> list[str]:
-    series = " ".join(f"{s.name}:{s.type}" for s in SERIES.values())
+    by_type: dict[str, list[str]] = {}
+    for spec in SERIES.values():
+        by_type.setdefault(spec.type, []).append(spec.name)
+    series = "; ".join(f"{kind}: {' '.join(names)}" for kind, names in by_type.items())
     funcs = " ".join(f.signature for f in FUNCTIONS.values())
     kinds: dict[str, list[str]] = {}
     for name, kind in PARAMETER_KINDS.items():
@@ -95,7 +98,7 @@ def _pane_lines(catalog: PaneCatalog) -> list[str]:
         lines.append(f"{spec.signature()}: {spec.description}" + (f" [{ranges}]" if ranges else ""))
     lines.append(
         f"BUDGET n caps the view's tokens ({catalog.min_budget}..{catalog.max_budget}, default "
-        f"{catalog.default_budget}). Reserved, never requestable: {', '.join(catalog.kernel_ids)}."
+        f"{catalog.default_budget}); kernel panes are not requestable."
     )
     return lines
 
@@ -111,10 +114,10 @@ RULES_LINES: tuple[str, ...] = (
 
 def _limit_line(limits: Limits) -> str:
     return (
-        f"Limits: {limits.max_rules} rules, {limits.max_actions} actions/rule, depth "
-        f"{limits.max_expr_depth}, names {limits.max_identifier_chars} chars, reasons "
-        f"{limits.max_string_chars} chars, counts {limits.max_count}, {limits.max_panes} panes/VIEW, "
-        f"{limits.max_document_chars} chars/reply; windows within the session so far."
+        f"Limits: {limits.max_rules} rules, {limits.max_actions} actions/rule, names "
+        f"{limits.max_identifier_chars} chars, reasons {limits.max_string_chars} chars, "
+        f"{limits.max_panes} panes/VIEW, {limits.max_document_chars} chars/reply; windows within "
+        "the session so far."
     )
 
 
@@ -135,9 +138,8 @@ def render_card(catalog: PaneCatalog = DEFAULT_CATALOG, limits: Limits = DEFAULT
     parts += [*RULES_LINES, ""]
     parts += [
         "# Loop",
-        "A VIEW or an invalid reply costs one iteration and tokens; an invalid reply comes back with "
-        "its error to fix. BUDGET says what is left; at zero the ordinal stands down. Prefer a "
-        "plan, STANDDOWN or PASS once you have seen enough.",
+        "A VIEW or an invalid reply (returned with its error to fix) costs an iteration and tokens; "
+        "at zero BUDGET the ordinal stands down. Decide once you have seen enough.",
         _limit_line(limits),
     ]
     return "\n".join(parts).strip() + "\n"
