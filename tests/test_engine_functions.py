@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kestrel.lang.functions import Arguments, Context, Indicator, indicator
+from kestrel.lang.means import Stdev
 from kestrel.lang.operations import Operation
 from kestrel.lang.windows import Atr
 from kestrel.lang.registry import UNITS
@@ -87,11 +88,28 @@ def arguments(draw: st.DrawFn, name: str) -> Arguments:
 def test_the_per_tick_and_column_forms_agree_bit_for_bit(name: str, data: st.DataObject) -> None:
     ts, value, exact, scale = data.draw(series())
     args = data.draw(arguments(name))
-    context = Context(scale, OPEN)
+    context = Context(scale, OPEN, binary=exact is value)  # a binary source's exact is its value
     unit = INDICATORS[name]
     column = indicator(unit, args, context).column(ts, value, exact)
     ticks = per_tick(indicator(unit, args, context), ts, value, exact)
     assert column.shape == ts.shape and same(ticks, column), (name, args)
+
+
+def test_stdev_of_a_binary_source_stays_accurate_late_in_a_long_session() -> None:
+    """A vwap-like double series of 400,000 ticks: stdev over 50 values late in the session
+    agrees with the window's standard deviation computed directly (numpy, two passes), where
+    running sums from the session's first tick would have cancelled to noise; zscore and the
+    bands read it."""
+    rng = np.random.default_rng(7)
+    n, window = 400_000, 50
+    last = 4000.0 + np.cumsum(rng.normal(0, 0.25, n))
+    vwap = np.cumsum(last) / np.arange(1, n + 1)  # moves ever more slowly: a tiny spread
+    ts = OPEN + np.arange(n, dtype=np.int64) * S
+    args = Arguments((("x", "vwap"), ("n", window), ("tf", 0)))
+    got = indicator(Stdev, args, Context(1.0, OPEN, binary=True)).column(ts, vwap, vwap)
+    tail = np.lib.stride_tricks.sliding_window_view(vwap[-5000:], window)
+    want = tail.std(axis=1)
+    assert np.allclose(got[-len(want):], want, rtol=1e-6, atol=0)
 
 
 def test_the_overflowing_sums_really_run() -> None:

@@ -202,7 +202,8 @@ class Evaluation:
         node = self.nodes.get(key)
         if node is None:
             name = args.source()
-            context = Context(self.units if SERIES[name].exact else 1.0, self.broker.open_ns)
+            on_grid = SERIES[name].exact
+            context = Context(self.units if on_grid else 1.0, self.broker.open_ns, not on_grid)
             node = self.nodes[key] = Node(indicator(unit, args, context), self.source(name))
         found = node
         return lambda: found.value

@@ -101,7 +101,8 @@ class Columns:
         got = self._indicators.get(key)
         if got is None:
             name = args.source()
-            context = Context(self.units if SERIES[name].exact else 1.0, self.open_ns)
+            on_grid = SERIES[name].exact
+            context = Context(self.units if on_grid else 1.0, self.open_ns, not on_grid)
             value, exact = self.series(name)
             got = indicator(unit, args, context).column(self.ticks.ts, value, exact)
             self._indicators[key] = got

@@ -57,11 +57,13 @@ COUNT = Param("n", "Count")
 
 class Context(NamedTuple):
     """What an indicator needs of its session and source: the half ticks per price point of
-    its source's exact values (1.0 when the source is binary, vwap) and the session's open,
-    where bars are aligned."""
+    its source's exact values (1.0 when the source is binary, vwap), the session's open,
+    where bars are aligned, and whether the source is `binary` (its exact values are doubles,
+    not whole half ticks: sums of them are not exact)."""
 
     scale: float
     open_ns: int
+    binary: bool = False
 
 
 class Arguments(msgspec.Struct, frozen=True):

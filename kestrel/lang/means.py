@@ -65,9 +65,13 @@ class Ema(Indicator):
 
 
 class Stdev(Indicator):
-    """The population standard deviation of the last n values: `sqrt(n Σd² - (Σd)²) / (n x
-    scale)` on the deviations d from the session's first value (a shift that changes nothing
-    on exact values, and keeps binary sums small), NaN until n values are in."""
+    """The population standard deviation of the last n values, NaN until n values are in. On
+    an exact source (whole half ticks): `sqrt(n Σd² - (Σd)²) / (n x scale)` from running sums
+    of the deviations d from the session's first value, exact integers. On a binary source
+    (vwap) such running sums cancel catastrophically late in a long session, so the window's
+    mean and sum of squared deviations slide instead (Welford's update, adding the new value
+    and removing the one leaving), computed afresh from the window every n steps so no drift
+    builds up (O(1) amortised); the same scalar steps in both forms."""
 
     spec = FunctionSpec("stdev", (SOURCE, COUNT, TIMEFRAME), "Price", "population standard deviation of x "
                         "over the last n ticks or completed tf bars")
@@ -79,8 +83,41 @@ class Stdev(Indicator):
         self.first: float | None = None
         self.sums: tuple[float, float] = (0, 0)
         self.history: deque[tuple[float, float]] = deque([(NAN, NAN)] * n + [(0, 0)], maxlen=n + 1)
+        self.binary = context.binary
+        self.window: deque[float] = deque()
+        self.mean = self.m2 = 0.0
+        self.slid = 0  # sliding steps since the moments were last computed afresh
+
+    def slide(self, x: float) -> float:
+        """The binary form: `x` enters the window (the oldest value leaves a full one)."""
+        window = self.window
+        if len(window) == self.n:
+            y = window.popleft()
+            k = len(window)
+            if k == 0:
+                self.mean = self.m2 = 0.0
+            else:
+                delta = y - self.mean
+                self.mean -= delta / k
+                self.m2 -= delta * (y - self.mean)
+        window.append(x)
+        k = len(window)
+        self.slid += 1
+        if self.slid >= self.n:  # every n steps, the window's moments afresh: no drift builds up
+            self.slid = 0
+            self.mean = mean = sum(window) / k
+            self.m2 = sum((v - mean) * (v - mean) for v in window)
+        else:
+            delta = x - self.mean
+            self.mean += delta / k
+            self.m2 += delta * (x - self.mean)
+        if k < self.n or self.m2 != self.m2:
+            return NAN
+        return math.sqrt(self.m2 / k) / self.context.scale if self.m2 > 0 else 0.0
 
     def update(self, ts: int, value: float, exact: float) -> float:
+        if self.binary:
+            return self.slide(value)
         if self.first is None:
             self.first = exact
         d = exact - self.first
@@ -96,6 +133,9 @@ class Stdev(Indicator):
 
     def column(self, ts: I64, value: F64, exact: Arr) -> F64:
         n, out = self.n, np.full(len(ts), NAN)
+        if self.binary:
+            fresh = Stdev(self.args, self.context)
+            return np.array([fresh.slide(x) for x in value.tolist()], dtype=np.float64)
         if len(ts) < n:
             return out
         d = exact - exact[0]
