@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,9 +10,7 @@ import structlog
 
 pytest_plugins = ["actor_fixtures"]  # the actor tests' shared fixtures (the `clock`)
 
-ROOT = Path(__file__).resolve().parent.parent
-# `../shared/data` from the repo root; KESTREL_SHARED_DATA points elsewhere (e.g. from a worktree)
-SHARED_DATA = Path(os.environ.get("KESTREL_SHARED_DATA", str(ROOT.parent / "shared" / "data")))
+from shared_paths import SHARED_DATA
 
 
 @pytest.fixture(params=["asyncio", "trio"])

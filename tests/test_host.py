@@ -266,7 +266,7 @@ async def test_finished_sessions_are_kept_up_to_a_bound(anyio_backend: str) -> N
             await host.result(ids[0])
 
 
-TRADE = "PLAN m\nWHEN time >= 10:00: BUY 2 MKT\nWHEN time >= 10:30: FLAT\n"
+TRADE = "PLAN m\nWHEN time >= 10:00: BUY 1 MKT\nWHEN time >= 10:30: FLAT\n"
 
 
 async def test_a_hosted_session_uses_the_instruments_multiplier(anyio_backend: str) -> None:

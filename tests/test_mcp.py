@@ -406,6 +406,6 @@ async def test_simulate_counts_are_integers_and_argument_errors_one_line(anyio_b
             ("fills", "orders", "trades", "wins"), int)
         assert all(type(d[k]) is int for d in got["days"] for k in ("fills", "orders", "trades", "wins"))
         text = await reason(c, "simulate", plan=ORB, days="many")
-        assert text == "invalid arguments: days: input should be a valid integer, unable to parse string as an integer"
+        assert text == "argument 'days': Input should be a valid integer (got 'many')"
         text = await reason(c, "view", view=3)
-        assert text == "invalid arguments: view: input should be a valid string; at: field required"
+        assert text == "argument 'view': Input should be a valid string (got 3); argument 'at' is required"

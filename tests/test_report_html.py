@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SHARED_DATA
+from shared_paths import SHARED_DATA
 from html_pages import assert_offline
 from kestrel.cli import main
 

@@ -24,7 +24,7 @@ from kestrel.data.synthetic import SyntheticSpec
 from kestrel.engine.config import EngineConfig
 from kestrel.engine.ledger import Filled, Ledger, LedgerEvent, OrderPlaced, PositionChanged
 from kestrel.market.instrument import Instrument
-from conftest import SHARED_DATA
+from shared_paths import SHARED_DATA
 from kestrel.market.data import MarketData
 from kestrel.market.session import SessionSpec
 from kestrel.market.ticks import Ticks

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SHARED_DATA
+from shared_paths import SHARED_DATA
 from kestrel.cli import main
 from kestrel.data import load, load_sample
 

@@ -218,7 +218,8 @@ def test_replies_over_the_line_limit_arrive_in_parts(tmp_path: Path, daemons: li
     an internal error (replies of megabytes on a 1 MiB line protocol)."""
     checkpoints = ",".join(f"{h:02d}:{m:02d}" for h in range(10, 16) for m in range(0, 60, 6))
     replies = tmp_path / "replan.txt"
-    replies.write_text("\n---\n".join([REPLAN] * (6 * 61)))
+    # a new name each turn: a restated plan is kept, a renamed one re-arms (and fills again)
+    replies.write_text("\n---\n".join(REPLAN.replace("PLAN churn", f"PLAN churn{i}", 1) for i in range(2 * 6 * 61)))
     flags = ["--agent", f"replies:{replies}", "--days", "6", "--checkpoints", checkpoints]
     expected = simulate_ledger(tmp_path, flags)
     assert len(expected) > MAX_LINE

@@ -92,7 +92,12 @@ def test_a_sweep_arms_late_and_replay_arms_at_the_same_moments(
     """`sweep --arm-latency measured`: the setting is in the run's key and its capture (the
     header and each turn's delay); `replay` of that capture, which calls no model, arms every
     turn at the recorded moment: the same ledger byte for byte."""
-    with serve(lambda path, body: Canned(PLAN, delay=0.3)) as srv:
+    calls = iter(range(1_000))
+
+    def renamed(path: str, body: object) -> Canned:  # a new name each call: each turn re-arms
+        return Canned(PLAN.replace("PLAN ", f"PLAN turn{next(calls)}_", 1), delay=0.3)
+
+    with serve(renamed) as srv:
         agent = f"openai:gpt-4o@{srv.openai_url}|key=none"
         flags = ["sweep", "--agents", agent, "--days", "1", "--checkpoints", "11:00", "--backend", backend,
                  "--json"]

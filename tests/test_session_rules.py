@@ -24,17 +24,18 @@ from kestrel.session.profiles import Flags, lookup, resolve
 from kestrel.session.results import SessionResult
 
 PROFILES = ("balanced", "fast", "thorough")
+OPERATOR = EngineConfig(maxpos=1000)  # the bounds these tests read, stated (the default scales with the data)
 REVIEW = {"balanced": "bound-check", "fast": "risk-review", "thorough": "self-correction"}
 
 
-def options(profile: str | None, engine: EngineConfig = EngineConfig(), checkpoints: tuple[str, ...] = ()
+def options(profile: str | None, engine: EngineConfig = OPERATOR, checkpoints: tuple[str, ...] = ()
             ) -> SessionOptions:
     r = resolve(Flags(), None, lookup(profile) if profile else None)
     return SessionOptions(checkpoints=checkpoints, settings=LoopSettings.of(r.settings), policy=r.policy,
                           profile=r.profile, engine=engine)
 
 
-def run(script: list[str], profile: str | None, engine: EngineConfig = EngineConfig(),
+def run(script: list[str], profile: str | None, engine: EngineConfig = OPERATOR,
         checkpoints: tuple[str, ...] = (), days: int = 1) -> tuple[SessionResult, list[Evidence], ScriptedAgent]:
     agent = ScriptedAgent(script)
     sink: list[Evidence] = []
@@ -49,7 +50,7 @@ def rejections(result: SessionResult) -> list[OrderRejected]:
 
 # (what breaks, the plan, the operator's config, the text the dry run reports, the engine's rejection)
 BREAKS = [
-    ("maxpos", "PLAN big\nWHEN time >= 10:00: BUY 1500 MKT STOP -0.1%", EngineConfig(),
+    ("maxpos", "PLAN big\nWHEN time >= 10:00: BUY 1500 MKT STOP -0.1%", OPERATOR,
      "rule 1 (BUY 1500): size over maxpos 1000: the engine rejects it", "maxpos 1000: position would reach 1500"),
     ("maxloss", "PLAN loss RISK maxloss 100\nWHEN time >= 10:00: BUY 500 MKT STOP -1%", EngineConfig(),
      "rule 1 (BUY 500): worst-case loss", "past maxloss 100"),
@@ -80,7 +81,7 @@ def test_an_order_a_bound_will_reject_is_reported_before_arming_under_every_prof
 def test_an_order_past_maxpos_from_the_position_held_is_reported_too() -> None:
     opener = "PLAN open\nWHEN time >= 10:00: BUY 800 MKT STOP -3%"
     more = "PLAN more\nWHEN time >= 11:00: BUY 500 MKT STOP -3%"
-    engine = EngineConfig(maxloss=10_000.0)
+    engine = EngineConfig(maxpos=1000, maxloss=10_000.0)
     for profile in PROFILES:
         result, sink, agent = run([opener, more, more], profile, engine, checkpoints=("11:00",))
         review = [e for e in sink if e.kind == REVIEW[profile]]
@@ -191,7 +192,7 @@ class TypedAgent:
 
 def test_a_custom_agent_reads_the_typed_snapshot_with_the_values_the_text_shows() -> None:
     agent = TypedAgent()
-    result = run_session(load_sample(), agent, SessionOptions(checkpoints=("11:00",)))
+    result = run_session(load_sample(), agent, SessionOptions(checkpoints=("11:00",), engine=OPERATOR))
     assert [o.armed for o in result.days[0].outcomes] == ["armed typed", "kept typed"]
     open_, later = agent.seen
     assert open_.clock.label == "OPEN" and open_.clock.cutoff == "09:25:00" and open_.bars_tf_s == 1800
@@ -214,7 +215,7 @@ def test_a_custom_agent_reads_the_typed_snapshot_with_the_values_the_text_shows(
 
 def _briefing_at_open() -> str:
     agent = ScriptedAgent(["PASS"])
-    run_session(load_sample(), agent, SessionOptions())
+    run_session(load_sample(), agent, SessionOptions(engine=OPERATOR))
     return agent.requests[0].briefing
 
 
@@ -223,7 +224,7 @@ def test_a_single_shot_agents_plan_a_bound_will_reject_is_reported_in_the_eviden
 
     sink: list[Evidence] = []
     plan = "PLAN big\nWHEN time >= 10:00: BUY 1500 MKT STOP -0.1%"
-    result = run_session(load_sample(), FixedAgent(plan, name="big"), SessionOptions(), sink=sink.append)
+    result = run_session(load_sample(), FixedAgent(plan, name="big"), SessionOptions(engine=OPERATOR), sink=sink.append)
     assert [(e.kind, e.error, e.reason) for e in sink] == [(
         "bound-check", "bound check: rule 1 (BUY 1500): size over maxpos 1000: the engine rejects it",
         "a single-shot agent is not asked again: the plan is armed as is")]

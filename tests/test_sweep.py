@@ -20,7 +20,7 @@ from html_pages import assert_offline
 from kestrel.cli import main
 from kestrel.cli.agentspec import agent_of
 from kestrel.cli.datanames import load_named as load_data
-from conftest import SHARED_DATA
+from shared_paths import SHARED_DATA
 from kestrel.sweep import Grid, SweepRun, SweepError, expand, run_key, run_sweep, stored_rows
 
 ROOT = Path(__file__).resolve().parents[1]
