@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import math
 import os
 import re
@@ -90,6 +91,16 @@ def add_data_flags(p: argparse.ArgumentParser) -> None:
                    help="headlines for the news pane: a JSON-lines, CSV or Parquet file (recorded with its SHA-256)")
     p.add_argument("--blind", action="store_true",
                    help="blind mode: the agent reads an alias, session numbers, prices rescaled to 100 and masked news")
+
+
+def parse_date(text: str | None) -> dt.date | None:
+    """`--date YYYY-MM-DD` (None when not given); `UsageError` naming the form otherwise."""
+    if text is None:
+        return None
+    try:
+        return dt.date.fromisoformat(text.strip())
+    except ValueError:
+        raise UsageError(f"--date must be YYYY-MM-DD, got {text!r}") from None
 
 
 def news_from_args(args: argparse.Namespace, command: str) -> tuple[NewsFeed, NewsSource | None]:
@@ -241,5 +252,5 @@ def agent_input(spec: str | None) -> str | None:
     return None
 
 
-__all__ = ["DATA_FLAGS", "add_data_flags", "agent_input", "check_paths", "load_from_args", "news_from_args", "parse_guard",
+__all__ = ["DATA_FLAGS", "add_data_flags", "agent_input", "check_paths", "load_from_args", "news_from_args", "parse_date", "parse_guard",
            "positive_float"]

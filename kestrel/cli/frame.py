@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from kestrel.cli.dataflags import add_data_flags, load_from_args, news_from_args, parse_guard
+from kestrel.cli.dataflags import add_data_flags, load_from_args, news_from_args, parse_date, parse_guard
 from kestrel.cli.errors import UsageError
 from kestrel.cli.execution import add_flags as add_execution_flags
 from kestrel.cli.subcommands import Subcommands
@@ -101,7 +101,7 @@ def _view(args: argparse.Namespace) -> int:
 
     try:
         guard_ns = parse_guard(args.guard) * NS_PER_S
-        date = _date(args.date)
+        date = parse_date(args.date)
         terms = terms_of(engine_config(args, None))
     except UsageError as e:
         return _fail(str(e), 2)
@@ -152,10 +152,3 @@ def _view(args: argparse.Namespace) -> int:
     return 0
 
 
-def _date(text: str | None) -> dt.date | None:
-    if text is None:
-        return None
-    try:
-        return dt.date.fromisoformat(text.strip())
-    except ValueError:
-        raise UsageError(f"--date must be YYYY-MM-DD, got {text!r}") from None

@@ -23,7 +23,7 @@ import msgspec
 
 from kestrel.cli.agentspec import agent_of, check_agent_fits
 from kestrel.cli.callflags import add_call_flags, arm_latency, check_post_cutoff, run_policy
-from kestrel.cli.dataflags import add_data_flags, agent_input, check_paths, load_from_args, news_from_args, parse_guard
+from kestrel.cli.dataflags import add_data_flags, agent_input, check_paths, load_from_args, news_from_args, parse_date, parse_guard
 from kestrel.cli.errors import UsageError, guarded
 from kestrel.providers import lookup
 from kestrel.providers import names as provider_names
@@ -144,15 +144,6 @@ def _output_flags(p: argparse.ArgumentParser, capture_dest: str = "capture") -> 
 # simulate
 
 
-def _date(text: str | None) -> dt.date | None:
-    if text is None:
-        return None
-    try:
-        return dt.date.fromisoformat(text.strip())
-    except ValueError:
-        raise UsageError(f"--date must be YYYY-MM-DD, got {text!r}") from None
-
-
 def _simulate(args: argparse.Namespace) -> int:
     return guarded("simulate", lambda: _run_simulate(args))
 
@@ -263,7 +254,7 @@ def prepare(args: argparse.Namespace, load: Loader = _load, agent_content: bytes
         blind=args.blind,
         arm_latency=arm_latency(args.arm_latency),
     )
-    date = _date(args.date)
+    date = parse_date(args.date)
     check_agent_fits(agent, data, options, date, args.days, st.agent or "baseline")
     if getattr(args, "require_post_cutoff", False):
         from kestrel.cli.agentspec import is_model_agent
