@@ -159,3 +159,13 @@ def test_missing_sessions_in_a_universe_run(shared_data: Path) -> None:
         o, c = sessions[day].open_ns, sessions[day].close_ns
         by = {s for s, e in r.ledger.entries if isinstance(e, Filled) and o <= e.ts <= c}
         assert "AAPL" not in by and "MSFT" in by
+
+
+def test_run_session_takes_a_universe(shared_data: Path) -> None:
+    from kestrel.session.runner import run_session
+
+    u = _universe(shared_data)
+    r = run_session(u, Script("PLAN a ON AAPL\nWHEN pos == 0: BUY 1 MKT"), SessionOptions(engine=EngineConfig(maxpos=10)),
+                    date=dt.date(2025, 3, 3), bounds=PortfolioBounds(capital=5000.0))
+    assert [s for s, e in r.ledger.entries if isinstance(e, Filled)][0] == "AAPL"
+    assert r.capture.bounds.capital == 5000.0 and r.capture.dates == ("2025-03-03",)

@@ -48,6 +48,7 @@ from kestrel.session.schedule import cutoff_ns, ordinals
 
 MAX_PLANS = 100  # plans in one turn (one per symbol)
 DEFAULT_REPAIRS = 2
+DEFAULT_CAPITAL = 100_000.0  # a universe session's starting cash when none is given
 
 
 # ------------------------------------------------------------------------------------------
