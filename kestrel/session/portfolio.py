@@ -449,6 +449,29 @@ class ReplayAgent:
         return AgentReply(self._texts[self._next - 1])
 
 
+class ModuleAgent:
+    """A fixed module of plans: its text at every OPEN (each session's engines start with no
+    plan), PASS at checkpoints. The text must read as a turn of the universe it runs on."""
+
+    iterative: ClassVar[bool] = False
+    blocking: ClassVar[bool] = False
+
+    def __init__(self, text: str, name: str = "module") -> None:
+        self.text = text
+        self._id = f"fixed:{name}"
+
+    @property
+    def agent_id(self) -> str:
+        return self._id
+
+    @property
+    def model(self) -> str:
+        return ""
+
+    def author(self, request: AuthorRequest) -> AgentReply:
+        return AgentReply(self.text if request.ordinal == "OPEN" else "PASS")
+
+
 def replay(universe: Universe, capture: PortfolioCapture) -> PortfolioResult:
     """Re-run a capture: the same symbols, sessions, configs, bounds and schedule, each turn
     answered by its recorded text."""
@@ -467,6 +490,7 @@ __all__ = [
     "CapturedPortfolioTurn",
     "Close",
     "Finished",
+    "ModuleAgent",
     "PortfolioCapture",
     "PortfolioDayDriver",
     "PortfolioResult",
