@@ -68,6 +68,7 @@ class _Start:
     last_touch: dict[str, tuple[float, float]]
     realized: dict[str, Fraction]
     fees: dict[str, Fraction]
+    standing: dict[str, tuple[ast.Plan, int]]
 
 
 Command = (tuple[Literal["arm"], str, ast.Plan, int | None]
@@ -118,6 +119,7 @@ class PortfolioEngine:
         self._realized = {s: Fraction(0) for s in self.symbols}  # of closed sessions
         self._fees = {s: Fraction(0) for s in self.symbols}
         self._force_reference = False
+        self._standing: dict[str, tuple[ast.Plan, int]] = {}  # a plan FOR n sessions: it and the sessions left
         self._log: list[Command] = []
         self._start: _Start | None = None
         self._replaying = False
@@ -129,7 +131,7 @@ class PortfolioEngine:
         if self.session is not None:
             raise ValueError("close the open session first (close_session)")
         self._start = _Start(session, dict(self._carries), copy.deepcopy(self.funds), len(self.ledger),
-                             dict(self._last_touch), dict(self._realized), dict(self._fees))
+                             dict(self._last_touch), dict(self._realized), dict(self._fees), dict(self._standing))
         self._log = []
         self._force_reference = False
         self._open(session)
@@ -163,6 +165,19 @@ class PortfolioEngine:
             self.engines[s] = engine
             self._take(s, command=True)
         self.funds.new_session(lambda x: self._touch(x, -1))
+        for s in self.symbols:  # a plan living FOR more sessions is armed again at the open
+            standing = self._standing.get(s)
+            if standing is not None:
+                plan, left = standing
+                if left > 1:
+                    self._standing[s] = (plan, left - 1)
+                    try:
+                        self.engines[s].arm(plan, session.open_ns)
+                    except PlanError:  # e.g. a window longer than this (half) day: the plan ends
+                        del self._standing[s]
+                    self._take(s, command=True)
+                else:
+                    del self._standing[s]
 
     def _split(self, s: str, carry: Carry, ratio: Fraction, session: SessionSpec) -> Carry:
         """`carry` adjusted for a split of `ratio` new shares per old: the position times the
@@ -242,6 +257,10 @@ class PortfolioEngine:
         self._log.append(("arm", symbol, plan, at_ns))
         engine.arm(plan, at_ns)
         self._take(symbol, command=True)
+        if isinstance(plan.expiry, ast.For) and plan.expiry.span.unit == "d":
+            self._standing[symbol] = (plan, plan.expiry.span.value)
+        else:
+            self._standing.pop(symbol, None)
 
     def stand_down(self, symbol: str | None = None, reason: str = "stand down", at_ns: int | None = None) -> None:
         """Stand `symbol`'s plan down (every symbol's when None); protective exits stay."""
@@ -249,6 +268,7 @@ class PortfolioEngine:
         for s in self.symbols if symbol is None else (symbol,):
             self._engine(s)
             self._log.append(("stand", s, reason, at_ns))
+            self._standing.pop(s, None)
             self.engines[s].stand_down(reason, at_ns)
             self._take(s, command=True)
 
@@ -342,6 +362,7 @@ class PortfolioEngine:
         del self.ledger.entries[start.ledger_len:]
         self._last_touch = dict(start.last_touch)
         self._realized, self._fees = dict(start.realized), dict(start.fees)
+        self._standing = dict(start.standing)
         self._replaying = True
         try:
             self._open(start.session)
@@ -411,7 +432,9 @@ class PortfolioEngine:
             self._filled.add(s)
         elif isinstance(ev, Mark) and s in self._filled:  # the mark after a fill
             self._filled.discard(s)
-            self._account_mark(key, tick, ev.ts)
+            # a command's fill (an end of data) is marked at the merged clock, with every touch so far
+            ts = max(ev.ts, int(self._mts[key])) if key >= 0 and len(self._mts) else ev.ts
+            self._account_mark(key, tick, ts)
 
     def _account_mark(self, key: int, tick: int, ts: int) -> None:
         f = self.funds
