@@ -148,6 +148,7 @@ class PortfolioEngine:
             self._mpos[s] = np.flatnonzero(self._msym == k)
             self._ticks[s] = _session_ticks(self.universe[s].data.ticks, session)
         self._cursor = 0
+        self._vkey = -1  # the merged position the account's values were last read at
         self._fed = {s: 0 for s in self.symbols}
         self._done = {s: 0 for s in self.symbols}
         self._breach = False
@@ -208,7 +209,7 @@ class PortfolioEngine:
             for o in carry.orders if int(o.qty * ratio) > 0)
         after = Carry(lots, str(cost), orders)
         self._last_touch[s] = (bid / float(ratio), ask / float(ratio))
-        self.funds.pos[s] = lots * lot
+        self.funds.set_pos(s, lots * lot)
         self.ledger.append(s, SplitApplied(self._tick_off[s], session.open_ns, float(ratio),
                                            _units(carry.pos, cfg), _units(lots, cfg), carry.avg_price,
                                            after.avg_price))
@@ -345,7 +346,8 @@ class PortfolioEngine:
             if isinstance(ev, OrderPlaced) and ev.role == "entry":
                 ref = ev.price if ev.price is not None else self._touch(s, key)[1 if ev.side == "buy" else 0]
                 qty = exact(ev.qty)
-                if self.funds.check(s, 1 if ev.side == "buy" else -1, qty, ref, self._touch_at(key), self.down):
+                if self.funds.check(s, 1 if ev.side == "buy" else -1, qty, ref, self._touch_at(key), self.down,
+                                    self._changed(key)):
                     return False
             self._consume(s, ev, key, key)
             self._done[s] = j + 1
@@ -394,9 +396,22 @@ class PortfolioEngine:
         def gate(side: int, lots: int, price: float, index: int) -> str:
             key = int(pos[index])
             self._take(s)
-            return self.funds.check(s, side, lots * lot, price, lambda x: self._touch(x, key), self.down)
+            return self.funds.check(s, side, lots * lot, price, self._touch_at(key), self.down, self._changed(key))
 
         return gate
+
+    def _changed(self, key: int) -> set[str] | None:
+        """The symbols that ticked since the account's values were last read (at merged
+        position `_vkey`) up to `key`; None (read every value) when `key` is before it."""
+        last = self._vkey
+        if key < last:
+            self._vkey = key
+            return None
+        self._vkey = key
+        if key == last:
+            return set()
+        ranks = np.unique(self._msym[last + 1: key + 1])
+        return {self.symbols[int(k)] for k in ranks}
 
     def _touch_at(self, key: int) -> Callable[[str], tuple[float, float]]:
         return lambda x: self._touch(x, key)
@@ -438,7 +453,7 @@ class PortfolioEngine:
 
     def _account_mark(self, key: int, tick: int, ts: int) -> None:
         f = self.funds
-        equity, gross, net, n_open = f.figures(self._touch_at(key))
+        equity, gross, net, n_open = f.figures(self._touch_at(key), self._changed(key))
         self.ledger.append(None, AccountMark(self._merged_off + max(tick, 0), ts, f.amount(f.cash),
                                              f.amount(equity), f.amount(gross), f.amount(net), n_open))
         self._check_loss(key, equity)
@@ -450,7 +465,7 @@ class PortfolioEngine:
             return
         f = self.funds
         if equity is None:
-            equity = f.equity(self._touch_at(key))
+            equity = f.equity(self._touch_at(key), self._changed(key))
         if equity <= f.open_equity - exact(loss):
             self._breach = True
 
