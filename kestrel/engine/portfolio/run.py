@@ -97,6 +97,7 @@ class PortfolioEngine:
             raise ValueError(f"no engine config for {', '.join(missing)}")
         self.universe = universe
         self.symbols = universe.symbols
+        self._members = {m.symbol: m for m in universe.members}
         self.rank = {s: k for k, s in enumerate(self.symbols)}
         self.configs = dict(configs)
         self.bounds = bounds
@@ -144,9 +145,10 @@ class PortfolioEngine:
         self._runs = np.append(np.flatnonzero(np.diff(self._msym)) + 1, n).astype(np.int64)
         self._mpos: dict[str, I64] = {}
         self._ticks: dict[str, Ticks] = {}
+        open_ns, close_ns = session.open_ns, session.close_ns
         for k, s in enumerate(self.symbols):
             self._mpos[s] = np.flatnonzero(self._msym == k)
-            self._ticks[s] = _session_ticks(self.universe[s].data.ticks, session)
+            self._ticks[s] = _session_ticks(self._members[s].data.ticks, open_ns, close_ns)
         self._cursor = 0
         self._vkey = -1  # the merged position the account's values were last read at
         self._fed = {s: 0 for s in self.symbols}
@@ -154,15 +156,17 @@ class PortfolioEngine:
         self._breach = False
         self._filled: set[str] = set()  # symbols with a fill not yet marked
         day = session.date
+        splits = [e for e in self.universe.splits if e.date == day]
+        dividends = [e for e in self.universe.dividends if e.date == day]
         for s in self.symbols:
             carry = self._carries[s]
-            for split in self.universe.splits:
-                if split.symbol == s and split.date == day and carry is not None:
+            for split in splits:
+                if split.symbol == s and carry is not None:
                     carry = self._split(s, carry, Fraction(split.numerator, split.denominator), session)
-            for div in self.universe.dividends:
-                if div.symbol == s and div.date == day and carry is not None:
+            for div in dividends:
+                if div.symbol == s and carry is not None:
                     self._dividend(s, carry, div.amount, session)
-            engine = Engine(self.configs[s], session, s, self.universe[s].data.tick_size, carry)
+            engine = Engine(self.configs[s], session, s, self._members[s].data.tick_size, carry)
             self.engines[s] = engine
             self._take(s, command=True)
         self.funds.new_session(lambda x: self._touch(x, -1))
@@ -173,7 +177,7 @@ class PortfolioEngine:
                 if left > 1:
                     self._standing[s] = (plan, left - 1)
                     try:
-                        self.engines[s].arm(plan, session.open_ns)
+                        self.engines[s].arm(plan, open_ns)
                     except PlanError:  # e.g. a window longer than this (half) day: the plan ends
                         del self._standing[s]
                     self._take(s, command=True)
@@ -518,17 +522,18 @@ def _units_exact(x: Fraction) -> int | float:
     return x.numerator if x.denominator == 1 else float(x)
 
 
-def _session_ticks(ticks: Ticks, session: SessionSpec) -> Ticks:
+def _session_ticks(ticks: Ticks, open_ns: int, close_ns: int) -> Ticks:
     """The ticks in [open, close] (as a single-symbol session takes them)."""
-    return ticks.slice(ticks.index_at(session.open_ns, side="left"), ticks.index_at(session.close_ns, side="right"))
+    return ticks.slice(ticks.index_at(open_ns, side="left"), ticks.index_at(close_ns, side="right"))
 
 
 def _merged(universe: Universe, session: SessionSpec) -> tuple[I64, I64, I64]:
     """The session's merged order: (symbol rank, index within the symbol's session ticks, ts)
     per merged position, by (ts, rank, index)."""
     ranks, idxs, tss = [], [], []
+    open_ns, close_ns = session.open_ns, session.close_ns
     for k, m in enumerate(universe.members):
-        t = _session_ticks(m.data.ticks, session)
+        t = _session_ticks(m.data.ticks, open_ns, close_ns)
         ranks.append(np.full(len(t), k, dtype=np.int64))
         idxs.append(np.arange(len(t), dtype=np.int64))
         tss.append(np.asarray(t.ts, dtype=np.int64))
