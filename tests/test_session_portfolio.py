@@ -169,3 +169,15 @@ def test_run_session_takes_a_universe(shared_data: Path) -> None:
                     date=dt.date(2025, 3, 3), bounds=PortfolioBounds(capital=5000.0))
     assert [s for s, e in r.ledger.entries if isinstance(e, Filled)][0] == "AAPL"
     assert r.capture.bounds.capital == 5000.0 and r.capture.dates == ("2025-03-03",)
+
+
+def test_a_turn_holds_a_plan_for_each_of_twenty_symbols_and_checks_each_lot() -> None:
+    syms = tuple(f"S{k:02d}" for k in range(20))
+    text = "\n".join(f"PLAN p{k} ON {s}\nWHEN pos == 0: BUY 1 MKT" for k, s in enumerate(syms))
+    t = read_turn(text, syms)
+    assert isinstance(t, PortfolioTurn) and len(t.plans) == 20
+    lots = {"BTC": 0.0001, "AAPL": 1.0}
+    ok = read_turn("PLAN b ON BTC\nWHEN pos == 0: BUY 0.0003 MKT", ("AAPL", "BTC"), lots)
+    assert isinstance(ok, PortfolioTurn) and ok.plans[0].rules[0].actions[0].qty == 0.0003  # type: ignore[union-attr]
+    bad = read_turn("PLAN a ON AAPL\nWHEN pos == 0: BUY 0.5 MKT", ("AAPL", "BTC"), lots)
+    assert isinstance(bad, str) and bad.startswith("plan a ON AAPL: ")

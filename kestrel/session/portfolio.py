@@ -25,7 +25,7 @@ text`; `account_briefing` is the built-in one (the clock, the account, one line 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -37,7 +37,7 @@ from kestrel.engine.engine import EnginePath
 from kestrel.engine.portfolio import PortfolioEngine, PortfolioLedger
 from kestrel.engine.plans import PlanError
 from kestrel.frame import Ordinal
-from kestrel.lang import ast, parse
+from kestrel.lang import Limits, ast, check, parse
 from kestrel.lang.errors import LangError
 from kestrel.market.portfolio import PortfolioBounds, PortfolioState
 from kestrel.market.session import SessionSpec
@@ -65,15 +65,19 @@ class PortfolioTurn(msgspec.Struct, frozen=True):
     all_down: str | None = None
 
 
-def read_turn(text: str, symbols: Sequence[str]) -> PortfolioTurn | str:
+TURN_LIMITS = Limits(max_statements=MAX_PLANS + 1, max_document_chars=400_000)
+
+
+def read_turn(text: str, symbols: Sequence[str], lots: Mapping[str, float] | None = None) -> PortfolioTurn | str:
     """`text` as a portfolio turn over `symbols`, or the error to send back (one line or the
     language's repair text). A plan without `ON` is an error unless the universe has one
-    symbol."""
+    symbol; each plan's quantities are checked against its symbol's lot (`lots`, default 1)."""
     body = text.strip()
     if not body:
         return "empty reply: answer with PLANs (each ON a symbol), STANDDOWN or PASS"
+    lot_of = dict(lots or {})
     try:
-        node = parse(body)
+        node = parse(body, TURN_LIMITS, lot=min(lot_of.values(), default=1.0))
     except LangError as exc:
         return str(exc).strip() or "the reply does not parse"
     statements = node.statements if isinstance(node, ast.Module) else (node,)
@@ -93,6 +97,9 @@ def read_turn(text: str, symbols: Sequence[str]) -> PortfolioTurn | str:
                 return f"plan {st.name} is ON {sym}, not a symbol of the universe ({', '.join(symbols)})"
             if sym in seen:
                 return f"two plans ON {sym}: one plan per symbol"
+            diags = check(st, TURN_LIMITS, lot=lot_of.get(sym, 1.0))
+            if diags:
+                return f"plan {st.name} ON {sym}: {diags[0].message}"
             seen.add(sym)
             plans.append(st)
         elif isinstance(st, ast.StandDown):
@@ -233,6 +240,7 @@ class PortfolioDayDriver:
         self.guard_s = guard_s
         self.briefing = briefing
         self.max_repairs = max_repairs
+        self.lots = {m.symbol: float(m.lot_size) for m in universe.members}
         self._script = self._steps()
         self._step: Step = next(self._script)
 
@@ -279,7 +287,7 @@ class PortfolioDayDriver:
                                                 repair_error=error))
                 assert isinstance(reply, str)
                 text = reply
-                turn = read_turn(text, symbols)
+                turn = read_turn(text, symbols, self.lots)
                 if isinstance(turn, PortfolioTurn):
                     break
                 error, repairs = turn, attempt + 1
