@@ -421,3 +421,22 @@ def test_a_stand_down_ends_a_plan_for_n_sessions() -> None:
             pe.stand_down("AAA")
         pe.close_session()
     assert sum(1 for _, e in pe.ledger.entries if isinstance(e, Armed)) == 1
+
+
+def test_a_refused_plan_leaves_nothing_and_a_later_rerun_on_the_reference_still_agrees() -> None:
+    """A plan the engine refuses (a window longer than the session) is not armed; the session
+    then falls back to the reference (a funding rejection) and replays without it."""
+    from kestrel.engine.plans import PlanError
+
+    u = _universe(ROWS)
+    runs = []
+    for path in ("auto", "reference"):
+        pe = PortfolioEngine(u, {s: EngineConfig() for s in u.symbols}, PortfolioBounds(capital=2000.0))
+        pe.open_session(SESSION)
+        with pytest.raises(PlanError):
+            pe.arm("AAA", plan("PLAN long\nWHEN last > high(8h): BUY 1 MKT"))
+        pe.arm("AAA", plan("PLAN a\nWHEN pos == 0: BUY 30 MKT"))
+        pe.close_session(path)
+        runs.append(pe)
+    assert runs[0].paths == ["reference"] and _rejects(runs[0], "AAA")[0].startswith("cannot fund")
+    assert runs[0].ledger.to_jsonl() == runs[1].ledger.to_jsonl()

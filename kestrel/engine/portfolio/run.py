@@ -259,8 +259,8 @@ class PortfolioEngine:
         engine = self._engine(symbol)
         if plan.instrument is not None and plan.instrument != symbol:
             raise PlanError(f"plan {plan.name!r} is ON {plan.instrument}, not {symbol}")
+        engine.arm(plan, at_ns)  # a refused plan (PlanError) changes nothing and is not logged
         self._log.append(("arm", symbol, plan, at_ns))
-        engine.arm(plan, at_ns)
         self._take(symbol, command=True)
         if isinstance(plan.expiry, ast.For) and plan.expiry.span.unit == "d":
             self._standing[symbol] = (plan, plan.expiry.span.value)
