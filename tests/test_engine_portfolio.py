@@ -440,3 +440,24 @@ def test_a_refused_plan_leaves_nothing_and_a_later_rerun_on_the_reference_still_
         runs.append(pe)
     assert runs[0].paths == ["reference"] and _rejects(runs[0], "AAA")[0].startswith("cannot fund")
     assert runs[0].ledger.to_jsonl() == runs[1].ledger.to_jsonl()
+
+
+MINUTE_TRADES = "equities_minute/lean_us_equities_minute_trade_bars_20131004_20131011.parquet"
+MINUTE_QUOTES = "equities_minute/lean_us_equities_minute_quote_bars_20131004_20131011.parquet"
+
+
+def test_the_minute_universe_gives_the_same_ledger_on_both_paths(shared_data: Path) -> None:
+    """SPY, AIG, BAC and IBM trade and quote bars joined: an SMA cross on each symbol over the
+    sessions with a tight account (funding and max open positions bind)."""
+    u = load_universe(shared_data / MINUTE_TRADES, quotes=shared_data / MINUTE_QUOTES).universe
+    text = ("PLAN x\nWHEN mid CROSSES ABOVE sma(mid, 20) AND pos == 0: BUY 50 MKT STOP -0.3% TARGET +0.5%\n"
+            "WHEN mid CROSSES BELOW sma(mid, 20) AND pos > 0: FLAT")
+    plans = {s: plan(text) for s in u.symbols}
+    cfg = {s: EngineConfig(maxpos=100, maxorders=200) for s in u.symbols}
+    bounds = PortfolioBounds(capital=12000.0, max_open=2)
+    ref = run_universe(u, cfg, bounds, plans, path="reference")
+    auto = run_universe(u, cfg, bounds, plans, path="auto")
+    assert auto.ledger.to_jsonl() == ref.ledger.to_jsonl()
+    reasons = {e.reason.split(":")[0] for _, e in ref.ledger.entries if isinstance(e, OrderRejected)}
+    assert {"cannot fund", "max open positions 2 reached"} <= reasons
+    assert sum(1 for _, e in ref.ledger.entries if isinstance(e, Filled)) > 20
