@@ -1,7 +1,7 @@
 """The checks of a function call against its unit's signature: arity, each argument by its
 parameter's kind, counts that must increase, the result's type (a `Numeric` function's is the
-type its arguments share), and comparisons of a bounded function (rsi: 0..100) with a number
-outside its range. Mixed into the checker (`kestrel.lang.checker`), which supplies reporting
+type its arguments share, a constant Number adapting, a computed one not), and comparisons of
+a bounded function (rsi: 0..100) with a number outside its range. Mixed into the checker (`kestrel.lang.checker`), which supplies reporting
 and the checks of expressions and windows."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 
-from kestrel.lang.ast import Call, Compare, Crosses, Duration, Expr, Number, Series
+from kestrel.lang.ast import Arith, Call, Compare, Crosses, Duration, Expr, Neg, Number, Series
 from kestrel.lang.limits import Limits
 from kestrel.lang.numbers import num as _num
 from kestrel.lang.registry import FUNCTIONS, PRICE_SERIES, SERIES, Param, ValueType
@@ -18,6 +18,18 @@ from kestrel.lang.suggest import closest
 
 _NUMERIC: frozenset[str] = frozenset({"Price", "Qty", "Money", "Pct", "Number"})
 _MAX_TIMEFRAME = 86_400
+
+
+def constant(expr: Expr) -> bool:
+    """Whether `expr` is a constant Number: a number literal, or negation or arithmetic of
+    constants. A constant adapts to the numeric type beside it; a computed Number does not."""
+    if isinstance(expr, Number):
+        return True
+    if isinstance(expr, Neg):
+        return constant(expr.operand)
+    if isinstance(expr, Arith):
+        return constant(expr.left) and constant(expr.right)
+    return False
 
 
 def did_you_mean(name: str, names: Iterable[str]) -> str | None:
@@ -111,7 +123,7 @@ class CallChecks(ABC):
             return None
         if fn.returns is not None:
             return fn.returns
-        types = {t for _, t in numeric if t != "Number"}
+        types = {t for arg, t in numeric if not (t == "Number" and constant(arg))}
         if len(types) > 1:
             self.err(e, "type", f"{e.name} takes numbers of one type, got {' and '.join(sorted(types))}",  # type: ignore[arg-type]
                      hint=f"signature: {fn.typed}")

@@ -1,7 +1,10 @@
 """The type checker: one walk over the AST, reporting every independent problem.
 
 Types (see `registry.ValueType`): Price, Qty, Money, Pct, Duration, TimeOfDay, Count, Bool and
-Number (a unit-less literal or ratio, which takes the numeric type its context asks for).
+Number (unit-less). A constant Number (`constant`: literals and arithmetic of literals) takes
+the numeric type its context asks for (`last + 0.5`: a price offset); a computed Number (rsi,
+zscore, a ratio such as `last / vwap`) adds to, subtracts from and compares with Numbers only,
+though it scales any numeric type (`vwap * (last / vwap)`).
 A sub-expression that already failed has type None and produces no further errors, so one
 mistake gives one diagnostic. Recursion is bounded by `Limits.max_expr_depth`.
 
@@ -53,7 +56,8 @@ from kestrel.lang.ast import (
     View,
 )
 from kestrel.lang.errors import Diagnostic
-from kestrel.lang.calls import CallChecks, did_you_mean, duration_text
+from kestrel.lang.formatter import expr as expr_text
+from kestrel.lang.calls import CallChecks, constant, did_you_mean, duration_text
 from kestrel.lang.lexer import keywords
 from kestrel.lang.limits import DEFAULT_LIMITS, Limits
 from kestrel.lang.numbers import num as _num
@@ -79,6 +83,21 @@ _UNITS: frozenset[str] = frozenset(get_args(DurationUnit))
 
 def _no_loc(node: object, field: str | None = None) -> Loc | None:
     return None
+
+
+def adapts(left: ValueType, left_expr: Expr, right: ValueType, right_expr: Expr) -> bool:
+    """Whether two numeric operands of `+`, `-`, a comparison or CROSSES fit: the same type,
+    or one of them a constant Number (which takes the other's type)."""
+    return (left == right or (left == "Number" and constant(left_expr))
+            or (right == "Number" and constant(right_expr)))
+
+
+def unitless_hint(left: ValueType, left_expr: Expr, right: ValueType, right_expr: Expr) -> str:
+    """The repair for a computed Number beside a typed value: test each on its own."""
+    number, other, kind = ((left_expr, right_expr, right) if left == "Number"
+                           else (right_expr, left_expr, left))
+    return (f"{expr_text(number)} is a unit-less Number, {expr_text(other)} a {kind}: test each "
+            f"on its own and join them with AND, e.g. rsi(14) > 50 AND last > vwap")
 
 
 class _Checker(CallChecks):
@@ -278,8 +297,9 @@ class _Checker(CallChecks):
             self.price_of = o.order_type
             t = self.expr(o.price, 1)
             self.price_of = None
-            if t is not None and t not in ("Price", "Number"):
-                self.err(o.price, "type", f"an order price must be a Price, not {t}",
+            if t is not None and t != "Price" and not (t == "Number" and constant(o.price)):
+                what = t if t != "Number" else "a unit-less Number"
+                self.err(o.price, "type", f"an order price must be a Price, not {what}",
                          hint="write a price: 182.40, ask+0.02 or vwap*0.99")
             if isinstance(o.price, Number):
                 entry = o.price.value
@@ -462,10 +482,12 @@ class _Checker(CallChecks):
         op = e.op if isinstance(e, Compare) else f"CROSSES {e.direction.upper()}"
         if lt == "TimeOfDay" and rt == "TimeOfDay" and isinstance(e, Compare):
             return "Bool"
-        if lt in _NUMERIC and rt in _NUMERIC and (lt == rt or "Number" in (lt, rt)):
+        if lt in _NUMERIC and rt in _NUMERIC and adapts(lt, e.left, rt, e.right):
             return self.bounded(e)
         hint = None
-        if "Duration" in (lt, rt):
+        if lt in _NUMERIC and rt in _NUMERIC and "Number" in (lt, rt):
+            hint = unitless_hint(lt, e.left, rt, e.right)
+        elif "Duration" in (lt, rt):
             hint = "a duration like 30m is only a window argument, e.g. last > high(30m)"
         elif "TimeOfDay" in (lt, rt):
             hint = "compare the clock with a time: time >= 15:30"
@@ -483,10 +505,8 @@ class _Checker(CallChecks):
         result: ValueType | None = None
         if lt in _NUMERIC and rt in _NUMERIC:
             if op in "+-":
-                if lt == rt or rt == "Number":
-                    result = lt
-                elif lt == "Number":
-                    result = rt
+                if adapts(lt, e.left, rt, e.right):
+                    result = rt if lt == "Number" and constant(e.left) else lt
             elif op == "*":
                 if rt == "Number":
                     result = lt
@@ -501,7 +521,9 @@ class _Checker(CallChecks):
                     result = "Number"
         if result is None:
             hint = None
-            if "Pct" in (lt, rt) and "Price" in (lt, rt):
+            if lt in _NUMERIC and rt in _NUMERIC and "Number" in (lt, rt):
+                hint = unitless_hint(lt, e.left, rt, e.right)
+            elif "Pct" in (lt, rt) and "Price" in (lt, rt):
                 hint = "to move a price by 0.5% multiply it: vwap * 1.005"
             elif "Duration" in (lt, rt) or "TimeOfDay" in (lt, rt):
                 hint = "durations and times take no arithmetic"

@@ -6,7 +6,7 @@ Invariants:
   number of ticks or bars, > 0), `Timeframe` (a bar size literal, > 0), `PriceSeries` (the bare
   name of a series of type Price), `Number` (a number literal > 0, such as a band's width) or
   `Numeric` (any numeric expression; the function's result then has the type its numeric
-  arguments share, a Number adapting, as in a comparison);
+  arguments share, a constant Number adapting, as in a comparison);
 - `FunctionSpec.bounds` is the closed range every defined value of the function lies in (rsi:
   0..100), or None; `increasing` names Count parameters that must be strictly increasing in
   that order (macd's fast and slow).
@@ -23,8 +23,10 @@ from kestrel.lang.ast import Duration
 ValueType: TypeAlias = Literal[
     "Price", "Qty", "Money", "Pct", "Duration", "TimeOfDay", "Count", "Bool", "Number"
 ]
-"""Types of expressions. `Number` is a unit-less value: a plain literal (which takes the type
-its context asks for: Price, Qty, Money or Count) or a ratio such as `last / vwap`."""
+"""Types of expressions. `Number` is a unit-less value: a constant (a literal or arithmetic of
+literals, which takes the type its context asks for: Price, Qty, Money, Pct or Count) or a
+computed value (rsi, zscore, a ratio such as `last / vwap`), which adds to and compares with
+Numbers only."""
 
 ParamType: TypeAlias = Literal["Duration", "Count", "Timeframe", "PriceSeries", "Number", "Numeric"]
 
