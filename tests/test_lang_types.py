@@ -9,6 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kestrel.lang import LangError, parse
+from kestrel.lang.registry import FUNCTIONS
+from kestrel.lang.signature import EXAMPLE_ARGUMENTS
 
 # representative expressions of each operand kind
 EXAMPLES: dict[str, tuple[str, ...]] = {
@@ -127,3 +129,62 @@ def test_an_order_price_is_a_price_or_a_constant() -> None:
         parse("PLAN a WHEN last > 1: BUY 1 LMT rsi(14)")
     (d,) = exc.value.diagnostics
     assert d.message == "an order price must be a Price, not a unit-less Number"
+
+
+# arguments each parameter kind refuses
+BAD_ARGUMENTS: dict[str, tuple[str, ...]] = {
+    "Duration": ("5", "0m", "last"), "Count": ("0", "1.5", "vol", "20000", "30m"),
+    "Timeframe": ("5", "2d", "0m"), "PriceSeries": ("vol", "1", "sma(last, 5)"),
+    "Number": ("0", "last", "-1"), "Numeric": ("30m", "10:30"),
+}
+
+
+def bad_calls() -> list[str]:
+    """Calls of every function with one argument wrong, at every parameter; the wrong number
+    of arguments; counts that do not increase; a bounded function compared out of its range."""
+    calls = []
+    for name, spec in FUNCTIONS.items():
+        good = [EXAMPLE_ARGUMENTS[p.name] for p in spec.params]
+        for index, param in enumerate(spec.params):
+            for bad in BAD_ARGUMENTS[param.type]:
+                calls.append(f"{name}({', '.join(good[:index] + [bad] + good[index + 1:])}) > 1")
+        calls.append(f"{name}({', '.join(good + ['1'])}) > 1")
+        if spec.increasing:
+            swapped = [{"12": "26", "26": "12"}.get(arg, arg) for arg in good]
+            calls.append(f"{name}({', '.join(swapped)}) > 1")
+        if spec.bounds is not None:
+            calls.append(f"{spec.example} < {spec.bounds[1] + 1:g}")
+    return calls
+
+
+def code_in(hint: str) -> str | None:
+    """The code a hint suggests (after `e.g.` or `is a duration:`), if it suggests a call."""
+    for marker in ("e.g. ", "is a duration: "):
+        if marker in hint:
+            code = hint.split(marker, 1)[1]
+            return code if "(" in code else None
+    return None
+
+
+def test_every_function_hint_suggests_code_that_checks() -> None:
+    suggested = set()
+    for cond in bad_calls():
+        with pytest.raises(LangError) as exc:
+            parse(f"PLAN a WHEN {cond}: FLAT")
+        for diagnostic in exc.value.diagnostics:
+            code = code_in(diagnostic.hint or "")
+            if code is None:
+                continue
+            condition = code if any(op in code for op in "<>=") else f"{code} > 1"
+            parse(f"PLAN a WHEN {condition}: FLAT")  # raises if the suggestion is not valid
+            suggested.add(code)
+    # the example of every function over windows, counts or series is suggested somewhere
+    # (abs, min and max, over any numbers, are repaired by their signature)
+    assert {spec.example for spec in FUNCTIONS.values()
+            if any(p.type != "Numeric" for p in spec.params)} <= {
+        code.split(" <")[0] for code in suggested}
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+def test_every_function_example_checks(name: str) -> None:
+    parse(f"PLAN a WHEN {FUNCTIONS[name].example} > 1: FLAT")

@@ -117,7 +117,7 @@ class CallChecks(ABC):
         for (shorter, first), (longer, second) in zip(order, order[1:]):
             if ok and first >= second:
                 self.err(e, "out-of-range", f"{e.name}'s {shorter} ({first}) must be shorter "
-                         f"than its {longer} ({second})", hint=f"e.g. {e.name}(last, 12, 26)")
+                         f"than its {longer} ({second})", hint=f"e.g. {fn.example}")
                 ok = False
         if not ok:
             return None
@@ -138,7 +138,7 @@ class CallChecks(ABC):
             if isinstance(arg, Series) and arg.name not in SERIES:
                 return self.series(arg) is not None
             self.err(arg, "type", f"{what} must be a Price series",
-                     hint=f"one of {' '.join(sorted(PRICE_SERIES))}, e.g. {fname}(last, 20)")
+                     hint=f"one of {' '.join(sorted(PRICE_SERIES))}, e.g. {FUNCTIONS[fname].example}")
             return False
         if param.type == "Number":
             if isinstance(arg, Number) and 0 < arg.value <= self.lim.max_number:
@@ -152,7 +152,7 @@ class CallChecks(ABC):
                 if not math.isfinite(v) or v != int(v) or v < 1:
                     self.err(arg, "zero-window" if v == 0 else "type",
                              f"{what} must be a whole number of at least 1, got {_num(v)}",
-                             hint=f"e.g. {fname}(..., 20)")
+                             hint=f"e.g. {FUNCTIONS[fname].example}")
                     return False
                 if v > self.lim.max_count:
                     self.err(arg, "window-too-long",
@@ -178,7 +178,8 @@ class CallChecks(ABC):
             return self.window(arg, what, arg)
         t = self.expr(arg, depth + 1)
         if t is not None:
-            hint = (f"a window is a duration: {fname}(30m)" if t == "Number"
+            kind = "window" if param.type == "Duration" else "timeframe"
+            hint = (f"a {kind} is a duration: {FUNCTIONS[fname].example}" if t == "Number"
                     else f"signature: {FUNCTIONS[fname].typed}")
             self.err(arg, "type", f"{what} must be a duration like 30m, not {t}", hint=hint)
         return False
@@ -195,6 +196,7 @@ class CallChecks(ABC):
                 if not lo <= other.value <= hi:
                     self.err(other, "out-of-range",
                              f"{call.name} lies between {lo:g} and {hi:g}; {_num(other.value)} is outside",
-                             hint=f"compare {call.name} with a level within {lo:g}..{hi:g}, e.g. 30 or 70")
+                             hint=f"compare {call.name} with a level within {lo:g}..{hi:g}, "
+                                  f"e.g. {spec.example} < {_num(lo + (hi - lo) * 0.3)}")
                     return None
         return "Bool"

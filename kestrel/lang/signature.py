@@ -80,12 +80,24 @@ class FunctionSpec(msgspec.Struct, frozen=True):
         return f"{self.name}({req}{opt})->{self.result}"
 
     @property
+    def example(self) -> str:
+        """A valid call with every parameter given: `sma(last, 14, 5m)`, `rsi(14, 5m)`."""
+        return f"{self.name}({', '.join(EXAMPLE_ARGUMENTS[p.name] for p in self.params)})"
+
+    @property
     def typed(self) -> str:
         """`sma(x: PriceSeries, n: Count[, tf: Timeframe]) -> Price`."""
         req = ", ".join(f"{p.name}: {p.type}" for p in self.params if p.required)
         opt = "".join(f"[, {p.name}: {p.type}]" for p in self.params if not p.required)
         return f"{self.name}({req}{opt}) -> {self.result}"
 
+
+EXAMPLE_ARGUMENTS: dict[str, str] = {
+    "d": "30m", "n": "14", "fast": "12", "slow": "26", "signal": "9", "tf": "5m", "x": "last",
+    "k": "2", "a": "last", "b": "vwap",
+}
+"""A valid argument for each parameter name, so that a function's `example` call checks (the
+counts of macd increase, fast below slow)."""
 
 PARAMETER_KINDS: dict[str, ParamType] = {
     "d": "Duration", "n": "Count", "fast": "Count", "slow": "Count", "signal": "Count",
@@ -94,4 +106,4 @@ PARAMETER_KINDS: dict[str, ParamType] = {
 """Each parameter name of the language's functions stands for one kind, so a signature can
 show names alone (`FunctionSpec.signature`); the registry checks every parameter against it."""
 
-__all__ = ["PARAMETER_KINDS", "FunctionSpec", "Param", "ParamType", "ValueType"]
+__all__ = ["EXAMPLE_ARGUMENTS", "PARAMETER_KINDS", "FunctionSpec", "Param", "ParamType", "ValueType"]
