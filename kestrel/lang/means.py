@@ -237,8 +237,9 @@ class MacdSignal(Indicator):
 
 class Rsi(Indicator):
     """Wilder's RSI of `last`: per change c (in whole half ticks) a gain max(c, 0) and a loss
-    max(-c, 0); the first averages are the means of the first n, then `(avg (n-1) + x) / n`;
-    `100 gain / (gain + loss)`, undefined before n changes and while both are 0."""
+    max(-c, 0); the first averages are the means of the first n, then `(avg (n-1) + g) / n`,
+    g the new change's gain (or loss); `100 gain / (gain + loss)`, undefined before n changes
+    and while both are 0."""
 
     spec = FunctionSpec("rsi", (COUNT, TIMEFRAME), "Number", "Wilder's relative strength index of last "
                         "over n changes (ticks or completed tf bars)", bounds=(0.0, 100.0))

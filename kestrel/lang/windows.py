@@ -117,7 +117,7 @@ class Chg(Indicator):
     one, or when it is 0)."""
 
     spec = FunctionSpec("chg", WINDOW, "Pct", "100 * (last / ref - 1), ref = last of the latest "
-                        "tick with ts <= t-d")
+                        "tick at or before t-d")
 
     def __init__(self, args: Arguments, context: Context) -> None:
         super().__init__(args, context)
