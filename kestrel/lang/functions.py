@@ -1,5 +1,5 @@
-"""The language's functions and operators, each one unit: its signature, its per-tick form and
-its column form.
+"""The language's functions and operators, each one definition: its signature, its per-tick
+form and its column form.
 
 An indicator (`Indicator`) is a function of a session's ticks. It is fed, tick by tick, the
 value of its source series (the `x` argument, else `last`) with its timestamp (`update`), or
@@ -12,19 +12,20 @@ Undefined values (not enough data) are NaN.
 A source's value comes in two forms: `value`, the double the series is (`mid` is a whole
 number of half ticks over the half ticks per price point), and `exact`, which for a series on
 the tick grid (`last bid ask mid spread open`) is that whole number of half ticks (a Python int,
-an int64 column) and for `vwap` the double itself; `Context.scale` is the half ticks per price
-point (1.0 for vwap). Sums of exact values are exact integers: an sma of mid is the double
-nearest to the exact mean, so a mid equal to its sma compares equal.
+an int64 column) and for `vwap` the double itself; `Context.half_ticks_per_point` is the half
+ticks per price point (1.0 for vwap). Sums of exact values are exact integers: an sma of mid
+is the double nearest to the exact mean, so a mid equal to its sma compares equal.
 
 An operation (`Operation`: abs, min, max) is a pure function of its arguments' values, as are
 the operators (`ARITHMETIC`, `COMPARISON`, `CROSSES`): one callable serves scalars and arrays
 alike, except where a zero divisor or NaN needs a test (two forms, the same values).
 
-This module holds what every unit is built on: the resolved arguments of a call (`Arguments`),
-the indicator's two forms (`Indicator`), bars (`OnBars`) and the exact running sums the units
-share. docs/language.md defines every function; adding one is its unit (a class in
-`kestrel.lang.windows`, `kestrel.lang.means` or `kestrel.lang.operations`), its row in
-`kestrel.lang.registry.UNITS`, its tests and its line in the docs.
+This module holds what every definition is built on: the resolved arguments of a call
+(`Arguments`), the indicator's two forms (`Indicator`), bars (`OnBars`) and the exact running
+sums the definitions share. docs/language.md defines every function; adding one is its
+definition (a class in `kestrel.lang.windows`, `kestrel.lang.means` or
+`kestrel.lang.operations`), its row in
+`kestrel.lang.registry.DEFINITIONS`, its tests and its line in the docs.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ class Context(NamedTuple):
     where bars are aligned, and whether the source is `binary` (its exact values are doubles,
     not whole half ticks: sums of them are not exact)."""
 
-    scale: float
+    half_ticks_per_point: float
     open_ns: int
     binary: bool = False
 
@@ -220,11 +221,11 @@ def floats(x: Arr) -> F64:
 
 
 class RunningMean:
-    """The mean of the last n values, `(S_i - S_{i-n}) / (n x scale)` on the running sum S
-    (exact for integers), NaN until n values are in."""
+    """The mean of the last n values, `(S_i - S_{i-n}) / (n x half_ticks_per_point)` on the
+    running sum S (exact for integers), NaN until n values are in."""
 
-    def __init__(self, n: int, scale: float) -> None:
-        self.n, self.divisor = n, float(n) * scale
+    def __init__(self, n: int, half_ticks_per_point: float) -> None:
+        self.n, self.divisor = n, float(n) * half_ticks_per_point
         self.total: float = 0
         self.sums: deque[float] = deque([NAN] * n + [0], maxlen=n + 1)
 

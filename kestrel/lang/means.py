@@ -36,7 +36,7 @@ class Sma(Indicator):
 
     def __init__(self, args: Arguments, context: Context) -> None:
         super().__init__(args, context)
-        self.mean = RunningMean(args.count("n"), context.scale)
+        self.mean = RunningMean(args.count("n"), context.half_ticks_per_point)
 
     def update(self, ts: int, value: float, exact: float) -> float:
         return self.mean.push(exact)
@@ -66,8 +66,8 @@ class Ema(Indicator):
 
 class Stdev(Indicator):
     """The population standard deviation of the last n values, NaN until n values are in. On
-    an exact source (whole half ticks): `sqrt(n Σd² - (Σd)²) / (n x scale)` from running sums
-    of the deviations d from the session's first value, exact integers. On a binary source
+    an exact source (whole half ticks): `sqrt(n Σd² - (Σd)²) / (n x half_ticks_per_point)`
+    from running sums of the deviations d from the session's first value, exact integers. On a binary source
     (vwap) such running sums cancel catastrophically late in a long session, so the window's
     mean and sum of squared deviations slide instead (Welford's update, adding the new value
     and removing the one leaving), computed afresh from the window every n steps so no drift
@@ -79,7 +79,7 @@ class Stdev(Indicator):
     def __init__(self, args: Arguments, context: Context) -> None:
         super().__init__(args, context)
         self.n = n = args.count("n")
-        self.divisor = float(n) * context.scale
+        self.divisor = float(n) * context.half_ticks_per_point
         self.first: float | None = None
         self.sums: tuple[float, float] = (0, 0)
         self.history: deque[tuple[float, float]] = deque([(NAN, NAN)] * n + [(0, 0)], maxlen=n + 1)
@@ -113,7 +113,7 @@ class Stdev(Indicator):
             self.m2 += delta * (x - self.mean)
         if k < self.n or self.m2 != self.m2:
             return NAN
-        return math.sqrt(self.m2 / k) / self.context.scale if self.m2 > 0 else 0.0
+        return math.sqrt(self.m2 / k) / self.context.half_ticks_per_point if self.m2 > 0 else 0.0
 
     def update(self, ts: int, value: float, exact: float) -> float:
         if self.binary:
