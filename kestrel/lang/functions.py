@@ -95,17 +95,17 @@ class Arguments(msgspec.Struct, frozen=True):
 
     def timeframe(self) -> int:
         """The bar size in ns, 0 for a tick-based call."""
-        return next((int(v) for k, v in self.values if k == "tf"), 0)
+        return next((int(value) for key, value in self.values if key == "tf"), 0)
 
     def source(self) -> str:
         """The series the indicator reads: its `x`, else `last`."""
-        return next((str(v) for k, v in self.values if k == "x"), "last")
+        return next((str(value) for key, value in self.values if key == "x"), "last")
 
     def lookback_ns(self) -> int:
         """How far back the call must see to be defined: its window, or its largest count of
         bars of its timeframe (0 for tick-count windows)."""
-        windows = [int(v) for k, v in self.values if k == "d"]
-        counts = [int(v) for k, v in self.values if k in ("n", "fast", "slow", "signal")]
+        windows = [int(value) for key, value in self.values if key == "d"]
+        counts = [int(value) for key, value in self.values if key in ("n", "fast", "slow", "signal")]
         return max(windows + [max(counts, default=0) * self.timeframe()])
 
 
@@ -202,22 +202,22 @@ def bars_of(ts: I64, tf_ns: int, open_ns: int) -> tuple[I64, I64]:
 
 
 # --------------------------------------------------------------------------- sums
-def cumulative(x: Arr) -> Arr:
-    """The running sums of `x` with a leading 0, accumulated sequentially: doubles, or for
+def cumulative(values: Arr) -> Arr:
+    """The running sums of `values` with a leading 0, accumulated sequentially: doubles, or for
     integers int64 when no sum can reach 2**62, else Python ints (an object column), the
     per-tick form's sums."""
-    if x.dtype.kind in "fO":
-        return np.concatenate(([x.dtype.type(0) if x.dtype.kind == "f" else 0], np.cumsum(x)))
-    if not len(x):
+    if values.dtype.kind in "fO":
+        return np.concatenate(([values.dtype.type(0) if values.dtype.kind == "f" else 0], np.cumsum(values)))
+    if not len(values):
         return np.zeros(1, dtype=np.int64)
-    if int(np.abs(x).max()) * len(x) < INT_LIMIT:
-        return np.concatenate((np.zeros(1, dtype=np.int64), np.cumsum(x, dtype=np.int64)))
-    return cumulative(x.astype(object))
+    if int(np.abs(values).max()) * len(values) < INT_LIMIT:
+        return np.concatenate((np.zeros(1, dtype=np.int64), np.cumsum(values, dtype=np.int64)))
+    return cumulative(values.astype(object))
 
 
-def floats(x: Arr) -> F64:
+def floats(column: Arr) -> F64:
     """A column as doubles (Python ints each to the nearest double)."""
-    return np.asarray(x, dtype=np.float64)
+    return np.asarray(column, dtype=np.float64)
 
 
 class RunningMean:
@@ -229,15 +229,15 @@ class RunningMean:
         self.total: float = 0
         self.sums: deque[float] = deque([NAN] * n + [0], maxlen=n + 1)
 
-    def push(self, x: float) -> float:
-        self.total += x
+    def push(self, value: float) -> float:
+        self.total += value
         self.sums.append(self.total)
         return (self.total - self.sums[0]) / self.divisor
 
-    def column(self, x: Arr) -> F64:
-        n, out = self.n, np.full(len(x), NAN)
-        if len(x) >= n:
-            sums = cumulative(x)
+    def column(self, values: Arr) -> F64:
+        n, out = self.n, np.full(len(values), NAN)
+        if len(values) >= n:
+            sums = cumulative(values)
             out[n - 1:] = floats((sums[n:] - sums[:-n]) / self.divisor)
         return out
 
