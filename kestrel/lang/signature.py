@@ -55,7 +55,7 @@ class FunctionSpec(msgspec.Struct, frozen=True):
 
     @property
     def min_args(self) -> int:
-        return sum(1 for p in self.params if p.required)
+        return sum(1 for param in self.params if param.required)
 
     @property
     def max_args(self) -> int:
@@ -75,20 +75,20 @@ class FunctionSpec(msgspec.Struct, frozen=True):
     def signature(self) -> str:
         """`sma(x,n[,tf])->Price`, compact for the language card: parameter names, each
         standing for one kind (see `PARAMETER_KINDS`); `typed` spells the kinds out."""
-        req = ",".join(p.name for p in self.params if p.required)
-        opt = "".join(f"[,{p.name}]" for p in self.params if not p.required)
+        req = ",".join(param.name for param in self.params if param.required)
+        opt = "".join(f"[,{param.name}]" for param in self.params if not param.required)
         return f"{self.name}({req}{opt})->{self.result}"
 
     @property
     def example(self) -> str:
         """A valid call with every parameter given: `sma(last, 14, 5m)`, `rsi(14, 5m)`."""
-        return f"{self.name}({', '.join(EXAMPLE_ARGUMENTS[p.name] for p in self.params)})"
+        return f"{self.name}({', '.join(EXAMPLE_ARGUMENTS[param.name] for param in self.params)})"
 
     @property
     def typed(self) -> str:
         """`sma(x: PriceSeries, n: Count[, tf: Timeframe]) -> Price`."""
-        req = ", ".join(f"{p.name}: {p.type}" for p in self.params if p.required)
-        opt = "".join(f"[, {p.name}: {p.type}]" for p in self.params if not p.required)
+        req = ", ".join(f"{param.name}: {param.type}" for param in self.params if param.required)
+        opt = "".join(f"[, {param.name}: {param.type}]" for param in self.params if not param.required)
         return f"{self.name}({req}{opt}) -> {self.result}"
 
 
