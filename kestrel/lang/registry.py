@@ -69,10 +69,10 @@ DEFINITIONS: dict[str, Definition] = {
 
 FUNCTIONS: dict[str, FunctionSpec] = {name: definition.spec for name, definition in DEFINITIONS.items()}
 
-PRICE_SERIES: frozenset[str] = frozenset(n for n, s in SERIES.items() if s.type == "Price")
+PRICE_SERIES: frozenset[str] = frozenset(name for name, spec in SERIES.items() if spec.type == "Price")
 
 for _spec in FUNCTIONS.values():  # a parameter's name says its kind (the card relies on it)
-    assert all(PARAMETER_KINDS.get(p.name) == p.type for p in _spec.params), _spec.name
+    assert all(PARAMETER_KINDS.get(param.name) == param.type for param in _spec.params), _spec.name
 
 __all__ = [
     "DEFINITIONS",
