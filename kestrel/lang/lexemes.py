@@ -502,23 +502,23 @@ def machine_of(node: Node) -> Nfa:
     return Nfa(node)
 
 
-def _together(a: Nfa, b: Nfa, pairs: Iterable[tuple[int, int]]) -> set[tuple[int, int]]:
-    """Every (state of a, state of b) reachable from `pairs` reading the same characters."""
+def _together(left: Nfa, right: Nfa, pairs: Iterable[tuple[int, int]]) -> set[tuple[int, int]]:
+    """Every (state of left, state of right) reachable from `pairs` reading the same characters."""
     seen = set()
     todo = []
-    for x, y in pairs:
-        for p in a.closure(x):
-            for q in b.closure(y):
+    for left_start, right_start in pairs:
+        for p in left.closure(left_start):
+            for q in right.closure(right_start):
                 if (p, q) not in seen:
                     seen.add((p, q))
                     todo.append((p, q))
     while todo:
         p, q = todo.pop()
-        for cs, p2 in a.moves[p]:
-            for ds, q2 in b.moves[q]:
+        for cs, p2 in left.moves[p]:
+            for ds, q2 in right.moves[q]:
                 if cs & ds:
-                    for p3 in a.closure(p2):
-                        for q3 in b.closure(q2):
+                    for p3 in left.closure(p2):
+                        for q3 in right.closure(q2):
                             if (p3, q3) not in seen:
                                 seen.add((p3, q3))
                                 todo.append((p3, q3))
