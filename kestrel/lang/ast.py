@@ -293,26 +293,26 @@ class Module(msgspec.Struct, frozen=True, tag="module", tag_field="kind"):
     statements: tuple[Statement, ...]
 
 
-def children(x: Expr) -> tuple[Expr, ...]:
-    """The direct subexpressions of `x` (a call's arguments included)."""
-    if isinstance(x, Call):
-        return x.args
-    if isinstance(x, Neg | Not):
-        return (x.operand,)
-    if isinstance(x, Arith | Compare | Crosses):
-        return (x.left, x.right)
-    if isinstance(x, And | Or):
-        return x.operands
+def children(expr: Expr) -> tuple[Expr, ...]:
+    """The direct subexpressions of `expr` (a call's arguments included)."""
+    if isinstance(expr, Call):
+        return expr.args
+    if isinstance(expr, Neg | Not):
+        return (expr.operand,)
+    if isinstance(expr, Arith | Compare | Crosses):
+        return (expr.left, expr.right)
+    if isinstance(expr, And | Or):
+        return expr.operands
     return ()
 
 
 def walk(*roots: Expr | None) -> Iterator[Expr]:
     """Every expression under `roots` (themselves included), each once per occurrence."""
-    stack = [r for r in roots if r is not None]
+    stack = [root for root in roots if root is not None]
     while stack:
-        x = stack.pop()
-        yield x
-        stack.extend(children(x))
+        expr = stack.pop()
+        yield expr
+        stack.extend(children(expr))
 
 
 __all__ = [
