@@ -461,3 +461,41 @@ def test_the_minute_universe_gives_the_same_ledger_on_both_paths(shared_data: Pa
     reasons = {e.reason.split(":")[0] for _, e in ref.ledger.entries if isinstance(e, OrderRejected)}
     assert {"cannot fund", "max open positions 2 reached"} <= reasons
     assert sum(1 for _, e in ref.ledger.entries if isinstance(e, Filled)) > 20
+
+
+# ---------------------------------------------------------------- sizing by money and by equity
+@pytest.mark.parametrize("path", ["reference", "auto"])
+def test_an_entry_sized_by_money_buys_the_whole_lots_it_pays_for(path: str) -> None:
+    u = _universe(ROWS)
+    pe = _one_session(u, {"AAA": "PLAN a\nWHEN pos == 0: BUY $1000 MKT",
+                          "CCC": "PLAN c\nWHEN pos == 0: BUY $50 LMT 20.05"},
+                      PortfolioBounds(capital=10000.0), path=path)
+    buys = [(s, e.qty) for s, e in pe.ledger.entries if isinstance(e, Filled) and e.side == "buy"]
+    assert buys == [("AAA", 9), ("CCC", 2)]  # 1000 // 100.02 = 9 (the touch); 50 // 20.05 = 2 (the limit)
+
+
+def test_an_entry_sized_under_one_lot_is_rejected_with_its_reason() -> None:
+    u = _universe(ROWS)
+    pe = _one_session(u, {"AAA": "PLAN a\nWHEN pos == 0: BUY $50 MKT"}, PortfolioBounds(capital=10000.0))
+    assert _rejects(pe, "AAA") == ["$50 buys less than one lot at 100.02"]
+
+
+@pytest.mark.parametrize("path", ["reference", "auto"])
+def test_an_entry_sized_by_a_share_of_equity(path: str) -> None:
+    u = _universe(ROWS)
+    pe = _one_session(u, {"AAA": "PLAN a\nWHEN pos == 0: BUY 25%EQ MKT",
+                          "BBB": "PLAN b\nWHEN pos == 0: BUY 25%EQ MKT"},
+                      PortfolioBounds(capital=10000.0), path=path)
+    buys = [(s, e.qty) for s, e in pe.ledger.entries if isinstance(e, Filled) and e.side == "buy"]
+    # 2500 // 100.02 = 24; then equity 10000 - 24 x 0.02 (AAA marked at its bid): 2499.88 // 50.02 = 49
+    assert buys == [("AAA", 24), ("BBB", 49)]
+    assert pe.paths == ["reference"]
+
+
+def test_a_single_symbol_engine_refuses_equity_sizing() -> None:
+    e = Engine(EngineConfig(), SESSION, "TEST", 0.01)
+    e.arm(plan("PLAN a\nWHEN pos == 0: BUY 10%EQ MKT"))
+    e.run(Ticks.from_arrays(np.array([T0, T0 + S], np.int64), np.array([10.0, 10.0]), np.array([10.01, 10.01]),
+                            np.array([10.0, 10.0]), np.zeros(2)), path="reference")
+    assert [x.reason for x in e.ledger.events if isinstance(x, OrderRejected)][0] == (
+        "sizing by a share of equity (10%EQ) needs an account: trade in a portfolio session")

@@ -161,8 +161,9 @@ class EntrySpec:
         self._targets: dict[float, float] = {}
         # sized by money (`cash`: an amount) or by a share of equity (`equity`: a fraction):
         # the quantity is worked out at placement (`Broker._sized`); `qty` is then 0
-        self.size_kind: str | None = None
-        self.size_value: float = 0.0
+        size = act.size
+        self.size_kind: str | None = None if size is None else size.basis
+        self.size_value: float = 0.0 if size is None else (size.value if size.basis == "cash" else size.value / 100)
 
     def stop_at(self, price: float, grid: TickGrid) -> float:
         """The STOP's level for an entry filled at `price` (`bracket_price`)."""

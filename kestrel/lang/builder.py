@@ -40,6 +40,7 @@ from kestrel.lang.ast import (
     Risk,
     Rule,
     Series,
+    Size,
     StandDown,
     Statement,
     TimeOfDay,
@@ -236,12 +237,21 @@ class Builder(Transformer[Token, Any]):
         side_tok: Token = children[0]
         i = 1
         negative = False
+        size: Size | None = None
         if isinstance(children[i], Token) and children[i].type == "MINUS":
             negative, i = True, i + 1
         qty_tok: Token = children[i]
         i += 1
-        qty = _quantity(qty_tok)
-        qty = -qty if negative else qty
+        if qty_tok.type == "CASH":
+            qty: int | float = 0
+            size = Size("cash", float(qty_tok[1:]))
+        elif qty_tok.type == "PERCENT":
+            qty = 0
+            size = Size("equity", float(qty_tok[:-1]))
+            i += 1  # EQ
+        else:
+            qty = _quantity(qty_tok)
+            qty = -qty if negative else qty
         order_type = "mkt"
         price: Expr | None = None
         fields: dict[str, Any] = {}
@@ -272,6 +282,7 @@ class Builder(Transformer[Token, Any]):
             fields.get("target"),
             fields.get("trail"),
             fields.get("ttl"),
+            size,
         )
         self._at(node, side_tok)
         self._at(node, children[1], qty_tok, field="qty")
@@ -415,11 +426,15 @@ class Builder(Transformer[Token, Any]):
         return node
 
     def standdown(self, children: list[Token]) -> StandDown:
-        reason = _ESCAPE.sub(r"\1", children[1][1:-1]) if len(children) > 1 else None
-        node = StandDown(reason)
+        symbol = next((c for c in children[1:] if c.type == "SYMBOL"), None)
+        quoted = next((c for c in children[1:] if c.type == "STRING"), None)
+        reason = _ESCAPE.sub(r"\1", quoted[1:-1]) if quoted is not None else None
+        node = StandDown(reason, None if symbol is None else str(symbol))
         self._at(node, children[0])
-        if len(children) > 1:
-            self._at(node, children[1], field="reason")
+        if quoted is not None:
+            self._at(node, quoted, field="reason")
+        if symbol is not None:
+            self._at(node, symbol, field="instrument")
         return node
 
     def pass_(self, children: list[Token]) -> Pass:

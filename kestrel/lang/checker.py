@@ -268,7 +268,18 @@ class _Checker(CallChecks):
     def order(self, order: Order, plan: Plan) -> None:
         side = order.side.upper()
         lot = self.lot
-        if order.qty <= 0:
+        if order.size is not None:
+            value = order.size.value
+            if order.qty != 0:
+                self.err(order, "bad-qty", "an order sized by money or equity has no quantity", field="qty",
+                         hint="write BUY $5000 MKT or BUY 10%EQ MKT, or a quantity alone")
+            elif not (value > 0 and value <= self.lim.max_number):
+                self.err(order, "bad-qty", f"a size must be a positive amount, got {_num(value)}", field="size",
+                         hint="write BUY $5000 MKT")
+            elif order.size.basis == "equity" and value > 100:
+                self.err(order, "bad-qty", f"a share of equity is at most 100%, got {_num(value)}%",
+                         field="size", hint="write BUY 10%EQ MKT")
+        elif order.qty <= 0:
             smallest = qty_text(lot, lot)
             self.err(order, "bad-qty",
                      f"quantity must be a positive whole number{'' if lot == 1 else ' of lots'}, "

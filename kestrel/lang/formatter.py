@@ -130,7 +130,12 @@ def action(node: Order | Flat | Cancel) -> str:
         return "FLAT"
     if isinstance(node, Cancel):
         return "CANCEL"
-    parts = [node.side.upper(), str(node.qty) if isinstance(node.qty, int) else num(node.qty), node.order_type.upper()]
+    if node.size is not None:
+        amount = num(node.size.value)
+        quantity = f"${amount}" if node.size.basis == "cash" else f"{amount}%EQ"
+    else:
+        quantity = str(node.qty) if isinstance(node.qty, int) else num(node.qty)
+    parts = [node.side.upper(), quantity, node.order_type.upper()]
     if node.price is not None:
         parts.append(_wrap(node.price, _SUM))
     if node.stop is not None:
@@ -187,7 +192,8 @@ def statement(node: Statement) -> str:
         text = f"VIEW {node.name}: " + ", ".join(_pane(pane) for pane in node.panes)
         return text + (f" BUDGET {node.budget}" if node.budget is not None else "")
     if isinstance(node, StandDown):
-        return "STANDDOWN" + (f" {_string(node.reason)}" if node.reason is not None else "")
+        on = f" ON {node.instrument}" if node.instrument is not None else ""
+        return "STANDDOWN" + on + (f" {_string(node.reason)}" if node.reason is not None else "")
     if isinstance(node, Pass):
         return "PASS"
     raise LangError([Diagnostic("not-statement", f"cannot format {type(node).__name__}")])

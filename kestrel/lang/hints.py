@@ -52,6 +52,8 @@ _WORDS: dict[str, str] = {
     "TTL": "TTL",
     "REPEAT": "a repeat like x3",
     "WHEN": "WHEN",
+    "CASH": "an amount like $5000",
+    "EQUITY": "EQ (a share of equity: 10%EQ)",
     "_ON": "ON",
     "_UNTIL": "UNTIL",
     "_FOR": "FOR",
@@ -94,7 +96,7 @@ _CHAR_HINTS: dict[str, str] = {
     "'": 'quote a reason with double quotes: STANDDOWN "reason"',
     "≥": "write >=",
     "≤": "write <=",
-    "$": "prices are plain numbers: write 182.40, not $182.40",
+    "$": "prices are plain numbers: write 182.40, not $182.40 ($5000 sizes an order: BUY $5000 MKT)",
     "{": "Kestrel is not JSON: write statements like PLAN name WHEN cond: action",
     "[": "Kestrel has no lists: separate panes with commas and actions with `;`",
     "`": "reply with the bare Kestrel text: no ``` fences or backquotes around it",
@@ -174,6 +176,8 @@ def _close_keyword(word: str) -> bool:
 
 
 def _syntax_hint(text: str, err: ParseFailure | LexError, got: str, expected: frozenset[str]) -> str | None:
+    if got.startswith("$") and "CASH" not in expected:
+        return "prices are plain numbers: write 182.40, not $182.40 ($5000 sizes an order: BUY $5000 MKT)"
     if isinstance(err, LexError):
         if re.fullmatch(r"[0-9][0-9.]*[eE][-+]?[0-9]+|[0-9]+(_[0-9]+)+", got):
             return "write numbers in full: 1000000, not 1e6 or 1_000_000"
