@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+import re
 from decimal import Decimal
 
 import numpy as np
@@ -115,7 +116,13 @@ def random_run(rng: random.Random, path: str) -> PortfolioEngine:
 
 
 def _sessions_long(rng: random.Random, text: str) -> str:
-    """Now and then a plan without an expiry lives FOR 2 sessions."""
+    """Now and then a plan without an expiry lives FOR 2 sessions; now and then its first BUY
+    is sized by money and its first SELL by a share of equity."""
+    r = rng.random()
+    if r < 0.2:
+        text = re.sub(r"BUY [0-9]+ ", f"BUY ${rng.choice([300, 2500, 9000])} ", text, count=1)
+    elif r < 0.3:
+        text = re.sub(r"SELL [0-9]+ ", f"SELL {rng.choice([1, 5, 30])}%EQ ", text, count=1)
     head, _, rest = text.partition("\n")
     if rng.random() < 0.3 and " FOR " not in head and " UNTIL " not in head:
         head = head.replace("PLAN r", "PLAN r FOR 2d", 1)
