@@ -128,7 +128,9 @@ def _arg_values(a: ArgSpec) -> st.SearchStrategy[int | str]:
     if a.type == "count":
         assert a.min is not None and a.max is not None
         return st.integers(a.min, a.max)
-    if not a.choices:  # a free word: the news pane's symbol
+    if a.type == "symbol":  # a per-symbol pane's instrument (another one: the pane refuses)
+        return st.sampled_from(["self", "SAMPLE", "sample", "XYZ"])
+    if not a.choices:  # a free word: the news and events panes' symbol
         return st.sampled_from(["self", "all", "SAMPLE", "sample", "XYZ"])
     return st.sampled_from(a.choices)
 
@@ -197,7 +199,7 @@ def _random_panes(rng: np.random.Generator) -> tuple[ResolvedPane, ...]:
     for spec in DEFAULT_CATALOG:
         args: list[tuple[str, int | str]] = []
         for a in spec.args:
-            if a.type == "ident":
+            if a.type in ("ident", "symbol"):
                 args.append((a.name, ["self", "all", "XYZ"][int(rng.integers(0, 3))]))
                 continue
             assert a.min is not None and a.max is not None
