@@ -26,7 +26,7 @@ import msgspec
 import numpy as np
 
 from kestrel.frame.ordinal import Ordinal
-from kestrel.frame.panes import format_plan, recent_bars, session_vwap
+from kestrel.frame.panes import bar_forming, format_plan, recent_bars, session_vwap
 from kestrel.frame.snapshot import FrozenSnapshot
 from kestrel.market.account import AccountState, Notice
 from kestrel.market.instrument import Instrument
@@ -152,7 +152,7 @@ def _bars(snap: FrozenSnapshot, tf_s: int, n: int) -> tuple[Bar, ...]:
             open=_price(snap, float(bars.open[j])), high=_price(snap, float(bars.high[j])),
             low=_price(snap, float(bars.low[j])), close=_price(snap, float(bars.close[j])),
             volume=float(bars.volume[j]), vwap=_price(snap, float(bars.vwap[j])),
-            forming=start + tf_s * NS_PER_S > snap.cutoff_ns + 1,
+            forming=bar_forming(snap, start, tf_s),
         ))
     return tuple(out)
 

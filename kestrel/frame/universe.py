@@ -8,10 +8,11 @@ member at once. Invariants:
   when not given): a session the member has no tick in is an empty session of its snapshot,
   never filled in;
 - the adjustment is point in time: a member with factor rows shows its adjusted prices divided
-  by the adjustment factor of the cutoff's exchange date (sizes times its split factor), so
-  every price reads on the scale of the cutoff's date (today's prices are the raw ones) and a
-  factor row of a later date (a split after the cutoff) cannot change a briefing; without
-  factor rows, or when that factor is 1, the ticks are read-only views (no copy);
+  by the adjustment factor of the cutoff's exchange date (of the instant 1 ns before it; sizes
+  times its split factor), so every price reads on the scale of that date (today's prices are
+  the raw ones), re-based by exactly the events known strictly before the cutoff, and a factor
+  row of a later event (a split after the cutoff) cannot change a briefing; without factor
+  rows, or when that factor is 1, the ticks are read-only views (no copy);
 - `missing[i]` are the universe sessions wholly before the cutoff, from member i's first tick's
   session on, in which it has no tick (a missing bar is said, never forward-filled);
 - the account (`PortfolioState`), the incumbent plans per symbol, news and corporate events
@@ -150,13 +151,15 @@ def _events(splits: tuple[Split, ...], dividends: tuple[Dividend, ...],
 
 
 def cutoff_factor(member: Member, sched: Schedule, cutoff_ns: int) -> tuple[float, float]:
-    """(price factor, split factor) of the cutoff's exchange date for `member` (its date in the
-    zone of the first session closing after the cutoff, as the adjustment dates a tick); (1, 1)
-    without factor rows."""
+    """(price factor, split factor) for `member` of the exchange date of the instant 1 ns before
+    the cutoff (its date in the zone of the first session closing after it, as the adjustment
+    dates a tick): the date of every event known strictly before the cutoff, so the prices are
+    re-based by exactly the events the snapshot shows; (1, 1) without factor rows."""
     if not member.factor_rows or not sched.sessions:
         return 1.0, 1.0
-    k = min(int(np.searchsorted(sched.closes, cutoff_ns, side="right")), len(sched.sessions) - 1)
-    day = (cutoff_ns + int(sched.offsets[k])) // NS_PER_DAY
+    before = cutoff_ns - 1  # the last instant strictly before the cutoff: the events known by it
+    k = min(int(np.searchsorted(sched.closes, before, side="right")), len(sched.sessions) - 1)
+    day = (before + int(sched.offsets[k])) // NS_PER_DAY
     pf, sf = factors_on(member.factor_rows, np.array([day], dtype=np.int64))
     return float(pf[0]), float(sf[0])
 
