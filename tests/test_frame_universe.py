@@ -165,7 +165,7 @@ def test_a_member_without_a_bar_in_the_reference_session_says_so() -> None:
     watch = materialize_universe(default_universe_view(), _snap(5)).split("\n\n")[0]  # reference 01-08
     bbb = next(line for line in watch.splitlines() if line.startswith("BBB"))
     assert bbb.split()[1:6] == ["n/a", "n/a", "n/a", "n/a", "0"]
-    assert bbb.endswith("no bar 01-08, last 01-04 52.00")  # its last bar, dated: nothing carried forward
+    assert bbb.endswith("no bar; last 01-04 52.00")  # its last bar, dated: nothing carried forward
 
 
 def test_portfolio_pane_by_hand() -> None:

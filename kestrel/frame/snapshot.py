@@ -91,10 +91,14 @@ class FrozenSnapshot:
 
     def session_label(self) -> str:
         """The current session's date (ISO), or its number `d<k>` in blind mode."""
-        s = self.session
-        if s is None:
+        return self.session_label_of(self.session_index)
+
+    def session_label_of(self, index: int) -> str:
+        """Session `index`'s date (ISO), or its number `d<k>` in blind mode; `none` for no session."""
+        if not 0 <= index < len(self.data.sessions):
             return "none"
-        return s.date.isoformat() if self.blind is None else self.blind.session_label(self.session_index)
+        s = self.data.sessions[index]
+        return s.date.isoformat() if self.blind is None else self.blind.session_label(index)
 
     @property
     def ticks(self) -> Ticks:

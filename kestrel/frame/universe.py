@@ -43,7 +43,7 @@ from kestrel.frame.ordinal import Ordinal
 from kestrel.frame.snapshot import FrozenSnapshot, readonly
 from kestrel.frame.view import ResolvedPane, ResolvedView, ViewError, ViewSelection, render_panes, resolve_view
 from kestrel.lang import GRAMMAR_SUMMARY
-from kestrel.lang.ast import Plan, View
+from kestrel.lang.ast import Number, PaneArg, PaneRef, Plan, View
 from kestrel.market.account import FLAT, AccountState, Notice
 from kestrel.market.corporate import Dividend, Split, factors_on
 from kestrel.market.data import MarketData
@@ -277,10 +277,15 @@ def freeze_universe(
 # views over a universe
 
 
+DEFAULT_PORTFOLIO_ROWS = 10
+"""Open positions the default view lists (the watchlist gives every position's size)."""
+
+
 def default_universe_view(ordinal: Ordinal | None = None, catalog: PaneCatalog = DEFAULT_CATALOG) -> ResolvedView:
-    """The view shown when the agent asks for none: `watchlist, portfolio, events`, budget
+    """The view shown when the agent asks for none: `watchlist, portfolio(10), events`, budget
     `DEFAULT_UNIVERSE_BUDGET` (only the panes `catalog` holds: a mode's restricted catalog)."""
-    panes = tuple(p for p in ("watchlist", "portfolio", "events") if p in catalog)
+    rows = PaneRef("portfolio", (PaneArg(Number(DEFAULT_PORTFOLIO_ROWS)),))
+    panes = tuple(p for p in ("watchlist", rows, "events") if (p if isinstance(p, str) else p.name) in catalog)
     sel = ViewSelection(panes, name="default", budget=max(catalog.min_budget,
                                                          min(catalog.max_budget, DEFAULT_UNIVERSE_BUDGET)))
     return resolve_view(sel, ordinal, catalog)
@@ -363,6 +368,7 @@ def universe_briefing(
 
 
 __all__ = [
+    "DEFAULT_PORTFOLIO_ROWS",
     "DEFAULT_UNIVERSE_BUDGET",
     "UniverseSnapshot",
     "cutoff_factor",

@@ -8,10 +8,11 @@ WATCHLIST 3 at 02-19
 sym    last chg1% chg5% rvol pos
 AAPL 244.87  +0.27  +3.10 0.84 100
 GS   654.57  -0.34  +1.94 1.10   0
-HD   n/a       n/a    n/a  n/a   0 no bar 02-19, last 02-10 412.30
+HD   n/a       n/a    n/a  n/a   0 no bar; last 02-10 412.30
 gaps: no bars 02-11..02-19 (6 sessions): HD
 ```
-The reference session is the latest that opened at or before the cutoff. `last` is the member's
+Prices print at the tick's precision, trailing zeros past the cent dropped. The reference
+session is the latest that opened at or before the cutoff. `last` is the member's
 last price at or before the cutoff; `chg1%`/`chg5%` its change against the close of the session
 1 and 5 before the reference (`n/a` when it has no bar there: nothing is forward-filled); `rvol`
 its volume in the reference session up to the cutoff over the mean of the same elapsed span in
@@ -36,10 +37,11 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+import msgspec
 import numpy as np
 
 from kestrel.frame.snapshot import FrozenSnapshot
-from kestrel.frame.text import fmt_qty, table
+from kestrel.frame.text import table
 from kestrel.market.instrument import qty_text
 from kestrel.market.portfolio import Holding
 
@@ -56,11 +58,24 @@ def reference_session(snap: FrozenSnapshot) -> int:
     return int(np.searchsorted(snap.data.session_open_ns, snap.cutoff_ns, side="right")) - 1
 
 
-def _pct(now: float, then: float) -> str:
-    return f"{100.0 * (now / then - 1.0):+.2f}" if then > 0 else "n/a"
+class WatchValues(msgspec.Struct, frozen=True, kw_only=True):
+    """One member's watchlist values at the cutoff (real prices; None where the pane prints
+    `n/a`): `last` and `last_ts` its last tick at or before the cutoff, `has_bar` whether it has
+    one in the reference session, `chg1`/`chg5` percent changes, `rvol` relative volume."""
+
+    last: float | None = None
+    last_ts: int | None = None
+    has_bar: bool = False
+    chg1: float | None = None
+    chg5: float | None = None
+    rvol: float | None = None
 
 
-def _rvol(snap: FrozenSnapshot, r: int) -> str:
+def _pct(now: float, then: float) -> float | None:
+    return 100.0 * (now / then - 1.0) if then > 0 else None
+
+
+def _rvol(snap: FrozenSnapshot, r: int) -> float | None:
     """Volume in session `r` up to the cutoff over the mean volume of the same elapsed span in up
     to `AVG_VOLUME_SESSIONS` prior sessions with bars (vectorized over the sessions)."""
     opens, closes = snap.data.session_open_ns[:r], snap.data.session_close_ns[:r]
@@ -69,7 +84,7 @@ def _rvol(snap: FrozenSnapshot, r: int) -> str:
     hi = np.searchsorted(ts, closes, side="left")
     held = np.flatnonzero(hi > lo)[-AVG_VOLUME_SESSIONS:]
     if held.size == 0:
-        return "n/a"
+        return None
     elapsed = snap.cutoff_ns - int(snap.data.session_open_ns[r])
     ends = np.minimum(np.searchsorted(ts, opens[held] + elapsed + 1, side="left"), hi[held])
     base = int(lo[held[0]])
@@ -77,8 +92,34 @@ def _rvol(snap: FrozenSnapshot, r: int) -> str:
     same = cum[ends - base] - cum[lo[held] - base]
     ref = float(np.mean(same))
     if ref <= 0:
-        return "n/a"
-    return f"{float(np.sum(snap.session_ticks(r).size)) / ref:.2f}"
+        return None
+    return float(np.sum(snap.session_ticks(r).size)) / ref
+
+
+def watch_values(snap: FrozenSnapshot, r: int) -> WatchValues:
+    """The member's values against reference session `r` (see the module docstring)."""
+    t = snap.ticks
+    if len(t) == 0:
+        return WatchValues()
+    last, last_ts = float(t.last[-1]), int(t.ts[-1])
+    if len(snap.session_ticks(r)) == 0:
+        return WatchValues(last=last, last_ts=last_ts)
+    chg: list[float | None] = []
+    for k in CHANGE_SESSIONS:
+        prior = snap.session_ticks(r - k) if r - k >= 0 else t.slice(0, 0)
+        chg.append(_pct(last, float(prior.last[-1])) if len(prior) else None)
+    return WatchValues(last=last, last_ts=last_ts, has_bar=True, chg1=chg[0], chg5=chg[1], rvol=_rvol(snap, r))
+
+
+def short_price(snap: FrozenSnapshot, price: float) -> str:
+    """`price` at the tick's precision with trailing zeros past the cent dropped (`361.07` for
+    `361.070000` on a 0.000001 tick): the same number, shorter."""
+    text = snap.format_price(price)
+    if "." not in text:
+        return text
+    whole, frac = text.split(".")
+    frac = frac.rstrip("0")
+    return f"{whole}.{frac.ljust(2, '0')}" if len(text.split(".")[1]) >= 2 else text
 
 
 def _position(h: Holding | None, snap: FrozenSnapshot) -> str:
@@ -86,25 +127,21 @@ def _position(h: Holding | None, snap: FrozenSnapshot) -> str:
     return qty_text(pos, snap.data.instrument.lot_size) if pos else "0"
 
 
+def _num(x: float | None, fmt: str) -> str:
+    return "n/a" if x is None else format(x, fmt)
+
+
 def watch_row(snap: FrozenSnapshot, r: int, pos: str) -> tuple[list[str], str]:
-    """One member's cells (sym, last, chg1%, chg5%, rvol, pos) and its note ('' or why a cell is
-    empty)."""
-    t = snap.ticks
-    if len(t) == 0:
+    """One member's cells (sym, last, chg1%, chg5%, rvol, pos) and its note ('' or why the cells
+    are empty)."""
+    v = watch_values(snap, r)
+    if v.last is None or v.last_ts is None:
         return [snap.symbol, "n/a", "n/a", "n/a", "n/a", pos], "no bars yet"
-    last = float(t.last[-1])
-    today = snap.session_ticks(r)
-    if len(today) == 0:
-        when = snap.day_label(int(t.ts[-1]))
-        session = snap.data.sessions[r]
+    if not v.has_bar:
         return ([snap.symbol, "n/a", "n/a", "n/a", "n/a", pos],
-                f"no bar {snap.day_label(session.open_ns)}, last {when} {snap.format_price(last)}")
-    cells = [snap.symbol, snap.format_price(last)]
-    for k in CHANGE_SESSIONS:
-        prior = snap.session_ticks(r - k) if r - k >= 0 else t.slice(0, 0)
-        cells.append(_pct(last, float(prior.last[-1])) if len(prior) else "n/a")
-    cells += [_rvol(snap, r), pos]
-    return cells, ""
+                f"no bar; last {snap.day_label(v.last_ts)} {short_price(snap, v.last)}")
+    return [snap.symbol, short_price(snap, v.last), _num(v.chg1, "+.2f"), _num(v.chg5, "+.2f"),
+            _num(v.rvol, ".2f"), pos], ""
 
 
 def _gaps(snaps: Sequence[FrozenSnapshot], missing: Sequence[tuple[dt.date, ...]], r: int) -> list[str]:
@@ -170,7 +207,9 @@ def _ratio(x: float, equity: float) -> str:
 
 
 def _holding_cells(h: Holding, snap: FrozenSnapshot) -> list[str]:
-    fp = snap.format_price
+    def fp(x: float) -> str:
+        return short_price(snap, x)
+
     return [snap.symbol, qty_text(h.position, snap.data.instrument.lot_size),
             fp(h.avg_entry) if h.avg_entry is not None else "-", fp(h.mark) if h.mark is not None else "-",
             snap.format_money(h.value), snap.format_money(h.upnl, True)]
@@ -226,5 +265,5 @@ def pane_portfolio(snap: FrozenSnapshot, args: Args) -> str:
     return portfolio_text(head, [(h, snap)], n)
 
 
-__all__ = ["AVG_VOLUME_SESSIONS", "CHANGE_SESSIONS", "pane_portfolio", "pane_watchlist", "portfolio_text",
-           "reference_session", "universe_portfolio", "universe_watchlist", "watch_row", "watchlist_text"]
+__all__ = ["AVG_VOLUME_SESSIONS", "CHANGE_SESSIONS", "WatchValues", "pane_portfolio", "pane_watchlist", "portfolio_text",
+           "reference_session", "universe_portfolio", "universe_watchlist", "watch_row", "watch_values", "watchlist_text"]
