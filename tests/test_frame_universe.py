@@ -425,3 +425,36 @@ def test_no_look_ahead_through_a_real_split(shared_data: Path) -> None:
     again = freeze_universe(other, before.cutoff_ns, None)
     o = Ordinal(1, "X", before.time_ns)
     assert universe_briefing(before, o) == universe_briefing(again, o)
+
+
+def test_the_stockbench_briefing_stays_within_1500_tokens(shared_data: Path) -> None:
+    """The default briefing of the 20-symbol universe, every symbol held, at every session's
+    OPEN and CLOSE, in o200k_base tokens (the bench's figure, `bench/panes.py`)."""
+    pytest.importorskip("quicktok")
+    from bench.panes import universe_figures
+
+    figures = universe_figures(1, quick=False)
+    assert figures["universe_tokenizer"] == "o200k_base (quicktok, exact)"
+    assert figures["universe_sessions_scanned"] == 156
+    worst, flat = figures["universe_briefing_tokens_max"], figures["universe_briefing_tokens"]
+    assert isinstance(worst, int) and isinstance(flat, int)
+    assert flat < worst <= 1500
+
+
+def test_the_typed_universe_holds_the_watchlists_values() -> None:
+    from kestrel.frame.typed import typed_universe
+
+    o = Ordinal(0, "OPEN", _open(6))
+    typed = typed_universe(_snap(6), o)
+    assert typed.reference == "2024-01-09" and typed.clock.date == "2024-01-10"
+    aaa, bbb, ccc = typed.members
+    assert (aaa.symbol, aaa.last, aaa.has_bar, aaa.position) == ("AAA", 105.0, True, 100)
+    assert aaa.chg1 == pytest.approx(100 * (105 / 104 - 1)) and aaa.chg5 == pytest.approx(5.0)
+    assert aaa.rvol == pytest.approx(1500 / 1200)
+    assert bbb.chg1 is None and bbb.chg5 == pytest.approx(10.0) and bbb.missing == ("01-05", "01-08")
+    assert ccc.last == 105.0 and ccc.rvol == pytest.approx(1.0)
+    assert typed.account is not None and typed.account.cash == 90_000.0 and typed.account.gross_x == pytest.approx(0.1045, abs=1e-4)
+    assert [(h.symbol, h.position, h.mark) for h in typed.account.holdings] == [("AAA", 100, 105.0)]
+    assert [(e.symbol, e.date, e.kind, e.ratio) for e in typed.events] == [("CCC", "2024-01-09", "split", "2:1")]
+    gap = typed_universe(_snap(5), Ordinal(0, "OPEN", _open(5)))
+    assert gap.members[1].has_bar is False and gap.members[1].last == 52.0 and gap.members[1].last_time.startswith("01-04")  # type: ignore[union-attr]

@@ -59,6 +59,10 @@ class CorporateEvents:
         """The events known strictly before `cutoff_ns`."""
         return CorporateEvents(tuple(e for e in self.items if e.ts < cutoff_ns))
 
+    def newest_first(self) -> list[CorporateEvent]:
+        """The events newest first; at one instant in symbol order, a split before a dividend."""
+        return sorted(self.items, key=lambda c: (-c.ts, c.symbol, isinstance(c.event, Dividend)))
+
     def of_symbols(self, symbols: Iterable[str]) -> CorporateEvents:
         keep = set(symbols)
         return CorporateEvents(tuple(e for e in self.items if e.symbol in keep))

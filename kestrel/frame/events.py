@@ -53,7 +53,7 @@ def render_events(events: CorporateEvents, label: str, n: int, snaps: Mapping[st
     """The pane's text over `events` (already cut and chosen), newest first, at most `n`."""
     if not events.items:
         return f"EVENTS {label} none"
-    shown = list(reversed(events.items))[:n]
+    shown = events.newest_first()[:n]
     lines = [event_line(snaps[e.symbol], e, snaps[e.symbol].symbol) for e in shown]
     total = len(events.items)
     head = f"EVENTS {label} {len(shown)}" + (f" of {total}" if total > len(shown) else "")

@@ -260,14 +260,16 @@ class EventFacts(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class TypedUniverse(msgspec.Struct, frozen=True, kw_only=True):
-    """A universe briefing's facts, typed (see `typed_universe`)."""
+    """A universe briefing's facts, typed (see `typed_universe`). In blind mode `bounds`,
+    `friction` and `portfolio_bounds` are None (their money is in no one symbol's scale; the
+    RULES pane says which bounds are set)."""
 
     clock: Clock
     reference: str | None
     members: tuple[MemberFacts, ...]
     account: AccountFacts | None
-    bounds: Bounds
-    friction: Friction
+    bounds: Bounds | None
+    friction: Friction | None
     portfolio_bounds: PortfolioBounds | None
     notices: tuple[Notice, ...] = ()
     events: tuple[EventFacts, ...] = ()
@@ -304,7 +306,7 @@ def _account_facts(u: UniverseSnapshot) -> AccountFacts | None:
 def _event_facts(u: UniverseSnapshot) -> tuple[EventFacts, ...]:
     by = {m.data.symbol: m for m in u.members}
     out = []
-    for e in reversed(u.events.items):
+    for e in u.events.newest_first():
         m = by[e.symbol]
         ev = e.event
         date = e.date.isoformat() if m.blind is None else m.blind.day(e.ts)
@@ -338,15 +340,11 @@ def typed_universe(u: UniverseSnapshot, ordinal: Ordinal) -> TypedUniverse:
             chg1=v.chg1, chg5=v.chg5, rvol=v.rvol, missing=labels, quote=_quote(m), instrument=instrument,
             position=m.account.position, plan=format_plan(plan) if plan is not None else None))
     blind = u.blind
-    terms = u.terms
-    notices = u.notices
-    if blind is not None:
-        first = u.members[0].data.symbol
-        terms = blind.terms(terms, first)
-        notices = tuple(blind.notice(x) for x in notices)
+    notices = u.notices if blind is None else tuple(blind.notice(x) for x in u.notices)
     return TypedUniverse(
         clock=clock, reference=u.clock.session_label_of(r) if r >= 0 else None, members=tuple(members),
-        account=_account_facts(u), bounds=terms.bounds, friction=terms.friction,
+        account=_account_facts(u), bounds=u.terms.bounds if blind is None else None,
+        friction=u.terms.friction if blind is None else None,
         portfolio_bounds=u.bounds if blind is None else None, notices=notices, events=_event_facts(u))
 
 
