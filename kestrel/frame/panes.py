@@ -34,11 +34,16 @@ def _int(args: Args, name: str) -> int:
 
 
 def session_vwap(t: Ticks) -> float:
-    """Volume-weighted mean of `last`; the plain mean when the volume is 0."""
-    vol = float(np.sum(t.size))
-    if vol > 0:
-        return float(np.sum(t.last * t.size)) / vol
-    return float(np.mean(t.last))
+    """The language's `vwap` series at the last of the session's ticks `t` (non-empty): the
+    running sums of the engine's `Vwap` (`kestrel.engine.series`), Σ(last·size) / Σsize
+    accumulated tick by tick in data order, Σlast / count while the volume is 0; the same
+    doubles, bit for bit (tests/test_frame_panes.py). The sums are restated here because the
+    frame and the engine share a layer and import neither each other; `np.cumsum` adds in
+    order, as the engine does (`np.sum` would add pairwise and could differ in the last bit)."""
+    volume = float(np.cumsum(t.size)[-1])
+    if volume > 0.0:
+        return float(np.cumsum(t.last * t.size)[-1]) / volume
+    return float(np.cumsum(t.last)[-1]) / len(t)
 
 
 def recent_bars(snap: FrozenSnapshot, tf_s: int, n: int) -> Bars:
@@ -197,7 +202,12 @@ def pane_stats(snap: FrozenSnapshot, args: Args) -> str:
     fp = snap.format_price
     if len(done) >= n:
         c = done.close
-        atr = float(Atr.over_bars(done.high, done.low, c, n)[-1])  # the language's atr
+        # the mean true range of the last n of these completed bars (`Atr.over_bars`, the
+        # language's formula): a true range uses the previous bar's close, the first of n+1 bars
+        # only giving the second its close (with just n bars, the first's is high - low); the
+        # bars are the pane's wall-clock bars, which may reach into earlier sessions, where a
+        # plan's atr(n, tf) counts bars from the session's open
+        atr = float(Atr.over_bars(done.high, done.low, c, n)[-1])
         rets = np.diff(np.log(c))[-n:]
         cur = snap.session
         length_s = cur.length_ns // NS_PER_S if cur is not None else DAY_S
