@@ -64,7 +64,7 @@ def universe_figures(reps: int, quick: bool) -> dict[str, object]:
     """The 20-symbol StockBench universe's default briefing: tokens (largest over the sessions,
     every symbol held; flat at the last OPEN) and times at the last session."""
     from kestrel.data.universe import load_universe
-    from kestrel.frame.universe import freeze_universe, universe_briefing
+    from kestrel.frame import freeze_universe, universe_briefing
     from kestrel.market.portfolio import Holding, PortfolioState
 
     root = Path(os.environ.get("KESTREL_SHARED_DATA", str(Path(__file__).resolve().parent.parent.parent / "shared" / "data")))

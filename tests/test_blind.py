@@ -249,7 +249,7 @@ def _uscan(text: str) -> None:
 @given(st.integers(0, len(SAMPLE.ticks) - 1), st.sampled_from([0, 300]), st.booleans())
 def test_nothing_real_in_a_blind_universe_briefing(k: int, guard_s: int, long: bool) -> None:
     from kestrel.frame.typed import typed_universe
-    from kestrel.frame.universe import freeze_universe, materialize_universe, universe_briefing
+    from kestrel.frame import freeze_universe, materialize_universe, universe_briefing
 
     t = int(SAMPLE.ticks.ts[k]) + guard_s * NS_PER_S
     px = float(SAMPLE.ticks.last[k])
@@ -284,7 +284,7 @@ def test_nothing_real_in_a_blind_universe_briefing(k: int, guard_s: int, long: b
 
 
 def test_a_universe_alias_per_symbol_and_its_own_scale() -> None:
-    from kestrel.frame.universe import freeze_universe, materialize_universe
+    from kestrel.frame import freeze_universe, materialize_universe
 
     assert [UBLIND.alias(s) for s in UNIVERSE.symbols] == ["SYM1", "SYM2"]
     snap = freeze_universe(UNIVERSE, SAMPLE.sessions[3].open_ns, None, blind=UBLIND)

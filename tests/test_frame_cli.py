@@ -14,12 +14,12 @@ def test_panes_text_and_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["panes"]) == 0
     out = capsys.readouterr().out
     lines = out.splitlines()
-    assert lines[1].split("  ")[0] == "bars(tf=5m, n=12)" and lines[1].split()[-1] == "forming"
+    assert lines[1].split("  ")[0] == "bars(tf=5m, n=12)" and lines[1].split()[-1] == "forming)"
     news = next(line for line in lines if line.startswith("news("))
-    assert news.startswith("news(n=5, symbol=self, since=5)  headlines before the cutoff")
+    assert news.startswith("news(n=5, symbol=self, since=5)  dated headlines")
     assert "bars.symbol: symbol default self, a symbol of the session, first" in out
     watch = next(line for line in lines if line.startswith("watchlist"))
-    assert watch.endswith("per symbol: last, change 1 and 5 sessions, rvol, position")
+    assert watch.endswith("per symbol last, 1 and 5 session change, rvol, position")
     assert "portfolio.n: count default 20, 1..100" in out and "events.n: count default 5, 1..20" in out
     assert "kernel (reserved, always in the briefing): clock, ordinal, cutoff, rules, budget, grammar" in out
     assert main(["panes", "--json"]) == 0

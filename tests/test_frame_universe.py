@@ -21,11 +21,11 @@ from kestrel.data.corporate import adjust
 from kestrel.data.symbols import SymbolTerms
 from kestrel.data.universe import load_universe
 from kestrel.frame import DEFAULT_CATALOG, Ordinal, ResolvedPane, ResolvedView, ViewError, freeze, materialize
-from kestrel.frame.universe import (
-    UniverseSnapshot,
+from kestrel.frame.universe import UniverseSnapshot, freeze_universe
+from kestrel.frame.universe_view import (
     default_universe_view,
-    freeze_universe,
     materialize_universe,
+    render_pane,
     resolve_universe_view,
     universe_briefing,
 )
@@ -353,9 +353,7 @@ ALL_UNIVERSE_PANES = ResolvedView("all", (
 
 
 def _texts(snap: UniverseSnapshot) -> list[str]:
-    from kestrel.frame.universe import _render
-
-    return [_render(p, snap, DEFAULT_CATALOG) for p in ALL_UNIVERSE_PANES.panes]
+    return [render_pane(p, snap) for p in ALL_UNIVERSE_PANES.panes]
 
 
 _T0 = TINY.sessions[0].open_ns - 86_400 * NS_PER_S

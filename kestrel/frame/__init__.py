@@ -21,10 +21,9 @@ from kestrel.frame.view import (
     materialize,
     resolve_view,
 )
-from kestrel.frame.universe import (
-    UniverseSnapshot,
+from kestrel.frame.universe import UniverseSnapshot, freeze_universe
+from kestrel.frame.universe_view import (
     default_universe_view,
-    freeze_universe,
     materialize_universe,
     resolve_universe_view,
     universe_briefing,

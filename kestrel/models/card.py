@@ -97,8 +97,8 @@ def _pane_lines(catalog: PaneCatalog) -> list[str]:
     lines = []
     for spec in catalog:
         ranges = "; ".join(_range(a) for a in spec.args if a.type in ("duration", "count"))
-        star = "*" if spec.per_symbol else ""
-        lines.append(f"{spec.signature()}{star}: {spec.description}" + (f" [{ranges}]" if ranges else ""))
+        star = " *" if spec.per_symbol else ""
+        lines.append(f"{spec.signature()}:{star} {spec.description}" + (f" [{ranges}]" if ranges else ""))
     lines.append(
         f"BUDGET n: view tokens {catalog.min_budget}..{catalog.max_budget} (default "
         f"{catalog.default_budget}); kernel panes are not requestable."
@@ -106,7 +106,7 @@ def _pane_lines(catalog: PaneCatalog) -> list[str]:
     return lines
 
 
-PANES_HEAD = "# Panes (VIEW name: pane, pane(args) [BUDGET n]) [ranges]; * symbol first: bars(AAPL, 1d, 20)"
+PANES_HEAD = "# Panes (VIEW name: pane, pane(args) [BUDGET n]); *: symbol first, bars(AAPL, 1d, 20)"
 """The pane section's head: how a VIEW names panes and their symbol."""
 
 
