@@ -456,3 +456,23 @@ def test_the_typed_universe_holds_the_watchlists_values() -> None:
     assert [(e.symbol, e.date, e.kind, e.ratio) for e in typed.events] == [("CCC", "2024-01-09", "split", "2:1")]
     gap = typed_universe(_snap(5), Ordinal(0, "OPEN", _open(5)))
     assert gap.members[1].has_bar is False and gap.members[1].last == 52.0 and gap.members[1].last_time.startswith("01-04")  # type: ignore[union-attr]
+
+
+def test_no_look_ahead_on_the_minute_universe(shared_data: Path) -> None:
+    """Lean's four symbols in minute bars (pre- and post-market included) at boundary and random
+    instants: every pane of every member the same against another future of the data."""
+    u = load_universe(shared_data / "equities_minute/lean_us_equities_minute_trade_bars_20131004_20131011.parquet").universe
+    rng = np.random.default_rng(11)
+    lo, hi = u.sessions[0].open_ns - 6 * 3600 * NS_PER_S, u.sessions[-1].close_ns + 4 * 3600 * NS_PER_S
+    cutoffs = [x for s in u.sessions for x in (s.open_ns - 1, s.open_ns, s.open_ns + 60 * NS_PER_S, s.close_ns)]
+    cutoffs += rng.integers(lo, hi, size=12).tolist()
+    panes = ResolvedView("all", (
+        ResolvedPane("watchlist"), ResolvedPane("events", (("n", 5), ("symbol", "all"))),
+        *(ResolvedPane(name, (("symbol", sym), *args)) for sym in u.symbols for name, args in (
+            ("quote", ()), ("bars", (("tf", 300), ("n", 12))), ("bars", (("tf", 86_400), ("n", 5))),
+            ("levels", (("or", 1800),)), ("stats", (("tf", 300), ("n", 14))), ("tape", (("n", 10),))))), 4000)
+    for j, cutoff in enumerate(cutoffs):
+        time_ns = int(cutoff) + 300 * NS_PER_S
+        full = freeze_universe(u, int(cutoff), None, time_ns=time_ns)
+        other = freeze_universe(_other_future(u, int(cutoff), time_ns, j), int(cutoff), None, time_ns=time_ns)
+        assert [render_pane(p, full) for p in panes.panes] == [render_pane(p, other) for p in panes.panes], cutoff
