@@ -26,9 +26,8 @@ def test_panes_text_and_json(capsys: pytest.CaptureFixture[str]) -> None:
     doc = json.loads(capsys.readouterr().out)
     assert [p["name"] for p in doc["panes"]] == ["quote", "bars", "levels", "stats", "tape", "position", "plan",
                                                 "news", "watchlist", "portfolio", "events"]
-    assert [p["name"] for p in doc["panes"] if p["per_symbol"]] == ["quote", "bars", "levels", "stats", "tape",
-                                                                    "position", "plan"]
-    assert [p["name"] for p in doc["panes"] if p["universe"]] == ["news", "watchlist", "portfolio", "events"]
+    assert [p["name"] for p in doc["panes"] if p["args"] and p["args"][0]["type"] == "symbol"] == [
+        "quote", "bars", "levels", "stats", "tape", "position", "plan"]  # per-symbol panes: the symbol first
     assert doc["panes"][7]["args"][1] == {"name": "symbol", "type": "ident", "default": "self", "range": "a word",
                                            "help": "self (the session's symbol), all, or a symbol"}
     assert doc["panes"][1]["args"][0]["type"] == "symbol"

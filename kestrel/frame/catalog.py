@@ -161,8 +161,6 @@ class PaneCatalog:
                 "name": s.name,
                 "description": s.description,
                 "signature": s.signature(),
-                "per_symbol": s.per_symbol,
-                "universe": s.universe is not None,
                 "args": [
                     {
                         "name": a.name,

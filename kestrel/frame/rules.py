@@ -30,6 +30,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from kestrel.frame.snapshot import FrozenSnapshot
 from kestrel.frame.text import fmt_qty
 from kestrel.market.account import Notice
@@ -140,8 +142,8 @@ def pane_universe_rules(usnap: UniverseSnapshot) -> str:
     friction none; eod carry
     since last turn: none
     ```
-    In blind mode the tick is per symbol (`tick per symbol`) and money bounds are omitted but for
-    their presence (`maxloss set`)."""
+    In blind mode the tick is per symbol (`tick per symbol`) and money bounds and fees are omitted
+    but for their presence (`maxloss set`, `fees set`)."""
     members = usnap.members
     first = members[0]
     insts = [m.data.instrument for m in members]
@@ -163,8 +165,13 @@ def pane_universe_rules(usnap: UniverseSnapshot) -> str:
         line += (f"; account capital {money(pb.capital)} gross {_num(pb.max_gross)}x "
                  f"open {pb.max_open if pb.max_open is not None else 'any'} "
                  f"session_maxloss {money(pb.session_maxloss)} shorts {'no' if pb.no_short else 'yes'}")
+    friction = usnap.terms.friction
+    fees = ""
+    if blind and (friction.fee_per_unit or friction.fee_per_order):  # money in no one symbol's scale
+        friction = msgspec.structs.replace(friction, fee_per_unit=0.0, fee_per_order=0.0)
+        fees = "; fees set"
     probe = FrozenSnapshot(first.data, usnap.cutoff_ns, usnap.time_ns, notices=usnap.notices, blind=usnap.blind)
-    return "\n".join([head, line, f"friction {friction_text(usnap.terms.friction)}", *notices_text(probe)])
+    return "\n".join([head, line, f"friction {friction_text(friction)}{fees}", *notices_text(probe)])
 
 
 __all__ = ["MAX_NOTICE_LINES", "fold", "friction_text", "notice_line", "notices_text", "pane_rules",

@@ -26,7 +26,6 @@ Views over a universe (its default view, resolution, materialization, the briefi
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -35,7 +34,7 @@ from functools import lru_cache
 import numpy as np
 
 from kestrel.frame.blind import Blind
-from kestrel.frame.corporate import NO_EVENTS, CorporateEvents
+from kestrel.frame.corporate import NO_EVENTS, CorporateEvent, CorporateEvents
 from kestrel.frame.snapshot import FrozenSnapshot, readonly
 from kestrel.lang.ast import Plan
 from kestrel.market.account import FLAT, AccountState, Notice
@@ -176,7 +175,7 @@ def missing_sessions(ticks: Ticks, opens: I64, closes: I64, sessions: tuple[Sess
     first = int(np.searchsorted(closes, int(ticks.ts[0]), side="right"))  # the first tick's session
     done = closes <= cutoff_ns + 1
     idx = np.flatnonzero((hi == lo) & done)
-    return tuple(sessions[int(i)].date for i in idx if i >= first)
+    return tuple(sessions[i].date for i in idx[idx >= first].tolist())
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,10 +199,13 @@ def schedule(sessions: tuple[SessionSpec, ...]) -> Schedule:
 def _on_schedule(template: MarketData, ticks: Ticks, sched: Schedule, k: int) -> MarketData:
     """`template` (its symbol, tick size, instrument) holding `ticks` over the first `k` sessions
     of `sched`: MarketData's invariants hold by construction (the schedule's arrays are its
-    sessions', sliced), so they are set rather than recomputed from every session."""
-    out = copy.copy(template)
-    for name, value in (("ticks", ticks), ("sessions", sched.sessions[:k]), ("session_open_ns", sched.opens[:k]),
-                        ("session_close_ns", sched.closes[:k]), ("session_offset_ns", sched.offsets[:k])):
+    sessions', sliced), so its fields are set rather than recomputed from every session."""
+    out = MarketData.__new__(MarketData)
+    for name, value in (("symbol", template.symbol), ("tick_size", template.tick_size), ("ticks", ticks),
+                        ("sessions", sched.sessions[:k]), ("crossed_kept", template.crossed_kept),
+                        ("instrument", template.instrument), ("price_decimals", template.price_decimals),
+                        ("session_open_ns", sched.opens[:k]), ("session_close_ns", sched.closes[:k]),
+                        ("session_offset_ns", sched.offsets[:k])):
         object.__setattr__(out, name, value)
     return out
 
@@ -249,13 +251,16 @@ def freeze_universe(
     known = corporate_events(universe).before(cutoff_ns)
     members: list[FrozenSnapshot] = []
     missing: list[tuple[dt.date, ...]] = []
+    by_symbol: dict[str, list[CorporateEvent]] = {}
+    for e in known.items:
+        by_symbol.setdefault(e.symbol, []).append(e)
     for m in universe.members:
         ticks = _member_ticks(m, cutoff_ns, cutoff_factor(m, sched, cutoff_ns))
         data = _on_schedule(m.adjusted, ticks, sched, k)
         account = (accounts or {}).get(m.symbol) or _account(held.get(m.symbol))
         members.append(FrozenSnapshot(
             data, cutoff_ns, now, account, (plans or {}).get(m.symbol), terms, (), cut_news, blind,
-            known.of_symbols((m.symbol,))))
+            CorporateEvents(tuple(by_symbol.get(m.symbol, ())))))
         missing.append(missing_sessions(ticks, opens, closes, sessions, cutoff_ns))
     seen = tuple(n for n in notices if n.ts <= cutoff_ns)
     return UniverseSnapshot(tuple(members), tuple(missing), cutoff_ns, now, state, terms, bounds, seen, cut_news,
