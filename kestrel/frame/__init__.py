@@ -1,4 +1,5 @@
-"""The frame: frozen snapshots, the pane catalog, views and briefings (what the agent reads).
+"""The frame: frozen snapshots, the pane catalog, views and briefings (what the agent reads), of
+one instrument (`freeze`, `briefing`) or of a universe (`freeze_universe`, `universe_briefing`).
 
 The market model it reads (ticks, sessions, instruments, account state) lives in
 `kestrel.market`.
