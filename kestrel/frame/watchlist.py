@@ -78,11 +78,16 @@ def _pct(now: float, then: float) -> float | None:
 def _rvol(snap: FrozenSnapshot, r: int) -> float | None:
     """Volume in session `r` up to the cutoff over the mean volume of the same elapsed span in up
     to `AVG_VOLUME_SESSIONS` prior sessions with bars (vectorized over the sessions)."""
-    opens, closes = snap.data.session_open_ns[:r], snap.data.session_close_ns[:r]
     ts = snap.ticks.ts
-    lo = np.searchsorted(ts, opens, side="left")
-    hi = np.searchsorted(ts, closes, side="left")
-    held = np.flatnonzero(hi > lo)[-AVG_VOLUME_SESSIONS:]
+    start = max(0, r - 2 * AVG_VOLUME_SESSIONS)  # the prior sessions with bars, from a window first
+    while True:
+        opens, closes = snap.data.session_open_ns[start:r], snap.data.session_close_ns[start:r]
+        lo = np.searchsorted(ts, opens, side="left")
+        hi = np.searchsorted(ts, closes, side="left")
+        held = np.flatnonzero(hi > lo)[-AVG_VOLUME_SESSIONS:]
+        if held.size >= AVG_VOLUME_SESSIONS or start == 0:
+            break
+        start = 0
     if held.size == 0:
         return None
     elapsed = snap.cutoff_ns - int(snap.data.session_open_ns[r])
