@@ -255,6 +255,7 @@ def prepare(args: argparse.Namespace, load: Loader = _load, agent_content: bytes
         arm_latency=arm_latency(args.arm_latency),
     )
     date = parse_date(args.date)
+    show_blind(agent, data, options)
     check_agent_fits(agent, data, options, date, args.days, st.agent or "baseline")
     if getattr(args, "require_post_cutoff", False):
         from kestrel.cli.agentspec import is_model_agent
@@ -270,6 +271,18 @@ def prepare(args: argparse.Namespace, load: Loader = _load, agent_content: bytes
     if pace is not None and args.backend == DIRECT:
         raise UsageError("--pace needs the actor feed: use --backend asyncio or trio (or --pace max)")
     return Prepared(data, agent, options, date, args.days, pace)
+
+
+def show_blind(agent: Agent, data: MarketData, options: SessionOptions) -> None:
+    """In a blind run a recorded agent writes its (real-valued) plans in the blind scale, which
+    the session maps back to the very plans recorded (`kestrel.agents.recorded`)."""
+    from kestrel.agents.recorded import RecordedAgent
+
+    if options.blind and isinstance(agent, RecordedAgent) and agent.shown is None:
+        from kestrel.session.blind import blind_of
+
+        blind, symbol = blind_of(data), data.symbol
+        agent.shown = lambda plan: blind.plan_to_blind(plan, symbol)
 
 
 def _spec_effort(agent: str | None) -> str | None:
@@ -528,7 +541,8 @@ def _run_replay(args: argparse.Namespace) -> int:
     options = SessionOptions(checkpoints=header.schedule[1:], guard_s=header.guard_s,
                              data_name=header.data, engine_path=args.engine_path,
                              engine=header.engine or EngineConfig(), source=header.source, news=news,
-                             arm_latency=lat, arm_delays=delays)
+                             arm_latency=lat, arm_delays=delays, blind=header.blind is True)
+    show_blind(agent, data, options)
     if args.ledger:
         Path(os.path.realpath(args.ledger)).unlink(missing_ok=True)  # a symlink stays
     result = _run(data, agent, options, args.backend, dt.date.fromisoformat(header.dates[-1]),
