@@ -59,7 +59,7 @@ Script = Callable[[str, dict[str, Any]], Canned]
 @dataclass
 class Recorded:
     """One request: `status` is what it got (DROPPED: no answer), `at` its arrival
-    (time.monotonic), `tokens` the usage total of a 200 answer."""
+    (time.monotonic), `tokens` the usage total of a 200 answer, `raw` the body's bytes."""
 
     path: str
     headers: dict[str, str]
@@ -67,6 +67,7 @@ class Recorded:
     status: int = 200
     at: float = 0.0
     tokens: int = 0
+    raw: bytes = b""
 
 
 @dataclass(frozen=True)
@@ -270,7 +271,7 @@ def serve(
         def do_POST(self) -> None:
             raw = self.rfile.read(int(self.headers.get("content-length", "0")))
             body = json.loads(raw or b"{}")
-            rec = Recorded(self.path, dict(self.headers), body, at=time.monotonic())
+            rec = Recorded(self.path, dict(self.headers), body, at=time.monotonic(), raw=raw)
             with lock:
                 server.requests.append(rec)
                 wait = None if window is None else window.admit(rec.at)
