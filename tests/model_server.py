@@ -165,6 +165,8 @@ class ModelServer:
     requests: list[Recorded] = field(default_factory=list)
     port: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    in_flight: int = 0  # requests being answered now (arrived, not yet answered)
+    most_in_flight: int = 0  # the most at once so far
 
     def recorded(self) -> list[Recorded]:
         with self.lock:
@@ -298,7 +300,14 @@ def serve(
                 return
             canned = server.script(self.path, body)
             if latency or canned.delay:
-                time.sleep(latency + canned.delay)
+                with lock:
+                    server.in_flight += 1
+                    server.most_in_flight = max(server.most_in_flight, server.in_flight)
+                try:
+                    time.sleep(latency + canned.delay)
+                finally:
+                    with lock:
+                        server.in_flight -= 1
             with lock:
                 rec.status = DROPPED if canned.drop else canned.status
             if canned.drop:
