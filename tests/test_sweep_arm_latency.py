@@ -9,6 +9,7 @@ import csv
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,11 +18,11 @@ from cli_helpers import run_cli
 SETTINGS = (("12.5", "12.5"), ("measured", "measured"), ("0", "0"), (None, ""))
 
 
-def _sweep(capsys: pytest.CaptureFixture[str], out: Path, latency: str | None) -> dict[str, object]:
+def _sweep(capsys: pytest.CaptureFixture[str], out: Path, latency: str | None) -> dict[str, Any]:
     flags = ["sweep", "--agents", "baseline", "--days", "1", "--checkpoints", "11:00", "--out", str(out), "--json"]
     code, text, err = run_cli(capsys, *flags, *(["--arm-latency", latency] if latency is not None else []))
     assert code == 0, err
-    doc: dict[str, object] = json.loads(text)
+    doc: dict[str, Any] = json.loads(text)
     return doc
 
 
@@ -31,12 +32,12 @@ def _column(out: Path) -> list[str]:
 
 
 def test_results_record_the_arm_latency_keyed_and_resumable(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    keys = set()
+    keys: set[str] = set()
     for latency, shown in SETTINGS:
         out = tmp_path / f"s{len(keys)}"
         first = _sweep(capsys, out, latency)
         assert first["ran"] == 1
-        (run,) = first["runs"]  # type: ignore[misc]
+        (run,) = first["runs"]
         keys.add(run["key"])
         assert _column(out) == [shown]
         again = _sweep(capsys, out, latency)  # the same grid: resumed, nothing runs again
@@ -56,5 +57,5 @@ def test_another_setting_in_one_directory_is_another_run(capsys: pytest.CaptureF
     second = _sweep(capsys, out, "30")
     assert second["ran"] == 1  # not the stored run of the other setting
     assert _column(out) == ["30"]  # the table is this grid's
-    (a,), (b,) = first["runs"], second["runs"]  # type: ignore[misc]
+    (a,), (b,) = first["runs"], second["runs"]
     assert (out / "runs" / a["key"]).is_dir() and (out / "runs" / b["key"]).is_dir() and a["key"] != b["key"]
