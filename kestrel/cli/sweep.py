@@ -44,8 +44,8 @@ def register(subparsers: Subcommands) -> None:
             "failing run is recorded and the sweep goes on. Model agents may carry their endpoint and "
             "options: 'openai:gpt-5-mini@http://127.0.0.1:8000/v1|key=LOCAL_KEY|effort=low'. A grid file "
             "(TOML) may give the same fields: agents (strings or tables), profiles, data, date, days, "
-            "days_per_run, checkpoints, guard_s, repeats, seed, temperature, arm_latency, out, jobs, scheduler, "
-            "backend, max_concurrency, max_usd, max_tokens, run_max_usd, run_max_tokens, reply_cache, "
+            "days_per_run, checkpoints, guard_s, repeats, seed, temperature, arm_latency, news, blind, out, jobs, "
+            "scheduler, backend, max_concurrency, max_usd, max_tokens, run_max_usd, run_max_tokens, reply_cache, "
             "allow_failures, require_post_cutoff."
         ),
     )
