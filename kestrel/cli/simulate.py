@@ -13,11 +13,11 @@ import datetime as dt
 import hashlib
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -44,6 +44,8 @@ if TYPE_CHECKING:  # imported lazily at run time (start-up cost)
     from kestrel.session.profiles import Mode
     from kestrel.session.protocol import Agent
     from kestrel.session.results import SessionResult
+    from kestrel.agents.recorded import RecordedAgent
+    from kestrel.session.capture import CaptureHeader, CapturedTurn
 
 DIRECT = "direct"
 CONSTRAIN_CHOICES = ("auto", "off", "llguidance", "gbnf", "ebnf")  # = profiles.CONSTRAIN_CHOICES (tested)
@@ -271,6 +273,27 @@ def prepare(args: argparse.Namespace, load: Loader = _load, agent_content: bytes
     if pace is not None and args.backend == DIRECT:
         raise UsageError("--pace needs the actor feed: use --backend asyncio or trio (or --pace max)")
     return Prepared(data, agent, options, date, args.days, pace)
+
+
+def replay_session(header: CaptureHeader, turns: Sequence[CapturedTurn], data: MarketData,
+                   **extra: Any) -> tuple[RecordedAgent, SessionOptions]:
+    """The recorded agent and the options that replay a capture as it was run (`replay`, and
+    `report` without a ledger): its schedule, guard, data label, source and engine; under an
+    arm latency every turn armed after the delay it was recorded with; a blind capture blind
+    again. `extra`: more `SessionOptions` fields (the engine path, the news feed)."""
+    from kestrel.agents.recorded import RecordedAgent
+    from kestrel.engine.config import EngineConfig
+    from kestrel.session.runner import SessionOptions
+
+    agent = RecordedAgent(turns, agent_id=header.agent, header=header)
+    lat = None if isinstance(header.arm_latency, msgspec.UnsetType) else header.arm_latency
+    delays = None if lat is None else {f"{t.date} {t.ordinal}": t.arm_delay_ns for t in turns
+                                       if not isinstance(t.arm_delay_ns, msgspec.UnsetType)}
+    options = SessionOptions(checkpoints=header.schedule[1:], guard_s=header.guard_s, data_name=header.data,
+                             engine=header.engine or EngineConfig(), source=header.source,
+                             arm_latency=lat, arm_delays=delays, blind=header.blind is True, **extra)
+    show_blind(agent, data, options)
+    return agent, options
 
 
 def show_blind(agent: Agent, data: MarketData, options: SessionOptions) -> None:
@@ -529,20 +552,7 @@ def _run_replay(args: argparse.Namespace) -> int:
             expected = Path(args.expect_ledger).read_bytes()
         except OSError as exc:
             raise UsageError(f"cannot read {args.expect_ledger}: {exc.strerror}") from None
-    agent = RecordedAgent(turns, agent_id=header.agent, header=header)
-    from kestrel.engine.config import EngineConfig
-
-    import msgspec
-
-    # under an arm latency every turn is armed after the delay it was recorded with
-    lat = None if isinstance(header.arm_latency, msgspec.UnsetType) else header.arm_latency
-    delays = None if lat is None else {f"{t.date} {t.ordinal}": t.arm_delay_ns for t in turns
-                                       if not isinstance(t.arm_delay_ns, msgspec.UnsetType)}
-    options = SessionOptions(checkpoints=header.schedule[1:], guard_s=header.guard_s,
-                             data_name=header.data, engine_path=args.engine_path,
-                             engine=header.engine or EngineConfig(), source=header.source, news=news,
-                             arm_latency=lat, arm_delays=delays, blind=header.blind is True)
-    show_blind(agent, data, options)
+    agent, options = replay_session(header, turns, data, engine_path=args.engine_path, news=news)
     if args.ledger:
         Path(os.path.realpath(args.ledger)).unlink(missing_ok=True)  # a symlink stays
     result = _run(data, agent, options, args.backend, dt.date.fromisoformat(header.dates[-1]),
