@@ -159,7 +159,7 @@ def run_report_of(capture: str, ledger_path: str | None, evidence_path: str | No
         if missing:
             raise UsageError(f"the data holds no session on {', '.join(missing)}")
         return from_ledger(header, turns, ledger, data, data_sha256=sha, evidence=evidence)
-    from kestrel.cli.simulate import replay_session
+    from kestrel.cli.replays import replay_session
 
     # the run the capture was made under (engine, arm latency, blind mode): the replay is that run
     agent, options = replay_session(header, turns, data)

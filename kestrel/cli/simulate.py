@@ -13,15 +13,16 @@ import datetime as dt
 import hashlib
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from kestrel.cli.agentspec import agent_of, check_agent_fits
+from kestrel.cli.replays import replay_session, show_blind
 from kestrel.cli.callflags import add_call_flags, arm_latency, check_post_cutoff, run_policy
 from kestrel.cli.dataflags import add_data_flags, agent_input, check_paths, load_from_args, news_from_args, parse_date, parse_guard
 from kestrel.cli.errors import UsageError, guarded
@@ -44,8 +45,6 @@ if TYPE_CHECKING:  # imported lazily at run time (start-up cost)
     from kestrel.session.profiles import Mode
     from kestrel.session.protocol import Agent
     from kestrel.session.results import SessionResult
-    from kestrel.agents.recorded import RecordedAgent
-    from kestrel.session.capture import CaptureHeader, CapturedTurn
 
 DIRECT = "direct"
 CONSTRAIN_CHOICES = ("auto", "off", "llguidance", "gbnf", "ebnf")  # = profiles.CONSTRAIN_CHOICES (tested)
@@ -275,39 +274,6 @@ def prepare(args: argparse.Namespace, load: Loader = _load, agent_content: bytes
     return Prepared(data, agent, options, date, args.days, pace)
 
 
-def replay_session(header: CaptureHeader, turns: Sequence[CapturedTurn], data: MarketData,
-                   **extra: Any) -> tuple[RecordedAgent, SessionOptions]:
-    """The recorded agent and the options that replay a capture as it was run (`replay`, and
-    `report` without a ledger): its schedule, guard, data label, source and engine; under an
-    arm latency every turn armed after the delay it was recorded with; a blind capture blind
-    again. `extra`: more `SessionOptions` fields (the engine path, the news feed)."""
-    from kestrel.agents.recorded import RecordedAgent
-    from kestrel.engine.config import EngineConfig
-    from kestrel.session.runner import SessionOptions
-
-    agent = RecordedAgent(turns, agent_id=header.agent, header=header)
-    lat = None if isinstance(header.arm_latency, msgspec.UnsetType) else header.arm_latency
-    delays = None if lat is None else {f"{t.date} {t.ordinal}": t.arm_delay_ns for t in turns
-                                       if not isinstance(t.arm_delay_ns, msgspec.UnsetType)}
-    options = SessionOptions(checkpoints=header.schedule[1:], guard_s=header.guard_s, data_name=header.data,
-                             engine=header.engine or EngineConfig(), source=header.source,
-                             arm_latency=lat, arm_delays=delays, blind=header.blind is True, **extra)
-    show_blind(agent, data, options)
-    return agent, options
-
-
-def show_blind(agent: Agent, data: MarketData, options: SessionOptions) -> None:
-    """In a blind run a recorded agent writes its (real-valued) plans in the blind scale, which
-    the session maps back to the very plans recorded (`kestrel.agents.recorded`)."""
-    from kestrel.agents.recorded import RecordedAgent
-
-    if options.blind and isinstance(agent, RecordedAgent) and agent.shown is None:
-        from kestrel.session.blind import blind_of
-
-        blind, symbol = blind_of(data), data.symbol
-        agent.shown = lambda plan: blind.plan_to_blind(plan, symbol)
-
-
 def _spec_effort(agent: str | None) -> str | None:
     """The `effort=` of a model agent's spec (`--agent PROVIDER:MODEL|effort=LEVEL`), if any."""
     from kestrel.models.spec import AgentSpecError, is_model_spec, parse_spec
@@ -505,13 +471,11 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _run_replay(args: argparse.Namespace) -> int:
-    from kestrel.agents.recorded import RecordedAgent
     from kestrel.data import DataError
     from kestrel.data.news import open_news
     from kestrel.data.source import open_source
     from kestrel.market.news import NO_NEWS
     from kestrel.session.capture import CaptureError, read_capture
-    from kestrel.session.runner import SessionOptions
 
     if args.data is not None and not args.data.strip():
         raise UsageError("--data is empty: give the path of the moved copy of the captured data file")
