@@ -9,7 +9,7 @@ the client. The model always answers with a plan.
 The sweep: `kestrel sweep` with one model agent (`openai:gpt-4o@URL|key=none|rpm=RPM`, the
 client-side limit just under the server's) on the sample, `DAYS` sessions x `REPEATS`
 repeats, each run OPEN and 3 checkpoints: `TURNS` = 400 model turns, at most
-`--max-concurrency 16` runs in flight. The bound is the limit's: 400 / 20 = 20 s.
+`--max-concurrency 10` runs in flight (`CONCURRENCY`). The bound is the limit's: 400 / 20 = 20 s.
 
 Prints one JSON line:
 - `wall_s_{direct,asyncio,trio}`: the sweep's wall time on each backend of the model runs

@@ -12,6 +12,13 @@ Prints one JSON line. Ratios compare against references measured in the same run
 - `news_pane_us_median`: freezing the sample at 10:30 with a 20-symbol universe's 5,000
   headlines and rendering the news pane at its default arguments (`news_pane_tokens` its
   estimated tokens); `news_over_quote_pane`: that time over freezing and rendering the quote pane.
+- `universe_briefing_tokens`: the default briefing (kernel panes and the default universe view:
+  watchlist, portfolio, events) of the 20-symbol StockBench universe in o200k_base tokens
+  (quicktok; `universe_tokenizer` names a documented proxy without it): the largest over every
+  session's OPEN and CLOSE ordinal with all 20 symbols held (`universe_briefing_tokens_max`,
+  target <= 1,500) and at the last session's OPEN with a flat account; `universe_briefing_ms_median`
+  and `freeze_universe_ms_median` time them at the last session (null when the shared data is
+  absent: KESTREL_SHARED_DATA or ../shared/data).
 Usage: python bench/panes.py [--quick]
 """
 
@@ -19,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import sys
@@ -37,6 +45,74 @@ from kestrel.frame.news import pane_news  # noqa: E402
 from kestrel.market.data import MarketData  # noqa: E402
 from kestrel.market.news import NewsFeed, NewsItem  # noqa: E402
 from kestrel.market.ticks import NS_PER_S  # noqa: E402
+
+STOCKBENCH = "equities_daily/stockbench_dow20_daily_bars_20241213_20250731.parquet"
+_PROXY = re.compile(r"\w+|[^\w\s]")
+
+
+def o200k() -> tuple[str, Callable[[str], int]]:
+    """The bench's tokenizer: o200k_base (quicktok) or a documented proxy without it."""
+    try:
+        import quicktok  # type: ignore[import-untyped]
+    except ImportError:
+        return "proxy: word runs + punctuation characters (quicktok not installed)", lambda s: len(_PROXY.findall(s))
+    enc = quicktok.get_encoding("o200k_base")
+    return "o200k_base (quicktok, exact)", lambda s: len(enc.encode(s))
+
+
+def universe_figures(reps: int, quick: bool) -> dict[str, object]:
+    """The 20-symbol StockBench universe's default briefing: tokens (largest over the sessions,
+    every symbol held; flat at the last OPEN) and times at the last session."""
+    from kestrel.data.universe import load_universe
+    from kestrel.frame import freeze_universe, universe_briefing
+    from kestrel.market.portfolio import Holding, PortfolioState
+
+    root = Path(os.environ.get("KESTREL_SHARED_DATA", str(Path(__file__).resolve().parent.parent.parent / "shared" / "data")))
+    path = root / STOCKBENCH
+    name, count = o200k()
+    if not path.is_file():
+        return {"universe_briefing_tokens": None, "universe_briefing_tokens_max": None, "universe_tokenizer": name,
+                "universe_data": "absent"}
+    u = load_universe(path).universe
+    budget = {"budget": "4 view requests or repairs left, 20000 tokens left"}
+
+    def held(cutoff: int, time_ns: int) -> PortfolioState:
+        """Every symbol held (37 shares bought 3% under its last price): the largest portfolio pane."""
+        flat = freeze_universe(u, cutoff, None, time_ns=time_ns)
+        hs = []
+        for m in flat.members:
+            last = float(m.ticks.last[-1]) if len(m.ticks) else 100.0
+            hs.append(Holding(m.data.symbol, 37, last * 0.97, last, 37 * last, 37 * last * 0.03))
+        gross = sum(h.value for h in hs)
+        return PortfolioState("USD", 100_000.0, 100_000.0 - gross * 0.97, 100_000.0 + gross * 0.03, gross, gross,
+                              len(hs), tuple(hs))
+
+    worst = 0
+    sessions = u.sessions[-10:] if quick else u.sessions
+    for s in sessions:
+        for k, t in enumerate((s.open_ns, s.close_ns)):
+            cutoff = t - 300 * NS_PER_S
+            snap = freeze_universe(u, cutoff, held(cutoff, t), time_ns=t)
+            text = universe_briefing(snap, Ordinal(k, "OPEN" if k == 0 else "CLOSE", t), extra_kernel=budget)
+            assert "[budget" not in text, "the default universe view must fit its budget"
+            worst = max(worst, count(text))
+    last = u.sessions[-1]
+    t = last.open_ns
+    cutoff = t - 300 * NS_PER_S
+    flat = PortfolioState("USD", 100_000.0, 100_000.0, 100_000.0, 0.0, 0.0, 0, tuple(Holding(x) for x in u.symbols))
+    ordinal = Ordinal(0, "OPEN", t)
+    snap = freeze_universe(u, cutoff, flat, time_ns=t)
+    text = universe_briefing(snap, ordinal, extra_kernel=budget)
+    return {
+        "universe_briefing_tokens": count(text),
+        "universe_briefing_tokens_max": worst,
+        "universe_tokenizer": name,
+        "universe_symbols": len(u),
+        "universe_sessions_scanned": len(sessions),
+        "universe_briefing_ms_median": round(median_ms(lambda: universe_briefing(snap, ordinal, extra_kernel=budget),
+                                                       reps), 3),
+        "freeze_universe_ms_median": round(median_ms(lambda: freeze_universe(u, cutoff, flat, time_ns=t), reps), 3),
+    }
 
 NEWS_SYMBOLS = 20
 NEWS_ITEMS = 5_000
@@ -143,6 +219,7 @@ def main() -> None:
     copy_ms = median_ms(copy_all, max(5, reps // 10))
     frozen = freeze(hist, cut)
     shares = bool(np.shares_memory(frozen.ticks.last, hist.ticks.last))
+    universe = universe_figures(reps, args.quick)
 
     print(json.dumps({
         "briefing_ms_median": round(brief_ms, 4),
@@ -163,6 +240,7 @@ def main() -> None:
         "freeze_speedup_vs_copy": round(copy_ms / freeze_ms, 2),
         "freeze_shares_memory": shares,
         "generate_history_s": round(gen_s, 3),
+        **universe,
         "quick": args.quick,
     }))
 

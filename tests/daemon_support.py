@@ -1,9 +1,14 @@
-"""Helpers for the daemon tests: an in-process daemon and an async line client."""
+"""Helpers for the daemon tests: an in-process daemon, an async line client, and a `kestrel
+daemon` subprocess (`DaemonProcess`)."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
@@ -16,6 +21,9 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from kestrel.service.daemon import Daemon, Home, Lock, Planner, serve_daemon
 from kestrel.cli.daemon import SimulatePlanner
 from kestrel.service.daemon.protocol import MAX_LINE, PROTOCOL_VERSION
+from kestrel.cli.ctl import Client, NoDaemon
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @asynccontextmanager
@@ -92,4 +100,51 @@ def submit_params(*flags: str) -> dict[str, Any]:
     return {"argv": list(flags), "cwd": os.getcwd()}
 
 
-__all__ = ["Conn", "running_daemon", "submit_params"]
+class DaemonProcess:
+    """A `kestrel daemon` subprocess on `home` (`extra`: more daemon flags; `backend` its
+    `--backend`, `roots` its `--data-root` folders, `env` its environment), its output in
+    `out` next to the home."""
+
+    def __init__(self, home: Path, *extra: str, backend: str | None = None, roots: tuple[Path, ...] = (),
+                 env: dict[str, str] | None = None) -> None:
+        self.home = home
+        self.extra = (*(("--backend", backend) if backend is not None else ()),
+                      *(f"--data-root={r}" for r in roots), *extra)
+        self.env = env
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.out = home.parent / f"{home.name}-daemon.out"
+
+    def start(self, timeout: float = 30.0) -> None:
+        with open(self.out, "ab") as out:
+            self.proc = subprocess.Popen([sys.executable, "-m", "kestrel", "daemon", "--home", str(self.home),
+                                          *self.extra], stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
+                                         env=self.env)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, self.out.read_text(errors="replace")
+            try:
+                with Client(self.home / "kestrel.sock", timeout=5):
+                    return
+            except (NoDaemon, OSError):
+                time.sleep(0.05)
+        raise AssertionError(f"the daemon did not answer within {timeout}s:\n{self.out.read_text(errors='replace')}")
+
+    def client(self, timeout: float = 60) -> Client:
+        return Client(self.home / "kestrel.sock", timeout=timeout)
+
+    def kill9(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+__all__ = ["ROOT", "Conn", "DaemonProcess", "running_daemon", "submit_params"]

@@ -59,7 +59,7 @@ Script = Callable[[str, dict[str, Any]], Canned]
 @dataclass
 class Recorded:
     """One request: `status` is what it got (DROPPED: no answer), `at` its arrival
-    (time.monotonic), `tokens` the usage total of a 200 answer."""
+    (time.monotonic), `tokens` the usage total of a 200 answer, `raw` the body's bytes."""
 
     path: str
     headers: dict[str, str]
@@ -67,6 +67,7 @@ class Recorded:
     status: int = 200
     at: float = 0.0
     tokens: int = 0
+    raw: bytes = b""
 
 
 @dataclass(frozen=True)
@@ -164,6 +165,8 @@ class ModelServer:
     requests: list[Recorded] = field(default_factory=list)
     port: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    in_flight: int = 0  # requests being answered now (arrived, not yet answered)
+    most_in_flight: int = 0  # the most at once so far
 
     def recorded(self) -> list[Recorded]:
         with self.lock:
@@ -270,7 +273,7 @@ def serve(
         def do_POST(self) -> None:
             raw = self.rfile.read(int(self.headers.get("content-length", "0")))
             body = json.loads(raw or b"{}")
-            rec = Recorded(self.path, dict(self.headers), body, at=time.monotonic())
+            rec = Recorded(self.path, dict(self.headers), body, at=time.monotonic(), raw=raw)
             with lock:
                 server.requests.append(rec)
                 wait = None if window is None else window.admit(rec.at)
@@ -297,7 +300,14 @@ def serve(
                 return
             canned = server.script(self.path, body)
             if latency or canned.delay:
-                time.sleep(latency + canned.delay)
+                with lock:
+                    server.in_flight += 1
+                    server.most_in_flight = max(server.most_in_flight, server.in_flight)
+                try:
+                    time.sleep(latency + canned.delay)
+                finally:
+                    with lock:
+                        server.in_flight -= 1
             with lock:
                 rec.status = DROPPED if canned.drop else canned.status
             if canned.drop:

@@ -11,20 +11,18 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from mcp_support import ROOT, call, client, free_port, refusal, wait_listening
+
 NOBODY = 65534
 TOKEN_A = "a" * 20 + "-token-of-client-a-0123456789"
 TOKEN_B = "b" * 20 + "-token-of-client-b-0123456789"
@@ -36,23 +34,6 @@ HEAVY_PLAN = "PLAN heavy RISK maxpos 100 maxloss 100000\n" + RULES + "\n"
 """32 rules: the most a plan may have."""
 CHECKPOINTS = ",".join(f"{h:02d}:{m:02d}" for h in range(10, 16) for m in range(0, 60, 10))
 """36 checkpoints, 10 minutes apart."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_listening(proc: subprocess.Popen[Any], port: int, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            assert proc.poll() is None and time.monotonic() < deadline, "server did not start"
-            time.sleep(0.05)
 
 
 def token_file(folder: Path, *tokens: str) -> Path:
@@ -103,32 +84,6 @@ def mcp_server(folder: Path, *args: str, backend: str = "asyncio", tokens: tuple
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-
-
-@asynccontextmanager
-async def client(url: str, token: str | None, mode: str = "legacy") -> AsyncIterator[Any]:
-    """An MCP client of `url` sending `token` as its bearer token."""
-    import httpx2
-    from mcp import Client
-    from mcp.client.streamable_http import streamable_http_client
-
-    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
-    async with httpx2.AsyncClient(headers=headers, timeout=120) as http:
-        async with Client(streamable_http_client(url, http_client=http), mode=mode) as c:
-            yield c
-
-
-async def call(c: Any, tool: str, **args: Any) -> dict[str, Any]:
-    result = await c.call_tool(tool, args)
-    assert not result.is_error, result.content
-    content: dict[str, Any] = result.structured_content
-    return content
-
-
-async def refusal(c: Any, tool: str, **args: Any) -> str:
-    result = await c.call_tool(tool, args)
-    assert result.is_error, result.structured_content
-    return str(result.content[0].text)
 
 
 def system_python() -> str | None:

@@ -22,8 +22,16 @@ from kestrel.data.sample import load_sample
 from kestrel.frame import DEFAULT_CATALOG, Ordinal, ResolvedPane, ResolvedView, briefing, freeze, typed_snapshot
 from kestrel.frame.blind import Scale
 from kestrel.lang import ast
+from decimal import Decimal
+
 from kestrel.market import AccountState
 from kestrel.market.account import Notice, WorkingOrder
+from kestrel.market.corporate import Dividend, Split
+from kestrel.market.data import MarketData
+from kestrel.market.instrument import Instrument
+from kestrel.market.portfolio import Holding, PortfolioBounds, PortfolioState
+from kestrel.market.ticks import Ticks
+from kestrel.market.universe import Member, Universe
 from kestrel.market.news import NewsFeed, NewsItem
 from kestrel.market.ticks import NS_PER_S
 from kestrel.session.blind import blind_of
@@ -100,7 +108,9 @@ def test_a_blind_run_arms_and_fills_the_real_prices() -> None:
     real = run_session(SAMPLE, _Limit(), opts, days=2)
     blind = run_session(SAMPLE, _Limit(), msgspec.structs.replace(opts, blind=True), days=2)
     assert blind.ledger_jsonl() == real.ledger_jsonl()
-    assert blind.capture_jsonl() == real.capture_jsonl()
+    blind_lines, real_lines = blind.capture_jsonl().splitlines(), real.capture_jsonl().splitlines()
+    assert blind_lines[1:] == real_lines[1:]  # the turns as armed, in real values
+    assert json.loads(blind_lines[0]) == {**json.loads(real_lines[0]), "blind": True}  # the header says blind
     fills = [json.loads(x) for x in real.ledger_jsonl().splitlines() if b'"fill"' in x]
     assert fills and all(150 < f["price"] < 250 for f in fills if "price" in f)  # the sample trades near 190
 
@@ -197,3 +207,91 @@ def test_the_news_is_masked_and_still_read() -> None:
     assert [BLIND.day(SAMPLE.sessions[0].open_ns + k * 86_400 * NS_PER_S) for k in range(-1, 8)] == [
         "d1-1", "d1", "d2", "d3", "d4", "d5", "d5+1", "d5+2", "d6"]  # the sample: Monday to Friday, Monday
     _scan(text)
+
+
+# ------------------------------------------------------------------------------------------
+# the scan over a universe: each symbol its alias and scale, every universe pane included
+
+
+def _other_universe() -> Universe:
+    """The sample and a second symbol trading at three times its prices (a real range of its own,
+    far from the sample's), with a split and a dividend of the sample's in the third session."""
+    t = SAMPLE.ticks
+    other = MarketData("OTHER", SAMPLE.tick_size, Ticks(t.ts, t.bid * 3, t.ask * 3, t.last * 3, t.size), SAMPLE.sessions,
+                       instrument=Instrument(symbol="OTHER", tick_size=SAMPLE.tick_size))
+    members = tuple(Member(d.symbol, d, d, Decimal(1)) for d in (other, SAMPLE))
+    day = SAMPLE.sessions[2].date
+    return Universe(members, SAMPLE.sessions, "XNYS", (Split("SAMPLE", day, 2, 1),), (Dividend("SAMPLE", day, 1.37),))
+
+
+UNIVERSE = _other_universe()
+UBLIND = blind_of(UNIVERSE)
+_RANGES = [(float(np.min(m.data.ticks.last)) * 0.97, float(np.max(m.data.ticks.last)) * 1.03) for m in UNIVERSE.members]
+UALL = ResolvedView("all", (
+    ResolvedPane("watchlist"), ResolvedPane("portfolio", (("n", 20),)), ResolvedPane("events", (("n", 20), ("symbol", "all"))),
+    ResolvedPane("news", (("n", 20), ("symbol", "all"), ("since", 60))),
+    *(ResolvedPane(spec.name, (("symbol", alias), *((a.name, a.default) for a in spec.args[1:])))
+      for alias in ("SYM1", "SYM2") for spec in DEFAULT_CATALOG if spec.per_symbol)), 4000)
+
+
+def _uscan(text: str) -> None:
+    words = {w.lower() for w in _WORDS.findall(text)}
+    assert not words & {"sample", "other"}, text
+    low = text.lower()
+    assert not any(n in low for n in _NAMES), text
+    for d in _real_dates():
+        assert d not in text, (d, text)
+    assert not _YEAR.search(text), text
+    for m in _NUMBERS.findall(text):
+        x = float(m)
+        assert not any(lo <= x <= hi for lo, hi in _RANGES), (m, text)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, len(SAMPLE.ticks) - 1), st.sampled_from([0, 300]), st.booleans())
+def test_nothing_real_in_a_blind_universe_briefing(k: int, guard_s: int, long: bool) -> None:
+    from kestrel.frame.typed import typed_universe
+    from kestrel.frame import freeze_universe, materialize_universe, universe_briefing
+
+    t = int(SAMPLE.ticks.ts[k]) + guard_s * NS_PER_S
+    px = float(SAMPLE.ticks.last[k])
+    holdings = (Holding("OTHER", -4 if long else 0, 3 * px + 0.6 if long else None, 3 * px if long else None,
+                        -12 * px if long else 0.0, 2.4 if long else 0.0),
+                Holding("SAMPLE", 10 if long else 0, px - 0.5 if long else None, px if long else None,
+                        10 * px if long else 0.0, 5.0 if long else 0.0))
+    state = PortfolioState("USD", 100_000.0, 100_000.0 + 2 * px, 100_000.0 + 7.4, 22 * px, -2 * px,
+                           2 if long else 0, holdings)
+    notices = (Notice("rejected", int(SAMPLE.ticks.ts[k]) - 1, "orb", "maxpos 1000: position would reach 1500 at 191.25", 1),)
+    snap = freeze_universe(UNIVERSE, t - guard_s * NS_PER_S, state, time_ns=t, news=NEWS, notices=notices,
+                           plans={"SAMPLE": PLAN} if long else None, bounds=PortfolioBounds(100_000.0),  # type: ignore[dict-item]
+                           blind=UBLIND)
+    ordinal = Ordinal(1, "11:00", t)
+    text = universe_briefing(snap, ordinal, UALL)
+    assert "WATCHLIST 2" in text and "SYM1" in text and "SYM2" in text
+    if long:
+        assert "PORTFOLIO equity" in text and "INCUMBENT" in text
+    _uscan(text)
+    _uscan(universe_briefing(snap, ordinal))  # the default view
+    _uscan(materialize_universe(UALL, snap))
+    doc = msgspec.to_builtins(typed_universe(snap, ordinal))
+    for member in doc["members"]:
+        if member["quote"]:
+            member["quote"].pop("size", None)
+            member["quote"].pop("volume", None)
+    typed = json.dumps(doc)
+    _uscan(typed)
+    assert doc["account"]["cash"] is None and doc["portfolio_bounds"] is None  # money only relative
+    for ts in re.findall(r'"(?:ts|start_ns|now_ns|cutoff_ns|open_ns|close_ns)":(\d+)', typed):
+        assert dt.datetime.fromtimestamp(int(ts) / 1e9, dt.timezone.utc).year == 1970
+
+
+def test_a_universe_alias_per_symbol_and_its_own_scale() -> None:
+    from kestrel.frame import freeze_universe, materialize_universe
+
+    assert [UBLIND.alias(s) for s in UNIVERSE.symbols] == ["SYM1", "SYM2"]
+    snap = freeze_universe(UNIVERSE, SAMPLE.sessions[3].open_ns, None, blind=UBLIND)
+    watch = materialize_universe(ResolvedView("w", (ResolvedPane("watchlist"),), 4000), snap)
+    rows = [line.split() for line in watch.splitlines()[2:4]]
+    assert [r[0] for r in rows] == ["SYM1", "SYM2"] and rows[0][1] == rows[1][1]  # 3x the prices: one blind scale each
+    events = materialize_universe(ResolvedView("e", (ResolvedPane("events", (("n", 5), ("symbol", "SYM2"))),), 4000), snap)
+    assert events == f"EVENTS SYM2 2\nd3 SYM2 split 2:1\nd3 SYM2 dividend {UBLIND.price_text('SAMPLE', 1.37)}"

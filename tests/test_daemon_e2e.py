@@ -20,57 +20,13 @@ from typing import Any
 
 import pytest
 
+from daemon_support import DaemonProcess as Daemon
 from kestrel.cli import main
-from kestrel.cli.ctl import Client, CtlError, NoDaemon
+from kestrel.cli.ctl import Client, CtlError
 from kestrel.service.daemon.protocol import RunParams, SubmitParams, WaitParams
 
 ROOT = Path(__file__).resolve().parent.parent
 BACKENDS = ["asyncio", "trio"]
-
-
-class Daemon:
-    """A `kestrel daemon` subprocess on `home`."""
-
-    def __init__(self, home: Path, backend: str, roots: tuple[Path, ...] = ()) -> None:
-        self.home = home
-        self.backend = backend
-        self.roots = roots
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.out = home.parent / f"{home.name}-daemon.out"
-
-    def start(self, timeout: float = 30.0) -> None:
-        with open(self.out, "ab") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "kestrel", "daemon", "--home", str(self.home), "--backend", self.backend,
-                 *(f"--data-root={r}" for r in self.roots)],
-                stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
-            )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, self.out.read_text()
-            try:
-                with Client(self.home / "kestrel.sock", timeout=5):
-                    return
-            except (NoDaemon, OSError):
-                time.sleep(0.05)
-        raise AssertionError(f"the daemon did not answer within {timeout}s:\n{self.out.read_text()}")
-
-    def client(self) -> Client:
-        return Client(self.home / "kestrel.sock", timeout=60)
-
-    def kill9(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 @pytest.fixture
@@ -78,7 +34,7 @@ def daemon_factory(tmp_path: Path) -> Iterator[Any]:
     made: list[Daemon] = []
 
     def make(backend: str, name: str = "home", roots: tuple[Path, ...] = ()) -> Daemon:
-        d = Daemon(tmp_path / name, backend, roots)
+        d = Daemon(tmp_path / name, backend=backend, roots=roots)
         made.append(d)
         return d
 
@@ -227,7 +183,7 @@ def test_a_peer_of_another_user_is_refused_by_uid() -> None:
 
     base = Path(tempfile.mkdtemp(prefix="kestrel-peer-"))  # pytest's tmp folders are root-only
     base.chmod(0o755)
-    d = Daemon(base / "home", "asyncio")
+    d = Daemon(base / "home", backend="asyncio")
     try:
         _peer_probe(d)
     finally:

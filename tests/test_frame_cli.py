@@ -16,15 +16,22 @@ def test_panes_text_and_json(capsys: pytest.CaptureFixture[str]) -> None:
     lines = out.splitlines()
     assert lines[1].split("  ")[0] == "bars(tf=5m, n=12)" and lines[1].split()[-1] == "forming)"
     news = next(line for line in lines if line.startswith("news("))
-    assert news.startswith("news(n=5, symbol=self, since=5)  the newest n headlines before the cutoff")
+    assert news.startswith("news(n=5, symbol=self, since=5)  dated headlines")
+    assert "bars.symbol: symbol default self, a symbol of the session, first" in out
+    watch = next(line for line in lines if line.startswith("watchlist"))
+    assert watch.endswith("per symbol last, 1 and 5 session change, rvol, position")
+    assert "portfolio.n: count default 20, 1..100" in out and "events.n: count default 5, 1..20" in out
     assert "kernel (reserved, always in the briefing): clock, ordinal, cutoff, rules, budget, grammar" in out
     assert main(["panes", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert [p["name"] for p in doc["panes"]] == ["quote", "bars", "levels", "stats", "tape", "position", "plan",
-                                                "news"]
-    assert doc["panes"][-1]["args"][1] == {"name": "symbol", "type": "ident", "default": "self", "range": "a word",
+                                                "news", "watchlist", "portfolio", "events"]
+    assert [p["name"] for p in doc["panes"] if p["args"] and p["args"][0]["type"] == "symbol"] == [
+        "quote", "bars", "levels", "stats", "tape", "position", "plan"]  # per-symbol panes: the symbol first
+    assert doc["panes"][7]["args"][1] == {"name": "symbol", "type": "ident", "default": "self", "range": "a word",
                                            "help": "self (the session's symbol), all, or a symbol"}
-    assert doc["panes"][1]["args"][0] == {"name": "tf", "type": "duration", "default": "5m",
+    assert doc["panes"][1]["args"][0]["type"] == "symbol"
+    assert doc["panes"][1]["args"][1] == {"name": "tf", "type": "duration", "default": "5m",
                                           "range": "1m..1d, a multiple of 1m", "help": "bar timeframe, 1m..1d"}
     assert doc["budget"] == {"default": 900, "min": 64, "max": 4000}
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kestrel.market import AccountState, MarketData, SessionSpec, Ticks, WorkingOrder
 from kestrel.frame import ResolvedPane, freeze
@@ -256,3 +258,24 @@ def test_levels_with_overnight_ticks() -> None:
         "or30m H 10.30 L 10.30\n"
         "vwap 10.30"
     )
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 10**6), st.sampled_from([0.0, 0.0, 1.0, 3.0, 7.5, 100.0, 1e6])),
+                min_size=1, max_size=60))
+def test_the_panes_vwap_is_the_languages_bit_for_bit(rows: list[tuple[int, float]]) -> None:
+    """The quote and levels panes' vwap equals the engine's `vwap` series (its column and its tick
+    by tick form) at the last tick, the same double, zero volumes included."""
+    from kestrel.engine.history import Tick
+    from kestrel.engine.series import Vwap
+    from kestrel.frame.panes import session_vwap
+
+    last = [p * 0.01 for p, _ in rows]
+    size = [s for _, s in rows]
+    ticks = Ticks.from_arrays(list(range(len(rows))), last, last, last, size)
+    column = Vwap(100.0, 0).column(ticks)[0]
+    assert session_vwap(ticks) == float(column[-1])
+    series = Vwap(100.0, 0)
+    for k in range(len(rows)):
+        series.take(Tick(k, k, last[k], last[k], last[k], size[k]))
+    assert session_vwap(ticks) == series.value

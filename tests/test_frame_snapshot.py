@@ -23,6 +23,8 @@ from kestrel.frame import (
     materialize,
 )
 from kestrel.market import AccountState, MarketData, SessionSpec, Ticks
+from kestrel.frame.corporate import CorporateEvent, CorporateEvents
+from kestrel.market.corporate import Dividend, Split
 from kestrel.market.news import NewsFeed, NewsItem
 from kestrel.market.ticks import NS_PER_S
 
@@ -128,7 +130,9 @@ def _arg_values(a: ArgSpec) -> st.SearchStrategy[int | str]:
     if a.type == "count":
         assert a.min is not None and a.max is not None
         return st.integers(a.min, a.max)
-    if not a.choices:  # a free word: the news pane's symbol
+    if a.type == "symbol":  # a per-symbol pane's instrument (another one: the pane refuses)
+        return st.sampled_from(["self", "SAMPLE", "sample", "XYZ"])
+    if not a.choices:  # a free word: the news and events panes' symbol
         return st.sampled_from(["self", "all", "SAMPLE", "sample", "XYZ"])
     return st.sampled_from(a.choices)
 
@@ -178,11 +182,28 @@ def _future_edited(feed: NewsFeed, cutoff: int) -> NewsFeed:
     return NewsFeed.of(out)
 
 
+def _events_around(d: MarketData) -> CorporateEvents:
+    """A split and a dividend of the data's symbol on every other session."""
+    splits = [Split(d.symbol, s.date, 2 + k, 1) for k, s in enumerate(d.sessions) if k % 2 == 0]
+    dividends = [Dividend(d.symbol, s.date, 0.25 * (k + 1)) for k, s in enumerate(d.sessions) if k % 2 == 1]
+    return CorporateEvents.of(splits, dividends, d.sessions)
+
+
+def _events_edited(events: CorporateEvents, cutoff: int) -> CorporateEvents:
+    """`events` with every event known at or after the cutoff deleted, or replaced by another."""
+    out = [e for e in events.items if e.ts < cutoff]
+    out += [CorporateEvent(e.ts, Split(e.symbol, e.date, 9, 1)) for k, e in enumerate(events.items) if e.ts >= cutoff and k % 2]
+    return CorporateEvents(tuple(sorted(out, key=lambda e: e.ts)))
+
+
 def _same_panes(d: MarketData, cutoff: int, guard_ns: int, panes: tuple[ResolvedPane, ...]) -> None:
     t = cutoff + guard_ns
     news = _news_around(d)
-    full = freeze(d, t, guard_ns, news=news)
-    cut = freeze(_truncated(d, cutoff), t, guard_ns, news=_future_edited(news, cutoff))
+    events = _events_around(d)
+    full = freeze(d, t, guard_ns, news=news, events=events)
+    cut = freeze(_truncated(d, cutoff), t, guard_ns, news=_future_edited(news, cutoff),
+                 events=_events_edited(events, cutoff))
+    assert all(e.ts < cutoff for e in full.events.items)
     assert full.cutoff_ns == cutoff
     for p in panes:
         spec = DEFAULT_CATALOG.get(p.name)
@@ -197,7 +218,7 @@ def _random_panes(rng: np.random.Generator) -> tuple[ResolvedPane, ...]:
     for spec in DEFAULT_CATALOG:
         args: list[tuple[str, int | str]] = []
         for a in spec.args:
-            if a.type == "ident":
+            if a.type in ("ident", "symbol"):
                 args.append((a.name, ["self", "all", "XYZ"][int(rng.integers(0, 3))]))
                 continue
             assert a.min is not None and a.max is not None

@@ -11,19 +11,13 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
-import anyio
 import pytest
 
 pytest.importorskip("mcp")
 
-from mcp import Client  # noqa: E402
-from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+from mcp_support import ROOT, call, client, free_port, stdio_client, wait_listening  # noqa: E402
 
 from kestrel.agents.fixed import FixedAgent  # noqa: E402
 from kestrel.data.sample import load_sample  # noqa: E402
@@ -31,7 +25,6 @@ from kestrel.session.runner import SessionOptions, run_session  # noqa: E402
 
 pytestmark = pytest.mark.anyio
 
-ROOT = Path(__file__).resolve().parent.parent
 ORB = (
     "PLAN orb UNTIL 15:45 RISK maxpos 100 maxloss 300\n"
     "WHEN time >= 10:00 AND last > high(30m): BUY 100 MKT STOP -0.5 TARGET +1\n"
@@ -42,29 +35,11 @@ TOOLS = {
 }
 
 
-@asynccontextmanager
-async def spawned(backend: str, mode: str, errlog: Any) -> AsyncIterator[Client]:
-    # no env=: the SDK passes only its default variables (PATH, HOME, ...); the server must
-    # not need anything else
-    params = StdioServerParameters(command=sys.executable, args=["-m", "kestrel", "mcp", "--backend", backend],
-                                   cwd=str(ROOT))
-    async with Client(stdio_client(params, errlog=errlog), mode=mode) as client:
-        yield client
-
-
-async def call(client: Client, tool: str, **args: Any) -> dict[str, Any]:
-    result = await client.call_tool(tool, args)
-    assert not result.is_error, result.content
-    content: dict[str, Any] | None = result.structured_content
-    assert content is not None
-    return content
-
-
 @pytest.mark.parametrize("server_backend", ["asyncio", "trio"])
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_stdio_session_with_view_repair_and_plan(anyio_backend: str, server_backend: str, mode: str) -> None:
     with tempfile.TemporaryFile("w+") as errlog:
-        async with spawned(server_backend, mode, errlog) as c:
+        async with stdio_client(server_backend, mode, errlog) as c:
             assert {t.name for t in (await c.list_tools()).tools} == TOOLS
             assert (await call(c, "check", source=ORB))["valid"] is True
             start = await call(c, "session_start", checkpoints="11:00")
@@ -100,36 +75,19 @@ async def test_stdio_session_with_view_repair_and_plan(anyio_backend: str, serve
     assert result["ledger"].encode() == fixed.ledger_jsonl()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.parametrize("server_backend", ["asyncio", "trio"])
 async def test_streamable_http(anyio_backend: str, server_backend: str, tmp_path: Path) -> None:
-    import httpx2
-    from mcp.client.streamable_http import streamable_http_client
-
-    port = _free_port()
+    port = free_port()
     tokens = tmp_path / "tokens"
     proc = subprocess.Popen([sys.executable, "-m", "kestrel", "mcp", "--http", str(port), "--backend", server_backend,
                              "--token-file", str(tokens)],
                             cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, "server did not start"
-                await anyio.sleep(0.1)
+        wait_listening(proc, port)
         token = tokens.read_text().split()[-1]
         assert tokens.stat().st_mode & 0o777 == 0o600
-        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http, \
-                Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http)) as c:
+        async with client(f"http://127.0.0.1:{port}/mcp", token, mode="auto") as c:
             assert {t.name for t in (await c.list_tools()).tools} == TOOLS
             start = await call(c, "session_start")
             done = await call(c, "session_submit", session_id=start["session_id"], reply=ORB)
@@ -176,17 +134,6 @@ def test_inspector_cli_lists_the_tools() -> None:
     assert all("outputSchema" in t for t in tools)
 
 
-def _wait_listening(proc: subprocess.Popen[str], port: int) -> None:
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            assert proc.poll() is None and time.monotonic() < deadline, "server did not start"
-            time.sleep(0.1)
-
-
 @pytest.mark.parametrize("server_backend", ["asyncio", "trio"])
 def test_a_port_in_use_exits_2_with_one_line(server_backend: str) -> None:
     with socket.socket() as taken:
@@ -201,7 +148,7 @@ def test_a_port_in_use_exits_2_with_one_line(server_backend: str) -> None:
 
 @pytest.mark.parametrize("server_backend", ["asyncio", "trio"])
 def test_sigint_stops_the_http_server_with_130_on_both_backends(server_backend: str, tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     tokens = tmp_path / "tokens"
     tokens.write_text("t" * 40 + "\n")
     tokens.chmod(0o600)
@@ -209,7 +156,7 @@ def test_sigint_stops_the_http_server_with_130_on_both_backends(server_backend: 
                              "--token-file", str(tokens)],
                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        _wait_listening(proc, port)
+        wait_listening(proc, port)
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=30)
     finally:

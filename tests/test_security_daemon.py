@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import sqlite3
 import subprocess
@@ -25,55 +24,14 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from daemon_support import DaemonProcess as Daemon
 from kestrel.cli import main
-from kestrel.cli.ctl import Client, NoDaemon
 from kestrel.cli.daemon import SimulatePlanner
 from kestrel.service.daemon.protocol import MAX_LINE, NoParams, RunParams, SubmitParams, WaitParams
 from kestrel.service.daemon.store import NewRun, Store, run_mac
 from security_support import NOBODY, ROOT
 
 FLAGS = ["--checkpoints", "10:30,12:00,14:00"]
-
-
-class Daemon:
-    def __init__(self, home: Path, *extra: str, env: dict[str, str] | None = None) -> None:
-        self.home = home
-        self.extra = extra
-        self.env = env
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.out = home.parent / f"{home.name}.out"
-
-    def start(self, timeout: float = 30.0) -> None:
-        with open(self.out, "ab") as out:
-            self.proc = subprocess.Popen([sys.executable, "-m", "kestrel", "daemon", "--home", str(self.home),
-                                          *self.extra], stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
-                                         env=self.env)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, self.out.read_text(errors="replace")
-            try:
-                with Client(self.home / "kestrel.sock", timeout=5):
-                    return
-            except (NoDaemon, OSError):
-                time.sleep(0.05)
-        raise AssertionError(f"the daemon did not answer:\n{self.out.read_text(errors='replace')}")
-
-    def client(self, timeout: float = 60) -> Client:
-        return Client(self.home / "kestrel.sock", timeout=timeout)
-
-    def kill9(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 @pytest.fixture

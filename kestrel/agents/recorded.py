@@ -4,15 +4,19 @@ Single-shot. Each captured turn is rendered back to canonical Kestrel text (the 
 formatter) and goes through the runtime's interpretation like any reply, so a replay gets the
 same validation as the original run; `parse(format(turn)) == turn` makes it exact. A request
 for an ordinal other than the next captured one raises (the session then stands down), and
-`assert_finished()` reports turns left unplayed.
+`assert_finished()` reports turns left unplayed. A capture records each plan as it was armed
+(real values); in a blind session the agent's text is read in the blind scale, so there the
+agent is given `shown` (`Blind.plan_to_blind` for the run's symbol) and renders each plan
+through it: the session maps it back to the very plan recorded.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from kestrel import lang
+from kestrel.lang import ast
 from kestrel.agents.base import SingleShotAgent
 from kestrel.session.capture import CaptureHeader, CapturedTurn, read_capture
 from kestrel.session.protocol import (
@@ -29,10 +33,10 @@ class ReplayError(RuntimeError):
     """The replayed session asks for other ordinals than the capture holds."""
 
 
-def turn_text(turn: AgentTurn) -> str:
-    """A terminal turn as canonical Kestrel text."""
+def turn_text(turn: AgentTurn, shown: Callable[[ast.Plan], ast.Plan] | None = None) -> str:
+    """A terminal turn as canonical Kestrel text (a plan through `shown` when given)."""
     if isinstance(turn, Supersede):
-        return lang.format(turn.plan)
+        return lang.format(turn.plan if shown is None else shown(turn.plan))
     if isinstance(turn, StandDownTurn):
         return lang.format(lang.StandDown(turn.reason))
     assert isinstance(turn, PassTurn)
@@ -49,10 +53,12 @@ class RecordedAgent(SingleShotAgent):
         *,
         agent_id: str = "recorded",
         header: CaptureHeader | None = None,
+        shown: Callable[[ast.Plan], ast.Plan] | None = None,
     ) -> None:
         super().__init__(agent_id)
         self.turns = list(turns)
         self.header = header
+        self.shown = shown  # how a recorded plan is written to the session (module docstring)
         self._next = 0
 
     @classmethod
@@ -85,7 +91,7 @@ class RecordedAgent(SingleShotAgent):
                 f"but the session asks for {request.ordinal}"
             )
         self._next += 1
-        return AgentReply(text=turn_text(captured.turn))
+        return AgentReply(text=turn_text(captured.turn, self.shown))
 
     def assert_finished(self) -> None:
         if self._next != len(self.turns):

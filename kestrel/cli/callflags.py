@@ -95,6 +95,30 @@ def run_policy(args: argparse.Namespace) -> CallPolicy | None:
     return CallPolicy(budgets=() if run is None else (run,), cache=cache)
 
 
+def concurrency_limits(values: Sequence[str]) -> tuple[int | None, dict[str, int]]:
+    """`--max-concurrency N` and `PROVIDER=N` items (comma-separated or repeated): the N and
+    {provider: N} (`UsageError` naming a bad item)."""
+    from kestrel.providers import lookup, names
+
+    window: int | None = None
+    per: dict[str, int] = {}
+    for item in (x.strip() for v in values for x in v.split(",") if x.strip()):
+        name, eq, n = item.rpartition("=") if "=" in item else ("", "", item)
+        try:
+            k = int(n)
+        except ValueError:
+            k = 0
+        if k < 1:
+            raise UsageError(f"--max-concurrency {item!r}: give N or PROVIDER=N with N >= 1")
+        if not eq:
+            window = k
+        elif lookup(name) is None:
+            raise UsageError(f"--max-concurrency {item!r}: unknown provider {name!r}: use one of {', '.join(names())}")
+        else:
+            per[name.strip().lower()] = k
+    return window, per
+
+
 def arm_latency(text: str | None) -> float | Literal["measured"] | None:
     """`--arm-latency measured|SECONDS` (None: off; `UsageError` naming the choices)."""
     if text is None:
@@ -137,4 +161,4 @@ def check_post_cutoff(model: str | None, dates: list[str], data: str) -> None:
         raise UsageError(refusal(label))
 
 
-__all__ = ["add_call_flags", "arm_latency", "parse_usd_rates", "budget", "check_post_cutoff", "reply_cache", "run_policy", "tokens", "usd"]
+__all__ = ["add_call_flags", "arm_latency", "concurrency_limits", "parse_usd_rates", "budget", "check_post_cutoff", "reply_cache", "run_policy", "tokens", "usd"]

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from kestrel.cli.agentspec import read_agent_input
+from kestrel.cli.callflags import concurrency_limits
 from kestrel.cli.errors import MissingKeyError, UsageError
 from kestrel.cli.subcommands import Subcommands
 
@@ -46,6 +47,10 @@ def register(subparsers: Subcommands) -> None:
     p.add_argument("--backend", choices=("asyncio", "trio"), default="asyncio", help="anyio backend (default asyncio)")
     p.add_argument("--data-root", action="append", default=[], metavar="DIR",
                    help="read --data files under DIR (repeatable; default: none, only the bundled sample)")
+    p.add_argument("--max-concurrency", action="append", metavar="N|PROVIDER=N",
+                   help="model calls in flight at once to each endpoint (N), or to each endpoint of PROVIDER "
+                        "(PROVIDER=N), shared by every run of the daemon (default: an agent's |concurrency=, else "
+                        "unbounded); repeatable or comma-separated")
     p.set_defaults(func=_daemon)
 
 
@@ -65,7 +70,8 @@ def _daemon(args: argparse.Namespace) -> int:
     os.umask(0o077)  # everything the daemon creates is its owner's only
     try:
         roots = DataRoots.of(args.data_root)
-    except ValueError as exc:
+        calls = DaemonCalls(*concurrency_limits(args.max_concurrency or []))
+    except (ValueError, UsageError) as exc:
         print(f"kestrel daemon: {printable(str(exc))}", file=sys.stderr)
         return 2
     home = home_of(args.home)
@@ -83,7 +89,7 @@ def _daemon(args: argparse.Namespace) -> int:
         print(f"kestrel daemon: {printable(str(exc))}", file=sys.stderr)
         return 2
     try:
-        anyio.run(lambda: serve_daemon(home, SimulatePlanner(roots)), backend=args.backend)
+        anyio.run(lambda: serve_daemon(home, SimulatePlanner(roots, calls)), backend=args.backend)
     except (StoreError, HomeError) as exc:
         print(f"kestrel daemon: {printable(str(exc))}", file=sys.stderr)
         return 2
@@ -157,11 +163,68 @@ def check_submit(ns: argparse.Namespace) -> None:
         raise ValueError(str(exc)) from None
 
 
+class DaemonCalls:
+    """The daemon's model calls, shared by all its runs: one set of call slots per endpoint
+    (provider + base URL) and one client-side rate limiter per endpoint, so N runs against one
+    provider never have more calls in flight than its bound, nor send more than its rate.
+
+    An endpoint's bound is `--max-concurrency PROVIDER=N`, else `--max-concurrency N`, else the
+    first run's `|concurrency=` (None of them: unbounded, no slots); its rate limit the first
+    run's `|rpm=`/`|tpm=`. A later run naming another bound or rate for the same endpoint is
+    refused at submit (one endpoint has one), never silently given a second pool."""
+
+    def __init__(self, default: int | None = None, per_provider: dict[str, int] | None = None) -> None:
+        from kestrel.models.limiter import Limiters
+        from kestrel.models.slots import Slots
+
+        self.default = default
+        self.per_provider = dict(per_provider or {})
+        self.slots = Slots()
+        self.limiters = Limiters()
+
+    def share(self, agent: Any) -> None:
+        """Give `agent` (a model agent; other agents pass) the endpoint's shared slots and
+        limiter in place of its own. Raises ValueError naming a conflicting bound or rate."""
+        from dataclasses import replace
+
+        from kestrel.cli.agentspec import is_model_agent
+        from kestrel.providers import lookup
+
+        if not is_model_agent(agent):
+            return
+        config, policy = agent.config, agent.policy
+        row = lookup(config.provider)
+        url = config.base_url or (row.default_base_url if row is not None else None)
+        where = url or config.provider
+        own = policy.slots.limit if policy.slots is not None else None
+        bound = self.per_provider.get(config.provider, self.default)
+        if bound is not None and own is not None and own != bound:
+            raise ValueError(f"the daemon bounds calls to {where} at {bound} in flight (--max-concurrency): "
+                             f"drop the agent's concurrency={own} or give {bound}")
+        limit = bound if bound is not None else own
+        slots = None
+        if limit is not None:
+            try:
+                slots = self.slots.get(config.provider, url, limit)
+            except ValueError:
+                raise ValueError(f"the daemon's runs on {where} are bounded at a concurrency other than {limit}: "
+                                 "one endpoint has one (give the same concurrency= in every run)") from None
+        limiter = policy.limiter
+        if limiter is not None:
+            try:
+                limiter = self.limiters.get(config.provider, url, limiter.limit)
+            except ValueError:
+                raise ValueError(f"the daemon's runs on {where} have another rate limit than rpm/tpm of this run: "
+                                 "one endpoint has one (give the same rpm=/tpm= in every run)") from None
+        agent.policy = replace(policy, slots=slots, limiter=limiter)
+
+
 class SimulatePlanner:
     """`kestrel.service.daemon.Planner` over `kestrel simulate`'s flags and resolution; `roots`
-    are the folders `--data` files are read from (None: none, the sample only)."""
+    are the folders `--data` files are read from (None: none, the sample only); `calls` the
+    model calls' slots and limiters every run shares (`DaemonCalls`; None: the defaults)."""
 
-    def __init__(self, roots: Any = None) -> None:
+    def __init__(self, roots: Any = None, calls: DaemonCalls | None = None) -> None:
         import threading
         from collections import OrderedDict
 
@@ -169,6 +232,7 @@ class SimulatePlanner:
 
         self.parser = submit_parser()
         self.roots = roots if roots is not None else DataRoots()
+        self.calls = calls if calls is not None else DaemonCalls()
         # (data flags, file identity) -> (MarketData, DataSource, label); a changed file is reloaded
         self._data: OrderedDict[tuple[Any, ...], tuple[Any, Any, str]] = OrderedDict()
         self._lock = threading.Lock()
@@ -250,6 +314,7 @@ class SimulatePlanner:
         content = base64.b64decode(stored) if isinstance(stored, str) else None
         try:
             run = prepare(ns, self.load, agent_content=content)
+            self.calls.share(run.agent)
             schedule = session_days(run.data, run.options, run.date, run.days)
         except MissingKeyError as exc:  # the daemon's environment, not the client's shell
             raise ValueError(
@@ -264,5 +329,5 @@ class SimulatePlanner:
         return Job(resolved, run.agent, run.pace, outputs, agent_timeout=ns.agent_timeout)
 
 
-__all__ = ["AGENT_FILE", "SimulatePlanner", "absolutize", "check_submit", "home_of",
+__all__ = ["AGENT_FILE", "DaemonCalls", "SimulatePlanner", "absolutize", "check_submit", "home_of",
            "register", "submit_parser"]

@@ -130,13 +130,12 @@ def run_report_of(capture: str, ledger_path: str | None, evidence_path: str | No
         raise UsageError(str(exc)) from None
     import datetime as dt
 
-    from kestrel.agents.recorded import RecordedAgent
     from kestrel.cli.datanames import capture_data
     from kestrel.engine.ledger import Ledger
     from kestrel.report import from_ledger, from_result
     from kestrel.report.source import header_sha256
     from kestrel.session.capture import CaptureError, read_capture
-    from kestrel.session.runner import SessionOptions, run_session
+    from kestrel.session.runner import run_session
 
     try:
         header, turns = read_capture(capture)
@@ -160,12 +159,10 @@ def run_report_of(capture: str, ledger_path: str | None, evidence_path: str | No
         if missing:
             raise UsageError(f"the data holds no session on {', '.join(missing)}")
         return from_ledger(header, turns, ledger, data, data_sha256=sha, evidence=evidence)
-    agent = RecordedAgent(turns, agent_id=header.agent, header=header)
-    from kestrel.engine.config import EngineConfig
+    from kestrel.cli.replays import replay_session
 
-    # the execution model the capture was made under (fees, carry, bounds): the replay is that run
-    options = SessionOptions(checkpoints=header.schedule[1:], guard_s=header.guard_s, data_name=header.data,
-                             engine=header.engine or EngineConfig(), source=header.source)
+    # the run the capture was made under (engine, arm latency, blind mode): the replay is that run
+    agent, options = replay_session(header, turns, data)
     result = run_session(data, agent, options, date=dt.date.fromisoformat(header.dates[-1]), days=len(header.dates))
     return from_result(result, data, data_sha256=sha, evidence=evidence, calls_unknown=evidence is None)
 

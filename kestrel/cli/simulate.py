@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from kestrel.cli.agentspec import agent_of, check_agent_fits
+from kestrel.cli.replays import replay_session, show_blind
 from kestrel.cli.callflags import add_call_flags, arm_latency, check_post_cutoff, run_policy
 from kestrel.cli.dataflags import add_data_flags, agent_input, check_paths, load_from_args, news_from_args, parse_date, parse_guard
 from kestrel.cli.errors import UsageError, guarded
@@ -259,6 +260,7 @@ def prepare(args: argparse.Namespace, load: Loader = _load, agent_content: bytes
         arm_latency=arm_latency(args.arm_latency),
     )
     date = parse_date(args.date)
+    show_blind(agent, data, options)
     check_agent_fits(agent, data, options, date, args.days, st.agent or "baseline")
     if getattr(args, "require_post_cutoff", False):
         from kestrel.cli.agentspec import is_model_agent
@@ -473,13 +475,11 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _run_replay(args: argparse.Namespace) -> int:
-    from kestrel.agents.recorded import RecordedAgent
     from kestrel.data import DataError
     from kestrel.data.news import open_news
     from kestrel.data.source import open_source
     from kestrel.market.news import NO_NEWS
     from kestrel.session.capture import CaptureError, read_capture
-    from kestrel.session.runner import SessionOptions
 
     if args.data is not None and not args.data.strip():
         raise UsageError("--data is empty: give the path of the moved copy of the captured data file")
@@ -520,19 +520,7 @@ def _run_replay(args: argparse.Namespace) -> int:
             expected = Path(args.expect_ledger).read_bytes()
         except OSError as exc:
             raise UsageError(f"cannot read {args.expect_ledger}: {exc.strerror}") from None
-    agent = RecordedAgent(turns, agent_id=header.agent, header=header)
-    from kestrel.engine.config import EngineConfig
-
-    import msgspec
-
-    # under an arm latency every turn is armed after the delay it was recorded with
-    lat = None if isinstance(header.arm_latency, msgspec.UnsetType) else header.arm_latency
-    delays = None if lat is None else {f"{t.date} {t.ordinal}": t.arm_delay_ns for t in turns
-                                       if not isinstance(t.arm_delay_ns, msgspec.UnsetType)}
-    options = SessionOptions(checkpoints=header.schedule[1:], guard_s=header.guard_s,
-                             data_name=header.data, engine_path=args.engine_path,
-                             engine=header.engine or EngineConfig(), source=header.source, news=news,
-                             arm_latency=lat, arm_delays=delays)
+    agent, options = replay_session(header, turns, data, engine_path=args.engine_path, news=news)
     if args.ledger:
         Path(os.path.realpath(args.ledger)).unlink(missing_ok=True)  # a symlink stays
     result = _run(data, agent, options, args.backend, dt.date.fromisoformat(header.dates[-1]),

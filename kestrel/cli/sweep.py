@@ -25,7 +25,7 @@ from typing import Any
 
 import msgspec
 
-from kestrel.cli.callflags import add_call_flags
+from kestrel.cli.callflags import add_call_flags, concurrency_limits
 from kestrel.cli.errors import UsageError
 from kestrel.cli.subcommands import Subcommands
 from kestrel.cli.sweeplanes import BACKENDS, DEFAULT_CONCURRENCY
@@ -44,8 +44,8 @@ def register(subparsers: Subcommands) -> None:
             "failing run is recorded and the sweep goes on. Model agents may carry their endpoint and "
             "options: 'openai:gpt-5-mini@http://127.0.0.1:8000/v1|key=LOCAL_KEY|effort=low'. A grid file "
             "(TOML) may give the same fields: agents (strings or tables), profiles, data, date, days, "
-            "days_per_run, checkpoints, guard_s, repeats, seed, temperature, arm_latency, out, jobs, scheduler, "
-            "backend, max_concurrency, max_usd, max_tokens, run_max_usd, run_max_tokens, reply_cache, "
+            "days_per_run, checkpoints, guard_s, repeats, seed, temperature, arm_latency, news, blind, out, jobs, "
+            "scheduler, backend, max_concurrency, max_usd, max_tokens, run_max_usd, run_max_tokens, reply_cache, "
             "allow_failures, require_post_cutoff."
         ),
     )
@@ -120,27 +120,6 @@ class SweepSettings:
     usd_rates: dict[str, float] = field(default_factory=dict)
 
 
-def _concurrency(values: Sequence[str]) -> tuple[int | None, dict[str, int]]:
-    """`--max-concurrency N` and `PROVIDER=N` items (comma-separated or repeated)."""
-    from kestrel.providers import lookup
-
-    window: int | None = None
-    per: dict[str, int] = {}
-    for item in (x.strip() for v in values for x in v.split(",") if x.strip()):
-        name, eq, n = item.rpartition("=") if "=" in item else ("", "", item)
-        try:
-            k = int(n)
-        except ValueError:
-            k = 0
-        if k < 1:
-            raise UsageError(f"--max-concurrency {item!r}: give N or PROVIDER=N with N >= 1")
-        if not eq:
-            window = k
-        elif lookup(name) is None:
-            raise UsageError(f"--max-concurrency {item!r}: unknown provider {name!r}: use one of {', '.join(names())}")
-        else:
-            per[name.strip().lower()] = k
-    return window, per
 
 
 def _grid(args: argparse.Namespace) -> tuple[Any, SweepSettings]:
@@ -192,7 +171,7 @@ def _grid(args: argparse.Namespace) -> tuple[Any, SweepSettings]:
     if backend not in BACKENDS:
         raise UsageError(f"backend {backend!r}: use one of {', '.join(BACKENDS)}")
     st.backend = backend
-    window, st.per_provider = _concurrency(list(args.max_concurrency or []) or list(file.max_concurrency if file else ()))
+    window, st.per_provider = concurrency_limits(list(args.max_concurrency or []) or list(file.max_concurrency if file else ()))
     st.window = window or DEFAULT_CONCURRENCY
     st.agent_timeout = args.agent_timeout if args.agent_timeout is not None else 120.0
     if not 0 < st.agent_timeout <= 3600:

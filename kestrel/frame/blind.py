@@ -4,7 +4,8 @@ A `Blind` is fixed once per run from the whole data (never from a snapshot), so 
 of the run uses the same mapping:
 
 - **symbols** become stable aliases: the i-th symbol of the run (in the order given) is `SYM<i>`
-  (`SYM1` for a single-symbol session);
+  (`SYM1` for a single-symbol session; a universe's members in universe order, `of_universe`,
+  each with its own price scale, the universe's sessions numbering the days);
 - **dates** become session numbers: the session with index k of the data is day `d<k+1>`; an
   instant is labelled by its date's session (`d5+1` a day after session 5's date when no session
   is held on it) and keeps its time of day on the wall clock of the session it falls in; instants handed out as
@@ -47,8 +48,10 @@ from kestrel.lang.registry import FUNCTIONS, SERIES
 from kestrel.market.account import AccountState, Notice
 from kestrel.market.data import MarketData
 from kestrel.market.instrument import decimals_for
+from kestrel.market.session import SessionSpec
 from kestrel.market.terms import Terms
 from kestrel.market.ticks import I64, NS_PER_S
+from kestrel.market.universe import Universe
 
 DAY_NS = 86_400 * NS_PER_S
 CENT = Fraction(1, 100)
@@ -132,10 +135,18 @@ class Blind:
     masks: tuple[tuple[re.Pattern[str], str], ...] = ()
 
     @classmethod
-    def of(cls, data: Sequence[MarketData], names: Mapping[str, Sequence[str]] | None = None) -> Blind:
-        """The mapping of a run over `data` (one entry per symbol; the first's sessions number
-        the days). `names` is the names table (symbol -> names); its other symbols' names are
-        masked as `[company]`."""
+    def of_universe(cls, universe: Universe, names: Mapping[str, Sequence[str]] | None = None) -> Blind:
+        """The mapping of a run over a universe: the i-th member (in universe order) is `SYM<i>`,
+        each member's prices scaled by its own first raw price, the universe's sessions number
+        the days (a member's missing session keeps its number)."""
+        return cls.of([m.data for m in universe.members], names, universe.sessions)
+
+    @classmethod
+    def of(cls, data: Sequence[MarketData], names: Mapping[str, Sequence[str]] | None = None,
+           sessions: Sequence[SessionSpec] | None = None) -> Blind:
+        """The mapping of a run over `data` (one entry per symbol; `sessions`, default the
+        first's, number the days). `names` is the names table (symbol -> names); its other
+        symbols' names are masked as `[company]`."""
         if not data:
             raise ValueError("blind mode needs the run's market data")
         aliases: dict[str, str] = {}
@@ -161,10 +172,12 @@ class Blind:
         words.sort(key=lambda w: (-len(w[0]), w[0]))
         masks = tuple((re.compile(rf"(?<![\w$]){re.escape(w)}{_POSSESSIVE}(?!\w)", re.IGNORECASE if
                                   len(w) > 3 and not w.isupper() else 0), repl) for w, repl in words)
-        first = data[0]
-        days = np.array([int(np.datetime64(s.date, "D").astype(np.int64)) * DAY_NS for s in first.sessions],
+        numbered = tuple(data[0].sessions if sessions is None else sessions)
+        days = np.array([int(np.datetime64(s.date, "D").astype(np.int64)) * DAY_NS for s in numbered],
                         dtype=np.int64)
-        return cls(aliases, prices, money, first.session_open_ns, days, first.session_offset_ns, masks)
+        opens = np.array([s.open_ns for s in numbered], dtype=np.int64)
+        offsets = np.array([s.utc_offset_ns for s in numbered], dtype=np.int64)
+        return cls(aliases, prices, money, opens, days, offsets, masks)
 
     # ------------------------------------------------------------------------------------
     # identity

@@ -4,26 +4,41 @@ Invariants:
 - pane names are unique, lower-case identifiers, disjoint from the reserved kernel ids;
 - every argument has a default inside its range, so a pane can always be requested bare;
 - builders are pure functions of (snapshot, resolved args).
-Duration arguments are held in seconds, counts as ints, identifiers as strings.
+- a per-symbol pane's first argument is its `symbol` (type "symbol", default `self`): a
+  leading word in a VIEW is the symbol (`quote(AAPL)`, `bars(AAPL, 1d, 20)`), and without one
+  the other arguments keep their positions (`bars(5m, 12)`); in a one-symbol session it may be
+  omitted and must name that symbol, in a universe it names a member;
+- a pane with a `universe` builder reads the whole universe snapshot (`watchlist`,
+  `portfolio`, `events`, `news`); in a one-symbol session its `builder` renders the same over
+  the one instrument.
+Duration arguments are held in seconds, counts as ints, identifiers and symbols as strings.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
 import kestrel.frame.panes as panes
-from kestrel.frame.news import pane_news
+import kestrel.frame.watchlist as watchlist
+from kestrel.frame.events import pane_events, universe_events
+from kestrel.frame.news import pane_news, universe_news
 from kestrel.frame.snapshot import FrozenSnapshot
 from kestrel.frame.text import fmt_duration
 from kestrel.lang.limits import VIEW_BUDGET_MAX, VIEW_BUDGET_MIN
 
-ArgType = Literal["duration", "count", "ident"]
+if TYPE_CHECKING:
+    from kestrel.frame.universe import UniverseSnapshot
+
+ArgType = Literal["duration", "count", "ident", "symbol"]
 ArgValue = int | str
 Builder = Callable[[FrozenSnapshot, Mapping[str, ArgValue]], str]
+UniverseBuilder = Callable[["UniverseSnapshot", Mapping[str, ArgValue]], str]
+SELF = "self"
+"""The symbol argument's default: the session's one instrument."""
 
 # Rendered by the runtime into every briefing; never requestable in a VIEW.
 KERNEL_IDS: tuple[str, ...] = ("clock", "ordinal", "cutoff", "rules", "budget", "grammar")
@@ -56,6 +71,8 @@ class ArgSpec(msgspec.Struct, frozen=True):
             return "one of " + ", ".join(self.choices)
         if self.type == "ident":
             return "a word"
+        if self.type == "symbol":
+            return "a symbol of the session, first"
         lo = self.show(self.min) if self.min is not None else "-inf"
         hi = self.show(self.max) if self.max is not None else "inf"
         step = f", a multiple of {fmt_duration(self.step)}" if self.step else ""
@@ -70,12 +87,20 @@ class PaneSpec:
     description: str
     args: tuple[ArgSpec, ...]
     builder: Builder
+    universe: UniverseBuilder | None = None
+
+    @property
+    def per_symbol(self) -> bool:
+        """True when the pane shows one instrument, named by its leading `symbol` argument."""
+        return bool(self.args) and self.args[0].type == "symbol"
 
     def signature(self) -> str:
-        """`bars(tf=5m, n=12)`: the pane with its defaults, as a VIEW would write it."""
-        if not self.args:
+        """`bars(tf=5m, n=12)`: the pane with its defaults, as a VIEW would write it (a per-symbol
+        pane's optional leading symbol left out)."""
+        shown = self.args[1:] if self.per_symbol else self.args
+        if not shown:
             return self.name
-        inner = ", ".join(f"{a.name}={a.show(a.default)}" for a in self.args)
+        inner = ", ".join(f"{a.name}={a.show(a.default)}" for a in shown)
         return f"{self.name}({inner})"
 
     def arg(self, name: str) -> ArgSpec | None:
@@ -159,32 +184,44 @@ def _count(name: str, default: int, lo: int, hi: int, help: str) -> ArgSpec:
     return ArgSpec(name, "count", default, min=lo, max=hi, help=help)
 
 
+SYMBOL = ArgSpec("symbol", "symbol", SELF, help="the instrument; optional in a one-symbol session")
+
+
 DEFAULT_CATALOG = PaneCatalog(
     [
-        PaneSpec("quote", "last quote and trade, open, vwap, volume, change vs prior close",
-                 (), panes.pane_quote),
-        PaneSpec("bars", "the last n OHLCV+VWAP bars of tf (the last may be forming)",
-                 (_dur("tf", 300, 60, 86_400, 60, "bar timeframe, 1m..1d"),
+        PaneSpec("quote", "bid/ask, last, open, vwap, volume, change",
+                 (SYMBOL,), panes.pane_quote),
+        PaneSpec("bars", "OHLCV+VWAP bars (* forming)",
+                 (SYMBOL, _dur("tf", 300, 60, 86_400, 60, "bar timeframe, 1m..1d"),
                   _count("n", 12, 1, 100, "number of bars")),
                  panes.pane_bars),
-        PaneSpec("levels", "prior day H/L/C, overnight range, today's O/H/L, opening range",
-                 (_dur("or", 1800, 60, 14_400, 60, "opening range length"),),
+        PaneSpec("levels", "prior H/L/C, overnight, today O/H/L, opening range",
+                 (SYMBOL, _dur("or", 1800, 60, 14_400, 60, "opening range length"),),
                  panes.pane_levels),
-        PaneSpec("stats", "ATR, realized vol and relative volume over n completed tf bars",
-                 (_dur("tf", 300, 60, 86_400, 60, "bar timeframe"),
+        PaneSpec("stats", "ATR, realized vol, relative volume",
+                 (SYMBOL, _dur("tf", 300, 60, 86_400, 60, "bar timeframe"),
                   _count("n", 14, 2, 100, "number of completed bars")),
                  panes.pane_stats),
-        PaneSpec("tape", "the last n ticks (time, bid, ask, last, size)",
-                 (_count("n", 10, 1, 50, "number of ticks"),),
+        PaneSpec("tape", "last n ticks",
+                 (SYMBOL, _count("n", 10, 1, 50, "number of ticks"),),
                  panes.pane_tape),
-        PaneSpec("position", "position, entry, PnL, fees, working orders",
-                 (), panes.pane_position),
+        PaneSpec("position", "position, entry, PnL, fees, orders",
+                 (SYMBOL,), panes.pane_position),
         PaneSpec("plan", "the incumbent plan",
-                 (), panes.pane_plan),
-        PaneSpec("news", "the newest n headlines before the cutoff, dated",
+                 (SYMBOL,), panes.pane_plan),
+        PaneSpec("news", "dated headlines",
                  (_count("n", 5, 1, 20, "number of headlines"),
                   ArgSpec("symbol", "ident", "self", help="self (the session's symbol), all, or a symbol"),
                   _count("since", 5, 0, 60, "sessions back: items after that session's close (0: today)")),
-                 pane_news),
+                 pane_news, universe_news),
+        PaneSpec("watchlist", "per symbol last, 1 and 5 session change, rvol, position",
+                 (), watchlist.pane_watchlist, watchlist.universe_watchlist),
+        PaneSpec("portfolio", "cash, equity, exposure, positions",
+                 (_count("n", 20, 1, 100, "open positions listed, largest first"),),
+                 watchlist.pane_portfolio, watchlist.universe_portfolio),
+        PaneSpec("events", "splits and dividends",
+                 (_count("n", 5, 1, 20, "number of events"),
+                  ArgSpec("symbol", "ident", "self", help="self, all, or a symbol")),
+                 pane_events, universe_events),
     ]
 )

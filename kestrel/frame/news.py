@@ -27,9 +27,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from kestrel.frame.snapshot import FrozenSnapshot
 from kestrel.market.news import NewsItem
+
+if TYPE_CHECKING:
+    from kestrel.frame.universe import UniverseSnapshot
 
 Args = Mapping[str, int | str]
 
@@ -143,13 +147,33 @@ def _since_ns(snap: FrozenSnapshot, k: int) -> int | None:
 
 
 def pane_news(snap: FrozenSnapshot, args: Args) -> str:
-    n, since, which = args["n"], args["since"], args["symbol"]
-    assert isinstance(n, int) and isinstance(since, int) and isinstance(which, str)
+    which = args["symbol"]
+    assert isinstance(which, str)
     chosen = _symbols(snap, which)
     if isinstance(chosen, str):
         return chosen
-    start = _since_ns(snap, since)
     label = "all" if chosen is None else snap.symbol if chosen == (snap.data.symbol,) else chosen[0]
+    return news_text(snap, args, chosen, label)
+
+
+def universe_news(usnap: UniverseSnapshot, args: Args) -> str:
+    """The news pane over a universe: `symbol=self` or `all` the items of every member, a symbol
+    (its alias in blind mode) one member's."""
+    which = args["symbol"]
+    assert isinstance(which, str)
+    if which.strip() in ("self", "all", ""):
+        return news_text(usnap.clock, args, usnap.symbols, "all")
+    member = usnap.member(which)
+    if member is None:
+        return f"NEWS {which}: no such symbol here; use symbol=all or a symbol of the universe"
+    return news_text(member, args, (member.data.symbol,), member.symbol)
+
+
+def news_text(snap: FrozenSnapshot, args: Args, chosen: tuple[str, ...] | None, label: str) -> str:
+    """The pane's text over the items of `chosen` (None: the whole feed), headed `label`."""
+    n, since = args["n"], args["since"]
+    assert isinstance(n, int) and isinstance(since, int)
+    start = _since_ns(snap, since)
     head = f"NEWS {label}"
     window = f"since {snap.dated(start)[:-3]}" if start is not None else "since the feed's start"
     mask = snap.mask_text
@@ -171,4 +195,4 @@ def pane_news(snap: FrozenSnapshot, args: Args) -> str:
 
 
 __all__ = ["LINE_TOKENS", "SUMMARY_TOKENS", "TITLE_TOKENS", "adds", "cut_tokens", "headline_key", "line_tokens",
-           "news_line", "pane_news"]
+           "news_line", "news_text", "pane_news", "universe_news"]

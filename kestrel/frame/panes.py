@@ -34,11 +34,16 @@ def _int(args: Args, name: str) -> int:
 
 
 def session_vwap(t: Ticks) -> float:
-    """Volume-weighted mean of `last`; the plain mean when the volume is 0."""
-    vol = float(np.sum(t.size))
-    if vol > 0:
-        return float(np.sum(t.last * t.size)) / vol
-    return float(np.mean(t.last))
+    """The language's `vwap` series at the last of the session's ticks `t` (non-empty): the
+    running sums of the engine's `Vwap` (`kestrel.engine.series`), Σ(last·size) / Σsize
+    accumulated tick by tick in data order, Σlast / count while the volume is 0; the same
+    doubles, bit for bit (tests/test_frame_panes.py). The sums are restated here because the
+    frame and the engine share a layer and import neither each other; `np.cumsum` adds in
+    order, as the engine does (`np.sum` would add pairwise and could differ in the last bit)."""
+    volume = float(np.cumsum(t.size)[-1])
+    if volume > 0.0:
+        return float(np.cumsum(t.last * t.size)[-1]) / volume
+    return float(np.cumsum(t.last)[-1]) / len(t)
 
 
 def recent_bars(snap: FrozenSnapshot, tf_s: int, n: int) -> Bars:
@@ -48,7 +53,8 @@ def recent_bars(snap: FrozenSnapshot, tf_s: int, n: int) -> Bars:
         opens = snap.data.session_open_ns
         if len(t) == 0 or len(opens) == 0:
             return time_bars(t.slice(0, 0), DAY_S)
-        k = max(0, len(opens) - n)
+        # the last n sessions opened by the cutoff (at OPEN today's is not one of them)
+        k = max(0, int(np.searchsorted(opens, snap.cutoff_ns, side="right")) - n)
         sub = t.slice(t.index_at(int(opens[k]), side="left"), len(t))
         return session_bars(sub, opens, snap.data.session_offset_ns).tail(n)
     if len(t) == 0:
@@ -67,10 +73,21 @@ def recent_bars(snap: FrozenSnapshot, tf_s: int, n: int) -> Bars:
     return time_bars(sub, tf_s, snap.offsets_at(sub.ts))
 
 
-def completed(bars: Bars, cutoff_ns: int) -> Bars:
-    """Bars whose whole interval lies at or before the cutoff."""
-    done = bars.start_ns + bars.tf_s * NS_PER_S <= cutoff_ns + 1
-    k = int(np.count_nonzero(done))
+def bar_forming(snap: FrozenSnapshot, start_ns: int, tf_s: int) -> bool:
+    """True when the bar starting at `start_ns` is still forming at the cutoff: a time bar
+    whose span reaches past it; a daily bar whose session has not closed by it."""
+    if tf_s >= DAY_S:
+        i = snap.data.session_index_at(start_ns)
+        end = int(snap.data.session_close_ns[i]) if i >= 0 else start_ns + tf_s * NS_PER_S
+        return end > snap.cutoff_ns + 1
+    return start_ns + tf_s * NS_PER_S > snap.cutoff_ns + 1
+
+
+def completed(snap: FrozenSnapshot, bars: Bars) -> Bars:
+    """The leading bars no longer forming at the cutoff (`bar_forming`)."""
+    k = 0
+    while k < len(bars) and not bar_forming(snap, int(bars.start_ns[k]), bars.tf_s):
+        k += 1
     return bars.slice(0, k)
 
 
@@ -126,7 +143,7 @@ def pane_bars(snap: FrozenSnapshot, args: Args) -> str:
     with_date = False
     if not daily and cur is not None:
         with_date = snap.day_label(int(bars.start_ns[0])) != snap.day_label(cur.open_ns)
-    forming = int(bars.start_ns[-1]) + tf_s * NS_PER_S > snap.cutoff_ns + 1
+    forming = bar_forming(snap, int(bars.start_ns[-1]), tf_s)
     rows = []
     for j in range(len(bars)):
         lab = _label(snap, int(bars.start_ns[j]), int(bars.local_ns[j]), with_date, daily)
@@ -181,11 +198,16 @@ def pane_levels(snap: FrozenSnapshot, args: Args) -> str:
 def pane_stats(snap: FrozenSnapshot, args: Args) -> str:
     tf_s, n = _int(args, "tf"), _int(args, "n")
     lines = [f"STATS {fmt_duration(tf_s)} n={n}"]
-    done = completed(recent_bars(snap, tf_s, n + 2), snap.cutoff_ns).tail(n + 1)
+    done = completed(snap, recent_bars(snap, tf_s, n + 2)).tail(n + 1)
     fp = snap.format_price
     if len(done) >= n:
         c = done.close
-        atr = float(Atr.over_bars(done.high, done.low, c, n)[-1])  # the language's atr
+        # the mean true range of the last n of these completed bars (`Atr.over_bars`, the
+        # language's formula): a true range uses the previous bar's close, the first of n+1 bars
+        # only giving the second its close (with just n bars, the first's is high - low); the
+        # bars are the pane's wall-clock bars, which may reach into earlier sessions, where a
+        # plan's atr(n, tf) counts bars from the session's open
+        atr = float(Atr.over_bars(done.high, done.low, c, n)[-1])
         rets = np.diff(np.log(c))[-n:]
         cur = snap.session
         length_s = cur.length_ns // NS_PER_S if cur is not None else DAY_S

@@ -28,10 +28,17 @@ date than the ordinal (a session that spans midnight).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+import msgspec
+
 from kestrel.frame.snapshot import FrozenSnapshot
 from kestrel.frame.text import fmt_qty
 from kestrel.market.account import Notice
 from kestrel.market.terms import Friction
+
+if TYPE_CHECKING:
+    from kestrel.frame.universe import UniverseSnapshot
 
 MAX_NOTICE_LINES = 5
 
@@ -120,4 +127,52 @@ def pane_rules(snap: FrozenSnapshot) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["MAX_NOTICE_LINES", "fold", "friction_text", "notice_line", "notices_text", "pane_rules"]
+def _distinct(values: list[str]) -> str:
+    """`0.01` when every member has it, else the distinct values in first-seen order, `/`-joined."""
+    return "/".join(dict.fromkeys(values))
+
+
+def pane_universe_rules(usnap: UniverseSnapshot) -> str:
+    """The RULES kernel pane of a universe: the instruments' terms (one value when all members
+    share it), the per-symbol bounds, the account's bounds, the friction and the notices.
+
+    ```
+    RULES 20 symbols USD tick 0.01 mult 1 lot 1
+    bounds per symbol maxpos 1000 maxloss 1000 maxorders 50; account capital 100000 gross 1x open any session_maxloss none shorts yes
+    friction none; eod carry
+    since last turn: none
+    ```
+    In blind mode the tick is per symbol (`tick per symbol`) and money bounds and fees are omitted
+    but for their presence (`maxloss set`, `fees set`)."""
+    members = usnap.members
+    first = members[0]
+    insts = [m.data.instrument for m in members]
+    b = usnap.terms.bounds
+    blind = usnap.blind is not None
+    tick = "per symbol" if blind else _distinct([m.format_price(i.tick_size) for m, i in zip(members, insts)])
+    head = (f"RULES {len(members)} symbols {_distinct([i.currency for i in insts])} tick {tick} "
+            f"mult {_distinct([_num(i.multiplier) for i in insts])} lot {_distinct([fmt_qty(i.min_qty) for i in insts])}")
+
+    def money(x: float | None) -> str:
+        if x is None:
+            return "none"
+        return "set" if blind else _num(x)
+
+    line = (f"bounds per symbol maxpos {b.maxpos} maxloss {money(b.maxloss)} maxorders {b.maxorders} "
+            f"session_maxloss {money(b.session_maxloss)}")
+    pb = usnap.bounds
+    if pb is not None:
+        line += (f"; account capital {money(pb.capital)} gross {_num(pb.max_gross)}x "
+                 f"open {pb.max_open if pb.max_open is not None else 'any'} "
+                 f"session_maxloss {money(pb.session_maxloss)} shorts {'no' if pb.no_short else 'yes'}")
+    friction = usnap.terms.friction
+    fees = ""
+    if blind and (friction.fee_per_unit or friction.fee_per_order):  # money in no one symbol's scale
+        friction = msgspec.structs.replace(friction, fee_per_unit=0.0, fee_per_order=0.0)
+        fees = "; fees set"
+    probe = FrozenSnapshot(first.data, usnap.cutoff_ns, usnap.time_ns, notices=usnap.notices, blind=usnap.blind)
+    return "\n".join([head, line, f"friction {friction_text(friction)}{fees}", *notices_text(probe)])
+
+
+__all__ = ["MAX_NOTICE_LINES", "fold", "friction_text", "notice_line", "notices_text", "pane_rules",
+           "pane_universe_rules"]

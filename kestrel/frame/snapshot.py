@@ -8,7 +8,8 @@ Invariants:
   a view's numpy `.base` still leads to the whole array: the guarantee covers the snapshot's
   API and every pane (what the agent reads), it is not a sandbox against code holding it;
 - the snapshot is immutable; everything a pane renders is a pure function of it;
-- `news` holds only the items published strictly before the cutoff (`NewsFeed.before`);
+- `news` holds only the items published strictly before the cutoff (`NewsFeed.before`), and
+  `events` only the corporate events known strictly before it (`CorporateEvents.before`);
 - `blind` (blind mode, `kestrel.frame.blind`) changes how the snapshot's values print (alias,
   session numbers, rescaled prices and money, masked news), never the values themselves;
 - it also carries what the agent plays under: the account, the incumbent plan, the terms of
@@ -24,6 +25,7 @@ from typing import TypeVar
 import numpy as np
 
 from kestrel.frame.blind import Blind
+from kestrel.frame.corporate import NO_EVENTS, CorporateEvents
 from kestrel.market.account import FLAT, AccountState, Notice
 from kestrel.market.data import MarketData
 from kestrel.market.instrument import money_text
@@ -50,6 +52,7 @@ class FrozenSnapshot:
     notices: tuple[Notice, ...] = ()
     news: NewsFeed = NO_NEWS
     blind: Blind | None = None
+    events: CorporateEvents = NO_EVENTS
 
     @property
     def symbol(self) -> str:
@@ -88,10 +91,14 @@ class FrozenSnapshot:
 
     def session_label(self) -> str:
         """The current session's date (ISO), or its number `d<k>` in blind mode."""
-        s = self.session
-        if s is None:
+        return self.session_label_of(self.session_index)
+
+    def session_label_of(self, index: int) -> str:
+        """Session `index`'s date (ISO), or its number `d<k>` in blind mode; `none` for no session."""
+        if not 0 <= index < len(self.data.sessions):
             return "none"
-        return s.date.isoformat() if self.blind is None else self.blind.session_label(self.session_index)
+        s = self.data.sessions[index]
+        return s.date.isoformat() if self.blind is None else self.blind.session_label(index)
 
     @property
     def ticks(self) -> Ticks:
@@ -170,7 +177,7 @@ class FrozenSnapshot:
 _Column = TypeVar("_Column", F64, I64)
 
 
-def _readonly(a: _Column) -> _Column:
+def readonly(a: _Column) -> _Column:
     """A read-only view of `a` (no copy)."""
     v = a.view()
     v.flags.writeable = False
@@ -188,18 +195,19 @@ def freeze(
     notices: tuple[Notice, ...] = (),
     news: NewsFeed = NO_NEWS,
     blind: Blind | None = None,
+    events: CorporateEvents = NO_EVENTS,
 ) -> FrozenSnapshot:
     """Freeze `data` at `ordinal_time_ns - guard_ns` (the T-guard cutoff, inclusive). Notices
     after the cutoff are not the snapshot's to show: they are dropped; news is cut to the items
-    published strictly before the cutoff."""
+    published strictly before the cutoff, corporate events to those known strictly before it."""
     if guard_ns < 0:
         raise ValueError(f"guard must be >= 0 ns, got {guard_ns}")
     time_ns = int(ordinal_time_ns)
     cutoff = time_ns - int(guard_ns)
     t = data.ticks.until(cutoff)
     sessions = data.sessions[: data.session_index_at(time_ns) + 1]
-    ro = Ticks(_readonly(t.ts), _readonly(t.bid), _readonly(t.ask), _readonly(t.last), _readonly(t.size))
+    ro = Ticks(readonly(t.ts), readonly(t.bid), readonly(t.ask), readonly(t.last), readonly(t.size))
     frozen = MarketData(data.symbol, data.tick_size, ro, sessions, data.crossed_kept, data.instrument)
     seen = tuple(n for n in notices if n.ts <= cutoff)
     return FrozenSnapshot(frozen, cutoff, time_ns, account if account is not None else FLAT, plan, terms, seen,
-                          news.before(cutoff), blind)
+                          news.before(cutoff), blind, events.before(cutoff))

@@ -26,10 +26,14 @@ import msgspec
 import numpy as np
 
 from kestrel.frame.ordinal import Ordinal
-from kestrel.frame.panes import format_plan, recent_bars, session_vwap
+from kestrel.frame.panes import bar_forming, format_plan, recent_bars, session_vwap
 from kestrel.frame.snapshot import FrozenSnapshot
+from kestrel.frame.universe import UniverseSnapshot
+from kestrel.frame.watchlist import WatchValues, reference_session, watch_values
 from kestrel.market.account import AccountState, Notice
+from kestrel.market.corporate import Split
 from kestrel.market.instrument import Instrument
+from kestrel.market.portfolio import PortfolioBounds
 from kestrel.market.terms import Bounds, Friction
 from kestrel.market.ticks import NS_PER_S
 
@@ -152,7 +156,7 @@ def _bars(snap: FrozenSnapshot, tf_s: int, n: int) -> tuple[Bar, ...]:
             open=_price(snap, float(bars.open[j])), high=_price(snap, float(bars.high[j])),
             low=_price(snap, float(bars.low[j])), close=_price(snap, float(bars.close[j])),
             volume=float(bars.volume[j]), vwap=_price(snap, float(bars.vwap[j])),
-            forming=start + tf_s * NS_PER_S > snap.cutoff_ns + 1,
+            forming=bar_forming(snap, start, tf_s),
         ))
     return tuple(out)
 
@@ -191,4 +195,158 @@ def typed_snapshot(snap: FrozenSnapshot, ordinal: Ordinal) -> TypedSnapshot:
     )
 
 
-__all__ = ["LATER_BARS", "OPEN_BARS", "Bar", "Clock", "Quote", "TypedSnapshot", "typed_snapshot"]
+# ------------------------------------------------------------------------------------------
+# a universe
+
+
+class MemberFacts(msgspec.Struct, frozen=True, kw_only=True):
+    """One member as the watchlist states it: its last price and when (`last_time`, dated as
+    the panes date it), whether it has a bar in the reference session, its percent changes over
+    1 and 5 sessions and relative volume (None where the pane prints `n/a`), the sessions it
+    lacks (`missing`, session labels), its quote, instrument, position and incumbent plan."""
+
+    symbol: str
+    last: float | None
+    last_time: str | None
+    has_bar: bool
+    chg1: float | None
+    chg5: float | None
+    rvol: float | None
+    missing: tuple[str, ...]
+    quote: Quote | None
+    instrument: Instrument
+    position: int | float = 0
+    plan: str | None = None
+
+
+class HoldingFacts(msgspec.Struct, frozen=True, kw_only=True):
+    """An open position as the portfolio pane shows it (prices and money in its symbol's scale)."""
+
+    symbol: str
+    position: int | float
+    avg_entry: float | None
+    mark: float | None
+    value: float
+    upnl: float
+
+
+class AccountFacts(msgspec.Struct, frozen=True, kw_only=True):
+    """The account: money (None in blind mode, where only the relative figures are given), the
+    exposure as multiples of equity, equity as percent of the starting capital, cash as percent
+    of equity, and the open positions."""
+
+    currency: str
+    open_positions: int
+    holdings: tuple[HoldingFacts, ...]
+    cash: float | None
+    equity: float | None
+    gross: float | None
+    net: float | None
+    equity_pct_of_capital: float | None
+    cash_pct_of_equity: float | None
+    gross_x: float | None
+    net_x: float | None
+
+
+class EventFacts(msgspec.Struct, frozen=True, kw_only=True):
+    """A corporate event known before the cutoff: its symbol, ex-date (ISO, or `d<k>` blind),
+    kind, split ratio (`7:1`) or dividend amount per share."""
+
+    symbol: str
+    date: str
+    kind: str
+    ratio: str | None = None
+    amount: float | None = None
+
+
+class TypedUniverse(msgspec.Struct, frozen=True, kw_only=True):
+    """A universe briefing's facts, typed (see `typed_universe`). In blind mode `bounds`,
+    `friction` and `portfolio_bounds` are None (their money is in no one symbol's scale; the
+    RULES pane says which bounds are set)."""
+
+    clock: Clock
+    reference: str | None
+    members: tuple[MemberFacts, ...]
+    account: AccountFacts | None
+    bounds: Bounds | None
+    friction: Friction | None
+    portfolio_bounds: PortfolioBounds | None
+    notices: tuple[Notice, ...] = ()
+    events: tuple[EventFacts, ...] = ()
+
+
+def _ratio(x: float, of: float, scale: float = 1.0) -> float | None:
+    return round(scale * x / of, 4) if of > 0 else None
+
+
+def _account_facts(u: UniverseSnapshot) -> AccountFacts | None:
+    p = u.portfolio
+    if p is None:
+        return None
+    by = {m.data.symbol: m for m in u.members}
+    holdings = []
+    for h in p.holdings:
+        m = by.get(h.symbol)
+        if h.position == 0 or m is None:
+            continue
+        money = (lambda x: m.blind.money[h.symbol].value(x)) if m.blind is not None else (lambda x: x)
+        holdings.append(HoldingFacts(
+            symbol=m.symbol, position=h.position,
+            avg_entry=_price(m, h.avg_entry) if h.avg_entry is not None else None,
+            mark=_price(m, h.mark) if h.mark is not None else None, value=money(h.value), upnl=money(h.upnl)))
+    real = u.blind is None
+    return AccountFacts(
+        currency=p.currency, open_positions=p.open_positions, holdings=tuple(holdings),
+        cash=p.cash if real else None, equity=p.equity if real else None, gross=p.gross if real else None,
+        net=p.net if real else None, equity_pct_of_capital=_ratio(p.equity, p.capital, 100.0),
+        cash_pct_of_equity=_ratio(p.cash, p.equity, 100.0), gross_x=_ratio(p.gross, p.equity),
+        net_x=_ratio(p.net, p.equity))
+
+
+def _event_facts(u: UniverseSnapshot) -> tuple[EventFacts, ...]:
+    by = {m.data.symbol: m for m in u.members}
+    out = []
+    for e in u.events.newest_first():
+        m = by[e.symbol]
+        ev = e.event
+        date = e.date.isoformat() if m.blind is None else m.blind.day(e.ts)
+        if isinstance(ev, Split):
+            out.append(EventFacts(symbol=m.symbol, date=date, kind="split", ratio=f"{ev.numerator}:{ev.denominator}"))
+        else:
+            out.append(EventFacts(symbol=m.symbol, date=date, kind="dividend", amount=_price(m, ev.amount)))
+    return tuple(out)
+
+
+def typed_universe(u: UniverseSnapshot, ordinal: Ordinal) -> TypedUniverse:
+    """The typed facts of a universe snapshot at `ordinal`: the clock, per member the watchlist's
+    values with its quote, instrument, position and plan, the account, the terms, the notices
+    and the corporate events known before the cutoff, newest first (in blind mode every value is
+    the briefing's blind one)."""
+    clock = typed_snapshot(u.clock, ordinal).clock
+    r = reference_session(u.clock)
+    members = []
+    for m, missing in zip(u.members, u.missing):
+        v = watch_values(m, r) if r >= 0 else WatchValues()
+        real = m.data.symbol
+        instrument = m.data.instrument
+        plan = m.plan
+        if m.blind is not None:
+            instrument = msgspec.structs.replace(instrument, symbol=m.symbol, tick_size=m.blind.price(real).blind_unit)
+            plan = m.blind.plan_to_blind(plan, real) if plan is not None else None
+        labels = tuple(m.day_label(s.open_ns) for s in m.data.sessions if s.date in set(missing))
+        members.append(MemberFacts(
+            symbol=m.symbol, last=_price(m, v.last) if v.last is not None else None,
+            last_time=m.dated(v.last_ts) if v.last_ts is not None else None, has_bar=v.has_bar,
+            chg1=v.chg1, chg5=v.chg5, rvol=v.rvol, missing=labels, quote=_quote(m), instrument=instrument,
+            position=m.account.position, plan=format_plan(plan) if plan is not None else None))
+    blind = u.blind
+    notices = u.notices if blind is None else tuple(blind.notice(x) for x in u.notices)
+    return TypedUniverse(
+        clock=clock, reference=u.clock.session_label_of(r) if r >= 0 else None, members=tuple(members),
+        account=_account_facts(u), bounds=u.terms.bounds if blind is None else None,
+        friction=u.terms.friction if blind is None else None,
+        portfolio_bounds=u.bounds if blind is None else None, notices=notices, events=_event_facts(u))
+
+
+__all__ = ["LATER_BARS", "OPEN_BARS", "AccountFacts", "Bar", "Clock", "EventFacts", "HoldingFacts", "MemberFacts",
+           "Quote", "TypedSnapshot", "TypedUniverse", "typed_snapshot", "typed_universe"]

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 
 import msgspec
 
-from kestrel.frame.catalog import DEFAULT_CATALOG, ArgSpec, ArgValue, PaneCatalog, PaneSpec
+from kestrel.frame.catalog import DEFAULT_CATALOG, SELF, ArgSpec, ArgValue, PaneCatalog, PaneSpec
 from kestrel.frame.ordinal import Ordinal
 from kestrel.frame.rules import pane_rules
 from kestrel.frame.snapshot import FrozenSnapshot
@@ -56,15 +56,18 @@ class ResolvedPane(msgspec.Struct, frozen=True):
     args: tuple[tuple[str, ArgValue], ...] = ()
 
     def call(self, catalog: PaneCatalog = DEFAULT_CATALOG) -> str:
-        """`bars(tf=5m, n=12)`."""
-        if not self.args:
-            return self.name
+        """`bars(tf=5m, n=12)`, `bars(AAPL, tf=1d, n=20)` (a per-symbol pane's symbol leads, left
+        out when it is the default `self`)."""
         spec = catalog.get(self.name)
         shown = []
         for k, v in self.args:
             a = spec.arg(k) if spec is not None else None
+            if a is not None and a.type == "symbol":
+                if v != SELF:
+                    shown.append(str(v))
+                continue
             shown.append(f"{k}={a.show(v) if a is not None else v}")
-        return f"{self.name}({', '.join(shown)})"
+        return f"{self.name}({', '.join(shown)})" if shown else self.name
 
 
 class ResolvedView(msgspec.Struct, frozen=True):
@@ -98,6 +101,10 @@ def _coerce(pane: str, spec: ArgSpec, v: PaneArgValue) -> ArgValue | str:
         if not isinstance(v, Number) or not math.isfinite(v.value) or v.value != int(v.value):
             return f"!{where} expects a whole number like {spec.default}, got {got}"
         value = int(v.value)
+    elif spec.type == "symbol":
+        if not isinstance(v, Ident):
+            return f"!{where} expects a symbol like AAPL, got {got}"
+        return v.name
     else:
         if not isinstance(v, Ident):
             return f"!{where} expects a word ({spec.range_text()}), got {got}"
@@ -117,21 +124,44 @@ def _did_you_mean(name: str, options: tuple[str, ...]) -> str:
     return f" (did you mean {close!r}?)" if close is not None else ""
 
 
-def _resolve_pane(ref: PaneRef, spec: PaneSpec, problems: list[str]) -> ResolvedPane:
+def _symbol_problem(ref: PaneRef, spec: PaneSpec, word: str, symbols: tuple[str, ...]) -> str | None:
+    """Why `word` names no instrument of a session trading `symbols`; None when it does."""
+    upper = {s.upper(): s for s in symbols}
+    if word == SELF:
+        if len(symbols) == 1:
+            return None
+        return (f"{ref.name}: name the symbol in a universe session: {ref.name}({symbols[0]}"
+                f"{', ...' if spec.args[1:] else ''})")
+    if word.upper() in upper:
+        return None
+    shown = ", ".join(symbols[:8]) + (", ..." if len(symbols) > 8 else "")
+    return (f"{ref.name}: no symbol {word!r} in this session{_did_you_mean(word.upper(), tuple(upper))}; "
+            f"symbols: {shown}")
+
+
+def _leading_symbol(ref: PaneRef, spec: PaneSpec) -> bool:
+    """True when the request's first argument is the per-symbol pane's symbol (a leading word)."""
+    return spec.per_symbol and bool(ref.args) and ref.args[0].name is None and isinstance(ref.args[0].value, Ident)
+
+
+def _resolve_pane(ref: PaneRef, spec: PaneSpec, problems: list[str],
+                  symbols: tuple[str, ...] | None = None) -> ResolvedPane:
     values: dict[str, ArgValue] = {}
     seen_named = False
     names = tuple(a.name for a in spec.args)
+    # a per-symbol pane's symbol is optional: without a leading word the others keep their places
+    slots = spec.args if not spec.per_symbol or _leading_symbol(ref, spec) else spec.args[1:]
     for pos, arg in enumerate(ref.args):
         if arg.name is None:
             if seen_named:
                 problems.append(f"{ref.name}: positional argument {_show_value(arg.value)} after a named one; "
                                 f"write positional arguments first: {spec.signature()}")
                 continue
-            if pos >= len(spec.args):
+            if pos >= len(slots):
                 problems.append(f"{ref.name}: too many arguments ({len(ref.args)}), it takes "
-                                f"{len(spec.args)}: {spec.signature()}")
+                                f"{len(slots)}: {spec.signature()}")
                 continue
-            a = spec.args[pos]
+            a = slots[pos]
         else:
             seen_named = True
             found = spec.arg(arg.name)
@@ -149,21 +179,32 @@ def _resolve_pane(ref: PaneRef, spec: PaneSpec, problems: list[str]) -> Resolved
             problems.append(got[1:])
             continue
         values[a.name] = got
-    return ResolvedPane(ref.name, tuple((a.name, values.get(a.name, a.default)) for a in spec.args))
+    if spec.per_symbol and symbols is not None:
+        why = _symbol_problem(ref, spec, str(values.get("symbol", SELF)), symbols)
+        if why is not None:
+            problems.append(why)
+    # a per-symbol pane's default symbol is left out: a one-symbol view resolves as it always did
+    return ResolvedPane(ref.name, tuple((a.name, values.get(a.name, a.default)) for a in spec.args
+                                        if not (a.type == "symbol" and values.get(a.name, SELF) == SELF)))
 
 
 def resolve_view(
     view: View | ViewSelection,
     ordinal: Ordinal | None = None,
     catalog: PaneCatalog = DEFAULT_CATALOG,
+    *,
+    symbols: tuple[str, ...] | None = None,
 ) -> ResolvedView:
-    """Validate `view` against `catalog`; raise `ViewError` listing every problem."""
+    """Validate `view` against `catalog`; raise `ViewError` listing every problem. `symbols`
+    (the session's, as the agent reads them) makes a per-symbol pane's symbol part of the check:
+    it must name one of them (and is required when there are several); without it the pane
+    itself refuses a symbol that is not its snapshot's."""
     problems: list[str] = []
     refs = [PaneRef(p) if isinstance(p, str) else p for p in view.panes]
     if not refs:
         problems.append(f"no panes requested; choose from: {', '.join(catalog.names())}")
     resolved: list[ResolvedPane] = []
-    seen: set[str] = set()
+    seen: set[tuple[str, str]] = set()
     for ref in refs:
         if ref.name in catalog.kernel_ids:
             problems.append(f"{ref.name!r} is a reserved kernel pane, already in every briefing; "
@@ -174,11 +215,14 @@ def resolve_view(
             problems.append(f"unknown pane {ref.name!r}{_did_you_mean(ref.name, catalog.names())}; "
                             f"panes: {', '.join(s.signature() for s in catalog)}")
             continue
-        if ref.name in seen:
-            problems.append(f"duplicate pane {ref.name!r}: request each pane once")
+        pane = _resolve_pane(ref, spec, problems, symbols)
+        key = (ref.name, str(dict(pane.args).get("symbol", SELF)).upper() if spec.per_symbol else "")
+        if key in seen:
+            what = f"{ref.name}({key[1]})" if spec.per_symbol and key[1] != SELF.upper() else repr(ref.name)
+            problems.append(f"duplicate pane {what}: request each pane once")
             continue
-        seen.add(ref.name)
-        resolved.append(_resolve_pane(ref, spec, problems))
+        seen.add(key)
+        resolved.append(pane)
     budget = catalog.default_budget if view.budget is None else view.budget
     if not catalog.min_budget <= budget <= catalog.max_budget:
         problems.append(f"BUDGET {budget} out of range: use {catalog.min_budget}..{catalog.max_budget} "
@@ -212,7 +256,12 @@ def _render(pane: ResolvedPane, snapshot: FrozenSnapshot, catalog: PaneCatalog) 
     spec = catalog.get(pane.name)
     if spec is None:
         raise ViewError("?", [f"pane {pane.name!r} is not in this catalog"])
-    return spec.builder(snapshot, dict(pane.args))
+    args = dict(pane.args)
+    if spec.per_symbol:
+        word = str(args.get("symbol", SELF))
+        if word != SELF and snapshot.real_symbol(word) is None:
+            return f"{pane.name.upper()} {word}: no such symbol here; this session trades {snapshot.symbol}"
+    return spec.builder(snapshot, args)
 
 
 def _marker(budget: int, cut: str | None, kept: int, total: int, omitted: list[str]) -> str:
@@ -230,8 +279,13 @@ def materialize(
     """Render the panes in order, separated by blank lines, within `resolved.budget` tokens
     (estimated with `estimate_tokens`). If they do not all fit, the pane that overflows keeps
     as many whole lines as fit and a final marker names it and every omitted pane."""
+    return render_panes(resolved, [_render(p, snapshot, catalog) for p in resolved.panes])
+
+
+def render_panes(resolved: ResolvedView, texts: list[str]) -> str:
+    """The rendered `texts` of `resolved.panes` laid out within the view's budget (see
+    `materialize`)."""
     budget = resolved.budget
-    texts = [_render(p, snapshot, catalog) for p in resolved.panes]
     whole = "\n\n".join(texts)
     if estimate_tokens(whole) <= budget:
         return whole
@@ -313,7 +367,7 @@ def briefing(
     elif isinstance(view, ResolvedView):
         resolved = view
     else:
-        resolved = resolve_view(view, ordinal, catalog)
+        resolved = resolve_view(view, ordinal, catalog, symbols=(snapshot.symbol,))
     head = f"VIEW {resolved.name} budget {resolved.budget}"
     return "\n".join(lines) + "\n\n" + head + "\n" + materialize(resolved, snapshot, catalog) + "\n"
 
@@ -326,5 +380,6 @@ __all__ = [
     "briefing",
     "default_view",
     "materialize",
+    "render_panes",
     "resolve_view",
 ]

@@ -87,20 +87,27 @@ def _range(a: ArgSpec) -> str:
     if a.type == "duration" and a.step and not a.choices:
         lo = a.show(a.min) if a.min is not None else "-inf"
         hi = a.show(a.max) if a.max is not None else "inf"
-        return f"{lo}..{hi} by {a.show(a.step)}"
+        return f"{lo}..{hi}" if a.step == a.min else f"{lo}..{hi} by {a.show(a.step)}"
     return a.range_text()
 
 
 def _pane_lines(catalog: PaneCatalog) -> list[str]:
+    """One line per pane (`*`: it takes a leading symbol), the ranges of its duration and count
+    arguments in their order; symbol and free-word arguments have no range to state."""
     lines = []
     for spec in catalog:
-        ranges = "; ".join(f"{a.name} {_range(a)}" for a in spec.args)
-        lines.append(f"{spec.signature()}: {spec.description}" + (f" [{ranges}]" if ranges else ""))
+        ranges = "; ".join(_range(a) for a in spec.args if a.type in ("duration", "count"))
+        star = " *" if spec.per_symbol else ""
+        lines.append(f"{spec.signature()}:{star} {spec.description}" + (f" [{ranges}]" if ranges else ""))
     lines.append(
-        f"BUDGET n caps the view's tokens ({catalog.min_budget}..{catalog.max_budget}, default "
+        f"BUDGET n: view tokens {catalog.min_budget}..{catalog.max_budget} (default "
         f"{catalog.default_budget}); kernel panes are not requestable."
     )
     return lines
+
+
+PANES_HEAD = "# Panes (VIEW name: pane, pane(args) [BUDGET n]); *: symbol first, bars(AAPL, 1d, 20)"
+"""The pane section's head: how a VIEW names panes and their symbol."""
 
 
 RULES_LINES: tuple[str, ...] = (
@@ -134,7 +141,7 @@ def render_card(catalog: PaneCatalog = DEFAULT_CATALOG, limits: Limits = DEFAULT
     for name, what, example in STATEMENT_EXAMPLES:
         parts += [f"{name}: {what}", example, ""]
     parts += [*_grammar_lines(limits), "", *_registry_lines(), ""]
-    parts += ["# Panes (VIEW name: pane, pane(args) [BUDGET n])", *_pane_lines(catalog), ""]
+    parts += [PANES_HEAD, *_pane_lines(catalog), ""]
     parts += [*RULES_LINES, ""]
     parts += [
         "# Loop",

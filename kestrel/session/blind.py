@@ -16,11 +16,15 @@ from kestrel.data.names import names_table
 from kestrel.frame.blind import Blind
 from kestrel.market.data import MarketData
 from kestrel.market.instrument import Instrument
+from kestrel.market.universe import Universe
 from kestrel.session.risk import RiskBounds
 
 
-def blind_of(data: MarketData | Sequence[MarketData]) -> Blind:
-    """The blind mapping of a run over `data` (one instrument, or a universe's in order)."""
+def blind_of(data: MarketData | Sequence[MarketData] | Universe) -> Blind:
+    """The blind mapping of a run over `data` (one instrument, a list in order, or a universe:
+    its members in order, its sessions numbering the days)."""
+    if isinstance(data, Universe):
+        return Blind.of_universe(data, names_table())
     return Blind.of([data] if isinstance(data, MarketData) else list(data), names_table())
 
 

@@ -11,7 +11,10 @@ each terminal turn appended and flushed as it is taken (an interrupted run keeps
 completed turn, and its header has no `ledger_sha256`: incomplete); at the end the whole file
 is replaced atomically by the final one, whose header carries the ledger's checksum. Under an
 arm latency the header records the setting and each turn the delay it was armed after, so a
-replay arms every turn at the same moment; without one neither field is written. Never
+replay arms every turn at the same moment; without one neither field is written. A blind run's
+header says `"blind":true` (an unblinded run writes no such field), so its replay is blind too: the
+turns (recorded as armed, in real values) are shown to the session in the blind scale and mapped
+back exactly, and the replay's capture is byte for byte the run's. Never
 recorded: the profile, the backend, the run's timestamp or anything else that differs between equivalent runs, so a `balanced` run, an
 unflagged run and runs on asyncio and trio capture byte-identical files.
 """
@@ -50,6 +53,8 @@ class CaptureHeader(msgspec.Struct, frozen=True, tag="header", tag_field="record
     engine: EngineConfig | None = None
     # the run's arm latency (`SessionOptions.arm_latency`), written only when one was set
     arm_latency: float | Literal["measured"] | msgspec.UnsetType = msgspec.UNSET
+    # blind mode (`SessionOptions.blind`), written only when on: a replay runs blind again
+    blind: bool | msgspec.UnsetType = msgspec.UNSET
 
 
 class CapturedTurn(msgspec.Struct, frozen=True, tag="turn", tag_field="record"):

@@ -114,6 +114,7 @@ def capture_header(
         engine=engine_config(options, data),  # the engine the run used (instrument's multiplier)
         source=source,
         arm_latency=msgspec.UNSET if options.arm_latency is None else options.arm_latency,
+        blind=True if options.blind else msgspec.UNSET,
     )
 
 

@@ -1,7 +1,7 @@
 """The sweep's results table: one row per run, in the grid's order, as CSV and Parquet.
 
 Columns: the run (key, agent, model, profile, data, data_sha256, dates, checkpoints, repeat,
-seed, temperature), every metric of `kestrel.report.Metrics` (`cost_usd`: the model's dollars),
+seed, temperature, arm_latency: `measured`, the seconds, or empty when off), every metric of `kestrel.report.Metrics` (`cost_usd`: the model's dollars),
 the currency of its PnL and `net_of_cost` (net PnL minus the model's dollars; empty unless the
 PnL is in USD), the equal-size buy-and-hold of its sessions (`buy_and_hold_net_pnl`,
 `buy_and_hold_return_on_risk`: from the data and the execution model alone, the reference
@@ -32,7 +32,7 @@ from kestrel.report.stats import SessionRecord
 from kestrel.sweep.worker import BASELINE_METRICS, RESULT, SESSIONS, SessionsFile
 
 RUN_COLUMNS = ("key", "agent", "model", "profile", "data", "data_sha256", "dates", "checkpoints", "repeat", "seed",
-               "temperature")
+               "temperature", "arm_latency")
 BASELINE_COLUMNS = tuple(f"buy_and_hold_{m}" for m in BASELINE_METRICS)
 COLUMNS: tuple[str, ...] = (RUN_COLUMNS + tuple(Metrics.__struct_fields__) + ("currency", "net_of_cost")
                             + BASELINE_COLUMNS + ("leakage", "leakage_note", "spending_cap", "ledger_sha256",

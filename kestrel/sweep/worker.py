@@ -114,7 +114,9 @@ def row_base(task: RunTask) -> dict[str, Any]:
     s = task.spec
     return {"key": task.key, "agent": s.agent, "model": None, "profile": s.profile, "data": s.data,
             "data_sha256": task.data_sha256, "dates": ",".join(s.dates), "checkpoints": ",".join(s.checkpoints),
-            "repeat": s.repeat, "seed": s.seed, "temperature": s.temperature}
+            "repeat": s.repeat, "seed": s.seed, "temperature": s.temperature,
+            "arm_latency": None if s.arm_latency is None else s.arm_latency if isinstance(s.arm_latency, str)
+            else f"{s.arm_latency:g}"}
 
 
 def _effort(agent: str) -> str | None:

@@ -511,10 +511,12 @@ def build_server(host: HostClient, *, agent_id: str = "mcp", roots: DataRoots | 
     @server.tool()
     @tool
     async def simulate(plan: str, ctx: Context, data: str = "sample", date: str | None = None, days: Whole = 1,
-                       checkpoints: str | list[str] | None = None, news: str | None = None) -> Summary:
+                       checkpoints: str | list[str] | None = None, news: str | None = None,
+                       blind: bool = False) -> Summary:
         """Arm `plan` at every session's OPEN and pass at the checkpoints (the fixed agent):
         returns exactly the `kestrel simulate --agent fixed:NAME.kes --json` summary, NAME
-        being the plan's name."""
+        being the plan's name. `blind`: blind mode, as `--blind` (the plan is written in the
+        blind scale a blind `view` shows: its alias, prices rescaled to 100)."""
         from kestrel.agents.fixed import FixedAgent, parse_plan
         from kestrel.engine.engine import Engine
         from kestrel.session.runner import engine_config
@@ -524,10 +526,15 @@ def build_server(host: HostClient, *, agent_id: str = "mcp", roots: DataRoots | 
             agent = FixedAgent(plan, name=parse_plan(plan, "plan").name, source="plan")
         except ValueError as exc:
             raise ToolError(str(exc)) from None
-        run = await host.resolve(_spec(roots, data, date, days, checkpoints, news=news))
+        run = await host.resolve(_spec(roots, data, date, days, checkpoints, news=news, blind=blind))
         first = run.schedule[0].session
         try:
-            Engine(engine_config(run.options, run.data), first, run.data.symbol, run.data.tick_size).arm(agent.plan)
+            armed = agent.plan
+            if run.options.blind:  # checked as the session arms it: mapped back to real values
+                from kestrel.session.blind import blind_of
+
+                armed = blind_of(run.data).plan_from_blind(armed, run.data.symbol)
+            Engine(engine_config(run.options, run.data), first, run.data.symbol, run.data.tick_size).arm(armed)
         except ValueError as exc:
             raise ToolError(f"the engine refuses plan {agent.plan.name!r}: {exc}") from None
         call = current_call()

@@ -1,0 +1,58 @@
+"""A capture replayed as it was run: the recorded agent and the session options of `kestrel
+replay`, `kestrel report --capture` (without a ledger) and a blind run of a recorded agent.
+
+Invariant: the options are the capture header's (schedule, guard, data label, source, engine),
+with its arm latency (each turn armed after the delay it was recorded with) and its blind mode
+(the recorded plans, real values, shown to the session in the blind scale and mapped back to the
+very plans), so the replay's ledger and capture are the run's byte for byte.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+if TYPE_CHECKING:
+    from kestrel.agents.recorded import RecordedAgent
+    from kestrel.market import MarketData
+    from kestrel.session.capture import CaptureHeader, CapturedTurn
+    from kestrel.session.options import SessionOptions
+    from kestrel.session.protocol import Agent
+
+
+def replay_session(header: CaptureHeader, turns: Sequence[CapturedTurn], data: MarketData,
+                   **extra: Any) -> tuple[RecordedAgent, SessionOptions]:
+    """The recorded agent and the options that replay a capture as it was run (`replay`, and
+    `report` without a ledger): its schedule, guard, data label, source and engine; under an
+    arm latency every turn armed after the delay it was recorded with; a blind capture blind
+    again. `extra`: more `SessionOptions` fields (the engine path, the news feed)."""
+    from kestrel.agents.recorded import RecordedAgent
+    from kestrel.engine.config import EngineConfig
+    from kestrel.session.runner import SessionOptions
+
+    agent = RecordedAgent(turns, agent_id=header.agent, header=header)
+    lat = None if isinstance(header.arm_latency, msgspec.UnsetType) else header.arm_latency
+    delays = None if lat is None else {f"{t.date} {t.ordinal}": t.arm_delay_ns for t in turns
+                                       if not isinstance(t.arm_delay_ns, msgspec.UnsetType)}
+    options = SessionOptions(checkpoints=header.schedule[1:], guard_s=header.guard_s, data_name=header.data,
+                             engine=header.engine or EngineConfig(), source=header.source,
+                             arm_latency=lat, arm_delays=delays, blind=header.blind is True, **extra)
+    show_blind(agent, data, options)
+    return agent, options
+
+
+def show_blind(agent: Agent, data: MarketData, options: SessionOptions) -> None:
+    """In a blind run a recorded agent writes its (real-valued) plans in the blind scale, which
+    the session maps back to the very plans recorded (`kestrel.agents.recorded`)."""
+    from kestrel.agents.recorded import RecordedAgent
+
+    if options.blind and isinstance(agent, RecordedAgent) and agent.shown is None:
+        from kestrel.session.blind import blind_of
+
+        blind, symbol = blind_of(data), data.symbol
+        agent.shown = lambda plan: blind.plan_to_blind(plan, symbol)
+
+
+__all__ = ["replay_session", "show_blind"]

@@ -1,0 +1,131 @@
+"""Views over a frozen universe: the default view, resolution, materialization and the briefing.
+
+A universe view names per-symbol panes with their symbol (`quote(AAPL)`, `bars(AAPL, 1d, 20)`;
+each symbol a member, its alias in blind mode) and universe panes (`watchlist`, `portfolio`,
+`events`, `news`); `universe_briefing` renders the kernel panes (CLOCK, RULES, BUDGET, REPLY)
+then the view within its budget, as `briefing` does for one symbol. Invariants are the
+single-symbol views' (`kestrel.frame.view`): resolution fails closed listing every problem,
+materialization is a pure function of (view, snapshot) within the budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from kestrel.frame.catalog import DEFAULT_CATALOG, PaneCatalog
+from kestrel.frame.ordinal import Ordinal
+from kestrel.frame.rules import pane_universe_rules
+from kestrel.frame.universe import UniverseSnapshot
+from kestrel.frame.view import ResolvedPane, ResolvedView, ViewError, ViewSelection, render_panes, resolve_view
+from kestrel.lang import GRAMMAR_SUMMARY
+from kestrel.lang.ast import Number, PaneArg, PaneRef, View
+from kestrel.market.ticks import NS_PER_S
+
+DEFAULT_UNIVERSE_BUDGET = 1200
+"""The default universe view's budget (estimated tokens): a watchlist of 20 symbols, the
+account and the events fit with room."""
+
+
+# ------------------------------------------------------------------------------------------
+# views over a universe
+
+
+DEFAULT_PORTFOLIO_ROWS = 10
+"""Open positions the default view lists (the watchlist gives every position's size)."""
+
+
+def default_universe_view(ordinal: Ordinal | None = None, catalog: PaneCatalog = DEFAULT_CATALOG) -> ResolvedView:
+    """The view shown when the agent asks for none: `watchlist, portfolio(10), events`, budget
+    `DEFAULT_UNIVERSE_BUDGET` (only the panes `catalog` holds: a mode's restricted catalog)."""
+    rows = PaneRef("portfolio", (PaneArg(Number(DEFAULT_PORTFOLIO_ROWS)),))
+    panes = tuple(p for p in ("watchlist", rows, "events") if (p if isinstance(p, str) else p.name) in catalog)
+    sel = ViewSelection(panes, name="default", budget=max(catalog.min_budget,
+                                                         min(catalog.max_budget, DEFAULT_UNIVERSE_BUDGET)))
+    return resolve_view(sel, ordinal, catalog)
+
+
+def resolve_universe_view(view: View | ViewSelection, snapshot: UniverseSnapshot, ordinal: Ordinal | None = None,
+                          catalog: PaneCatalog = DEFAULT_CATALOG) -> ResolvedView:
+    """`resolve_view` over a universe: every per-symbol pane must name a member (`quote(AAPL)`;
+    its alias in blind mode); raises `ViewError` listing every problem."""
+    return resolve_view(view, ordinal, catalog, symbols=snapshot.shown_symbols)
+
+
+def render_pane(pane: ResolvedPane, snapshot: UniverseSnapshot, catalog: PaneCatalog = DEFAULT_CATALOG) -> str:
+    """One resolved pane over the universe: a universe pane reads it whole, a per-symbol pane its
+    member (a refusal line when it names none)."""
+    spec = catalog.get(pane.name)
+    if spec is None:
+        raise ViewError("?", [f"pane {pane.name!r} is not in this catalog"])
+    args = dict(pane.args)
+    if spec.universe is not None:
+        return spec.universe(snapshot, args)
+    if spec.per_symbol:
+        word = str(args.get("symbol", "self"))
+        member = snapshot.member(word) if word != "self" else (
+            snapshot.members[0] if len(snapshot.members) == 1 else None)
+        if member is None:
+            return (f"{pane.name.upper()} {word}: name a symbol of the universe "
+                    f"({', '.join(snapshot.shown_symbols[:5])}{', ...' if len(snapshot.members) > 5 else ''})")
+        return spec.builder(member, args)
+    return spec.builder(snapshot.clock, args)
+
+
+def materialize_universe(resolved: ResolvedView, snapshot: UniverseSnapshot,
+                         catalog: PaneCatalog = DEFAULT_CATALOG) -> str:
+    """The view's panes over the universe within its budget (`materialize`'s rules)."""
+    return render_panes(resolved, [render_pane(p, snapshot, catalog) for p in resolved.panes])
+
+
+def _clock_line(snapshot: UniverseSnapshot, ordinal: Ordinal) -> str:
+    clock = snapshot.clock
+    s = clock.session
+    sess = (f" session {clock.session_label()} {s.open.strftime('%H:%M')}-{s.close.strftime('%H:%M')} {s.tz}"
+            if s is not None else " session none")
+    left = ""
+    if s is not None:
+        mins = max(0, (s.close_ns - snapshot.time_ns) // (60 * NS_PER_S))
+        span = (f"{mins // 60}h" if mins >= 60 else "") + (f"{mins % 60}m" if mins % 60 or mins < 60 else "")
+        left = f"; now {clock.clock(snapshot.time_ns)[:5]}, close in {span}"
+    return (f"CLOCK {len(snapshot.members)} symbols #{ordinal.index} {ordinal.label} "
+            f"cutoff {clock.clock(snapshot.cutoff_ns)}{sess}{left}")
+
+
+def universe_briefing(
+    snapshot: UniverseSnapshot,
+    ordinal: Ordinal,
+    view: ResolvedView | View | ViewSelection | None = None,
+    extra_kernel: Mapping[str, str] | None = None,
+    catalog: PaneCatalog = DEFAULT_CATALOG,
+) -> str:
+    """Kernel panes (CLOCK of the universe, its RULES, BUDGET and any other kernel text given in
+    `extra_kernel`, REPLY) then the view (default: `default_universe_view`)."""
+    extra = dict(extra_kernel or {})
+    unknown = sorted(k for k in extra if k not in catalog.kernel_ids)
+    if unknown:
+        raise ValueError(f"extra_kernel keys must be kernel ids {catalog.kernel_ids}, got {unknown}")
+    lines = [extra.pop("clock", None) or _clock_line(snapshot, ordinal)]
+    lines.append(extra.pop("rules", "") or pane_universe_rules(snapshot))
+    for k in catalog.kernel_ids:
+        if k in extra and k != "grammar":
+            lines.append(f"{k.upper()} {extra[k]}")
+    lines.append(f"REPLY {(extra.get('grammar') or GRAMMAR_SUMMARY).strip()}")
+    if view is None:
+        resolved = default_universe_view(ordinal, catalog)
+    elif isinstance(view, ResolvedView):
+        resolved = view
+    else:
+        resolved = resolve_universe_view(view, snapshot, ordinal, catalog)
+    head = f"VIEW {resolved.name} budget {resolved.budget}"
+    return "\n".join(lines) + "\n\n" + head + "\n" + materialize_universe(resolved, snapshot, catalog) + "\n"
+
+
+__all__ = [
+    "DEFAULT_PORTFOLIO_ROWS",
+    "DEFAULT_UNIVERSE_BUDGET",
+    "default_universe_view",
+    "materialize_universe",
+    "render_pane",
+    "resolve_universe_view",
+    "universe_briefing",
+]
