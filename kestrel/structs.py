@@ -12,12 +12,9 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
-from functools import lru_cache
 from typing import Literal, get_args, get_origin
 
 import msgspec
-
-_fields = lru_cache(maxsize=None)(msgspec.structs.fields)  # a class's fields never change
 
 
 def check_fields(obj: msgspec.Struct, skip: Iterable[str] = ()) -> None:

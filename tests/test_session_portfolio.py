@@ -15,6 +15,7 @@ import pytest
 from kestrel.data.universe import load_universe
 from kestrel.engine import EngineConfig
 from kestrel.engine.ledger import Armed, Disarmed, Filled
+from kestrel.frame import Ordinal
 from kestrel.market.portfolio import PortfolioBounds
 from kestrel.market.universe import Member, Universe
 from kestrel.session.options import SessionOptions
@@ -22,6 +23,7 @@ from kestrel.session.portfolio import (
     PortfolioCapture,
     PortfolioTurn,
     account_briefing,
+    frame_briefing,
     read_turn,
     replay,
     run_portfolio,
@@ -87,7 +89,7 @@ def test_a_module_of_plans_trades_each_symbol_on_one_account_and_replays_byte_fo
               "PLAN g ON GS\nWHEN pos == 0: BUY 10 MKT\n"
               "PLAN m ON MSFT\nWHEN pos == 0: SELL 5 MKT")
     agent = Script(module, "PASS", 'STANDDOWN "enough"')
-    r = run_portfolio(u, agent, bounds, opts, date=end, days=days)
+    r = run_portfolio(u, agent, bounds, opts, date=end, days=days, briefing=account_briefing)
     fills = [(s, e.side, e.qty) for s, e in r.ledger.entries if isinstance(e, Filled)]
     assert fills[:2] == [("AAPL", "buy", 10), ("GS", "buy", 10)]
     rejects = [e.reason for s, e in r.ledger.entries if s == "MSFT" and hasattr(e, "reason") and "no-short" in e.reason]
@@ -139,7 +141,9 @@ def test_the_briefing_reads_nothing_after_its_cutoff(shared_data: Path) -> None:
         cut = u.sessions[k].open_ns - 30 * 1_000_000_000
         cut_u = Universe(tuple(_until(m, cut) for m in u.members), u.sessions, u.calendar)
         d = u.sessions[k].date
-        assert account_briefing(u, cut, state, "OPEN", d) == account_briefing(cut_u, cut, state, "OPEN", d)
+        o = Ordinal(0, "OPEN", u.sessions[k].open_ns)
+        assert account_briefing(u, o, cut, state, d) == account_briefing(cut_u, o, cut, state, d)
+        assert frame_briefing(u, o, cut, state, d) == frame_briefing(cut_u, o, cut, state, d)
 
 
 def _until(m: Member, cut: int) -> Member:

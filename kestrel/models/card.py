@@ -57,8 +57,8 @@ def _grammar_lines(limits: Limits) -> list[str]:
     return [
         "# Grammar (keywords are case-insensitive)",
         *grammar_lines(),
-        "name: letters, digits, _. SYMBOL: the instrument (ON: one plan per symbol in a universe). "
-        "n: a number; n%: a percent; dur: 30s 5m 2h 1d; hh:mm: a time of day; \"text\": a reason.",
+        "name: letters, digits, _. SYMBOL: a symbol (a universe: one plan ON each). "
+        "n: a number; n%: a percent; dur: 30s 5m 2h 1d; hh:mm: a time; \"text\": a reason.",
         "A rule fires at the first tick its expr holds, then is spent; xN re-arms it "
         f"(N <= {limits.max_repeat}). RISK only tightens the operator's bounds.",
         "offset: -0.6% (of fill) | -0.50 (price) | @182.40 (absolute). "

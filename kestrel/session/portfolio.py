@@ -18,8 +18,9 @@ A run's capture (`PortfolioCapture`: the universe's symbols and sessions, the op
 turn's reply text by date and ordinal) replays byte for byte through `replay_agent`.
 Deterministic: nothing here reads the wall clock.
 
-The briefing is a `Briefing` function `(universe, cutoff_ns, state, ordinal label, date) ->
-text`; `account_briefing` is the built-in one (the clock, the account, one line per symbol).
+The briefing is a `Briefing` function `(universe, ordinal, cutoff_ns, state, date) -> text`:
+`frame_briefing` (the default) is the universe frozen at the cutoff in its default view
+(`kestrel.frame`); `account_briefing` a minimal one (the clock, the account, a line per symbol).
 """
 
 from __future__ import annotations
@@ -144,13 +145,26 @@ def apply_portfolio_turn(engine: PortfolioEngine, turn: PortfolioTurn, at_ns: in
 # ------------------------------------------------------------------------------------------
 # the briefing
 
-Briefing = Callable[[Universe, int, PortfolioState, str, dt.date], str]
+Briefing = Callable[[Universe, Ordinal, int, PortfolioState, dt.date], str]
+"""(universe, ordinal, cutoff_ns, account, session date) -> the briefing's text."""
 
 
-def account_briefing(universe: Universe, cutoff: int, state: PortfolioState, label: str, date: dt.date) -> str:
+def frame_briefing(universe: Universe, ordinal: Ordinal, cutoff: int, state: PortfolioState, date: dt.date) -> str:
+    """The default briefing: the universe frozen at the cutoff (`kestrel.frame.universe.
+    freeze_universe`, the account included) in its default view (`kestrel.frame.universe_view.
+    universe_briefing`: kernel panes, the watchlist, the portfolio, the events)."""
+    from kestrel.frame.universe import freeze_universe
+    from kestrel.frame.universe_view import universe_briefing
+
+    snap = freeze_universe(universe, cutoff, state, time_ns=ordinal.time_ns)
+    return universe_briefing(snap, ordinal)
+
+
+def account_briefing(universe: Universe, ordinal: Ordinal, cutoff: int, state: PortfolioState, date: dt.date) -> str:
     """The built-in briefing: the clock, the account, and per symbol its last adjusted price at
     or before the cutoff, its change over the last two sessions' last prices seen, and the
     position (a symbol with no tick yet says so). Reads nothing after `cutoff`."""
+    label = ordinal.label
     lines = [f"CLOCK {date.isoformat()} {label} (data to the cutoff)",
              f"ACCOUNT {state.currency} cash {state.cash:.2f} equity {state.equity:.2f} gross {state.gross:.2f} "
              f"net {state.net:.2f} open {state.open_positions}"]
@@ -238,7 +252,7 @@ class PortfolioDayDriver:
     RuntimeError). Nothing here does I/O, runs the engine or calls the agent."""
 
     def __init__(self, universe: Universe, session: SessionSpec, checkpoints: Sequence[str] = (),
-                 guard_s: int = 30, briefing: Briefing = account_briefing,
+                 guard_s: int = 30, briefing: Briefing = frame_briefing,
                  max_repairs: int = DEFAULT_REPAIRS) -> None:
         self.universe = universe
         self.session = session
@@ -283,7 +297,7 @@ class PortfolioDayDriver:
             yield RunTo(cut)
             state = yield ReadState()
             assert isinstance(state, PortfolioState)
-            briefing = self.briefing(self.universe, cut, state, o.label, date)
+            briefing = self.briefing(self.universe, o, cut, state, date)
             error: str | None = None
             turn: PortfolioTurn | str = "no reply"
             text = ""
@@ -380,7 +394,7 @@ def run_portfolio(
     *,
     date: dt.date | None = None,
     days: int = 1,
-    briefing: Briefing = account_briefing,
+    briefing: Briefing = frame_briefing,
     max_repairs: int = DEFAULT_REPAIRS,
     configs: dict[str, EngineConfig] | None = None,
 ) -> PortfolioResult:
@@ -397,7 +411,7 @@ def run_portfolio(
 
 
 def drive(engine: PortfolioEngine, sessions: Sequence[SessionSpec], agent: Agent, checkpoints: tuple[str, ...],
-          guard_s: int, path: str, briefing: Briefing = account_briefing,
+          guard_s: int, path: str, briefing: Briefing = frame_briefing,
           max_repairs: int = DEFAULT_REPAIRS) -> list[CapturedPortfolioTurn]:
     """Answer every `PortfolioDayDriver` step of `sessions` in process: the engine runs here,
     the agent is called directly."""
@@ -513,6 +527,7 @@ __all__ = [
     "ReplayAgent",
     "RunTo",
     "account_briefing",
+    "frame_briefing",
     "apply_portfolio_turn",
     "drive",
     "read_turn",
