@@ -1,5 +1,5 @@
 """The engine over a universe: one per-symbol `Engine` each, their ticks merged in time order,
-one account across them (`funds.Funds`) and the portfolio ledger (`portfolio_ledger`).
+one account across them (`funds.Funds`) and the portfolio ledger (`ledger`).
 
 Per session (docs/engine.md "Portfolio runs" states each rule once):
 - at the open, for each symbol in universe order: a position held into a split's ex-date is
