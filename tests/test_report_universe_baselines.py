@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
+import pandas as pd  # type: ignore[import-untyped]  # exchange-calendars' own dependency
 import pytest
 
 from kestrel.data.universe import load_universe
@@ -102,7 +102,7 @@ def test_a_split_and_dividends_held_through(shared_data: Path) -> None:
     def want(day: dt.date) -> float:
         cash_now = left + (270 * 1.10 if day >= dt.date(2014, 8, 6) else 0) + (546 * 0.47 if day >= dt.date(2014, 8, 7) else 0)
         held = (546 if day >= dt.date(2014, 6, 9) else 78) * px["AAPL"]["close"].loc[day] + 270 * px["IBM"]["close"].loc[day]
-        return round(cash_now + held, 2)
+        return round(float(cash_now + held), 2)
 
     for day in (dt.date(2014, 6, 6), dt.date(2014, 6, 9), dt.date(2014, 8, 5), dt.date(2014, 8, 6),
                 dt.date(2014, 8, 7), last):

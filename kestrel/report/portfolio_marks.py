@@ -118,22 +118,23 @@ def merge_ticks(universe: Universe, sessions: Sequence[SessionSpec]) -> MergedTi
             n += b - a
         counts.append(n)
 
-    def cat(parts: list[npt.NDArray[np.generic]], dtype: type) -> npt.NDArray[np.generic]:
-        return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype=dtype)
+    def ints(parts: Sequence[I64]) -> I64:
+        return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
 
-    ts = cat(ts_p, np.int64)
-    mem = cat(mem_p, np.int64)
-    own = cat(own_p, np.int64)
+    def floats(parts: Sequence[F64]) -> F64:
+        return np.concatenate(parts).astype(np.float64) if parts else np.zeros(0, dtype=np.float64)
+
+    ts = ints(ts_p)
+    mem = ints(mem_p)
+    own = ints(own_p)
     perm = np.lexsort((own, mem, ts))  # ts, then universe order, then data order
     inverse = np.empty_like(perm)
     inverse[perm] = np.arange(perm.shape[0], dtype=perm.dtype)
     starts = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
     order = inverse.astype(np.int64)  # input order is member by member, own ticks in order
     mults = np.array([m.instrument.multiplier for m in universe.members], dtype=np.float64)
-    return MergedTicks(universe.symbols, mults, ts[perm].astype(np.int64), mem[perm].astype(np.int64),
-                       own[perm].astype(np.int64), cat(bid_p, np.float64)[perm].astype(np.float64),
-                       cat(ask_p, np.float64)[perm].astype(np.float64), tuple(sessions),
-                       cat(ses_p, np.int64)[perm].astype(np.int64), order, starts)
+    return MergedTicks(universe.symbols, mults, ts[perm], mem[perm], own[perm], floats(bid_p)[perm],
+                       floats(ask_p)[perm], tuple(sessions), ints(ses_p)[perm], order, starts)
 
 
 @dataclass(frozen=True)
@@ -191,8 +192,8 @@ def mark_account(ticks: MergedTicks, capital: float, paths: Mapping[int, Positio
         if path is None or path.at.shape[0] == 0 or count == 0:
             pos = np.zeros(count, dtype=np.float64)
         else:
-            k = np.searchsorted(path.at, np.arange(count, dtype=np.int64), side="right") - 1
-            pos = np.where(k >= 0, path.pos[np.maximum(k, 0)], 0.0)
+            last = np.searchsorted(path.at, np.arange(count, dtype=np.int64), side="right") - 1
+            pos = np.where(last >= 0, path.pos[np.maximum(last, 0)], 0.0)
         touch = np.where(pos > 0, ticks.bid[idx], ticks.ask[idx])
         value = np.where(pos != 0, _round(pos * touch * ticks.multipliers[m], decimals), 0.0)
         prev = np.concatenate(([0.0], value[:-1]))
