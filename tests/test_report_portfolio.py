@@ -167,3 +167,21 @@ def test_an_empty_ledger_is_cash() -> None:
     rep = portfolio_report(TWO, b"", 10_000.0)
     assert np.all(rep.curve.equity == 10_000.0) and rep.figures.max_drawdown == 0.0
     assert all(a.pnl == 0.0 and a.trades == 0 for a in rep.attribution)
+
+
+def test_cash_in_lieu_of_a_split_fraction_by_hand() -> None:
+    d1, d2 = DAY1.open_ns, DAY2.open_ns
+    ddd = _member("DDD", [d1, d1 + 3600 * S, d2], [100.0, 102.0, 68.0], [100.0, 102.0, 68.0], (DAY1, DAY2))
+    uni = Universe((ddd,), (DAY1, DAY2), "XNYS", (Split("DDD", DAY2.date, 3, 2),))
+    ledger = b"".join([
+        _line("DDD", Filled(0, d1, 1, "buy", 5, 100.0, 0.0)),  # cash 2000 - 500 = 1500
+        _line("DDD", PositionChanged(0, d1, 5, 100.0, 0.0)),
+        # 3:2: 5 -> 7.5 shares, 7 kept, half a share paid at the last touch 102 / 1.5 = 68: +34
+        b'{"symbol":"DDD","event":"split","tick":2,"ts":%d,"ratio":1.5,"pos_before":5,"pos_after":7,'
+        b'"avg_before":100.0,"avg_after":71.42857142857143}\n' % d2,
+    ])
+    rep = portfolio_report(uni, ledger, 2_000.0)
+    assert rep.curve.cash.tolist() == [1500.0, 1500.0, 1534.0]
+    assert rep.curve.equity.tolist() == [2000.0, 2010.0, 2010.0]  # 1534 + 7 x 68 = 2010
+    # the reference portfolio: 20 bought at 100 become 30, no fraction
+    assert rep.references["equal-weight buy-and-hold"][1].curve.equity.tolist() == [2000.0, 2040.0, 2040.0]

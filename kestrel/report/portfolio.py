@@ -6,7 +6,8 @@ per-symbol attribution, per-session lines, and the reference portfolios of the s
 Definitions (docs/report.md, "Portfolio runs"):
 - positions follow the ledger's `position` events (and `carry`), `split` events at the symbol's
   next tick; cash = capital - the sum over fills of signed qty x price x multiplier - fees + the
-  `dividend` amounts; equity, gross and net are marked at every merged tick
+  `dividend` amounts + cash in lieu of a split's fraction of a lot (that fraction at the last
+  touch before the split divided by the ratio: pos_before x ratio - pos_after units); equity, gross and net are marked at every merged tick
   (`kestrel.report.portfolio_marks`). At every `account` line the marked account equals the
   line's cash, equity, gross and net (`account_mismatches` counts the lines where it does not);
 - max drawdown: the largest fall of marked equity from its running peak, the peak starting at
@@ -195,6 +196,14 @@ def portfolio_report(universe: Universe, ledger: bytes | Sequence[PortfolioLine]
             own = ticks.first_at_or_after(m, e.ts)
             if own is not None:
                 changes.setdefault(m, []).append((own, float(e.pos_after)))
+                rest = float(e.pos_before) * e.ratio - float(e.pos_after)
+                if rest and own > 0:  # cash in lieu of a fraction of a lot: the last touch / ratio
+                    j = ticks.merged_index(m, own - 1)
+                    mark = float(ticks.bid[j] if e.pos_before > 0 else ticks.ask[j])
+                    amount = round(rest * mark / e.ratio * mult * scale) / scale
+                    k = ticks.merged_index(m, own)
+                    flows.append((k, amount))
+                    per_flow[m] = per_flow.get(m, 0.0) + amount
         elif isinstance(e, DividendLine):
             k = int(np.searchsorted(ticks.ts, e.ts, side="left"))
             if k < len(ticks):

@@ -8,9 +8,10 @@ Equal-weight buy-and-hold over a run's sessions, with starting capital C over N 
   a member whose price exceeds its share buys nothing;
 - what the buys leave of C stays cash; nothing is bought or sold again, and no fee is paid;
 - on a split's ex-date (`Universe.splits`) the holding becomes position x ratio, floored to whole
-  lots, the fraction of a lot left over paid in cash at the member's first price of that session
-  (cash in lieu); on a dividend's ex-date (`Universe.dividends`) cash grows by position x amount
-  per share; both at the member's first tick of that session;
+  lots, the fraction of a lot left over paid in cash at the member's last price before the
+  split divided by the ratio (cash in lieu, as the engine pays it); on a dividend's ex-date
+  (`Universe.dividends`) cash grows by position x amount per share x multiplier; both from the
+  member's first tick of that session;
 - it is marked at every merged tick as any portfolio run (`kestrel.report.portfolio_marks`).
 
 Cash never trades: its equity is C at every tick. Both depend on nothing but the universe, the
@@ -161,12 +162,14 @@ def equal_weight(universe: Universe, capital: float, dates: Sequence[str | dt.da
                 whole = _lots(exact, lot)
                 rest = exact - whole
                 if rest:
-                    flows.append((j, float((rest * _dec(float(ticks.ask[j])) * mult).quantize(quantum))))
+                    before = float(ticks.bid[ticks.merged_index(m, own - 1)])
+                    flows.append((j, float((rest * _dec(before) / ev.numerator * ev.denominator * mult)
+                                           .quantize(quantum))))
                 held = whole
                 at.append(own)
                 pos.append(held)
             else:
-                flows.append((j, float((held * _dec(ev.amount)).quantize(quantum))))
+                flows.append((j, float((held * _dec(ev.amount) * mult).quantize(quantum))))
         paths[m] = PositionPath(np.asarray(at, dtype=np.int64), np.asarray([float(p) for p in pos], dtype=np.float64))
     curve = mark_account(ticks, capital, paths, flows, decimals=decimals)
     return ReferencePortfolio(EQUAL_WEIGHT, capital, curve, _closes(sessions), tuple(purchases))
