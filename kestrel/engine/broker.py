@@ -12,7 +12,8 @@ each rule once), in this order:
 5. indicators take the tick (the caller's part); armed rules fire in order (`fire`); orders are
    eligible from the next tick. An entry is checked in this order (`_entry`): its price must
    be defined, then its worst case against the loss floor (a breach disarms the plan), then
-   maxorders, then maxpos (a rejection keeps the plan armed).
+   maxorders, then maxpos, then the account's `gate` when one is attached (a portfolio's
+   funding and bounds; a rejection keeps the plan armed).
 Steps 1-4 are `step`, called only where the envelope `env` says something may happen (see
 `envelope`); `env` is kept current after every change (`refresh_envelope`).
 
@@ -27,6 +28,7 @@ lot, so a lot of 1 shows exactly the counts the broker keeps).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from enum import IntEnum
 from fractions import Fraction
 
@@ -140,6 +142,9 @@ class Broker:
         self.guard_bid = -INF
         self.guard_ask = INF
         self.env: Envelope = IDLE
+        # an account's check of an entry that passed every check above (a portfolio's funding
+        # and bounds): (side, lots, reference price, tick index) -> "" or the rejection's reason
+        self.gate: Callable[[int, int, float, int], str] | None = None
         if carry is not None:
             self._restore(carry)
         self.refresh_envelope(-1)
@@ -456,6 +461,22 @@ class Broker:
             self._place(self.plan_name, -1, "exit", -1 if self.pos > 0 else 1, abs(self.pos),
                         "mkt", None, index, ts)
 
+    def liquidate(self, reason: str) -> None:
+        """Stand everything down at the clock (`seen`, `now_ns`): disarm the plan, cancel every
+        working order and send an `exit` market order for the position (it fills from the next
+        tick); the loss check is off from here on. (An account's loss limit, reached.)"""
+        index, ts = self.seen, self.now_ns
+        self.loss_breached = True
+        self.session_down = reason
+        if self.armed:
+            self.disarm(reason, index, ts)
+        for o in list(self.orders.values()):
+            self._cancel(o, index, ts, reason)
+        if self.pos and not self.closed:
+            self._place(self.plan_name, -1, "exit", -1 if self.pos > 0 else 1, abs(self.pos),
+                        "mkt", None, index, ts)
+        self.refresh_envelope(index - 1)
+
     def close_session(self, tick: Tick, why: str) -> None:
         """The end-of-day policy at `tick` (`why`: the close or the end of data): disarm,
         flatten under `end_of_day="flatten"`, mark; the broker is idle from here on."""
@@ -539,6 +560,12 @@ class Broker:
             self._reject(rule, tick, f"maxpos {self.qty_text(self.maxpos)}: position would reach "
                          f"{self.qty_text(projected)}")
             return
+        if self.gate is not None:
+            ref = price if price is not None else (self.ask if entry.side > 0 else self.bid)
+            why = self.gate(entry.side, entry.qty, ref, tick.index)
+            if why:
+                self._reject(rule, tick, why)
+                return
         self.placed += 1
         self._place(self.plan_name, rule, "entry", entry.side, entry.qty, entry.type, price, tick.index,
                     tick.ts, ttl_ns=entry.ttl_ns, spec=entry if entry.bracket is not None else None, risk=risk)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Callable
 from typing import Literal, TypeAlias, get_args
 
 import numpy as np
@@ -269,6 +270,12 @@ class Engine:
         if final:
             self.finish()
         return self.ledger
+
+    def check_entries(self, gate: Callable[[int, int, float, int], str] | None) -> None:
+        """Attach an account's check of every entry that passed the engine's own checks
+        (`Broker.gate`: side, lots, reference price, tick index -> "" or the rejection's
+        reason), or detach it (None). Without one nothing is checked and nothing costs."""
+        self.broker.gate = gate
 
     def fast_applies(self) -> bool:
         return self._fast_blocker() == ""

@@ -1,0 +1,363 @@
+"""The engine over a universe: a portfolio of one symbol fills as the single-symbol engine
+does; the reference and auto paths give the same ledger bytes over random universes, plans and
+bounds; the account's identities hold at every mark (checked by an independent computation
+from the ledger and the ticks); the bounds reject at placement and a rejection leaves the
+account unchanged; the ledger round-trips and repeats byte for byte."""
+
+from __future__ import annotations
+
+import collections
+import datetime as dt
+import random
+from decimal import Decimal
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kestrel.data.universe import load_universe
+from kestrel.engine import Engine, EngineConfig
+from kestrel.engine.ledger import Filled, OrderPlaced, OrderRejected, PositionChanged
+from kestrel.engine.portfolio import PortfolioEngine, run_universe
+from kestrel.engine.portfolio.ledger import AccountMark, DividendPaid, PortfolioLedger, SplitApplied
+from kestrel.market.data import MarketData
+from kestrel.market.portfolio import PortfolioBounds
+from kestrel.market.ticks import Ticks
+from kestrel.market.universe import Member, Universe
+
+from engine_cases import random_config, random_day, random_plan_text
+from engine_helpers import SESSION, T0, S, plan
+from portfolio_cases import random_run
+
+STOCKBENCH = "equities_daily/stockbench_dow20_daily_bars_20241213_20250731.parquet"
+LEAN_DAILY = "equities_daily/lean_us_equities_daily_bars.parquet"
+FACTORS = "equities_daily/lean_us_equities_factor_files.csv"
+BIG = PortfolioBounds(capital=1e12, max_gross=1e6)
+
+
+def _universe(rows: dict[str, list[tuple[int, float, float]]]) -> Universe:
+    """Symbols over SESSION from (ts, bid, ask) rows."""
+    members = []
+    for s in sorted(rows):
+        r = rows[s]
+        ticks = Ticks.from_arrays(np.array([x[0] for x in r], np.int64), np.array([x[1] for x in r]),
+                                  np.array([x[2] for x in r]), np.array([(x[1] + x[2]) / 2 for x in r]),
+                                  np.zeros(len(r)))
+        data = MarketData(s, 0.01, ticks, (SESSION,))
+        members.append(Member(s, data, data, Decimal(1)))
+    return Universe(tuple(members), (SESSION,), "XNYS")
+
+
+def _one_session(u: Universe, plans: dict[str, str], bounds: PortfolioBounds,
+                 cfg: EngineConfig = EngineConfig(), path: str = "auto") -> PortfolioEngine:
+    return run_universe(u, {s: cfg for s in u.symbols}, bounds, {s: plan(t) for s, t in plans.items()}, path=path)
+
+
+def _rejects(pe: PortfolioEngine, symbol: str) -> list[str]:
+    return [e.reason for s, e in pe.ledger.entries if s == symbol and isinstance(e, OrderRejected)]
+
+
+# ---------------------------------------------------------------- one symbol = the single engine
+@pytest.mark.parametrize("seed", range(40))
+def test_a_portfolio_of_one_symbol_gives_the_single_symbol_engines_ledger(seed: int) -> None:
+    rng = random.Random(seed)
+    session, ticks = random_day(rng)
+    cfg = random_config(rng)
+    text = random_plan_text(rng)
+    single = Engine(cfg, session, "TEST", 0.01)
+    single.arm(plan(text))
+    # the session's ticks, as a single-symbol session takes them (`SessionDay`: open to close)
+    single.run(ticks.slice(ticks.index_at(session.open_ns, side="left"), ticks.index_at(session.close_ns)),
+               path="reference")
+    data = MarketData("TEST", 0.01, ticks, (session,))
+    u = Universe((Member("TEST", data, data, Decimal(1)),), (session,), "XNYS")
+    for path in ("reference", "auto"):
+        pe = run_universe(u, {"TEST": cfg}, BIG, {"TEST": plan(text)}, path=path)
+        assert pe.ledger.of("TEST").to_jsonl() == single.ledger.to_jsonl()
+
+
+# ---------------------------------------------------------------- reference vs auto
+def _paths_agree(seed: int) -> PortfolioEngine:
+    ref = random_run(random.Random(seed), "reference")
+    auto = random_run(random.Random(seed), "auto")
+    assert auto.ledger.to_jsonl() == ref.ledger.to_jsonl(), seed
+    return auto
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1))
+def test_reference_and_auto_give_the_same_ledger_bytes_over_random_universes(seed: int) -> None:
+    _paths_agree(seed)
+
+
+def test_the_differential_runs_reach_every_bound_and_both_auto_outcomes() -> None:
+    """Over 40 seeds: auto kept its fast result and fell back to the reference, and every kind of
+    account rejection, a split held through and the ledgers all agree."""
+    paths: collections.Counter[str] = collections.Counter()
+    seen: collections.Counter[str] = collections.Counter()
+    for seed in range(40):
+        pe = _paths_agree(seed)
+        paths.update(pe.paths)
+        for _, e in pe.ledger.entries:
+            if isinstance(e, OrderRejected):
+                seen[e.reason.split(" ")[0].rstrip(":")] += 1
+            elif isinstance(e, SplitApplied):
+                seen["split"] += 1
+    assert paths["fast"] and paths["reference"]
+    for kind in ("no-short", "cannot", "max", "split"):
+        assert seen[kind], (kind, seen)
+
+
+# ---------------------------------------------------------------- the account, independently
+def _merged_touches(u: Universe) -> list[tuple[int, str, float, float]]:
+    """Every tick of the run in merged order: (ts, symbol, bid, ask), sorted by session, then by
+    (ts, symbol, index) with Python's sort."""
+    out: list[tuple[int, str, float, float]] = []
+    for session in u.sessions:
+        rows = []
+        for m in u.members:
+            t = m.data.ticks
+            for i in range(len(t)):
+                if session.open_ns <= t.ts[i] <= session.close_ns:
+                    rows.append((int(t.ts[i]), m.symbol, i, float(t.bid[i]), float(t.ask[i])))
+        rows.sort()
+        out += [(ts, s, b, a) for ts, s, _, b, a in rows]
+    return out
+
+
+def _check_account(pe: PortfolioEngine) -> int:
+    """At every account mark: cash = capital - fills + dividends, equity = cash + the values at
+    the touch, gross and net and the open count, all from the ledger and the ticks; returns the
+    number of marks checked."""
+    u = pe.universe
+    merged = _merged_touches(u)
+    mult = {s: Decimal(repr(pe.configs[s].multiplier)) for s in u.symbols}
+    cash = Decimal(repr(pe.bounds.capital))
+    pos = {s: Decimal(0) for s in u.symbols}
+    touch: dict[str, tuple[float, float]] = {}
+    checked = 0
+    half = Decimal(1).scaleb(-pe.funds.decimals) / 2
+    for s, e in pe.ledger.entries:
+        if isinstance(e, Filled):
+            q = Decimal(repr(e.qty)) * (1 if e.side == "buy" else -1)
+            cash -= q * Decimal(repr(e.price)) * mult[s] + Decimal(repr(e.fee))  # type: ignore[index]
+        elif isinstance(e, PositionChanged):
+            pos[s] = Decimal(repr(e.pos))  # type: ignore[index]
+        elif isinstance(e, SplitApplied):
+            pos[s] = Decimal(repr(e.pos_after))  # type: ignore[index]
+        elif isinstance(e, DividendPaid):
+            cash += Decimal(repr(e.amount))
+        elif isinstance(e, AccountMark):
+            touch = {}
+            for ts, sym, b, a in merged[: e.tick + 1]:
+                if ts <= e.ts:
+                    touch[sym] = (b, a)
+            values = []
+            for sym in u.symbols:
+                if pos[sym]:
+                    b, a = touch[sym] if sym in touch else pe_last(pe, sym, touch)
+                    values.append(pos[sym] * Decimal(repr(b if pos[sym] > 0 else a)) * mult[sym])
+            assert abs(Decimal(repr(e.cash)) - cash) <= half + Decimal("1e-12")
+            assert abs(Decimal(repr(e.equity)) - (cash + sum(values))) <= half + Decimal("1e-12")
+            assert abs(Decimal(repr(e.gross)) - sum(abs(v) for v in values)) <= half + Decimal("1e-12")
+            assert abs(Decimal(repr(e.net)) - sum(values)) <= half + Decimal("1e-12")
+            assert e.open == len(values)
+            checked += 1
+    return checked
+
+
+def pe_last(pe: PortfolioEngine, sym: str, touch: dict[str, tuple[float, float]]) -> tuple[float, float]:
+    raise AssertionError(f"{sym} holds a position before its first tick")
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_equity_is_cash_plus_values_at_every_account_mark(seed: int) -> None:
+    rng = random.Random(1000 + seed)
+    pe = random_run(rng, "auto")
+    if any(isinstance(e, SplitApplied) for _, e in pe.ledger.entries):
+        pytest.skip("a split's mark before the symbol's first tick is the split-adjusted touch")
+    assert _check_account(pe) > 0 or not any(isinstance(e, Filled) for _, e in pe.ledger.entries)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1))
+def test_a_rejected_order_never_changes_cash(seed: int) -> None:
+    """Cash moves only with fills and dividends: between two account marks with no fill between
+    them (rejections or not), the cash is the same."""
+    pe = random_run(random.Random(seed), "auto")
+    last: float | None = None
+    moved = False
+    for _, e in pe.ledger.entries:
+        if isinstance(e, (Filled, DividendPaid, SplitApplied)):
+            moved = True
+        elif isinstance(e, AccountMark):
+            if last is not None and not moved:
+                assert e.cash == last
+            last, moved = e.cash, False
+
+
+# ---------------------------------------------------------------- the bounds, one by one
+ROWS = {
+    "AAA": [(T0 + k * S, 100.0, 100.02) for k in range(10)],
+    "BBB": [(T0 + k * S, 50.0, 50.02) for k in range(10)],
+    "CCC": [(T0 + k * S, 20.0, 20.01) for k in range(10)],
+}
+
+
+@pytest.mark.parametrize("path", ["reference", "auto"])
+def test_an_order_the_account_cannot_fund_is_rejected_and_nothing_moves(path: str) -> None:
+    u = _universe(ROWS)
+    pe = _one_session(u, {"AAA": "PLAN a\nWHEN pos == 0: BUY 30 MKT"}, PortfolioBounds(capital=2000.0), path=path)
+    assert _rejects(pe, "AAA") == ["cannot fund: the buy costs 3000.60, cash not committed is 2000.00"]
+    assert not any(isinstance(e, Filled) for _, e in pe.ledger.entries)
+    st_ = pe.state()
+    assert (st_.cash, st_.equity, st_.open_positions) == (2000.0, 2000.0, 0)
+
+
+@pytest.mark.parametrize("path", ["reference", "auto"])
+def test_working_buys_commit_cash(path: str) -> None:
+    """Two buys of 15 x 100.02 fit 2,000 only one at a time: the second waits on the first's cash."""
+    u = _universe(ROWS)
+    pe = _one_session(u, {"AAA": "PLAN a\nWHEN time >= 09:30:00: BUY 15 LMT 99.00\n"
+                                       "WHEN time >= 09:30:02: BUY 15 LMT 99.00"},
+                      PortfolioBounds(capital=2000.0), path=path)
+    assert _rejects(pe, "AAA") == ["cannot fund: the buy costs 1485.00, cash not committed is 515.00"]
+
+
+@pytest.mark.parametrize("path", ["reference", "auto"])
+def test_no_short_refuses_a_short_but_lets_a_long_be_sold(path: str) -> None:
+    u = _universe(ROWS)
+    pe = _one_session(u, {"AAA": "PLAN a\nWHEN pos == 0: SELL 10 MKT",
+                          "BBB": "PLAN b\nWHEN pos == 0 AND time < 09:30:03: BUY 10 MKT\n"
+                                 "WHEN pos > 0: SELL 10 MKT"},
+                      PortfolioBounds(capital=10000.0, no_short=True), path=path)
+    assert _rejects(pe, "AAA") == ["no-short: AAA would reach -10"]
+    fills = [(e.side, e.qty) for s, e in pe.ledger.entries if s == "BBB" and isinstance(e, Filled)]
+    assert fills == [("buy", 10), ("sell", 10)]
+    assert pe.state().holdings[1].position == 0
+
+
+@pytest.mark.parametrize("path", ["reference", "auto"])
+def test_max_open_positions(path: str) -> None:
+    u = _universe(ROWS)
+    buy = "PLAN p\nWHEN pos == 0: BUY 1 MKT"
+    pe = _one_session(u, {"AAA": buy, "BBB": buy, "CCC": buy}, PortfolioBounds(capital=10000.0, max_open=2),
+                      path=path)
+    assert _rejects(pe, "CCC") == ["max open positions 2 reached"]
+    assert [s for s, e in pe.ledger.entries if isinstance(e, Filled) and e.side == "buy"] == ["AAA", "BBB"]
+
+
+@pytest.mark.parametrize("path", ["reference", "auto"])
+def test_max_gross_against_equity(path: str) -> None:
+    u = _universe(ROWS)
+    pe = _one_session(u, {"AAA": "PLAN a\nWHEN pos == 0: SELL 30 MKT"},
+                      PortfolioBounds(capital=2000.0, max_gross=1.0), path=path)
+    assert _rejects(pe, "AAA") == ["max gross 1x equity: gross would reach 3000.00 against equity 2000.00"]
+
+
+def test_the_portfolio_session_maxloss_stands_everything_down_and_flattens() -> None:
+    falling = {"AAA": [(T0 + k * S, 100.0 - k, 100.02 - k) for k in range(10)],
+               "BBB": [(T0 + k * S, 50.0, 50.02) for k in range(10)]}
+    u = _universe(falling)
+    buy = "PLAN p\nWHEN pos == 0: BUY 10 MKT"
+    pe = _one_session(u, {"AAA": buy, "BBB": buy}, PortfolioBounds(capital=10000.0, session_maxloss=25.0))
+    reasons = {e.reason for _, e in pe.ledger.entries if hasattr(e, "reason")}
+    assert "portfolio session maxloss 25 breached: the portfolio stands down" in reasons
+    exits = [(s, e.side, e.qty) for s, e in pe.ledger.entries if isinstance(e, Filled) and e.side == "sell"]
+    assert sorted(exits) == [("AAA", "sell", 10), ("BBB", "sell", 10)]  # each at its next tick
+    assert pe.state().open_positions == 0
+
+
+# ---------------------------------------------------------------- tie order and the ledger
+def test_ticks_at_one_instant_run_in_symbol_order_and_the_ledger_names_them() -> None:
+    u = _universe(ROWS)
+    buy = "PLAN p\nWHEN pos == 0: BUY 1 MKT"
+    pe = _one_session(u, {"CCC": buy, "AAA": buy}, PortfolioBounds(capital=10000.0))
+    fills = [s for s, e in pe.ledger.entries if isinstance(e, Filled) and e.side == "buy"]
+    assert fills == ["AAA", "CCC"]
+    lines = pe.ledger.to_jsonl().splitlines()
+    assert lines[0].startswith(b'{"symbol":"AAA","event":"armed","tick":0,')
+    acct = [ln for ln in lines if ln.startswith(b'{"event":"account"')]
+    assert acct[0] == (b'{"event":"account","tick":3,"ts":%d,"cash":9899.98,"equity":9999.98,"gross":100.0,'
+                       b'"net":100.0,"open":1}' % (T0 + S))
+    again = _one_session(u, {"CCC": buy, "AAA": buy}, PortfolioBounds(capital=10000.0))
+    assert again.ledger.to_jsonl() == pe.ledger.to_jsonl()
+    assert PortfolioLedger.from_jsonl(pe.ledger.to_jsonl()).to_jsonl() == pe.ledger.to_jsonl()
+
+
+# ---------------------------------------------------------------- real data
+def test_aapl_held_into_the_2014_split_becomes_700_at_a_seventh_of_the_cost(shared_data: Path) -> None:
+    r = load_universe(shared_data / LEAN_DAILY, factors=shared_data / FACTORS, symbols=["AAPL", "SPY"],
+                      spikes="keep")
+    u = r.universe
+    sessions = [s for s in u.sessions if dt.date(2014, 6, 4) <= s.date <= dt.date(2014, 6, 11)]
+    cfg = EngineConfig(end_of_day="carry", maxpos=1000)
+    pe = PortfolioEngine(u, {s: cfg for s in u.symbols}, PortfolioBounds(capital=100000.0))
+    buy = plan("PLAN hold ON AAPL\nWHEN pos == 0: BUY 100 MKT")
+    for k, session in enumerate(sessions):
+        pe.open_session(session)
+        if k == 0:
+            pe.arm("AAPL", buy)
+        pe.close_session()
+    splits = [e for s, e in pe.ledger.entries if isinstance(e, SplitApplied)]
+    assert len(splits) == 1
+    sp = splits[0]
+    assert (sp.ts, sp.ratio, sp.pos_before, sp.pos_after) == (
+        [s for s in sessions if s.date == dt.date(2014, 6, 9)][0].open_ns, 7.0, 100, 700)
+    fill = next(e for s, e in pe.ledger.entries if isinstance(e, Filled))
+    assert sp.avg_before == fill.price
+    assert Fraction(repr(sp.avg_after)) == pytest.approx(Fraction(repr(fill.price)) / 7, abs=1e-9)
+    h = pe.state().holdings[0]
+    assert h.position == 700
+    # the cost basis is unchanged: 700 x avg_after = 100 x the fill price
+    assert h.avg_entry is not None and abs(700 * h.avg_entry - 100 * fill.price) < 1e-6
+    assert pe.state().cash == 100000.0 - 100 * fill.price
+
+
+def test_a_dividend_is_credited_on_a_position_held_into_its_ex_date(shared_data: Path) -> None:
+    r = load_universe(shared_data / LEAN_DAILY, factors=shared_data / FACTORS, symbols=["AAPL"], spikes="keep")
+    u = r.universe
+    div = next(d for d in u.dividends if d.date.year == 2014 and d.date.month == 8)
+    sessions = [s for s in u.sessions if div.date - dt.timedelta(days=6) <= s.date <= div.date]
+    cfg = EngineConfig(end_of_day="carry", maxpos=1000)
+    pe = PortfolioEngine(u, {"AAPL": cfg}, PortfolioBounds(capital=100000.0))
+    for k, session in enumerate(sessions):
+        pe.open_session(session)
+        if k == 0:
+            pe.arm("AAPL", plan("PLAN hold\nWHEN pos == 0: BUY 100 MKT"))
+        pe.close_session()
+    paid = [e for _, e in pe.ledger.entries if isinstance(e, DividendPaid)]
+    assert len(paid) == 1 and paid[0].pos == 100 and paid[0].per_share == div.amount
+    # the factor file's amount is read as given (0.470003 for the $0.47 of 2014-08-07), credited exactly
+    want = Decimal(100) * Decimal(repr(div.amount))
+    assert Decimal(repr(paid[0].amount)) == want
+    fill = next(e for _, e in pe.ledger.entries if isinstance(e, Filled))
+    assert Decimal(repr(pe.state().cash)) == Decimal("100000") - 100 * Decimal(repr(fill.price)) + want
+
+
+def test_a_symbol_with_missing_sessions_has_no_ticks_and_fills_nothing_there(shared_data: Path) -> None:
+    r = load_universe(shared_data / STOCKBENCH, symbols=["AAPL", "MSFT", "GS"])
+    u = r.universe
+    gap = [s for s in u.sessions if dt.date(2025, 2, 10) <= s.date <= dt.date(2025, 2, 20)]
+    holes = {s: set(u[s].missing) for s in u.symbols}
+    assert any(holes.values())
+    cfg = EngineConfig(maxpos=100)
+    pe = run_universe(u, {s: cfg for s in u.symbols}, PortfolioBounds(capital=100000.0),
+                      {s: plan("PLAN p\nWHEN pos == 0: BUY 1 MKT") for s in u.symbols}, sessions=gap)
+    per_day: dict[tuple[str, dt.date], int] = collections.Counter()
+    day_of = {}
+    for session in gap:
+        day_of[session.date] = (session.open_ns, session.close_ns)
+    for s, e in pe.ledger.entries:
+        if isinstance(e, Filled):
+            day = next(d for d, (o, c) in day_of.items() if o <= e.ts <= c)
+            per_day[(s, day)] += 1  # type: ignore[index]
+    for s in u.symbols:
+        for session in gap:
+            if session.date in holes[s]:
+                assert per_day[(s, session.date)] == 0
+            else:
+                assert per_day[(s, session.date)] >= 1, (s, session.date)
