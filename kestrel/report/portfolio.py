@@ -24,12 +24,13 @@ Pure and deterministic.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from kestrel.engine.config import EngineConfig
 from kestrel.engine.ledger import Carried, Filled, OrderRejected, PositionChanged
 from kestrel.market.instrument import money_decimals
 from kestrel.market.universe import Universe
@@ -150,15 +151,17 @@ def _trips(pos_seq: Sequence[float]) -> int:
 
 
 def portfolio_report(universe: Universe, ledger: bytes | Sequence[PortfolioLine], capital: float,
-                     dates: Sequence[str | dt.date] | None = None, *, decimals: int | None = None,
-                     references: bool = True) -> PortfolioReport:
+                     dates: Sequence[str | dt.date] | None = None, *, configs: Mapping[str, EngineConfig] | None = None,
+                     decimals: int | None = None, references: bool = True) -> PortfolioReport:
     """The report of a portfolio run over the sessions on `dates` (all the universe's when None)
-    with starting `capital` (module docstring). Raises `PortfolioLedgerError` on an unreadable
-    ledger, ValueError on a line naming a symbol or tick the run does not have."""
+    with starting `capital`, each symbol under its execution model in `configs` (the default
+    when None: its multiplier and money quantum; module docstring). Raises
+    `PortfolioLedgerError` on an unreadable ledger, ValueError on a line naming a symbol or tick
+    the run does not have."""
     lines = read_portfolio_ledger(ledger) if isinstance(ledger, bytes) else list(ledger)
     sessions = run_sessions(universe, dates)
-    ticks = merge_ticks(universe, sessions)
-    decimals = money_quantum(universe) if decimals is None else decimals
+    ticks = merge_ticks(universe, sessions, configs)
+    decimals = money_quantum(universe, configs) if decimals is None else decimals
     index = {s: k for k, s in enumerate(universe.symbols)}
     changes: dict[int, list[tuple[int, float]]] = {}
     flows: list[tuple[int, float]] = []
@@ -169,11 +172,14 @@ def portfolio_report(universe: Universe, ledger: bytes | Sequence[PortfolioLine]
     divs: dict[int, float] = {}
     rejects: dict[int, int] = {}
     accounts: list[AccountLine] = []
+    account_at: list[int] = []  # each account line's line number
+    at_tick: dict[int, list[tuple[int, float, float | None]]] = {}  # merged tick -> (line, cash flow, new position)
     scale = 10.0**decimals
     for n, line in enumerate(lines, 1):
         e = line.event
         if isinstance(e, AccountLine):
             accounts.append(e)
+            account_at.append(n)
             continue
         sym = line.symbol
         if sym not in index:
@@ -185,13 +191,15 @@ def portfolio_report(universe: Universe, ledger: bytes | Sequence[PortfolioLine]
             traded = e.qty * e.price * mult
             amount = round((-_sign(e.side) * traded - e.fee) * scale) / scale
             flows.append((k, amount))
+            at_tick.setdefault(k, []).append((n, amount, None))
             per_flow[m] = per_flow.get(m, 0.0) + amount
             fees[m] = fees.get(m, 0.0) + e.fee
             fills[m] = fills.get(m, 0) + 1
             turnover[m] = turnover.get(m, 0.0) + abs(traded)
         elif isinstance(e, (PositionChanged, Carried)):
-            ticks.merged_index(m, e.tick)  # the tick must be the run's
+            k = ticks.merged_index(m, e.tick)  # the tick must be the run's
             changes.setdefault(m, []).append((e.tick, float(e.pos)))
+            at_tick.setdefault(k, []).append((n, 0.0, float(e.pos)))
         elif isinstance(e, SplitLine):
             own = ticks.first_at_or_after(m, e.ts)
             if own is not None:
@@ -220,7 +228,7 @@ def portfolio_report(universe: Universe, ledger: bytes | Sequence[PortfolioLine]
         last = np.concatenate((at[1:] != at[:-1], [True])) if at.size else np.zeros(0, dtype=bool)
         paths[m] = PositionPath(at[last], pos[last])
     curve = mark_account(ticks, capital, paths, flows, decimals=decimals)
-    mismatches, first = _check_accounts(accounts, curve, decimals)
+    mismatches, first = _check_accounts(accounts, account_at, at_tick, ticks, curve, decimals)
     durations = _durations(ticks)
     total_time = float(sum(s.close_ns - s.open_ns for s in sessions)) or 1.0
     attribution = []
@@ -276,23 +284,55 @@ def _mean_exposure(ticks: MergedTicks, idx: I64, value: F64, equity: F64, durati
     return float(np.sum(share * durations) / total)
 
 
-def _check_accounts(accounts: Sequence[AccountLine], curve: AccountCurve, decimals: int) -> tuple[int, str | None]:
+def _check_accounts(accounts: Sequence[AccountLine], lines_at: Sequence[int],
+                    at_tick: Mapping[int, Sequence[tuple[int, float, float | None]]], ticks: MergedTicks,
+                    curve: AccountCurve, decimals: int) -> tuple[int, str | None]:
+    """How many account lines differ from the marked account at their place in the ledger,
+    and the first one's description. The curve holds the state after every event of a merged
+    tick; an account line written between two fills of one tick (each fill is marked) is
+    compared with that state less the tick's later events (only the tick's own symbol has
+    events at it)."""
     tol = 0.5 * 10.0**-decimals + 1e-9
+    scale = 10.0**decimals
     bad = 0
     first: str | None = None
-    for a in accounts:
+    for a, line in zip(accounts, lines_at):
         k = a.tick
-        if not 0 <= k < len(curve):
-            bad += 1
-            first = first or f"account line at merged tick {a.tick}: the run has {len(curve)} ticks"
-            continue
-        got = (float(curve.cash[k]), float(curve.equity[k]), float(curve.gross[k]), float(curve.net[k]))
+        if not 0 <= k < len(curve) or int(ticks.ts[k]) > a.ts:
+            # a line written after a session's ticks (its end-of-day exits, the close of a
+            # session without a tick) names the next merged index: the state after the one
+            # before it (the capital before the first)
+            k = min(k, len(curve)) - 1
+        if k < 0:
+            cash = equity = curve.capital
+            gross = net = 0.0
+            n_open = 0
+            events: Sequence[tuple[int, float, float | None]] = ()
+        else:
+            cash, equity, gross, net = (float(curve.cash[k]), float(curve.equity[k]), float(curve.gross[k]),
+                                        float(curve.net[k]))
+            n_open = int(curve.open_positions[k])
+            events = at_tick.get(k, ())
+        later = [x for x in events if x[0] > line]
+        if later:
+            m, own = int(ticks.member[k]), int(ticks.own[k])
+            cash = round((cash - sum(x[1] for x in later)) * scale) / scale
+            before = [x[2] for x in events if x[0] < line and x[2] is not None]
+            pos = before[-1] if before else (float(curve.positions[m][own - 1]) if own > 0 else 0.0)
+            touch = float(ticks.bid[k] if pos > 0 else ticks.ask[k])
+            value = round(pos * touch * float(ticks.multipliers[m]) * scale) / scale if pos else 0.0
+            was = float(curve.values[m][own])
+            net = round((net - was + value) * scale) / scale
+            gross = round((gross - abs(was) + abs(value)) * scale) / scale
+            equity = round((cash + net) * scale) / scale
+            n_open += (pos != 0) - (float(curve.positions[m][own]) != 0)
+        got = (cash, equity, gross, net)
         want = (a.cash, a.equity, a.gross, a.net)
-        if any(abs(g - w) > tol for g, w in zip(got, want)) or int(curve.open_positions[k]) != a.open:
+        if any(abs(g - w) > tol for g, w in zip(got, want)) or n_open != a.open:
             bad += 1
             first = first or (f"account line at merged tick {a.tick}: the ledger says cash {a.cash}, equity {a.equity}, "
                               f"gross {a.gross}, net {a.net}, open {a.open}; marked: cash {got[0]}, equity {got[1]}, "
-                              f"gross {got[2]}, net {got[3]}, open {int(curve.open_positions[k])}")
+                              f"gross {got[2]}, net {got[3]}, open {n_open}")
     return bad, first
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from kestrel.engine.config import EngineConfig
 from kestrel.engine.money import Money
 from kestrel.market.session import SessionSpec
 from kestrel.market.universe import Universe
@@ -93,8 +94,10 @@ def run_sessions(universe: Universe, dates: Sequence[str | dt.date] | None = Non
     return tuple(sorted(set(out), key=lambda s: s.open_ns))
 
 
-def merge_ticks(universe: Universe, sessions: Sequence[SessionSpec]) -> MergedTicks:
-    """The merged ticks of a run over `sessions` of `universe` (module docstring)."""
+def merge_ticks(universe: Universe, sessions: Sequence[SessionSpec],
+                configs: Mapping[str, EngineConfig] | None = None) -> MergedTicks:
+    """The merged ticks of a run over `sessions` of `universe` (module docstring), each
+    member's multiplier the run's (`multiplier_of` its config in `configs`)."""
     ts_p: list[I64] = []
     bid_p: list[F64] = []
     ask_p: list[F64] = []
@@ -132,7 +135,8 @@ def merge_ticks(universe: Universe, sessions: Sequence[SessionSpec]) -> MergedTi
     inverse[perm] = np.arange(perm.shape[0], dtype=perm.dtype)
     starts = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
     order = inverse.astype(np.int64)  # input order is member by member, own ticks in order
-    mults = np.array([m.instrument.multiplier for m in universe.members], dtype=np.float64)
+    mults = np.array([multiplier_of(m.instrument.multiplier, (configs or {}).get(m.symbol, EngineConfig()))
+                      for m in universe.members], dtype=np.float64)
     return MergedTicks(universe.symbols, mults, ts[perm], mem[perm], own[perm], floats(bid_p)[perm],
                        floats(ask_p)[perm], tuple(sessions), ints(ses_p)[perm], order, starts)
 
@@ -159,6 +163,7 @@ class AccountCurve:
     open_positions: I64
     values: tuple[F64, ...]
     positions: tuple[F64, ...]  # per member, its position at each of its own ticks
+    capital: float = 0.0  # the cash it started from
 
     def __len__(self) -> int:
         return int(self.ts.shape[0])
@@ -207,19 +212,28 @@ def mark_account(ticks: MergedTicks, capital: float, paths: Mapping[int, Positio
     gross = _round(np.cumsum(d_gross), decimals)
     equity = _round(cash + net, decimals)
     return AccountCurve(ticks.ts, cash, equity, gross, net, np.cumsum(d_open).astype(np.int64),
-                        tuple(values), tuple(positions))
+                        tuple(values), tuple(positions), capital)
 
 
-def money_quantum(universe: Universe) -> int:
-    """The run's money quantum in decimals: the finest any member's prices and lots need under
-    the default execution model (`kestrel.engine.money.Money.derive`: cents, or finer when one
-    tick of one lot is worth less), so cash from fills is exact."""
-    from kestrel.engine.config import EngineConfig
+def money_quantum(universe: Universe, configs: Mapping[str, EngineConfig] | None = None) -> int:
+    """The run's money quantum in decimals: the finest any member's prices, lots and fees need
+    under its execution model (`configs`, symbol -> config; the default model when None), as the
+    engine derives it (`kestrel.engine.money.Money.derive`: cents, or finer when one tick of one
+    lot is worth less), so cash from fills is exact."""
+    out = 2
+    for m in universe.members:
+        cfg = (configs or {}).get(m.symbol, EngineConfig())
+        mult = multiplier_of(m.instrument.multiplier, cfg)
+        lot = float(m.lot_size) if cfg.lot_size == 1 else cfg.lot_size
+        out = max(out, Money.derive(m.data.tick_size, mult, cfg.slippage_ticks, cfg.fee_per_unit, cfg.fee_per_order,
+                                    cfg.money_decimals, lot).decimals)
+    return out
 
-    cfg = EngineConfig()
-    return max((Money.derive(m.data.tick_size, m.instrument.multiplier, cfg.slippage_ticks, cfg.fee_per_unit,
-                             cfg.fee_per_order, None, float(m.lot_size)).decimals for m in universe.members),
-               default=2)
+
+def multiplier_of(instrument_multiplier: float, config: EngineConfig) -> float:
+    """The run's contract multiplier: the config's when it sets one (not 1), else the
+    instrument's (as a run resolves it)."""
+    return config.multiplier if config.multiplier != 1.0 else instrument_multiplier
 
 
 def max_drawdown(ts: I64, equity: F64, start: float) -> tuple[float, int | None]:
@@ -234,4 +248,5 @@ def max_drawdown(ts: I64, equity: F64, start: float) -> tuple[float, int | None]
 
 
 __all__ = ["AccountCurve", "MergedTicks", "PositionPath", "mark_account", "max_drawdown", "merge_ticks", "money_quantum",
+           "multiplier_of",
            "run_sessions"]
