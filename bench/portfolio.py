@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,11 +66,13 @@ SMA_N = 200
 QTY = 100
 SMA_CROSS = (
     "PLAN cross{k} ON {sym} RISK maxpos 100\n"
-    "WHEN mid CROSSES ABOVE sma(mid, 200) AND pos <= 0: BUY 100 MKT x100\n"
-    "WHEN mid CROSSES BELOW sma(mid, 200) AND pos > 0: FLAT x100"
+    "WHEN mid CROSSES ABOVE sma(mid, {n}) AND pos <= 0: BUY 100 MKT x100\n"
+    "WHEN mid CROSSES BELOW sma(mid, {n}) AND pos > 0: FLAT x100"
 )
+GENERATED_SMA = {"daily": 2, "minute": 50}  # the generated runs' SMA length (a daily session has 4 ticks)
 MINUTE_BARS = "equities_minute/lean_us_equities_minute_trade_bars_20131004_20131011.parquet"
 RSS_BUDGET_MB = 300.0
+MAX_ORDERS = 10_000  # the operator's cap on orders per session: room for every cross
 
 
 # -- generated universes ---------------------------------------------------------------------
@@ -158,42 +161,53 @@ def data_mb(universe: Universe) -> float:
 def portfolio_engine() -> tuple[Callable[..., Any] | None, str]:
     """The portfolio engine's entry point, or None and why it is not there."""
     try:
-        from kestrel.engine.portfolio import run_universe
+        from kestrel.engine.portfolio import PortfolioEngine
     except ImportError as e:
         return None, f"the portfolio engine is not in this tree ({e})"
-    return run_universe, ""
+    return PortfolioEngine, ""
 
 
-def kestrel_run(universe: Universe, plan_texts: dict[str, str], sessions: Sequence[Any] | None = None
-                ) -> tuple[float, bytes] | None:
+def turn_limits(n_plans: int) -> Any:
+    """The language's limits with room for a module of `n_plans` plans (one per symbol)."""
+    from kestrel.lang.limits import DEFAULT_LIMITS
+
+    return msgspec.structs.replace(DEFAULT_LIMITS, max_statements=max(DEFAULT_LIMITS.max_statements, n_plans),
+                                   max_document_chars=max(DEFAULT_LIMITS.max_document_chars, 400 * n_plans))
+
+
+def kestrel_run(universe: Universe, plan_texts: dict[str, str], sessions: Sequence[Any] | None = None,
+                path: str = "auto") -> tuple[float, bytes] | None:
     """One run of the universe on Kestrel's portfolio engine, each session opening with an
-    agent turn (its module of plans parsed and armed); (wall s, ledger bytes), None without
-    the engine."""
-    run_universe, _ = portfolio_engine()
-    if run_universe is None:
+    agent turn: its reply, a module of one `ON SYM` plan per symbol, parsed and type-checked,
+    each plan armed on its symbol; then the session's merged ticks to the close.
+    (wall s, ledger bytes); None without the engine."""
+    engine_cls, _ = portfolio_engine()
+    if engine_cls is None:
         return None
     from kestrel import lang
     from kestrel.engine.config import EngineConfig
-    from kestrel.engine.portfolio import PortfolioEngine
+    from kestrel.lang.ast import Module, Plan
     from kestrel.market.portfolio import PortfolioBounds
 
-    configs = {s: EngineConfig() for s in universe.symbols}
+    configs = {s: EngineConfig(maxorders=MAX_ORDERS) for s in universe.symbols}
     bounds = PortfolioBounds(capital=10_000_000.0, max_gross=1.0)
-    text = "\n\n".join(plan_texts[s] for s in universe.symbols if s in plan_texts)
+    reply = "\n\n".join(plan_texts[s] for s in universe.symbols if s in plan_texts)
+    limits = turn_limits(len(plan_texts))
     t0 = time.perf_counter()
-    engine = PortfolioEngine(universe, configs, bounds)
+    engine = engine_cls(universe, configs, bounds)
     for session in universe.sessions if sessions is None else sessions:
         engine.open_session(session)
-        for plan in lang.parse_module(text) if hasattr(lang, "parse_module") else [lang.parse(t) for t in
-                                                                                    plan_texts.values()]:
-            engine.arm(plan.instrument or universe.symbols[0], plan)
-        engine.close_session()
+        parsed = lang.parse(reply, limits)
+        for p in parsed.statements if isinstance(parsed, Module) else (parsed,):
+            assert isinstance(p, Plan) and p.instrument is not None
+            engine.arm(p.instrument, p)
+        engine.close_session(path)
     wall = time.perf_counter() - t0
-    return wall, engine.ledger.to_jsonl()
+    return wall, bytes(engine.ledger.to_jsonl())
 
 
-def _cross_plans(symbols: Sequence[str]) -> dict[str, str]:
-    return {s: SMA_CROSS.format(k=k, sym=s) for k, s in enumerate(symbols)}
+def _cross_plans(symbols: Sequence[str], n: int = SMA_N) -> dict[str, str]:
+    return {s: SMA_CROSS.format(k=k, sym=s, n=n) for k, s in enumerate(symbols)}
 
 
 # -- a child process per generated workload ----------------------------------------------------
@@ -212,7 +226,7 @@ def child(kind: str, n_symbols: int, n_sessions: int) -> dict[str, Any]:
     out: dict[str, Any] = {"symbols": len(universe), "sessions": len(universe.sessions),
                            "ticks": sum(len(m.data.ticks) for m in universe.members),
                            "load_s": round(load, 3), "data_mb": round(data_mb(universe), 2)}
-    ran = kestrel_run(universe, _cross_plans(universe.symbols))
+    ran = kestrel_run(universe, _cross_plans(universe.symbols, GENERATED_SMA[kind]))
     if ran is None:
         out["kestrel"] = portfolio_engine()[1]
     else:
