@@ -37,7 +37,6 @@ svg.chart{display:block;margin:6px 0;background:#fff}
 .eq{fill:none;stroke:#1f5fbf;stroke-width:1.5}.dd{fill:#d9534f;fill-opacity:.22;stroke:none}
 .trough{fill:#d9534f}.px{fill:none;stroke:#44505f;stroke-width:1.2}
 .fill.buy{fill:#1e7a3c}.fill.sell{fill:#a4262c}
-.gross{fill:none;stroke:#7a4fbf;stroke-width:1.5}.netx{fill:none;stroke:#bf7a1f;stroke-width:1.3;stroke-dasharray:4 2}
 .lv{stroke-width:1.4;stroke-dasharray:5 3}.lv.stop,.lv.trail{stroke:#a4262c}.lv.target{stroke:#1e7a3c}
 """.strip()
 

@@ -12,11 +12,21 @@ from html import escape
 
 import numpy as np
 
-from kestrel.report.html import _page, _table
+from kestrel.report.html import CSS, _table
 from kestrel.report.portfolio import Figures, PortfolioReport, sampled
 from kestrel.report.svg import equity_chart, exposure_chart
 from kestrel.report.text import money
 from kestrel.report.trips import local_time
+
+
+PORTFOLIO_CSS = ".gross{fill:none;stroke:#7a4fbf;stroke-width:1.5}.netx{fill:none;stroke:#bf7a1f;stroke-width:1.3;" \
+                "stroke-dasharray:4 2}"
+
+
+def _page(title: str, body: list[str]) -> str:
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{escape(title)}</title><style>{CSS}\n{PORTFOLIO_CSS}</style></head><body>\n"
+            + "\n".join(body) + "\n</body></html>\n")
 
 
 def _when(rep: PortfolioReport, ts: int | None) -> str:
