@@ -9,9 +9,12 @@ declared type exactly as decoding would (strict: no bool for an int, no str for 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Literal, get_args, get_origin
 
 import msgspec
+
+_fields = lru_cache(maxsize=None)(msgspec.structs.fields)  # a class's fields never change
 
 
 def check_fields(obj: msgspec.Struct, skip: Iterable[str] = ()) -> None:
@@ -19,7 +22,7 @@ def check_fields(obj: msgspec.Struct, skip: Iterable[str] = ()) -> None:
     to its declared type (`skip`: fields with types msgspec cannot check, e.g. callables)."""
     skipped = frozenset(skip)
     cls = type(obj)
-    for field in msgspec.structs.fields(cls):
+    for field in _fields(cls):
         if field.name in skipped:
             continue
         value = getattr(obj, field.name)

@@ -95,7 +95,7 @@ def random_run(rng: random.Random, path: str) -> PortfolioEngine:
     universe = random_universe(rng)
     bounds = random_bounds(rng)
     configs = {s: random_config(rng) for s in universe.symbols}
-    plans = {s: [plan(random_plan_text(rng)) for _ in range(2)] for s in universe.symbols}
+    plans = {s: [plan(_sessions_long(rng, random_plan_text(rng))) for _ in range(2)] for s in universe.symbols}
     steps = [(rng.randrange(60, 1800), rng.randrange(4), rng.choice(universe.symbols)) for _ in universe.sessions]
     pe = PortfolioEngine(universe, configs, bounds)
     for session, (at_s, what, sym) in zip(universe.sessions, steps):
@@ -114,5 +114,9 @@ def random_run(rng: random.Random, path: str) -> PortfolioEngine:
     return pe
 
 
-def one_config(rng: random.Random) -> EngineConfig:
-    return random_config(rng)
+def _sessions_long(rng: random.Random, text: str) -> str:
+    """Now and then a plan without an expiry lives FOR 2 sessions."""
+    head, _, rest = text.partition("\n")
+    if rng.random() < 0.3 and " FOR " not in head and " UNTIL " not in head:
+        head = head.replace("PLAN r", "PLAN r FOR 2d", 1)
+    return head + "\n" + rest

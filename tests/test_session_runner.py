@@ -35,7 +35,7 @@ def sample() -> MarketData:
 
 
 def _baseline(sample: MarketData, **kw: object) -> SessionResult:
-    return run_session(sample, BaselineAgent(), SessionOptions(checkpoints=CHECKS), **kw)  # type: ignore[arg-type]
+    return run_session(sample, BaselineAgent(), SessionOptions(checkpoints=CHECKS), **kw)  # type: ignore[call-overload, no-any-return]
 
 
 def test_baseline_session_is_deterministic(sample: MarketData) -> None:

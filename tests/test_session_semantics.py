@@ -26,8 +26,9 @@ DATA = load_sample()
 
 def all_backends(make_agent: object, options: SessionOptions, **kw: object) -> SessionResult:
     """Run direct, on asyncio and on trio; assert identical ledgers and captures; return one."""
-    runs = [run_session(DATA if "data" not in kw else kw["data"], make_agent(), options,  # type: ignore[operator,arg-type]
-                        **{k: v for k, v in kw.items() if k != "data"})]  # type: ignore[arg-type]
+    runs: list[SessionResult] = [run_session(  # type: ignore[call-overload]
+        DATA if "data" not in kw else kw["data"], make_agent(), options,  # type: ignore[operator]
+        **{k: v for k, v in kw.items() if k != "data"})]
     for backend in ("asyncio", "trio"):
         runs.append(run_simulation(DATA if "data" not in kw else kw["data"], make_agent(), options,  # type: ignore[operator,arg-type]
                                    backend=backend, **{k: v for k, v in kw.items() if k != "data"}))  # type: ignore[arg-type]

@@ -25,6 +25,7 @@ from kestrel.cli.agentspec import agent_of, check_agent_fits
 from kestrel.cli.callflags import add_call_flags, arm_latency, check_post_cutoff, run_policy
 from kestrel.cli.dataflags import add_data_flags, agent_input, check_paths, load_from_args, news_from_args, parse_date, parse_guard
 from kestrel.cli.errors import UsageError, guarded
+from kestrel.cli.universe import add_universe_flags, is_universe, run_universe_command
 from kestrel.providers import lookup
 from kestrel.providers import names as provider_names
 from kestrel.cli.execution import add_flags as _execution_flags
@@ -125,6 +126,7 @@ def register(subparsers: Subcommands) -> None:
 
 def _data_flags(p: argparse.ArgumentParser) -> None:
     add_data_flags(p)
+    add_universe_flags(p)
 
 
 def _output_flags(p: argparse.ArgumentParser, capture_dest: str = "capture") -> None:
@@ -170,6 +172,8 @@ def _load(args: argparse.Namespace) -> tuple[MarketData, DataSource, str]:
 def _run_simulate(args: argparse.Namespace) -> int:
     from kestrel.session.capture import CaptureWriter
 
+    if is_universe(args):
+        return run_universe_command(args)
     run = prepare(args)
     writer = CaptureWriter(args.capture) if args.capture else None
     options = msgspec.structs.replace(run.options, on_turn=writer.turn if writer is not None else None)

@@ -30,12 +30,14 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
-from typing import Any
+from typing import Any, overload
 
 import msgspec
 
 from kestrel.engine.book import Carry
 from kestrel.market import MarketData
+from kestrel.market.portfolio import PortfolioBounds
+from kestrel.market.universe import Universe
 from kestrel.market.account import Notice
 from kestrel.session.calls import DEFAULT_AGENT_TIMEOUT_S, Abandoned, LateReplies, LateReply, late_grace
 from kestrel.session.day import (
@@ -55,6 +57,7 @@ from kestrel.session.day import (
 from kestrel.session.days import SessionDay, pick_sessions, session_days
 from kestrel.session.drive import author_turn
 from kestrel.session.loop import Evidence
+from kestrel.session.portfolio import DEFAULT_CAPITAL, PortfolioResult, run_portfolio
 from kestrel.session.options import ENGINE_PATHS, EvidenceSink, SessionError, SessionOptions, engine_config
 from kestrel.session.protocol import Agent
 from kestrel.session.results import DayResult, OrdinalOutcome, SessionResult, capture_header, path_tally
@@ -120,8 +123,20 @@ def run_day(
             return step.result
 
 
+@overload
+def run_session(data: MarketData, agent: Agent, options: SessionOptions = ..., *, date: dt.date | None = ...,
+                days: int = ..., sink: EvidenceSink | None = ..., progress: Callable[[int, int], None] | None = ...,
+                agent_timeout: float | None = ..., bounds: PortfolioBounds | None = ...) -> SessionResult: ...
+
+
+@overload
+def run_session(data: Universe, agent: Agent, options: SessionOptions = ..., *, date: dt.date | None = ...,
+                days: int = ..., sink: EvidenceSink | None = ..., progress: Callable[[int, int], None] | None = ...,
+                agent_timeout: float | None = ..., bounds: PortfolioBounds | None = ...) -> PortfolioResult: ...
+
+
 def run_session(
-    data: MarketData,
+    data: MarketData | Universe,
     agent: Agent,
     options: SessionOptions = SessionOptions(),
     *,
@@ -130,10 +145,17 @@ def run_session(
     sink: EvidenceSink | None = None,
     progress: Callable[[int, int], None] | None = None,
     agent_timeout: float | None = DEFAULT_AGENT_TIMEOUT_S,
-) -> SessionResult:
+    bounds: PortfolioBounds | None = None,
+) -> SessionResult | PortfolioResult:
     """Run `days` sessions ending at `date` (default: the data's last complete session, else
     its most covered one: `kestrel.session.coverage.default_session_index`), one engine per day.
-    `agent_timeout` bounds each call of a blocking agent, as on actors (`kestrel.session.calls`)."""
+    `agent_timeout` bounds each call of a blocking agent, as on actors (`kestrel.session.calls`).
+    On a `Universe`, a portfolio session (`kestrel.session.portfolio.run_portfolio`) on one
+    account of `bounds` (default: `PortfolioBounds(capital=DEFAULT_CAPITAL)`), its last session
+    by default."""
+    if isinstance(data, Universe):
+        return run_portfolio(data, agent, bounds or PortfolioBounds(capital=DEFAULT_CAPITAL), options,
+                             date=date, days=days)
     plan = session_days(data, options, date, days)
     late = LateReplies()
     engine_config(options, data)  # a multiplier conflict fails before anything runs

@@ -17,12 +17,12 @@ Invariants (docs/engine.md "The account"):
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from fractions import Fraction
 
 from kestrel.engine.ledger import Cancelled, Filled, LedgerEvent, OrderPlaced, PositionChanged
-from kestrel.engine.orders import exact
+from kestrel.engine.orders import exact, exact_parts
 from kestrel.market.portfolio import PortfolioBounds
 
 Touch = Callable[[str], tuple[float, float]]
@@ -34,29 +34,75 @@ class Working:
     side: int
     left: Fraction  # units still to fill
     price: Fraction  # the reference price
+    mult: Fraction  # the symbol's multiplier
+
+    @property
+    def money(self) -> Fraction:
+        return self.left * self.price * self.mult
+
+
+_ZERO = Fraction(0)
 
 
 @dataclass
 class Funds:
-    """The account (see the module invariants); `symbols` in universe order."""
+    """The account (see the module invariants); `symbols` in universe order. Kept incrementally
+    (the sums below are exact, so their order does not matter): `held` the symbols with a
+    position, `active` those with a position or a working entry, `committed` the money of the
+    working buy entries and `pending` of all working entries, and the values at the touch last
+    read (`figures(touch, changed)` re-reads the symbols given and those whose position moved)."""
 
     symbols: tuple[str, ...]
     multipliers: dict[str, Fraction]
     bounds: PortfolioBounds
     decimals: int
-    cash: Fraction = Fraction(0)
+    cash: Fraction = _ZERO
     pos: dict[str, Fraction] = field(default_factory=dict)
     working: dict[str, dict[int, Working]] = field(default_factory=dict)
-    open_equity: Fraction = Fraction(0)  # equity at the session's open (the session maxloss)
+    open_equity: Fraction = _ZERO  # equity at the session's open (the session maxloss)
+    held: set[str] = field(default_factory=set)
+    active: set[str] = field(default_factory=set)
+    committed: Fraction = _ZERO
+    pending: Fraction = _ZERO
+    _work: dict[str, Fraction] = field(default_factory=dict)  # per symbol: working entries, signed units
+    _values: dict[str, Fraction] = field(default_factory=dict)
+    _net: Fraction = _ZERO
+    _gross: Fraction = _ZERO
+    _moved: set[str] = field(default_factory=set)
+    _full: bool = False  # a read asked for every value and was not made
 
     def __post_init__(self) -> None:
         self.cash = exact(self.bounds.capital)
         for s in self.symbols:
-            self.pos.setdefault(s, Fraction(0))
+            self.pos.setdefault(s, _ZERO)
             self.working.setdefault(s, {})
+            self._work[s] = _ZERO
         self.open_equity = self.cash
 
     # ------------------------------------------------------------------ changes
+    def set_pos(self, symbol: str, units: Fraction) -> None:
+        self.pos[symbol] = units
+        if units:
+            self.held.add(symbol)
+        else:
+            self.held.discard(symbol)
+        self._moved.add(symbol)
+        self._activity(symbol)
+
+    def _activity(self, symbol: str) -> None:
+        if self.pos[symbol] or self._work[symbol]:
+            self.active.add(symbol)
+        else:
+            self.active.discard(symbol)
+
+    def _unwork(self, symbol: str, w: Working, qty: Fraction) -> None:
+        money = qty * w.price * w.mult
+        self.pending -= money
+        if w.side > 0:
+            self.committed -= money
+        self._work[symbol] -= w.side * qty
+        w.left -= qty
+
     def consume(self, symbol: str, event: LedgerEvent, touch: tuple[float, float]) -> None:
         """Apply one of `symbol`'s ledger events (`touch` its touch at the event)."""
         if isinstance(event, Filled):
@@ -65,25 +111,38 @@ class Funds:
             self.cash -= signed * exact(event.price) * self.multipliers[symbol] + exact(event.fee)
             w = self.working[symbol].get(event.id)
             if w is not None:
-                w.left -= qty
+                self._unwork(symbol, w, min(qty, w.left))
                 if w.left <= 0:
                     del self.working[symbol][event.id]
+                self._activity(symbol)
         elif isinstance(event, PositionChanged):
-            self.pos[symbol] = exact(event.pos)
+            self.set_pos(symbol, exact(event.pos))
         elif isinstance(event, OrderPlaced):
             if event.role == "entry":
                 ref = event.price if event.price is not None else (touch[1] if event.side == "buy" else touch[0])
-                self.working[symbol][event.id] = Working(1 if event.side == "buy" else -1, exact(event.qty),
-                                                         exact(ref))
+                w = Working(1 if event.side == "buy" else -1, exact(event.qty), exact(ref), self.multipliers[symbol])
+                self.working[symbol][event.id] = w
+                money = w.money
+                self.pending += money
+                if w.side > 0:
+                    self.committed += money
+                self._work[symbol] += w.side * w.left
+                self._activity(symbol)
         elif isinstance(event, Cancelled):
-            self.working[symbol].pop(event.id, None)
+            w = self.working[symbol].pop(event.id, None)
+            if w is not None:
+                self._unwork(symbol, w, w.left)
+                self._activity(symbol)
 
     def new_session(self, touch: Touch) -> None:
-        """A session opens: no entry works (entries never carry); the session maxloss counts
-        from the equity now."""
+        """A session opens: no entry works (entries never carry); the values are read afresh;
+        the session maxloss counts from the equity now."""
         for s in self.symbols:
             self.working[s] = {}
-        self.open_equity = self.equity(touch)
+            self._work[s] = _ZERO
+            self._activity(s)
+        self.committed = self.pending = _ZERO
+        self.open_equity = self.figures(touch)[0]
 
     def credit(self, amount: Fraction) -> None:
         self.cash += amount
@@ -92,20 +151,37 @@ class Funds:
     def value(self, symbol: str, touch: tuple[float, float]) -> Fraction:
         p = self.pos[symbol]
         if not p:
-            return Fraction(0)
+            return _ZERO
         mark = touch[0] if p > 0 else touch[1]
         if mark != mark:
-            return Fraction(0)
-        return p * exact(mark) * self.multipliers[symbol]
+            return _ZERO
+        n, d = exact_parts(mark)
+        m = self.multipliers[symbol]
+        return Fraction(p.numerator * n * m.numerator, p.denominator * d * m.denominator)
 
-    def equity(self, touch: Touch) -> Fraction:
-        return self.cash + sum((self.value(s, touch(s)) for s in self.symbols if self.pos[s]), Fraction(0))
+    def equity(self, touch: Touch, changed: Iterable[str] | None = None) -> Fraction:
+        return self.figures(touch, changed)[0]
 
-    def figures(self, touch: Touch) -> tuple[Fraction, Fraction, Fraction, int]:
-        """(equity, gross, net, open positions), exact."""
-        values = [self.value(s, touch(s)) for s in self.symbols if self.pos[s]]
-        net = sum(values, Fraction(0))
-        return self.cash + net, sum((abs(v) for v in values), Fraction(0)), net, len(values)
+    def figures(self, touch: Touch, changed: Iterable[str] | None = None) -> tuple[Fraction, Fraction, Fraction, int]:
+        """(equity, gross, net, open positions), exact: every value read afresh (`changed`
+        None), or those of `changed` and of the symbols whose position moved since the last
+        read (the others' touches have not changed)."""
+        if changed is None or self._full:
+            self._full = False
+            self._values = {s: self.value(s, touch(s)) for s in self.held}
+            self._net = sum(self._values.values(), _ZERO)
+            self._gross = sum((abs(v) for v in self._values.values()), _ZERO)
+        else:
+            for s in self._moved.union(changed):
+                old = self._values.pop(s, _ZERO)
+                new = self.value(s, touch(s)) if s in self.held else _ZERO
+                if new:
+                    self._values[s] = new
+                if old != new:
+                    self._net += new - old
+                    self._gross += abs(new) - abs(old)
+        self._moved.clear()
+        return self.cash + self._net, self._gross, self._net, len(self.held)
 
     def amount(self, x: Fraction) -> float:
         """`x` at the account's quantum (half to even)."""
@@ -122,15 +198,21 @@ class Funds:
 
     def _held(self, symbol: str) -> Fraction:
         """The position and the symbol's working entries, signed."""
-        return self.pos[symbol] + sum((w.side * w.left for w in self.working[symbol].values()), Fraction(0))
+        return self.pos[symbol] + self._work[symbol]
 
     # ------------------------------------------------------------------ the entry check
-    def check(self, symbol: str, side: int, qty: Fraction, price: float, touch: Touch, down: str) -> str:
+    def check(self, symbol: str, side: int, qty: Fraction, price: float, touch: Touch, down: str,
+              changed: Iterable[str] | None = None) -> str:
         """"" when an entry of `qty` units of `symbol` (`side` +1 buy / -1 sell) at reference
         `price` may be placed, else why not, in this order: the portfolio stood down, no-short,
         max open positions, funding (a buy adding to a long needs the cash not already
         committed to working buys), max gross exposure (after the order, at its price, against
-        equity). Measured on the position and working entries of each symbol."""
+        equity). Measured on the position and working entries of each symbol (`changed` as in
+        `figures`)."""
+        if changed is None:  # the touches moved: the next read, here or later, reads them all
+            self._full = True
+        else:
+            self._moved.update(changed)
         if down:
             return down
         b = self.bounds
@@ -139,26 +221,20 @@ class Funds:
         if b.no_short and new < 0 and new < cur:
             return f"no-short: {symbol} would reach {_units(new)}"
         if b.max_open is not None and cur == 0 and new != 0:
-            held = sum(1 for s in self.symbols if s != symbol and self._held(s) != 0)
-            if held >= b.max_open:
+            if len(self.active - {symbol}) >= b.max_open:
                 return f"max open positions {b.max_open} reached"
         p = exact(price)
         mult = self.multipliers[symbol]
-        buy_cost = (max(new, Fraction(0)) - max(cur, Fraction(0))) * p * mult
+        buy_cost = (max(new, _ZERO) - max(cur, _ZERO)) * p * mult
         if buy_cost > 0:
-            committed = sum((w.left * w.price * self.multipliers[s]
-                             for s in self.symbols for w in self.working[s].values() if w.side > 0),
-                            Fraction(0))
-            free = self.cash - committed
+            free = self.cash - self.committed
             if buy_cost > free:
                 return (f"cannot fund: the buy costs {self.text(buy_cost)}, cash not committed is "
                         f"{self.text(free)}")
         added = (abs(new) - abs(cur)) * p * mult
         if added > 0:
-            equity, gross, _, _ = self.figures(touch)
-            pending = sum((w.left * w.price * self.multipliers[s]
-                           for s in self.symbols for w in self.working[s].values()), Fraction(0))
-            after = gross + pending + added
+            equity, gross, _, _ = self.figures(touch, ())
+            after = gross + self.pending + added
             if after > exact(b.max_gross) * equity:
                 return (f"max gross {b.max_gross:g}x equity: gross would reach {self.text(after)} "
                         f"against equity {self.text(equity)}")

@@ -68,6 +68,7 @@ class _Start:
     last_touch: dict[str, tuple[float, float]]
     realized: dict[str, Fraction]
     fees: dict[str, Fraction]
+    standing: dict[str, tuple[ast.Plan, int]]
 
 
 Command = (tuple[Literal["arm"], str, ast.Plan, int | None]
@@ -96,6 +97,7 @@ class PortfolioEngine:
             raise ValueError(f"no engine config for {', '.join(missing)}")
         self.universe = universe
         self.symbols = universe.symbols
+        self._members = {m.symbol: m for m in universe.members}
         self.rank = {s: k for k, s in enumerate(self.symbols)}
         self.configs = dict(configs)
         self.bounds = bounds
@@ -118,6 +120,7 @@ class PortfolioEngine:
         self._realized = {s: Fraction(0) for s in self.symbols}  # of closed sessions
         self._fees = {s: Fraction(0) for s in self.symbols}
         self._force_reference = False
+        self._standing: dict[str, tuple[ast.Plan, int]] = {}  # a plan FOR n sessions: it and the sessions left
         self._log: list[Command] = []
         self._start: _Start | None = None
         self._replaying = False
@@ -129,7 +132,7 @@ class PortfolioEngine:
         if self.session is not None:
             raise ValueError("close the open session first (close_session)")
         self._start = _Start(session, dict(self._carries), copy.deepcopy(self.funds), len(self.ledger),
-                             dict(self._last_touch), dict(self._realized), dict(self._fees))
+                             dict(self._last_touch), dict(self._realized), dict(self._fees), dict(self._standing))
         self._log = []
         self._force_reference = False
         self._open(session)
@@ -142,27 +145,44 @@ class PortfolioEngine:
         self._runs = np.append(np.flatnonzero(np.diff(self._msym)) + 1, n).astype(np.int64)
         self._mpos: dict[str, I64] = {}
         self._ticks: dict[str, Ticks] = {}
+        open_ns, close_ns = session.open_ns, session.close_ns
         for k, s in enumerate(self.symbols):
             self._mpos[s] = np.flatnonzero(self._msym == k)
-            self._ticks[s] = _session_ticks(self.universe[s].data.ticks, session)
+            self._ticks[s] = _session_ticks(self._members[s].data.ticks, open_ns, close_ns)
         self._cursor = 0
+        self._vkey = -1  # the merged position the account's values were last read at
         self._fed = {s: 0 for s in self.symbols}
         self._done = {s: 0 for s in self.symbols}
         self._breach = False
         self._filled: set[str] = set()  # symbols with a fill not yet marked
         day = session.date
+        splits = [e for e in self.universe.splits if e.date == day]
+        dividends = [e for e in self.universe.dividends if e.date == day]
         for s in self.symbols:
             carry = self._carries[s]
-            for split in self.universe.splits:
-                if split.symbol == s and split.date == day and carry is not None:
+            for split in splits:
+                if split.symbol == s and carry is not None:
                     carry = self._split(s, carry, Fraction(split.numerator, split.denominator), session)
-            for div in self.universe.dividends:
-                if div.symbol == s and div.date == day and carry is not None:
+            for div in dividends:
+                if div.symbol == s and carry is not None:
                     self._dividend(s, carry, div.amount, session)
-            engine = Engine(self.configs[s], session, s, self.universe[s].data.tick_size, carry)
+            engine = Engine(self.configs[s], session, s, self._members[s].data.tick_size, carry)
             self.engines[s] = engine
             self._take(s, command=True)
         self.funds.new_session(lambda x: self._touch(x, -1))
+        for s in self.symbols:  # a plan living FOR more sessions is armed again at the open
+            standing = self._standing.get(s)
+            if standing is not None:
+                plan, left = standing
+                if left > 1:
+                    self._standing[s] = (plan, left - 1)
+                    try:
+                        self.engines[s].arm(plan, open_ns)
+                    except PlanError:  # e.g. a window longer than this (half) day: the plan ends
+                        del self._standing[s]
+                    self._take(s, command=True)
+                else:
+                    del self._standing[s]
 
     def _split(self, s: str, carry: Carry, ratio: Fraction, session: SessionSpec) -> Carry:
         """`carry` adjusted for a split of `ratio` new shares per old: the position times the
@@ -193,7 +213,7 @@ class PortfolioEngine:
             for o in carry.orders if int(o.qty * ratio) > 0)
         after = Carry(lots, str(cost), orders)
         self._last_touch[s] = (bid / float(ratio), ask / float(ratio))
-        self.funds.pos[s] = lots * lot
+        self.funds.set_pos(s, lots * lot)
         self.ledger.append(s, SplitApplied(self._tick_off[s], session.open_ns, float(ratio),
                                            _units(carry.pos, cfg), _units(lots, cfg), carry.avg_price,
                                            after.avg_price))
@@ -242,6 +262,10 @@ class PortfolioEngine:
         self._log.append(("arm", symbol, plan, at_ns))
         engine.arm(plan, at_ns)
         self._take(symbol, command=True)
+        if isinstance(plan.expiry, ast.For) and plan.expiry.span.unit == "d":
+            self._standing[symbol] = (plan, plan.expiry.span.value)
+        else:
+            self._standing.pop(symbol, None)
 
     def stand_down(self, symbol: str | None = None, reason: str = "stand down", at_ns: int | None = None) -> None:
         """Stand `symbol`'s plan down (every symbol's when None); protective exits stay."""
@@ -249,6 +273,7 @@ class PortfolioEngine:
         for s in self.symbols if symbol is None else (symbol,):
             self._engine(s)
             self._log.append(("stand", s, reason, at_ns))
+            self._standing.pop(s, None)
             self.engines[s].stand_down(reason, at_ns)
             self._take(s, command=True)
 
@@ -325,7 +350,8 @@ class PortfolioEngine:
             if isinstance(ev, OrderPlaced) and ev.role == "entry":
                 ref = ev.price if ev.price is not None else self._touch(s, key)[1 if ev.side == "buy" else 0]
                 qty = exact(ev.qty)
-                if self.funds.check(s, 1 if ev.side == "buy" else -1, qty, ref, self._touch_at(key), self.down):
+                if self.funds.check(s, 1 if ev.side == "buy" else -1, qty, ref, self._touch_at(key), self.down,
+                                    self._changed(key)):
                     return False
             self._consume(s, ev, key, key)
             self._done[s] = j + 1
@@ -342,6 +368,7 @@ class PortfolioEngine:
         del self.ledger.entries[start.ledger_len:]
         self._last_touch = dict(start.last_touch)
         self._realized, self._fees = dict(start.realized), dict(start.fees)
+        self._standing = dict(start.standing)
         self._replaying = True
         try:
             self._open(start.session)
@@ -373,9 +400,22 @@ class PortfolioEngine:
         def gate(side: int, lots: int, price: float, index: int) -> str:
             key = int(pos[index])
             self._take(s)
-            return self.funds.check(s, side, lots * lot, price, lambda x: self._touch(x, key), self.down)
+            return self.funds.check(s, side, lots * lot, price, self._touch_at(key), self.down, self._changed(key))
 
         return gate
+
+    def _changed(self, key: int) -> set[str] | None:
+        """The symbols that ticked since the account's values were last read (at merged
+        position `_vkey`) up to `key`; None (read every value) when `key` is before it."""
+        last = self._vkey
+        if key < last:
+            self._vkey = key
+            return None
+        self._vkey = key
+        if key == last:
+            return set()
+        ranks = np.unique(self._msym[last + 1: key + 1])
+        return {self.symbols[int(k)] for k in ranks}
 
     def _touch_at(self, key: int) -> Callable[[str], tuple[float, float]]:
         return lambda x: self._touch(x, key)
@@ -411,11 +451,13 @@ class PortfolioEngine:
             self._filled.add(s)
         elif isinstance(ev, Mark) and s in self._filled:  # the mark after a fill
             self._filled.discard(s)
-            self._account_mark(key, tick, ev.ts)
+            # a command's fill (an end of data) is marked at the merged clock, with every touch so far
+            ts = max(ev.ts, int(self._mts[key])) if key >= 0 and len(self._mts) else ev.ts
+            self._account_mark(key, tick, ts)
 
     def _account_mark(self, key: int, tick: int, ts: int) -> None:
         f = self.funds
-        equity, gross, net, n_open = f.figures(self._touch_at(key))
+        equity, gross, net, n_open = f.figures(self._touch_at(key), self._changed(key))
         self.ledger.append(None, AccountMark(self._merged_off + max(tick, 0), ts, f.amount(f.cash),
                                              f.amount(equity), f.amount(gross), f.amount(net), n_open))
         self._check_loss(key, equity)
@@ -427,7 +469,7 @@ class PortfolioEngine:
             return
         f = self.funds
         if equity is None:
-            equity = f.equity(self._touch_at(key))
+            equity = f.equity(self._touch_at(key), self._changed(key))
         if equity <= f.open_equity - exact(loss):
             self._breach = True
 
@@ -480,17 +522,18 @@ def _units_exact(x: Fraction) -> int | float:
     return x.numerator if x.denominator == 1 else float(x)
 
 
-def _session_ticks(ticks: Ticks, session: SessionSpec) -> Ticks:
+def _session_ticks(ticks: Ticks, open_ns: int, close_ns: int) -> Ticks:
     """The ticks in [open, close] (as a single-symbol session takes them)."""
-    return ticks.slice(ticks.index_at(session.open_ns, side="left"), ticks.index_at(session.close_ns, side="right"))
+    return ticks.slice(ticks.index_at(open_ns, side="left"), ticks.index_at(close_ns, side="right"))
 
 
 def _merged(universe: Universe, session: SessionSpec) -> tuple[I64, I64, I64]:
     """The session's merged order: (symbol rank, index within the symbol's session ticks, ts)
     per merged position, by (ts, rank, index)."""
     ranks, idxs, tss = [], [], []
+    open_ns, close_ns = session.open_ns, session.close_ns
     for k, m in enumerate(universe.members):
-        t = _session_ticks(m.data.ticks, session)
+        t = _session_ticks(m.data.ticks, open_ns, close_ns)
         ranks.append(np.full(len(t), k, dtype=np.int64))
         idxs.append(np.arange(len(t), dtype=np.int64))
         tss.append(np.asarray(t.ts, dtype=np.int64))
