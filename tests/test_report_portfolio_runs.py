@@ -24,7 +24,7 @@ from portfolio_cases import random_run
 from test_report_universe_baselines import STOCKBENCH
 
 
-@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("seed", range(60))
 def test_the_marked_account_agrees_with_every_account_line_of_random_runs(seed: int) -> None:
     pe = random_run(random.Random(seed), "auto")
     rep = portfolio_report(pe.universe, pe.ledger.to_jsonl(), pe.bounds.capital, configs=pe.configs)

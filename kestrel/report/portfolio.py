@@ -8,8 +8,9 @@ Definitions (docs/report.md, "Portfolio runs"):
   next tick; cash = capital - the sum over fills of signed qty x price x multiplier - fees + the
   `dividend` amounts + cash in lieu of a split's fraction of a lot (that fraction at the last
   touch before the split divided by the ratio: pos_before x ratio - pos_after units); equity, gross and net are marked at every merged tick
-  (`kestrel.report.portfolio_marks`). At every `account` line the marked account equals the
-  line's cash, equity, gross and net (`account_mismatches` counts the lines where it does not);
+  (`kestrel.report.portfolio_marks`). Each `account` line is checked against the account
+  recomputed from the ledger lines before it (`_Replay`; `account_mismatches` counts the lines
+  that differ);
 - max drawdown: the largest fall of marked equity from its running peak, the peak starting at
   the capital;
 - a symbol's attribution: P&L = its cash flows (fills, fees, dividends) + its value at the end,
@@ -171,15 +172,12 @@ def portfolio_report(universe: Universe, ledger: bytes | Sequence[PortfolioLine]
     turnover: dict[int, float] = {}
     divs: dict[int, float] = {}
     rejects: dict[int, int] = {}
-    accounts: list[AccountLine] = []
-    account_at: list[int] = []  # each account line's line number
-    at_tick: dict[int, list[tuple[int, float, float | None]]] = {}  # merged tick -> (line, cash flow, new position)
     scale = 10.0**decimals
+    replay = _Replay(ticks, capital, decimals)
     for n, line in enumerate(lines, 1):
         e = line.event
         if isinstance(e, AccountLine):
-            accounts.append(e)
-            account_at.append(n)
+            replay.check(e)
             continue
         sym = line.symbol
         if sym not in index:
@@ -191,17 +189,19 @@ def portfolio_report(universe: Universe, ledger: bytes | Sequence[PortfolioLine]
             traded = e.qty * e.price * mult
             amount = round((-_sign(e.side) * traded - e.fee) * scale) / scale
             flows.append((k, amount))
-            at_tick.setdefault(k, []).append((n, amount, None))
+            replay.flow(amount)
             per_flow[m] = per_flow.get(m, 0.0) + amount
             fees[m] = fees.get(m, 0.0) + e.fee
             fills[m] = fills.get(m, 0) + 1
             turnover[m] = turnover.get(m, 0.0) + abs(traded)
         elif isinstance(e, (PositionChanged, Carried)):
-            k = ticks.merged_index(m, e.tick)  # the tick must be the run's
+            if not (isinstance(e, Carried) and e.tick == ticks.own_count(m)):  # a carry into no more ticks
+                ticks.merged_index(m, e.tick)  # the tick must be the run's
             changes.setdefault(m, []).append((e.tick, float(e.pos)))
-            at_tick.setdefault(k, []).append((n, 0.0, float(e.pos)))
+            replay.position(m, float(e.pos))
         elif isinstance(e, SplitLine):
             own = ticks.first_at_or_after(m, e.ts)
+            replay.split(m, float(e.pos_after), e.ratio, ticks.own_count(m) if own is None else own)
             if own is not None:
                 changes.setdefault(m, []).append((own, float(e.pos_after)))
                 rest = float(e.pos_before) * e.ratio - float(e.pos_after)
@@ -211,9 +211,11 @@ def portfolio_report(universe: Universe, ledger: bytes | Sequence[PortfolioLine]
                     amount = round(rest * mark / e.ratio * mult * scale) / scale
                     k = ticks.merged_index(m, own)
                     flows.append((k, amount))
+                    replay.flow(amount)
                     per_flow[m] = per_flow.get(m, 0.0) + amount
         elif isinstance(e, DividendLine):
             k = int(np.searchsorted(ticks.ts, e.ts, side="left"))
+            replay.flow(e.amount)
             if k < len(ticks):
                 flows.append((k, e.amount))
                 per_flow[m] = per_flow.get(m, 0.0) + e.amount
@@ -228,7 +230,7 @@ def portfolio_report(universe: Universe, ledger: bytes | Sequence[PortfolioLine]
         last = np.concatenate((at[1:] != at[:-1], [True])) if at.size else np.zeros(0, dtype=bool)
         paths[m] = PositionPath(at[last], pos[last])
     curve = mark_account(ticks, capital, paths, flows, decimals=decimals)
-    mismatches, first = _check_accounts(accounts, account_at, at_tick, ticks, curve, decimals)
+    mismatches, first = replay.mismatches, replay.first
     durations = _durations(ticks)
     total_time = float(sum(s.close_ns - s.open_ns for s in sessions)) or 1.0
     attribution = []
@@ -257,7 +259,7 @@ def portfolio_report(universe: Universe, ledger: bytes | Sequence[PortfolioLine]
     currency = currencies.pop() if len(currencies) == 1 else "/".join(sorted(currencies))
     return PortfolioReport(universe.symbols, currency, capital, decimals, money_decimals(currency.split("/")[0]),
                            ticks, curve, figures, tuple(attribution), _session_lines(ticks, curve, capital), refs,
-                           len(accounts), mismatches, first, sum(fills.values()), sum(rejects.values()))
+                           replay.lines, mismatches, first, sum(fills.values()), sum(rejects.values()))
 
 
 def _member_durations(ticks: MergedTicks, idx: I64, durations: F64) -> F64:
@@ -284,56 +286,67 @@ def _mean_exposure(ticks: MergedTicks, idx: I64, value: F64, equity: F64, durati
     return float(np.sum(share * durations) / total)
 
 
-def _check_accounts(accounts: Sequence[AccountLine], lines_at: Sequence[int],
-                    at_tick: Mapping[int, Sequence[tuple[int, float, float | None]]], ticks: MergedTicks,
-                    curve: AccountCurve, decimals: int) -> tuple[int, str | None]:
-    """How many account lines differ from the marked account at their place in the ledger,
-    and the first one's description. The curve holds the state after every event of a merged
-    tick; an account line written between two fills of one tick (each fill is marked) is
-    compared with that state less the tick's later events (only the tick's own symbol has
-    events at it)."""
-    tol = 0.5 * 10.0**-decimals + 1e-9
-    scale = 10.0**decimals
-    bad = 0
-    first: str | None = None
-    for a, line in zip(accounts, lines_at):
+class _Replay:
+    """The account at each `account` line, recomputed from the ledger lines before it: cash the
+    running sum of the cash flows so far, each held symbol's value its position so far x the
+    touch of its latest tick at or before the line's merged tick (divided by a split's ratio
+    until the symbol's first tick after the split) x its multiplier. A line written after a
+    session's ticks (its end-of-day exits, the close of a session without a tick) may name the
+    next merged index: it is read at the merged tick before it."""
+
+    def __init__(self, ticks: MergedTicks, capital: float, decimals: int) -> None:
+        self.ticks = ticks
+        self.scale = 10.0**decimals
+        self.tol = 0.5 * 10.0**-decimals + 1e-9
+        self.cash = capital
+        self.pos: dict[int, float] = {}
+        self.splits: dict[int, tuple[int, float]] = {}  # member -> (own tick it applies from, ratio)
+        self.lines = 0
+        self.mismatches = 0
+        self.first: str | None = None
+
+    def flow(self, amount: float) -> None:
+        self.cash = round((self.cash + amount) * self.scale) / self.scale
+
+    def position(self, m: int, pos: float) -> None:
+        self.pos[m] = pos
+
+    def split(self, m: int, pos_after: float, ratio: float, own: int) -> None:
+        self.pos[m] = pos_after
+        self.splits[m] = (own, ratio)
+
+    def check(self, a: AccountLine) -> None:
+        t = self.ticks
+        self.lines += 1
         k = a.tick
-        if not 0 <= k < len(curve) or int(ticks.ts[k]) > a.ts:
-            # a line written after a session's ticks (its end-of-day exits, the close of a
-            # session without a tick) names the next merged index: the state after the one
-            # before it (the capital before the first)
-            k = min(k, len(curve)) - 1
-        if k < 0:
-            cash = equity = curve.capital
-            gross = net = 0.0
-            n_open = 0
-            events: Sequence[tuple[int, float, float | None]] = ()
-        else:
-            cash, equity, gross, net = (float(curve.cash[k]), float(curve.equity[k]), float(curve.gross[k]),
-                                        float(curve.net[k]))
-            n_open = int(curve.open_positions[k])
-            events = at_tick.get(k, ())
-        later = [x for x in events if x[0] > line]
-        if later:
-            m, own = int(ticks.member[k]), int(ticks.own[k])
-            cash = round((cash - sum(x[1] for x in later)) * scale) / scale
-            before = [x[2] for x in events if x[0] < line and x[2] is not None]
-            pos = before[-1] if before else (float(curve.positions[m][own - 1]) if own > 0 else 0.0)
-            touch = float(ticks.bid[k] if pos > 0 else ticks.ask[k])
-            value = round(pos * touch * float(ticks.multipliers[m]) * scale) / scale if pos else 0.0
-            was = float(curve.values[m][own])
-            net = round((net - was + value) * scale) / scale
-            gross = round((gross - abs(was) + abs(value)) * scale) / scale
-            equity = round((cash + net) * scale) / scale
-            n_open += (pos != 0) - (float(curve.positions[m][own]) != 0)
-        got = (cash, equity, gross, net)
+        if not 0 <= k < len(t) or int(t.ts[k]) > a.ts:
+            k = min(k, len(t)) - 1
+        net = gross = 0.0
+        n_open = 0
+        for m, pos in self.pos.items():
+            if not pos:
+                continue
+            n_open += 1
+            idx = t.own_merged(m)
+            j = int(np.searchsorted(idx, k, side="right")) - 1 if k >= 0 else -1
+            if j < 0:
+                continue
+            touch = float(t.bid[idx[j]] if pos > 0 else t.ask[idx[j]])
+            split = self.splits.get(m)
+            if split is not None and j < split[0]:
+                touch /= split[1]
+            value = round(pos * touch * float(t.multipliers[m]) * self.scale) / self.scale
+            net += value
+            gross += abs(value)
+        got = (self.cash, round((self.cash + net) * self.scale) / self.scale, round(gross * self.scale) / self.scale,
+               round(net * self.scale) / self.scale)
         want = (a.cash, a.equity, a.gross, a.net)
-        if any(abs(g - w) > tol for g, w in zip(got, want)) or n_open != a.open:
-            bad += 1
-            first = first or (f"account line at merged tick {a.tick}: the ledger says cash {a.cash}, equity {a.equity}, "
-                              f"gross {a.gross}, net {a.net}, open {a.open}; marked: cash {got[0]}, equity {got[1]}, "
-                              f"gross {got[2]}, net {got[3]}, open {n_open}")
-    return bad, first
+        if any(abs(g - w) > self.tol for g, w in zip(got, want)) or n_open != a.open:
+            self.mismatches += 1
+            self.first = self.first or (
+                f"account line at merged tick {a.tick}: the ledger says cash {a.cash}, equity {a.equity}, gross "
+                f"{a.gross}, net {a.net}, open {a.open}; marked: cash {got[0]}, equity {got[1]}, gross {got[2]}, "
+                f"net {got[3]}, open {n_open}")
 
 
 def _session_lines(ticks: MergedTicks, curve: AccountCurve, capital: float) -> tuple[SessionLine, ...]:
