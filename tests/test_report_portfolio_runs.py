@@ -15,7 +15,7 @@ from kestrel.data.universe import load_universe
 from kestrel.engine import EngineConfig
 from kestrel.engine.portfolio import run_universe
 from kestrel.market.portfolio import PortfolioBounds
-from kestrel.report.portfolio import portfolio_report, to_json
+from kestrel.report.portfolio import from_portfolio_run, portfolio_report, to_json
 from kestrel.report.portfolio_page import render_portfolio
 
 from engine_helpers import plan
@@ -57,3 +57,23 @@ def test_a_stockbench_run_reports_and_agrees_with_the_engine(shared_data: Path) 
     assert_offline(page)
     assert page == render_portfolio(portfolio_report(universe, ledger, 100_000.0, [s.date for s in sessions],
                                                      configs=configs))
+
+
+def test_a_portfolio_session_with_an_agent_reports_from_its_result(shared_data: Path) -> None:
+    from kestrel.session.options import SessionOptions
+    from kestrel.session.portfolio import ModuleAgent, run_portfolio
+
+    universe = load_universe(shared_data / STOCKBENCH, symbols=["AAPL", "GS", "MSFT"]).universe
+    module = ("PLAN a ON AAPL FOR 5d\nWHEN pos == 0: BUY 10 MKT\n"
+              "PLAN g ON GS FOR 5d\nWHEN pos == 0: BUY 3 MKT\n"
+              "PLAN m ON MSFT FOR 5d\nWHEN pos == 0: SELL 5 MKT")
+    opts = SessionOptions(engine=EngineConfig(end_of_day="carry", maxpos=100))
+    result = run_portfolio(universe, ModuleAgent(module, "hold"), PortfolioBounds(capital=20_000.0), opts,
+                           date=dt.date(2025, 3, 7), days=5)
+    rep = from_portfolio_run(result.engine, result.capture.dates)
+    assert rep.account_lines > 0 and rep.account_mismatches == 0, rep.first_mismatch
+    state = result.engine.state()
+    assert abs(rep.figures.final_equity - state.equity) <= 0.005
+    assert [a.final_position for a in rep.attribution] == [float(h.position) for h in state.holdings]
+    assert [a.symbol for a in rep.attribution] == ["AAPL", "GS", "MSFT"]
+    assert rep.attribution[2].final_position < 0 and rep.attribution[2].final_value < 0  # the MSFT short

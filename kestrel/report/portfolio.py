@@ -262,6 +262,14 @@ def portfolio_report(universe: Universe, ledger: bytes | Sequence[PortfolioLine]
                            replay.lines, mismatches, first, sum(fills.values()), sum(rejects.values()))
 
 
+def from_portfolio_run(engine: Any, dates: Sequence[str | dt.date]) -> PortfolioReport:
+    """The report of a finished portfolio run: `engine` the run's `PortfolioEngine` (its
+    universe, its symbols' configs, the operator's capital and its ledger), `dates` the run's
+    sessions (a `PortfolioResult`'s `capture.dates`)."""
+    return portfolio_report(engine.universe, engine.ledger.to_jsonl(), engine.bounds.capital, dates,
+                            configs=engine.configs)
+
+
 def _member_durations(ticks: MergedTicks, idx: I64, durations: F64) -> F64:
     """How long each of a member's ticks' states last: until its next tick in the same
     session, its session's last tick until the close."""
@@ -421,4 +429,5 @@ def to_json(rep: PortfolioReport) -> dict[str, Any]:
     }
 
 
-__all__ = ["Attribution", "Figures", "PortfolioReport", "SessionLine", "portfolio_report", "sampled", "to_json"]
+__all__ = ["Attribution", "Figures", "PortfolioReport", "SessionLine", "from_portfolio_run", "portfolio_report", "sampled",
+           "to_json"]
