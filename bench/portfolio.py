@@ -9,7 +9,9 @@ Prints one JSON line:
   `*_data_mb` (the universe's tick columns), `*_sessions_per_s` (sessions a second with one
   agent turn per session: the turn's module of plans, one `ON SYM` plan per symbol, parsed
   and armed at the open, then the session's merged ticks run on the portfolio engine),
-  `*_peak_rss_mb` (the child's `ru_maxrss`) and `*_rss_within_budget` (peak <= data + 300 MB);
+  `*_fills` and `*_ledger_events` (the run's ledger, held in memory by the engine),
+  `*_peak_rss_mb` (the child's `ru_maxrss`, the interpreter and libraries included) and
+  `*_rss_within_budget` (peak <= data + 300 MB);
   `*_kestrel` says why a figure is missing when the portfolio engine is not there;
 - `equal_weight_*`: the equal-weight buy-and-hold of the 4-symbol minute universe
   (SPY, AIG, BAC, IBM: six sessions of Lean's minute trade bars; capital 100,000 split in four,
@@ -176,11 +178,11 @@ def turn_limits(n_plans: int) -> Any:
 
 
 def kestrel_run(universe: Universe, plan_texts: dict[str, str], sessions: Sequence[Any] | None = None,
-                path: str = "auto") -> tuple[float, bytes] | None:
+                path: str = "auto") -> tuple[float, Any] | None:
     """One run of the universe on Kestrel's portfolio engine, each session opening with an
     agent turn: its reply, a module of one `ON SYM` plan per symbol, parsed and type-checked,
     each plan armed on its symbol; then the session's merged ticks to the close.
-    (wall s, ledger bytes); None without the engine."""
+    (wall s, the engine: its `ledger` the run's); None without the engine."""
     engine_cls, _ = portfolio_engine()
     if engine_cls is None:
         return None
@@ -203,7 +205,7 @@ def kestrel_run(universe: Universe, plan_texts: dict[str, str], sessions: Sequen
             engine.arm(p.instrument, p)
         engine.close_session(path)
     wall = time.perf_counter() - t0
-    return wall, bytes(engine.ledger.to_jsonl())
+    return wall, engine
 
 
 def _cross_plans(symbols: Sequence[str], n: int = SMA_N) -> dict[str, str]:
@@ -230,10 +232,13 @@ def child(kind: str, n_symbols: int, n_sessions: int) -> dict[str, Any]:
     if ran is None:
         out["kestrel"] = portfolio_engine()[1]
     else:
-        wall, ledger = ran
+        from kestrel.engine.ledger import Filled
+
+        wall, engine = ran
         out["sessions_per_s"] = round(len(universe.sessions) / wall, 3)
         out["run_s"] = round(wall, 3)
-        out["fills"] = ledger.count(b'"event":"fill"')
+        out["ledger_events"] = len(engine.ledger)
+        out["fills"] = sum(1 for _, e in engine.ledger.entries if isinstance(e, Filled))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
     out["peak_rss_mb"] = round(peak, 1)
     out["rss_within_budget"] = peak <= out["data_mb"] + RSS_BUDGET_MB
@@ -483,7 +488,7 @@ def main() -> None:
         result["sma_cross_kestrel"] = portfolio_engine()[1]
     else:
         result["sma_cross_wall_s"] = round(ran[0], 4)
-        ours = kestrel_fills(ran[1])
+        ours = kestrel_fills(ran[1].ledger.to_jsonl())
         result["sma_cross_fills"] = len(ours)
     if nt_ew is not None:
         nt = best(lambda: nautilus_run(universe, "cross"))
