@@ -20,13 +20,13 @@ from kestrel.lang.functions import Arguments, Context, Indicator, indicator
 from kestrel.lang.means import Stdev
 from kestrel.lang.operations import Operation
 from kestrel.lang.windows import Atr
-from kestrel.lang.registry import UNITS
+from kestrel.lang.registry import DEFINITIONS
 
 S = 1_000_000_000
-UNITS_PER_POINT = 200.0  # half ticks of a 0.01 tick
+HALF_TICKS_PER_POINT = 200.0  # half ticks of a 0.01 tick
 OPEN = 1_700_000_000 * S
-INDICATORS = {name: unit for name, unit in UNITS.items() if issubclass(unit, Indicator)}
-OPERATIONS = {name: unit for name, unit in UNITS.items() if issubclass(unit, Operation)}
+INDICATORS = {name: unit for name, unit in DEFINITIONS.items() if issubclass(unit, Indicator)}
+OPERATIONS = {name: unit for name, unit in DEFINITIONS.items() if issubclass(unit, Operation)}
 F64 = npt.NDArray[np.float64]
 
 
@@ -56,12 +56,12 @@ def series(draw: st.DrawFn) -> tuple[npt.NDArray[np.int64], F64, Any, float]:
     if kind == "binary":  # a vwap-like double: the exact value is the value itself
         value = 100.0 + np.cumsum(np.array(steps, dtype=np.float64)) * 0.0137
         return ts, value, value, 1.0
-    return ts, k / UNITS_PER_POINT, k, UNITS_PER_POINT
+    return ts, k / HALF_TICKS_PER_POINT, k, HALF_TICKS_PER_POINT
 
 
 @st.composite
 def arguments(draw: st.DrawFn, name: str) -> Arguments:
-    spec = UNITS[name].spec
+    spec = DEFINITIONS[name].spec
     values: list[tuple[str, int | float | str]] = []
     fast = draw(st.integers(1, 12))
     for p in spec.params:
@@ -121,8 +121,8 @@ def test_the_overflowing_sums_really_run() -> None:
     for name in ("sma", "stdev", "zscore", "bbupper"):
         args = Arguments((("x", "mid"), ("n", 40)) + ((("k", 2.0),) if name == "bbupper" else ()))
         unit = INDICATORS[name]
-        column = indicator(unit, args, Context(UNITS_PER_POINT, OPEN)).column(ts, k / UNITS_PER_POINT, k)
-        ticks = per_tick(indicator(unit, args, Context(UNITS_PER_POINT, OPEN)), ts, k / UNITS_PER_POINT, k)
+        column = indicator(unit, args, Context(HALF_TICKS_PER_POINT, OPEN)).column(ts, k / HALF_TICKS_PER_POINT, k)
+        ticks = per_tick(indicator(unit, args, Context(HALF_TICKS_PER_POINT, OPEN)), ts, k / HALF_TICKS_PER_POINT, k)
         assert same(ticks, column) and np.isfinite(column[40:]).all(), name
 
 
@@ -154,12 +154,12 @@ def _walk(n: int, seed: int) -> tuple[npt.NDArray[np.int64], F64, npt.NDArray[np
     """n one-second ticks of a random walk on a 0.01 grid around 100 (whole half ticks)."""
     rng = np.random.default_rng(seed)
     k = 20_000 + 2 * np.cumsum(rng.choice([-2, -1, 0, 0, 1, 2], n))
-    return OPEN + np.arange(n, dtype=np.int64) * S, k / UNITS_PER_POINT, k
+    return OPEN + np.arange(n, dtype=np.int64) * S, k / HALF_TICKS_PER_POINT, k
 
 
 def _ours(name: str, ticks: int = 1000, seed: int = 1, **args: int | float | str) -> tuple[F64, F64]:
     ts, value, k = _walk(ticks, seed)
-    unit = indicator(INDICATORS[name], Arguments(tuple(args.items())), Context(UNITS_PER_POINT, OPEN))
+    unit = indicator(INDICATORS[name], Arguments(tuple(args.items())), Context(HALF_TICKS_PER_POINT, OPEN))
     return value, unit.column(ts, value, k)
 
 

@@ -421,3 +421,81 @@ def test_a_stand_down_ends_a_plan_for_n_sessions() -> None:
             pe.stand_down("AAA")
         pe.close_session()
     assert sum(1 for _, e in pe.ledger.entries if isinstance(e, Armed)) == 1
+
+
+def test_a_refused_plan_leaves_nothing_and_a_later_rerun_on_the_reference_still_agrees() -> None:
+    """A plan the engine refuses (a window longer than the session) is not armed; the session
+    then falls back to the reference (a funding rejection) and replays without it."""
+    from kestrel.engine.plans import PlanError
+
+    u = _universe(ROWS)
+    runs = []
+    for path in ("auto", "reference"):
+        pe = PortfolioEngine(u, {s: EngineConfig() for s in u.symbols}, PortfolioBounds(capital=2000.0))
+        pe.open_session(SESSION)
+        with pytest.raises(PlanError):
+            pe.arm("AAA", plan("PLAN long\nWHEN last > high(8h): BUY 1 MKT"))
+        pe.arm("AAA", plan("PLAN a\nWHEN pos == 0: BUY 30 MKT"))
+        pe.close_session(path)
+        runs.append(pe)
+    assert runs[0].paths == ["reference"] and _rejects(runs[0], "AAA")[0].startswith("cannot fund")
+    assert runs[0].ledger.to_jsonl() == runs[1].ledger.to_jsonl()
+
+
+MINUTE_TRADES = "equities_minute/lean_us_equities_minute_trade_bars_20131004_20131011.parquet"
+MINUTE_QUOTES = "equities_minute/lean_us_equities_minute_quote_bars_20131004_20131011.parquet"
+
+
+def test_the_minute_universe_gives_the_same_ledger_on_both_paths(shared_data: Path) -> None:
+    """SPY, AIG, BAC and IBM trade and quote bars joined: an SMA cross on each symbol over the
+    sessions with a tight account (funding and max open positions bind)."""
+    u = load_universe(shared_data / MINUTE_TRADES, quotes=shared_data / MINUTE_QUOTES).universe
+    text = ("PLAN x\nWHEN mid CROSSES ABOVE sma(mid, 20) AND pos == 0: BUY 50 MKT STOP -0.3% TARGET +0.5%\n"
+            "WHEN mid CROSSES BELOW sma(mid, 20) AND pos > 0: FLAT")
+    plans = {s: plan(text) for s in u.symbols}
+    cfg = {s: EngineConfig(maxpos=100, maxorders=200) for s in u.symbols}
+    bounds = PortfolioBounds(capital=12000.0, max_open=2)
+    ref = run_universe(u, cfg, bounds, plans, path="reference")
+    auto = run_universe(u, cfg, bounds, plans, path="auto")
+    assert auto.ledger.to_jsonl() == ref.ledger.to_jsonl()
+    reasons = {e.reason.split(":")[0] for _, e in ref.ledger.entries if isinstance(e, OrderRejected)}
+    assert {"cannot fund", "max open positions 2 reached"} <= reasons
+    assert sum(1 for _, e in ref.ledger.entries if isinstance(e, Filled)) > 20
+
+
+# ---------------------------------------------------------------- sizing by money and by equity
+@pytest.mark.parametrize("path", ["reference", "auto"])
+def test_an_entry_sized_by_money_buys_the_whole_lots_it_pays_for(path: str) -> None:
+    u = _universe(ROWS)
+    pe = _one_session(u, {"AAA": "PLAN a\nWHEN pos == 0: BUY $1000 MKT",
+                          "CCC": "PLAN c\nWHEN pos == 0: BUY $50 LMT 20.05"},
+                      PortfolioBounds(capital=10000.0), path=path)
+    buys = [(s, e.qty) for s, e in pe.ledger.entries if isinstance(e, Filled) and e.side == "buy"]
+    assert buys == [("AAA", 9), ("CCC", 2)]  # 1000 // 100.02 = 9 (the touch); 50 // 20.05 = 2 (the limit)
+
+
+def test_an_entry_sized_under_one_lot_is_rejected_with_its_reason() -> None:
+    u = _universe(ROWS)
+    pe = _one_session(u, {"AAA": "PLAN a\nWHEN pos == 0: BUY $50 MKT"}, PortfolioBounds(capital=10000.0))
+    assert _rejects(pe, "AAA") == ["$50 buys less than one lot at 100.02"]
+
+
+@pytest.mark.parametrize("path", ["reference", "auto"])
+def test_an_entry_sized_by_a_share_of_equity(path: str) -> None:
+    u = _universe(ROWS)
+    pe = _one_session(u, {"AAA": "PLAN a\nWHEN pos == 0: BUY 25%EQ MKT",
+                          "BBB": "PLAN b\nWHEN pos == 0: BUY 25%EQ MKT"},
+                      PortfolioBounds(capital=10000.0), path=path)
+    buys = [(s, e.qty) for s, e in pe.ledger.entries if isinstance(e, Filled) and e.side == "buy"]
+    # 2500 // 100.02 = 24; then equity 10000 - 24 x 0.02 (AAA marked at its bid): 2499.88 // 50.02 = 49
+    assert buys == [("AAA", 24), ("BBB", 49)]
+    assert pe.paths == ["reference"]
+
+
+def test_a_single_symbol_engine_refuses_equity_sizing() -> None:
+    e = Engine(EngineConfig(), SESSION, "TEST", 0.01)
+    e.arm(plan("PLAN a\nWHEN pos == 0: BUY 10%EQ MKT"))
+    e.run(Ticks.from_arrays(np.array([T0, T0 + S], np.int64), np.array([10.0, 10.0]), np.array([10.01, 10.01]),
+                            np.array([10.0, 10.0]), np.zeros(2)), path="reference")
+    assert [x.reason for x in e.ledger.events if isinstance(x, OrderRejected)][0] == (
+        "sizing by a share of equity (10%EQ) needs an account: trade in a portfolio session")

@@ -127,7 +127,7 @@ EDGE_CASES = [  # (text, where both stop: ok, or a token / a character at that c
     ("PLAN a ON BRK.B WHEN last > 1: FLAT x3", "ok", ""),
     ("PLAN a ON aapl WHEN last > 1: FLAT", "token", "aapl"),
     ("PLAN a WHEN last > 1: BUY 10 MKT x3y", "token", "x3y"),
-    ("PLAN a WHEN last > 1: BUY 0.01% MKT", "token", "0.01%"),  # a NUMBER stops before no `%`
+    ("PLAN a WHEN last > 1: BUY 0.01% MKT", "token", "MKT"),  # a PERCENT after BUY sizes by equity: EQ
     ("PLAN a WHEN last > 1: BUY 15:45 MKT", "token", "15:45"),  # nor starts where a TIME does
     ("PLAN a WHEN last > 1: BUY 9:305 MKT", "token", ":305"),
     ("VIEW v: bars(n==5)", "token", "=="),  # `==` is never `=` `=`

@@ -13,7 +13,7 @@ from kestrel.service.host.limits import DEFAULT_LIMITS, ServiceLimits
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "mcp.md"
 ROW = re.compile(r"^\| `(?P<name>[a-z_]+)` \| (?P<default>[0-9][0-9_.]*)(?: \((?P<unit>[^)]*)\))? \| (?P<what>.+) \|$")
-UNITS = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+BYTES_PER = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
 
 
 def documented() -> dict[str, tuple[str, str | None]]:
@@ -39,7 +39,7 @@ def test_every_limit_is_documented_with_its_default() -> None:
         assert float(default) == value, f"{name}: documented {default}, the code has {value}"
         if unit is not None:  # e.g. "256 MiB" beside 268435456
             amount, _, scale = unit.partition(" ")
-            assert float(amount) * UNITS[scale] == value, f"{name}: {unit} is not {value}"
+            assert float(amount) * BYTES_PER[scale] == value, f"{name}: {unit} is not {value}"
 
 
 def test_each_documented_name_is_a_limit_the_cli_takes() -> None:

@@ -181,3 +181,23 @@ def test_a_turn_holds_a_plan_for_each_of_twenty_symbols_and_checks_each_lot() ->
     assert isinstance(ok, PortfolioTurn) and ok.plans[0].rules[0].actions[0].qty == 0.0003  # type: ignore[union-attr]
     bad = read_turn("PLAN a ON AAPL\nWHEN pos == 0: BUY 0.5 MKT", ("AAPL", "BTC"), lots)
     assert isinstance(bad, str) and bad.startswith("plan a ON AAPL: ")
+
+
+def test_standdown_on_a_symbol_stands_only_that_one_down() -> None:
+    syms = ("AAPL", "MSFT")
+    assert read_turn('STANDDOWN ON AAPL "earnings"', syms) == PortfolioTurn(stand_down=("AAPL",))
+    assert "not a symbol of the universe" in str(read_turn("STANDDOWN ON IBM", syms))
+    both = read_turn("STANDDOWN ON MSFT\nPLAN a ON AAPL\nWHEN pos == 0: BUY $5000 MKT", syms)
+    assert isinstance(both, PortfolioTurn) and both.stand_down == ("MSFT",) and both.plans[0].instrument == "AAPL"
+
+
+def test_a_module_with_standdown_on_one_symbol_in_a_session(shared_data: Path) -> None:
+    u = _universe(shared_data)
+    opts = SessionOptions(engine=EngineConfig(maxpos=100), checkpoints=("12:00",))
+    first = "PLAN a ON AAPL\nWHEN last < 1: BUY 1 MKT\nPLAN g ON GS\nWHEN last < 1: BUY 1 MKT"
+    r = run_portfolio(u, Script(first, "STANDDOWN ON GS"), PortfolioBounds(capital=10000.0), opts,
+                      date=dt.date(2025, 3, 3), days=1)
+    downs = [(s, e.reason) for s, e in r.ledger.entries if isinstance(e, Disarmed)]
+    assert ("GS", "stand down requested by the agent") in downs
+    assert not any(s == "AAPL" and reason == "stand down requested by the agent" for s, reason in downs)
+    assert r.turns[1].applied == "GS stood down"

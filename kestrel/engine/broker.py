@@ -145,9 +145,16 @@ class Broker:
         # an account's check of an entry that passed every check above (a portfolio's funding
         # and bounds): (side, lots, reference price, tick index) -> "" or the rejection's reason
         self.gate: Callable[[int, int, float, int], str] | None = None
+        # the account's equity now, for entries sized by a share of it (a portfolio's), or None
+        self.equity: Callable[[int], Fraction] | None = None  # (tick index) -> equity
         if carry is not None:
             self._restore(carry)
         self.refresh_envelope(-1)
+
+    def sizes_by_equity(self) -> bool:
+        """Whether an armed rule's entry is sized by a share of equity (it reads the account)."""
+        return self.armed and any(isinstance(a, EntrySpec) and a.size_kind == "equity"
+                                  for acts in self.actions for a in acts)
 
     # the account, as the series and callers read it
     @property
@@ -534,18 +541,25 @@ class Broker:
             return
         if price is not None:
             price = self.grid.snap(price)
-        risk = self._risk(entry, price) if entry.bounded else 0.0
+        qty = entry.qty
+        if entry.size_kind is not None:
+            qty, why = self._sized(entry, price, tick.index)
+            if why:
+                self._reject(rule, tick, why)
+                return
+        risk = (self._risk(entry, price) if entry.size_kind is None else self._risk_of(entry, price, qty)) \
+            if entry.bounded else 0.0
         if risk:
             # the working entries' worst cases, in id order (`sum` of them: the same total)
             committed = sum([o.risk * o.remaining for o in self.orders.values() if o.entry])
-            worst_k = round((committed + risk * entry.qty) * self.money.scale)  # (`Money.quanta`)
+            worst_k = round((committed + risk * qty) * self.money.scale)  # (`Money.quanta`)
             after_k = self.book.pnl_k(self.bid, self.ask) - worst_k
             if after_k <= self.floor_k:
                 plan_bound = self._plan_floor_binds()
                 bound = (f"maxloss {self.maxloss:g}" if plan_bound
                          else f"session maxloss {self.config.session_maxloss:g}")
                 whose, pnl_k = ("plan's", after_k - self.baseline_k) if plan_bound else ("session's", after_k)
-                self._reject(rule, tick, f"worst-case loss {risk * entry.qty:.2f} would take the "
+                self._reject(rule, tick, f"worst-case loss {risk * qty:.2f} would take the "
                              f"{whose} pnl to {self.money.amount(pnl_k):.2f}, past {bound}")
                 self.disarm(f"{bound} would be breached", tick.index, tick.ts)
                 return
@@ -555,19 +569,19 @@ class Broker:
         # the working entries' and flats' signed remainder
         working = sum(o.side * (o.qty - o.filled) for o in self.orders.values()
                       if o.entry or o.role == "flat")
-        projected = self.book.pos + working + entry.signed
+        projected = self.book.pos + working + entry.side * qty
         if abs(projected) > self.maxpos:
             self._reject(rule, tick, f"maxpos {self.qty_text(self.maxpos)}: position would reach "
                          f"{self.qty_text(projected)}")
             return
         if self.gate is not None:
             ref = price if price is not None else (self.ask if entry.side > 0 else self.bid)
-            why = self.gate(entry.side, entry.qty, ref, tick.index)
+            why = self.gate(entry.side, qty, ref, tick.index)
             if why:
                 self._reject(rule, tick, why)
                 return
         self.placed += 1
-        self._place(self.plan_name, rule, "entry", entry.side, entry.qty, entry.type, price, tick.index,
+        self._place(self.plan_name, rule, "entry", entry.side, qty, entry.type, price, tick.index,
                     tick.ts, ttl_ns=entry.ttl_ns, spec=entry if entry.bracket is not None else None, risk=risk)
 
     def _risk(self, entry: EntrySpec, price: float | None) -> float:
@@ -583,6 +597,31 @@ class Broker:
                 entry.risks.clear()
             entry.risks[ref] = got
         return got
+
+    def _sized(self, entry: EntrySpec, price: float | None, index: int) -> tuple[int, str]:
+        """The lots an entry sized by money or by a share of equity buys at its reference price
+        (the limit or stop, the touch for MKT), floored to whole lots; or why it cannot be
+        placed (no equity to take a share of, less than one lot)."""
+        ref = price if price is not None else (self.ask if entry.side > 0 else self.bid)
+        if ref != ref or not ref > 0:
+            return 0, "price undefined at this tick"
+        if entry.size_kind == "cash":
+            money = exact(entry.size_value)
+            what = f"${entry.size_value:g}"
+        else:
+            if self.equity is None:
+                return 0, f"sizing by a share of equity ({100 * entry.size_value:g}%EQ) needs an account: trade in a portfolio session"
+            money = self.equity(index) * exact(entry.size_value)
+            what = f"{100 * entry.size_value:g}% of equity ({float(money):.2f})"
+        one = exact(ref) * exact(self.config.multiplier) * self.lot  # the money of one lot
+        lots = int(money // one) if money > 0 else 0
+        if lots < 1:
+            return 0, f"{what} buys less than one lot at {ref:g}"
+        return lots, ""
+
+    def _risk_of(self, entry: EntrySpec, price: float | None, lots: int) -> float:
+        """`entry_risk` of a sized entry (its lots vary: not memoized)."""
+        return entry_risk(entry.act, entry.side, price, self.bid, self.ask, self.slip, self.grid, self.config, lots)
 
     def _lots(self, qty: float) -> int:
         """A checked quantity in lots (the checker accepts only whole numbers of lots)."""

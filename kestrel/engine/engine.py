@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Literal, TypeAlias, get_args
 
 import numpy as np
@@ -271,11 +272,14 @@ class Engine:
             self.finish()
         return self.ledger
 
-    def check_entries(self, gate: Callable[[int, int, float, int], str] | None) -> None:
+    def check_entries(self, gate: Callable[[int, int, float, int], str] | None,
+                      equity: Callable[[int], Fraction] | None = None) -> None:
         """Attach an account's check of every entry that passed the engine's own checks
         (`Broker.gate`: side, lots, reference price, tick index -> "" or the rejection's
-        reason), or detach it (None). Without one nothing is checked and nothing costs."""
+        reason) and its equity now (`Broker.equity`, for entries sized by a share of equity),
+        or detach them (None). Without a gate nothing is checked and nothing costs."""
         self.broker.gate = gate
+        self.broker.equity = equity
 
     def fast_applies(self) -> bool:
         return self._fast_blocker() == ""

@@ -139,7 +139,7 @@ class EntrySpec:
     grid, so per action `bracket_price` of the price alone)."""
 
     __slots__ = ("act", "side", "qty", "signed", "type", "priced", "ttl_ns", "bracket",
-                 "bounded", "risks", "stop", "target", "trail", "_stops", "_targets")
+                 "bounded", "risks", "stop", "target", "trail", "_stops", "_targets", "size_kind", "size_value")
 
     def __init__(self, act: ast.Order, lot: float = 1.0) -> None:
         self.act = act
@@ -159,6 +159,11 @@ class EntrySpec:
         self.trail: ast.Offset | None = act.trail
         self._stops: dict[float, float] = {}
         self._targets: dict[float, float] = {}
+        # sized by money (`cash`: an amount) or by a share of equity (`equity`: a fraction):
+        # the quantity is worked out at placement (`Broker._sized`); `qty` is then 0
+        size = act.size
+        self.size_kind: str | None = None if size is None else size.basis
+        self.size_value: float = 0.0 if size is None else (size.value if size.basis == "cash" else size.value / 100)
 
     def stop_at(self, price: float, grid: TickGrid) -> float:
         """The STOP's level for an entry filled at `price` (`bracket_price`)."""

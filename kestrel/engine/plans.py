@@ -5,7 +5,7 @@ Invariants:
   msgspec: a Struct built in code skips the `Literal` and type checks of decoding) that the
   language checker accepts; anything else raises `PlanError`. The engine arms only what this
   returns; it evaluates plans as trees of functions and operators taken from fixed tables
-  (`kestrel.lang.registry.UNITS`, `functions.ARITHMETIC`, `functions.COMPARISON`), so no part
+  (`kestrel.lang.registry.DEFINITIONS`, `functions.ARITHMETIC`, `functions.COMPARISON`), so no part
   of a plan is ever run as code;
 - `time` in a condition counts whole seconds from the session's clock base (local midnight
   of the open's date, at the open's UTC offset); a time of day `hh:mm[:ss]` in a condition is
@@ -26,7 +26,7 @@ from kestrel.market.ticks import NS_PER_S
 from kestrel.lang import ast
 from kestrel.lang.checker import check
 from kestrel.lang.functions import Arguments, arguments
-from kestrel.lang.registry import UNITS, Unit
+from kestrel.lang.registry import DEFINITIONS, Definition
 
 ACCOUNT_SERIES = frozenset({"pos", "upnl", "rpnl", "pnl"})
 T = TypeVar("T")
@@ -83,10 +83,10 @@ def operator_of(table: dict[str, T], key: object, what: str) -> T:
 
 
 @lru_cache(maxsize=4096)
-def bind(call: ast.Call) -> tuple[Unit, Arguments]:
+def bind(call: ast.Call) -> tuple[Definition, Arguments]:
     """The unit of a checked call and its resolved literal arguments (none for an operation,
     whose arguments are expressions); PlanError when the call does not fit its signature."""
-    unit = UNITS.get(call.name)
+    unit = DEFINITIONS.get(call.name)
     if unit is None:
         raise PlanError(f"unknown function {call.name!r}")
     if not unit.spec.min_args <= len(call.args) <= unit.spec.max_args:

@@ -169,13 +169,24 @@ class Offset(msgspec.Struct, frozen=True):
     value: float
 
 
+class Size(msgspec.Struct, frozen=True, tag="size", tag_field="kind"):
+    """An order sized by money, not by quantity: `$5000` is `Size("cash", 5000.0)` (an amount
+    in the account's currency), `10%EQ` is `Size("equity", 10.0)` (a percentage of the
+    account's equity). The engine works the quantity out at placement (docs/engine.md)."""
+
+    basis: Literal["cash", "equity"]
+    value: float
+
+
 class Order(msgspec.Struct, frozen=True, tag="order", tag_field="kind"):
     """`BUY 100 LMT ask+0.02 STOP -0.6% TARGET +1.2% TTL 20m`.
 
     `price` is required for LMT and STP, absent for MKT. Brackets become OCO children of
     the entry once it fills, sized to the filled quantity. `qty` is in units of the
     instrument: an `int` when whole, else a decimal read at its shortest form (0.0005 BTC); the
-    checker, told the instrument's lot size, accepts only a positive whole number of lots."""
+    checker, told the instrument's lot size, accepts only a positive whole number of lots.
+    With `size` (`BUY $5000 MKT`, `BUY 10%EQ MKT`) `qty` is 0: the quantity is worked out when
+    the order is placed."""
 
     side: Side
     qty: int | float
@@ -185,6 +196,7 @@ class Order(msgspec.Struct, frozen=True, tag="order", tag_field="kind"):
     target: Offset | None = None
     trail: Offset | None = None
     ttl: Duration | None = None
+    size: Size | None = None
 
 
 class Flat(msgspec.Struct, frozen=True, tag="flat", tag_field="kind"):
@@ -274,10 +286,12 @@ class View(msgspec.Struct, frozen=True, tag="view", tag_field="kind"):
 
 
 class StandDown(msgspec.Struct, frozen=True, tag="standdown", tag_field="kind"):
-    """`STANDDOWN ["reason"]`: disarm entries and cancel working entry orders; protective
-    exits of open positions stay live."""
+    """`STANDDOWN [ON SYMBOL] ["reason"]`: disarm entries and cancel working entry orders;
+    protective exits of open positions stay live. `instrument` None: every plan (in a
+    universe, every symbol's); else that symbol's plan only."""
 
     reason: str | None = None
+    instrument: str | None = None
 
 
 class Pass(msgspec.Struct, frozen=True, tag="pass", tag_field="kind"):
@@ -293,26 +307,26 @@ class Module(msgspec.Struct, frozen=True, tag="module", tag_field="kind"):
     statements: tuple[Statement, ...]
 
 
-def children(x: Expr) -> tuple[Expr, ...]:
-    """The direct subexpressions of `x` (a call's arguments included)."""
-    if isinstance(x, Call):
-        return x.args
-    if isinstance(x, Neg | Not):
-        return (x.operand,)
-    if isinstance(x, Arith | Compare | Crosses):
-        return (x.left, x.right)
-    if isinstance(x, And | Or):
-        return x.operands
+def children(expr: Expr) -> tuple[Expr, ...]:
+    """The direct subexpressions of `expr` (a call's arguments included)."""
+    if isinstance(expr, Call):
+        return expr.args
+    if isinstance(expr, Neg | Not):
+        return (expr.operand,)
+    if isinstance(expr, Arith | Compare | Crosses):
+        return (expr.left, expr.right)
+    if isinstance(expr, And | Or):
+        return expr.operands
     return ()
 
 
 def walk(*roots: Expr | None) -> Iterator[Expr]:
     """Every expression under `roots` (themselves included), each once per occurrence."""
-    stack = [r for r in roots if r is not None]
+    stack = [root for root in roots if root is not None]
     while stack:
-        x = stack.pop()
-        yield x
-        stack.extend(children(x))
+        expr = stack.pop()
+        yield expr
+        stack.extend(children(expr))
 
 
 __all__ = [
@@ -347,6 +361,7 @@ __all__ = [
     "Plan",
     "Risk",
     "Rule",
+    "Size",
     "Series",
     "StandDown",
     "Statement",

@@ -40,6 +40,7 @@ from kestrel.lang.ast import (
     Risk,
     Rule,
     Series,
+    Size,
     StandDown,
     Statement,
     TimeOfDay,
@@ -54,7 +55,7 @@ from kestrel.lang.numbers import quantity_literal as _quantity
 from kestrel.lang.numbers import whole_literal as _int
 from kestrel.lang.numbers import quantity_value as _quantity_value
 
-N = TypeVar("N")
+Node = TypeVar("Node")
 
 # id(node) or (id(node), field) -> (node kept alive, first token, last token)
 Positions = dict[Any, tuple[object, Token, Token]]
@@ -76,7 +77,7 @@ class Builder(Transformer[Token, Any]):
         self.diags: list[Diagnostic] = []
 
     # ---- positions (tokens only; a Loc is computed when a diagnostic needs one)
-    def _at(self, node: N, tok: Token, end: Token | None = None, field: str | None = None) -> N:
+    def _at(self, node: Node, tok: Token, end: Token | None = None, field: str | None = None) -> Node:
         self.pos[id(node) if field is None else (id(node), field)] = (
             node,
             tok,
@@ -84,12 +85,12 @@ class Builder(Transformer[Token, Any]):
         )
         return node
 
-    def _span(self, node: N, first: object, last: object) -> N:
+    def _span(self, node: Node, first: object, last: object) -> Node:
         pos = self.pos
-        a = pos.get(id(first))
-        if a is not None:
-            b = pos.get(id(last))
-            pos[id(node)] = (node, a[1], a[2] if b is None else b[2])
+        start = pos.get(id(first))
+        if start is not None:
+            end = pos.get(id(last))
+            pos[id(node)] = (node, start[1], start[2] if end is None else end[2])
         return node
 
     def _copy(self, node: Any, source: Any) -> None:
@@ -103,49 +104,49 @@ class Builder(Transformer[Token, Any]):
         )
 
     # ---- literals
-    def number(self, c: list[Token]) -> Number:
-        return self._at(Number(_float(c[0])), c[0])
+    def number(self, children: list[Token]) -> Number:
+        return self._at(Number(_float(children[0])), children[0])
 
-    def neg_number(self, c: list[Token]) -> Number:
-        return self._at(Number(-_float(c[1])), c[0], c[1])
+    def neg_number(self, children: list[Token]) -> Number:
+        return self._at(Number(-_float(children[1])), children[0], children[1])
 
-    def percent(self, c: list[Token]) -> Percent:
-        return self._at(Percent(_float(c[0][:-1])), c[0])
+    def percent(self, children: list[Token]) -> Percent:
+        return self._at(Percent(_float(children[0][:-1])), children[0])
 
-    def neg_percent(self, c: list[Token]) -> Percent:
-        return self._at(Percent(-_float(c[1][:-1])), c[0], c[1])
+    def neg_percent(self, children: list[Token]) -> Percent:
+        return self._at(Percent(-_float(children[1][:-1])), children[0], children[1])
 
-    def duration(self, c: list[Token]) -> Duration:
-        t = c[0]
-        return self._at(Duration(_int(t[:-1]), t[-1]), t)  # type: ignore[arg-type]
+    def duration(self, children: list[Token]) -> Duration:
+        token = children[0]
+        return self._at(Duration(_int(token[:-1]), token[-1]), token)  # type: ignore[arg-type]
 
-    def tod(self, c: list[Token]) -> TimeOfDay:
-        parts = [int(p) for p in c[0].split(":")]
-        return self._at(TimeOfDay(*parts), c[0])
+    def tod(self, children: list[Token]) -> TimeOfDay:
+        parts = [int(part) for part in children[0].split(":")]
+        return self._at(TimeOfDay(*parts), children[0])
 
-    def ident(self, c: list[Token]) -> Ident:
-        return self._at(Ident(str(c[0])), c[0])
+    def ident(self, children: list[Token]) -> Ident:
+        return self._at(Ident(str(children[0])), children[0])
 
     # ---- expressions
-    def series(self, c: list[Token]) -> Series:
-        return self._at(Series(str(c[0])), c[0])
+    def series(self, children: list[Token]) -> Series:
+        return self._at(Series(str(children[0])), children[0])
 
-    def call(self, c: list[Any]) -> Call:
-        name: Token = c[0]
-        args = tuple(a for a in c[1:] if a is not None)
+    def call(self, children: list[Any]) -> Call:
+        name: Token = children[0]
+        args = tuple(arg for arg in children[1:] if arg is not None)
         node = Call(str(name), args)
         self._at(node, name)
         self._at(node, name, field="name")
         return node
 
-    def paren(self, c: list[Any]) -> Expr:
-        inner: Expr = c[1]
+    def paren(self, children: list[Any]) -> Expr:
+        inner: Expr = children[1]
         self.parens.add(id(inner))
         return inner
 
-    def neg(self, c: list[Any]) -> Expr:
-        minus: Token = c[0]
-        operand = c[1]
+    def neg(self, children: list[Any]) -> Expr:
+        minus: Token = children[0]
+        operand = children[1]
         if isinstance(operand, (Number, Percent)) and id(operand) not in self.parens:
             node: Expr = type(operand)(-operand.value)
         else:
@@ -154,12 +155,12 @@ class Builder(Transformer[Token, Any]):
         self.pos[id(node)] = (node, minus, minus if hit is None else hit[2])
         return node
 
-    def sum(self, c: list[Any]) -> Expr:
+    def sum(self, children: list[Any]) -> Expr:
         """`a op b op c ...` flat: fold `*` `/` first, then `+` `-`, both left-associative."""
-        terms: list[Expr] = [c[0]]
+        terms: list[Expr] = [children[0]]
         ops: list[Token] = []
-        for i in range(1, len(c), 2):
-            op, right = c[i], c[i + 1]
+        for i in range(1, len(children), 2):
+            op, right = children[i], children[i + 1]
             if op.type in ("STAR", "SLASH"):
                 terms[-1] = self._arith(terms[-1], op, right)
             else:
@@ -175,39 +176,39 @@ class Builder(Transformer[Token, Any]):
         self._at(node, op, field="op")
         return self._span(node, left, right)
 
-    def compare(self, c: list[Any]) -> Compare:
-        node = Compare(str(c[1]), c[0], c[2])  # type: ignore[arg-type]
-        self._at(node, c[1], field="op")
-        return self._span(node, c[0], c[2])
+    def compare(self, children: list[Any]) -> Compare:
+        node = Compare(str(children[1]), children[0], children[2])  # type: ignore[arg-type]
+        self._at(node, children[1], field="op")
+        return self._span(node, children[0], children[2])
 
-    def crosses(self, c: list[Any]) -> Crosses:
-        node = Crosses(c[1].lower(), c[0], c[2])
-        self._at(node, c[1], field="op")
-        return self._span(node, c[0], c[2])
+    def crosses(self, children: list[Any]) -> Crosses:
+        node = Crosses(children[1].lower(), children[0], children[2])
+        self._at(node, children[1], field="op")
+        return self._span(node, children[0], children[2])
 
-    def not_(self, c: list[Any]) -> Not:
-        node = Not(c[1])
-        self._at(node, c[0])
+    def not_(self, children: list[Any]) -> Not:
+        node = Not(children[1])
+        self._at(node, children[0])
         return node
 
-    def bool_seq(self, c: list[Any]) -> Expr:
+    def bool_seq(self, children: list[Any]) -> Expr:
         """`a AND b OR c ...` flat: AND binds tighter than OR; chains become one node."""
-        groups: list[list[Any]] = [[c[0]]]
-        for i in range(1, len(c), 2):
-            if c[i].type == "OR":
-                groups.append([c[i + 1]])
+        groups: list[list[Any]] = [[children[0]]]
+        for i in range(1, len(children), 2):
+            if children[i].type == "OR":
+                groups.append([children[i + 1]])
             else:
-                groups[-1].append(c[i + 1])
+                groups[-1].append(children[i + 1])
         terms = [
-            g[0] if len(g) == 1 else self._span(And(tuple(g)), g[0], g[-1]) for g in groups
+            group[0] if len(group) == 1 else self._span(And(tuple(group)), group[0], group[-1]) for group in groups
         ]
         if len(terms) == 1:
             return terms[0]
         return self._span(Or(tuple(terms)), terms[0], terms[-1])
 
     # ---- actions
-    def offset(self, c: list[Token]) -> Offset:
-        first, last = c[0], c[-1]
+    def offset(self, children: list[Token]) -> Offset:
+        first, last = children[0], children[-1]
         if first.type == "AT":
             return self._at(Offset("at", _float(last)), first, last)
         sign = -1.0 if first.type == "MINUS" else 1.0
@@ -215,42 +216,51 @@ class Builder(Transformer[Token, Any]):
             return self._at(Offset("pct", sign * _float(last[:-1])), first, last)
         return self._at(Offset("abs", sign * _float(last)), first, last)
 
-    def stop(self, c: list[Any]) -> tuple[str, Any, Token]:
-        return ("stop", c[1], c[0])
+    def stop(self, children: list[Any]) -> tuple[str, Any, Token]:
+        return ("stop", children[1], children[0])
 
-    def target(self, c: list[Any]) -> tuple[str, Any, Token]:
-        return ("target", c[1], c[0])
+    def target(self, children: list[Any]) -> tuple[str, Any, Token]:
+        return ("target", children[1], children[0])
 
-    def trail(self, c: list[Any]) -> tuple[str, Any, Token]:
-        off: Offset = c[1]
+    def trail(self, children: list[Any]) -> tuple[str, Any, Token]:
+        off: Offset = children[1]
         if off.mode != "at" and off.value < 0:
             flipped = Offset(off.mode, -off.value)
             self._copy(flipped, off)
             off = flipped
-        return ("trail", off, c[0])
+        return ("trail", off, children[0])
 
-    def ttl(self, c: list[Token]) -> tuple[str, Any, Token]:
-        return ("ttl", self.duration([c[1]]), c[0])
+    def ttl(self, children: list[Token]) -> tuple[str, Any, Token]:
+        return ("ttl", self.duration([children[1]]), children[0])
 
-    def order(self, c: list[Any]) -> Order:
-        side_tok: Token = c[0]
+    def order(self, children: list[Any]) -> Order:
+        side_tok: Token = children[0]
         i = 1
         negative = False
-        if isinstance(c[i], Token) and c[i].type == "MINUS":
+        size: Size | None = None
+        if isinstance(children[i], Token) and children[i].type == "MINUS":
             negative, i = True, i + 1
-        qty_tok: Token = c[i]
+        qty_tok: Token = children[i]
         i += 1
-        qty = _quantity(qty_tok)
-        qty = -qty if negative else qty
+        if qty_tok.type == "CASH":
+            qty: int | float = 0
+            size = Size("cash", float(qty_tok[1:]))
+        elif qty_tok.type == "PERCENT":
+            qty = 0
+            size = Size("equity", float(qty_tok[:-1]))
+            i += 1  # EQ
+        else:
+            qty = _quantity(qty_tok)
+            qty = -qty if negative else qty
         order_type = "mkt"
         price: Expr | None = None
         fields: dict[str, Any] = {}
-        while i < len(c):
-            item = c[i]
+        while i < len(children):
+            item = children[i]
             if isinstance(item, Token):
                 order_type = item.type.lower()
                 if order_type in ("lmt", "stp"):
-                    price = c[i + 1]
+                    price = children[i + 1]
                     i += 1
             else:
                 key, value, kw = item
@@ -272,55 +282,56 @@ class Builder(Transformer[Token, Any]):
             fields.get("target"),
             fields.get("trail"),
             fields.get("ttl"),
+            size,
         )
         self._at(node, side_tok)
-        self._at(node, c[1], qty_tok, field="qty")
+        self._at(node, children[1], qty_tok, field="qty")
         return node
 
-    def flat(self, c: list[Token]) -> Flat:
-        return self._at(Flat(), c[0])
+    def flat(self, children: list[Token]) -> Flat:
+        return self._at(Flat(), children[0])
 
-    def cancel(self, c: list[Token]) -> Cancel:
-        return self._at(Cancel(), c[0])
+    def cancel(self, children: list[Token]) -> Cancel:
+        return self._at(Cancel(), children[0])
 
-    def rule(self, c: list[Any]) -> Rule:
-        when: Token = c[0]
+    def rule(self, children: list[Any]) -> Rule:
+        when: Token = children[0]
         repeat = 1
-        rest = c[2:]
+        rest = children[2:]
         rep_tok: Token | None = None
         if rest and isinstance(rest[-1], Token):
             rep_tok = rest.pop()
             repeat = _int(rep_tok[1:])
-        node = Rule(c[1], tuple(rest), repeat)
+        node = Rule(children[1], tuple(rest), repeat)
         self._at(node, when)
         if rep_tok is not None:
             self._at(node, rep_tok, field="repeat")
         return node
 
     # ---- statements
-    def on(self, c: list[Token]) -> tuple[str, Any, Token]:
-        return ("instrument", str(c[0]), c[0])
+    def on(self, children: list[Token]) -> tuple[str, Any, Token]:
+        return ("instrument", str(children[0]), children[0])
 
-    def until(self, c: list[Any]) -> tuple[str, Any, Token]:
-        tod = self.tod(c)
+    def until(self, children: list[Any]) -> tuple[str, Any, Token]:
+        tod = self.tod(children)
         node = Until(tod)
-        self._at(node, c[0])
-        return ("expiry", node, c[0])
+        self._at(node, children[0])
+        return ("expiry", node, children[0])
 
-    def for_(self, c: list[Token]) -> tuple[str, Any, Token]:
-        node = For(self.duration(c))
-        self._at(node, c[0])
-        return ("expiry", node, c[0])
+    def for_(self, children: list[Token]) -> tuple[str, Any, Token]:
+        node = For(self.duration(children))
+        self._at(node, children[0])
+        return ("expiry", node, children[0])
 
-    def risk_item(self, c: list[Token]) -> tuple[str, float, Token, Token]:
-        negative = len(c) == 3
-        value = _float(c[-1])
-        return (c[0].lower(), -value if negative else value, c[0], c[-1])
+    def risk_item(self, children: list[Token]) -> tuple[str, float, Token, Token]:
+        negative = len(children) == 3
+        value = _float(children[-1])
+        return (children[0].lower(), -value if negative else value, children[0], children[-1])
 
-    def risk(self, c: list[Any]) -> tuple[str, Any, Token]:
+    def risk(self, children: list[Any]) -> tuple[str, Any, Token]:
         values: dict[str, float] = {}
         toks: dict[str, tuple[Token, Token]] = {}
-        for key, value, kt, vt in c:
+        for key, value, kt, vt in children:
             if key in values:
                 self._diag("duplicate", f"{key} given twice", kt, hint=f"keep a single {key}")
             if key == "maxorders" and not _is_whole(value):
@@ -333,8 +344,8 @@ class Builder(Transformer[Token, Any]):
             toks[key] = (kt, vt)
 
         def whole(key: str) -> int | None:
-            v = values.get(key)
-            return None if v is None else _whole(v)
+            value = values.get(key)
+            return None if value is None else _whole(value)
 
         ml = values.get("maxloss")
         mp = values.get("maxpos")
@@ -342,14 +353,14 @@ class Builder(Transformer[Token, Any]):
         for key, (kt, vt) in toks.items():
             self._at(node, kt, vt, field=key)
             self._at(node, vt, vt, field=key + " value")
-        return ("risk", node, c[0][2])
+        return ("risk", node, children[0][2])
 
-    def plan(self, c: list[Any]) -> Plan:
-        plan_tok: Token = c[0]
-        name_tok: Token = c[1]
+    def plan(self, children: list[Any]) -> Plan:
+        plan_tok: Token = children[0]
+        name_tok: Token = children[1]
         header: dict[str, Any] = {}
         rules: list[Rule] = []
-        for item in c[2:]:
+        for item in children[2:]:
             if isinstance(item, Rule):
                 rules.append(item)
                 continue
@@ -379,54 +390,58 @@ class Builder(Transformer[Token, Any]):
             self._at(node, inst[1], field="instrument")
         return node
 
-    def named_arg(self, c: list[Any]) -> PaneArg:
-        node = PaneArg(c[1], str(c[0]))
-        self._at(node, c[0])
+    def named_arg(self, children: list[Any]) -> PaneArg:
+        node = PaneArg(children[1], str(children[0]))
+        self._at(node, children[0])
         return node
 
-    def pos_arg(self, c: list[Any]) -> PaneArg:
-        node = PaneArg(c[0])
-        self._copy(node, c[0])
+    def pos_arg(self, children: list[Any]) -> PaneArg:
+        node = PaneArg(children[0])
+        self._copy(node, children[0])
         return node
 
-    def pane(self, c: list[Any]) -> PaneRef:
-        node = PaneRef(str(c[0]), tuple(a for a in c[1:] if a is not None))
-        self._at(node, c[0])
+    def pane(self, children: list[Any]) -> PaneRef:
+        node = PaneRef(str(children[0]), tuple(arg for arg in children[1:] if arg is not None))
+        self._at(node, children[0])
         return node
 
-    def budget(self, c: list[Token]) -> tuple[str, float, Token]:
-        value = _float(c[-1])
-        return ("budget", -value if len(c) == 2 else value, c[0])
+    def budget(self, children: list[Token]) -> tuple[str, float, Token]:
+        value = _float(children[-1])
+        return ("budget", -value if len(children) == 2 else value, children[0])
 
-    def view(self, c: list[Any]) -> View:
+    def view(self, children: list[Any]) -> View:
         budget: int | None = None
-        panes = list(c[2:])
+        panes = list(children[2:])
         if panes and isinstance(panes[-1], tuple):
             _, value, tok = panes.pop()
             if not _is_whole(value):
                 self._diag("bad-budget", "BUDGET must be a whole number of tokens", tok,
                            hint=f"write BUDGET {max(1, _whole(value))}")
             budget = _whole(value)
-        node = View(str(c[1]), tuple(panes), budget)
-        self._at(node, c[0])
-        self._at(node, c[1], field="name")
+        node = View(str(children[1]), tuple(panes), budget)
+        self._at(node, children[0])
+        self._at(node, children[1], field="name")
         if budget is not None:
-            self._at(node, c[-1][2], field="budget")
+            self._at(node, children[-1][2], field="budget")
         return node
 
-    def standdown(self, c: list[Token]) -> StandDown:
-        reason = _ESCAPE.sub(r"\1", c[1][1:-1]) if len(c) > 1 else None
-        node = StandDown(reason)
-        self._at(node, c[0])
-        if len(c) > 1:
-            self._at(node, c[1], field="reason")
+    def standdown(self, children: list[Token]) -> StandDown:
+        symbol = next((c for c in children[1:] if c.type == "SYMBOL"), None)
+        quoted = next((c for c in children[1:] if c.type == "STRING"), None)
+        reason = _ESCAPE.sub(r"\1", quoted[1:-1]) if quoted is not None else None
+        node = StandDown(reason, None if symbol is None else str(symbol))
+        self._at(node, children[0])
+        if quoted is not None:
+            self._at(node, quoted, field="reason")
+        if symbol is not None:
+            self._at(node, symbol, field="instrument")
         return node
 
-    def pass_(self, c: list[Token]) -> Pass:
-        return self._at(Pass(), c[0])
+    def pass_(self, children: list[Token]) -> Pass:
+        return self._at(Pass(), children[0])
 
-    def start(self, c: list[Any]) -> list[Statement]:
-        return c
+    def start(self, children: list[Any]) -> list[Statement]:
+        return children
 
 
 __all__ = ["Builder", "Positions"]

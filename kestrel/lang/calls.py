@@ -1,7 +1,7 @@
 """The checks of a function call against its unit's signature: arity, each argument by its
 parameter's kind, counts that must increase, the result's type (a `Numeric` function's is the
-type its arguments share), and comparisons of a bounded function (rsi: 0..100) with a number
-outside its range. Mixed into the checker (`kestrel.lang.checker`), which supplies reporting
+type its arguments share, a constant Number adapting, a computed one not), and comparisons of
+a bounded function (rsi: 0..100) with a number outside its range. Mixed into the checker (`kestrel.lang.checker`), which supplies reporting
 and the checks of expressions and windows."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 
-from kestrel.lang.ast import Call, Compare, Crosses, Duration, Expr, Number, Series
+from kestrel.lang.ast import Arith, Call, Compare, Crosses, Duration, Expr, Neg, Number, Series
 from kestrel.lang.limits import Limits
 from kestrel.lang.numbers import num as _num
 from kestrel.lang.registry import FUNCTIONS, PRICE_SERIES, SERIES, Param, ValueType
@@ -18,6 +18,18 @@ from kestrel.lang.suggest import closest
 
 _NUMERIC: frozenset[str] = frozenset({"Price", "Qty", "Money", "Pct", "Number"})
 _MAX_TIMEFRAME = 86_400
+
+
+def constant(expr: Expr) -> bool:
+    """Whether `expr` is a constant Number: a number literal, or negation or arithmetic of
+    constants. A constant adapts to the numeric type beside it; a computed Number does not."""
+    if isinstance(expr, Number):
+        return True
+    if isinstance(expr, Neg):
+        return constant(expr.operand)
+    if isinstance(expr, Arith):
+        return constant(expr.left) and constant(expr.right)
+    return False
 
 
 def did_you_mean(name: str, names: Iterable[str]) -> str | None:
@@ -47,73 +59,73 @@ class CallChecks(ABC):
         """Record diagnostic `code` at `node`."""
 
     @abstractmethod
-    def expr(self, e: Expr, depth: int) -> ValueType | None:
-        """The type of `e` (None after an error)."""
+    def expr(self, expr: Expr, depth: int) -> ValueType | None:
+        """The type of `expr` (None after an error)."""
 
     @abstractmethod
-    def series(self, e: Series) -> ValueType | None:
-        """The type of series `e` (None after an error)."""
+    def series(self, series: Series) -> ValueType | None:
+        """The type of `series` (None after an error)."""
 
     @abstractmethod
-    def window(self, d: Duration, what: str, node: object) -> bool:
-        """Whether `d` is a valid window for `what` (an error recorded when not)."""
+    def window(self, span: Duration, what: str, node: object) -> bool:
+        """Whether `span` is a valid window for `what` (an error recorded when not)."""
 
-    def call(self, e: Call, depth: int) -> ValueType | None:
-        fn = FUNCTIONS.get(e.name)
+    def call(self, expr: Call, depth: int) -> ValueType | None:
+        fn = FUNCTIONS.get(expr.name)
         if fn is None:
-            if e.name in SERIES:
-                self.err(e, "not-function", f"`{e.name}` is a series, not a function",
-                         hint=f"write {e.name} without parentheses", field="name")
+            if expr.name in SERIES:
+                self.err(expr, "not-function", f"`{expr.name}` is a series, not a function",
+                         hint=f"write {expr.name} without parentheses", field="name")
             else:
-                self.err(e, "unknown-name", f"unknown function `{e.name}`", field="name",
-                         hint=did_you_mean(e.name, FUNCTIONS) or "functions are "
+                self.err(expr, "unknown-name", f"unknown function `{expr.name}`", field="name",
+                         hint=did_you_mean(expr.name, FUNCTIONS) or "functions are "
                          + " ".join(FUNCTIONS))
-            for a in e.args:
-                self.expr(a, depth + 1)
+            for argument in expr.args:
+                self.expr(argument, depth + 1)
             return None
-        n = len(e.args)
-        if not fn.min_args <= n <= fn.max_args:
+        given = len(expr.args)
+        if not fn.min_args <= given <= fn.max_args:
             want = (str(fn.min_args) if fn.min_args == fn.max_args
                     else f"{fn.min_args} or {fn.max_args}")
-            self.err(e, "arity", f"{e.name} takes {want} argument{'s' if fn.max_args > 1 else ''}, "
-                     f"got {n}", hint=f"signature: {fn.typed}")
+            self.err(expr, "arity", f"{expr.name} takes {want} argument{'s' if fn.max_args > 1 else ''}, "
+                     f"got {given}", hint=f"signature: {fn.typed}")
             return None
         ok = True
         counts: dict[str, int] = {}
         numeric: list[tuple[Expr, ValueType | None]] = []  # the Numeric arguments and their types
-        for param, arg in zip(fn.params, e.args):
+        for param, arg in zip(fn.params, expr.args):
             if param.type == "Numeric":
-                t = self.expr(arg, depth + 1)
-                if t is not None and t not in _NUMERIC:
-                    self.err(arg, "type", f"{e.name}'s {param.name} must be a number, not {t}",
+                kind = self.expr(arg, depth + 1)
+                if kind is not None and kind not in _NUMERIC:
+                    self.err(arg, "type", f"{expr.name}'s {param.name} must be a number, not {kind}",
                              hint=f"signature: {fn.typed}")
-                    t = None
-                numeric.append((arg, t))
-                ok = ok and t is not None
+                    kind = None
+                numeric.append((arg, kind))
+                ok = ok and kind is not None
                 continue
             ok = self.argument(fn.name, param, arg, depth) and ok
             if param.type == "Count" and isinstance(arg, Number):
                 counts[param.name] = int(arg.value)
             if (ok and param.type == "Timeframe" and counts and isinstance(arg, Duration)
                     and max(counts.values()) * arg.seconds > self.lim.max_window_seconds):
-                self.err(e, "window-too-long",
-                         f"{e.name} over {max(counts.values())} bars of {arg.value}{arg.unit} needs "
+                self.err(expr, "window-too-long",
+                         f"{expr.name} over {max(counts.values())} bars of {arg.value}{arg.unit} needs "
                          f"more data than is available ({duration_text(self.lim.max_window_seconds)})",
                          hint="use fewer bars or a shorter timeframe")
                 ok = False
         order = [(name, counts[name]) for name in fn.increasing if name in counts]
         for (shorter, first), (longer, second) in zip(order, order[1:]):
             if ok and first >= second:
-                self.err(e, "out-of-range", f"{e.name}'s {shorter} ({first}) must be shorter "
-                         f"than its {longer} ({second})", hint=f"e.g. {e.name}(last, 12, 26)")
+                self.err(expr, "out-of-range", f"{expr.name}'s {shorter} ({first}) must be shorter "
+                         f"than its {longer} ({second})", hint=f"e.g. {fn.example}")
                 ok = False
         if not ok:
             return None
         if fn.returns is not None:
             return fn.returns
-        types = {t for _, t in numeric if t != "Number"}
+        types = {kind for arg, kind in numeric if not (kind == "Number" and constant(arg))}
         if len(types) > 1:
-            self.err(e, "type", f"{e.name} takes numbers of one type, got {' and '.join(sorted(types))}",  # type: ignore[arg-type]
+            self.err(expr, "type", f"{expr.name} takes numbers of one type, got {' and '.join(sorted(types))}",  # type: ignore[arg-type]
                      hint=f"signature: {fn.typed}")
             return None
         return types.pop() if types else "Number"
@@ -126,7 +138,7 @@ class CallChecks(ABC):
             if isinstance(arg, Series) and arg.name not in SERIES:
                 return self.series(arg) is not None
             self.err(arg, "type", f"{what} must be a Price series",
-                     hint=f"one of {' '.join(sorted(PRICE_SERIES))}, e.g. {fname}(last, 20)")
+                     hint=f"one of {' '.join(sorted(PRICE_SERIES))}, e.g. {FUNCTIONS[fname].example}")
             return False
         if param.type == "Number":
             if isinstance(arg, Number) and 0 < arg.value <= self.lim.max_number:
@@ -136,21 +148,21 @@ class CallChecks(ABC):
             return False
         if param.type == "Count":
             if isinstance(arg, Number):
-                v = arg.value
-                if not math.isfinite(v) or v != int(v) or v < 1:
-                    self.err(arg, "zero-window" if v == 0 else "type",
-                             f"{what} must be a whole number of at least 1, got {_num(v)}",
-                             hint=f"e.g. {fname}(..., 20)")
+                value = arg.value
+                if not math.isfinite(value) or value != int(value) or value < 1:
+                    self.err(arg, "zero-window" if value == 0 else "type",
+                             f"{what} must be a whole number of at least 1, got {_num(value)}",
+                             hint=f"e.g. {FUNCTIONS[fname].example}")
                     return False
-                if v > self.lim.max_count:
+                if value > self.lim.max_count:
                     self.err(arg, "window-too-long",
-                             f"{what} of {_num(v)} is over the limit of {self.lim.max_count}",
+                             f"{what} of {_num(value)} is over the limit of {self.lim.max_count}",
                              hint=f"use at most {self.lim.max_count}, or bars of a longer timeframe")
                     return False
                 return True
-            t = self.expr(arg, depth + 1)
-            if t is not None:
-                self.err(arg, "type", f"{what} must be a count like 20, not {t}",
+            found = self.expr(arg, depth + 1)
+            if found is not None:
+                self.err(arg, "type", f"{what} must be a count like 20, not {found}",
                          hint=f"signature: {FUNCTIONS[fname].typed}")
             return False
         # Duration or Timeframe
@@ -164,17 +176,18 @@ class CallChecks(ABC):
                     return False
                 return True
             return self.window(arg, what, arg)
-        t = self.expr(arg, depth + 1)
-        if t is not None:
-            hint = (f"a window is a duration: {fname}(30m)" if t == "Number"
+        found = self.expr(arg, depth + 1)
+        if found is not None:
+            kind = "window" if param.type == "Duration" else "timeframe"
+            hint = (f"a {kind} is a duration: {FUNCTIONS[fname].example}" if found == "Number"
                     else f"signature: {FUNCTIONS[fname].typed}")
-            self.err(arg, "type", f"{what} must be a duration like 30m, not {t}", hint=hint)
+            self.err(arg, "type", f"{what} must be a duration like 30m, not {found}", hint=hint)
         return False
 
-    def bounded(self, e: Compare | Crosses) -> ValueType | None:
+    def bounded(self, expr: Compare | Crosses) -> ValueType | None:
         """Bool, unless a function whose values lie in a range (rsi: 0..100) is compared with
         a number outside it (never informative: always true or always false)."""
-        for call, other in ((e.left, e.right), (e.right, e.left)):
+        for call, other in ((expr.left, expr.right), (expr.right, expr.left)):
             if not isinstance(call, Call) or not isinstance(other, Number):
                 continue
             spec = FUNCTIONS.get(call.name)
@@ -183,6 +196,7 @@ class CallChecks(ABC):
                 if not lo <= other.value <= hi:
                     self.err(other, "out-of-range",
                              f"{call.name} lies between {lo:g} and {hi:g}; {_num(other.value)} is outside",
-                             hint=f"compare {call.name} with a level within {lo:g}..{hi:g}, e.g. 30 or 70")
+                             hint=f"compare {call.name} with a level within {lo:g}..{hi:g}, "
+                                  f"e.g. {spec.example} < {_num(lo + (hi - lo) * 0.3)}")
                     return None
         return "Bool"

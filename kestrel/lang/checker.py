@@ -1,7 +1,10 @@
 """The type checker: one walk over the AST, reporting every independent problem.
 
 Types (see `registry.ValueType`): Price, Qty, Money, Pct, Duration, TimeOfDay, Count, Bool and
-Number (a unit-less literal or ratio, which takes the numeric type its context asks for).
+Number (unit-less). A constant Number (`constant`: literals and arithmetic of literals) takes
+the numeric type its context asks for (`last + 0.5`: a price offset); a computed Number (rsi,
+zscore, a ratio such as `last / vwap`) adds to, subtracts from and compares with Numbers only,
+though it scales any numeric type (`vwap * (last / vwap)`).
 A sub-expression that already failed has type None and produces no further errors, so one
 mistake gives one diagnostic. Recursion is bounded by `Limits.max_expr_depth`.
 
@@ -53,7 +56,8 @@ from kestrel.lang.ast import (
     View,
 )
 from kestrel.lang.errors import Diagnostic
-from kestrel.lang.calls import CallChecks, did_you_mean, duration_text
+from kestrel.lang.formatter import expr as expr_text
+from kestrel.lang.calls import CallChecks, constant, did_you_mean, duration_text
 from kestrel.lang.lexer import keywords
 from kestrel.lang.limits import DEFAULT_LIMITS, Limits
 from kestrel.lang.numbers import num as _num
@@ -81,13 +85,28 @@ def _no_loc(node: object, field: str | None = None) -> Loc | None:
     return None
 
 
+def adapts(left: ValueType, left_expr: Expr, right: ValueType, right_expr: Expr) -> bool:
+    """Whether two numeric operands of `+`, `-`, a comparison or CROSSES fit: the same type,
+    or one of them a constant Number (which takes the other's type)."""
+    return (left == right or (left == "Number" and constant(left_expr))
+            or (right == "Number" and constant(right_expr)))
+
+
+def unitless_hint(left: ValueType, left_expr: Expr, right: ValueType, right_expr: Expr) -> str:
+    """The repair for a computed Number beside a typed value: test each on its own."""
+    number, other, kind = ((left_expr, right_expr, right) if left == "Number"
+                           else (right_expr, left_expr, left))
+    return (f"{expr_text(number)} is a unit-less Number, {expr_text(other)} a {kind}: test each "
+            f"on its own and join them with AND, e.g. rsi(14) > 50 AND last > vwap")
+
+
 class _Checker(CallChecks):
     def __init__(self, limits: Limits, locate: Locate, text: str | None,
                  lot: float = 1) -> None:
         self.lim = limits
         self.lot = lot
         self.locate = locate
-        self.lines = [x.rstrip("\r") for x in text.split("\n")] if text is not None else None
+        self.lines = [line.rstrip("\r") for line in text.split("\n")] if text is not None else None
         self.diags: list[Diagnostic] = []
         self.path: list[str] = []
         self.price_of: str | None = None  # the order type whose price is being checked
@@ -127,32 +146,32 @@ class _Checker(CallChecks):
                     hint="a reply is one statement; split a library of plans over several files",
                 )
             seen: dict[str, int] = {}
-            for i, s in enumerate(stmts[: self.lim.max_statements], 1):
-                self.path = [f"statement {i}"]
-                self.statement(s)
-                if isinstance(s, Plan):
-                    if s.name in seen:
+            for number, statement in enumerate(stmts[: self.lim.max_statements], 1):
+                self.path = [f"statement {number}"]
+                self.statement(statement)
+                if isinstance(statement, Plan):
+                    if statement.name in seen:
                         self.err(
-                            s,
+                            statement,
                             "duplicate-plan",
-                            f"plan name `{s.name}` is already used by statement {seen[s.name]}",
+                            f"plan name `{statement.name}` is already used by statement {seen[statement.name]}",
                             hint="give every plan in a module its own name",
                             field="name",
                         )
                     else:
-                        seen[s.name] = i
+                        seen[statement.name] = number
         else:
             self.statement(root)
 
-    def statement(self, s: Statement) -> None:
-        if isinstance(s, Plan):
-            self.plan(s)
-        elif isinstance(s, View):
-            self.view(s)
-        elif isinstance(s, StandDown):
-            self.standdown(s)
-        elif not isinstance(s, Pass):
-            self.err(s, "not-statement", f"not a statement: {type(s).__name__}")
+    def statement(self, statement: Statement) -> None:
+        if isinstance(statement, Plan):
+            self.plan(statement)
+        elif isinstance(statement, View):
+            self.view(statement)
+        elif isinstance(statement, StandDown):
+            self.standdown(statement)
+        elif not isinstance(statement, Pass):
+            self.err(statement, "not-statement", f"not a statement: {type(statement).__name__}")
 
     def name(self, node: object, name: str, what: str, field: str | None = "name") -> None:
         if not isinstance(name, str) or not NAME_RE.match(name):
@@ -179,53 +198,53 @@ class _Checker(CallChecks):
         return True
 
     # ---- plan
-    def plan(self, p: Plan) -> None:
+    def plan(self, plan: Plan) -> None:
         base = list(self.path)
-        self.name(p, p.name, "plan name")
-        if p.instrument is not None and (
-            not SYMBOL_RE.match(p.instrument) or len(p.instrument) > self.lim.max_identifier_chars
+        self.name(plan, plan.name, "plan name")
+        if plan.instrument is not None and (
+            not SYMBOL_RE.match(plan.instrument) or len(plan.instrument) > self.lim.max_identifier_chars
         ):
-            self.err(p, "bad-symbol", f"`{p.instrument}` is not an instrument symbol",
+            self.err(plan, "bad-symbol", f"`{plan.instrument}` is not an instrument symbol",
                      hint="symbols are upper case, e.g. ON AAPL", field="instrument")
-        if isinstance(p.expiry, Until):
-            self.time_of_day(p.expiry.at, p.expiry)
-        elif isinstance(p.expiry, For):
-            self.window(p.expiry.span, "FOR", p.expiry)
-        r = p.risk
+        if isinstance(plan.expiry, Until):
+            self.time_of_day(plan.expiry.at, plan.expiry)
+        elif isinstance(plan.expiry, For):
+            self.window(plan.expiry.span, "FOR", plan.expiry)
+        risk = plan.risk
         for key, value, whole in (
-            ("maxpos", r.maxpos, False),
-            ("maxloss", r.maxloss, False),
-            ("maxorders", r.maxorders, True),
+            ("maxpos", risk.maxpos, False),
+            ("maxloss", risk.maxloss, False),
+            ("maxorders", risk.maxorders, True),
         ):
             if value is None:
                 continue
-            if not self.number(r, value, key, field=key):
+            if not self.number(risk, value, key, field=key):
                 continue
             if value <= 0:
-                self.err(r, "bad-risk", f"{key} must be positive, got {_num(value)}", field=key,
+                self.err(risk, "bad-risk", f"{key} must be positive, got {_num(value)}", field=key,
                          hint=f"write {key} {_num(abs(value)) if value else 1}")
             elif whole and value != int(value):
-                self.err(r, "bad-risk", f"{key} must be a whole number", field=key,
+                self.err(risk, "bad-risk", f"{key} must be a whole number", field=key,
                          hint=f"write {key} {int(value)} or {int(value) + 1}")
             elif key == "maxpos":
-                self.lots(r, value, "maxpos", "maxpos ", field="maxpos value")
-        if not p.rules:
-            self.err(p, "no-rules", "a plan needs at least one rule",
+                self.lots(risk, value, "maxpos", "maxpos ", field="maxpos value")
+        if not plan.rules:
+            self.err(plan, "no-rules", "a plan needs at least one rule",
                      hint="add a rule: WHEN cond: action")
-        if len(p.rules) > self.lim.max_rules:
-            self.err(p.rules[self.lim.max_rules], "too-many",
-                     f"{len(p.rules)} rules; the limit is {self.lim.max_rules}",
+        if len(plan.rules) > self.lim.max_rules:
+            self.err(plan.rules[self.lim.max_rules], "too-many",
+                     f"{len(plan.rules)} rules; the limit is {self.lim.max_rules}",
                      hint="keep the plan to its best rules")
-        for i, rule in enumerate(p.rules[: self.lim.max_rules], 1):
-            self.path = base + [f"rule {i}"]
-            self.rule(rule, p)
+        for number, rule in enumerate(plan.rules[: self.lim.max_rules], 1):
+            self.path = base + [f"rule {number}"]
+            self.rule(rule, plan)
         self.path = base
 
     def rule(self, rule: Rule, plan: Plan) -> None:
         base = list(self.path)
-        t = self.expr(rule.cond, 1)
-        if t is not None and t != "Bool":
-            self.err(rule.cond, "type", f"a WHEN condition must be true or false, not {t}",
+        kind = self.expr(rule.cond, 1)
+        if kind is not None and kind != "Bool":
+            self.err(rule.cond, "type", f"a WHEN condition must be true or false, not {kind}",
                      hint="compare it: e.g. last > vwap")
         if not rule.actions:
             self.err(rule, "no-actions", "a rule needs at least one action",
@@ -238,57 +257,69 @@ class _Checker(CallChecks):
             self.err(rule, "bad-repeat",
                      f"repeat must be between x1 and x{self.lim.max_repeat}, got x{rule.repeat}",
                      field="repeat", hint="write x2 to fire twice, or drop xN to fire once")
-        for i, action in enumerate(rule.actions[: self.lim.max_actions], 1):
-            self.path = base + [f"action {i}"]
+        for number, action in enumerate(rule.actions[: self.lim.max_actions], 1):
+            self.path = base + [f"action {number}"]
             if isinstance(action, Order):
                 self.order(action, plan)
             elif not isinstance(action, (Flat, Cancel)):
                 self.err(action, "not-action", f"not an action: {type(action).__name__}")
         self.path = base
 
-    def order(self, o: Order, plan: Plan) -> None:
-        side = o.side.upper()
+    def order(self, order: Order, plan: Plan) -> None:
+        side = order.side.upper()
         lot = self.lot
-        if o.qty <= 0:
+        if order.size is not None:
+            value = order.size.value
+            if order.qty != 0:
+                self.err(order, "bad-qty", "an order sized by money or equity has no quantity", field="qty",
+                         hint="write BUY $5000 MKT or BUY 10%EQ MKT, or a quantity alone")
+            elif not (value > 0 and value <= self.lim.max_number):
+                self.err(order, "bad-qty", f"a size must be a positive amount, got {_num(value)}", field="size",
+                         hint="write BUY $5000 MKT")
+            elif order.size.basis == "equity" and value > 100:
+                self.err(order, "bad-qty", f"a share of equity is at most 100%, got {_num(value)}%",
+                         field="size", hint="write BUY 10%EQ MKT")
+        elif order.qty <= 0:
             smallest = qty_text(lot, lot)
-            self.err(o, "bad-qty",
+            self.err(order, "bad-qty",
                      f"quantity must be a positive whole number{'' if lot == 1 else ' of lots'}, "
-                     f"got {_num(o.qty)}",
-                     hint=f"the side says the direction: write {'SELL' if o.side == 'buy' else 'BUY'} "
-                          f"{_num(abs(o.qty))}" if o.qty < 0 else f"write at least {smallest}",
+                     f"got {_num(order.qty)}",
+                     hint=f"the side says the direction: write {'SELL' if order.side == 'buy' else 'BUY'} "
+                          f"{_num(abs(order.qty))}" if order.qty < 0 else f"write at least {smallest}",
                      field="qty")
-        elif o.qty > self.lim.max_number:
-            self.number(o, o.qty, "quantity", field="qty")
-        elif not self.lots(o, o.qty, "quantity", "", field="qty"):
+        elif order.qty > self.lim.max_number:
+            self.number(order, order.qty, "quantity", field="qty")
+        elif not self.lots(order, order.qty, "quantity", "", field="qty"):
             pass
-        elif (plan.risk.maxpos is not None and 0 < plan.risk.maxpos < o.qty
+        elif (plan.risk.maxpos is not None and 0 < plan.risk.maxpos < order.qty
               and lots_in(plan.risk.maxpos, lot) is not None):
-            self.err(o, "over-risk",
-                     f"quantity {_num(o.qty)} exceeds the plan's maxpos {_num(plan.risk.maxpos)}",
+            self.err(order, "over-risk",
+                     f"quantity {_num(order.qty)} exceeds the plan's maxpos {_num(plan.risk.maxpos)}",
                      hint=f"use at most {_num(plan.risk.maxpos)}, or raise maxpos", field="qty")
         entry: float | None = None
-        if o.order_type == "mkt":
-            if o.price is not None:
-                self.err(o.price, "mkt-price", "a MKT order takes no price",
+        if order.order_type == "mkt":
+            if order.price is not None:
+                self.err(order.price, "mkt-price", "a MKT order takes no price",
                          hint="use LMT price for a limit order")
-        elif o.price is None:
-            self.err(o, "no-price", f"a {o.order_type.upper()} order needs a price",
-                     hint=f"write {o.order_type.upper()} 182.40 or {o.order_type.upper()} ask+0.02")
+        elif order.price is None:
+            self.err(order, "no-price", f"a {order.order_type.upper()} order needs a price",
+                     hint=f"write {order.order_type.upper()} 182.40 or {order.order_type.upper()} ask+0.02")
         else:
-            self.price_of = o.order_type
-            t = self.expr(o.price, 1)
+            self.price_of = order.order_type
+            kind = self.expr(order.price, 1)
             self.price_of = None
-            if t is not None and t not in ("Price", "Number"):
-                self.err(o.price, "type", f"an order price must be a Price, not {t}",
+            if kind is not None and kind != "Price" and not (kind == "Number" and constant(order.price)):
+                what = kind if kind != "Number" else "a unit-less Number"
+                self.err(order.price, "type", f"an order price must be a Price, not {what}",
                          hint="write a price: 182.40, ask+0.02 or vwap*0.99")
-            if isinstance(o.price, Number):
-                entry = o.price.value
+            if isinstance(order.price, Number):
+                entry = order.price.value
                 if entry <= 0:
-                    self.err(o.price, "bad-price", "an order price must be positive",
+                    self.err(order.price, "bad-price", "an order price must be positive",
                              hint="write a price such as 182.40, or a MKT order")
                     entry = None  # no follow-on bracket errors against a bad price
-        below, above = ("STOP", "TARGET") if o.side == "buy" else ("TARGET", "STOP")
-        for kw, off in (("STOP", o.stop), ("TARGET", o.target)):
+        below, above = ("STOP", "TARGET") if order.side == "buy" else ("TARGET", "STOP")
+        for kw, off in (("STOP", order.stop), ("TARGET", order.target)):
             if off is None:
                 continue
             want_below = kw == below
@@ -319,15 +350,15 @@ class _Checker(CallChecks):
             elif off.mode == "pct" and abs(off.value) >= 100:
                 self.err(off, "bad-offset", f"{kw} offset must be within ±100%",
                          hint=f"write e.g. {kw} {'-' if want_below else '+'}2%")
-        if (o.stop is not None and o.target is not None and o.stop.mode == "at"
-                and o.target.mode == "at"):
-            lo, hi = (o.stop, o.target) if o.side == "buy" else (o.target, o.stop)
+        if (order.stop is not None and order.target is not None and order.stop.mode == "at"
+                and order.target.mode == "at"):
+            lo, hi = (order.stop, order.target) if order.side == "buy" else (order.target, order.stop)
             if lo.value >= hi.value:
-                self.err(o.target, "wrong-side",
+                self.err(order.target, "wrong-side",
                          f"for a {side} the {below} (@{_num(lo.value)}) must be below the "
                          f"{above} (@{_num(hi.value)})", hint="swap the two prices")
-        if o.trail is not None:
-            tr = o.trail
+        if order.trail is not None:
+            tr = order.trail
             if tr.mode == "at":
                 self.err(tr, "bad-trail", "TRAIL takes a distance, not an @price",
                          hint="write TRAIL 0.5% or TRAIL 0.30")
@@ -337,8 +368,8 @@ class _Checker(CallChecks):
             elif tr.mode == "pct" and tr.value >= 100:
                 self.err(tr, "bad-trail", "TRAIL distance must be under 100%",
                          hint="write TRAIL 0.5% or TRAIL 0.30")
-        if o.ttl is not None:
-            self.window(o.ttl, "TTL", o.ttl)
+        if order.ttl is not None:
+            self.window(order.ttl, "TTL", order.ttl)
 
     def lots(self, node: object, qty: float, what: str, prefix: str, field: str) -> bool:
         """Whether `qty` (> 0) is a whole number of the instrument's lots; else one error
@@ -347,146 +378,146 @@ class _Checker(CallChecks):
         if lots_in(qty, lot) is not None:
             return True
         low = lots_floor(qty, lot)
-        below, above = (qty_text(units_of(n, lot), lot) for n in (low, low + 1))
+        below, above = (qty_text(units_of(count, lot), lot) for count in (low, low + 1))
         near = f"{prefix}{above}" if low < 1 else f"{prefix}{below} or {prefix}{above}"
         self.err(node, "bad-risk" if field.startswith("maxpos") else "bad-qty",
                  f"{what} {_num(qty)} is not a whole number of lots (lot size {qty_text(lot, lot)})",
                  hint=f"write {near}", field=field)
         return False
 
-    def window(self, d: Duration, what: str, node: object) -> bool:
-        if d.unit not in _UNITS:
-            self.err(node, "bad-duration", f"unknown duration unit `{d.unit}`",
+    def window(self, span: Duration, what: str, node: object) -> bool:
+        if span.unit not in _UNITS:
+            self.err(node, "bad-duration", f"unknown duration unit `{span.unit}`",
                      hint="units are s, m, h and d")
             return False
-        if d.value <= 0:
-            self.err(node, "zero-window", f"{what} must be longer than zero, got {d.value}{d.unit}",
-                     hint=f"write e.g. 1{d.unit}")
+        if span.value <= 0:
+            self.err(node, "zero-window", f"{what} must be longer than zero, got {span.value}{span.unit}",
+                     hint=f"write e.g. 1{span.unit}")
             return False
-        if d.seconds > self.lim.max_window_seconds:
+        if span.seconds > self.lim.max_window_seconds:
             self.err(node, "window-too-long",
-                     f"{what} of {d.value}{d.unit} is longer than the data available "
+                     f"{what} of {span.value}{span.unit} is longer than the data available "
                      f"({duration_text(self.lim.max_window_seconds)})",
                      hint=f"use at most {duration_text(self.lim.max_window_seconds)}")
             return False
         return True
 
-    def time_of_day(self, t: TimeOfDay, node: object) -> None:
-        if not (0 <= t.hour < 24 and 0 <= t.minute < 60 and 0 <= t.second < 60):
+    def time_of_day(self, clock: TimeOfDay, node: object) -> None:
+        if not (0 <= clock.hour < 24 and 0 <= clock.minute < 60 and 0 <= clock.second < 60):
             self.err(node, "bad-time",
-                     f"{t.hour}:{t.minute:02d} is not a time of day",
+                     f"{clock.hour}:{clock.minute:02d} is not a time of day",
                      hint="write hh:mm between 00:00 and 23:59")
 
     # ---- expressions
-    def expr(self, e: Expr, depth: int) -> ValueType | None:
+    def expr(self, expr: Expr, depth: int) -> ValueType | None:
         if depth > self.lim.max_expr_depth:
             where = tuple(self.path)  # one report per expression, not one per cut branch
             if where not in self.too_deep:
                 self.too_deep.add(where)
-                self.err(e, "too-deep",
+                self.err(expr, "too-deep",
                          f"expression nested deeper than {self.lim.max_expr_depth} levels",
                          hint="simplify the condition")
             return None
-        if isinstance(e, (Compare, Crosses)):
-            return self.compare(e, depth)
-        if isinstance(e, Series):
-            return self.series(e)
-        if isinstance(e, Number):
-            return "Number" if self.number(e, e.value, "number") else None
-        if isinstance(e, Call):
-            return self.call(e, depth)
-        if isinstance(e, (And, Or)):
-            word = "AND" if isinstance(e, And) else "OR"
-            if len(e.operands) < 2:
-                self.err(e, "arity", f"{word} needs at least two operands")
+        if isinstance(expr, (Compare, Crosses)):
+            return self.compare(expr, depth)
+        if isinstance(expr, Series):
+            return self.series(expr)
+        if isinstance(expr, Number):
+            return "Number" if self.number(expr, expr.value, "number") else None
+        if isinstance(expr, Call):
+            return self.call(expr, depth)
+        if isinstance(expr, (And, Or)):
+            word = "AND" if isinstance(expr, And) else "OR"
+            if len(expr.operands) < 2:
+                self.err(expr, "arity", f"{word} needs at least two operands")
             ok = True
-            for op in e.operands:
-                t = self.expr(op, depth + 1)
-                if t is not None and t != "Bool":
-                    self.err(op, "type", f"{word} combines conditions; this is a {t}",
+            for op in expr.operands:
+                kind = self.expr(op, depth + 1)
+                if kind is not None and kind != "Bool":
+                    self.err(op, "type", f"{word} combines conditions; this is a {kind}",
                              hint="compare it: e.g. last > vwap")
-                ok = ok and t is not None
+                ok = ok and kind is not None
             return "Bool" if ok else None
-        if isinstance(e, Arith):
-            return self.arith(e, depth)
-        if isinstance(e, Not):
-            t = self.expr(e.operand, depth + 1)
-            if t is not None and t != "Bool":
-                self.err(e.operand, "type", f"NOT negates a condition; this is a {t}",
+        if isinstance(expr, Arith):
+            return self.arith(expr, depth)
+        if isinstance(expr, Not):
+            kind = self.expr(expr.operand, depth + 1)
+            if kind is not None and kind != "Bool":
+                self.err(expr.operand, "type", f"NOT negates a condition; this is a {kind}",
                          hint="negate a comparison: NOT spread > 0.05")
                 return None
-            return t
-        if isinstance(e, Neg):
-            t = self.expr(e.operand, depth + 1)
-            if t is not None and t not in _NUMERIC:
-                self.err(e, "type", f"cannot negate a {t}",
+            return kind
+        if isinstance(expr, Neg):
+            kind = self.expr(expr.operand, depth + 1)
+            if kind is not None and kind not in _NUMERIC:
+                self.err(expr, "type", f"cannot negate a {kind}",
                          hint="`-` negates numbers; NOT negates a condition")
                 return None
-            return t
-        if isinstance(e, Percent):
-            return "Pct" if self.number(e, e.value, "percentage") else None
-        if isinstance(e, Duration):
+            return kind
+        if isinstance(expr, Percent):
+            return "Pct" if self.number(expr, expr.value, "percentage") else None
+        if isinstance(expr, Duration):
             return "Duration"
-        if isinstance(e, TimeOfDay):
-            self.time_of_day(e, e)
+        if isinstance(expr, TimeOfDay):
+            self.time_of_day(expr, expr)
             return "TimeOfDay"
-        self.err(e, "not-expression", f"not an expression: {type(e).__name__}")
+        self.err(expr, "not-expression", f"not an expression: {type(expr).__name__}")
         return None
 
-    def series(self, e: Series) -> ValueType | None:
-        spec = SERIES.get(e.name)
+    def series(self, series: Series) -> ValueType | None:
+        spec = SERIES.get(series.name)
         if spec is not None:
             return spec.type
-        if e.name in FUNCTIONS:
-            fn = FUNCTIONS[e.name]
-            self.err(e, "not-series", f"`{e.name}` is a function, not a series",
+        if series.name in FUNCTIONS:
+            fn = FUNCTIONS[series.name]
+            self.err(series, "not-series", f"`{series.name}` is a function, not a series",
                      hint=f"call it: {fn.typed}")
-        elif e.name.lower() in keywords():
+        elif series.name.lower() in keywords():
             hint = "keywords cannot stand for values"
             if self.price_of is not None:
                 kind = self.price_of.upper()
                 hint = (f"a {kind} order needs its price right after {kind}: "
                         f"BUY 100 {kind} 182.40 STOP -1%, or use MKT")
-            self.err(e, "unknown-name", f"`{e.name}` is a keyword, not a series", hint=hint)
+            self.err(series, "unknown-name", f"`{series.name}` is a keyword, not a series", hint=hint)
         else:
-            self.err(e, "unknown-name", f"unknown series `{e.name}`",
-                     hint=_SERIES_SYNONYMS.get(e.name.lower()) or did_you_mean(e.name, SERIES)
+            self.err(series, "unknown-name", f"unknown series `{series.name}`",
+                     hint=_SERIES_SYNONYMS.get(series.name.lower()) or did_you_mean(series.name, SERIES)
                      or "series are " + " ".join(SERIES))
         return None
 
-    def compare(self, e: Compare | Crosses, depth: int) -> ValueType | None:
-        lt = self.expr(e.left, depth + 1)
-        rt = self.expr(e.right, depth + 1)
+    def compare(self, expr: Compare | Crosses, depth: int) -> ValueType | None:
+        lt = self.expr(expr.left, depth + 1)
+        rt = self.expr(expr.right, depth + 1)
         if lt is None or rt is None:
             return None
-        op = e.op if isinstance(e, Compare) else f"CROSSES {e.direction.upper()}"
-        if lt == "TimeOfDay" and rt == "TimeOfDay" and isinstance(e, Compare):
+        op = expr.op if isinstance(expr, Compare) else f"CROSSES {expr.direction.upper()}"
+        if lt == "TimeOfDay" and rt == "TimeOfDay" and isinstance(expr, Compare):
             return "Bool"
-        if lt in _NUMERIC and rt in _NUMERIC and (lt == rt or "Number" in (lt, rt)):
-            return self.bounded(e)
+        if lt in _NUMERIC and rt in _NUMERIC and adapts(lt, expr.left, rt, expr.right):
+            return self.bounded(expr)
         hint = None
-        if "Duration" in (lt, rt):
+        if lt in _NUMERIC and rt in _NUMERIC and "Number" in (lt, rt):
+            hint = unitless_hint(lt, expr.left, rt, expr.right)
+        elif "Duration" in (lt, rt):
             hint = "a duration like 30m is only a window argument, e.g. last > high(30m)"
         elif "TimeOfDay" in (lt, rt):
             hint = "compare the clock with a time: time >= 15:30"
         elif "Pct" in (lt, rt) and "Price" in (lt, rt):
             hint = "compare prices with prices (last > vwap * 1.005) or Pct with Pct (chg(5m) > 0.5%)"
-        self.err(e, "type", f"cannot compare {lt} with {rt} ({op})", hint=hint, field="op")
+        self.err(expr, "type", f"cannot compare {lt} with {rt} ({op})", hint=hint, field="op")
         return None
 
-    def arith(self, e: Arith, depth: int) -> ValueType | None:
-        lt = self.expr(e.left, depth + 1)
-        rt = self.expr(e.right, depth + 1)
+    def arith(self, expr: Arith, depth: int) -> ValueType | None:
+        lt = self.expr(expr.left, depth + 1)
+        rt = self.expr(expr.right, depth + 1)
         if lt is None or rt is None:
             return None
-        op = e.op
+        op = expr.op
         result: ValueType | None = None
         if lt in _NUMERIC and rt in _NUMERIC:
             if op in "+-":
-                if lt == rt or rt == "Number":
-                    result = lt
-                elif lt == "Number":
-                    result = rt
+                if adapts(lt, expr.left, rt, expr.right):
+                    result = rt if lt == "Number" and constant(expr.left) else lt
             elif op == "*":
                 if rt == "Number":
                     result = lt
@@ -501,26 +532,28 @@ class _Checker(CallChecks):
                     result = "Number"
         if result is None:
             hint = None
-            if "Pct" in (lt, rt) and "Price" in (lt, rt):
+            if lt in _NUMERIC and rt in _NUMERIC and "Number" in (lt, rt):
+                hint = unitless_hint(lt, expr.left, rt, expr.right)
+            elif "Pct" in (lt, rt) and "Price" in (lt, rt):
                 hint = "to move a price by 0.5% multiply it: vwap * 1.005"
             elif "Duration" in (lt, rt) or "TimeOfDay" in (lt, rt):
                 hint = "durations and times take no arithmetic"
-            self.err(e, "type", f"cannot apply `{op}` to {lt} and {rt}", hint=hint, field="op")
+            self.err(expr, "type", f"cannot apply `{op}` to {lt} and {rt}", hint=hint, field="op")
             return None
-        if op == "/" and isinstance(e.right, Number) and e.right.value == 0:
-            self.err(e.right, "div-zero", "division by zero", hint="divide by a number other than 0")
+        if op == "/" and isinstance(expr.right, Number) and expr.right.value == 0:
+            self.err(expr.right, "div-zero", "division by zero", hint="divide by a number other than 0")
             return None
         return result
 
     # ---- view, standdown
-    def view(self, v: View) -> None:
-        self.name(v, v.name, "view name")
-        if not v.panes:
-            self.err(v, "no-panes", "a VIEW needs at least one pane", hint="e.g. VIEW v: quote")
-        if len(v.panes) > self.lim.max_panes:
-            self.err(v, "too-many", f"{len(v.panes)} panes; the limit is {self.lim.max_panes}",
+    def view(self, view: View) -> None:
+        self.name(view, view.name, "view name")
+        if not view.panes:
+            self.err(view, "no-panes", "a VIEW needs at least one pane", hint="e.g. VIEW v: quote")
+        if len(view.panes) > self.lim.max_panes:
+            self.err(view, "too-many", f"{len(view.panes)} panes; the limit is {self.lim.max_panes}",
                      hint="ask for the panes you need most")
-        for pane in v.panes[: self.lim.max_panes]:
+        for pane in view.panes[: self.lim.max_panes]:
             self.name(pane, pane.name, "pane name", field=None)
             if len(pane.args) > self.lim.max_pane_args:
                 self.err(pane, "too-many",
@@ -529,9 +562,9 @@ class _Checker(CallChecks):
             named: set[str] = set()
             for arg in pane.args[: self.lim.max_pane_args]:
                 self.pane_arg(arg, named)
-        if v.budget is not None and not self.lim.min_budget <= v.budget <= self.lim.max_budget:
-            self.err(v, "bad-budget",
-                     f"BUDGET must be between {self.lim.min_budget} and {self.lim.max_budget} tokens, got {v.budget}",
+        if view.budget is not None and not self.lim.min_budget <= view.budget <= self.lim.max_budget:
+            self.err(view, "bad-budget",
+                     f"BUDGET must be between {self.lim.min_budget} and {self.lim.max_budget} tokens, got {view.budget}",
                      field="budget")
 
     def pane_arg(self, arg: PaneArg, named: set[str]) -> None:
@@ -555,16 +588,16 @@ class _Checker(CallChecks):
             if val.unit not in _UNITS or val.value < 0:
                 self.err(val, "bad-duration", "a duration must be a whole number >= 0 of s, m, h or d")
 
-    def standdown(self, s: StandDown) -> None:
-        r = s.reason
-        if r is None:
+    def standdown(self, standdown: StandDown) -> None:
+        reason = standdown.reason
+        if reason is None:
             return
-        if len(r) > self.lim.max_string_chars:
-            self.err(s, "too-long",
-                     f"reason is {len(r)} characters; the limit is {self.lim.max_string_chars}",
+        if len(reason) > self.lim.max_string_chars:
+            self.err(standdown, "too-long",
+                     f"reason is {len(reason)} characters; the limit is {self.lim.max_string_chars}",
                      field="reason", hint="say it in a short line")
-        elif not r.isprintable():
-            self.err(s, "bad-string", "a reason is one line of printable text", field="reason",
+        elif not reason.isprintable():
+            self.err(standdown, "bad-string", "a reason is one line of printable text", field="reason",
                      hint="drop line breaks, tabs and control characters")
 
 

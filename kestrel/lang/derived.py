@@ -150,13 +150,13 @@ def _literal_value(token: str) -> tuple[str, str, str]:
 
 class _Rules:
     def __init__(self, lark: Lark) -> None:
-        self.terminals = {t.name: t for t in lark.terminals}
+        self.terminals = {terminal.name: terminal for terminal in lark.terminals}
 
     def anonymous(self, token: str) -> str:
         kind, value, flags = _literal_value(token)
-        for t in self.terminals.values():
-            if t.pattern.type == kind and t.pattern.value == value and set(t.pattern.flags) == set(flags):
-                return str(t.name)
+        for terminal in self.terminals.values():
+            if terminal.pattern.type == kind and terminal.pattern.value == value and set(terminal.pattern.flags) == set(flags):
+                return str(terminal.name)
         raise NotTranslatable(f"kestrel.lark: no terminal found for the inline literal {token}")
 
     def expr(self, tree: Any) -> G:
@@ -168,10 +168,10 @@ class _Rules:
             raise NotTranslatable(f"kestrel.lark: unexpected item {tree!r} in a rule")
         kind, ch = tree.data, tree.children
         if kind == "expansions":
-            opts = tuple(self.expr(c) for c in ch)
+            opts = tuple(self.expr(child) for child in ch)
             return opts[0] if len(opts) == 1 else Choice(opts)
         if kind == "expansion":
-            items = tuple(self.expr(c) for c in ch)
+            items = tuple(self.expr(child) for child in ch)
             return items[0] if len(items) == 1 else Cat(items)
         if kind == "alias":
             return self.expr(ch[0])
@@ -196,51 +196,51 @@ class _Rules:
 class _Sets:
     def __init__(self, rules: dict[str, G]) -> None:
         self.rules = rules
-        self.null: dict[str, bool] = {r: False for r in rules}
-        self.firsts: dict[str, frozenset[str]] = {r: frozenset() for r in rules}
-        self.lasts: dict[str, frozenset[str]] = {r: frozenset() for r in rules}
+        self.null: dict[str, bool] = {rule: False for rule in rules}
+        self.firsts: dict[str, frozenset[str]] = {rule: frozenset() for rule in rules}
+        self.lasts: dict[str, frozenset[str]] = {rule: frozenset() for rule in rules}
         changed = True
         while changed:
             changed = False
             for name, body in rules.items():
-                n, f, la = self.nullable(body), self.first(body), self.last(body)
-                if (n, f, la) != (self.null[name], self.firsts[name], self.lasts[name]):
-                    self.null[name], self.firsts[name], self.lasts[name] = n, f, la
+                empty, firsts_now, lasts_now = self.nullable(body), self.first(body), self.last(body)
+                if (empty, firsts_now, lasts_now) != (self.null[name], self.firsts[name], self.lasts[name]):
+                    self.null[name], self.firsts[name], self.lasts[name] = empty, firsts_now, lasts_now
                     changed = True
 
-    def nullable(self, g: G) -> bool:
-        if isinstance(g, Sym):
-            return not g.terminal and self.null[g.name]
-        if isinstance(g, Cat):
-            return all(self.nullable(i) for i in g.items)
-        if isinstance(g, Choice):
-            return any(self.nullable(o) for o in g.options)
-        if isinstance(g, Loop):
-            return g.low == 0 or self.nullable(g.item)
+    def nullable(self, node: G) -> bool:
+        if isinstance(node, Sym):
+            return not node.terminal and self.null[node.name]
+        if isinstance(node, Cat):
+            return all(self.nullable(item) for item in node.items)
+        if isinstance(node, Choice):
+            return any(self.nullable(option) for option in node.options)
+        if isinstance(node, Loop):
+            return node.low == 0 or self.nullable(node.item)
         return True
 
-    def _edge(self, g: G, pick: Callable[[G], frozenset[str]], table: dict[str, frozenset[str]],
+    def _edge(self, node: G, pick: Callable[[G], frozenset[str]], table: dict[str, frozenset[str]],
               order: Callable[[tuple[G, ...]], Iterable[G]]) -> frozenset[str]:
-        if isinstance(g, Sym):
-            return frozenset({g.name}) if g.terminal else table[g.name]
-        if isinstance(g, Cat):
+        if isinstance(node, Sym):
+            return frozenset({node.name}) if node.terminal else table[node.name]
+        if isinstance(node, Cat):
             out: frozenset[str] = frozenset()
-            for i in order(g.items):
-                out |= pick(i)
-                if not self.nullable(i):
+            for item in order(node.items):
+                out |= pick(item)
+                if not self.nullable(item):
                     break
             return out
-        if isinstance(g, Choice):
-            return frozenset().union(*(pick(o) for o in g.options))
-        if isinstance(g, Loop):
-            return pick(g.item) if g.high != 0 else frozenset()
+        if isinstance(node, Choice):
+            return frozenset().union(*(pick(option) for option in node.options))
+        if isinstance(node, Loop):
+            return pick(node.item) if node.high != 0 else frozenset()
         return frozenset()
 
-    def first(self, g: G) -> frozenset[str]:
-        return self._edge(g, self.first, self.firsts, lambda xs: xs)
+    def first(self, node: G) -> frozenset[str]:
+        return self._edge(node, self.first, self.firsts, lambda xs: xs)
 
-    def last(self, g: G) -> frozenset[str]:
-        return self._edge(g, self.last, self.lasts, reversed)
+    def last(self, node: G) -> frozenset[str]:
+        return self._edge(node, self.last, self.lasts, reversed)
 
 
 # ---- gaps between tokens
@@ -258,77 +258,77 @@ class _Gaps:
         return NotTranslatable(f"kestrel.lark rule {self.rule}: {what}; the export puts one gap between "
                                "two present tokens and needs each sequence to hold a required item")
 
-    def body(self, g: G) -> G:
-        if isinstance(g, Choice):
-            return Choice(tuple(self.body(o) for o in g.options))
-        if isinstance(g, Cat):
-            return self.seq(g.items)
-        if isinstance(g, Loop):
-            return self.seq((g,))
-        return g
+    def body(self, node: G) -> G:
+        if isinstance(node, Choice):
+            return Choice(tuple(self.body(option) for option in node.options))
+        if isinstance(node, Cat):
+            return self.seq(node.items)
+        if isinstance(node, Loop):
+            return self.seq((node,))
+        return node
 
     def seq(self, items: tuple[G, ...]) -> G:
-        s = self.sets
-        k = next((i for i, x in enumerate(items) if not s.nullable(x)), None)
-        if k is None:
+        sets = self.sets
+        required = next((i for i, item in enumerate(items) if not sets.nullable(item)), None)
+        if required is None:
             raise self.fail("a sequence that may be empty")
         out: list[G] = []
-        for i in range(k):  # optional items before the first required one: gap after each
-            x = items[i]
-            if not isinstance(x, Loop) or x.low != 0:
+        for i in range(required):  # optional items before the first required one: gap after each
+            item = items[i]
+            if not isinstance(item, Loop) or item.low != 0:
                 raise self.fail("an optional item that is not written with ?, * or [...]")
-            after = frozenset().union(*(s.first(items[j]) for j in range(i + 1, k + 1)))
-            inner = self.body(x.item)
-            right = after | (s.first(x.item) if x.high != 1 else frozenset())
-            out.append(Loop(Cat((inner, Gap(s.last(x.item), right))), 0, x.high))
-        head = items[k]
+            after = frozenset().union(*(sets.first(items[j]) for j in range(i + 1, required + 1)))
+            inner = self.body(item.item)
+            right = after | (sets.first(item.item) if item.high != 1 else frozenset())
+            out.append(Loop(Cat((inner, Gap(sets.last(item.item), right))), 0, item.high))
+        head = items[required]
         if isinstance(head, Loop):
             inner = self.body(head.item)
             more = None if head.high is None else head.high - 1
-            gap = Gap(s.last(head.item), s.first(head.item))
+            gap = Gap(sets.last(head.item), sets.first(head.item))
             out.append(inner)
             if more != 0:
                 out.append(Loop(Cat((gap, inner)), max(0, head.low - 1), more))
         else:
             out.append(self.body(head))
-        before = s.last(head)
-        for x in items[k + 1 :]:
-            if isinstance(x, Loop):
-                inner = self.body(x.item)
-                left = before | (s.last(x.item) if x.high != 1 else frozenset())
-                out.append(Loop(Cat((Gap(left, s.first(x.item)), inner)), x.low, x.high))
-                before = before | s.last(x.item) if x.low == 0 else s.last(x.item)
-            elif s.nullable(x):
+        before = sets.last(head)
+        for item in items[required + 1 :]:
+            if isinstance(item, Loop):
+                inner = self.body(item.item)
+                left = before | (sets.last(item.item) if item.high != 1 else frozenset())
+                out.append(Loop(Cat((Gap(left, sets.first(item.item)), inner)), item.low, item.high))
+                before = before | sets.last(item.item) if item.low == 0 else sets.last(item.item)
+            elif sets.nullable(item):
                 raise self.fail("an optional item that is not written with ?, * or [...]")
             else:
-                out.append(Gap(before, s.first(x)))
-                out.append(self.body(x))
-                before = s.last(x)
+                out.append(Gap(before, sets.first(item)))
+                out.append(self.body(item))
+                before = sets.last(item)
         return out[0] if len(out) == 1 else Cat(tuple(out))
 
 
-def _walk(g: G) -> Iterator[G]:
-    yield g
-    if isinstance(g, Cat):
-        for i in g.items:
-            yield from _walk(i)
-    elif isinstance(g, Choice):
-        for o in g.options:
-            yield from _walk(o)
-    elif isinstance(g, Loop):
-        yield from _walk(g.item)
+def _walk(node: G) -> Iterator[G]:
+    yield node
+    if isinstance(node, Cat):
+        for item in node.items:
+            yield from _walk(item)
+    elif isinstance(node, Choice):
+        for option in node.options:
+            yield from _walk(option)
+    elif isinstance(node, Loop):
+        yield from _walk(node.item)
 
 
-def _map_gaps(g: G, decide: Callable[[Gap], Gap]) -> G:
-    if isinstance(g, Gap):
-        return decide(g)
-    if isinstance(g, Cat):
-        return Cat(tuple(_map_gaps(i, decide) for i in g.items))
-    if isinstance(g, Choice):
-        return Choice(tuple(_map_gaps(o, decide) for o in g.options))
-    if isinstance(g, Loop):
-        return Loop(_map_gaps(g.item, decide), g.low, g.high)
-    return g
+def _map_gaps(node: G, decide: Callable[[Gap], Gap]) -> G:
+    if isinstance(node, Gap):
+        return decide(node)
+    if isinstance(node, Cat):
+        return Cat(tuple(_map_gaps(item, decide) for item in node.items))
+    if isinstance(node, Choice):
+        return Choice(tuple(_map_gaps(option, decide) for option in node.options))
+    if isinstance(node, Loop):
+        return Loop(_map_gaps(node.item, decide), node.low, node.high)
+    return node
 
 
 # ---- the lexer's view
@@ -340,21 +340,21 @@ class _Lexer:
     def __init__(self, lark: Lark, vocab: Vocabulary) -> None:
         self.vocab = vocab
         self.rivals = named_groups(vocab.master.pattern)  # in the master pattern's order
-        fixed = {n for names in vocab.spellings.values() for n in names}
+        fixed = {name for names in vocab.spellings.values() for name in names}
         ignored = set(lark.ignore_tokens)
         self.kestrel: dict[str, Lexeme] = {}
         self.group: dict[str, str] = {}
-        for t in lark.terminals:
-            if t.name in ignored:
+        for terminal in lark.terminals:
+            if terminal.name in ignored:
                 continue
-            self.kestrel[t.name] = read_lexeme(t.name, t.pattern.to_regexp())
-            self.group[t.name] = t.name if t.name in self.rivals else "FIXED" if t.name in fixed else "WORD"
-        words = [n for n, g in self.group.items() if g == "WORD"]
+            self.kestrel[terminal.name] = read_lexeme(terminal.name, terminal.pattern.to_regexp())
+            self.group[terminal.name] = terminal.name if terminal.name in self.rivals else "FIXED" if terminal.name in fixed else "WORD"
+        words = [name for name, group in self.group.items() if group == "WORD"]
         keywords = set(vocab.keywords.values())
-        regexes = {t.name: t.pattern.to_regexp() for t in lark.terminals}
-        self.symbol = next((n for n in words if regexes[n] == vocab.symbol.pattern), None)
-        self.repeat = next((n for n in words if regexes[n] == vocab.repeat.pattern), None)
-        names = [n for n in words if n not in keywords and n not in (self.symbol, self.repeat)]
+        regexes = {terminal.name: terminal.pattern.to_regexp() for terminal in lark.terminals}
+        self.symbol = next((name for name in words if regexes[name] == vocab.symbol.pattern), None)
+        self.repeat = next((name for name in words if regexes[name] == vocab.repeat.pattern), None)
+        names = [name for name in words if name not in keywords and name not in (self.symbol, self.repeat)]
         if len(names) != 1:
             raise NotTranslatable(f"the lexer reads words as {names}: the export expects one name terminal")
         self.name = names[0]
@@ -367,7 +367,7 @@ class _Lexer:
         table = lark.parser.parser.parser.parse_table.states
         out: set[str] = set()
         for row in table.values():
-            acc = {str(k) for k in row}
+            acc = {str(key) for key in row}
             if self.symbol in acc and len(acc & set(words)) > 1:
                 raise NotTranslatable(f"a parser state accepts {self.symbol} and other words "
                                       f"{sorted(acc & set(words))}: the lexer reads every word there as a symbol")
@@ -381,9 +381,9 @@ class _Lexer:
                     out.update(sp.words)
         for kw in self.keywords:
             sp = spelling(self.kestrel[kw].core)
-            if sp is None or any(self.vocab.keywords.get(w) != kw for w in sp.words):
+            if sp is None or any(self.vocab.keywords.get(word) != kw for word in sp.words):
                 raise NotTranslatable(f"the lexer does not read every spelling of {kw} as {kw}")
-            if any(self.vocab.repeat.fullmatch(w) for w in sp.words):
+            if any(self.vocab.repeat.fullmatch(word) for word in sp.words):
                 raise NotTranslatable(f"a spelling of {kw} reads as a repeat count")
         return frozenset(out)
 
@@ -399,7 +399,7 @@ class _Lexer:
         """The master pattern's alternatives tried before the one that reads `term`."""
         order = list(self.rivals)
         mine = order.index(self.group[term])
-        out = [self.rivals[g] for g in order[:mine]]
+        out = [self.rivals[group] for group in order[:mine]]
         lead = self.kestrel[term].lead
         return out + ([Lexeme(f"{term} lookahead", lead)] if lead is not None else [])
 
@@ -424,9 +424,9 @@ def _term(name: str, lexer: _Lexer) -> Term:
 
 def _start_item(body: G) -> G:
     """The statement rule of `start: X*` (or `X+`)."""
-    g = body
-    if isinstance(g, Loop) and g.high is None and isinstance(g.item, Sym) and not g.item.terminal:
-        return g.item
+    node = body
+    if isinstance(node, Loop) and node.high is None and isinstance(node.item, Sym) and not node.item.terminal:
+        return node.item
     raise NotTranslatable("kestrel.lark rule start: the export expects `start: statement*`")
 
 
@@ -449,11 +449,11 @@ def derive(text: str | None = None, *, module: bool = False) -> Grammar:
                                   "but start to read a token")
     gaps = _Gaps(sets)
     body: dict[str, G] = {}
-    for name, g in rules.items():
+    for name, node in rules.items():
         gaps.rule = name
-        body[name] = gaps.body(g)
-    seen = {x.name for g in body.values() for x in _walk(g) if isinstance(x, Sym) and x.terminal}
-    used = [n for n in lexer.kestrel if n in seen]  # in the grammar's order
+        body[name] = gaps.body(node)
+    seen = {symbol.name for node in body.values() for symbol in _walk(node) if isinstance(symbol, Sym) and symbol.terminal}
+    used = [terminal for terminal in lexer.kestrel if terminal in seen]  # in the grammar's order
     terms = {name: _term(name, lexer) for name in used}
     blank, newline = Text("\n\n"), Loop(Text("\n"), 0, 1)
     if module:
@@ -469,58 +469,58 @@ def derive(text: str | None = None, *, module: bool = False) -> Grammar:
 def _check_lexing(terms: dict[str, Term], lexer: _Lexer) -> None:
     """Each exported token, alone, is one token of its own terminal to Kestrel's lexer."""
     skip = lexer.vocab.skip
-    for name, t in terms.items():
+    for name, term in terms.items():
         starts = {OTHER: "\u00e9"}
-        for c in first(t.exported):
-            m = skip.match(starts.get(c, c))
-            if m is not None and m.end():
-                raise NotTranslatable(f"terminal {name} can start with {c!r}, which the lexer skips")
+        for char in first(term.exported):
+            match = skip.match(starts.get(char, char))
+            if match is not None and match.end():
+                raise NotTranslatable(f"terminal {name} can start with {char!r}, which the lexer skips")
         for rival in lexer.before(name):
-            if prefix_rival(machine_of(rival.core), machine_of(t.exported)):
+            if prefix_rival(machine_of(rival.core), machine_of(term.exported)):
                 raise NotTranslatable(f"the lexer reads the start of a {name} token as {rival.name}")
-    for c in GAP_CHARS:
-        m = skip.fullmatch(c)
-        if m is None:
-            raise NotTranslatable(f"the lexer does not skip {c!r}, the export's gap")
+    for char in GAP_CHARS:
+        match = skip.fullmatch(char)
+        if match is None:
+            raise NotTranslatable(f"the lexer does not skip {char!r}, the export's gap")
 
 
 def _decide(body: dict[str, G], terms: dict[str, Term], lexer: _Lexer,
             ends: frozenset[str], begins: frozenset[str]) -> dict[str, G]:
-    follow: dict[str, set[str]] = {n: set() for n in terms}
-    for g in body.values():
-        for x in _walk(g):
-            if isinstance(x, Gap):
-                for a in x.left:
-                    follow[a] |= x.right
-    for a in ends:  # a statement's last token: a newline, the end, or the next statement
-        follow[a] |= begins
+    follow: dict[str, set[str]] = {term_name: set() for term_name in terms}
+    for node in body.values():
+        for part in _walk(node):
+            if isinstance(part, Gap):
+                for left in part.left:
+                    follow[left] |= part.right
+    for left in ends:  # a statement's last token: a newline, the end, or the next statement
+        follow[left] |= begins
     gap_chars = frozenset(GAP_CHARS)
     universe = frozenset(UNIVERSE)
 
     @cache
-    def then(b: str) -> frozenset[str]:
-        return gap_chars.union(*(first(terms[c].exported) for c in follow[b]))
+    def then(right: str) -> frozenset[str]:
+        return gap_chars.union(*(first(terms[next_term].exported) for next_term in follow[right]))
 
     @cache
-    def touch(a: str, b: str) -> bool:
-        ta, tb = terms[a], terms[b]
+    def touch(left: str, right: str) -> bool:
+        ta, tb = terms[left], terms[right]
         if first(tb.exported) & ta.kestrel.after_not:
             return False
         token, follower = machine_of(ta.exported), machine_of(tb.exported)
-        return not any(overruns(machine_of(r.core), token, follower, then(b)) for r in lexer.rivals_of(a))
+        return not any(overruns(machine_of(rival.core), token, follower, then(right)) for rival in lexer.rivals_of(left))
 
     gap = machine_of(Chars(gap_chars))
-    for a, t in terms.items():
-        if gap_chars & t.kestrel.after_not or any(
-            overruns(machine_of(r.core), machine_of(t.exported), gap, universe) for r in lexer.rivals_of(a)
+    for left, term in terms.items():
+        if gap_chars & term.kestrel.after_not or any(
+            overruns(machine_of(rival.core), machine_of(term.exported), gap, universe) for rival in lexer.rivals_of(left)
         ):
-            raise NotTranslatable(f"a {a} token followed by a space or newline reads on into it")
+            raise NotTranslatable(f"a {left} token followed by a space or newline reads on into it")
 
-    def decide(g: Gap) -> Gap:
-        required = any(not touch(a, b) for a in sorted(g.left) for b in sorted(g.right))
-        return Gap(g.left, g.right, required)
+    def decide(node: Gap) -> Gap:
+        required = any(not touch(left, right) for left in sorted(node.left) for right in sorted(node.right))
+        return Gap(node.left, node.right, required)
 
-    return {name: _map_gaps(g, decide) for name, g in body.items()}
+    return {name: _map_gaps(node, decide) for name, node in body.items()}
 
 
 _LOCK = threading.Lock()

@@ -48,18 +48,18 @@ DIALECTS: Final[tuple[Dialect, ...]] = ("llguidance", "gbnf", "ebnf")
 _GAP = "SEP"
 
 
-def _quote(s: str, escape: Callable[[str], str]) -> str:
-    return '"' + "".join(escape(c) for c in s) + '"'
+def _quote(text: str, escape: Callable[[str], str]) -> str:
+    return '"' + "".join(escape(char) for char in text) + '"'
 
 
 def _ranges(chars: Iterable[str]) -> list[tuple[str, str]]:
-    codes = sorted(ord(c) for c in chars)
+    codes = sorted(ord(char) for char in chars)
     out: list[tuple[str, str]] = []
-    for c in codes:
-        if out and ord(out[-1][1]) == c - 1:
-            out[-1] = (out[-1][0], chr(c))
+    for code in codes:
+        if out and ord(out[-1][1]) == code - 1:
+            out[-1] = (out[-1][0], chr(code))
         else:
-            out.append((chr(c), chr(c)))
+            out.append((chr(code), chr(code)))
     return out
 
 
@@ -68,62 +68,62 @@ class _Writer:
 
     def __init__(self, dialect: Dialect, grammar: Grammar) -> None:
         self.dialect = dialect
-        self.g = grammar
+        self.grammar = grammar
         self.lark = dialect == "llguidance"
-        self.splitters = frozenset(w for t in grammar.terms.values() if t.spelt is not None
-                                   for w in t.spelt.words if len(w) == 1)
+        self.splitters = frozenset(word for term in grammar.terms.values() if term.spelt is not None
+                                   for word in term.spelt.words if len(word) == 1)
         self.names: dict[tuple[str, bool], str] = {}
         taken: dict[str, str] = {}
-        for key in [*((r, False) for r in grammar.rules), *((t, True) for t in grammar.terms
-                                                            if grammar.terms[t].spelt is None)]:
+        for key in [*((rule, False) for rule in grammar.rules), *((term, True) for term in grammar.terms
+                                                            if grammar.terms[term].spelt is None)]:
             name = self._name(*key)
             if name in taken or name in (self._name(_GAP, True),):
                 raise NotTranslatable(f"{key[0]} and {taken.get(name, 'the gap')} are both named {name} in {dialect}")
             taken[name] = key[0]
             self.names[key] = name
 
-    def split(self, t: Term) -> bool:
-        return self.lark and t.spelt is None and self._has_split(t.exported)
+    def split(self, term: Term) -> bool:
+        return self.lark and term.spelt is None and self._has_split(term.exported)
 
-    def _has_split(self, n: Node) -> bool:
-        if isinstance(n, Chars):
-            return len(n.chars) == 1 and next(iter(n.chars)) in self.splitters
-        if isinstance(n, Seq):
-            return any(self._has_split(i) for i in n.items)
-        if isinstance(n, Alt):
-            return any(self._has_split(o) for o in n.options)
-        return self._has_split(n.item)
+    def _has_split(self, node: Node) -> bool:
+        if isinstance(node, Chars):
+            return len(node.chars) == 1 and next(iter(node.chars)) in self.splitters
+        if isinstance(node, Seq):
+            return any(self._has_split(item) for item in node.items)
+        if isinstance(node, Alt):
+            return any(self._has_split(option) for option in node.options)
+        return self._has_split(node.item)
 
     def _name(self, name: str, terminal: bool) -> str:
         if name == START:
             return "start" if self.lark else "root"
         base = name.strip("_")
-        if terminal and name in self.g.terms and self.split(self.g.terms[name]):
+        if terminal and name in self.grammar.terms and self.split(self.grammar.terms[name]):
             base = base.lower()
         elif not terminal:
             base = base.lower()
         return base.replace("_", "-") if self.dialect == "gbnf" else base
 
     # characters
-    def char(self, c: str, in_class: bool) -> str:
+    def char(self, char: str, in_class: bool) -> str:
         named = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-        if c in named:
-            return named[c]
-        if not c.isprintable() or not c.isascii():
-            code = ord(c)
+        if char in named:
+            return named[char]
+        if not char.isprintable() or not char.isascii():
+            code = ord(char)
             return f"\\x{{{code:x}}}" if self.lark else f"\\x{code:02X}" if self.dialect == "gbnf" else f"\\u{code:04X}"
         if self.lark:
             meta = "\\]" "[^-&~/" if in_class else "\\.+*?()|[]{}^$/"
         else:
             meta = "\\][" if in_class else '\\"'
-        return "\\" + c if c in meta else c
+        return "\\" + char if char in meta else char
 
     def klass(self, chars: frozenset[str]) -> str:
         negate = OTHER in chars
         members = (ASCII - chars) if negate else chars
         if not members:
             raise NotTranslatable("a character class that matches every character")
-        tail = "" if self.lark else "".join(c for c in "^-" if c in members)  # GBNF, EBNF: last
+        tail = "" if self.lark else "".join(char for char in "^-" if char in members)  # GBNF, EBNF: last
         body = "".join(self.char(lo, True) if lo == hi else
                        self.char(lo, True) + ("" if ord(hi) == ord(lo) + 1 else "-") + self.char(hi, True)
                        for lo, hi in _ranges(members - set(tail)))
@@ -137,109 +137,109 @@ class _Writer:
         return f"{{{low}}}" if low == high else f"{{{low},{high}}}"
 
     # terminal patterns
-    def regex(self, n: Node, top: bool = True) -> str:
+    def regex(self, node: Node, top: bool = True) -> str:
         """A Rust-syntax regex (LLGuidance)."""
-        if isinstance(n, Chars):
-            return self.char(next(iter(n.chars)), False) if len(n.chars) == 1 else self.klass(n.chars)
-        if isinstance(n, Seq):
-            return "".join(f"(?:{self.regex(i)})" if isinstance(i, Alt) else self.regex(i, False) for i in n.items)
-        if isinstance(n, Alt):
-            body = "|".join(self.regex(o) for o in n.options)
+        if isinstance(node, Chars):
+            return self.char(next(iter(node.chars)), False) if len(node.chars) == 1 else self.klass(node.chars)
+        if isinstance(node, Seq):
+            return "".join(f"(?:{self.regex(item)})" if isinstance(item, Alt) else self.regex(item, False) for item in node.items)
+        if isinstance(node, Alt):
+            body = "|".join(self.regex(option) for option in node.options)
             return body if top else f"(?:{body})"
-        inner = self.regex(n.item, False)
-        atomic = isinstance(n.item, Chars)
-        return (inner if atomic else f"(?:{inner})") + self.quant(n.low, n.high)
+        inner = self.regex(node.item, False)
+        atomic = isinstance(node.item, Chars)
+        return (inner if atomic else f"(?:{inner})") + self.quant(node.low, node.high)
 
-    def lexemes(self, n: Node) -> str:
+    def lexemes(self, node: Node) -> str:
         """LLGuidance rule text for a split terminal: runs without a splitting character are
         one lexeme each."""
-        if not self._has_split(n):
-            return f"/{self.regex(n)}/"
-        if isinstance(n, Chars):
-            return _quote(next(iter(n.chars)), lambda c: self.char(c, False) if c in '"\\' else c)
-        if isinstance(n, Seq):
+        if not self._has_split(node):
+            return f"/{self.regex(node)}/"
+        if isinstance(node, Chars):
+            return _quote(next(iter(node.chars)), lambda char: self.char(char, False) if char in '"\\' else char)
+        if isinstance(node, Seq):
             out: list[str] = []
             run: list[Node] = []
-            for i in n.items:
-                if self._has_split(i):
+            for item in node.items:
+                if self._has_split(item):
                     if run:
                         out.append(f"/{self.regex(Seq(tuple(run)))}/")
                         run = []
-                    out.append(self.lexemes(i))
+                    out.append(self.lexemes(item))
                 else:
-                    run.append(i)
+                    run.append(item)
             if run:
                 out.append(f"/{self.regex(Seq(tuple(run)))}/")
             return " ".join(out)
-        if isinstance(n, Alt):
-            return "(" + " | ".join(self.lexemes(o) for o in n.options) + ")"
-        return f"({self.lexemes(n.item)}){self.quant(n.low, n.high)}"
+        if isinstance(node, Alt):
+            return "(" + " | ".join(self.lexemes(option) for option in node.options) + ")"
+        return f"({self.lexemes(node.item)}){self.quant(node.low, node.high)}"
 
-    def bnf(self, n: Node) -> str:
+    def bnf(self, node: Node) -> str:
         """GBNF or EBNF for a terminal pattern."""
-        if isinstance(n, Chars):
-            if len(n.chars) == 1:
-                (c,) = n.chars
-                return _quote(c, lambda x: self.char(x, False))
-            return self.klass(n.chars)
-        if isinstance(n, Seq):
-            return " ".join(self.bnf(i) for i in n.items) or '""'
-        if isinstance(n, Alt):
-            return "(" + " | ".join(self.bnf(o) for o in n.options) + ")"
-        inner = self.bnf(n.item)
-        atomic = isinstance(n.item, Chars) or isinstance(n.item, Alt)
-        return (inner if atomic else f"({inner})") + self.quant(n.low, n.high)
+        if isinstance(node, Chars):
+            if len(node.chars) == 1:
+                (only,) = node.chars
+                return _quote(only, lambda char: self.char(char, False))
+            return self.klass(node.chars)
+        if isinstance(node, Seq):
+            return " ".join(self.bnf(item) for item in node.items) or '""'
+        if isinstance(node, Alt):
+            return "(" + " | ".join(self.bnf(option) for option in node.options) + ")"
+        inner = self.bnf(node.item)
+        atomic = isinstance(node.item, Chars) or isinstance(node.item, Alt)
+        return (inner if atomic else f"({inner})") + self.quant(node.low, node.high)
 
     # rules
-    def literal(self, t: Term) -> str:
-        assert t.spelt is not None
-        esc: Callable[[str], str] = lambda c: self.char(c, False) if c in '"\\' or not c.isprintable() else c
-        if self.lark and t.spelt.folded:  # ASCII case folding, as Kestrel's: `"pass"i` would take `paſs`
+    def literal(self, term: Term) -> str:
+        assert term.spelt is not None
+        esc: Callable[[str], str] = lambda char: self.char(char, False) if char in '"\\' or not char.isprintable() else char
+        if self.lark and term.spelt.folded:  # ASCII case folding, as Kestrel's: `"pass"i` would take `paſs`
             return "/" + "|".join(self.regex(Seq(tuple(
-                Chars(frozenset({c.lower(), c.upper()})) if c.isalpha() else Chars(frozenset(c)) for c in w
-            ))) for w in t.spelt.words) + "/"
+                Chars(frozenset({char.lower(), char.upper()})) if char.isalpha() else Chars(frozenset(char)) for char in word
+            ))) for word in term.spelt.words) + "/"
         if self.lark:
-            words = [_quote(w, esc) for w in t.spelt.words]
+            words = [_quote(word, esc) for word in term.spelt.words]
         else:
-            forms = [v for w in t.spelt.words for v in ((w.upper(), w.lower()) if t.spelt.folded else (w,))]
-            words = [_quote(w, esc) for w in dict.fromkeys(forms)]
+            forms = [form for word in term.spelt.words for form in ((word.upper(), word.lower()) if term.spelt.folded else (word,))]
+            words = [_quote(word, esc) for word in dict.fromkeys(forms)]
         return words[0] if len(words) == 1 else "(" + " | ".join(words) + ")"
 
-    def expr(self, g: G, top: bool = False) -> str:
-        if isinstance(g, Sym):
-            t = self.g.terms.get(g.name) if g.terminal else None
-            if t is not None and t.spelt is not None:
-                return self.literal(t)
-            return self.names[(g.name, g.terminal)]
-        if isinstance(g, Text):
-            return _quote(g.text, lambda c: self.char(c, False))
-        if isinstance(g, Gap):
+    def expr(self, node: G, top: bool = False) -> str:
+        if isinstance(node, Sym):
+            term = self.grammar.terms.get(node.name) if node.terminal else None
+            if term is not None and term.spelt is not None:
+                return self.literal(term)
+            return self.names[(node.name, node.terminal)]
+        if isinstance(node, Text):
+            return _quote(node.text, lambda char: self.char(char, False))
+        if isinstance(node, Gap):
             name = self._name(_GAP, True)
-            return name if g.required else name + "?"
-        if isinstance(g, Cat):
-            return " ".join(self.expr(i) for i in g.items)
-        if isinstance(g, Choice):
-            body = " | ".join(self.expr(o) for o in g.options)
+            return name if node.required else name + "?"
+        if isinstance(node, Cat):
+            return " ".join(self.expr(item) for item in node.items)
+        if isinstance(node, Choice):
+            body = " | ".join(self.expr(option) for option in node.options)
             return body if top else f"({body})"
-        inner = self.expr(g.item)
-        atomic = isinstance(g.item, Sym | Text | Choice)
-        return (inner if atomic else f"({inner})") + self.quant(g.low, g.high)
+        inner = self.expr(node.item)
+        atomic = isinstance(node.item, Sym | Text | Choice)
+        return (inner if atomic else f"({inner})") + self.quant(node.low, node.high)
 
     def write(self) -> str:
-        what = "a module of statements" if self.g.module else "one statement"
+        what = "a module of statements" if self.grammar.module else "one statement"
         mark = "//" if self.lark else "#"
         defs = "::="
         lines = [f"{mark} Kestrel, {what} (kestrel grammar --dialect {self.dialect}); derived from kestrel.lark"]
         sep = ": " if self.lark else f" {defs} "
-        for name, g in self.g.rules.items():
-            lines.append(f"{self.names[(name, False)]}{sep}{self.expr(g, top=True)}")
-        for name, t in self.g.terms.items():
-            if t.spelt is not None:
+        for name, node in self.grammar.rules.items():
+            lines.append(f"{self.names[(name, False)]}{sep}{self.expr(node, top=True)}")
+        for name, term in self.grammar.terms.items():
+            if term.spelt is not None:
                 continue
             if self.lark:
-                body = self.lexemes(t.exported) if self.split(t) else f"/{self.regex(t.exported)}/"
+                body = self.lexemes(term.exported) if self.split(term) else f"/{self.regex(term.exported)}/"
             else:
-                body = self.bnf(t.exported)
+                body = self.bnf(term.exported)
             lines.append(f"{self.names[(name, True)]}{sep}{body}")
         gap = self.klass(frozenset(GAP_CHARS))
         lines.append(f"{self._name(_GAP, True)}{sep}{f'/{gap}/' if self.lark else gap}")

@@ -88,11 +88,11 @@ class LangError(ValueError):
 
     def render(self) -> str:
         """The repair text: every diagnostic up to `MAX_RENDERED`, then a count of the rest."""
-        n = len(self.diagnostics)
-        head = "1 error" if n == 1 else f"{n} errors"
-        shown = [d.render() for d in self.diagnostics[:MAX_RENDERED]]
-        if n > MAX_RENDERED:
-            shown.append(f"... and {n - MAX_RENDERED} more; fix these first")
+        count = len(self.diagnostics)
+        head = "1 error" if count == 1 else f"{count} errors"
+        shown = [diagnostic.render() for diagnostic in self.diagnostics[:MAX_RENDERED]]
+        if count > MAX_RENDERED:
+            shown.append(f"... and {count - MAX_RENDERED} more; fix these first")
         return f"{head} in Kestrel document:\n" + "\n".join(shown)
 
     def __str__(self) -> str:

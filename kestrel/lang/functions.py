@@ -1,5 +1,5 @@
-"""The language's functions and operators, each one unit: its signature, its per-tick form and
-its column form.
+"""The language's functions and operators, each one definition: its signature, its per-tick
+form and its column form.
 
 An indicator (`Indicator`) is a function of a session's ticks. It is fed, tick by tick, the
 value of its source series (the `x` argument, else `last`) with its timestamp (`update`), or
@@ -12,19 +12,20 @@ Undefined values (not enough data) are NaN.
 A source's value comes in two forms: `value`, the double the series is (`mid` is a whole
 number of half ticks over the half ticks per price point), and `exact`, which for a series on
 the tick grid (`last bid ask mid spread open`) is that whole number of half ticks (a Python int,
-an int64 column) and for `vwap` the double itself; `Context.scale` is the half ticks per price
-point (1.0 for vwap). Sums of exact values are exact integers: an sma of mid is the double
-nearest to the exact mean, so a mid equal to its sma compares equal.
+an int64 column) and for `vwap` the double itself; `Context.half_ticks_per_point` is the half
+ticks per price point (1.0 for vwap). Sums of exact values are exact integers: an sma of mid
+is the double nearest to the exact mean, so a mid equal to its sma compares equal.
 
 An operation (`Operation`: abs, min, max) is a pure function of its arguments' values, as are
 the operators (`ARITHMETIC`, `COMPARISON`, `CROSSES`): one callable serves scalars and arrays
 alike, except where a zero divisor or NaN needs a test (two forms, the same values).
 
-This module holds what every unit is built on: the resolved arguments of a call (`Arguments`),
-the indicator's two forms (`Indicator`), bars (`OnBars`) and the exact running sums the units
-share. docs/language.md defines every function; adding one is its unit (a class in
-`kestrel.lang.windows`, `kestrel.lang.means` or `kestrel.lang.operations`), its row in
-`kestrel.lang.registry.UNITS`, its tests and its line in the docs.
+This module holds what every definition is built on: the resolved arguments of a call
+(`Arguments`), the indicator's two forms (`Indicator`), bars (`OnBars`) and the exact running
+sums the definitions share. docs/language.md defines every function; adding one is its
+definition (a class in `kestrel.lang.windows`, `kestrel.lang.means` or
+`kestrel.lang.operations`), its row in
+`kestrel.lang.registry.DEFINITIONS`, its tests and its line in the docs.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ class Context(NamedTuple):
     where bars are aligned, and whether the source is `binary` (its exact values are doubles,
     not whole half ticks: sums of them are not exact)."""
 
-    scale: float
+    half_ticks_per_point: float
     open_ns: int
     binary: bool = False
 
@@ -94,17 +95,17 @@ class Arguments(msgspec.Struct, frozen=True):
 
     def timeframe(self) -> int:
         """The bar size in ns, 0 for a tick-based call."""
-        return next((int(v) for k, v in self.values if k == "tf"), 0)
+        return next((int(value) for key, value in self.values if key == "tf"), 0)
 
     def source(self) -> str:
         """The series the indicator reads: its `x`, else `last`."""
-        return next((str(v) for k, v in self.values if k == "x"), "last")
+        return next((str(value) for key, value in self.values if key == "x"), "last")
 
     def lookback_ns(self) -> int:
         """How far back the call must see to be defined: its window, or its largest count of
         bars of its timeframe (0 for tick-count windows)."""
-        windows = [int(v) for k, v in self.values if k == "d"]
-        counts = [int(v) for k, v in self.values if k in ("n", "fast", "slow", "signal")]
+        windows = [int(value) for key, value in self.values if key == "d"]
+        counts = [int(value) for key, value in self.values if key in ("n", "fast", "slow", "signal")]
         return max(windows + [max(counts, default=0) * self.timeframe()])
 
 
@@ -201,42 +202,42 @@ def bars_of(ts: I64, tf_ns: int, open_ns: int) -> tuple[I64, I64]:
 
 
 # --------------------------------------------------------------------------- sums
-def cumulative(x: Arr) -> Arr:
-    """The running sums of `x` with a leading 0, accumulated sequentially: doubles, or for
+def cumulative(values: Arr) -> Arr:
+    """The running sums of `values` with a leading 0, accumulated sequentially: doubles, or for
     integers int64 when no sum can reach 2**62, else Python ints (an object column), the
     per-tick form's sums."""
-    if x.dtype.kind in "fO":
-        return np.concatenate(([x.dtype.type(0) if x.dtype.kind == "f" else 0], np.cumsum(x)))
-    if not len(x):
+    if values.dtype.kind in "fO":
+        return np.concatenate(([values.dtype.type(0) if values.dtype.kind == "f" else 0], np.cumsum(values)))
+    if not len(values):
         return np.zeros(1, dtype=np.int64)
-    if int(np.abs(x).max()) * len(x) < INT_LIMIT:
-        return np.concatenate((np.zeros(1, dtype=np.int64), np.cumsum(x, dtype=np.int64)))
-    return cumulative(x.astype(object))
+    if int(np.abs(values).max()) * len(values) < INT_LIMIT:
+        return np.concatenate((np.zeros(1, dtype=np.int64), np.cumsum(values, dtype=np.int64)))
+    return cumulative(values.astype(object))
 
 
-def floats(x: Arr) -> F64:
+def floats(column: Arr) -> F64:
     """A column as doubles (Python ints each to the nearest double)."""
-    return np.asarray(x, dtype=np.float64)
+    return np.asarray(column, dtype=np.float64)
 
 
 class RunningMean:
-    """The mean of the last n values, `(S_i - S_{i-n}) / (n x scale)` on the running sum S
-    (exact for integers), NaN until n values are in."""
+    """The mean of the last n values, `(S_i - S_{i-n}) / (n x half_ticks_per_point)` on the
+    running sum S (exact for integers), NaN until n values are in."""
 
-    def __init__(self, n: int, scale: float) -> None:
-        self.n, self.divisor = n, float(n) * scale
+    def __init__(self, n: int, half_ticks_per_point: float) -> None:
+        self.n, self.divisor = n, float(n) * half_ticks_per_point
         self.total: float = 0
         self.sums: deque[float] = deque([NAN] * n + [0], maxlen=n + 1)
 
-    def push(self, x: float) -> float:
-        self.total += x
+    def push(self, value: float) -> float:
+        self.total += value
         self.sums.append(self.total)
         return (self.total - self.sums[0]) / self.divisor
 
-    def column(self, x: Arr) -> F64:
-        n, out = self.n, np.full(len(x), NAN)
-        if len(x) >= n:
-            sums = cumulative(x)
+    def column(self, values: Arr) -> F64:
+        n, out = self.n, np.full(len(values), NAN)
+        if len(values) >= n:
+            sums = cumulative(values)
             out[n - 1:] = floats((sums[n:] - sums[:-n]) / self.divisor)
         return out
 

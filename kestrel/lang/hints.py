@@ -52,6 +52,8 @@ _WORDS: dict[str, str] = {
     "TTL": "TTL",
     "REPEAT": "a repeat like x3",
     "WHEN": "WHEN",
+    "CASH": "an amount like $5000",
+    "EQUITY": "EQ (a share of equity: 10%EQ)",
     "_ON": "ON",
     "_UNTIL": "UNTIL",
     "_FOR": "FOR",
@@ -65,8 +67,8 @@ _WORDS: dict[str, str] = {
     "$END": "the end of the document",
 }
 _MAX_EXPECTED = 10
-_ORDER = {name: i for i, name in enumerate(_WORDS)}
-_KEYWORDS = [w for w in _WORDS.values() if w.isupper() and w.isalpha()] + [
+_ORDER = {name: rank for rank, name in enumerate(_WORDS)}
+_KEYWORDS = [word for word in _WORDS.values() if word.isupper() and word.isalpha()] + [
     "maxpos",
     "maxloss",
     "maxorders",
@@ -94,7 +96,7 @@ _CHAR_HINTS: dict[str, str] = {
     "'": 'quote a reason with double quotes: STANDDOWN "reason"',
     "≥": "write >=",
     "≤": "write <=",
-    "$": "prices are plain numbers: write 182.40, not $182.40",
+    "$": "prices are plain numbers: write 182.40, not $182.40 ($5000 sizes an order: BUY $5000 MKT)",
     "{": "Kestrel is not JSON: write statements like PLAN name WHEN cond: action",
     "[": "Kestrel has no lists: separate panes with commas and actions with `;`",
     "`": "reply with the bare Kestrel text: no ``` fences or backquotes around it",
@@ -105,10 +107,10 @@ def _expected(names: frozenset[str]) -> tuple[str, ...]:
     if not names:
         return ()
     words: list[str] = []
-    for name in sorted(names, key=lambda n: (_ORDER.get(n, 999), n)):
-        w = _WORDS.get(name, name)
-        if w not in words:
-            words.append(w)
+    for name in sorted(names, key=lambda terminal: (_ORDER.get(terminal, 999), terminal)):
+        word = _WORDS.get(name, name)
+        if word not in words:
+            words.append(word)
     if len(words) > _MAX_EXPECTED:
         words = words[: _MAX_EXPECTED - 1] + ["…"]
     return tuple(words)
@@ -155,12 +157,12 @@ def _phrase_hint(
     if "STRING" in expected and word[:1].isalpha():
         return 'quote the reason: STANDDOWN "spread too wide"'
     if "PLAN" in expected and "WHEN" not in expected and word[:1].isalpha() and upper not in (
-        "WHEN", *(w.upper() for w in _KEYWORDS)
+        "WHEN", *(keyword.upper() for keyword in _KEYWORDS)
     ) and not _close_keyword(word):
         return 'a reply is one statement: PLAN name WHEN cond: action, VIEW name: panes, STANDDOWN "why" or PASS'
     if "WHEN" in expected and word == ":":
         return "the plan header takes no `:`; rules follow it: PLAN name WHEN cond: action"
-    wanted = [w for n in expected for w in _keyword_words().get(n, ())]
+    wanted = [keyword for terminal in expected for keyword in _keyword_words().get(terminal, ())]
     if "WHEN" in expected and word[:1].isalpha() and "_UNTIL" in expected and prev.isalnum() \
             and closest(upper, wanted) is None:
         return "a plan name is one word: my_plan, not my plan"
@@ -170,10 +172,12 @@ def _phrase_hint(
 
 
 def _close_keyword(word: str) -> bool:
-    return closest(word.upper(), [w.upper() for w in _KEYWORDS]) is not None
+    return closest(word.upper(), [keyword.upper() for keyword in _KEYWORDS]) is not None
 
 
 def _syntax_hint(text: str, err: ParseFailure | LexError, got: str, expected: frozenset[str]) -> str | None:
+    if got.startswith("$") and "CASH" not in expected:
+        return "prices are plain numbers: write 182.40, not $182.40 ($5000 sizes an order: BUY $5000 MKT)"
     if isinstance(err, LexError):
         if re.fullmatch(r"[0-9][0-9.]*[eE][-+]?[0-9]+|[0-9]+(_[0-9]+)+", got):
             return "write numbers in full: 1000000, not 1e6 or 1_000_000"
@@ -218,13 +222,13 @@ def _syntax_hint(text: str, err: ParseFailure | LexError, got: str, expected: fr
     if word and (word[0].isalpha() or word[0] == "_"):
         # a keyword the parser could take here first; any keyword only for a word that is
         # not itself a series or function name (`last` is not a misspelt FLAT)
-        wanted = [w for n in expected for w in _keyword_words().get(n, ())]
+        wanted = [keyword for terminal in expected for keyword in _keyword_words().get(terminal, ())]
         known = word in SERIES or word in FUNCTIONS
         if known and expected & {"SIDE", "FLAT"}:
             return f"`{word}` is a value; after `:` comes an action: BUY, SELL, FLAT or CANCEL"
         pools = [] if known else [wanted, _KEYWORDS]
         for pool in pools:
-            upper = {w.upper(): w for w in pool}
+            upper = {keyword.upper(): keyword for keyword in pool}
             close = closest(word.upper(), upper)
             if close is not None and close != word.upper():
                 return f"did you mean `{upper[close]}`?"
@@ -257,15 +261,15 @@ def syntax_diag(text: str, err: ParseFailure | LexError) -> Diagnostic:
     else:
         expected = err.accepts
         line, col = err.line, err.column
-        m = _BAD_WORD.match(text, err.pos)
-        got = m.group() if m else text[err.pos]
+        match = _BAD_WORD.match(text, err.pos)
+        got = match.group() if match else text[err.pos]
         if "`" in got:
             what = "backquote `"
         elif got.isprintable():
             what = f"`{_clip(got)}`"
         else:
             what = f"character U+{ord(got[0]):04X}"
-        width = len(got) if m else 1
+        width = len(got) if match else 1
     return Diagnostic(
         "syntax",
         f"unexpected {what}",
@@ -278,8 +282,8 @@ def syntax_diag(text: str, err: ParseFailure | LexError) -> Diagnostic:
     )
 
 
-def _clip(s: str, n: int = 24) -> str:
-    return s if len(s) <= n else s[: n - 1] + "…"
+def _clip(text: str, most: int = 24) -> str:
+    return text if len(text) <= most else text[: most - 1] + "…"
 
 
 __all__ = ["line_of", "syntax_diag"]

@@ -32,7 +32,7 @@ import msgspec
 OTHER: Final[str] = "\u0080"
 ASCII: Final[frozenset[str]] = frozenset(map(chr, range(128)))
 UNIVERSE: Final[frozenset[str]] = ASCII | {OTHER}
-WORD: Final[frozenset[str]] = frozenset(c for c in ASCII if c.isalnum() or c == "_")
+WORD: Final[frozenset[str]] = frozenset(char for char in ASCII if char.isalnum() or char == "_")
 DIGITS: Final[frozenset[str]] = frozenset("0123456789")
 SPACE: Final[frozenset[str]] = frozenset(" \t\n\r\f\v")
 
@@ -89,7 +89,7 @@ class Lexeme(msgspec.Struct, frozen=True):
 def _fold(chars: Iterable[str], ignorecase: bool) -> frozenset[str]:
     out = set(chars)
     if ignorecase:
-        out |= {c.swapcase() for c in out if c.isascii() and c.isalpha()}
+        out |= {char.swapcase() for char in out if char.isascii() and char.isalpha()}
     return frozenset(out)
 
 
@@ -259,79 +259,79 @@ def named_groups(regex: str, flags: int = re.ASCII) -> dict[str, Lexeme]:
 # ---- properties of a language
 
 
-def nullable(n: Node) -> bool:
-    if isinstance(n, Chars):
+def nullable(node: Node) -> bool:
+    if isinstance(node, Chars):
         return False
-    if isinstance(n, Seq):
-        return all(nullable(i) for i in n.items)
-    if isinstance(n, Alt):
-        return any(nullable(o) for o in n.options)
-    return n.low == 0 or nullable(n.item)
+    if isinstance(node, Seq):
+        return all(nullable(item) for item in node.items)
+    if isinstance(node, Alt):
+        return any(nullable(option) for option in node.options)
+    return node.low == 0 or nullable(node.item)
 
 
-def first(n: Node) -> frozenset[str]:
-    """The characters a non-empty word of `n` can start with."""
-    if isinstance(n, Chars):
-        return n.chars
-    if isinstance(n, Seq):
+def first(node: Node) -> frozenset[str]:
+    """The characters a non-empty word of `node` can start with."""
+    if isinstance(node, Chars):
+        return node.chars
+    if isinstance(node, Seq):
         out: frozenset[str] = frozenset()
-        for i in n.items:
-            out |= first(i)
-            if not nullable(i):
+        for item in node.items:
+            out |= first(item)
+            if not nullable(item):
                 break
         return out
-    if isinstance(n, Alt):
-        return frozenset().union(*(first(o) for o in n.options))
-    return first(n.item) if n.high != 0 else frozenset()
+    if isinstance(node, Alt):
+        return frozenset().union(*(first(option) for option in node.options))
+    return first(node.item) if node.high != 0 else frozenset()
 
 
-def last(n: Node) -> frozenset[str]:
-    """The characters a non-empty word of `n` can end with."""
-    if isinstance(n, Chars):
-        return n.chars
-    if isinstance(n, Seq):
+def last(node: Node) -> frozenset[str]:
+    """The characters a non-empty word of `node` can end with."""
+    if isinstance(node, Chars):
+        return node.chars
+    if isinstance(node, Seq):
         out: frozenset[str] = frozenset()
-        for i in reversed(n.items):
-            out |= last(i)
-            if not nullable(i):
+        for item in reversed(node.items):
+            out |= last(item)
+            if not nullable(item):
                 break
         return out
-    if isinstance(n, Alt):
-        return frozenset().union(*(last(o) for o in n.options))
-    return last(n.item) if n.high != 0 else frozenset()
+    if isinstance(node, Alt):
+        return frozenset().union(*(last(option) for option in node.options))
+    return last(node.item) if node.high != 0 else frozenset()
 
 
-def min_length(n: Node) -> int:
-    if isinstance(n, Chars):
+def min_length(node: Node) -> int:
+    if isinstance(node, Chars):
         return 1
-    if isinstance(n, Seq):
-        return sum(min_length(i) for i in n.items)
-    if isinstance(n, Alt):
-        return min(min_length(o) for o in n.options)
-    return n.low * min_length(n.item)
+    if isinstance(node, Seq):
+        return sum(min_length(item) for item in node.items)
+    if isinstance(node, Alt):
+        return min(min_length(option) for option in node.options)
+    return node.low * min_length(node.item)
 
 
-def unbounded(n: Node) -> int:
-    """How many unbounded repeats `n` holds."""
-    if isinstance(n, Chars):
+def unbounded(node: Node) -> int:
+    """How many unbounded repeats `node` holds."""
+    if isinstance(node, Chars):
         return 0
-    if isinstance(n, Seq):
-        return sum(unbounded(i) for i in n.items)
-    if isinstance(n, Alt):
-        return sum(unbounded(o) for o in n.options)
-    return (n.high is None) + unbounded(n.item)
+    if isinstance(node, Seq):
+        return sum(unbounded(item) for item in node.items)
+    if isinstance(node, Alt):
+        return sum(unbounded(option) for option in node.options)
+    return (node.high is None) + unbounded(node.item)
 
 
-def bounded(n: Node, most: int) -> Node:
-    """`n` with every unbounded repeat made `most` times at most (never below its minimum)."""
-    if isinstance(n, Chars):
-        return n
-    if isinstance(n, Seq):
-        return Seq(tuple(bounded(i, most) for i in n.items))
-    if isinstance(n, Alt):
-        return Alt(tuple(bounded(o, most) for o in n.options))
-    high = max(n.low, most) if n.high is None else n.high
-    return Rep(bounded(n.item, most), n.low, high)
+def bounded(node: Node, most: int) -> Node:
+    """`node` with every unbounded repeat made `most` times at most (never below its minimum)."""
+    if isinstance(node, Chars):
+        return node
+    if isinstance(node, Seq):
+        return Seq(tuple(bounded(item, most) for item in node.items))
+    if isinstance(node, Alt):
+        return Alt(tuple(bounded(option, most) for option in node.options))
+    high = max(node.low, most) if node.high is None else node.high
+    return Rep(bounded(node.item, most), node.low, high)
 
 
 class Spelling(msgspec.Struct, frozen=True):
@@ -341,61 +341,61 @@ class Spelling(msgspec.Struct, frozen=True):
     folded: bool
 
 
-def spelling(n: Node, most: int = 32) -> Spelling | None:
-    """`n` as a few fixed words (a keyword or punctuation), else None. A letter that may be
+def spelling(pattern: Node, most: int = 32) -> Spelling | None:
+    """`pattern` as a few fixed words (a keyword or punctuation), else None. A letter that may be
     either case counts as folded; a language folded in some letters only is not a spelling."""
     cases: set[bool] = set()
 
-    def words(m: Node) -> list[str] | None:
-        if isinstance(m, Chars):
-            cs = m.chars
+    def words(node: Node) -> list[str] | None:
+        if isinstance(node, Chars):
+            cs = node.chars
             if len(cs) == 1:
-                (c,) = cs
-                if c.isalpha():
+                (char,) = cs
+                if char.isalpha():
                     cases.add(False)
-                return [c]
-            if len(cs) == 2 and len({c.lower() for c in cs}) == 1 and next(iter(cs)).isalpha():
+                return [char]
+            if len(cs) == 2 and len({char.lower() for char in cs}) == 1 and next(iter(cs)).isalpha():
                 cases.add(True)
                 return [min(cs).lower()]
             return None
-        if isinstance(m, Seq):
+        if isinstance(node, Seq):
             out = [""]
-            for i in m.items:
-                tails = words(i)
+            for item in node.items:
+                tails = words(item)
                 if tails is None:
                     return None
-                out = [a + b for a in out for b in tails]
+                out = [prefix + suffix for prefix in out for suffix in tails]
                 if len(out) > most:
                     return None
             return out
-        if isinstance(m, Alt):
+        if isinstance(node, Alt):
             acc: list[str] = []
-            for o in m.options:
-                ws = words(o)
+            for option in node.options:
+                ws = words(option)
                 if ws is None:
                     return None
                 acc += ws
             return acc if len(acc) <= most else None
-        if m.high is None or m.high > 1:
+        if node.high is None or node.high > 1:
             return None
-        inner = words(m.item)
+        inner = words(node.item)
         if inner is None:
             return None
-        return ([""] if m.low == 0 else []) + inner
+        return ([""] if node.low == 0 else []) + inner
 
-    found = words(n)
+    found = words(pattern)
     if found is None or len(cases) > 1:
         return None
     return Spelling(tuple(dict.fromkeys(found)), cases == {True})
 
 
-def without_words(n: Node, words: Iterable[str]) -> Node:
-    """`n` (a head character then up to k tail characters, the shape of a name) without the
+def without_words(pattern: Node, words: Iterable[str]) -> Node:
+    """`pattern` (a head character then up to k tail characters, the shape of a name) without the
     given words, in any letter case: a trie of the words, each branch leaving it free."""
-    excluded = sorted({w.lower() for w in words})
+    excluded = sorted({word.lower() for word in words})
     if not excluded:
-        return n
-    shape = n.items if isinstance(n, Seq) else ()
+        return pattern
+    shape = pattern.items if isinstance(pattern, Seq) else ()
     if not (len(shape) == 2 and isinstance(shape[0], Chars) and isinstance(shape[1], Rep)
             and isinstance(shape[1].item, Chars) and shape[1].low == 0 and shape[1].high is not None):
         raise NotTranslatable("a name pattern other than head-character tail-characters{0,k} "
@@ -405,7 +405,7 @@ def without_words(n: Node, words: Iterable[str]) -> Node:
 
     def branch(prefix: str, depth: int, left: int) -> Node:
         cls = head if depth == 0 else tail.chars
-        nxt = sorted({w[depth] for w in excluded if len(w) > depth and w.startswith(prefix)})
+        nxt = sorted({word[depth] for word in excluded if len(word) > depth and word.startswith(prefix)})
         options: list[Node] = []
         if depth > 0 and prefix not in excluded:
             options.append(EMPTY)
@@ -414,10 +414,10 @@ def without_words(n: Node, words: Iterable[str]) -> Node:
             free = cls - taken
             if free:
                 options.append(Seq((Chars(free), Rep(tail, 0, left - 1))) if left > 1 else Chars(free))
-            for c in nxt:
-                chars = _fold({c}, True) & cls
+            for char in nxt:
+                chars = _fold({char}, True) & cls
                 if chars:
-                    options.append(Seq((Chars(chars), branch(prefix + c, depth + 1, left - 1))))
+                    options.append(Seq((Chars(chars), branch(prefix + char, depth + 1, left - 1))))
         return options[0] if len(options) == 1 else Alt(tuple(options))
 
     return branch("", 0, room + 1)
@@ -430,54 +430,54 @@ class Nfa:
     """A Thompson NFA over character sets: `moves[s]` are (characters, next state), `eps[s]`
     the empty moves; `start` and `accept` states."""
 
-    def __init__(self, n: Node) -> None:
+    def __init__(self, node: Node) -> None:
         self.eps: list[list[int]] = []
         self.moves: list[list[tuple[frozenset[str], int]]] = []
         self._closures: dict[int, frozenset[int]] = {}
-        self.start, self.accept = self._build(n)
+        self.start, self.accept = self._build(node)
 
     def _state(self) -> int:
         self.eps.append([])
         self.moves.append([])
         return len(self.eps) - 1
 
-    def _build(self, n: Node) -> tuple[int, int]:
-        if isinstance(n, Chars):
-            a, b = self._state(), self._state()
-            self.moves[a].append((n.chars, b))
-            return a, b
-        if isinstance(n, Seq):
-            a = b = self._state()
-            for i in n.items:
-                s, e = self._build(i)
-                self.eps[b].append(s)
-                b = e
-            return a, b
-        if isinstance(n, Alt):
-            a, b = self._state(), self._state()
-            for o in n.options:
-                s, e = self._build(o)
-                self.eps[a].append(s)
-                self.eps[e].append(b)
-            return a, b
-        a = b = self._state()
-        for _ in range(n.low):
-            s, e = self._build(n.item)
-            self.eps[b].append(s)
-            b = e
-        if n.high is None:
-            s, e = self._build(n.item)
-            self.eps[b].append(s)
-            self.eps[e].append(b)
-            return a, b
+    def _build(self, node: Node) -> tuple[int, int]:
+        if isinstance(node, Chars):
+            first_state, last_state = self._state(), self._state()
+            self.moves[first_state].append((node.chars, last_state))
+            return first_state, last_state
+        if isinstance(node, Seq):
+            first_state = last_state = self._state()
+            for item in node.items:
+                part_start, part_end = self._build(item)
+                self.eps[last_state].append(part_start)
+                last_state = part_end
+            return first_state, last_state
+        if isinstance(node, Alt):
+            first_state, last_state = self._state(), self._state()
+            for option in node.options:
+                part_start, part_end = self._build(option)
+                self.eps[first_state].append(part_start)
+                self.eps[part_end].append(last_state)
+            return first_state, last_state
+        first_state = last_state = self._state()
+        for _ in range(node.low):
+            part_start, part_end = self._build(node.item)
+            self.eps[last_state].append(part_start)
+            last_state = part_end
+        if node.high is None:
+            part_start, part_end = self._build(node.item)
+            self.eps[last_state].append(part_start)
+            self.eps[part_end].append(last_state)
+            return first_state, last_state
         end = self._state()
-        self.eps[b].append(end)
-        for _ in range(n.high - n.low):
-            s, e = self._build(n.item)
-            self.eps[b].append(s)
-            self.eps[e].append(end)
-            b = e
-        return a, end
+        self.eps[last_state].append(end)
+        for _ in range(node.high - node.low):
+            part_start, part_end = self._build(node.item)
+            self.eps[last_state].append(part_start)
+            self.eps[part_end].append(end)
+            last_state = part_end
+        return first_state, end
 
     def closure(self, state: int) -> frozenset[int]:
         hit = self._closures.get(state)
@@ -485,10 +485,10 @@ class Nfa:
             seen = {state}
             todo = [state]
             while todo:
-                for t in self.eps[todo.pop()]:
-                    if t not in seen:
-                        seen.add(t)
-                        todo.append(t)
+                for target in self.eps[todo.pop()]:
+                    if target not in seen:
+                        seen.add(target)
+                        todo.append(target)
             hit = self._closures[state] = frozenset(seen)
         return hit
 
@@ -497,28 +497,28 @@ class Nfa:
 
 
 @cache
-def machine_of(n: Node) -> Nfa:
-    """The automaton of `n` (built once per language)."""
-    return Nfa(n)
+def machine_of(node: Node) -> Nfa:
+    """The automaton of `node` (built once per language)."""
+    return Nfa(node)
 
 
-def _together(a: Nfa, b: Nfa, pairs: Iterable[tuple[int, int]]) -> set[tuple[int, int]]:
-    """Every (state of a, state of b) reachable from `pairs` reading the same characters."""
+def _together(left: Nfa, right: Nfa, pairs: Iterable[tuple[int, int]]) -> set[tuple[int, int]]:
+    """Every (state of left, state of right) reachable from `pairs` reading the same characters."""
     seen = set()
     todo = []
-    for x, y in pairs:
-        for p in a.closure(x):
-            for q in b.closure(y):
+    for left_start, right_start in pairs:
+        for p in left.closure(left_start):
+            for q in right.closure(right_start):
                 if (p, q) not in seen:
                     seen.add((p, q))
                     todo.append((p, q))
     while todo:
         p, q = todo.pop()
-        for cs, p2 in a.moves[p]:
-            for ds, q2 in b.moves[q]:
+        for cs, p2 in left.moves[p]:
+            for ds, q2 in right.moves[q]:
                 if cs & ds:
-                    for p3 in a.closure(p2):
-                        for q3 in b.closure(q2):
+                    for p3 in left.closure(p2):
+                        for q3 in right.closure(q2):
                             if (p3, q3) not in seen:
                                 seen.add((p3, q3))
                                 todo.append((p3, q3))

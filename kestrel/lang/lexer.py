@@ -63,7 +63,7 @@ class Vocabulary(NamedTuple):
         literals: list[tuple[int, int, str, str]] = []  # (-priority, order, name, regex)
         fixed: dict[str, tuple[str, ...]] = {}
         roles: dict[str, str] = {}
-        names = [t.name for t in lark.terminals]
+        names = [terminal.name for terminal in lark.terminals]
         gaps: list[str] = []
         for order, term in enumerate(lark.terminals):
             pattern = term.pattern
@@ -86,11 +86,11 @@ class Vocabulary(NamedTuple):
         # the NAME pattern reads every word (keywords, REPEAT, a SYMBOL's start) in its place
         literals.append((0, names.index(_NAME), "WORD", roles[_NAME]))
         kinds = [f"(?P<{name}>{regex})" for _, _, name, regex in sorted(literals)]
-        strings = sorted(fixed, key=lambda s: (-len(s), s))
-        if all(len(s) == 1 for s in strings):  # one character class: faster than alternatives
-            kinds.append("(?P<FIXED>[" + "".join(re.escape(s) for s in strings) + "])")
+        strings = sorted(fixed, key=lambda spelt: (-len(spelt), spelt))
+        if all(len(spelt) == 1 for spelt in strings):  # one character class: faster than alternatives
+            kinds.append("(?P<FIXED>[" + "".join(re.escape(spelt) for spelt in strings) + "])")
         else:
-            kinds.append("(?P<FIXED>" + "|".join(re.escape(s) for s in strings) + ")")
+            kinds.append("(?P<FIXED>" + "|".join(re.escape(spelt) for spelt in strings) + ")")
         return cls(
             keywords=keywords,
             # leading ignored text is consumed by the same match as the token after it, in an
@@ -153,8 +153,8 @@ def tokens(
     pos, end = 0, len(text)
     line, line_start = 1, 0
     while pos < end:
-        m = match(text, pos)
-        if m is None:
+        found = match(text, pos)
+        if found is None:
             skip = vocab.skip.match(text, pos)
             start = skip.end() if skip is not None else pos
             line += text.count("\n", pos, start)
@@ -162,14 +162,14 @@ def tokens(
             if start >= end:
                 return
             raise LexError(start, line, start - line_start + 1, accepted(stack, table))
-        kind: str = m.lastgroup  # type: ignore[assignment]  # always a named group
-        start = m.start(kind)
+        kind: str = found.lastgroup  # type: ignore[assignment]  # always a named group
+        start = found.start(kind)
         if start != pos:
             nl = text.count("\n", pos, start)
             if nl:
                 line += nl
                 line_start = text.rfind("\n", pos, start) + 1
-        stop = m.end()
+        stop = found.end()
         value = text[start:stop]
         if kind == "WORD":
             acc = table[stack[-1]]
@@ -190,7 +190,7 @@ def tokens(
             kind = fixed[value]
             if kind in shared:  # spelt by several terminals: the one this state accepts
                 acc = table[stack[-1]]
-                kind = next((n for n in vocab.spellings[value] if n in acc), kind)
+                kind = next((terminal for terminal in vocab.spellings[value] if terminal in acc), kind)
         col = start - line_start + 1
         # a lark Token built field by field (what Token._future_new does, minus a call)
         tok = make(Token, value)

@@ -36,7 +36,7 @@ class Sma(Indicator):
 
     def __init__(self, args: Arguments, context: Context) -> None:
         super().__init__(args, context)
-        self.mean = RunningMean(args.count("n"), context.scale)
+        self.mean = RunningMean(args.count("n"), context.half_ticks_per_point)
 
     def update(self, ts: int, value: float, exact: float) -> float:
         return self.mean.push(exact)
@@ -56,9 +56,9 @@ class Ema(Indicator):
         self.value = NAN
 
     def update(self, ts: int, value: float, exact: float) -> float:
-        v = self.value
-        self.value = v = value if v != v else v + self.alpha * (value - v)
-        return v
+        mean = self.value
+        self.value = mean = value if mean != mean else mean + self.alpha * (value - mean)
+        return mean
 
     def column(self, ts: I64, value: F64, exact: Arr) -> F64:
         return ema(value.tolist(), self.n)
@@ -66,8 +66,8 @@ class Ema(Indicator):
 
 class Stdev(Indicator):
     """The population standard deviation of the last n values, NaN until n values are in. On
-    an exact source (whole half ticks): `sqrt(n Σd² - (Σd)²) / (n x scale)` from running sums
-    of the deviations d from the session's first value, exact integers. On a binary source
+    an exact source (whole half ticks): `sqrt(n Σd² - (Σd)²) / (n x half_ticks_per_point)`
+    from running sums of the deviations d from the session's first value, exact integers. On a binary source
     (vwap) such running sums cancel catastrophically late in a long session, so the window's
     mean and sum of squared deviations slide instead (Welford's update, adding the new value
     and removing the one leaving), computed afresh from the window every n steps so no drift
@@ -79,7 +79,7 @@ class Stdev(Indicator):
     def __init__(self, args: Arguments, context: Context) -> None:
         super().__init__(args, context)
         self.n = n = args.count("n")
-        self.divisor = float(n) * context.scale
+        self.divisor = float(n) * context.half_ticks_per_point
         self.first: float | None = None
         self.sums: tuple[float, float] = (0, 0)
         self.history: deque[tuple[float, float]] = deque([(NAN, NAN)] * n + [(0, 0)], maxlen=n + 1)
@@ -88,41 +88,41 @@ class Stdev(Indicator):
         self.mean = self.m2 = 0.0
         self.slid = 0  # sliding steps since the moments were last computed afresh
 
-    def slide(self, x: float) -> float:
-        """The binary form: `x` enters the window (the oldest value leaves a full one)."""
+    def slide(self, entering: float) -> float:
+        """The binary form: `entering` enters the window (the oldest value leaves a full one)."""
         window = self.window
         if len(window) == self.n:
-            y = window.popleft()
-            k = len(window)
-            if k == 0:
+            leaving = window.popleft()
+            size = len(window)
+            if size == 0:
                 self.mean = self.m2 = 0.0
             else:
-                delta = y - self.mean
-                self.mean -= delta / k
-                self.m2 -= delta * (y - self.mean)
-        window.append(x)
-        k = len(window)
+                delta = leaving - self.mean
+                self.mean -= delta / size
+                self.m2 -= delta * (leaving - self.mean)
+        window.append(entering)
+        size = len(window)
         self.slid += 1
         if self.slid >= self.n:  # every n steps, the window's moments afresh: no drift builds up
             self.slid = 0
-            self.mean = mean = sum(window) / k
-            self.m2 = sum((v - mean) * (v - mean) for v in window)
+            self.mean = mean = sum(window) / size
+            self.m2 = sum((held - mean) * (held - mean) for held in window)
         else:
-            delta = x - self.mean
-            self.mean += delta / k
-            self.m2 += delta * (x - self.mean)
-        if k < self.n or self.m2 != self.m2:
+            delta = entering - self.mean
+            self.mean += delta / size
+            self.m2 += delta * (entering - self.mean)
+        if size < self.n or self.m2 != self.m2:
             return NAN
-        return math.sqrt(self.m2 / k) / self.context.scale if self.m2 > 0 else 0.0
+        return math.sqrt(self.m2 / size) / self.context.half_ticks_per_point if self.m2 > 0 else 0.0
 
     def update(self, ts: int, value: float, exact: float) -> float:
         if self.binary:
             return self.slide(value)
         if self.first is None:
             self.first = exact
-        d = exact - self.first
+        deviation = exact - self.first
         s1, s2 = self.sums
-        self.sums = s1, s2 = s1 + d, s2 + d * d
+        self.sums = s1, s2 = s1 + deviation, s2 + deviation * deviation
         self.history.append(self.sums)
         b1, b2 = self.history[0]
         w1 = s1 - b1
@@ -135,15 +135,15 @@ class Stdev(Indicator):
         n, out = self.n, np.full(len(ts), NAN)
         if self.binary:
             fresh = Stdev(self.args, self.context)
-            return np.array([fresh.slide(x) for x in value.tolist()], dtype=np.float64)
+            return np.array([fresh.slide(item) for item in value.tolist()], dtype=np.float64)
         if len(ts) < n:
             return out
-        d = exact - exact[0]
-        if d.dtype.kind != "f":  # Python ints where an int64 sum or product could overflow
-            top = int(np.abs(d).max())
-            if top * top * max(len(d), n * n) >= INT_LIMIT:
-                d = d.astype(object)
-        s1, s2 = cumulative(d), cumulative(d * d)
+        deviations = exact - exact[0]
+        if deviations.dtype.kind != "f":  # Python ints where an int64 sum or product could overflow
+            top = int(np.abs(deviations).max())
+            if top * top * max(len(deviations), n * n) >= INT_LIMIT:
+                deviations = deviations.astype(object)
+        s1, s2 = cumulative(deviations), cumulative(deviations * deviations)
         w1 = s1[n:] - s1[:-n]
         spread = floats(n * (s2[n:] - s2[:-n]) - w1 * w1)
         out[n - 1:] = np.sqrt(np.maximum(spread, 0.0)) / self.divisor
@@ -227,18 +227,19 @@ class MacdSignal(Indicator):
         self.signal = Ema(args, context, args.count("signal"))
 
     def update(self, ts: int, value: float, exact: float) -> float:
-        m = self.macd.update(ts, value, exact)
-        return self.signal.update(ts, m, m)
+        line = self.macd.update(ts, value, exact)
+        return self.signal.update(ts, line, line)
 
     def column(self, ts: I64, value: F64, exact: Arr) -> F64:
-        m = self.macd.column(ts, value, exact)
-        return self.signal.column(ts, m, m)
+        line = self.macd.column(ts, value, exact)
+        return self.signal.column(ts, line, line)
 
 
 class Rsi(Indicator):
     """Wilder's RSI of `last`: per change c (in whole half ticks) a gain max(c, 0) and a loss
-    max(-c, 0); the first averages are the means of the first n, then `(avg (n-1) + x) / n`;
-    `100 gain / (gain + loss)`, undefined before n changes and while both are 0."""
+    max(-c, 0); the first averages are the means of the first n, then `(avg (n-1) + g) / n`,
+    g the new change's gain (or loss); `100 gain / (gain + loss)`, undefined before n changes
+    and while both are 0."""
 
     spec = FunctionSpec("rsi", (COUNT, TIMEFRAME), "Number", "Wilder's relative strength index of last "
                         "over n changes (ticks or completed tf bars)", bounds=(0.0, 100.0))

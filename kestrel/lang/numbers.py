@@ -22,21 +22,21 @@ def float_literal(text: str) -> float:
     return float(text)
 
 
-def whole(v: float) -> int:
-    """`int(v)` for finite values below 1e18, else a clamped value the range check rejects."""
-    if math.isfinite(v) and abs(v) < 1e18:
-        return int(v)
-    return -BIG if v < 0 else BIG
+def whole(value: float) -> int:
+    """`int(value)` for finite values below 1e18, else a clamped value the range check rejects."""
+    if math.isfinite(value) and abs(value) < 1e18:
+        return int(value)
+    return -BIG if value < 0 else BIG
 
 
-def is_whole(v: float) -> bool:
-    return not math.isfinite(v) or v == whole(v)
+def is_whole(value: float) -> bool:
+    return not math.isfinite(value) or value == whole(value)
 
 
-def quantity_value(v: float) -> int | float:
+def quantity_value(value: float) -> int | float:
     """A quantity's value: an `int` when it is whole (`100.0` is 100), else the float itself
     (read at its shortest decimal form wherever it is counted)."""
-    return whole(v) if is_whole(v) else v
+    return whole(value) if is_whole(value) else value
 
 
 def quantity_literal(text: str) -> int | float:
@@ -46,12 +46,12 @@ def quantity_literal(text: str) -> int | float:
     return quantity_value(float_literal(text))
 
 
-def num(v: float) -> str:
+def num(value: float) -> str:
     """Shortest decimal text that reads back as the same float, never in exponent form."""
-    f = float(v)
-    if f.is_integer() and abs(f) < 1e15:
-        return str(int(f))
-    text = repr(f)
+    number = float(value)
+    if number.is_integer() and abs(number) < 1e15:
+        return str(int(number))
+    text = repr(number)
     if "e" in text or "E" in text:
         text = f"{Decimal(text):f}"
     return text

@@ -65,18 +65,18 @@ class Operator(NamedTuple):
     column: Callable[[Any, Any], Any]
 
 
-def _divide(x: float, y: float) -> float:
-    return x / y if y else NAN
+def _divide(dividend: float, divisor: float) -> float:
+    return dividend / divisor if divisor else NAN
 
 
-def _divide_columns(x: Any, y: Any) -> Any:
+def _divide_columns(dividend: Any, divisor: Any) -> Any:
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(y != 0, x / np.where(y != 0, y, 1.0), NAN)
+        return np.where(divisor != 0, dividend / np.where(divisor != 0, divisor, 1.0), NAN)
 
 
-def _not_equal(x: Any, y: Any) -> Any:
+def _not_equal(left: Any, right: Any) -> Any:
     """`!=`: false when either side is undefined (NaN), where IEEE says true."""
-    return (x == x) & (y == y) & (x != y)
+    return (left == left) & (right == right) & (left != right)
 
 
 def _same(function: Callable[[Any, Any], Any]) -> Operator:

@@ -39,11 +39,11 @@ def parse(text: str, limits: Limits | None = None, lot: float = 1) -> Module | S
         text = text[1:]
     if "\r" in text:  # CRLF and lone CR line ends count as one newline, as editors show them
         text = text.replace("\r\n", "\n").replace("\r", "\n")
-    m = machine()
-    builder = m.builder
+    parser = machine()
+    builder = parser.builder
     builder.reset()
     try:
-        statements: list[Statement] = m.run(text)
+        statements: list[Statement] = parser.run(text)
     except (ParseFailure, LexError) as err:
         raise LangError([syntax_diag(text, err)]) from None
     except RecursionError:
@@ -82,12 +82,12 @@ def parse(text: str, limits: Limits | None = None, lot: float = 1) -> Module | S
         diags.append(Diagnostic("too-deep", "document nested too deeply to check"))
     if diags:
         diags = [
-            d if d.excerpt is not None or d.line is None
-            else Diagnostic(d.code, d.message, d.line, d.column, d.width,
-                            line_of(text, d.line), d.expected, d.hint, d.path)
-            for d in diags
+            diagnostic if diagnostic.excerpt is not None or diagnostic.line is None
+            else Diagnostic(diagnostic.code, diagnostic.message, diagnostic.line, diagnostic.column, diagnostic.width,
+                            line_of(text, diagnostic.line), diagnostic.expected, diagnostic.hint, diagnostic.path)
+            for diagnostic in diags
         ]
-        diags.sort(key=lambda d: (d.line or 0, d.column or 0))
+        diags.sort(key=lambda diagnostic: (diagnostic.line or 0, diagnostic.column or 0))
         raise LangError(diags)
     return root
 

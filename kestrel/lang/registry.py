@@ -1,16 +1,16 @@
 """The one registry of Kestrel series and functions.
 
 The checker, the engine (both execution paths), the frame (panes that show indicators) and the
-language card all read `SERIES` and `UNITS`; a name absent here does not exist in the language.
-`UNITS` is the table of functions, one row per unit (a class of `kestrel.lang.windows`, `means`
-or `operations`: its signature, types and bounds, and its per-tick and column forms);
-`FUNCTIONS` is their signatures by name.
+language card all read `SERIES` and `DEFINITIONS`; a name absent here does not exist in the
+language. `DEFINITIONS` is the table of functions, one row per definition (a class of
+`kestrel.lang.windows`, `means` or `operations`: its signature, types and bounds, and its
+per-tick and column forms); `FUNCTIONS` is their signatures by name.
 
 Invariants:
 - every function is computable incrementally in O(1) amortised per tick (rolling windows,
   running sums, bar-close recurrences), so evaluation cost is bounded by the plan's size;
 - every parameter's name stands for its kind (`signature.PARAMETER_KINDS`);
-- a series marked `exact` is a whole number of half ticks at every tick (`Context.scale`).
+- a series marked `exact` is a whole number of half ticks at every tick (`Context.half_ticks_per_point`).
 """
 
 from __future__ import annotations
@@ -56,33 +56,33 @@ SERIES: dict[str, SeriesSpec] = _series(
      False),
 )
 
-Unit = type[Indicator] | type[Operation]
+Definition = type[Indicator] | type[Operation]
 
-UNITS: dict[str, Unit] = {
-    unit.spec.name: unit
-    for unit in (
+DEFINITIONS: dict[str, Definition] = {
+    definition.spec.name: definition
+    for definition in (
         windows.High, windows.Low, windows.Range, windows.Chg, means.Sma, means.Ema, windows.Atr,
         means.Rsi, means.Stdev, means.Zscore, means.BbUpper, means.BbLower, means.Macd,
         means.MacdSignal, operations.Abs, operations.Min, operations.Max,
     )
 }
 
-FUNCTIONS: dict[str, FunctionSpec] = {name: unit.spec for name, unit in UNITS.items()}
+FUNCTIONS: dict[str, FunctionSpec] = {name: definition.spec for name, definition in DEFINITIONS.items()}
 
-PRICE_SERIES: frozenset[str] = frozenset(n for n, s in SERIES.items() if s.type == "Price")
+PRICE_SERIES: frozenset[str] = frozenset(name for name, spec in SERIES.items() if spec.type == "Price")
 
 for _spec in FUNCTIONS.values():  # a parameter's name says its kind (the card relies on it)
-    assert all(PARAMETER_KINDS.get(p.name) == p.type for p in _spec.params), _spec.name
+    assert all(PARAMETER_KINDS.get(param.name) == param.type for param in _spec.params), _spec.name
 
 __all__ = [
+    "DEFINITIONS",
     "FUNCTIONS",
     "PRICE_SERIES",
     "SERIES",
-    "UNITS",
     "FunctionSpec",
     "Param",
+    "Definition",
     "ParamType",
     "SeriesSpec",
-    "Unit",
     "ValueType",
 ]

@@ -50,14 +50,14 @@ class Extreme(Indicator):
             waiting = self.waiting
             if waiting:  # the earlier timestamp's ticks join the candidates, in order
                 at = self.waiting_ts
-                for v in waiting:
+                for held in waiting:
                     if self.highest:
-                        while kept and kept[-1][1] <= v:
+                        while kept and kept[-1][1] <= held:
                             kept.pop()
                     else:
-                        while kept and kept[-1][1] >= v:
+                        while kept and kept[-1][1] >= held:
                             kept.pop()
-                    kept.append((at, v))
+                    kept.append((at, held))
                 waiting.clear()
             self.waiting_ts = ts
         self.waiting.append(value)
@@ -117,7 +117,7 @@ class Chg(Indicator):
     one, or when it is 0)."""
 
     spec = FunctionSpec("chg", WINDOW, "Pct", "100 * (last / ref - 1), ref = last of the latest "
-                        "tick with ts <= t-d")
+                        "tick at or before t-d")
 
     def __init__(self, args: Arguments, context: Context) -> None:
         super().__init__(args, context)
@@ -139,8 +139,8 @@ class Chg(Indicator):
         return 100.0 * (value / ref - 1.0) if ref else NAN
 
     def column(self, ts: I64, value: F64, exact: Arr) -> F64:
-        j = np.searchsorted(ts, ts - self.span, side="right") - 1
-        ref = np.where(j >= 0, value[np.maximum(j, 0)], NAN)
+        reference_at = np.searchsorted(ts, ts - self.span, side="right") - 1
+        ref = np.where(reference_at >= 0, value[np.maximum(reference_at, 0)], NAN)
         with np.errstate(divide="ignore", invalid="ignore"):
             out: F64 = 100.0 * (value / ref - 1.0)
         out[ref == 0.0] = NAN

@@ -57,13 +57,13 @@ def _grammar_lines(limits: Limits) -> list[str]:
     return [
         "# Grammar (keywords are case-insensitive)",
         *grammar_lines(),
-        "name: letters, digits, _ (case-sensitive). SYMBOL: the instrument's symbol (ON is optional). "
+        "name: letters, digits, _. SYMBOL: the instrument (ON: one plan per symbol in a universe). "
         "n: a number; n%: a percent; dur: 30s 5m 2h 1d; hh:mm: a time of day; \"text\": a reason.",
         "A rule fires at the first tick its expr holds, then is spent; xN re-arms it "
-        f"(N <= {limits.max_repeat}). UNTIL/FOR bound the plan; RISK only tightens the operator's bounds.",
+        f"(N <= {limits.max_repeat}). RISK only tightens the operator's bounds.",
         "offset: -0.6% (of fill) | -0.50 (price) | @182.40 (absolute). "
         "BUY: STOP below (-), TARGET above (+); SELL: the reverse. TRAIL 0.5% is a distance.",
-        "LMT/STP take a Price sum (ask+0.02, high(5m)+0.05). The order quantity is whole lots, <= maxpos.",
+        "LMT/STP take a Price sum (ask+0.02). Qty: whole lots <= maxpos; size: money or % of equity.",
         "NOT binds tightest, then * /, + -, comparisons, AND, OR; both sides of a comparison "
         "share a type (Price Qty Money Pct Duration TimeOfDay Count Bool).",
     ]

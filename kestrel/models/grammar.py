@@ -28,6 +28,7 @@ PLACEHOLDERS: dict[str, str] = {
     "SYMBOL": "SYMBOL",
     "STRING": '"text"',
     "REPEAT": "xN",
+    "CASH": "$n",
 }
 """Open-ended terminals and how the card writes them (explained under the grammar)."""
 

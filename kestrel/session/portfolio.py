@@ -82,6 +82,7 @@ def read_turn(text: str, symbols: Sequence[str], lots: Mapping[str, float] | Non
         return str(exc).strip() or "the reply does not parse"
     statements = node.statements if isinstance(node, ast.Module) else (node,)
     plans: list[ast.Plan] = []
+    downs: list[str] = []
     seen: set[str] = set()
     all_down: str | None = None
     for st in statements:
@@ -103,14 +104,19 @@ def read_turn(text: str, symbols: Sequence[str], lots: Mapping[str, float] | Non
             seen.add(sym)
             plans.append(st)
         elif isinstance(st, ast.StandDown):
-            all_down = st.reason or "stand down requested by the agent"
+            if st.instrument is None:
+                all_down = st.reason or "stand down requested by the agent"
+            elif st.instrument not in symbols:
+                return f"STANDDOWN ON {st.instrument}: not a symbol of the universe ({', '.join(symbols)})"
+            else:
+                downs.append(st.instrument)
         elif isinstance(st, ast.Pass):
             continue
         else:
             return "a VIEW is not answered in a portfolio session: answer with PLANs, STANDDOWN or PASS"
     if len(plans) > MAX_PLANS:
         return f"{len(plans)} plans: at most {MAX_PLANS} in one reply"
-    return PortfolioTurn(tuple(plans), (), all_down)
+    return PortfolioTurn(tuple(plans), tuple(downs), all_down)
 
 
 def apply_portfolio_turn(engine: PortfolioEngine, turn: PortfolioTurn, at_ns: int) -> str:

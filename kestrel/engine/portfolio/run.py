@@ -259,8 +259,8 @@ class PortfolioEngine:
         engine = self._engine(symbol)
         if plan.instrument is not None and plan.instrument != symbol:
             raise PlanError(f"plan {plan.name!r} is ON {plan.instrument}, not {symbol}")
+        engine.arm(plan, at_ns)  # a refused plan (PlanError) changes nothing and is not logged
         self._log.append(("arm", symbol, plan, at_ns))
-        engine.arm(plan, at_ns)
         self._take(symbol, command=True)
         if isinstance(plan.expiry, ast.For) and plan.expiry.span.unit == "d":
             self._standing[symbol] = (plan, plan.expiry.span.value)
@@ -288,7 +288,8 @@ class PortfolioEngine:
         end = len(self._mts) if until_ns is None else int(np.searchsorted(self._mts, until_ns, side="right"))
         if end <= self._cursor:
             return
-        if path == "reference" or self._force_reference or self.bounds.session_maxloss is not None:
+        if (path == "reference" or self._force_reference or self.bounds.session_maxloss is not None
+                or any(e.broker.sizes_by_equity() for e in self.engines.values())):
             self._run_reference(end)
             self._ran("reference")
             return
@@ -306,7 +307,7 @@ class PortfolioEngine:
 
     def _run_reference(self, end: int) -> None:
         for s in self.symbols:
-            self.engines[s].check_entries(self._gate(s))
+            self.engines[s].check_entries(self._gate(s), self._equity(s))
         one_by_one = self.bounds.session_maxloss is not None
         runs = self._runs
         while self._cursor < end:
@@ -416,6 +417,17 @@ class PortfolioEngine:
             return set()
         ranks = np.unique(self._msym[last + 1: key + 1])
         return {self.symbols[int(k)] for k in ranks}
+
+    def _equity(self, s: str) -> Callable[[int], Fraction]:
+        """The account's equity at `s`'s tick `index` (for entries sized by a share of it)."""
+        pos = self._mpos[s]
+
+        def equity(index: int) -> Fraction:
+            key = int(pos[index])
+            self._take(s)
+            return self.funds.equity(self._touch_at(key), self._changed(key))
+
+        return equity
 
     def _touch_at(self, key: int) -> Callable[[str], tuple[float, float]]:
         return lambda x: self._touch(x, key)
