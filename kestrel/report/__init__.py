@@ -18,10 +18,13 @@ from kestrel.report.run import (
     from_result,
     session_ticks,
 )
+from kestrel.report.portfolio import Attribution, PortfolioReport, portfolio_report
 from kestrel.report.source import data_sha256, file_sha256
 from kestrel.report.trips import LedgerFacts, NoticeRow, RoundTrip, local_time, read_ledger
+from kestrel.report.universe_baselines import ReferencePortfolio, cash, equal_weight, reference_portfolios
 
 __all__ = [
+    "Attribution",
     "BASELINES",
     "DayInput",
     "DayReport",
@@ -29,20 +32,26 @@ __all__ = [
     "LedgerFacts",
     "Metrics",
     "NoticeRow",
+    "PortfolioReport",
+    "ReferencePortfolio",
     "RoundTrip",
     "RunHeader",
     "RunReport",
     "TurnRow",
     "build",
+    "cash",
     "compute",
     "data_sha256",
+    "equal_weight",
     "file_sha256",
     "from_ledger",
     "from_result",
     "local_time",
     "mark_equity",
     "max_drawdown",
+    "portfolio_report",
     "read_ledger",
+    "reference_portfolios",
     "session_ticks",
     "sharpe_sortino",
 ]

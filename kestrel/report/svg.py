@@ -182,6 +182,19 @@ def equity_chart(xs: np.ndarray, equity: np.ndarray, ticks: Sequence[tuple[float
     return "".join(out)
 
 
+def exposure_chart(xs: np.ndarray, gross: np.ndarray, net: np.ndarray, ticks: Sequence[tuple[float, str]]) -> str:
+    """Gross exposure (a line) and net exposure (a dashed line) over time, zero marked."""
+    f = frame(xs, [gross, net, np.zeros(1)])
+    out = [open_svg("gross and net exposure"), axes(f, ticks)]
+    if xs.size:
+        zero = f.y(0.0)
+        out.append(f'<line x1="{f.left:g}" y1="{zero:.1f}" x2="{W - PAD_R}" y2="{zero:.1f}" class="zero"/>')
+        out.append(f'<polyline points="{_pts(f, xs, gross)}" class="gross"><title>gross</title></polyline>')
+        out.append(f'<polyline points="{_pts(f, xs, net)}" class="netx"><title>net</title></polyline>')
+    out.append("</svg>")
+    return "".join(out)
+
+
 @dataclass(frozen=True)
 class ChartMark:
     x: float
@@ -220,5 +233,6 @@ def price_chart(xs: np.ndarray, mid: np.ndarray, ticks: Sequence[tuple[float, st
     return "".join(out)
 
 
-__all__ = ["AXIS_FONT_PX", "ChartMark", "Segment", "clock_ticks", "equity_chart", "label_width", "nice_step",
+__all__ = ["AXIS_FONT_PX", "ChartMark", "Segment", "clock_ticks", "equity_chart", "exposure_chart", "label_width",
+           "nice_step",
            "price_chart", "tick_texts", "y_ticks"]

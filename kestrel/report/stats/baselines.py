@@ -9,7 +9,15 @@ and the execution model alone (never from the agents a sweep holds).
 
 Their return on risk is over the execution model's `maxloss` (the risk capital of a run that
 arms no plan), their per-period returns the per-minute changes of their marked equity over it,
-as for any run (`kestrel.report.stats.session_records`). Pure and deterministic.
+as for any run (`kestrel.report.stats.session_records`).
+
+A universe run's reference agents are its reference portfolios (`kestrel.report.universe_baselines`):
+**equal-weight buy-and-hold** and **cash**, over the run's sessions with the run's starting
+capital, marked at every merged tick; a session's record holds the change of the portfolio's
+equity over it (from the previous session's close, the capital first), its return on the
+capital, and the per-minute changes of its equity over the capital (the equity at each minute's
+end from the open to the close, the last merged tick at or before it). They depend on the
+universe, the sessions and the capital alone. Pure and deterministic.
 """
 
 from __future__ import annotations
@@ -20,15 +28,22 @@ from collections.abc import Sequence
 from typing import Any
 
 import msgspec
+import numpy as np
 
 from kestrel.engine.config import EngineConfig
 from kestrel.market.data import MarketData
+from kestrel.market.universe import Universe
+from kestrel.report.equity import NS_PER_MIN
+from kestrel.report.portfolio_marks import run_sessions
+from kestrel.report.universe_baselines import reference_portfolios
 from kestrel.report.run import DayInput, RunHeader, baseline_events, build, run_config, session_ticks
+from kestrel.report.stats.moments import ReturnMoments
 from kestrel.report.stats.records import SessionRecord, session_records
 
 BASELINE_PROFILE = "-"
 """The profile of the reference agents' records (they have no authoring loop)."""
 REFERENCE_AGENTS = ("buy-and-hold", "flat")
+UNIVERSE_REFERENCE_AGENTS = ("equal-weight buy-and-hold", "cash")
 
 
 _MEMO: dict[tuple[int, str, str, str, bytes], tuple[weakref.ref[Any], SessionRecord]] = {}
@@ -67,4 +82,35 @@ def baseline_records(data: MarketData, dates: Sequence[str], *, data_name: str,
             for kind in REFERENCE_AGENTS for date in dates]
 
 
-__all__ = ["BASELINE_PROFILE", "REFERENCE_AGENTS", "baseline_records"]
+def universe_baseline_records(universe: Universe, dates: Sequence[str], *, data_name: str,
+                              capital: float) -> list[SessionRecord]:
+    """The equal-weight buy-and-hold and cash records of a universe run over the sessions on
+    `dates` with starting `capital` (see the module docstring), equal-weight's first, each in
+    date order."""
+    refs = reference_portfolios(universe, capital, list(dates))
+    currency = universe.members[0].instrument.currency if len(universe) else "USD"
+    out: list[SessionRecord] = []
+    for kind in UNIVERSE_REFERENCE_AGENTS:
+        curve = refs[kind].curve
+        before = capital
+        last_minute = capital
+        for s in run_sessions(universe, list(dates)):
+            n = max(1, -(-(s.close_ns - s.open_ns) // NS_PER_MIN))
+            ends = s.open_ns + NS_PER_MIN * np.arange(1, n + 1, dtype=np.int64)
+            k = np.searchsorted(curve.ts, ends, side="right") - 1
+            minutes = np.where(k >= 0, curve.equity[np.maximum(k, 0)] if len(curve) else capital, capital)
+            r = np.diff(np.concatenate(([last_minute], minutes))) / capital
+            last_minute = float(minutes[-1])
+            j = int(np.searchsorted(curve.ts, s.close_ns, side="right")) - 1
+            end = float(curve.equity[j]) if j >= 0 else capital
+            net = round(end - before, 9)
+            out.append(SessionRecord(agent=kind, profile=BASELINE_PROFILE, data=data_name, date=s.date.isoformat(),
+                                     net_pnl=net, return_on_risk=round(net / capital, 9),
+                                     returns=ReturnMoments.of(r.astype(np.float64)), tokens=0, cost_usd=0.0,
+                                     currency=currency))
+            before = end
+    return out
+
+
+__all__ = ["BASELINE_PROFILE", "REFERENCE_AGENTS", "UNIVERSE_REFERENCE_AGENTS", "baseline_records",
+           "universe_baseline_records"]

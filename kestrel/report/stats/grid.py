@@ -49,7 +49,7 @@ DEFAULT_SEED = 0
 ALPHA = 0.05
 # below this many sessions the interval's coverage on skewed P&L falls under 93% (docs/report.md)
 MIN_SESSIONS = 30
-DEFAULT_BASELINES = ("buy-and-hold", "flat", "baseline")
+DEFAULT_BASELINES = ("buy-and-hold", "flat", "baseline", "equal-weight buy-and-hold", "cash")
 
 Session = tuple[str, str]  # (data, date)
 
