@@ -40,7 +40,8 @@ def _parquet(out: Path) -> dict[str, Any] | None:
     except ImportError:
         return None
     (row,) = pq.read_table(out / "results.parquet").to_pylist()
-    return row
+    got: dict[str, Any] = row
+    return got
 
 
 def test_results_record_blind_and_news_keyed_and_resumable(capsys: pytest.CaptureFixture[str],
