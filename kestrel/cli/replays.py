@@ -61,7 +61,8 @@ def calls_evidence(turns: Sequence[CapturedTurn]) -> list[Evidence]:
     """The model calls a capture's turns record (`CapturedTurn.calls`) as evidence records, in
     order: what `kestrel.models.cost` prices, so a replay or report of a model run shows its
     model, tokens and dollars without the run's evidence file (empty: none recorded). A call
-    that answered has latency 0 here (the latency is not captured)."""
+    that answered has latency 0 here (the latency is not captured), and one the reply cache
+    answered counts as made (the capture does not say; the evidence file does)."""
     from kestrel.session.loop import Evidence
 
     out: list[Evidence] = []
@@ -71,7 +72,7 @@ def calls_evidence(turns: Sequence[CapturedTurn]) -> list[Evidence]:
         for c in t.calls:
             out.append(Evidence(t.ordinal, c.iteration, c.kind, c.model, c.usage,  # type: ignore[arg-type]
                                 budget_exhausted=False, latency_ms=None if c.kind == "agent-error" else 0.0,
-                                date=t.date, cached=c.cached))
+                                date=t.date))
     return out
 
 

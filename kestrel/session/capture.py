@@ -15,7 +15,7 @@ replay arms every turn at the same moment; without one neither field is written.
 header says `"blind":true` (an unblinded run writes no such field), so its replay is blind too: the
 turns (recorded as armed, in real values) are shown to the session in the blind scale and mapped
 back exactly, and the replay's capture is byte for byte the run's. A model run's turns record their
-calls (`calls`: model, kind, token usage, cached; no latency), so a replay or report prices them
+calls (`calls`: model, kind, token usage; no latency, no cache hit), so a replay or report prices them
 as the run did; a turn without model usage writes no such field. Never
 recorded: the profile, the backend, the run's timestamp or anything else that differs between equivalent runs, so a `balanced` run, an
 unflagged run and runs on asyncio and trio capture byte-identical files.
@@ -61,14 +61,14 @@ class CaptureHeader(msgspec.Struct, frozen=True, tag="header", tag_field="record
 
 class TurnCall(msgspec.Struct, frozen=True, omit_defaults=True):
     """One model call of a turn as the run made it: the evidence kind and loop iteration, the
-    model, its token usage and whether the reply cache answered it (no call, nothing spent).
-    What a report prices (`kestrel.models.cost`); never replayed."""
+    model and its token usage. What a report prices (`kestrel.models.cost`); never replayed.
+    Whether the reply cache answered it is not recorded (it is in the evidence): a rerun from
+    the cache captures the very file the run that made the calls captured."""
 
     kind: str
     model: str
     usage: Usage
     iteration: int = 0
-    cached: bool = False
 
 
 class CapturedTurn(msgspec.Struct, frozen=True, tag="turn", tag_field="record"):
@@ -87,11 +87,11 @@ class CapturedTurn(msgspec.Struct, frozen=True, tag="turn", tag_field="record"):
 
 def turn_calls(evidence: Iterable[Any]) -> tuple[TurnCall, ...] | msgspec.UnsetType:
     """The model calls among a turn's evidence records (those with a latency, and each agent
-    failure), UNSET when none spent a token or came from the reply cache (an agent that is
-    not a model: its capture is as it always was)."""
-    calls = tuple(TurnCall(e.kind, e.model, e.usage, e.iteration, bool(e.cached))
+    failure), UNSET when none spent a token (an agent that is not a model: its capture is as
+    it always was; a reply from the cache carries the recorded call's usage)."""
+    calls = tuple(TurnCall(e.kind, e.model, e.usage, e.iteration)
                   for e in evidence if e.latency_ms is not None or e.kind == "agent-error")
-    if not any(c.usage.spend or c.cached for c in calls):
+    if not any(c.usage.spend for c in calls):
         return msgspec.UNSET
     return calls
 
