@@ -244,3 +244,17 @@ def test_a_generated_universe_repairs_a_plan_without_on(seed: int) -> None:
         assert agent.requests[1].repair_error == (
             f"plan p has no ON: in a universe each plan names its symbol, e.g. PLAN p ON {u.symbols[0]}")
         assert [e.kind for e in r.evidence] == ["repair"] and r.turns[0].applied == f"armed p on {u.symbols[0]}"
+
+
+def test_a_rejection_is_told_in_the_next_briefing(shared_data: Path) -> None:
+    u = _stockbench(shared_data)
+    module = "PLAN a ON AAPL\nWHEN pos == 0: BUY 1 MKT\nPLAN m ON MSFT\nWHEN pos == 0: SELL 5 MKT"
+    agent = Scripted(module, "PASS", "PASS")
+    r = run_portfolio(u, agent, BOUNDS, _options(checkpoints=("12:00",)), date=dt.date(2025, 3, 4), days=2)
+    rejected = [e for s, e in r.ledger.entries if s == "MSFT" and getattr(e, "reason", "") == "no-short: MSFT would reach -5"]
+    assert rejected
+    assert "since last turn: none" in agent.requests[0].briefing
+    told = agent.requests[1].briefing
+    assert "since last turn: 1 rejected" in told and "no-short: MSFT would reach -5" in told
+    # told once: the next briefing has the session's close disarms (the engine's), not the rejection again
+    assert "no-short" not in agent.requests[2].briefing

@@ -45,9 +45,11 @@ import numpy as np
 from kestrel.engine.config import EngineConfig
 from kestrel.engine.engine import EnginePath
 from kestrel.engine.portfolio import PortfolioEngine, PortfolioLedger
+from kestrel.engine.ledger import Disarmed, OrderRejected
 from kestrel.engine.plans import PlanError
 from kestrel.frame import Ordinal, typed_universe
 from kestrel.lang import ast, format_ast
+from kestrel.market.account import Notice
 from kestrel.market.portfolio import PortfolioBounds, PortfolioState
 from kestrel.market.session import SessionSpec
 from kestrel.market.universe import Universe
@@ -69,10 +71,11 @@ from kestrel.session.protocol import (
     Usage,
 )
 from kestrel.session.risk import RiskBounds
-from kestrel.session.rules import terms_of
+from kestrel.session.rules import notices_of, superseded, terms_of
 from kestrel.session.schedule import cutoff_ns, ordinals
 
 DEFAULT_CAPITAL = 100_000.0  # a universe session's starting cash when none is given
+AGENT_STANDDOWN = "stand down requested by the agent"  # the reason of a STANDDOWN ON SYM
 REPAIR_KINDS = ("repair", "self-correction", "risk-review", "bound-check")
 
 
@@ -117,7 +120,7 @@ def apply_portfolio_turn(engine: PortfolioEngine, turn: PortfolioTurn, at_ns: in
         engine.stand_down(None, turn.all_down, at_ns)
         done.append(f"all stood down: {turn.all_down}")
     for sym in turn.stand_down:
-        engine.stand_down(sym, "stand down requested by the agent", at_ns)
+        engine.stand_down(sym, AGENT_STANDDOWN, at_ns)
         done.append(f"{sym} stood down")
     for p in turn.plans:
         assert p.instrument is not None
@@ -191,7 +194,8 @@ class RunTo:
 
 @dataclass(frozen=True)
 class ReadState:
-    """Read the account (`PortfolioEngine.state()`); then `state(s)`."""
+    """Read the account (`PortfolioEngine.state()`) and the ledger's entries not read yet;
+    then `state(s, entries)`."""
 
 
 @dataclass(frozen=True)
@@ -246,7 +250,9 @@ class PortfolioDayDriver:
     def __init__(self, universe: Universe, session: SessionSpec, options: SessionOptions = SessionOptions(), *,
                  configs: Mapping[str, EngineConfig] | None = None, bounds: PortfolioBounds | None = None,
                  agent_id: str = "", model: str = "", iterative: bool = False, sink: EvidenceSink | None = None,
-                 briefing: Briefing | None = None) -> None:
+                 briefing: Briefing | None = None, notices: tuple[Notice, ...] = ()) -> None:
+        """`notices`: the broker's notices of the previous session not told yet (its driver's
+        `untold` once it closed, with `heard` of the ledger's entries after its last ordinal)."""
         self.universe = universe
         self.session = session
         self.options = options
@@ -257,6 +263,8 @@ class PortfolioDayDriver:
         self.sink = sink
         self.briefing = briefing
         self.evidence: list[Evidence] = []
+        self.pending: tuple[Notice, ...] = notices
+        self.own: set[str] = set()
         self.risk_bounds = {m.symbol: RiskBounds.of(self.configs[m.symbol], m.data.tick_size)
                             for m in universe.members}
         first = self.configs[universe.members[0].symbol]
@@ -270,8 +278,21 @@ class PortfolioDayDriver:
     def ran(self) -> None:
         self._answer(RunTo, None)
 
-    def state(self, state: PortfolioState) -> None:
+    def state(self, state: PortfolioState, entries: Sequence[tuple[str | None, object]] = ()) -> None:
+        """The account, and the ledger's entries since the last read (the broker's notices for
+        the briefing: rejections, and disarms the agent did not ask for)."""
+        self.heard(entries)
         self._answer(ReadState, state)
+
+    def heard(self, entries: Sequence[tuple[str | None, object]]) -> None:
+        """Ledger entries read: their notices wait for the next briefing."""
+        events = [e for _, e in entries if isinstance(e, (OrderRejected, Disarmed))]
+        self.pending += notices_of(events, self.own)
+
+    @property
+    def untold(self) -> tuple[Notice, ...]:
+        """The broker's notices no briefing has told yet: the next session's `notices`."""
+        return self.pending
 
     def authored(self, done: Done) -> None:
         self._answer(RunAuthoring, done)
@@ -300,7 +321,9 @@ class PortfolioDayDriver:
         from kestrel.frame.universe import freeze_universe
 
         opts = self.options
-        snap = freeze_universe(self.universe, cut, state, time_ns=o.time_ns, terms=self.terms, bounds=self.bounds)
+        snap = freeze_universe(self.universe, cut, state, time_ns=o.time_ns, terms=self.terms, bounds=self.bounds,
+                               notices=self.pending)
+        self.pending = tuple(n for n in self.pending if n.ts > cut)  # told now
         custom = self.briefing
         date = self.session.date
         default_text = None if custom is None else (lambda: custom(self.universe, o, cut, state, date))
@@ -335,6 +358,11 @@ class PortfolioDayDriver:
             for record in loop.evidence:
                 self.record(record)
             turn = turn_of(done)
+            self.own.update(superseded(p.name) for p in turn.plans)
+            if turn.all_down is not None:
+                self.own.add(turn.all_down)
+            if turn.stand_down:
+                self.own.add(AGENT_STANDDOWN)
             text = texts[-1] if done.module is not None and texts else (
                 standdown_text(turn.all_down) if turn.all_down is not None else "PASS")
             repairs = sum(1 for r in loop.evidence if r.kind in REPAIR_KINDS)
@@ -475,11 +503,13 @@ def drive(engine: PortfolioEngine, sessions: Sequence[SessionSpec], agent: Agent
     late reply is `late-reply` evidence, one still running at the end `abandoned`)."""
     turns: list[CapturedPortfolioTurn] = []
     late = LateReplies()
+    untold: tuple[Notice, ...] = ()
+    read = len(engine.ledger.entries)
     for k, session in enumerate(sessions):
         engine.open_session(session)
         driver = PortfolioDayDriver(engine.universe, session, options, configs=configs, bounds=bounds,
                                     agent_id=agent.agent_id, model=agent.model, iterative=agent.iterative,
-                                    sink=sink, briefing=briefing)
+                                    sink=sink, briefing=briefing, notices=untold)
         path = options.engine_path
         while True:
             step = driver.next_step()
@@ -487,7 +517,9 @@ def drive(engine: PortfolioEngine, sessions: Sequence[SessionSpec], agent: Agent
                 engine.run(step.until_ns, path)
                 driver.ran()
             elif isinstance(step, ReadState):
-                driver.state(engine.state())
+                entries = engine.ledger.entries
+                driver.state(engine.state(), entries[read:])
+                read = len(entries)
             elif isinstance(step, RunAuthoring):
                 driver.authored(author_turn(step.loop, agent, timeout=agent_timeout, late=late))
                 for record in late.take():
@@ -500,6 +532,9 @@ def drive(engine: PortfolioEngine, sessions: Sequence[SessionSpec], agent: Agent
             else:
                 turns.extend(step.turns)
                 break
+        driver.heard(engine.ledger.entries[read:])  # after the last ordinal: told the next session
+        read = len(engine.ledger.entries)
+        untold = driver.untold
         if k == len(sessions) - 1:
             late.settle(late_grace(agent_timeout))
             for done in late.close():
