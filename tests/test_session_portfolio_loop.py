@@ -258,3 +258,35 @@ def test_a_rejection_is_told_in_the_next_briefing(shared_data: Path) -> None:
     assert "since last turn: 1 rejected" in told and "no-short: MSFT would reach -5" in told
     # told once: the next briefing has the session's close disarms (the engine's), not the rejection again
     assert "no-short" not in agent.requests[2].briefing
+
+
+def _profile_options(name: str) -> SessionOptions:
+    from kestrel.session.profiles import Flags, lookup, resolve
+
+    r = resolve(Flags(), None, lookup(name))
+    return SessionOptions(engine=EngineConfig(maxpos=100), settings=LoopSettings.of(r.settings), policy=r.policy,
+                          profile=r.profile)
+
+
+def test_the_fast_profile_bounds_the_loop_and_is_in_the_evidence(shared_data: Path) -> None:
+    u = _stockbench(shared_data)
+    agent = Scripted("VIEW v: watchlist", "VIEW w: quote(AAPL)", MODULE)
+    r = run_portfolio(u, agent, BOUNDS, _profile_options("fast"), date=dt.date(2025, 3, 3))
+    assert [q.effort for q in agent.requests] == ["low", "low"]
+    assert "BUDGET 1 view requests or repairs left, 4000 tokens left" in agent.requests[0].briefing
+    assert r.turns[0].applied.startswith("all stood down: authoring budget exhausted after a view request: "
+                                         "view_request_cap 1 reached")
+    assert [(e.kind, e.profile) for e in r.evidence] == [("view-request", "fast")] * 2
+
+
+def test_the_thorough_profile_self_corrects_a_module_naming_its_plan(shared_data: Path) -> None:
+    u = _stockbench(shared_data)
+    stopped = ("PLAN a ON AAPL\nWHEN pos == 0: BUY 10 MKT STOP -2%\n"
+               "PLAN m ON MSFT\nWHEN pos == 0: BUY 5 MKT STOP -2%")
+    agent = Scripted(MODULE, stopped)
+    r = run_portfolio(u, agent, BOUNDS, _profile_options("thorough"), date=dt.date(2025, 3, 3))
+    error = agent.requests[1].repair_error
+    assert error is not None and error.startswith("self-correction: the plan is classified ")
+    assert "plan a ON AAPL: rule 1" in error and "plan m ON MSFT: rule 1" in error
+    assert [e.kind for e in r.evidence] == ["self-correction"] and agent.requests[0].effort == "high"
+    assert r.turns[0].text == stopped and r.turns[0].repairs == 1

@@ -194,8 +194,6 @@ class Done(msgspec.Struct, frozen=True):
 def module_assessment(plans: tuple[ast.Plan, ...], assess: Callable[[ast.Plan], RiskAssessment]) -> RiskAssessment:
     """One assessment of a module: each plan's (`assess`), its reasons and findings prefixed by
     `plan NAME ON SYM: `, the level the highest (LOW for no plan)."""
-    if len(plans) == 1:
-        return assess(plans[0])
     level = RiskLevel.LOW
     reasons: list[str] = []
     findings: list[Finding] = []
@@ -460,11 +458,14 @@ class AuthoringLoop:
                                     "kept with its state (spent rules, working orders), not re-armed")
             )
             return self._end(turn, trigger)
-        plans = (turn.plan,) if isinstance(turn, Supersede) else turn.plans if isinstance(turn, PortfolioTurn) else ()
-        if not plans or self._ports.assess is None:
+        if not isinstance(turn, (Supersede, PortfolioTurn)) or self._ports.assess is None:
             return self._end(turn, trigger)
-        assert isinstance(turn, (Supersede, PortfolioTurn))
-        a = module_assessment(plans, self._ports.assess)
+        if isinstance(turn, Supersede):
+            a = self._ports.assess(turn.plan)
+        elif turn.plans:
+            a = module_assessment(turn.plans, self._ports.assess)
+        else:
+            return self._end(turn, trigger)
         if not self._iterative:
             if a.binding:  # reported, though a single-shot agent cannot be asked again
                 self.evidence.append(
