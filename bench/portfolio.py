@@ -238,7 +238,7 @@ def child(kind: str, n_symbols: int, n_sessions: int) -> dict[str, Any]:
         out["sessions_per_s"] = round(len(universe.sessions) / wall, 3)
         out["run_s"] = round(wall, 3)
         out["ledger_events"] = len(engine.ledger)
-        out["fills"] = sum(1 for _, e in engine.ledger.entries if isinstance(e, Filled))
+        out["fills"] = sum(1 for _, e in engine.ledger if isinstance(e, Filled))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
     out["peak_rss_mb"] = round(peak, 1)
     out["rss_within_budget"] = peak <= out["data_mb"] + RSS_BUDGET_MB
