@@ -140,14 +140,14 @@ class PortfolioEngine:
     def _open(self, session: SessionSpec) -> None:
         self.session = session
         self.down = ""
-        self._msym, self._midx, self._mts = _merged(self.universe, session)
+        self._msym, self._midx, self._mts, where = _merged(self.universe, session)
         n = len(self._msym)
         self._runs = np.append(np.flatnonzero(np.diff(self._msym)) + 1, n).astype(np.int64)
         self._mpos: dict[str, I64] = {}
         self._ticks: dict[str, Ticks] = {}
         open_ns, close_ns = session.open_ns, session.close_ns
         for k, s in enumerate(self.symbols):
-            self._mpos[s] = np.flatnonzero(self._msym == k)
+            self._mpos[s] = where[k]
             self._ticks[s] = _session_ticks(self._members[s].data.ticks, open_ns, close_ns)
         # the account's reads, as lists (a bisect and two list reads per touch)
         self._msym_l: list[int] = self._msym.tolist()
@@ -543,9 +543,10 @@ def _session_ticks(ticks: Ticks, open_ns: int, close_ns: int) -> Ticks:
     return ticks.slice(ticks.index_at(open_ns, side="left"), ticks.index_at(close_ns, side="right"))
 
 
-def _merged(universe: Universe, session: SessionSpec) -> tuple[I64, I64, I64]:
+def _merged(universe: Universe, session: SessionSpec) -> tuple[I64, I64, I64, list[I64]]:
     """The session's merged order: (symbol rank, index within the symbol's session ticks, ts)
-    per merged position, by (ts, rank, index)."""
+    per merged position, by (ts, rank, index); and per member the merged positions of its
+    session ticks, in order."""
     ranks, idxs, tss = [], [], []
     open_ns, close_ns = session.open_ns, session.close_ns
     for k, m in enumerate(universe.members):
@@ -555,7 +556,11 @@ def _merged(universe: Universe, session: SessionSpec) -> tuple[I64, I64, I64]:
         tss.append(np.asarray(t.ts, dtype=np.int64))
     rank, idx, ts = np.concatenate(ranks), np.concatenate(idxs), np.concatenate(tss)
     order = np.lexsort((idx, rank, ts))
-    return rank[order], idx[order], ts[order]
+    at = np.empty(order.size, dtype=np.int64)
+    at[order] = np.arange(order.size, dtype=np.int64)  # the merged position of each concatenated tick
+    ends = np.cumsum([r.size for r in ranks])
+    where = [at[e - r.size: e] for e, r in zip(ends.tolist(), ranks)]
+    return rank[order], idx[order], ts[order], where
 
 
 def run_universe(universe: Universe, configs: Mapping[str, EngineConfig], bounds: PortfolioBounds,
