@@ -34,6 +34,13 @@ Touch = Callable[[str], tuple[float, float]]
 
 _ZERO = Fraction(0)
 
+Units = Fraction | int
+"""A quantity in units: an int when whole (the common case: integer arithmetic), else exact."""
+
+
+def _units_of(n: int, d: int) -> Units:
+    return n if d == 1 else Fraction(n, d)
+
 
 class Working:
     """A live entry: its side (+1 buy / -1 sell), the units still to fill, the money per unit
@@ -42,7 +49,7 @@ class Working:
 
     __slots__ = ("side", "left", "un", "ud", "money")
 
-    def __init__(self, side: int, left: Fraction, un: int, ud: int, money: int) -> None:
+    def __init__(self, side: int, left: Units, un: int, ud: int, money: int) -> None:
         self.side = side
         self.left = left
         self.un = un
@@ -71,11 +78,11 @@ class Funds:
         self._committed = 0
         self._pending = 0
         self._open_equity: int = cn  # equity at the session's open (the session maxloss)
-        self.pos: dict[str, Fraction] = {s: _ZERO for s in symbols}
+        self.pos: dict[str, Units] = {s: 0 for s in symbols}
         self.working: dict[str, dict[int, Working]] = {s: {} for s in symbols}
         self.held: set[str] = set()
         self.active: set[str] = set()
-        self._work: dict[str, Fraction] = {s: _ZERO for s in symbols}  # working entries, signed units
+        self._work: dict[str, Units] = {s: 0 for s in symbols}  # working entries, signed units
         self._mult = {s: (m.numerator, m.denominator) for s, m in multipliers.items()}
         self._pm: dict[str, tuple[int, int]] = {}  # held: position x multiplier
         self._values: dict[str, int] = {}  # held: the value at the touch last read
@@ -125,7 +132,7 @@ class Funds:
             for w in ws.values():
                 w.money *= k
 
-    def _money(self, units: Fraction, un: int, ud: int) -> int:
+    def _money(self, units: Units, un: int, ud: int) -> int:
         return self._at(units.numerator * un, units.denominator * ud)
 
     @property
@@ -141,7 +148,7 @@ class Funds:
         return Fraction(self._open_equity, self.den)
 
     # ------------------------------------------------------------------ changes
-    def set_pos(self, symbol: str, units: Fraction) -> None:
+    def set_pos(self, symbol: str, units: Units) -> None:
         self.pos[symbol] = units
         if units:
             self.held.add(symbol)
@@ -160,7 +167,7 @@ class Funds:
         else:
             self.active.discard(symbol)
 
-    def _unwork(self, symbol: str, w: Working, qty: Fraction) -> None:
+    def _unwork(self, symbol: str, w: Working, qty: Units) -> None:
         money = w.money if qty == w.left else self._money(qty, w.un, w.ud)
         self._pending -= money
         if w.side > 0:
@@ -184,21 +191,21 @@ class Funds:
                 self._cash -= fee
             w = self.working[symbol].get(event.id)
             if w is not None:
-                qty = Fraction(qn, qd)
+                qty = _units_of(qn, qd)
                 self._unwork(symbol, w, qty if qty < w.left else w.left)
                 if w.left <= 0:
                     del self.working[symbol][event.id]
                 self._activity(symbol)
         elif isinstance(event, PositionChanged):
             n, d = exact_parts(event.pos)
-            self.set_pos(symbol, Fraction(n, d))
+            self.set_pos(symbol, _units_of(n, d))
         elif isinstance(event, OrderPlaced):
             if event.role == "entry":
                 ref = event.price if event.price is not None else (touch[1] if event.side == "buy" else touch[0])
                 pn, pd = exact_parts(ref)
                 mn, md = self._mult[symbol]
                 qn, qd = exact_parts(event.qty)
-                qty = Fraction(qn, qd)
+                qty = _units_of(qn, qd)
                 side = 1 if event.side == "buy" else -1
                 un, ud = pn * mn, pd * md
                 money = self._money(qty, un, ud)
@@ -219,7 +226,7 @@ class Funds:
         the session maxloss counts from the equity now."""
         for s in self.symbols:
             self.working[s] = {}
-            self._work[s] = _ZERO
+            self._work[s] = 0
             self._activity(s)
         self._committed = self._pending = 0
         self._open_equity = self.marks(touch)[0]
@@ -317,12 +324,12 @@ class Funds:
             text = whole + "." + (frac.rstrip("0") + "00")[:max(2, len(frac.rstrip("0")))]
         return text
 
-    def _held(self, symbol: str) -> Fraction:
+    def _held(self, symbol: str) -> Units:
         """The position and the symbol's working entries, signed."""
         return self.pos[symbol] + self._work[symbol]
 
     # ------------------------------------------------------------------ the entry check
-    def check(self, symbol: str, side: int, qty: Fraction, price: float, touch: Touch, down: str,
+    def check(self, symbol: str, side: int, qty: Units, price: float, touch: Touch, down: str,
               changed: Iterable[str] | None = None) -> str:
         """"" when an entry of `qty` units of `symbol` (`side` +1 buy / -1 sell) at reference
         `price` may be placed, else why not, in this order: the portfolio stood down, no-short,
@@ -338,7 +345,7 @@ class Funds:
             return down
         b = self.bounds
         cur = self._held(symbol)
-        new = cur + side * qty
+        new: Units = cur + side * qty
         if b.no_short and new < 0 and new < cur:
             return f"no-short: {symbol} would reach {_units(new)}"
         if b.max_open is not None and cur == 0 and new != 0:
@@ -348,14 +355,14 @@ class Funds:
         mn, md = self._mult[symbol]
         un, ud = pn * mn, pd * md
         den = self.den
-        buy = max(new, _ZERO) - max(cur, _ZERO)
+        buy: Units = (new if new > 0 else 0) - (cur if cur > 0 else 0)
         if buy > 0:  # the cost n/d against the free cash (over den)
             n, d = buy.numerator * un, buy.denominator * ud
             free = self._cash - self._committed
             if n * den > free * d:
                 return (f"cannot fund: the buy costs {self.text(Fraction(n, d))}, cash not committed is "
                         f"{self.text(Fraction(free, den))}")
-        add = abs(new) - abs(cur)
+        add: Units = (new if new > 0 else -new) - (cur if cur > 0 else -cur)
         if add > 0:
             n, d = add.numerator * un, add.denominator * ud
             equity, gross, _, _ = self.marks(touch, ())
@@ -368,8 +375,8 @@ class Funds:
         return ""
 
 
-def _units(x: Fraction) -> str:
+def _units(x: Units) -> str:
     return str(x.numerator) if x.denominator == 1 else f"{float(x):g}"
 
 
-__all__ = ["Funds", "Touch", "Working"]
+__all__ = ["Funds", "Touch", "Units", "Working"]

@@ -400,7 +400,8 @@ class PortfolioEngine:
 
     # ------------------------------------------------------------------ the account
     def _gate(self, s: str) -> Callable[[int, int, float, int], str]:
-        lot = exact(self.configs[s].lot_size)
+        lot_ = exact(self.configs[s].lot_size)
+        lot: Fraction | int = lot_.numerator if lot_.denominator == 1 else lot_
         pos = self._mpos[s]
 
         def gate(side: int, lots: int, price: float, index: int) -> str:
@@ -534,7 +535,7 @@ def _units(lots: int, cfg: EngineConfig) -> int | float:
     return lots if cfg.lot_size == 1 else units_of(lots, cfg.lot_size)
 
 
-def _units_exact(x: Fraction) -> int | float:
+def _units_exact(x: Fraction | int) -> int | float:
     return x.numerator if x.denominator == 1 else float(x)
 
 
