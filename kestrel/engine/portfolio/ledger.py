@@ -37,8 +37,9 @@ class AccountMark(msgspec.Struct, frozen=True, gc=False, tag="account", tag_fiel
 
 class SplitApplied(msgspec.Struct, frozen=True, gc=False, tag="split", tag_field="event"):
     """A position held into a split's ex-date, adjusted at the session's open: `ratio` new
-    shares per old, the position and its average price before and after (the cost basis is
-    unchanged)."""
+    shares per old, the position and its average price before and after, and `cash` the cash
+    in lieu of a fraction of a lot left over (signed: a long is paid it, a short pays it; 0 when
+    the split leaves whole lots), at the account's money quantum."""
 
     tick: int
     ts: int
@@ -47,6 +48,7 @@ class SplitApplied(msgspec.Struct, frozen=True, gc=False, tag="split", tag_field
     pos_after: int | float
     avg_before: float
     avg_after: float
+    cash: float = 0.0
 
 
 class DividendPaid(msgspec.Struct, frozen=True, gc=False, tag="dividend", tag_field="event"):

@@ -201,13 +201,15 @@ class PortfolioEngine:
         lots = math.floor(exact_lots) if carry.pos > 0 else -math.floor(-exact_lots)
         cost = Fraction(carry.cost)
         bid, ask = self._last_touch[s]
+        in_lieu = Fraction(0)
         if lots != exact_lots:  # cash in lieu of the fraction
             left = (exact_lots - lots) * lot
             mark = bid if carry.pos > 0 else ask
             share = cost * (1 - Fraction(lots) / exact_lots)
             cost -= share
             if mark == mark:
-                self.funds.credit(left * exact(mark) / ratio * exact(cfg.multiplier))
+                in_lieu = left * exact(mark) / ratio * exact(cfg.multiplier)
+                self.funds.credit(in_lieu)
         orders = tuple(
             msgspec.structs.replace(
                 o, qty=int(o.qty * ratio),
@@ -221,7 +223,7 @@ class PortfolioEngine:
         self.funds.set_pos(s, lots * lot)
         self.ledger.append(s, SplitApplied(self._tick_off[s], session.open_ns, float(ratio),
                                            _units(carry.pos, cfg), _units(lots, cfg), carry.avg_price,
-                                           after.avg_price))
+                                           after.avg_price, self.funds.amount(in_lieu)))
         return after
 
     def _dividend(self, s: str, carry: Carry, per_share: float, session: SessionSpec) -> None:
