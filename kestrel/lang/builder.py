@@ -40,6 +40,7 @@ from kestrel.lang.ast import (
     Risk,
     Rule,
     Series,
+    SymbolRead,
     Size,
     StandDown,
     Statement,
@@ -137,6 +138,21 @@ class Builder(Transformer[Token, Any]):
         node = Call(str(name), args)
         self._at(node, name)
         self._at(node, name, field="name")
+        return node
+
+    def symbol_series(self, children: list[Token]) -> SymbolRead:
+        owner, name = children[0], children[1]
+        node = SymbolRead(str(owner)[:-1], self._at(Series(str(name)), name))
+        self._at(node, owner, name)
+        self._at(node, owner, field="symbol")
+        return node
+
+    def symbol_call(self, children: list[Any]) -> SymbolRead:
+        owner: Token = children[0]
+        read = self.call(children[1:])
+        node = SymbolRead(str(owner)[:-1], read)
+        self._at(node, owner)
+        self._at(node, owner, field="symbol")
         return node
 
     def paren(self, children: list[Any]) -> Expr:

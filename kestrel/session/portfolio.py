@@ -78,7 +78,7 @@ def read_turn(text: str, symbols: Sequence[str], lots: Mapping[str, float] | Non
         return "empty reply: answer with PLANs (each ON a symbol), STANDDOWN or PASS"
     lot_of = dict(lots or {})
     try:
-        node = parse(body, TURN_LIMITS, lot=min(lot_of.values(), default=1.0))
+        node = parse(body, TURN_LIMITS, lot=min(lot_of.values(), default=1.0), symbols=tuple(symbols))
     except LangError as exc:
         return str(exc).strip() or "the reply does not parse"
     statements = node.statements if isinstance(node, ast.Module) else (node,)
@@ -99,7 +99,7 @@ def read_turn(text: str, symbols: Sequence[str], lots: Mapping[str, float] | Non
                 return f"plan {st.name} is ON {sym}, not a symbol of the universe ({', '.join(symbols)})"
             if sym in seen:
                 return f"two plans ON {sym}: one plan per symbol"
-            diags = check(st, TURN_LIMITS, lot=lot_of.get(sym, 1.0))
+            diags = check(st, TURN_LIMITS, lot=lot_of.get(sym, 1.0), symbols=tuple(symbols))
             if diags:
                 return f"plan {st.name} ON {sym}: {diags[0].message}"
             seen.add(sym)
