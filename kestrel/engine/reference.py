@@ -121,7 +121,8 @@ class Feed:
         return lambda: found.value
 
     def seal(self) -> None:
-        self.steps = [s.take for s in self.series.values()] + [n.take for n in self.nodes.values()]
+        steps: list[Callable[[Tick], None]] = [s.take for s in self.series.values()]
+        self.steps = steps + [n.take for n in self.nodes.values()]
 
     def take(self, ticks: Ticks) -> None:
         steps = self.steps
