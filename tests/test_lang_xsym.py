@@ -11,7 +11,7 @@ from kestrel.lang import ast, format, parse
 from kestrel.lang.checker import check
 from kestrel.lang.errors import LangError
 
-UNIVERSE = ("AAPL", "BRK.B", "BTC/USD", "SPY")
+UNIVERSE = ("AAPL", "BRK.B", "BTC_USD", "SPY")
 
 
 def _plan(cond: str, action: str = "BUY 1 MKT", symbols: tuple[str, ...] | None = UNIVERSE) -> ast.Plan:
@@ -39,9 +39,9 @@ def test_a_series_and_a_call_of_another_symbol_parse_to_symbol_reads() -> None:
 @pytest.mark.parametrize("text,symbol,read", [
     ("BRK.B.last > 1", "BRK.B", ast.Series("last")),  # the symbol runs to the last dot before the name
     ("BRK.B.sma(mid,20) > 1", "BRK.B", ast.Call("sma", (ast.Series("mid"), ast.Number(20.0)))),
-    ("BTC/USD.mid > 1", "BTC/USD", ast.Series("mid")),
+    ("BTC_USD.mid > 1", "BTC_USD", ast.Series("mid")),
 ])
-def test_a_symbol_with_dots_or_slashes_reads_up_to_the_last_dot(text: str, symbol: str, read: ast.Expr) -> None:
+def test_a_symbol_with_dots_reads_up_to_the_last_dot(text: str, symbol: str, read: ast.Expr) -> None:
     cond = _cond(text)
     assert isinstance(cond, ast.Compare)
     assert cond.left == ast.SymbolRead(symbol, read)  # type: ignore[arg-type]
@@ -75,13 +75,14 @@ def test_the_formatter_writes_symbol_dot_read() -> None:
     ("SPY.last - last > 0", "BUY 1 MKT", "cannot add or subtract a Price of SPY and a Price of AAPL", "ratio"),
     ("BRK.B.last > SPY.last", "BUY 1 MKT", "a Price of BRK.B and a Price of SPY", "compare each"),
     ("last > 1", "BUY 1 LMT SPY.bid", "an order price must be a Price of AAPL, not of SPY", "LMT bid"),
-    ("QQQ.last > 1", "BUY 1 MKT", "QQQ is not in the universe (AAPL, BRK.B, BTC/USD, SPY)", "AAPL.chg(1d)"),
+    ("QQQ.last > 1", "BUY 1 MKT", "QQQ is not in the universe (AAPL, BRK.B, BTC_USD, SPY)", "AAPL.chg(1d)"),
     ("SPYY.last > 1", "BUY 1 MKT", "SPYY is not in the universe", "SPY"),
     ("SPY.pos > 1", "BUY 1 MKT", "`SPY.pos` is not a market series of SPY", "SPY.chg(1d)"),
     ("SPY.time > 10:00", "BUY 1 MKT", "`SPY.time` is not a market series of SPY", "vwap"),
     ("SPY.abs(1) > 1", "BUY 1 MKT", "`abs` is an operation, not a series of SPY", "abs(SPY.chg(1d))"),
     ("SPY.sma(BRK.B.last,5) > 1", "BUY 1 MKT", "the arguments of `SPY.sma` are SPY's own", "SPY.sma(mid, 20)"),
     ("SPY.lst > 1", "BUY 1 MKT", "unknown series `lst`", "last"),
+    ("max(last, SPY.last) > 1", "BUY 1 MKT", "cannot take max of a Price of AAPL and a Price of SPY", "ratio"),
 ])
 def test_a_cross_symbol_mistake_is_one_error_with_its_fix(cond: str, action: str, message: str, hint: str) -> None:
     text = _error(cond, action)
@@ -103,6 +104,16 @@ def test_a_number_of_another_symbol_compares_with_the_plans_own_numbers() -> Non
 
 
 def test_a_lowercase_name_after_a_dot_is_the_only_read_form() -> None:
-    """`SPY.LAST` is not a read (names are case-sensitive, series lower case): a syntax error."""
+    """`SPY.LAST` reads no series (names are case-sensitive, series lower case); `X-SPY.last`
+    is X minus SPY's last (`-` is an operator, never part of a read's symbol)."""
     with pytest.raises(LangError):
         parse("PLAN p ON AAPL\nWHEN SPY.LAST > 1: BUY 1 MKT", symbols=UNIVERSE)
+    with pytest.raises(LangError, match="unknown series `X`"):
+        parse("PLAN p ON AAPL\nWHEN X-SPY.last > 1: BUY 1 MKT", symbols=UNIVERSE)
+
+
+def test_on_a_dotted_symbol_is_still_a_symbol() -> None:
+    p = parse("PLAN p ON BRK.B\nWHEN SPY.last > 1: BUY 1 MKT", symbols=UNIVERSE)
+    assert isinstance(p, ast.Plan) and p.instrument == "BRK.B"
+    s = parse("STANDDOWN ON BRK.B", symbols=UNIVERSE)
+    assert isinstance(s, ast.StandDown) and s.instrument == "BRK.B"

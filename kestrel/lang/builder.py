@@ -141,18 +141,23 @@ class Builder(Transformer[Token, Any]):
         return node
 
     def symbol_series(self, children: list[Token]) -> SymbolRead:
-        owner, name = children[0], children[1]
-        node = SymbolRead(str(owner)[:-1], self._at(Series(str(name)), name))
-        self._at(node, owner, name)
-        self._at(node, owner, field="symbol")
+        token = children[0]
+        symbol, _, name = str(token).rpartition(".")
+        node = SymbolRead(symbol, self._at(Series(name), token))
+        self._at(node, token)
+        self._at(node, token, field="symbol")
         return node
 
     def symbol_call(self, children: list[Any]) -> SymbolRead:
-        owner: Token = children[0]
-        read = self.call(children[1:])
-        node = SymbolRead(str(owner)[:-1], read)
-        self._at(node, owner)
-        self._at(node, owner, field="symbol")
+        token: Token = children[0]
+        symbol, _, name = str(token).rpartition(".")
+        args = tuple(arg for arg in children[1:] if arg is not None)
+        read = Call(name, args)
+        self._at(read, token)
+        self._at(read, token, field="name")
+        node = SymbolRead(symbol, read)
+        self._at(node, token)
+        self._at(node, token, field="symbol")
         return node
 
     def paren(self, children: list[Any]) -> Expr:

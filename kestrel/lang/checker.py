@@ -447,7 +447,11 @@ class _Checker(CallChecks):
         if isinstance(expr, Number):
             return "Number" if self.number(expr, expr.value, "number") else None
         if isinstance(expr, Call):
-            return self.call(expr, depth)
+            kind = self.call(expr, depth)
+            if (kind == "Price" and expr.name in ("min", "max") and len(expr.args) == 2
+                    and not self.same_owner(expr, expr.args[0], expr.args[1], f"take {expr.name} of", None)):
+                return None
+            return kind
         if isinstance(expr, SymbolRead):
             return self.symbol_read(expr, depth)
         if isinstance(expr, (And, Or)):

@@ -21,7 +21,10 @@ engine's own `auto` path with no check attached, then merges the events in merge
 replays the account over them, checking every entry placed as the reference would have; when
 every check passes and no loss limit is reached, the reference would have decided the same at
 every placement, so its ledger is the reference's; else the session is rebuilt from its open and
-re-run on the reference path (`last_path` says which ran). Deterministic: no wall clock, no
+re-run on the reference path (`last_path` says which ran). A run while an armed plan reads
+another symbol (`SPY.last`) is on the reference path: after each stretch of a symbol's ticks the
+plans reading it take those ticks (`Evaluation.feed`), so a plan sees another symbol's ticks
+strictly before its own in the merged order; a plan armed mid-session takes them so far. Deterministic: no wall clock, no
 dict-order leak (symbols in universe order everywhere).
 """
 
