@@ -9,7 +9,7 @@ Prints one JSON line:
   `*_data_mb` (the universe's tick columns), `*_sessions_per_s` (sessions a second with one
   agent turn per session: the turn's module of plans, one `ON SYM` plan per symbol, parsed
   and armed at the open, then the session's merged ticks run on the portfolio engine),
-  `*_fills` and `*_ledger_events` (the run's ledger, held in memory by the engine),
+  `*_fills` and `*_ledger_events` (the run's ledger, held by the engine as its encoded lines),
   `*_peak_rss_mb` (the child's `ru_maxrss`, the interpreter and libraries included) and
   `*_rss_within_budget` (peak <= data + 300 MB);
   `*_kestrel` says why a figure is missing when the portfolio engine is not there;
@@ -238,7 +238,7 @@ def child(kind: str, n_symbols: int, n_sessions: int) -> dict[str, Any]:
         out["sessions_per_s"] = round(len(universe.sessions) / wall, 3)
         out["run_s"] = round(wall, 3)
         out["ledger_events"] = len(engine.ledger)
-        out["fills"] = sum(1 for _, e in engine.ledger.entries if isinstance(e, Filled))
+        out["fills"] = sum(1 for _, e in engine.ledger if isinstance(e, Filled))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
     out["peak_rss_mb"] = round(peak, 1)
     out["rss_within_budget"] = peak <= out["data_mb"] + RSS_BUDGET_MB

@@ -121,7 +121,7 @@ def test_the_packaged_rows_validate() -> None:
     assert all(r.description for r in rows)
 
 
-def _table(**fields: Any) -> str:
+def html_table(**fields: Any) -> str:
     row = {"name": "svc", "wire": "openai-chat", **fields}
     body = "\n".join(f"{k} = {json.dumps(v)}" for k, v in row.items())
     return f"[[providers]]\n{body}\n"
@@ -148,26 +148,26 @@ def _table(**fields: Any) -> str:
 )
 def test_a_bad_row_is_refused_with_its_field(fields: dict[str, Any], message: str) -> None:
     with pytest.raises(RegistryError, match="providers.toml") as info:
-        load_registry(_table(**fields))
+        load_registry(html_table(**fields))
     assert message in str(info.value)
 
 
 def test_a_duplicate_name_is_refused() -> None:
     with pytest.raises(RegistryError, match="taken"):
-        load_registry(_table() + _table())
+        load_registry(html_table() + html_table())
 
 
 def test_grammar_models_decide_in_order_and_exclude_with_a_bang() -> None:
-    (row,) = load_registry(_table(grammar="custom-tool", dialect="llguidance",
+    (row,) = load_registry(html_table(grammar="custom-tool", dialect="llguidance",
                                   grammar_models=["!*-chat*", "gpt-5*"]))
     assert row.takes_grammar("gpt-5.1") and row.takes_grammar("GPT-5-mini")
     assert not row.takes_grammar("gpt-5-chat-latest") and not row.takes_grammar("gpt-4o")
-    (plain,) = load_registry(_table())
+    (plain,) = load_registry(html_table())
     assert not plain.takes_grammar("anything")
 
 
 def test_one_row_adds_an_openai_compatible_service() -> None:
-    rows = load_registry(_table(name="acme", base_url="https://api.acme.test/v1", key_env="ACME_KEY"))
+    rows = load_registry(html_table(name="acme", base_url="https://api.acme.test/v1", key_env="ACME_KEY"))
     assert rows[0].sdk == "openai" and rows[0].default_base_url == "https://api.acme.test/v1"
     assert rows[0].needs_key
 

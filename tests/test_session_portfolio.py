@@ -56,6 +56,12 @@ class Script:
         return AgentReply(self.texts.pop(0) if self.texts else "PASS")
 
 
+class IterativeScript(Script):
+    """A `Script` that enters the authoring loop (its invalid replies are repaired)."""
+
+    iterative: ClassVar[bool] = True
+
+
 def _universe(shared_data: Path) -> Universe:
     return load_universe(shared_data / STOCKBENCH, symbols=["AAPL", "GS", "MSFT"]).universe
 
@@ -125,7 +131,7 @@ def test_a_plan_supersedes_only_its_own_symbol(shared_data: Path) -> None:
 def test_a_plan_without_on_is_sent_back_with_the_fix_then_the_repair_arms(shared_data: Path) -> None:
     u = _universe(shared_data)
     end, days = _session_dates(u, dt.date(2025, 3, 3), 1)
-    agent = Script("PLAN a\nWHEN pos == 0: BUY 1 MKT", "PLAN a ON AAPL\nWHEN pos == 0: BUY 1 MKT")
+    agent = IterativeScript("PLAN a\nWHEN pos == 0: BUY 1 MKT", "PLAN a ON AAPL\nWHEN pos == 0: BUY 1 MKT")
     r = run_portfolio(u, agent, PortfolioBounds(capital=10000.0), SessionOptions(engine=EngineConfig(maxpos=10)),
                       date=end, days=days)
     assert agent.requests[1].repair_error == "plan a has no ON: in a universe each plan names its symbol, e.g. PLAN a ON AAPL"

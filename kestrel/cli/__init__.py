@@ -59,7 +59,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv is None:  # the program itself (sys.argv): Ctrl-C exits 130 at once, see kestrel._interrupt
         install()
         guard_stdout()  # a reader that goes away (`| head`) ends it quietly: kestrel.cli.pipes
-    parser = build_parser()
+    from kestrel.providers import RegistryError
+
+    try:
+        parser = build_parser()
+    except RegistryError as exc:  # KESTREL_PROVIDERS names a table that does not validate
+        print(f"kestrel: {exc}", file=sys.stderr)
+        return 2
     try:
         args = parser.parse_args(argv)
     except ReaderGone:  # `kestrel --help | head`

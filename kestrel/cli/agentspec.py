@@ -60,8 +60,8 @@ def agent_of(
     if lookup(kind) is not None:
         if not ("|" in spec or "@http" in spec):
             return model_agent(kind, arg.strip(), model=model, base_url=base_url,
-                               api_key_env=api_key_env, timeout_s=timeout_s, panes=panes, policy=policy,
-                               constrain=constrain, reason_first=reason_first)
+                               api_key_env=api_key_env, timeout_s=timeout_s, panes=panes,
+                               policy=row_policy(kind, policy), constrain=constrain, reason_first=reason_first)
         ms = model_spec(spec)
         if base_url is not None and ms.base_url is not None and base_url != ms.base_url:
             raise UsageError(f"--agent {spec} names the endpoint {ms.base_url} and --base-url {base_url}: give one")
@@ -235,22 +235,43 @@ def model_spec(spec: str) -> ModelSpec:
 
 
 def spec_policy(ms: ModelSpec, policy: CallPolicy | None) -> CallPolicy | None:
-    """`policy` with the spec's rate limit (`rpm=`, `tpm=`) and call slots (`concurrency=`) for
-    its endpoint when `policy` has none of its own (a single run's: one limiter, one pool)."""
+    """`policy` with the spec's rate limit (`rpm=`, `tpm=`; each the provider row's when the spec
+    gives none) and call slots (`concurrency=`) for its endpoint when `policy` has none of its
+    own (a single run's: one limiter, one pool)."""
     from dataclasses import replace
 
     from kestrel.models.callpolicy import CallPolicy
     from kestrel.models.limiter import RateLimit, RateLimiter
     from kestrel.models.slots import CallSlots
 
-    if ms.rpm is None and ms.tpm is None and ms.concurrency is None:
+    from kestrel.cli.callflags import endpoint_rate
+
+    rpm, tpm = endpoint_rate(ms.provider, ms.rpm, ms.tpm)  # a limit the spec leaves out: the provider row's
+    if rpm is None and tpm is None and ms.concurrency is None:
         return policy
     base = policy if policy is not None else CallPolicy()
     limiter = base.limiter
-    if limiter is None and (ms.rpm is not None or ms.tpm is not None):
-        limiter = RateLimiter(RateLimit(requests_per_minute=ms.rpm, tokens_per_minute=ms.tpm), clock=base.clock)
+    if limiter is None and (rpm is not None or tpm is not None):
+        limiter = RateLimiter(RateLimit(requests_per_minute=rpm, tokens_per_minute=tpm), clock=base.clock)
     slots = base.slots if base.slots is not None or ms.concurrency is None else CallSlots(ms.concurrency)
     return replace(base, limiter=limiter, slots=slots)
+
+
+def row_policy(provider: str, policy: CallPolicy | None) -> CallPolicy | None:
+    """`policy` with the provider row's rate limit (`rpm`, `tpm` in providers.toml) when it has
+    no limiter of its own (a plain `PROVIDER:MODEL` spec names none)."""
+    from dataclasses import replace
+
+    from kestrel.cli.callflags import endpoint_rate
+    from kestrel.models.callpolicy import CallPolicy
+    from kestrel.models.limiter import RateLimit, RateLimiter
+
+    rpm, tpm = endpoint_rate(provider, None, None)
+    if (rpm is None and tpm is None) or (policy is not None and policy.limiter is not None):
+        return policy
+    base = policy if policy is not None else CallPolicy()
+    return replace(base, limiter=RateLimiter(RateLimit(requests_per_minute=rpm, tokens_per_minute=tpm),
+                                             clock=base.clock))
 
 
 NO_KEY = "none"

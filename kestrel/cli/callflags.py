@@ -6,6 +6,9 @@
   is left, else the ordinal stands down with "spending cap" and no request is sent;
 - `--reply-cache DIR`: replay recorded replies for identical requests (no call, nothing spent)
   and record new ones, in `DIR/replies.sqlite3`; never used unless given;
+- `--rpm N|PROVIDER=N`, `--tpm N|PROVIDER=N`: the client-side rate limit kept per endpoint
+  (requests, tokens per minute), over an agent spec's `|rpm=`/`|tpm=` and the provider row's
+  `rpm`/`tpm` (kestrel/providers/providers.toml); `PROVIDER=N` over a plain `N`;
 - `--require-post-cutoff`: refuse a run whose data may be in its model's training data (or
   whose model's cutoff is unknown), per `kestrel/models/cutoffs.toml`.
 """
@@ -15,7 +18,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from kestrel.cli.errors import UsageError
 
@@ -60,6 +63,12 @@ def add_call_flags(p: argparse.ArgumentParser, *, sweep: bool = False) -> None:
     g.add_argument("--reply-cache", metavar="DIR",
                    help="replay the recorded reply of an identical request (no call, nothing spent: marked cached) "
                         "and record new ones in DIR/replies.sqlite3; off unless given")
+    g.add_argument("--rpm", action="append", metavar="N|PROVIDER=N",
+                   help="the client-side limit of requests per minute to each endpoint (of PROVIDER), over an agent's "
+                        "rpm= and the provider table's rpm")
+    g.add_argument("--tpm", action="append", metavar="N|PROVIDER=N",
+                   help="the client-side limit of tokens per minute to each endpoint (of PROVIDER), over an agent's "
+                        "tpm= and the provider table's tpm")
     g.add_argument("--require-post-cutoff", action="store_true",
                    help="refuse a run on data from before its model's training cutoff, or whose cutoff is unknown "
                         "(kestrel/models/cutoffs.toml)")
@@ -119,6 +128,74 @@ def concurrency_limits(values: Sequence[str]) -> tuple[int | None, dict[str, int
     return window, per
 
 
+class RateFlags(NamedTuple):
+    """`--rpm` and `--tpm`: provider -> per minute ("" for a plain N: every provider)."""
+
+    rpm: dict[str, float]
+    tpm: dict[str, float]
+
+    def of(self, provider: str) -> tuple[float | None, float | None]:
+        """(rpm, tpm) the flags give `provider` (`PROVIDER=N` over a plain N; None: no flag)."""
+        return (self.rpm.get(provider, self.rpm.get("")), self.tpm.get(provider, self.tpm.get("")))
+
+
+def _per_minute(flag: str, values: Sequence[str]) -> dict[str, float]:
+    from kestrel.providers import lookup, names
+
+    out: dict[str, float] = {}
+    for item in (x.strip() for v in values for x in v.split(",") if x.strip()):
+        name, eq, n = item.rpartition("=") if "=" in item else ("", "", item)
+        try:
+            x = float(n)
+        except ValueError:
+            x = math.nan
+        if not (math.isfinite(x) and 0 < x <= 1e12):
+            raise UsageError(f"{flag} {item!r}: give N or PROVIDER=N, N > 0 per minute")
+        if eq and lookup(name) is None:
+            raise UsageError(f"{flag} {item!r}: unknown provider {name!r}: use one of {', '.join(names())}")
+        out[name.strip().lower()] = x
+    return out
+
+
+def rate_flags(args: argparse.Namespace) -> RateFlags:
+    """`--rpm`, `--tpm` from the parsed flags (`UsageError` naming a bad item)."""
+    return RateFlags(_per_minute("--rpm", getattr(args, "rpm", None) or ()),
+                     _per_minute("--tpm", getattr(args, "tpm", None) or ()))
+
+
+def endpoint_rate(provider: str, rpm: float | None, tpm: float | None,
+                  flags: RateFlags | None = None) -> tuple[float | None, float | None]:
+    """The (rpm, tpm) kept for an endpoint of `provider`, each on its own: the flag's, else the
+    agent spec's (`rpm`, `tpm`), else the provider row's, else None (not kept)."""
+    from kestrel.providers import lookup
+
+    row = lookup(provider)
+    flag_rpm, flag_tpm = flags.of(provider) if flags is not None else (None, None)
+    return (flag_rpm if flag_rpm is not None else rpm if rpm is not None else row.rpm if row is not None else None,
+            flag_tpm if flag_tpm is not None else tpm if tpm is not None else row.tpm if row is not None else None)
+
+
+def apply_rate_flags(agent: Any, flags: RateFlags) -> None:
+    """Give a model agent (other agents pass) the limiter `flags` name for its provider, the
+    values they leave unset kept from its own."""
+    from dataclasses import replace
+
+    from kestrel.cli.agentspec import is_model_agent
+    from kestrel.models.limiter import RateLimit, RateLimiter
+
+    if not is_model_agent(agent):
+        return
+    flag_rpm, flag_tpm = flags.of(agent.config.provider)
+    if flag_rpm is None and flag_tpm is None:
+        return
+    policy = agent.policy
+    own = policy.limiter.limit if policy.limiter is not None else RateLimit()
+    limit = RateLimit(requests_per_minute=flag_rpm if flag_rpm is not None else own.requests_per_minute,
+                      tokens_per_minute=flag_tpm if flag_tpm is not None else own.tokens_per_minute,
+                      burst_s=own.burst_s)
+    agent.policy = replace(policy, limiter=RateLimiter(limit, clock=policy.clock))
+
+
 def arm_latency(text: str | None) -> float | Literal["measured"] | None:
     """`--arm-latency measured|SECONDS` (None: off; `UsageError` naming the choices)."""
     if text is None:
@@ -161,4 +238,4 @@ def check_post_cutoff(model: str | None, dates: list[str], data: str) -> None:
         raise UsageError(refusal(label))
 
 
-__all__ = ["add_call_flags", "arm_latency", "concurrency_limits", "parse_usd_rates", "budget", "check_post_cutoff", "reply_cache", "run_policy", "tokens", "usd"]
+__all__ = ["RateFlags", "add_call_flags", "apply_rate_flags", "endpoint_rate", "rate_flags", "arm_latency", "concurrency_limits", "parse_usd_rates", "budget", "check_post_cutoff", "reply_cache", "run_policy", "tokens", "usd"]

@@ -135,7 +135,7 @@ class Client:
             msg = json.loads(line)
             if "id" not in msg and msg.get("method") == "part":
                 try:
-                    whole = parts.feed(msg["params"])
+                    whole = parts.take(msg["params"])
                 except (ValueError, KeyError, TypeError) as exc:
                     raise CtlError(INTERNAL_ERROR, f"a long reply could not be joined: {exc}") from None
                 if whole is None:

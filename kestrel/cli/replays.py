@@ -4,7 +4,8 @@ replay`, `kestrel report --capture` (without a ledger) and a blind run of a reco
 Invariant: the options are the capture header's (schedule, guard, data label, source, engine),
 with its arm latency (each turn armed after the delay it was recorded with) and its blind mode
 (the recorded plans, real values, shown to the session in the blind scale and mapped back to the
-very plans), so the replay's ledger and capture are the run's byte for byte.
+very plans), so the replay's ledger and capture are the run's byte for byte (the recorded
+turns' model calls copied into the replay's capture: a replay calls nothing itself).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from kestrel.market import MarketData
     from kestrel.session.capture import CaptureHeader, CapturedTurn
     from kestrel.session.options import SessionOptions
+    from kestrel.session.loop import Evidence
     from kestrel.session.protocol import Agent
 
 
@@ -55,4 +57,36 @@ def show_blind(agent: Agent, data: MarketData, options: SessionOptions) -> None:
         agent.shown = lambda plan: blind.plan_to_blind(plan, symbol)
 
 
-__all__ = ["replay_session", "show_blind"]
+def calls_evidence(turns: Sequence[CapturedTurn]) -> list[Evidence]:
+    """The model calls a capture's turns record (`CapturedTurn.calls`) as evidence records, in
+    order: what `kestrel.models.cost` prices, so a replay or report of a model run shows its
+    model, tokens and dollars without the run's evidence file (empty: none recorded). A call
+    that answered has latency 0 here (the latency is not captured), and one the reply cache
+    answered counts as made (the capture does not say; the evidence file does)."""
+    from kestrel.session.loop import Evidence
+
+    out: list[Evidence] = []
+    for t in turns:
+        if isinstance(t.calls, msgspec.UnsetType):
+            continue
+        for c in t.calls:
+            out.append(Evidence(t.ordinal, c.iteration, c.kind, c.model, c.usage,  # type: ignore[arg-type]
+                                budget_exhausted=False, latency_ms=None if c.kind == "agent-error" else 0.0,
+                                date=t.date))
+    return out
+
+
+def with_recorded_calls(capture: bytes, recorded: Sequence[CapturedTurn]) -> bytes:
+    """A replay's capture with each turn's model calls as the recorded run's turn holds them
+    (matched by date and ordinal), so a replay's capture is the run's byte for byte."""
+    from kestrel.session.capture import decode_capture, encode_capture
+
+    calls = {(t.date, t.ordinal): t.calls for t in recorded}
+    if all(isinstance(c, msgspec.UnsetType) for c in calls.values()):
+        return capture
+    header, turns = decode_capture(capture)
+    return encode_capture(header, [msgspec.structs.replace(t, calls=calls.get((t.date, t.ordinal), msgspec.UNSET))
+                                   for t in turns])
+
+
+__all__ = ["calls_evidence", "replay_session", "show_blind", "with_recorded_calls"]

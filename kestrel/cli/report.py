@@ -121,7 +121,8 @@ def _run_report(args: argparse.Namespace) -> int:
 
 def run_report_of(capture: str, ledger_path: str | None, evidence_path: str | None = None) -> RunReport:
     """The report of a capture: with its ledger as given, else by replaying the capture; the
-    model calls' tokens and dollars from the run's evidence file when given (else unknown)."""
+    model calls' tokens and dollars from the run's evidence file when given, else from the
+    calls the capture's turns record (else unknown)."""
     from kestrel.report.evidence import EvidenceError, read_evidence
 
     try:
@@ -145,6 +146,10 @@ def run_report_of(capture: str, ledger_path: str | None, evidence_path: str | No
         raise UsageError(f"{capture}: the capture names no session date")
     data = capture_data(header)
     sha = header_sha256(header, data)
+    if evidence is None:  # the model calls the capture's turns record, if any
+        from kestrel.cli.replays import calls_evidence
+
+        evidence = calls_evidence(turns) or None
     if ledger_path is not None:
         try:
             raw = Path(ledger_path).read_bytes()

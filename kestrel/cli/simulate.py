@@ -13,7 +13,7 @@ import datetime as dt
 import hashlib
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from kestrel.cli.agentspec import agent_of, check_agent_fits
-from kestrel.cli.replays import replay_session, show_blind
-from kestrel.cli.callflags import add_call_flags, arm_latency, check_post_cutoff, run_policy
+from kestrel.cli.replays import calls_evidence, replay_session, show_blind, with_recorded_calls
+from kestrel.cli.callflags import add_call_flags, apply_rate_flags, arm_latency, check_post_cutoff, rate_flags, run_policy
 from kestrel.cli.dataflags import add_data_flags, agent_input, check_paths, load_from_args, news_from_args, parse_date, parse_guard
 from kestrel.cli.errors import UsageError, guarded
 from kestrel.cli.universe import add_universe_flags, is_universe, run_universe_command
@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # imported lazily at run time (start-up cost)
     from kestrel.market import MarketData
     from kestrel.data.source import DataSource
     from kestrel.report.evidence import Recorded
-    from kestrel.session.capture import CaptureWriter
+    from kestrel.session.capture import CapturedTurn, CaptureWriter
     from kestrel.session.options import EvidenceSink, SessionOptions
     from kestrel.session.profiles import Mode
     from kestrel.session.protocol import Agent
@@ -239,6 +239,7 @@ def prepare(args: argparse.Namespace, load: Loader = _load, agent_content: bytes
     agent = agent_of(spec, model=model, base_url=st.base_url, api_key_env=st.api_key_env,
                      timeout_s=args.agent_timeout, panes=st.panes, content=agent_content,
                      policy=run_policy(args), constrain=st.constrain, reason_first=st.reason_first)
+    apply_rate_flags(agent, rate_flags(args))
     _note_unused_loop_flags(args, agent, spec)
     _note_reason_first_without_grammar(agent, st.reason_first)
     data, source, label = load(args)
@@ -430,9 +431,10 @@ def _start_outputs(args: argparse.Namespace, writer: CaptureWriter | None, data:
 
 
 def _finish(args: argparse.Namespace, result: SessionResult, data: MarketData, command: str = "simulate",
-            recorded: Recorded | None = None) -> int:
-    """Write the outputs and print the report; a replay's model calls are its `recorded` run's."""
-    _write(args.capture, result.capture_jsonl())
+            recorded: Recorded | None = None, capture: bytes | None = None) -> int:
+    """Write the outputs and print the report; a replay's model calls are its `recorded` run's
+    (and its capture `capture`, the recorded calls in its turns)."""
+    _write(args.capture, capture if capture is not None else result.capture_jsonl())
     _write(args.ledger, result.ledger_jsonl())
     if args.report or args.png:
         from kestrel.cli.report import write_run_report
@@ -532,7 +534,8 @@ def _run_replay(args: argparse.Namespace) -> int:
         return 1
     source_name = args.capture
     args.capture = args.capture_out
-    code = _finish(args, result, data, "replay", recorded_calls(header.agent, args.recorded_evidence))
+    code = _finish(args, result, data, "replay", recorded_calls(header.agent, args.recorded_evidence, turns),
+                   with_recorded_calls(result.capture_jsonl(), turns) if args.capture else None)
     ledger = result.ledger_jsonl()
     if expected is not None and expected != ledger:
         print(f"kestrel replay: the replayed ledger differs from --expect-ledger {args.expect_ledger}: "
@@ -553,16 +556,18 @@ def _run_replay(args: argparse.Namespace) -> int:
     return code
 
 
-def recorded_calls(agent_id: str, path: str | None) -> Recorded | None:
-    """A replay's model calls: those of the recorded run's evidence file `path` (unknown
-    without it); None when the captured agent is not a model (it made no call to show)."""
+def recorded_calls(agent_id: str, path: str | None, turns: Sequence[CapturedTurn] = ()) -> Recorded | None:
+    """A replay's model calls: those of the recorded run's evidence file `path`, else those its
+    captured `turns` record (unknown when neither has them); None when the captured agent is
+    not a model (it made no call to show)."""
     from kestrel.report.evidence import EvidenceError, Recorded, read_evidence
     from kestrel.report.run import recorded_model
 
-    if recorded_model(agent_id) is None and path is None:
+    captured = calls_evidence(turns) if path is None else []
+    if recorded_model(agent_id) is None and path is None and not captured:
         return None
     if path is None:
-        return Recorded(None)
+        return Recorded(tuple(captured) if captured else None)
     try:
         return Recorded(tuple(read_evidence(path)))
     except EvidenceError as exc:

@@ -239,7 +239,7 @@ def _model_specs(agents: Sequence[str]) -> dict[str, Any]:
 
 def _run_sweep(args: argparse.Namespace) -> int:
     from kestrel.cli.agentspec import agent_of
-    from kestrel.cli.callflags import budget, check_post_cutoff, reply_cache
+    from kestrel.cli.callflags import budget, check_post_cutoff, rate_flags, reply_cache
     from kestrel.cli.datanames import load_named as load_data
     from kestrel.cli.sweeplanes import SweepCalls, lane_executor
     from kestrel.models.spec import is_model_spec
@@ -294,7 +294,8 @@ def _run_sweep(args: argparse.Namespace) -> int:
     if specs_of:
         calls = SweepCalls(specs_of, timeout_s=st.agent_timeout, per_provider=st.per_provider,
                            sweep=budget(st.max_usd, st.max_tokens, "sweep"), run_max_usd=st.run_max_usd,
-                           run_max_tokens=st.run_max_tokens, cache=reply_cache(st.reply_cache))
+                           run_max_tokens=st.run_max_tokens, cache=reply_cache(st.reply_cache),
+                           rates=rate_flags(args))
         try:
             calls.check()
         except UsageError as exc:

@@ -1,7 +1,8 @@
 """The model agents of a sweep and where their runs execute (the sweep's network lane).
 
 `SweepCalls` builds each model run's agent (`for_run`) with the sweep's call policy, shared
-by every run in this process: one SDK client, rate limiter (`rpm=`/`tpm=`) and set of call
+by every run in this process: one SDK client, rate limiter (`--rpm`/`--tpm`, else the agents'
+`rpm=`/`tpm=`, else the provider row's `rpm`/`tpm`) and set of call
 slots (`concurrency=`, `--max-concurrency PROVIDER=N`) per endpoint, the sweep's spending
 budget next to each run's own, the reply cache, and one stop signal. Its `exhausted()` is the
 lane's stop (the sweep's cap refused a call: no further run starts), `cancel()` sets the stop
@@ -30,6 +31,7 @@ from kestrel.cli.errors import UsageError
 if TYPE_CHECKING:
     from anyio.from_thread import BlockingPortal
 
+    from kestrel.cli.callflags import RateFlags
     from kestrel.market import MarketData
     from kestrel.models.adapter import ModelAgent
     from kestrel.models.replycache import ReplyCache
@@ -51,7 +53,8 @@ class SweepCalls:
     def __init__(self, specs: Mapping[str, ModelSpec], *, timeout_s: float,
                  per_provider: Mapping[str, int] | None = None, sweep: SpendingBudget | None = None,
                  run_max_usd: float | None = None, run_max_tokens: int | None = None,
-                 cache: ReplyCache | None = None) -> None:
+                 cache: ReplyCache | None = None, rates: RateFlags | None = None) -> None:
+        from kestrel.cli.callflags import endpoint_rate
         from kestrel.models.limiter import Limiters, RateLimit
         from kestrel.models.slots import Slots
         from kestrel.providers import lookup
@@ -82,6 +85,7 @@ class SweepCalls:
             row = lookup(ms.provider)
             url = ms.base_url or (row.default_base_url if row is not None else None)
             rpm, tpm, conc = limits[f"{ms.provider}@{url}"]
+            rpm, tpm = endpoint_rate(ms.provider, rpm, tpm, rates)  # --rpm/--tpm, else the specs', else the row's
             limiter = (self.limiters.get(ms.provider, url, RateLimit(requests_per_minute=rpm, tokens_per_minute=tpm))
                        if rpm is not None or tpm is not None else None)
             slots = self.slots.get(ms.provider, url, conc if conc is not None else per_provider.get(ms.provider))

@@ -1,6 +1,6 @@
-"""The broker kernel: orders, position and money, the broker step, rules firing and risk.
+"""The broker: orders, position and money, the broker step, rules firing and risk.
 
-`Broker` is the kernel both execution paths drive through a small public surface: `step`,
+`Broker` is what both execution paths drive through a small public surface: `step`,
 `fire`, `rearm` at a tick, `advance` after a stretch of ticks. Per tick (docs/engine.md states
 each rule once), in this order:
 1. session close: the end-of-day policy at the first tick with ts >= close;

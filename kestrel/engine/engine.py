@@ -1,10 +1,10 @@
-"""The engine: the facade that arms plans and runs them against the broker kernel.
+"""The engine: the facade that arms plans and runs them against the broker.
 
 `Engine` owns the armed plan's evaluation (`reference.Evaluation`: its indicators, re-warmed
 from the session's tick history when a plan is armed or the vectorized path left them stale)
-and the history; the broker kernel (`broker.Broker`, as `Engine.broker`) owns orders, position
+and the history; the broker (`broker.Broker`, as `Engine.broker`) owns orders, position
 and money, the broker step, rules firing, risk and the envelope, in the per-tick order its
-module states. Both paths drive the kernel through its public surface: the reference loop
+module states. Both paths drive the broker through its public surface: the reference loop
 (`reference.run`) and the vectorized path (`fast.run_fast`). Bounds are min(operator's
 `EngineConfig`, plan's `RISK`): a plan may only tighten them.
 """
@@ -117,10 +117,10 @@ class Engine:
         self.fast_stats = FastStats()  # how the last vectorized batch was spent
         # the other symbols a plan may read (their grid units): a portfolio run's members
         self.peers: dict[str, float] = {}
-        # the kernel: orders, position and money, step, fire, risk, envelope
+        # the broker: orders, position and money, step, fire, risk, envelope
         self.broker = Broker(self.config, session, self.grid, self.money, self.ledger, carry)
 
-    # the kernel's state, as callers read it
+    # the broker's state, as callers read it
     @property
     def seen(self) -> int:
         """Ticks of the session processed so far."""

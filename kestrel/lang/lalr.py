@@ -1,5 +1,8 @@
-"""The LALR driver: lark compiles `kestrel.lark` into LALR tables and reduction callbacks
-once per thread; `Machine.run` drives those tables directly (shift, or reduce by calling the
+"""The LALR driver: lark compiles `kestrel.lark` into LALR tables once per process
+(`Tables`, read-only after it is built); each thread gets a `Machine` of its own (a fresh
+`Builder`, which holds one parse's positions and diagnostics, and a copy of the action table
+whose reductions call that builder: a millisecond, against ~80 ms for a compile).
+`Machine.run` drives those tables directly (shift, or reduce by calling the
 rule's `Builder` method), fed by `lexer.tokens`. About twice as fast as lark's own parser
 loop with the same callbacks (bench/lang_parse.py); it reads lark's compiled tables
 (`parse_table`, `callbacks`, the child-filter classes), so lark is pinned to the tested range
@@ -60,25 +63,27 @@ def _identity(children: list[Any]) -> list[Any]:
     return children
 
 
-def _flatten(cb: Any) -> _Callback:
-    """lark's reduction callback as one plain closure: lark wraps the builder's methods in
-    child filters and builds a `Tree` for every inlined helper rule (`_bracket`, `x*`), only
-    for the parent to unpack its `.children`. Here an inlined rule's value is the children
-    list itself (each reduction gets a fresh list) and the parent splices it in. Any callback
-    shape not listed fails at import, so a lark upgrade cannot change the AST silently."""
+def _flatten(cb: Any, template: Builder, builder: Builder) -> _Callback:
+    """lark's reduction callback as one plain closure calling `builder`'s methods (lark bound
+    them to `template`, the builder the grammar was compiled with): lark wraps the builder's
+    methods in child filters and builds a `Tree` for every inlined helper rule (`_bracket`,
+    `x*`), only for the parent to unpack its `.children`. Here an inlined rule's value is the
+    children list itself (each reduction gets a fresh list) and the parent splices it in. Any
+    callback shape not listed fails at the first parse, so a lark upgrade cannot change the AST
+    silently."""
     if isinstance(cb, ExpandSingleChild):
-        inner = _flatten(cb.node_builder)
+        inner = _flatten(cb.node_builder, template, builder)
         return lambda ch: ch[0] if len(ch) == 1 else inner(ch)
     if isinstance(cb, ChildFilterLALR_NoPlaceholders):
         plan = [(i, expand, 0) for i, expand in cb.to_include]
-        return _filter(plan, 0, _flatten(cb.node_builder))
+        return _filter(plan, 0, _flatten(cb.node_builder, template, builder))
     if isinstance(cb, ChildFilterLALR):
         plan = list(cb.to_include)
-        return _filter(plan, cb.append_none, _flatten(cb.node_builder))
+        return _filter(plan, cb.append_none, _flatten(cb.node_builder, template, builder))
     if isinstance(cb, partial) and getattr(cb.func, "__name__", "") == "default_callback":
         return _identity
-    if callable(cb) and getattr(cb, "__self__", None) is not None:
-        return cast(_Callback, cb)  # a Builder method
+    if callable(cb) and getattr(cb, "__self__", None) is template:
+        return cast(_Callback, getattr(builder, cb.__name__))  # the same Builder method, on `builder`
     raise TypeError(f"unsupported lark callback {cb!r}")
 
 
@@ -106,35 +111,62 @@ def _filter(plan: list[tuple[int, bool, int]], trailing: int, inner: _Callback) 
     return run
 
 
-class Machine:
-    """lark compiles the grammar into LALR tables and AST-building callbacks once; this
-    loop drives them directly (shift, or reduce by calling the rule's callback), fed by
-    `lexer.tokens`. One instance per thread: the builder holds per-parse positions."""
+_Row = dict[str, tuple[bool, Any]]  # terminal -> (shift?, next state | (size, origin, callback))
+
+
+class Tables:
+    """The grammar compiled once: lark's LALR action table, its reduction callbacks (bound to
+    a template builder, never called) and the lexer's vocabulary. Nothing here changes after
+    `__init__`, so one instance serves every thread; `Machine(tables)` binds it to a builder."""
 
     def __init__(self) -> None:
-        self.builder = Builder()
-        lark = compile_grammar(self.builder)
+        self.template = Builder()
+        lark = compile_grammar(self.template)
         self.vocabulary = vocabulary(lark)
         inner = lark.parser.parser.parser
         table = inner.parse_table
-        callbacks = {rule: _flatten(cb) for rule, cb in inner.callbacks.items()}
+        self.callbacks: dict[Any, Any] = dict(inner.callbacks)  # rule -> lark's callback
         self.start: int = table.start_states["start"]
-        self.table: dict[int, dict[str, tuple[bool, Any]]] = {}  # state -> terminal -> action
+        # state -> terminal -> (True, state) | (False, (size, origin, rule | None: a unit pass-through))
+        self.actions: dict[int, _Row] = {}
         for state, actions in table.states.items():
-            row: dict[str, tuple[bool, Any]] = {}
+            row: _Row = {}
             for term, (action, arg) in actions.items():
                 if action is Shift:
                     row[str(term)] = (True, arg)
                 else:
                     size = len(arg.expansion)
                     # a `?rule` reduced from one child passes that child through: no call
-                    unit = size == 1 and isinstance(inner.callbacks[arg], ExpandSingleChild)
-                    row[str(term)] = (
-                        False,
-                        (size, str(arg.origin.name), None if unit else callbacks[arg]),
-                    )
-            self.table[state] = row
-        self.vocabulary.check_table(self.table)
+                    unit = size == 1 and isinstance(self.callbacks[arg], ExpandSingleChild)
+                    row[str(term)] = (False, (size, str(arg.origin.name), None if unit else arg))
+            self.actions[state] = row
+        self.vocabulary.check_table(self.actions)
+        Machine(self)  # every callback shape is known (a TypeError here, once, not at a parse)
+
+    def bound(self, builder: Builder) -> dict[int, _Row]:
+        """The action table with each reduction calling `builder`'s method for its rule."""
+        calls = {rule: _flatten(cb, self.template, builder) for rule, cb in self.callbacks.items()}
+        return {
+            state: {
+                term: act if act[0] or act[1][2] is None else (False, (act[1][0], act[1][1], calls[act[1][2]]))
+                for term, act in row.items()
+            }
+            for state, row in self.actions.items()
+        }
+
+
+class Machine:
+    """One thread's parser: the process's `Tables` bound to a `Builder` of its own; `run`
+    drives the tables directly (shift, or reduce by calling the rule's callback), fed by
+    `lexer.tokens`. One instance per thread: the builder holds per-parse positions; building
+    one from compiled tables costs about a millisecond."""
+
+    def __init__(self, tables: Tables | None = None) -> None:
+        tables = tables if tables is not None else compiled()
+        self.builder = Builder()
+        self.vocabulary = tables.vocabulary
+        self.start: int = tables.start
+        self.table: dict[int, _Row] = tables.bound(self.builder)
 
     def run(self, text: str) -> Any:
         table = self.table
@@ -186,6 +218,19 @@ class Machine:
             values.append(value)
 
 
+_LOCK = threading.Lock()
+_TABLES: list[Tables] = []
+
+
+def compiled() -> Tables:
+    """The process's compiled tables (built on first use, once, under a lock)."""
+    if not _TABLES:
+        with _LOCK:
+            if not _TABLES:
+                _TABLES.append(Tables())
+    return _TABLES[0]
+
+
 class _State(threading.local):
     machine: Machine | None = None
 
@@ -194,10 +239,10 @@ _STATE = _State()
 
 
 def machine() -> Machine:
-    """This thread's machine (built on first use: compiling the grammar takes ~25 ms)."""
+    """This thread's machine (built on its first parse from the process's `compiled()` tables)."""
     if _STATE.machine is None:
         _STATE.machine = Machine()
     return _STATE.machine
 
 
-__all__ = ["Machine", "ParseFailure", "accepted", "machine"]
+__all__ = ["Machine", "ParseFailure", "Tables", "accepted", "compiled", "machine"]

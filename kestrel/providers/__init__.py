@@ -19,6 +19,7 @@ from kestrel.providers.registry import (
     GrammarField,
     Provider,
     RegistryError,
+    TABLE_ENV,
     Wire,
     agent_kinds,
     load_registry,
@@ -28,6 +29,7 @@ from kestrel.providers.registry import (
 )
 
 __all__ = [
+    "TABLE_ENV",
     "BUILTIN_AGENTS",
     "FIELD_DIALECTS",
     "Dialect",

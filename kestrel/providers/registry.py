@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import fnmatch
+import math
+import os
 import re
 import tomllib
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from typing import Literal
 
 import msgspec
@@ -69,6 +72,8 @@ class Provider(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     grammar: GrammarField = "none"
     dialect: Dialect | None = None
     grammar_models: tuple[str, ...] = ("*",)
+    rpm: float | None = None
+    tpm: float | None = None
     description: str = ""
 
     @property
@@ -120,6 +125,9 @@ def load_registry(text: str, source: str = "providers.toml") -> tuple[Provider, 
             raise RegistryError(f"{where}: base_url must be empty or an http(s) URL")
         if row.key_env and not _ENV.fullmatch(row.key_env):
             raise RegistryError(f"{where}: key_env must be empty or an environment variable name")
+        for field, value in (("rpm", row.rpm), ("tpm", row.tpm)):
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise RegistryError(f"{where}: {field} must be a number > 0 (per minute), or left out for no limit")
         _check_grammar(row, where)
     return rows
 
@@ -138,11 +146,25 @@ def _check_grammar(row: Provider, where: str) -> None:
         raise RegistryError(f"{where}: grammar_models must list model-name patterns (\"*\": every model)")
 
 
+TABLE_ENV = "KESTREL_PROVIDERS"
+"""The environment variable naming a provider table (TOML, the packaged file's format) to use
+instead of the packaged one: a deployment's own rows (endpoints, rate limits) without editing
+the package."""
+
+
 @cache
 def registry() -> tuple[Provider, ...]:
-    """The packaged provider table, in file order."""
-    text = resources.files("kestrel.providers").joinpath("providers.toml").read_text("utf-8")
-    return load_registry(text)
+    """The provider table, in file order: the packaged one, or the file `KESTREL_PROVIDERS`
+    names (`RegistryError` when it cannot be read or does not validate)."""
+    path = os.environ.get(TABLE_ENV, "").strip()
+    if not path:
+        text = resources.files("kestrel.providers").joinpath("providers.toml").read_text("utf-8")
+        return load_registry(text)
+    try:
+        text = Path(path).read_text("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RegistryError(f"{TABLE_ENV}={path}: cannot read the provider table: {exc}") from None
+    return load_registry(text, source=f"{TABLE_ENV}={path}")
 
 
 def lookup(name: str) -> Provider | None:

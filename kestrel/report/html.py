@@ -76,7 +76,7 @@ def _fmt(value: Any, fmt: str, tz: str, decimals: int = 2) -> str:
     return fmt.format(value)
 
 
-def _table(head: Sequence[str], rows: Sequence[Sequence[str]], left: Sequence[int] = (0,),
+def html_table(head: Sequence[str], rows: Sequence[Sequence[str]], left: Sequence[int] = (0,),
            raw: Sequence[int] = ()) -> str:
     """A table; cells are escaped except columns in `raw` (already HTML)."""
     if not rows:
@@ -113,7 +113,7 @@ def _metrics_table(rep: RunReport, tz: str) -> str:
             f'(252 sessions a year of {rep.metrics.periods_per_year // 252} minutes). Baselines: buy-and-hold buys at '
             'each session\'s first ask and sells at its last bid, in the run\'s largest position; flat never '
             f'trades; both without fees. Money in {escape(rep.header.currency)}.</p>')
-    return _table(["metric"] + [c for c, _ in cols], rows) + note
+    return html_table(["metric"] + [c for c, _ in cols], rows) + note
 
 
 def _shown(m: Metrics, field: str, column: str) -> Any:
@@ -178,11 +178,11 @@ def _day(rep: RunReport, k: int) -> list[str]:
         rows.append([t.ordinal, t.kind + (f" {t.plan}" if t.plan else ""), plan, t.reason or "",
                      _opt(t.iterations), _opt(t.tokens), _opt(t.cost_usd, "{:.4f}"),
                      "; ".join(x for x in (t.armed, t.fate) if x)])
-    out.append(_table(["ordinal", "turn", "plan", "stand-down reason", "iterations", "tokens", "cost (USD)",
+    out.append(html_table(["ordinal", "turn", "plan", "stand-down reason", "iterations", "tokens", "cost (USD)",
                        "outcome"], rows, left=(0, 1, 2, 3, 7), raw=(2,)))
     out.append("<h3>Round trips</h3>")
     carried = any(t.carried for day in rep.days for t in day.facts.trips)  # a column only for carry runs
-    out.append(_table(["side", "qty", "entry", "entry price", "exit", "exit price", "pnl", "fees", "exit reason"]
+    out.append(html_table(["side", "qty", "entry", "entry price", "exit", "exit price", "pnl", "fees", "exit reason"]
                       + (["carried"] if carried else []),
                       [[t.side, qty(t.qty, rep.header.instrument), local_time(t.entry_ts, tz), f"{t.entry_price:.{dec}f}",
                         local_time(t.exit_ts, tz) if t.exit_ts is not None else "",
@@ -191,11 +191,11 @@ def _day(rep: RunReport, k: int) -> list[str]:
                        + ([carried_label(t, d.open_ns)] if carried else []) for t in d.facts.trips],
                       left=(0, 2, 4, 8, 9)))
     out.append("<h3>Rejections and disarms</h3>")
-    out.append(_table(["time", "event", "plan", "rule", "reason"],
+    out.append(html_table(["time", "event", "plan", "rule", "reason"],
                       [[local_time(x.ts, tz), x.kind, x.plan, "" if x.rule is None else str(x.rule), x.reason]
                        for x in d.facts.notices], left=(0, 1, 2, 4)))
     out.append("<h3>Fills</h3>")
-    out.append(_table(["time", "order", "side", "qty", "price", "fee", "position", "realized"],
+    out.append(html_table(["time", "order", "side", "qty", "price", "fee", "position", "realized"],
                       [[local_time(f.ts, tz), f.role, f.side, qty(f.qty, rep.header.instrument), f"{f.price:.{dec}f}", money(f.fee, mdec),
                         qty(f.pos, rep.header.instrument), money(f.rpnl, mdec, sign=True)] for f in d.facts.fills], left=(0, 1, 2)))
     return out
@@ -214,7 +214,7 @@ def render_run(rep: RunReport) -> str:
             ["data", h.data], ["data SHA-256", h.data_sha256 or "unknown"],
             ["currency / multiplier", f"{h.currency} / {plain(h.multiplier)}"]]
     body = [f"<h1>Kestrel run: {escape(h.agent)} on {escape(h.symbol)}</h1>",
-            _table(["", ""], meta, left=(0, 1)).replace("<table>", '<table class="meta">', 1),
+            html_table(["", ""], meta, left=(0, 1)).replace("<table>", '<table class="meta">', 1),
             "<h2>Metrics</h2>", _metrics_table(rep, tz),
             "<h2>Equity marked to market (per minute), drawdown shaded</h2>", _equity(rep)]
     for k in range(len(rep.days)):

@@ -12,7 +12,7 @@ from html import escape
 
 import numpy as np
 
-from kestrel.report.html import CSS, _table
+from kestrel.report.html import CSS, html_table
 from kestrel.report.portfolio import Figures, PortfolioReport, sampled
 from kestrel.report.svg import equity_chart, exposure_chart
 from kestrel.report.text import money
@@ -97,14 +97,14 @@ def render_portfolio(rep: PortfolioReport, title: str = "Kestrel portfolio run")
         low = float(c.equity[min(k, len(c) - 1)]) - rep.capital
         trough = (float(xs[int(np.argmin(np.abs(pnl - low)))]), low)
     head = ["", "this run"] + list(rep.references)
-    figures = _table(head, [[label] + cells for label, cells in _figure_rows(rep)])
-    attribution = _table(
+    figures = html_table(head, [[label] + cells for label, cells in _figure_rows(rep)])
+    attribution = html_table(
         ["symbol", "PnL", "trades", "fills", "fees", "dividends", "turnover", "final position", "time in market",
          "mean exposure", "rejections"],
         [[a.symbol, money(a.pnl, d, sign=True), str(a.trades), str(a.fills), money(a.fees, d), money(a.dividends, d),
           money(a.turnover, d), f"{a.final_position:g}", f"{a.time_in_market:.1%}", f"{a.mean_exposure:.1%}",
           str(a.rejections)] for a in rep.attribution])
-    per_session = _table(
+    per_session = html_table(
         ["session", "equity", "PnL", "gross", "net", "open", "max drawdown"],
         [[s.date, money(s.equity, d), money(s.pnl, d, sign=True), money(s.gross, d), money(s.net, d, sign=True),
           str(s.open_positions), money(s.max_drawdown, d)] for s in rep.sessions])

@@ -263,7 +263,7 @@ def report(result: SessionResult, data: MarketData, command: str = "simulate", *
         con.print(f"FAILED: {failure.line()}", markup=False, style="bold red")
 
 
-def _table(title: str, cols: tuple[str, ...], left: tuple[str, ...]) -> Table:
+def html_table(title: str, cols: tuple[str, ...], left: tuple[str, ...]) -> Table:
     from rich.table import Table
 
     t = Table(title=title, title_justify="left")
@@ -275,7 +275,7 @@ def _table(title: str, cols: tuple[str, ...], left: tuple[str, ...]) -> Table:
 def _turns(con: Console, result: SessionResult, rep: RunReport, replayed: bool = False) -> None:
     from kestrel.session.protocol import StandDownTurn
 
-    turns = _table("Turns per ordinal", ("date", "ordinal", "turn", "armed", "iterations", "tokens"),
+    turns = html_table("Turns per ordinal", ("date", "ordinal", "turn", "armed", "iterations", "tokens"),
                    ("date", "ordinal", "turn", "armed"))
     plans: dict[str, str] = {}
     for d, r in zip(result.days, rep.days):
@@ -298,7 +298,7 @@ def _turns(con: Console, result: SessionResult, rep: RunReport, replayed: bool =
 def _fills(con: Console, rep: RunReport) -> None:
     # fill times in the session's zone with their own calendar date: an overnight session's
     # fill after midnight shows the next day's date
-    fills = _table("Fills", ("date", "time", "side", "qty", "price", "position", "realized", "order"),
+    fills = html_table("Fills", ("date", "time", "side", "qty", "price", "position", "realized", "order"),
                    ("date", "time", "side", "order"))
     for r in rep.days:
         for f in r.facts.fills:
@@ -312,7 +312,7 @@ def _fills(con: Console, rep: RunReport) -> None:
 
 def _trips(con: Console, rep: RunReport) -> None:
     carried = any(t.carried for r in rep.days for t in r.facts.trips)  # a column only when it says something
-    trips = _table("Round trips", ("date", "side", "qty", "entry", "entry price", "exit", "exit price",
+    trips = html_table("Round trips", ("date", "side", "qty", "entry", "entry price", "exit", "exit price",
                                    "pnl", "exit reason") + (("carried",) if carried else ()),
                    ("date", "side", "entry", "exit", "exit reason", "carried"))
     for r in rep.days:
@@ -327,7 +327,7 @@ def _trips(con: Console, rep: RunReport) -> None:
 
 
 def _notices(con: Console, rep: RunReport) -> None:
-    notes = _table("Rejections and disarms", ("date", "time", "event", "plan", "reason"),
+    notes = html_table("Rejections and disarms", ("date", "time", "event", "plan", "reason"),
                    ("date", "time", "event", "plan", "reason"))
     for r in rep.days:
         for n in r.facts.notices:
@@ -342,7 +342,7 @@ def _pnl(con: Console, result: SessionResult, rep: RunReport) -> None:
 
     currencies = sorted({d.currency for d in result.days})
     carry = any(d.summary.carried_in or d.summary.carried_out for d in result.days)
-    pnl = _table(f"PnL ({', '.join(currencies)})", ("date", "trades", "wins", "realized", "fees", "net",
+    pnl = html_table(f"PnL ({', '.join(currencies)})", ("date", "trades", "wins", "realized", "fees", "net",
                                                      "max drawdown (marked)", "orders", "fills")
                  + (("carried",) if carry else ()), ("date", "carried"))
     dec = rep.shown_decimals

@@ -14,7 +14,9 @@ arm latency the header records the setting and each turn the delay it was armed 
 replay arms every turn at the same moment; without one neither field is written. A blind run's
 header says `"blind":true` (an unblinded run writes no such field), so its replay is blind too: the
 turns (recorded as armed, in real values) are shown to the session in the blind scale and mapped
-back exactly, and the replay's capture is byte for byte the run's. Never
+back exactly, and the replay's capture is byte for byte the run's. A model run's turns record their
+calls (`calls`: model, kind, token usage; no latency, no cache hit), so a replay or report prices them
+as the run did; a turn without model usage writes no such field. Never
 recorded: the profile, the backend, the run's timestamp or anything else that differs between equivalent runs, so a `balanced` run, an
 unflagged run and runs on asyncio and trio capture byte-identical files.
 """
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import IO, Literal
+from typing import IO, Any, Literal
 
 import msgspec
 
@@ -31,7 +33,7 @@ from kestrel import lang
 from kestrel.data.source import DataSource
 from kestrel.engine.config import EngineConfig
 from kestrel.outputs import atomic_write
-from kestrel.session.protocol import AgentTurn, Supersede
+from kestrel.session.protocol import AgentTurn, Supersede, Usage
 
 CAPTURE_FORMAT = "kestrel-capture/2"
 OLD_FORMATS = ("kestrel-capture/1",)
@@ -57,6 +59,18 @@ class CaptureHeader(msgspec.Struct, frozen=True, tag="header", tag_field="record
     blind: bool | msgspec.UnsetType = msgspec.UNSET
 
 
+class TurnCall(msgspec.Struct, frozen=True, omit_defaults=True):
+    """One model call of a turn as the run made it: the evidence kind and loop iteration, the
+    model and its token usage. What a report prices (`kestrel.models.cost`); never replayed.
+    Whether the reply cache answered it is not recorded (it is in the evidence): a rerun from
+    the cache captures the very file the run that made the calls captured."""
+
+    kind: str
+    model: str
+    usage: Usage
+    iteration: int = 0
+
+
 class CapturedTurn(msgspec.Struct, frozen=True, tag="turn", tag_field="record"):
     date: str
     ordinal: str
@@ -65,6 +79,21 @@ class CapturedTurn(msgspec.Struct, frozen=True, tag="turn", tag_field="record"):
     # under an arm latency: the nanoseconds after its ordinal the turn took effect (replay arms
     # it at the same moment); written only then
     arm_delay_ns: int | msgspec.UnsetType = msgspec.UNSET
+    # the turn's model calls (`turn_calls`), written only for a turn whose calls spent tokens or
+    # were answered from the reply cache: `replay` and `report` show the run's model, tokens
+    # and dollars from them without its evidence file
+    calls: tuple[TurnCall, ...] | msgspec.UnsetType = msgspec.UNSET
+
+
+def turn_calls(evidence: Iterable[Any]) -> tuple[TurnCall, ...] | msgspec.UnsetType:
+    """The model calls among a turn's evidence records (those with a latency, and each agent
+    failure), UNSET when none spent a token (an agent that is not a model: its capture is as
+    it always was; a reply from the cache carries the recorded call's usage)."""
+    calls = tuple(TurnCall(e.kind, e.model, e.usage, e.iteration)
+                  for e in evidence if e.latency_ms is not None or e.kind == "agent-error")
+    if not any(c.usage.spend for c in calls):
+        return msgspec.UNSET
+    return calls
 
 
 CaptureLine = CaptureHeader | CapturedTurn
@@ -221,8 +250,10 @@ __all__ = [
     "CaptureHeader",
     "CaptureLine",
     "CapturedTurn",
+    "TurnCall",
     "decode_capture",
     "encode_capture",
     "read_capture",
+    "turn_calls",
     "write_capture",
 ]

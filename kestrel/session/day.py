@@ -34,7 +34,7 @@ from kestrel.market.account import AccountState, Notice
 from kestrel.market.ticks import NS_PER_S, Ticks
 from kestrel.lang import ast
 from kestrel.session.calls import Abandoned, LateReply
-from kestrel.session.capture import CapturedTurn
+from kestrel.session.capture import CapturedTurn, turn_calls
 from kestrel.session.days import SessionDay
 from kestrel.session.loop import AuthoringLoop, Done, Evidence
 from kestrel.session.options import EvidenceSink, SessionOptions, engine_config
@@ -185,7 +185,7 @@ class DayRun:
             self._record(record)
         delay = self.arm_delay_ns(i, loop)
         turn = CapturedTurn(self.day.date, self.day.ordinals[i].label, done.turn, self.agent_id,
-                            msgspec.UNSET if delay is None else delay)
+                            msgspec.UNSET if delay is None else delay, turn_calls(loop.evidence))
         self.turns.append(turn)
         if self.options.on_turn is not None:
             self.options.on_turn(turn)

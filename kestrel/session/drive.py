@@ -12,7 +12,7 @@ from kestrel.session.loop import AuthoringLoop, Done, Outcome
 from kestrel.session.protocol import Agent
 
 
-def feed(loop: AuthoringLoop, outcome: CallOutcome) -> Outcome:
+def give_outcome(loop: AuthoringLoop, outcome: CallOutcome) -> Outcome:
     """Give one call's outcome to the loop: a reply is interpreted, a failure or a timeout is
     a fail-closed stand-down (`receive_failure`) naming it and its kind."""
     if isinstance(outcome, Answered):
@@ -27,16 +27,16 @@ def author_turn(
     timeout: float | None = None,
     late: LateReplies | None = None,
 ) -> Done:
-    """Ask, feed the answer in, repeat until the loop is done. An agent exception or a call
+    """Ask, give the answer to the loop, repeat until the loop is done. An agent exception or a call
     past `timeout` seconds (blocking agents only; None = no limit) becomes a fail-closed
     stand-down with the error as the reason."""
     box = late if late is not None else LateReplies()
     request = loop.next_request()
     while True:
-        outcome = feed(loop, call_agent(agent, request, timeout=timeout, late=box, date=loop.date))
+        outcome = give_outcome(loop, call_agent(agent, request, timeout=timeout, late=box, date=loop.date))
         if isinstance(outcome, Done):
             return outcome
         request = outcome
 
 
-__all__ = ["author_turn", "feed"]
+__all__ = ["author_turn", "give_outcome"]

@@ -28,6 +28,11 @@ observes its escalation triggers (repair streak, uncertain completions, a failin
 self-correction pass, plan risk at or over a threshold) and escalates at most once, restoring
 only the displaced cap, token budget and effort. A single-shot loop (`iterative=False`)
 accepts only a terminal first reply.
+
+Over a universe (a portfolio session) the terminal reply is a module (`ModuleReply`: plans each
+ON its symbol, STANDDOWN [ON SYM], PASS) and `Done.module` carries it; its plans are assessed
+one by one (the `assess` port reads each plan's own symbol) and reviewed as one: the findings
+of every plan, each named by its plan and symbol, the level the highest of them.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from typing import Literal
 
 import msgspec
 
-from kestrel.frame.typed import TypedSnapshot
+from kestrel.frame.typed import TypedSnapshot, TypedUniverse
 from kestrel.market.instrument import Instrument
 from kestrel.frame.view import ViewError
 from kestrel.lang import ast
@@ -56,6 +61,9 @@ from kestrel.session.protocol import (
     AuthorRequest,
     AuthorStep,
     Invalid,
+    ModuleReply,
+    PassTurn,
+    PortfolioTurn,
     Reply,
     RequestView,
     StandDownTurn,
@@ -64,7 +72,7 @@ from kestrel.session.protocol import (
     Usage,
     restates,
 )
-from kestrel.session.risk import RiskAssessment, RiskBounds
+from kestrel.session.risk import Finding, RiskAssessment, RiskBounds, RiskLevel
 
 
 TRUNCATED = "uncertain: truncated at the output limit"
@@ -173,11 +181,29 @@ class LoopSettings(msgspec.Struct, frozen=True):
 
 
 class Done(msgspec.Struct, frozen=True):
-    """The loop's end: the terminal turn (the only thing for the bus and the capture)."""
+    """The loop's end: the terminal turn (the only thing for the bus and the capture). A loop
+    over a universe that ends in a module has it in `module` (`turn` is then `PassTurn()`); its
+    fail-closed stand-downs are a `StandDownTurn` as anywhere."""
 
     turn: AgentTurn
     iterations: int
     tokens_spent: int
+    module: PortfolioTurn | None = None
+
+
+def module_assessment(plans: tuple[ast.Plan, ...], assess: Callable[[ast.Plan], RiskAssessment]) -> RiskAssessment:
+    """One assessment of a module: each plan's (`assess`), its reasons and findings prefixed by
+    `plan NAME ON SYM: `, the level the highest (LOW for no plan)."""
+    level = RiskLevel.LOW
+    reasons: list[str] = []
+    findings: list[Finding] = []
+    for p in plans:
+        a = assess(p)
+        tag = f"plan {p.name} ON {p.instrument}: "
+        level = max(level, a.level)
+        reasons += [tag + r for r in a.reasons]
+        findings += [msgspec.structs.replace(f, text=tag + f.text) for f in a.findings]
+    return RiskAssessment(level, tuple(reasons), tuple(findings))
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,7 +218,9 @@ class LoopPorts:
       the default view), all rendered from the one frozen snapshot;
     - `assess(plan)`: the plan's risk assessment (`kestrel.session.risk.assess` against the
       snapshot): the one classification the self-check, the risk trigger and the bound check
-      all read (None: no review at all).
+      all read (None: no review at all);
+    - `normalize(text)`: what of the raw text to interpret (`normalize_reply` by default; a
+      universe's reply may hold several statements, `kestrel.session.ports.normalize_module`).
     """
 
     interpret: Callable[[str], Reply]
@@ -200,6 +228,7 @@ class LoopPorts:
     briefing: Callable[[object | None, Kernel], str]
     assess: Callable[[ast.Plan], RiskAssessment] | None = None
     view_errors: tuple[type[Exception], ...] = (ViewError,)
+    normalize: Callable[[str], NormalizedReply] = normalize_reply
 
 
 Outcome = AuthorRequest | Done
@@ -228,6 +257,7 @@ class AuthoringLoop:
         limits: RiskBounds | None = None,
         incumbent: ast.Plan | None = None,
         snapshot: TypedSnapshot | None = None,
+        universe: TypedUniverse | None = None,
     ) -> None:
         self.ordinal = ordinal
         self.date = date
@@ -235,6 +265,7 @@ class AuthoringLoop:
         self.limits = limits
         self.incumbent = incumbent
         self.snapshot = snapshot
+        self.universe = universe
         self._ports = ports
         self._policy = policy
         self._model = model
@@ -298,6 +329,7 @@ class AuthoringLoop:
                 instrument=self.instrument,
                 limits=self.limits,
                 snapshot=self.snapshot,
+                universe=self.universe,
             )
         return self._pending
 
@@ -314,7 +346,7 @@ class AuthoringLoop:
             )
         if reply.refusal is not None:
             return self._refused(reply)
-        norm = normalize_reply(reply.text)
+        norm = self._ports.normalize(reply.text)
         changes = list(norm.changes)
         if reply.reasoning:
             changes.insert(0, f"the provider's separate reasoning field set aside ({len(reply.reasoning)} chars)")
@@ -378,7 +410,7 @@ class AuthoringLoop:
         else:
             self._repair_streak = self._streak_views = 0
 
-        if isinstance(reply, TurnReply):
+        if isinstance(reply, (TurnReply, ModuleReply)):
             out = self._terminal_or_review(step, reply.turn, trigger)
             if isinstance(out, Done) and step.latency_ms is not None:
                 # a model call: the terminal reply's usage and latency go to the evidence too
@@ -417,7 +449,8 @@ class AuthoringLoop:
 
     # -- steps --------------------------------------------------------------------------------
 
-    def _terminal_or_review(self, step: AuthorStep, turn: AgentTurn, trigger: str | None) -> Outcome:
+    def _terminal_or_review(self, step: AuthorStep, turn: AgentTurn | PortfolioTurn,
+                            trigger: str | None) -> Outcome:
         if isinstance(turn, Supersede) and restates(turn.plan, self.incumbent):
             self.evidence.append(
                 self._record(kind="restated", usage=Usage(), latency_ms=None, exhausted=False,
@@ -425,9 +458,14 @@ class AuthoringLoop:
                                     "kept with its state (spent rules, working orders), not re-armed")
             )
             return self._end(turn, trigger)
-        if not isinstance(turn, Supersede) or self._ports.assess is None:
+        if not isinstance(turn, (Supersede, PortfolioTurn)) or self._ports.assess is None:
             return self._end(turn, trigger)
-        a = self._ports.assess(turn.plan)
+        if isinstance(turn, Supersede):
+            a = self._ports.assess(turn.plan)
+        elif turn.plans:
+            a = module_assessment(turn.plans, self._ports.assess)
+        else:
+            return self._end(turn, trigger)
         if not self._iterative:
             if a.binding:  # reported, though a single-shot agent cannot be asked again
                 self.evidence.append(
@@ -461,7 +499,7 @@ class AuthoringLoop:
             return self._non_terminal(step, "bound-check", trigger, error=error, valid=turn, risk=level)
         return self._end(turn, trigger)
 
-    def _end(self, turn: AgentTurn, trigger: str | None) -> Done:
+    def _end(self, turn: AgentTurn | PortfolioTurn, trigger: str | None) -> Done:
         if trigger is not None:
             self._escalate(trigger)
             self._flush_escalation()
@@ -512,7 +550,7 @@ class AuthoringLoop:
         trigger: str | None,
         *,
         error: str,
-        valid: Supersede | None = None,
+        valid: Supersede | PortfolioTurn | None = None,
         text: str | None = None,
         risk: str | None = None,
     ) -> Outcome:
@@ -651,7 +689,10 @@ class AuthoringLoop:
             failure=failure,
         )
 
-    def _finish(self, turn: AgentTurn) -> Done:
+    def _finish(self, turn: AgentTurn | PortfolioTurn) -> Done:
+        if isinstance(turn, PortfolioTurn):
+            self.done = Done(turn=PassTurn(), iterations=self._iteration, tokens_spent=self._spent, module=turn)
+            return self.done
         if isinstance(turn, StandDownTurn):
             # one line, so the reason survives the capture → replay round trip unchanged
             turn = StandDownTurn(" ".join(turn.reason.split()))
@@ -671,4 +712,5 @@ __all__ = [
     "LoopSettings",
     "Outcome",
     "cut_message",
+    "module_assessment",
 ]

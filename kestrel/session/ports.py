@@ -5,12 +5,18 @@ briefing text, view resolution and the plan's risk assessment (the one classific
 self-check, the risk trigger and the bound check read: `kestrel.session.risk.assess`, with the
 snapshot's quote, account and condition probe) all read the one frozen snapshot, so a re-ask
 after a view request sees the SAME market.
+
+`universe_ports` are the same ports over a frozen universe (`kestrel.frame.universe`): the
+reply is read as a module (`interpret_module`: PLANs each ON its symbol, STANDDOWN [ON SYM],
+PASS, or one VIEW), the briefing is `universe_briefing` (its RULES pane with the account's
+bounds) in the view asked for, views resolve with `resolve_universe_view` (per-symbol panes
+name a member), and each plan is assessed against its own symbol's snapshot, lot and bounds.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import msgspec
 
@@ -27,7 +33,21 @@ from kestrel.market.ticks import NS_PER_S
 from kestrel.lang import ast
 from kestrel.session.loop import Kernel, LoopPorts
 from kestrel.frame.blind import Blind
-from kestrel.session.protocol import Reply, Supersede, TurnReply, interpret_reply
+from kestrel.frame.universe import UniverseSnapshot
+from kestrel.frame.universe_view import resolve_universe_view, universe_briefing
+from kestrel.lang import GRAMMAR_SUMMARY
+from kestrel.lang.errors import LangError
+from kestrel.session.normalize import NormalizedReply, normalize_reply
+from kestrel.session.protocol import (
+    Invalid,
+    ModuleReply,
+    PortfolioTurn,
+    Reply,
+    RequestView,
+    Supersede,
+    TurnReply,
+    interpret_reply,
+)
 from kestrel.session.risk import Touch, RiskAssessment, RiskBounds, assess
 
 
@@ -165,4 +185,140 @@ def snapshot_ports(
     )
 
 
-__all__ = ["interpret", "last_price", "probe", "session_limits", "snapshot_ports"]
+MAX_PLANS = 100  # plans in one turn of a universe (one per symbol)
+TURN_LIMITS = lang.Limits(max_statements=MAX_PLANS + 1, max_document_chars=400_000)
+"""The language bounds of one reply over a universe: a plan per symbol and one more statement."""
+
+
+UNIVERSE_GRAMMAR = (GRAMMAR_SUMMARY.replace("One statement:", "PLANs, one per symbol, each ON it; or one VIEW:", 1)
+                    .replace("PLAN name UNTIL", "PLAN name ON SYM UNTIL", 1)
+                    .replace('STANDDOWN "why"', 'STANDDOWN [ON SYM] "why"', 1))
+"""The REPLY kernel pane over a universe: the language's summary, its plans ON a symbol."""
+
+
+def interpret_module(text: str, symbols: Sequence[str], lots: Mapping[str, float] | None = None,
+                     limits: lang.Limits = TURN_LIMITS) -> Reply:
+    """`text` as a reply over a universe of `symbols`: one VIEW (`RequestView`), or a module
+    (`ModuleReply`): PLANs each ON a symbol (one per symbol; a plan without ON is an error
+    naming the fix unless the universe has one symbol), each checked against its symbol's lot
+    (`lots`, default 1), `STANDDOWN` (every symbol), `STANDDOWN ON SYM` and `PASS`; anything
+    else is `Invalid` with a one-line error or the language's repair text."""
+    body = text.strip()
+    if not body:
+        return Invalid("empty reply: answer with PLANs (each ON a symbol), STANDDOWN, PASS or one VIEW")
+    lot_of = dict(lots or {})
+    try:
+        node = lang.parse(body, limits, lot=min(lot_of.values(), default=1.0), symbols=tuple(symbols))
+    except LangError as exc:
+        return Invalid(str(exc).strip() or "the reply does not parse")
+    if isinstance(node, ast.View):
+        return RequestView(view_text=body, reason=node.name, view=node)
+    statements = node.statements if isinstance(node, ast.Module) else (node,)
+    plans: list[ast.Plan] = []
+    downs: list[str] = []
+    seen: set[str] = set()
+    all_down: str | None = None
+    for st in statements:
+        if isinstance(st, ast.Plan):
+            sym = st.instrument
+            if sym is None:
+                if len(symbols) != 1:
+                    return Invalid(f"plan {st.name} has no ON: in a universe each plan names its symbol, "
+                                   f"e.g. PLAN {st.name} ON {symbols[0]}")
+                sym = symbols[0]
+                st = msgspec.structs.replace(st, instrument=sym)
+            if sym not in symbols:
+                return Invalid(f"plan {st.name} is ON {sym}, not a symbol of the universe ({', '.join(symbols)})")
+            if sym in seen:
+                return Invalid(f"two plans ON {sym}: one plan per symbol")
+            diags = lang.check(st, limits, lot=lot_of.get(sym, 1.0), symbols=tuple(symbols))
+            if diags:
+                return Invalid(f"plan {st.name} ON {sym}: {diags[0].message}")
+            seen.add(sym)
+            plans.append(st)
+        elif isinstance(st, ast.StandDown):
+            if st.instrument is None:
+                all_down = st.reason or "stand down requested by the agent"
+            elif st.instrument not in symbols:
+                return Invalid(f"STANDDOWN ON {st.instrument}: not a symbol of the universe ({', '.join(symbols)})")
+            else:
+                downs.append(st.instrument)
+        elif isinstance(st, ast.Pass):
+            continue
+        else:
+            return Invalid("a VIEW goes alone in its reply: send the VIEW, then PLANs, STANDDOWN or PASS "
+                           "once its panes are in the briefing")
+    if len(plans) > MAX_PLANS:
+        return Invalid(f"{len(plans)} plans: at most {MAX_PLANS} in one reply")
+    return ModuleReply(PortfolioTurn(tuple(plans), tuple(downs), all_down))
+
+
+def normalize_module(text: str) -> NormalizedReply:
+    """`normalize_reply` for a reply that may hold several statements (a module): `<think>`
+    blocks and fences are stripped as for one statement, and prose around one statement too;
+    a reply of several statements keeps its lines (prose among them is the parser's to
+    report)."""
+    norm = normalize_reply(text)
+    if norm.error is None:
+        return norm
+    return normalize_reply(text, is_statement=lambda block: False)
+
+
+def _touch(snapshot: FrozenSnapshot) -> Touch | None:
+    t = snapshot.ticks
+    return Touch(float(t.bid[-1]), float(t.ask[-1])) if len(t) else None
+
+
+def _budget_text(kernel: Kernel, single: str) -> str:
+    if not kernel.iterative:
+        return f"single-shot: reply with {single}"
+    return f"{kernel.iterations_left} view requests or repairs left, {kernel.tokens_left} tokens left"
+
+
+def universe_ports(
+    snapshot: UniverseSnapshot,
+    ordinal: Ordinal,
+    *,
+    bounds: Mapping[str, RiskBounds],
+    catalog: PaneCatalog = DEFAULT_CATALOG,
+    allowed_panes: Sequence[str] | None = None,
+    default_text: Callable[[], str] | None = None,
+) -> LoopPorts:
+    """Ports for one ordinal's loop over a universe, all reading `snapshot` (see the module
+    docstring). `bounds` are each symbol's operator bounds (its lot, multiplier, tick and
+    maxpos: what its plan is checked and assessed against). `default_text`, when given, renders
+    the default view's text instead of the frame's default universe view (its BUDGET line
+    appended); a view asked for is the frame's either way."""
+    allowed = None if allowed_panes is None else tuple(allowed_panes)
+    shown = catalog if allowed is None else catalog.only(allowed)
+    symbols = snapshot.symbols
+    lots = {s: float(bounds[s].lot_size) if s in bounds else 1.0 for s in symbols}
+    members = dict(zip(symbols, snapshot.members))
+
+    def resolve(view: ast.View) -> object:
+        if allowed is not None:
+            banned = [p.name for p in view.panes if p.name not in allowed and p.name in catalog]
+            if banned:
+                raise ViewError(view.name, [f"pane {banned[0]!r} is not allowed in this mode; "
+                                            f"allowed panes: {', '.join(allowed)}"])
+        return resolve_universe_view(view, snapshot, ordinal, catalog)
+
+    def render(view: object | None, kernel: Kernel) -> str:
+        budget = _budget_text(kernel, "PLANs each ON a symbol, STANDDOWN or PASS")
+        chosen = view if isinstance(view, ResolvedView) else None
+        if chosen is None and default_text is not None:
+            return f"{default_text()}\nBUDGET {budget}"
+        return universe_briefing(snapshot, ordinal, chosen, {"budget": budget, "grammar": UNIVERSE_GRAMMAR}, shown)
+
+    def risk(plan: ast.Plan) -> RiskAssessment:
+        sym = plan.instrument or symbols[0]
+        m = members[sym]
+        return assess(plan, reference=last_price(m), bounds=bounds.get(sym, RiskBounds()), quote=_touch(m),
+                      account=m.account, probe=lambda c: probe(m, c))
+
+    return LoopPorts(interpret=lambda text: interpret_module(text, symbols, lots), resolve_view=resolve,
+                     briefing=render, assess=risk, normalize=normalize_module)
+
+
+__all__ = ["MAX_PLANS", "TURN_LIMITS", "UNIVERSE_GRAMMAR", "interpret", "interpret_module", "last_price", "normalize_module", "probe", "session_limits",
+           "snapshot_ports", "universe_ports"]

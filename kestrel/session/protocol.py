@@ -16,7 +16,7 @@ from typing import ClassVar, Protocol, TypeAlias, runtime_checkable
 
 import msgspec
 
-from kestrel.frame.typed import TypedSnapshot
+from kestrel.frame.typed import TypedSnapshot, TypedUniverse
 from kestrel.market.instrument import Instrument
 from kestrel.lang import ast
 from kestrel.lang import format_ast
@@ -62,6 +62,16 @@ class PassTurn(msgspec.Struct, frozen=True, tag="pass", tag_field="kind"):
 AgentTurn: TypeAlias = Supersede | StandDownTurn | PassTurn
 
 
+class PortfolioTurn(msgspec.Struct, frozen=True):
+    """The terminal turn of a universe (a portfolio session): `plans` (each ON its symbol, one
+    per symbol, in the reply's order) supersede their symbols' incumbents; `stand_down` symbols
+    stand down; `all_down` (a reason) stands every symbol down first. Nothing at all is a PASS."""
+
+    plans: tuple[ast.Plan, ...] = ()
+    stand_down: tuple[str, ...] = ()
+    all_down: str | None = None
+
+
 # ------------------------------------------------------------------------------------------
 # Replies (what one agent answer means)
 
@@ -70,6 +80,13 @@ class TurnReply(msgspec.Struct, frozen=True, tag="turn", tag_field="kind"):
     """A terminal reply: it ends the authoring loop."""
 
     turn: AgentTurn
+
+
+class ModuleReply(msgspec.Struct, frozen=True, tag="module", tag_field="kind"):
+    """A terminal reply over a universe (a module of plans, STANDDOWN [ON SYM], PASS): it ends
+    the authoring loop with `turn`."""
+
+    turn: PortfolioTurn
 
 
 class RequestView(msgspec.Struct, frozen=True, tag="request_view", tag_field="kind"):
@@ -86,7 +103,7 @@ class Invalid(msgspec.Struct, frozen=True, tag="invalid", tag_field="kind"):
     error: str
 
 
-Reply: TypeAlias = TurnReply | RequestView | Invalid
+Reply: TypeAlias = TurnReply | ModuleReply | RequestView | Invalid
 
 
 class AuthorStep(msgspec.Struct, frozen=True):
@@ -146,6 +163,8 @@ class AuthorRequest(msgspec.Struct, frozen=True):
     # past them has its orders rejected (None: not known to the caller)
     limits: RiskBounds | None = None
     snapshot: TypedSnapshot | None = None
+    # a universe's facts typed (`kestrel.frame.typed_universe`), in a portfolio session
+    universe: TypedUniverse | None = None
 
 
 @runtime_checkable
@@ -254,8 +273,10 @@ __all__ = [
     "CheckFn",
     "Invalid",
     "LANGUAGE_ERRORS",
+    "ModuleReply",
     "ParseFn",
     "PassTurn",
+    "PortfolioTurn",
     "Reply",
     "RequestView",
     "StandDownTurn",

@@ -155,7 +155,7 @@ def run_session(
     by default."""
     if isinstance(data, Universe):
         return run_portfolio(data, agent, bounds or PortfolioBounds(capital=DEFAULT_CAPITAL), options,
-                             date=date, days=days)
+                             date=date, days=days, sink=sink, agent_timeout=agent_timeout)
     plan = session_days(data, options, date, days)
     late = LateReplies()
     engine_config(options, data)  # a multiplier conflict fails before anything runs

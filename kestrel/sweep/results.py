@@ -1,7 +1,9 @@
 """The sweep's results table: one row per run, in the grid's order, as CSV and Parquet.
 
 Columns: the run (key, agent, model, profile, data, data_sha256, dates, checkpoints, repeat,
-seed, temperature, arm_latency: `measured`, the seconds, or empty when off), every metric of `kestrel.report.Metrics` (`cost_usd`: the model's dollars),
+seed, temperature, arm_latency: `measured`, the seconds, or empty when off; blind: whether the
+run was in blind mode; news: the news file's name and the first 12 hex digits of its SHA-256,
+`NAME@SHA`, or empty without one), every metric of `kestrel.report.Metrics` (`cost_usd`: the model's dollars),
 the currency of its PnL and `net_of_cost` (net PnL minus the model's dollars; empty unless the
 PnL is in USD), the equal-size buy-and-hold of its sessions (`buy_and_hold_net_pnl`,
 `buy_and_hold_return_on_risk`: from the data and the execution model alone, the reference
@@ -32,7 +34,7 @@ from kestrel.report.stats import SessionRecord
 from kestrel.sweep.worker import BASELINE_METRICS, RESULT, SESSIONS, SessionsFile
 
 RUN_COLUMNS = ("key", "agent", "model", "profile", "data", "data_sha256", "dates", "checkpoints", "repeat", "seed",
-               "temperature", "arm_latency")
+               "temperature", "arm_latency", "blind", "news")
 BASELINE_COLUMNS = tuple(f"buy_and_hold_{m}" for m in BASELINE_METRICS)
 COLUMNS: tuple[str, ...] = (RUN_COLUMNS + tuple(Metrics.__struct_fields__) + ("currency", "net_of_cost")
                             + BASELINE_COLUMNS + ("leakage", "leakage_note", "spending_cap", "ledger_sha256",
@@ -175,10 +177,11 @@ def write_tables(out: Path, rows: Sequence[dict[str, Any]]) -> list[str]:
 def _schema(pa: Any) -> Any:
     ints = {"periods_per_year", "max_drawdown_ts", "trades", "wins", "losses", "orders", "fills", "rejections",
             "disarms", "tokens", "repeat", "seed"}
-    strs = (set(RUN_COLUMNS) - {"repeat", "seed", "temperature"}) | {"currency", "leakage", "leakage_note",
+    strs = (set(RUN_COLUMNS) - {"repeat", "seed", "temperature", "blind"}) | {"currency", "leakage", "leakage_note",
                                                                      "spending_cap", "ledger_sha256", "failure",
                                                                      "error"}
-    fields = [pa.field(c, pa.string() if c in strs else pa.int64() if c in ints else pa.float64()) for c in COLUMNS]
+    fields = [pa.field(c, pa.bool_() if c == "blind" else pa.string() if c in strs else pa.int64() if c in ints
+                       else pa.float64()) for c in COLUMNS]
     return pa.schema(fields)
 
 

@@ -101,7 +101,7 @@ def plan_tasks(specs: Sequence[SweepRun], out: Path, data_loader: DataLoader) ->
         af = agent_file(s.agent)
         news = file_sha256(s.news) if s.news is not None else None
         tasks.append(RunTask(s, run_key(s, shas[s.data], file_sha256(af) if af else None, news), str(out),
-                             shas[s.data]))
+                             shas[s.data], news))
     return tasks
 
 

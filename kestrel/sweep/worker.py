@@ -76,6 +76,7 @@ class RunTask(msgspec.Struct, frozen=True):
     key: str
     out: str  # the sweep directory
     data_sha256: str
+    news_sha256: str | None = None  # the news file's, when the run has one (in the key too)
 
 
 class SessionsFile(msgspec.Struct, frozen=True):
@@ -116,7 +117,16 @@ def row_base(task: RunTask) -> dict[str, Any]:
             "data_sha256": task.data_sha256, "dates": ",".join(s.dates), "checkpoints": ",".join(s.checkpoints),
             "repeat": s.repeat, "seed": s.seed, "temperature": s.temperature,
             "arm_latency": None if s.arm_latency is None else s.arm_latency if isinstance(s.arm_latency, str)
-            else f"{s.arm_latency:g}"}
+            else f"{s.arm_latency:g}",
+            "blind": s.blind, "news": news_label(s.news, task.news_sha256)}
+
+
+def news_label(path: str | None, sha256: str | None) -> str | None:
+    """A run's news file as the results table names it: `NAME@SHA` (the file's name and the
+    first 12 hex digits of its SHA-256), None without one."""
+    if path is None:
+        return None
+    return f"{os.path.basename(path)}@{(sha256 or '')[:12]}" if sha256 else os.path.basename(path)
 
 
 def _effort(agent: str) -> str | None:

@@ -12,6 +12,8 @@ in declaration order, shortest round-trip floats): two runs compare by bytes.
 
 from __future__ import annotations
 
+from array import array
+from collections.abc import Iterable, Iterator
 from typing import TypeAlias
 
 import msgspec
@@ -71,44 +73,75 @@ _STAMP = msgspec.json.Decoder(_Stamp)
 
 
 class PortfolioLedger:
-    """An append-only list of (symbol or None, event) with the canonical JSON lines."""
+    """An append-only ledger of (symbol or None, event), held as its canonical JSON lines: each
+    event is encoded when it is appended, into one byte buffer (with the end of every line), so
+    a run of a million events holds bytes, not objects; `entries` and iteration decode them."""
 
-    __slots__ = ("entries",)
+    __slots__ = ("_data", "_ends")
 
-    def __init__(self, entries: list[tuple[str | None, PortfolioEvent]] | None = None) -> None:
-        self.entries: list[tuple[str | None, PortfolioEvent]] = [] if entries is None else entries
+    def __init__(self, entries: Iterable[tuple[str | None, PortfolioEvent]] | None = None) -> None:
+        self._data = bytearray()
+        self._ends = array("q")
+        for symbol, event in entries or ():
+            self.append(symbol, event)
 
     def __len__(self) -> int:
-        return len(self.entries)
+        return len(self._ends)
 
     def append(self, symbol: str | None, event: PortfolioEvent) -> None:
-        self.entries.append((symbol, event))
+        """Append one line: `{"symbol":...,` + the event's JSON, or the event alone."""
+        body = _ENCODER.encode(event)
+        data = self._data
+        if symbol is None:
+            data += body
+        else:
+            data += b'{"symbol":'
+            data += _ENCODER.encode(symbol)
+            data += b","
+            data += memoryview(body)[1:]
+        data += b"\n"
+        self._ends.append(len(data))
+
+    def truncate(self, n: int) -> None:
+        """Keep the first `n` lines."""
+        if n < len(self._ends):
+            del self._data[(self._ends[n - 1] if n else 0):]
+            del self._ends[n:]
 
     def to_jsonl(self) -> bytes:
         """One line per event: `{"symbol":...,` + the event's JSON, or the event alone."""
-        enc = _ENCODER.encode
-        out: list[bytes] = []
-        for symbol, event in self.entries:
-            body = enc(event)
-            out.append(body if symbol is None else b'{"symbol":' + enc(symbol) + b"," + body[1:])
-        return b"".join(line + b"\n" for line in out)
+        return bytes(self._data)
+
+    def __iter__(self) -> Iterator[tuple[str | None, PortfolioEvent]]:
+        """The (symbol or None, event) pairs in order, decoded one at a time."""
+        data = memoryview(self._data)
+        start = 0
+        for end in self._ends:
+            line = data[start:end]
+            start = end
+            yield _STAMP.decode(line).symbol, _DECODER.decode(line)
+
+    @property
+    def entries(self) -> list[tuple[str | None, PortfolioEvent]]:
+        """Every (symbol or None, event), decoded."""
+        return list(self)
 
     @classmethod
     def from_jsonl(cls, data: bytes) -> PortfolioLedger:
-        entries: list[tuple[str | None, PortfolioEvent]] = []
+        out = cls()
         for line in data.splitlines():
             if line.strip():
-                entries.append((_STAMP.decode(line).symbol, _DECODER.decode(line)))
-        return cls(entries)
+                out.append(_STAMP.decode(line).symbol, _DECODER.decode(line))
+        return out
 
     def of(self, symbol: str) -> Ledger:
         """`symbol`'s own engine events (its ticks counted since the run started), in order."""
-        return Ledger([e for s, e in self.entries  # type: ignore[misc]
+        return Ledger([e for s, e in self  # type: ignore[misc]
                        if s == symbol and not isinstance(e, (SplitApplied, DividendPaid))])
 
     def accounts(self) -> list[AccountMark]:
         """The `account` marks, in order (the portfolio's equity series)."""
-        return [e for _, e in self.entries if isinstance(e, AccountMark)]
+        return [e for _, e in self if isinstance(e, AccountMark)]
 
 
 __all__ = ["AccountMark", "DividendPaid", "PortfolioEvent", "PortfolioLedger", "SplitApplied"]

@@ -30,8 +30,8 @@ dict-order leak (symbols in universe order everywhere).
 
 from __future__ import annotations
 
-import copy
 import math
+from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -134,7 +134,7 @@ class PortfolioEngine:
         then every symbol's engine with its carry."""
         if self.session is not None:
             raise ValueError("close the open session first (close_session)")
-        self._start = _Start(session, dict(self._carries), copy.deepcopy(self.funds), len(self.ledger),
+        self._start = _Start(session, dict(self._carries), self.funds.copy(), len(self.ledger),
                              dict(self._last_touch), dict(self._realized), dict(self._fees), dict(self._standing))
         self._log = []
         self._force_reference = False
@@ -143,15 +143,20 @@ class PortfolioEngine:
     def _open(self, session: SessionSpec) -> None:
         self.session = session
         self.down = ""
-        self._msym, self._midx, self._mts = _merged(self.universe, session)
+        self._msym, self._midx, self._mts, where = _merged(self.universe, session)
         n = len(self._msym)
         self._runs = np.append(np.flatnonzero(np.diff(self._msym)) + 1, n).astype(np.int64)
         self._mpos: dict[str, I64] = {}
         self._ticks: dict[str, Ticks] = {}
         open_ns, close_ns = session.open_ns, session.close_ns
         for k, s in enumerate(self.symbols):
-            self._mpos[s] = np.flatnonzero(self._msym == k)
+            self._mpos[s] = where[k]
             self._ticks[s] = _session_ticks(self._members[s].data.ticks, open_ns, close_ns)
+        # the account's reads, as lists (a bisect and two list reads per touch)
+        self._msym_l: list[int] = self._msym.tolist()
+        self._mpos_l = {s: p.tolist() for s, p in self._mpos.items()}
+        self._bid_l = {s: t.bid.tolist() for s, t in self._ticks.items()}
+        self._ask_l = {s: t.ask.tolist() for s, t in self._ticks.items()}
         self._cursor = 0
         self._vkey = -1  # the merged position the account's values were last read at
         self._fed = {s: 0 for s in self.symbols}
@@ -387,8 +392,8 @@ class PortfolioEngine:
         assert start is not None
         log = self._log
         self._carries = dict(start.carries)
-        self.funds = copy.deepcopy(start.funds)
-        del self.ledger.entries[start.ledger_len:]
+        self.funds = start.funds.copy()
+        self.ledger.truncate(start.ledger_len)
         self._last_touch = dict(start.last_touch)
         self._realized, self._fees = dict(start.realized), dict(start.fees)
         self._standing = dict(start.standing)
@@ -417,7 +422,8 @@ class PortfolioEngine:
 
     # ------------------------------------------------------------------ the account
     def _gate(self, s: str) -> Callable[[int, int, float, int], str]:
-        lot = exact(self.configs[s].lot_size)
+        lot_ = exact(self.configs[s].lot_size)
+        lot: Fraction | int = lot_.numerator if lot_.denominator == 1 else lot_
         pos = self._mpos[s]
 
         def gate(side: int, lots: int, price: float, index: int) -> str:
@@ -437,8 +443,8 @@ class PortfolioEngine:
         self._vkey = key
         if key == last:
             return set()
-        ranks = np.unique(self._msym[last + 1: key + 1])
-        return {self.symbols[int(k)] for k in ranks}
+        symbols = self.symbols
+        return {symbols[k] for k in set(self._msym_l[last + 1: key + 1])}
 
     def _equity(self, s: str) -> Callable[[int], Fraction]:
         """The account's equity at `s`'s tick `index` (for entries sized by a share of it)."""
@@ -457,11 +463,10 @@ class PortfolioEngine:
     def _touch(self, s: str, key: int) -> tuple[float, float]:
         """`s`'s touch at merged position `key` of the session: its last tick at or before it,
         else the last touch of an earlier session."""
-        j = int(np.searchsorted(self._mpos[s], key, side="right")) - 1
+        j = bisect_right(self._mpos_l[s], key) - 1
         if j < 0:
             return self._last_touch[s]
-        t = self._ticks[s]
-        return float(t.bid[j]), float(t.ask[j])
+        return self._bid_l[s][j], self._ask_l[s][j]
 
     def _take(self, s: str, command: bool = False) -> None:
         """Consume `s`'s new engine events into the account and the ledger: those of a run at
@@ -479,7 +484,7 @@ class PortfolioEngine:
         self._done[s] = len(events)
 
     def _consume(self, s: str, ev: LedgerEvent, key: int, tick: int) -> None:
-        self.funds.consume(s, ev, self._touch(s, key))
+        self.funds.consume(s, ev, self._touch(s, key) if isinstance(ev, OrderPlaced) else _NO_TOUCH)
         self.ledger.append(s, msgspec.structs.replace(ev, tick=ev.tick + self._tick_off[s]) if self._tick_off[s] else ev)
         if isinstance(ev, Filled):
             self._filled.add(s)
@@ -491,20 +496,20 @@ class PortfolioEngine:
 
     def _account_mark(self, key: int, tick: int, ts: int) -> None:
         f = self.funds
-        equity, gross, net, n_open = f.figures(self._touch_at(key), self._changed(key))
-        self.ledger.append(None, AccountMark(self._merged_off + max(tick, 0), ts, f.amount(f.cash),
-                                             f.amount(equity), f.amount(gross), f.amount(net), n_open))
+        equity, gross, net, n_open = f.marks(self._touch_at(key), self._changed(key))
+        self.ledger.append(None, AccountMark(self._merged_off + max(tick, 0), ts, f.shown(f.cash_n),
+                                             f.shown(equity), f.shown(gross), f.shown(net), n_open))
         self._check_loss(key, equity)
 
-    def _check_loss(self, key: int, equity: Fraction | None = None) -> None:
+    def _check_loss(self, key: int, equity: int | None = None) -> None:
         """The portfolio's session maxloss against the equity at merged position `key`."""
         loss = self.bounds.session_maxloss
         if loss is None or self.down:
             return
         f = self.funds
         if equity is None:
-            equity = f.equity(self._touch_at(key), self._changed(key))
-        if equity <= f.open_equity - exact(loss):
+            equity = f.marks(self._touch_at(key), self._changed(key))[0]
+        if f.loss_reached(equity, loss):  # (equity over the account's denominator)
             self._breach = True
 
     def state(self) -> PortfolioState:
@@ -552,7 +557,7 @@ def _units(lots: int, cfg: EngineConfig) -> int | float:
     return lots if cfg.lot_size == 1 else units_of(lots, cfg.lot_size)
 
 
-def _units_exact(x: Fraction) -> int | float:
+def _units_exact(x: Fraction | int) -> int | float:
     return x.numerator if x.denominator == 1 else float(x)
 
 
@@ -561,9 +566,10 @@ def _session_ticks(ticks: Ticks, open_ns: int, close_ns: int) -> Ticks:
     return ticks.slice(ticks.index_at(open_ns, side="left"), ticks.index_at(close_ns, side="right"))
 
 
-def _merged(universe: Universe, session: SessionSpec) -> tuple[I64, I64, I64]:
+def _merged(universe: Universe, session: SessionSpec) -> tuple[I64, I64, I64, list[I64]]:
     """The session's merged order: (symbol rank, index within the symbol's session ticks, ts)
-    per merged position, by (ts, rank, index)."""
+    per merged position, by (ts, rank, index); and per member the merged positions of its
+    session ticks, in order."""
     ranks, idxs, tss = [], [], []
     open_ns, close_ns = session.open_ns, session.close_ns
     for k, m in enumerate(universe.members):
@@ -573,7 +579,11 @@ def _merged(universe: Universe, session: SessionSpec) -> tuple[I64, I64, I64]:
         tss.append(np.asarray(t.ts, dtype=np.int64))
     rank, idx, ts = np.concatenate(ranks), np.concatenate(idxs), np.concatenate(tss)
     order = np.lexsort((idx, rank, ts))
-    return rank[order], idx[order], ts[order]
+    at = np.empty(order.size, dtype=np.int64)
+    at[order] = np.arange(order.size, dtype=np.int64)  # the merged position of each concatenated tick
+    ends = np.cumsum([r.size for r in ranks])
+    where = [at[e - r.size: e] for e, r in zip(ends.tolist(), ranks)]
+    return rank[order], idx[order], ts[order], where
 
 
 def run_universe(universe: Universe, configs: Mapping[str, EngineConfig], bounds: PortfolioBounds,

@@ -54,7 +54,7 @@ from kestrel.session.calls import (
 )
 from kestrel.session.capture import CapturedTurn
 from kestrel.session.day import DayDriver
-from kestrel.session.drive import feed
+from kestrel.session.drive import give_outcome
 from kestrel.session.loop import AuthoringLoop, Done
 from kestrel.session.protocol import Agent
 from kestrel.session.runner import (
@@ -109,7 +109,7 @@ class DriverActor(Actor[RunSession]):
         return results
 
     async def _author(self, loop: AuthoringLoop) -> Done:
-        """Ask, feed the call's outcome in, repeat until the loop is done. The agent actor
+        """Ask, give the call's outcome to the loop, repeat until the loop is done. The agent actor
         enforces the timeout per call (an abandoned call never delays the next one)."""
         request = loop.next_request()
         while True:
@@ -121,7 +121,7 @@ class DriverActor(Actor[RunSession]):
                 return loop.receive_failure(describe(exc.error))
             if not isinstance(outcome, (Answered, Failed, TimedOut)):
                 raise TypeError(f"the agent actor answered {type(outcome).__name__}")
-            out = feed(loop, outcome)
+            out = give_outcome(loop, outcome)
             if isinstance(out, Done):
                 return out
             request = out

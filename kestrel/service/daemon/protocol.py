@@ -262,7 +262,7 @@ class Reassembler:
         self._parts: list[bytes] = []
         self._size = 0
 
-    def feed(self, params: Any) -> bytes | None:
+    def take(self, params: Any) -> bytes | None:
         """Take one part's params; the whole line once the last part is in, else None.
         Raises ValueError for parts out of order or a message over `max_bytes`."""
         part = msgspec.convert(params, Part)

@@ -1,4 +1,4 @@
-"""The broker kernel's seams: no code is generated as text, the loops drive `broker.Broker`
+"""The broker's seams: no code is generated as text, the loops drive `broker.Broker`
 through its public surface (no other module writes its state), and rule states are the named
 `RuleState`s."""
 
@@ -79,8 +79,8 @@ def test_the_account_shows_the_broker_orders_as_frame_working_orders() -> None:
 KERNEL_STATE = {"rule_states", "remaining", "best", "orders", "book", "env"}
 
 
-def kernel_writes(source: str) -> list[str]:
-    """Assignments (plain, augmented, subscripted) to the kernel's state through another
+def broker_writes(source: str) -> list[str]:
+    """Assignments (plain, augmented, subscripted) to the broker's state through another
     object: `x.best = ...`, `x.rule_states[j] = ...`, `states[j] = ...` (the rule states the
     loops hold)."""
     found: list[str] = []
@@ -103,16 +103,16 @@ def kernel_writes(source: str) -> list[str]:
     return found
 
 
-def test_only_the_kernel_changes_its_state() -> None:
+def test_only_the_broker_changes_its_state() -> None:
     """The loops fire and re-arm rules through `Broker.fire` and `Broker.rearm`; no other
-    module writes the kernel's rule states, orders or envelope."""
+    module writes the broker's rule states, orders or envelope."""
     engine_dir = ROOT / "kestrel" / "engine"
     for path in sorted(engine_dir.glob("*.py")):
         if path.name in ("broker.py", "orders.py", "book.py"):
             continue
-        assert kernel_writes(path.read_text()) == [], path.name
+        assert broker_writes(path.read_text()) == [], path.name
 
 
-def test_the_write_scan_catches_kernel_writes() -> None:
-    assert kernel_writes("o.best = max(o.best, 1.0)\nR[r] = 1\nb.rule_states[0] = 2\nself.best = 0") == [
+def test_the_write_scan_catches_broker_writes() -> None:
+    assert broker_writes("o.best = max(o.best, 1.0)\nR[r] = 1\nb.rule_states[0] = 2\nself.best = 0") == [
         "o.best", "R[r]", "b.rule_states[0]"]
