@@ -28,7 +28,8 @@ from kestrel.engine.history import Tick, TickHistory, accepted, ticks_of
 from kestrel.engine.ledger import Ledger, LedgerEvent
 from kestrel.engine.money import Money
 from kestrel.engine.orders import BrokerOrder, TickGrid
-from kestrel.engine.plans import PlanError, checked, clock_base_ns, fast_blocker, longest_lookback
+from kestrel.engine.plans import (PlanError, checked, clock_base_ns, fast_blocker, localized, longest_lookback,
+                                  symbol_reads)
 from kestrel.market.account import AccountState
 from kestrel.market.session import SessionSpec
 from kestrel.market.ticks import NS_PER_S, Ticks
@@ -114,6 +115,8 @@ class Engine:
         self.arm_tick = 0
         self.fast_policy = FastPolicy()
         self.fast_stats = FastStats()  # how the last vectorized batch was spent
+        # the other symbols a plan may read (their grid units): a portfolio run's members
+        self.peers: dict[str, float] = {}
         # the broker: orders, position and money, step, fire, risk, envelope
         self.broker = Broker(self.config, session, self.grid, self.money, self.ledger, carry)
 
@@ -190,7 +193,14 @@ class Engine:
         built in code skips msgspec's validation) and run through the language checker; a
         plan that fails either is refused (`PlanError`). The plan's RISK bounds only tighten
         the operator's (`EngineConfig`): each effective bound is the smaller of the two."""
-        plan = checked(plan, self.config.lot_size)
+        plan = localized(checked(plan, self.config.lot_size), self.instrument)
+        others = [s for s in symbol_reads(plan) if s not in self.peers]
+        if others:
+            raise PlanError(
+                f"plan {plan.name!r} reads {others[0]}, which this run does not hold"
+                + (f" (its symbols: {', '.join([self.instrument, *sorted(self.peers)])})" if self.peers
+                   else f": a session of {self.instrument} alone reads no other symbol; run a portfolio "
+                        f"session whose universe holds {others[0]}"))
         if plan.instrument is not None and plan.instrument != self.instrument:
             raise PlanError(
                 f"plan {plan.name!r} trades {plan.instrument} but this engine runs "
@@ -208,7 +218,8 @@ class Engine:
             )
         mark = len(self.ledger)
         broker = self.broker
-        evaluation = reference.Evaluation(plan, self.session, self.grid.units, self.clock_base_ns, broker)
+        evaluation = reference.Evaluation(plan, self.session, self.grid.units, self.clock_base_ns, broker,
+                                          self.peers)
         now = broker.now_ns if at_ns is None else max(broker.now_ns, int(at_ns))
         if broker.armed:
             broker.disarm(f"superseded by {plan.name}", ts=now)
@@ -334,6 +345,6 @@ class Engine:
         the plan's arming)."""
         assert self.plan is not None
         self.evaluation = reference.Evaluation(self.plan, self.session, self.grid.units,
-                                               self.clock_base_ns, self.broker)
+                                               self.clock_base_ns, self.broker, self.peers)
         reference.warm(self.evaluation, self.history.view().slice(0, upto), self.arm_tick)
         self.indicators_stale = False

@@ -16,6 +16,7 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import lru_cache
 from typing import TypeVar
 
@@ -30,6 +31,7 @@ from kestrel.lang.registry import DEFINITIONS, Definition
 
 ACCOUNT_SERIES = frozenset({"pos", "upnl", "rpnl", "pnl"})
 T = TypeVar("T")
+E = TypeVar("E")
 
 
 class PlanError(ValueError):
@@ -99,9 +101,59 @@ def bind(call: ast.Call) -> tuple[Definition, Arguments]:
         raise PlanError(str(exc)) from None
 
 
+def own_walk(*roots: ast.Expr | None) -> Iterator[ast.Expr]:
+    """Every expression under `roots` that reads the plan's own symbol: `ast.walk` stopping at
+    a cross-symbol read (which is yielded, its read not)."""
+    stack = [root for root in roots if root is not None]
+    while stack:
+        expr = stack.pop()
+        yield expr
+        if not isinstance(expr, ast.SymbolRead):
+            stack.extend(ast.children(expr))
+
+
 def series_in(expr: ast.Expr | None) -> set[str]:
-    """Names of the series an expression reads (directly or inside calls)."""
-    return {x.name for x in ast.walk(expr) if isinstance(x, ast.Series)}
+    """Names of the plan's own series an expression reads (directly or inside calls)."""
+    return {x.name for x in own_walk(expr) if isinstance(x, ast.Series)}
+
+
+def _plan_exprs(plan: ast.Plan) -> Iterator[ast.Expr]:
+    for rule in plan.rules:
+        yield from ast.walk(rule.cond, *(a.price for a in rule.actions if isinstance(a, ast.Order)))
+
+
+@lru_cache(maxsize=256)
+def symbol_reads(plan: ast.Plan) -> tuple[str, ...]:
+    """The other symbols `plan` reads (`SPY.last`), sorted."""
+    return tuple(sorted({x.symbol for x in _plan_exprs(plan) if isinstance(x, ast.SymbolRead)}))
+
+
+def _localize(expr: E, symbol: str) -> E:
+    if isinstance(expr, ast.SymbolRead):
+        return expr.read if expr.symbol == symbol else expr  # type: ignore[return-value]
+    if isinstance(expr, ast.Call):
+        return msgspec.structs.replace(expr, args=tuple(_localize(a, symbol) for a in expr.args))
+    if isinstance(expr, ast.Neg | ast.Not):
+        return msgspec.structs.replace(expr, operand=_localize(expr.operand, symbol))
+    if isinstance(expr, ast.Arith | ast.Compare | ast.Crosses):
+        return msgspec.structs.replace(expr, left=_localize(expr.left, symbol), right=_localize(expr.right, symbol))
+    if isinstance(expr, ast.And | ast.Or):
+        return msgspec.structs.replace(expr, operands=tuple(_localize(o, symbol) for o in expr.operands))
+    return expr
+
+
+@lru_cache(maxsize=256)
+def localized(plan: ast.Plan, symbol: str | None) -> ast.Plan:
+    """`plan` with its reads of `symbol` itself (`AAPL.last` in a plan on AAPL) as the plain
+    reads they are (`last`); `plan` itself when it has none."""
+    if symbol is None or symbol not in symbol_reads(plan):
+        return plan
+    rules = tuple(msgspec.structs.replace(
+        rule, cond=_localize(rule.cond, symbol),
+        actions=tuple(msgspec.structs.replace(a, price=_localize(a.price, symbol))
+                      if isinstance(a, ast.Order) and a.price is not None else a for a in rule.actions))
+        for rule in plan.rules)
+    return msgspec.structs.replace(plan, rules=rules)
 
 
 @lru_cache(maxsize=256)
@@ -123,7 +175,10 @@ def longest_lookback(plan: ast.Plan) -> tuple[int, ast.Call | None]:
 def fast_blocker(plan: ast.Plan) -> str:
     """Why the vectorized path cannot run `plan`, or "" when it can. `pos` and `rpnl` only
     change on fills, so conditions may read them (outside CROSSES); `upnl`/`pnl` move with
-    every tick and entry prices must not read account state."""
+    every tick and entry prices must not read account state. A read of another symbol needs
+    that symbol's ticks in the merged order: the reference path."""
+    if symbol_reads(plan):
+        return f"the plan reads another symbol ({symbol_reads(plan)[0]}): the reference path merges its ticks"
     for rule in plan.rules:
         if series_in(rule.cond) & {"upnl", "pnl"}:
             return "a condition reads upnl or pnl (they change on every tick)"
@@ -136,4 +191,4 @@ def fast_blocker(plan: ast.Plan) -> str:
 
 
 __all__ = ["ACCOUNT_SERIES", "PlanError", "bind", "operator_of", "checked", "clock_base_ns", "clock_seconds",
-           "fast_blocker", "longest_lookback", "series_in"]
+           "fast_blocker", "localized", "longest_lookback", "own_walk", "series_in", "symbol_reads"]

@@ -14,16 +14,22 @@ breached, then, while a rule is live, the indicators take the tick and the rules
 evaluated in order (ARMED: fire when true; WAITING: re-arm when false). Once no rule is live
 the rest of the batch runs the broker alone (`_idle`). `warm` feeds a fresh evaluation the
 session's ticks so far (crosses from the plan's arming), the state the loop would have left.
+
+A read of another symbol (`SPY.last`, `SPY.sma(20)`) is a `Feed` of that symbol: its own
+series and indicators, fed that symbol's ticks by whoever merges the universe's ticks
+(`Evaluation.feed`, the portfolio engine), each batch before the plan's next own tick; the
+rules read the values the feed holds (NaN, undefined, until the symbol has ticked). So at a tick
+of the plan's symbol a read sees the other symbol's ticks strictly before it in the merged order.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from kestrel.engine.broker import ARMED, WAITING, Broker
 from kestrel.engine.history import Tick, rows
-from kestrel.engine.plans import PlanError, bind, clock_seconds, operator_of
+from kestrel.engine.plans import PlanError, bind, clock_seconds, operator_of, own_walk
 from kestrel.engine.series import MARKET, Series, Stateless
 from kestrel.market.session import SessionSpec
 from kestrel.market.ticks import Ticks
@@ -77,23 +83,78 @@ class Pair:
         self.before_left, self.before_right = left, right
 
 
+class Feed:
+    """Another symbol's series and indicators a plan reads, taken at each of that symbol's
+    ticks (`take`): series first, then the indicators reading them."""
+
+    def __init__(self, units: float, clock_base_ns: int, open_ns: int) -> None:
+        self.units, self.base, self.open_ns = units, clock_base_ns, open_ns
+        self.series: dict[str, Series] = {}
+        self.nodes: dict[object, Node] = {}
+        self.steps: list[Callable[[Tick], None]] = []
+
+    def source(self, name: str) -> Series:
+        got = self.series.get(name)
+        if got is None:
+            if name not in MARKET:
+                raise PlanError(f"unknown series {name!r}")
+            got = self.series[name] = MARKET[name](self.units, self.base)
+        return got
+
+    def read(self, expr: ast.Series | ast.Call) -> Value:
+        if isinstance(expr, ast.Series):
+            if SERIES.get(expr.name) is None or expr.name in ("pos", "upnl", "rpnl", "pnl", "time"):
+                raise PlanError(f"{expr.name!r} is not a market series of another symbol")
+            s = self.source(expr.name)
+            return lambda: s.value
+        unit, args = bind(expr)
+        if not issubclass(unit, Indicator):
+            raise PlanError(f"{expr.name!r} is an operation, not a series of another symbol")
+        key = (expr.name, args)
+        node = self.nodes.get(key)
+        if node is None:
+            name = args.source()
+            on_grid = SERIES[name].exact
+            context = Context(self.units if on_grid else 1.0, self.open_ns, not on_grid)
+            node = self.nodes[key] = Node(indicator(unit, args, context), self.source(name))
+        found = node
+        return lambda: found.value
+
+    def seal(self) -> None:
+        steps: list[Callable[[Tick], None]] = [s.take for s in self.series.values()]
+        self.steps = steps + [n.take for n in self.nodes.values()]
+
+    def take(self, ticks: Ticks) -> None:
+        steps = self.steps
+        for lo in range(0, len(ticks), CHUNK):
+            for index, ts, bid, ask, last, size in rows(ticks.slice(lo, min(len(ticks), lo + CHUNK)), lo):
+                tick = Tick(index, ts, bid, ask, last, size)
+                for step in steps:
+                    step(tick)
+
+
 class Evaluation:
     """A plan's series, indicators, crosses, conditions and entry prices for one session.
     A series an indicator reads is taken at every tick; one only the conditions read is read
     off the tick where they read it (when stateless)."""
 
     def __init__(self, plan: ast.Plan, session: SessionSpec, units: float, clock_base_ns: int,
-                 broker: Broker) -> None:
+                 broker: Broker, peers: Mapping[str, float] | None = None) -> None:
+        """`peers`: the grid units of each other symbol the plan may read (see `Feed`)."""
         self.session, self.units, self.base, self.broker = session, units, clock_base_ns, broker
+        self.peers = dict(peers or {})
+        self.feeds: dict[str, Feed] = {}
         self.tick = Tick(-1, 0, NAN, NAN, NAN, 0.0)  # the tick observed last
         self.series: dict[str, Series] = {}
-        self.sources = {bind(x)[1].source() for r in plan.rules for x in ast.walk(r.cond, *(
+        self.sources = {bind(x)[1].source() for r in plan.rules for x in own_walk(r.cond, *(
             a.price for a in r.actions if isinstance(a, ast.Order))) if isinstance(x, ast.Call)
             and issubclass(bind(x)[0], Indicator)}
         self.nodes: dict[object, Node] = {}
         self.pairs: dict[tuple[ast.Expr, ast.Expr], Pair] = {}
         self.conditions = [self.compile(rule.cond) for rule in plan.rules]
         self.prices = [self.entry_prices(rule) for rule in plan.rules]
+        for feed in self.feeds.values():
+            feed.seal()
         taken = [s.take for name, s in self.series.items()
                  if name in self.sources or not s.stateless]
         nodes = [n.take for n in self.nodes.values()]
@@ -140,6 +201,8 @@ class Evaluation:
             return self.read(expr.name)
         if isinstance(expr, ast.Call):
             return self.call(expr)
+        if isinstance(expr, ast.SymbolRead):
+            return self.foreign(expr)
         if isinstance(expr, ast.Neg):
             f = self.compile(expr.operand)
             return lambda: -f()
@@ -168,6 +231,23 @@ class Evaluation:
             f = self.compile(expr.operand)
             return lambda: not f()
         raise PlanError(f"{type(expr).__name__} is not a value here")
+
+    def foreign(self, expr: ast.SymbolRead) -> Value:
+        feed = self.feeds.get(expr.symbol)
+        if feed is None:
+            units = self.peers.get(expr.symbol)
+            if units is None:
+                raise PlanError(f"the plan reads {expr.symbol}, which is not a symbol of this run"
+                                + (f" ({', '.join(sorted(self.peers))})" if self.peers else ""))
+            feed = self.feeds[expr.symbol] = Feed(units, self.base, self.broker.open_ns)
+        return feed.read(expr.read)
+
+    def feed(self, symbol: str, ticks: Ticks) -> None:
+        """Take `ticks`, the next ticks of `symbol` in the merged order, into the plan's reads
+        of it (none: nothing to do)."""
+        feed = self.feeds.get(symbol)
+        if feed is not None and len(ticks):
+            feed.take(ticks)
 
     @staticmethod
     def junction(conjunction: bool, parts: list[Value]) -> Value:
@@ -279,4 +359,4 @@ def warm(evaluation: Evaluation, history: Ticks, arm_tick: int) -> None:
                 step(tick)
 
 
-__all__ = ["Evaluation", "run", "warm"]
+__all__ = ["Evaluation", "Feed", "run", "warm"]

@@ -90,6 +90,17 @@ class Call(msgspec.Struct, frozen=True, tag="call", tag_field="kind"):
     args: tuple[Expr, ...] = ()
 
 
+class SymbolRead(msgspec.Struct, frozen=True, tag="xsym", tag_field="kind"):
+    """A read of another member of the universe: `SPY.last` is `SymbolRead("SPY",
+    Series("last"))`, `SPY.chg(1d)` is `SymbolRead("SPY", Call("chg", (Duration(1, "d"),)))`.
+    At a tick of the plan's symbol it is the read over `symbol`'s ticks strictly before that
+    tick in the merged order (undefined until `symbol` has ticked). A Price of another symbol
+    is a type of its own: it never meets the plan's own prices in `+ -` or a comparison."""
+
+    symbol: str
+    read: Series | Call
+
+
 class Neg(msgspec.Struct, frozen=True, tag="neg", tag_field="kind"):
     """Arithmetic negation: `-x`."""
 
@@ -142,6 +153,7 @@ Expr: TypeAlias = (
     | TimeOfDay
     | Series
     | Call
+    | SymbolRead
     | Neg
     | Arith
     | Compare
@@ -311,6 +323,8 @@ def children(expr: Expr) -> tuple[Expr, ...]:
     """The direct subexpressions of `expr` (a call's arguments included)."""
     if isinstance(expr, Call):
         return expr.args
+    if isinstance(expr, SymbolRead):
+        return (expr.read,)
     if isinstance(expr, Neg | Not):
         return (expr.operand,)
     if isinstance(expr, Arith | Compare | Crosses):
@@ -365,6 +379,7 @@ __all__ = [
     "Series",
     "StandDown",
     "Statement",
+    "SymbolRead",
     "TimeOfDay",
     "Until",
     "View",

@@ -40,6 +40,7 @@ from kestrel.lang.ast import (
     Risk,
     Rule,
     Series,
+    SymbolRead,
     Size,
     StandDown,
     Statement,
@@ -128,15 +129,26 @@ class Builder(Transformer[Token, Any]):
         return self._at(Ident(str(children[0])), children[0])
 
     # ---- expressions
-    def series(self, children: list[Token]) -> Series:
-        return self._at(Series(str(children[0])), children[0])
+    def series(self, children: list[Token]) -> Series | SymbolRead:
+        token = children[0]
+        if token.type != "XREAD":
+            return self._at(Series(str(token)), token)
+        symbol, _, name = str(token).rpartition(".")
+        return self._symbol(SymbolRead(symbol, self._at(Series(name), token)), token)
 
-    def call(self, children: list[Any]) -> Call:
-        name: Token = children[0]
+    def call(self, children: list[Any]) -> Call | SymbolRead:
+        token: Token = children[0]
+        symbol, _, name = str(token).rpartition(".") if token.type == "XREAD" else ("", "", str(token))
         args = tuple(arg for arg in children[1:] if arg is not None)
-        node = Call(str(name), args)
-        self._at(node, name)
-        self._at(node, name, field="name")
+        node = Call(name, args)
+        self._at(node, token)
+        self._at(node, token, field="name")
+        return node if not symbol else self._symbol(SymbolRead(symbol, node), token)
+
+    def _symbol(self, node: SymbolRead, token: Token) -> SymbolRead:
+        """A read of another symbol (`SPY.last`: one XREAD token), located at that token."""
+        self._at(node, token)
+        self._at(node, token, field="symbol")
         return node
 
     def paren(self, children: list[Any]) -> Expr:

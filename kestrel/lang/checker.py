@@ -8,6 +8,12 @@ though it scales any numeric type (`vwap * (last / vwap)`).
 A sub-expression that already failed has type None and produces no further errors, so one
 mistake gives one diagnostic. Recursion is bounded by `Limits.max_expr_depth`.
 
+A cross-symbol read (`SPY.last`, `SPY.chg(1d)`) has its read's type, but a Price of another
+symbol is a type of its own: it meets the plan's own prices in no `+`, `-`, comparison or
+order price (`last / SPY.last`, a unit-less ratio, is fine; so are Numbers such as chg or rsi).
+The symbol must be a member of the universe when the caller names it (`symbols`; None: any
+symbol, the engine checks it at arming); a symbol's read of itself is its plain read.
+
 Quantities (an order's and RISK maxpos) are checked against the instrument's lot size when
 the caller gives it (`lot`; 1, whole units, when not): a quantity must be a positive whole
 number of lots, exactly, on their shortest decimal forms.
@@ -51,9 +57,12 @@ from kestrel.lang.ast import (
     Series,
     StandDown,
     Statement,
+    SymbolRead,
     TimeOfDay,
     Until,
     View,
+    children,
+    walk,
 )
 from kestrel.lang.errors import Diagnostic
 from kestrel.lang.formatter import expr as expr_text
@@ -61,7 +70,8 @@ from kestrel.lang.calls import CallChecks, constant, did_you_mean, duration_text
 from kestrel.lang.lexer import keywords
 from kestrel.lang.limits import DEFAULT_LIMITS, Limits
 from kestrel.lang.numbers import num as _num
-from kestrel.lang.registry import FUNCTIONS, SERIES, ValueType
+from kestrel.lang.functions import Indicator
+from kestrel.lang.registry import DEFINITIONS, FUNCTIONS, SERIES, ValueType
 from kestrel.market.instrument import lots_floor, lots_in, qty_text, units_of
 
 
@@ -79,6 +89,8 @@ NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 SYMBOL_RE = re.compile(r"[A-Z][A-Z0-9._/-]*\Z")
 _NUMERIC: frozenset[str] = frozenset({"Price", "Qty", "Money", "Pct", "Number"})
 _UNITS: frozenset[str] = frozenset(get_args(DurationUnit))
+# what another symbol offers a plan: its market series (not the account's, not the clock)
+FOREIGN_SERIES: tuple[str, ...] = tuple(name for name in SERIES if name not in ("pos", "upnl", "rpnl", "pnl", "time"))
 
 
 def _no_loc(node: object, field: str | None = None) -> Loc | None:
@@ -102,9 +114,11 @@ def unitless_hint(left: ValueType, left_expr: Expr, right: ValueType, right_expr
 
 class _Checker(CallChecks):
     def __init__(self, limits: Limits, locate: Locate, text: str | None,
-                 lot: float = 1) -> None:
+                 lot: float = 1, symbols: tuple[str, ...] | None = None) -> None:
         self.lim = limits
         self.lot = lot
+        self.symbols = symbols
+        self.instrument: str | None = None  # the plan's symbol, while its rules are checked
         self.locate = locate
         self.lines = [line.rstrip("\r") for line in text.split("\n")] if text is not None else None
         self.diags: list[Diagnostic] = []
@@ -200,6 +214,9 @@ class _Checker(CallChecks):
     # ---- plan
     def plan(self, plan: Plan) -> None:
         base = list(self.path)
+        self.instrument = plan.instrument
+        if plan.instrument is None and self.symbols is not None and len(self.symbols) == 1:
+            self.instrument = self.symbols[0]
         self.name(plan, plan.name, "plan name")
         if plan.instrument is not None and (
             not SYMBOL_RE.match(plan.instrument) or len(plan.instrument) > self.lim.max_identifier_chars
@@ -308,7 +325,12 @@ class _Checker(CallChecks):
             self.price_of = order.order_type
             kind = self.expr(order.price, 1)
             self.price_of = None
-            if kind is not None and kind != "Price" and not (kind == "Number" and constant(order.price)):
+            if kind == "Price" and self.owner(order.price):
+                self.err(order.price, "type",
+                         f"an order price must be a Price of {self.instrument or 'the plan'}, "
+                         f"not of {self.owner(order.price)}",
+                         hint="price the order off the plan's own series: LMT bid, LMT vwap*0.99")
+            elif kind is not None and kind != "Price" and not (kind == "Number" and constant(order.price)):
                 what = kind if kind != "Number" else "a unit-less Number"
                 self.err(order.price, "type", f"an order price must be a Price, not {what}",
                          hint="write a price: 182.40, ask+0.02 or vwap*0.99")
@@ -425,7 +447,13 @@ class _Checker(CallChecks):
         if isinstance(expr, Number):
             return "Number" if self.number(expr, expr.value, "number") else None
         if isinstance(expr, Call):
-            return self.call(expr, depth)
+            kind = self.call(expr, depth)
+            if (kind == "Price" and expr.name in ("min", "max") and len(expr.args) == 2
+                    and not self.same_owner(expr, expr.args[0], expr.args[1], f"take {expr.name} of", None)):
+                return None
+            return kind
+        if isinstance(expr, SymbolRead):
+            return self.symbol_read(expr, depth)
         if isinstance(expr, (And, Or)):
             word = "AND" if isinstance(expr, And) else "OR"
             if len(expr.operands) < 2:
@@ -485,10 +513,71 @@ class _Checker(CallChecks):
                      or "series are " + " ".join(SERIES))
         return None
 
+    def symbol_read(self, expr: SymbolRead, depth: int) -> ValueType | None:
+        sym, read = expr.symbol, expr.read
+        if not SYMBOL_RE.match(sym) or len(sym) > self.lim.max_identifier_chars:
+            self.err(expr, "bad-symbol", f"`{sym}` is not an instrument symbol",
+                     hint="symbols are upper case, e.g. SPY.last", field="symbol")
+            return None
+        if self.symbols is not None and sym not in self.symbols:
+            if len(self.symbols) == 1:
+                self.err(expr, "unknown-symbol",
+                         f"this session trades {self.symbols[0]} alone; {sym} is not in it",
+                         hint=f"read {self.symbols[0]}'s own series without a prefix (last, chg(1d)), "
+                              f"or run a portfolio session whose universe holds {sym}", field="symbol")
+            else:
+                near = did_you_mean(sym, self.symbols)
+                self.err(expr, "unknown-symbol",
+                         f"{sym} is not in the universe ({', '.join(self.symbols)})",
+                         hint=near or "read a member of the universe, e.g. "
+                                      f"{self.symbols[0]}.chg(1d)", field="symbol")
+            return None
+        if isinstance(read, Series) and read.name in SERIES and read.name not in FOREIGN_SERIES:
+            self.err(expr, "not-foreign", f"`{sym}.{read.name}` is not a market series of {sym}",
+                     hint="another symbol offers its market series (" + " ".join(FOREIGN_SERIES)
+                          + ") and functions, e.g. " + f"{sym}.chg(1d); the account is the plan's own")
+            return None
+        if isinstance(read, Call) and read.name in DEFINITIONS and not issubclass(DEFINITIONS[read.name], Indicator):
+            self.err(expr, "not-foreign", f"`{read.name}` is an operation, not a series of {sym}",
+                     hint=f"apply it outside the read: {read.name}({sym}.chg(1d))")
+            return None
+        if isinstance(read, Call) and any(isinstance(x, SymbolRead) for arg in read.args for x in walk(arg)):
+            self.err(expr, "not-foreign", f"the arguments of `{sym}.{read.name}` are {sym}'s own",
+                     hint=f"write {sym}.{read.name}(mid, 20) for {sym}'s mid")
+            return None
+        return self.expr(read, depth + 1)
+
+    def owner(self, expr: Expr) -> str:
+        """The symbol whose price a Price-typed `expr` is ("" for the plan's own)."""
+        if isinstance(expr, SymbolRead):
+            return "" if expr.symbol == self.instrument else expr.symbol
+        if isinstance(expr, Arith | Neg) or (isinstance(expr, Call) and expr.name in DEFINITIONS
+                                             and not issubclass(DEFINITIONS[expr.name], Indicator)):
+            for child in children(expr):
+                got = self.owner(child)
+                if got:
+                    return got
+        return ""
+
+    def same_owner(self, expr: Expr, left: Expr, right: Expr, what: str, field: str | None) -> bool:
+        """False (reported) when `left` and `right` are prices of different symbols."""
+        a, b = self.owner(left), self.owner(right)
+        if a == b or constant(left) or constant(right):
+            return True
+        own = self.instrument or "the plan's symbol"
+        self.err(expr, "type", f"cannot {what} a Price of {a or own} and a Price of {b or own}",
+                 hint="prices of two symbols never meet: compare each with its own "
+                      f"({b or a}.last > {b or a}.vwap AND last > vwap), or compare their changes "
+                      f"(chg(1d) > {b or a}.chg(1d)) or a ratio (last / {b or a}.last)", field=field)
+        return False
+
     def compare(self, expr: Compare | Crosses, depth: int) -> ValueType | None:
         lt = self.expr(expr.left, depth + 1)
         rt = self.expr(expr.right, depth + 1)
         if lt is None or rt is None:
+            return None
+        if lt == rt == "Price" and not self.same_owner(expr, expr.left, expr.right, "compare",
+                                                        "op" if isinstance(expr, Compare) else None):
             return None
         op = expr.op if isinstance(expr, Compare) else f"CROSSES {expr.direction.upper()}"
         if lt == "TimeOfDay" and rt == "TimeOfDay" and isinstance(expr, Compare):
@@ -513,6 +602,9 @@ class _Checker(CallChecks):
         if lt is None or rt is None:
             return None
         op = expr.op
+        if lt == rt == "Price" and op in "+-" and not self.same_owner(expr, expr.left, expr.right,
+                                                                       "add or subtract", "op"):
+            return None
         result: ValueType | None = None
         if lt in _NUMERIC and rt in _NUMERIC:
             if op in "+-":
@@ -613,22 +705,25 @@ _SERIES_SYNONYMS: dict[str, str] = {
 
 
 def check_located(
-    root: Module | Statement, limits: Limits, locate: Locate, text: str, lot: float = 1
+    root: Module | Statement, limits: Limits, locate: Locate, text: str, lot: float = 1,
+    symbols: tuple[str, ...] | None = None,
 ) -> list[Diagnostic]:
     """Check a parsed document; diagnostics carry source positions. `lot`: the instrument's
-    lot size quantities must be whole numbers of (1: whole units)."""
-    checker = _Checker(limits, locate, text, lot)
+    lot size quantities must be whole numbers of (1: whole units); `symbols`: the session's
+    universe (None: any symbol may be read)."""
+    checker = _Checker(limits, locate, text, lot, symbols)
     checker.document(root)
     return checker.diags
 
 
 def check(root: Module | Statement, limits: Limits | None = None,
-          lot: float = 1) -> list[Diagnostic]:
+          lot: float = 1, symbols: tuple[str, ...] | None = None) -> list[Diagnostic]:
     """Check an AST built in code. Returns every diagnostic (empty when valid), each located
     by a path such as `statement 2, rule 1, action 1`. Never raises for a well-typed AST
     value; an AST nested deeper than the limits is reported, not recursed into. `lot`: the
-    instrument's lot size (1: whole units)."""
-    checker = _Checker(limits if limits is not None else DEFAULT_LIMITS, _no_loc, None, lot)
+    instrument's lot size (1: whole units); `symbols`: the session's universe (None: any
+    symbol may be read; a one-symbol universe reads no other symbol)."""
+    checker = _Checker(limits if limits is not None else DEFAULT_LIMITS, _no_loc, None, lot, symbols)
     try:
         checker.document(root)
     except RecursionError:

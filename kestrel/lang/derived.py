@@ -56,7 +56,7 @@ from kestrel.lang.lexemes import (
     unbounded,
     without_words,
 )
-from kestrel.lang.lexer import Vocabulary, vocabulary
+from kestrel.lang.lexer import CONTEXTUAL, Vocabulary, vocabulary
 from kestrel.lang.limits import DEFAULT_LIMITS
 
 REPEAT_BOUND: Final[int] = 15
@@ -360,6 +360,10 @@ class _Lexer:
         self.name = names[0]
         self.keywords = keywords
         self.excluded = self._excluded(lark, words)
+        table = lark.parser.parser.parser.parse_table.states
+        # a contextual terminal rivals only the terminals some state accepts alongside it
+        self.beside = {c: {str(key) for row in table.values() if c in {str(k) for k in row} for key in row}
+                       for c in CONTEXTUAL if c in self.rivals}
 
     def _excluded(self, lark: Lark, words: list[str]) -> frozenset[str]:
         """The keyword spellings a name must avoid: those of keywords some LALR state accepts
@@ -390,7 +394,8 @@ class _Lexer:
     def rivals_of(self, term: str) -> list[Lexeme]:
         """Every pattern that may read text starting where a `term` token starts."""
         own = self.kestrel[term]
-        out = [*self.rivals.values(), own]
+        out = [lexeme for group, lexeme in self.rivals.items()
+               if group not in self.beside or term in self.beside[group]] + [own]
         if own.lead is not None:
             out.append(Lexeme(f"{term} lookahead", own.lead))
         return out
@@ -399,7 +404,8 @@ class _Lexer:
         """The master pattern's alternatives tried before the one that reads `term`."""
         order = list(self.rivals)
         mine = order.index(self.group[term])
-        out = [self.rivals[group] for group in order[:mine]]
+        out = [self.rivals[group] for group in order[:mine]
+               if group not in self.beside or term in self.beside[group]]
         lead = self.kestrel[term].lead
         return out + ([Lexeme(f"{term} lookahead", lead)] if lead is not None else [])
 

@@ -37,6 +37,7 @@ from kestrel.lang.ast import (
     Plan,
     Rule,
     Series,
+    SymbolRead,
     StandDown,
     Statement,
     TimeOfDay,
@@ -88,6 +89,8 @@ def expr(node: Expr) -> str:
         return node.name
     if isinstance(node, Call):
         return f"{node.name}({','.join(_wrap(arg, _SUM) for arg in node.args)})"
+    if isinstance(node, SymbolRead):
+        return f"{node.symbol}.{expr(node.read)}"
     if isinstance(node, Neg):
         inner = node.operand
         # a bare literal after `-` would be folded into a negative literal: keep the Neg

@@ -38,6 +38,7 @@ _WORDS: dict[str, str] = {
     "NOT": "NOT",
     "AT": "`@`",
     "SYMBOL": "an upper-case symbol like AAPL",
+    "XREAD": "another symbol's read like SPY.last",
     "STRING": 'a "quoted reason"',
     "_EQ": "`=`",
     "SIDE": "BUY or SELL",

@@ -7,6 +7,8 @@ terminals its current state accepts, as lark's contextual lexer does:
 - a keyword (case-insensitive) is a keyword where the parser accepts it, and a plain NAME
   where only a name fits (so a pane may be called `plan`);
 - where SYMBOL is accepted (after ON) an instrument symbol (`BRK.B`) is read as SYMBOL;
+- another symbol's read (`SPY.last`) is XREAD where the state accepts it, else the word it
+  starts with;
 - `x3` after an action is the REPEAT count;
 - a string spelt by two terminals (`(` is LPAR and _LPAR) is the one the state accepts.
 Token types are the grammar's terminal names. `tests/test_lang_differential.py` checks that
@@ -27,6 +29,9 @@ from kestrel.lang.grammar import OPTIONS, compile_grammar
 # The terminals whose role the lexer knows by name; every other terminal is a keyword
 # (`/word\b/i` or `/(w1|w2)\b/i`), a literal pattern, a fixed string, or ignored.
 _NAME, _SYMBOL, _REPEAT = "NAME", "SYMBOL", "REPEAT"
+# literal terminals the lexer reads only where the parser's state accepts them (else the word
+# they start with): another symbol's read, `SPY.last`
+CONTEXTUAL: frozenset[str] = frozenset({"XREAD"})
 _KEYWORD_SHAPE = re.compile(r"\(?([a-z]+(?:\|[a-z]+)*)\)?\\b")
 _FLAGS: int = OPTIONS["g_regex_flags"]
 
@@ -49,6 +54,7 @@ class Vocabulary(NamedTuple):
     master: re.Pattern[str]  # ignored text, then one token (a named group per kind)
     skip: re.Pattern[str]  # ignored text only
     symbol: re.Pattern[str]
+    word: re.Pattern[str]
     repeat: re.Pattern[str]
     spellings: dict[str, tuple[str, ...]]  # a fixed string -> the terminals spelling it
     fixed: dict[str, str]  # a fixed string -> the first of them
@@ -98,6 +104,7 @@ class Vocabulary(NamedTuple):
             master=re.compile(f"(?>{gap})(?:" + "|".join(kinds) + ")", _FLAGS),
             skip=re.compile(gap, _FLAGS),
             symbol=re.compile(roles[_SYMBOL], _FLAGS),
+            word=re.compile(roles[_NAME], _FLAGS),
             repeat=re.compile(roles[_REPEAT], _FLAGS),
             spellings=fixed,
             fixed={string: terms[0] for string, terms in fixed.items()},
@@ -170,6 +177,8 @@ def tokens(
                 line += nl
                 line_start = text.rfind("\n", pos, start) + 1
         stop = found.end()
+        if kind == "XREAD" and "XREAD" not in table[stack[-1]]:
+            stop, kind = vocab.word.match(text, start).end(), "WORD"  # type: ignore[union-attr]
         value = text[start:stop]
         if kind == "WORD":
             acc = table[stack[-1]]
@@ -205,4 +214,4 @@ def tokens(
         pos = stop
 
 
-__all__ = ["LexError", "Vocabulary", "keywords", "tokens", "vocabulary"]
+__all__ = ["CONTEXTUAL", "LexError", "Vocabulary", "keywords", "tokens", "vocabulary"]

@@ -22,10 +22,12 @@ def _fail(code: str, message: str, hint: str | None = None) -> LangError:
     return LangError([Diagnostic(code, message, hint=hint)])
 
 
-def parse(text: str, limits: Limits | None = None, lot: float = 1) -> Module | Statement:
+def parse(text: str, limits: Limits | None = None, lot: float = 1,
+          symbols: tuple[str, ...] | None = None) -> Module | Statement:
     """Parse and type-check `text`. One statement returns that Statement; several return a
     Module. Raises `LangError` (and nothing else) listing every independent problem. `lot`:
-    the instrument's lot size, quantities must be whole numbers of (1: whole units)."""
+    the instrument's lot size, quantities must be whole numbers of (1: whole units); `symbols`:
+    the session's universe, the symbols a cross-symbol read may name (None: any)."""
     lim = limits if limits is not None else DEFAULT_LIMITS
     if not isinstance(text, str):
         raise _fail("not-text", f"expected Kestrel text (str), got {type(text).__name__}")
@@ -77,7 +79,7 @@ def parse(text: str, limits: Limits | None = None, lot: float = 1) -> Module | S
         return Loc(first.line or 1, first.column or 1, max(1, width))
 
     try:
-        diags.extend(check_located(root, lim, locate, text, lot))
+        diags.extend(check_located(root, lim, locate, text, lot, symbols))
     except RecursionError:
         diags.append(Diagnostic("too-deep", "document nested too deeply to check"))
     if diags:

@@ -41,13 +41,13 @@ STATEMENT_EXAMPLES: tuple[tuple[str, str, str], ...] = (
         "VIEW scout: quote, bars(5m, 24), levels BUDGET 600",
     ),
     ("STANDDOWN", "disarm entries and cancel working entry orders", 'STANDDOWN "spread too wide to trade"'),
-    ("PASS", "keep the incumbent plan as it is", "PASS"),
+    ("PASS", "keep the incumbent plan", "PASS"),
 )
 """(statement, what it does, one short example): the four replies a model may give."""
 
 REPLY_RULE = (
-    "Reply with exactly one statement: PLAN, VIEW, STANDDOWN or PASS. No prose, no markdown, "
-    "no code fences, no comments."
+    "Reply with exactly one statement: PLAN, VIEW, STANDDOWN or PASS. No prose, markdown, "
+    "code fences or comments."
 )
 
 
@@ -145,7 +145,7 @@ def render_card(catalog: PaneCatalog = DEFAULT_CATALOG, limits: Limits = DEFAULT
     parts += [*RULES_LINES, ""]
     parts += [
         "# Loop",
-        "A VIEW or an invalid reply (returned with its error to fix) costs an iteration and tokens; "
+        "A VIEW or an invalid reply (returned with its error) costs an iteration and tokens; "
         "at zero BUDGET the ordinal stands down. Decide once you have seen enough.",
         _limit_line(limits),
     ]

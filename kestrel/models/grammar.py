@@ -26,6 +26,7 @@ PLACEHOLDERS: dict[str, str] = {
     "DURATION": "dur",
     "TIME": "hh:mm",
     "SYMBOL": "SYMBOL",
+    "XREAD": "SYMBOL.name",
     "STRING": '"text"',
     "REPEAT": "xN",
     "CASH": "$n",

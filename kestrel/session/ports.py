@@ -208,7 +208,7 @@ def interpret_module(text: str, symbols: Sequence[str], lots: Mapping[str, float
         return Invalid("empty reply: answer with PLANs (each ON a symbol), STANDDOWN, PASS or one VIEW")
     lot_of = dict(lots or {})
     try:
-        node = lang.parse(body, limits, lot=min(lot_of.values(), default=1.0))
+        node = lang.parse(body, limits, lot=min(lot_of.values(), default=1.0), symbols=tuple(symbols))
     except LangError as exc:
         return Invalid(str(exc).strip() or "the reply does not parse")
     if isinstance(node, ast.View):
@@ -231,7 +231,7 @@ def interpret_module(text: str, symbols: Sequence[str], lots: Mapping[str, float
                 return Invalid(f"plan {st.name} is ON {sym}, not a symbol of the universe ({', '.join(symbols)})")
             if sym in seen:
                 return Invalid(f"two plans ON {sym}: one plan per symbol")
-            diags = lang.check(st, limits, lot=lot_of.get(sym, 1.0))
+            diags = lang.check(st, limits, lot=lot_of.get(sym, 1.0), symbols=tuple(symbols))
             if diags:
                 return Invalid(f"plan {st.name} ON {sym}: {diags[0].message}")
             seen.add(sym)

@@ -21,7 +21,10 @@ engine's own `auto` path with no check attached, then merges the events in merge
 replays the account over them, checking every entry placed as the reference would have; when
 every check passes and no loss limit is reached, the reference would have decided the same at
 every placement, so its ledger is the reference's; else the session is rebuilt from its open and
-re-run on the reference path (`last_path` says which ran). Deterministic: no wall clock, no
+re-run on the reference path (`last_path` says which ran). A run while an armed plan reads
+another symbol (`SPY.last`) is on the reference path: after each stretch of a symbol's ticks the
+plans reading it take those ticks (`Evaluation.feed`), so a plan sees another symbol's ticks
+strictly before its own in the merged order; a plan armed mid-session takes them so far. Deterministic: no wall clock, no
 dict-order leak (symbols in universe order everywhere).
 """
 
@@ -174,6 +177,8 @@ class PortfolioEngine:
             engine = Engine(self.configs[s], session, s, self._members[s].data.tick_size, carry)
             self.engines[s] = engine
             self._take(s, command=True)
+        for s in self.symbols:  # the other members a plan may read (cross-symbol reads)
+            self.engines[s].peers = {o: self.engines[o].grid.units for o in self.symbols if o != s}
         self.funds.new_session(lambda x: self._touch(x, -1))
         for s in self.symbols:  # a plan living FOR more sessions is armed again at the open
             standing = self._standing.get(s)
@@ -267,6 +272,7 @@ class PortfolioEngine:
         if plan.instrument is not None and plan.instrument != symbol:
             raise PlanError(f"plan {plan.name!r} is ON {plan.instrument}, not {symbol}")
         engine.arm(plan, at_ns)  # a refused plan (PlanError) changes nothing and is not logged
+        self._feed_reads(symbol)
         self._log.append(("arm", symbol, plan, at_ns))
         self._take(symbol, command=True)
         if isinstance(plan.expiry, ast.For) and plan.expiry.span.unit == "d":
@@ -296,7 +302,7 @@ class PortfolioEngine:
         if end <= self._cursor:
             return
         if (path == "reference" or self._force_reference or self.bounds.session_maxloss is not None
-                or any(e.broker.sizes_by_equity() for e in self.engines.values())):
+                or any(e.broker.sizes_by_equity() for e in self.engines.values()) or self._readers()):
             self._run_reference(end)
             self._ran("reference")
             return
@@ -306,6 +312,20 @@ class PortfolioEngine:
         # a check would have bound: the reference decides; rebuild the session and re-run it
         self._rerun_on_reference()
         self._ran("reference")
+
+    # ------------------------------------------------------------------ cross-symbol reads
+    def _readers(self, symbol: str | None = None) -> list[str]:
+        """The symbols whose armed plan reads `symbol` (any other symbol when None), in
+        universe order: they run on the reference path, fed its ticks in merged order."""
+        return [r for r, e in self.engines.items() if e.broker.armed and e.plan is not None and e.evaluation
+                is not None and (e.evaluation.feeds if symbol is None else symbol in e.evaluation.feeds)]
+
+    def _feed_reads(self, symbol: str) -> None:
+        """A plan armed on `symbol` mid-session: its reads of other symbols take their ticks so far."""
+        evaluation = self.engines[symbol].evaluation
+        if evaluation is not None:
+            for other in evaluation.feeds:
+                evaluation.feed(other, self._ticks[other].slice(0, self._fed[other]))
 
     def _ran(self, path: Literal["reference", "fast"]) -> None:
         if not self._replaying:
@@ -325,6 +345,8 @@ class PortfolioEngine:
             a = self._fed[s]
             b = a + (stop - c)
             self.engines[s].on_ticks(self._ticks[s].slice(a, b))
+            for r in self._readers(s):  # the plans reading s take its ticks before their next own
+                self.engines[r].evaluation.feed(s, self._ticks[s].slice(a, b))  # type: ignore[union-attr]
             self._fed[s] = b
             self._cursor = stop
             self._take(s)
