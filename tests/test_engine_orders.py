@@ -17,7 +17,7 @@ def test_one_grid_per_tick() -> None:
     g = TickGrid(0.01)
     assert TickGrid(0.01) is g and TickGrid(0.25) is not g
     assert pickle.loads(pickle.dumps(g)) is g and copy.deepcopy(g) is g
-    assert (g.inv, g.units, g.tick_exact) == (100.0, 200.0, Fraction(1, 100))
+    assert (g.inv, g.half_ticks_per_point, g.tick_exact) == (100.0, 200.0, Fraction(1, 100))
     odd = TickGrid(0.3)  # 1/tick not whole: snaps as k * tick
     assert odd.inv == 0.0 and odd.snap(0.31) == 0.3
 

@@ -218,7 +218,7 @@ class Engine:
             )
         mark = len(self.ledger)
         broker = self.broker
-        evaluation = reference.Evaluation(plan, self.session, self.grid.units, self.clock_base_ns, broker,
+        evaluation = reference.Evaluation(plan, self.session, self.grid.half_ticks_per_point, self.clock_base_ns, broker,
                                           self.peers)
         now = broker.now_ns if at_ns is None else max(broker.now_ns, int(at_ns))
         if broker.armed:
@@ -325,7 +325,7 @@ class Engine:
             self.hand_over(batch, start, index)
 
         self.fast_stats = run_fast(self.plan, self.broker, full, start, self.session,
-                                   self.arm_tick, self.grid.units, self.clock_base_ns,
+                                   self.arm_tick, self.grid.half_ticks_per_point, self.clock_base_ns,
                                    self.fast_policy, hand_over)
         self.indicators_stale = not self.fast_stats.handed_over
 
@@ -344,7 +344,7 @@ class Engine:
         """Rebuild the plan's indicators from the session's first `upto` ticks (crosses from
         the plan's arming)."""
         assert self.plan is not None
-        self.evaluation = reference.Evaluation(self.plan, self.session, self.grid.units,
+        self.evaluation = reference.Evaluation(self.plan, self.session, self.grid.half_ticks_per_point,
                                                self.clock_base_ns, self.broker, self.peers)
         reference.warm(self.evaluation, self.history.view().slice(0, upto), self.arm_tick)
         self.indicators_stale = False

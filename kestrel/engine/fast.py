@@ -85,11 +85,11 @@ class Conditions:
     """The rules' conditions (as masks) and entry prices over the prefix [0, upto) of the
     session, for the account state `refresh` last saw."""
 
-    def __init__(self, plan: ast.Plan, full: Ticks, session: SessionSpec, arm: int, units: float,
+    def __init__(self, plan: ast.Plan, full: Ticks, session: SessionSpec, arm: int, half_ticks_per_point: float,
                  clock_base_ns: int, broker: Broker, start: int, upto: int) -> None:
         self.rules = plan.rules
         self.start, self.upto = start, upto
-        self.columns = Columns(full.slice(0, upto), session, arm, units, clock_base_ns)
+        self.columns = Columns(full.slice(0, upto), session, arm, half_ticks_per_point, clock_base_ns)
         self.reads = [frozenset(series_in(r.cond) & {"pos", "rpnl"}) for r in plan.rules]
         self.columns.account = self._account(broker)
         self.state = self._state(broker)
@@ -140,7 +140,7 @@ class Conditions:
 
 
 def run_fast(plan: ast.Plan, broker: Broker, full: Ticks, start: int, session: SessionSpec,
-             arm: int, units: float, clock_base_ns: int, policy: FastPolicy,
+             arm: int, half_ticks_per_point: float, clock_base_ns: int, policy: FastPolicy,
              hand_over: Callable[[int], None]) -> FastStats:
     """Advance `broker` over ticks start.. of the session `full` (already in its history) on
     the vectorized path; `hand_over(i)` runs ticks i.. on the reference path instead."""
@@ -157,7 +157,7 @@ def run_fast(plan: ast.Plan, broker: Broker, full: Ticks, start: int, session: S
         if any(states):
             if conditions is None:
                 upto = min(n, max(horizon, i + 1), i + policy.first_prefix, i + policy.max_columns_ticks)
-                conditions = Conditions(plan, full, session, arm, units, clock_base_ns, broker, i, upto)
+                conditions = Conditions(plan, full, session, arm, half_ticks_per_point, clock_base_ns, broker, i, upto)
                 if conditions.nbytes() > policy.max_columns_mb * 2**20:
                     stats.handed_over = n - i
                     hand_over(i)
@@ -178,7 +178,7 @@ def run_fast(plan: ast.Plan, broker: Broker, full: Ticks, start: int, session: S
                     stats.handed_over = n - i
                     hand_over(i)
                     return stats
-                conditions = Conditions(plan, full, session, arm, units, clock_base_ns, broker,
+                conditions = Conditions(plan, full, session, arm, half_ticks_per_point, clock_base_ns, broker,
                                         conditions.start, grown)
                 continue
         else:

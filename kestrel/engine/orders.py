@@ -81,18 +81,18 @@ class TickGrid:
     `Fraction`) half to even and returns the double nearest to the grid price.
 
     `quantum` is the price unit of the exact tick-series indicators: half a tick (a mid
-    is a whole number of half ticks), as `units` per price point (2/tick).
+    is a whole number of half ticks), as `half_ticks_per_point` per price point (2/tick).
 
     A grid is its tick (every other field derives from it) and there is one grid per tick:
     `TickGrid(tick)` returns the same object for equal ticks, so the price caches keyed by
     grid (`_bracket_price`, `_slipped`, `_trail_level_exact`) serve every engine of that
     tick, not only the one that filled them, and compare their keys by identity."""
 
-    __slots__ = ("tick", "inv", "tick_exact", "units")
+    __slots__ = ("tick", "inv", "tick_exact", "half_ticks_per_point")
     tick: float
     inv: float
     tick_exact: Fraction
-    units: float
+    half_ticks_per_point: float
 
     def __new__(cls, tick: float) -> TickGrid:
         g = _GRIDS.get(tick)
@@ -102,7 +102,7 @@ class TickGrid:
             g.tick = tick
             g.inv = inv if inv >= 1.0 and abs(inv * tick - 1.0) <= 1e-9 else 0.0
             g.tick_exact = exact(tick)
-            g.units = 2.0 * (g.inv if g.inv else 1.0 / tick)
+            g.half_ticks_per_point = 2.0 * (g.inv if g.inv else 1.0 / tick)
             _GRIDS[tick] = g
         return g
 

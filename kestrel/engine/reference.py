@@ -87,8 +87,8 @@ class Feed:
     """Another symbol's series and indicators a plan reads, taken at each of that symbol's
     ticks (`take`): series first, then the indicators reading them."""
 
-    def __init__(self, units: float, clock_base_ns: int, open_ns: int) -> None:
-        self.units, self.base, self.open_ns = units, clock_base_ns, open_ns
+    def __init__(self, half_ticks_per_point: float, clock_base_ns: int, open_ns: int) -> None:
+        self.half_ticks_per_point, self.base, self.open_ns = half_ticks_per_point, clock_base_ns, open_ns
         self.series: dict[str, Series] = {}
         self.nodes: dict[object, Node] = {}
         self.steps: list[Callable[[Tick], None]] = []
@@ -98,7 +98,7 @@ class Feed:
         if got is None:
             if name not in MARKET:
                 raise PlanError(f"unknown series {name!r}")
-            got = self.series[name] = MARKET[name](self.units, self.base)
+            got = self.series[name] = MARKET[name](self.half_ticks_per_point, self.base)
         return got
 
     def read(self, expr: ast.Series | ast.Call) -> Value:
@@ -115,7 +115,7 @@ class Feed:
         if node is None:
             name = args.source()
             on_grid = SERIES[name].exact
-            context = Context(self.units if on_grid else 1.0, self.open_ns, not on_grid)
+            context = Context(self.half_ticks_per_point if on_grid else 1.0, self.open_ns, not on_grid)
             node = self.nodes[key] = Node(indicator(unit, args, context), self.source(name))
         found = node
         return lambda: found.value
@@ -138,10 +138,10 @@ class Evaluation:
     A series an indicator reads is taken at every tick; one only the conditions read is read
     off the tick where they read it (when stateless)."""
 
-    def __init__(self, plan: ast.Plan, session: SessionSpec, units: float, clock_base_ns: int,
+    def __init__(self, plan: ast.Plan, session: SessionSpec, half_ticks_per_point: float, clock_base_ns: int,
                  broker: Broker, peers: Mapping[str, float] | None = None) -> None:
-        """`peers`: the grid units of each other symbol the plan may read (see `Feed`)."""
-        self.session, self.units, self.base, self.broker = session, units, clock_base_ns, broker
+        """`peers`: the half ticks per point of each other symbol the plan may read (see `Feed`)."""
+        self.session, self.half_ticks_per_point, self.base, self.broker = session, half_ticks_per_point, clock_base_ns, broker
         self.peers = dict(peers or {})
         self.feeds: dict[str, Feed] = {}
         self.tick = Tick(-1, 0, NAN, NAN, NAN, 0.0)  # the tick observed last
@@ -165,7 +165,7 @@ class Evaluation:
     def source(self, name: str) -> Series:
         got = self.series.get(name)
         if got is None:
-            got = self.series[name] = MARKET[name](self.units, self.base)
+            got = self.series[name] = MARKET[name](self.half_ticks_per_point, self.base)
         return got
 
     def read(self, name: str) -> Value:
@@ -235,11 +235,11 @@ class Evaluation:
     def foreign(self, expr: ast.SymbolRead) -> Value:
         feed = self.feeds.get(expr.symbol)
         if feed is None:
-            units = self.peers.get(expr.symbol)
-            if units is None:
+            half_ticks_per_point = self.peers.get(expr.symbol)
+            if half_ticks_per_point is None:
                 raise PlanError(f"the plan reads {expr.symbol}, which is not a symbol of this run"
                                 + (f" ({', '.join(sorted(self.peers))})" if self.peers else ""))
-            feed = self.feeds[expr.symbol] = Feed(units, self.base, self.broker.open_ns)
+            feed = self.feeds[expr.symbol] = Feed(half_ticks_per_point, self.base, self.broker.open_ns)
         return feed.read(expr.read)
 
     def feed(self, symbol: str, ticks: Ticks) -> None:
@@ -283,7 +283,7 @@ class Evaluation:
         if node is None:
             name = args.source()
             on_grid = SERIES[name].exact
-            context = Context(self.units if on_grid else 1.0, self.broker.open_ns, not on_grid)
+            context = Context(self.half_ticks_per_point if on_grid else 1.0, self.broker.open_ns, not on_grid)
             node = self.nodes[key] = Node(indicator(unit, args, context), self.source(name))
         found = node
         return lambda: found.value

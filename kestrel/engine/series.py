@@ -3,9 +3,9 @@ tick (`take`, on the reference path) and its column over a prefix of the session
 the vectorized path), the same doubles bit for bit.
 
 Each series has a `value` and an `exact` form (see `kestrel.lang.functions`): a series on the
-half-tick grid is `exact` whole half ticks, `round(x x units)` (half to even, as `np.rint`),
-`mid` is `round((bid + ask) x units/2)` and `spread` `round((ask - bid) x units)` half ticks,
-each `value` that over `units`; `vol` and `vwap` are running sums from the session's first tick
+half-tick grid is `exact` whole half ticks, `round(x x half_ticks_per_point)` (half to even, as `np.rint`),
+`mid` is `round((bid + ask) x half_ticks_per_point/2)` and `spread` `round((ask - bid) x half_ticks_per_point)` half ticks,
+each `value` that over `half_ticks_per_point`; `vol` and `vwap` are running sums from the session's first tick
 (`vwap = Σ(last·size) / Σsize`, the mean of last while the volume is 0), `open` the first tick's
 last, `time` whole seconds from the session's clock base. The account series (`pos`, `rpnl`,
 `upnl`, `pnl`) are the broker's (`reference.Evaluation` reads them there); the vectorized path
@@ -36,8 +36,8 @@ class Series(ABC):
     exact: float = NAN
     stateless = False
 
-    def __init__(self, units: float, clock_base_ns: int) -> None:
-        self.units = units
+    def __init__(self, half_ticks_per_point: float, clock_base_ns: int) -> None:
+        self.half_ticks_per_point = half_ticks_per_point
         self.base = clock_base_ns
 
     @abstractmethod
@@ -60,7 +60,7 @@ class Stateless(Series):
 
     def take(self, tick: Tick) -> None:
         self.value = x = self.read(tick)
-        self.exact = round(x * self.units)
+        self.exact = round(x * self.half_ticks_per_point)
 
 
 class _Grid(Stateless):
@@ -71,18 +71,18 @@ class _Grid(Stateless):
         """The exact value (whole half ticks) at `tick`."""
 
     def read(self, tick: Tick) -> float:
-        return self.exact_of(tick) / self.units
+        return self.exact_of(tick) / self.half_ticks_per_point
 
     def take(self, tick: Tick) -> None:
         self.exact = k = self.exact_of(tick)
-        self.value = k / self.units
+        self.value = k / self.half_ticks_per_point
 
 
 class _Raw(Stateless):
     """A tick column as it is; exact: its whole half ticks."""
 
     def _columns(self, prices: Arr) -> tuple[Arr, Arr]:
-        return prices, np.rint(prices * self.units).astype(np.int64)
+        return prices, np.rint(prices * self.half_ticks_per_point).astype(np.int64)
 
 
 class Last(_Raw):
@@ -111,20 +111,20 @@ class Ask(_Raw):
 
 class Mid(_Grid):
     def exact_of(self, tick: Tick) -> float:
-        return round((tick.bid + tick.ask) * (self.units / 2.0))
+        return round((tick.bid + tick.ask) * (self.half_ticks_per_point / 2.0))
 
     def column(self, ticks: Ticks) -> tuple[Arr, Arr]:
-        k = np.rint((ticks.bid + ticks.ask) * (self.units / 2.0)).astype(np.int64)
-        return k / self.units, k
+        k = np.rint((ticks.bid + ticks.ask) * (self.half_ticks_per_point / 2.0)).astype(np.int64)
+        return k / self.half_ticks_per_point, k
 
 
 class Spread(_Grid):
     def exact_of(self, tick: Tick) -> float:
-        return round((tick.ask - tick.bid) * self.units)
+        return round((tick.ask - tick.bid) * self.half_ticks_per_point)
 
     def column(self, ticks: Ticks) -> tuple[Arr, Arr]:
-        k = np.rint((ticks.ask - ticks.bid) * self.units).astype(np.int64)
-        return k / self.units, k
+        k = np.rint((ticks.ask - ticks.bid) * self.half_ticks_per_point).astype(np.int64)
+        return k / self.half_ticks_per_point, k
 
 
 class Size(Stateless):
@@ -151,8 +151,8 @@ class Time(Stateless):
 
 
 class Vol(Series):
-    def __init__(self, units: float, clock_base_ns: int) -> None:
-        super().__init__(units, clock_base_ns)
+    def __init__(self, half_ticks_per_point: float, clock_base_ns: int) -> None:
+        super().__init__(half_ticks_per_point, clock_base_ns)
         self.value = self.exact = 0.0
 
     def take(self, tick: Tick) -> None:
@@ -164,8 +164,8 @@ class Vol(Series):
 
 
 class Vwap(Series):
-    def __init__(self, units: float, clock_base_ns: int) -> None:
-        super().__init__(units, clock_base_ns)
+    def __init__(self, half_ticks_per_point: float, clock_base_ns: int) -> None:
+        super().__init__(half_ticks_per_point, clock_base_ns)
         self.volume = self.notional = self.total = 0.0
         self.count = 0
 
@@ -191,11 +191,11 @@ class Open(Series):
     def take(self, tick: Tick) -> None:
         if self.value != self.value:
             self.value = tick.last
-            self.exact = round(tick.last * self.units)
+            self.exact = round(tick.last * self.half_ticks_per_point)
 
     def column(self, ticks: Ticks) -> tuple[Arr, Arr]:
         first = float(ticks.last[0]) if len(ticks) else NAN
-        exact = round(first * self.units) if len(ticks) else 0
+        exact = round(first * self.half_ticks_per_point) if len(ticks) else 0
         return np.full(len(ticks), first), np.full(len(ticks), exact, dtype=np.int64)
 
 

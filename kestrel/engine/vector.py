@@ -32,11 +32,11 @@ class Columns:
     """Lazily computed columns for a prefix of one session's ticks; `arm` is the index where
     the plan was armed (crosses start fresh there)."""
 
-    def __init__(self, ticks: Ticks, session: SessionSpec, arm: int, units: float,
+    def __init__(self, ticks: Ticks, session: SessionSpec, arm: int, half_ticks_per_point: float,
                  clock_base_ns: int) -> None:
         self.ticks, self.session, self.arm = ticks, session, arm
         self.open_ns = session.open_ns
-        self.units, self.base = units, clock_base_ns
+        self.half_ticks_per_point, self.base = half_ticks_per_point, clock_base_ns
         self.n = len(ticks)
         self.account: dict[str, float] = {}
         self._series: dict[str, tuple[Arr, Arr]] = {}
@@ -55,7 +55,7 @@ class Columns:
         if got is None:
             if name not in MARKET:
                 raise PlanError(f"series {name!r} is not available on the vectorized path")
-            got = self._series[name] = MARKET[name](self.units, self.base).column(self.ticks)
+            got = self._series[name] = MARKET[name](self.half_ticks_per_point, self.base).column(self.ticks)
         return got
 
     def value(self, expr: ast.Expr, lo: int = 0) -> Any:
@@ -102,7 +102,7 @@ class Columns:
         if got is None:
             name = args.source()
             on_grid = SERIES[name].exact
-            context = Context(self.units if on_grid else 1.0, self.open_ns, not on_grid)
+            context = Context(self.half_ticks_per_point if on_grid else 1.0, self.open_ns, not on_grid)
             value, exact = self.series(name)
             got = indicator(unit, args, context).column(self.ticks.ts, value, exact)
             self._indicators[key] = got

@@ -87,10 +87,10 @@ def probe(snapshot: FrozenSnapshot, cond: ast.Expr) -> bool | None:
     n = len(snapshot.ticks)
     if session is None or n == 0:
         return None
-    units, base = TickGrid(snapshot.data.tick_size).units, clock_base_ns(session)
-    quote = Columns(snapshot.ticks.slice(n - 1, n), session, 0, units, base)
+    half_ticks, base = TickGrid(snapshot.data.tick_size).half_ticks_per_point, clock_base_ns(session)
+    quote = Columns(snapshot.ticks.slice(n - 1, n), session, 0, half_ticks, base)
     today = snapshot.session_ticks()
-    windows = Columns(today, session, max(len(today) - 1, 0), units, base)
+    windows = Columns(today, session, max(len(today) - 1, 0), half_ticks, base)
 
     def value(e: ast.Expr) -> float | None:
         if isinstance(e, ast.Number):

@@ -178,7 +178,7 @@ class PortfolioEngine:
             self.engines[s] = engine
             self._take(s, command=True)
         for s in self.symbols:  # the other members a plan may read (cross-symbol reads)
-            self.engines[s].peers = {o: self.engines[o].grid.units for o in self.symbols if o != s}
+            self.engines[s].peers = {o: self.engines[o].grid.half_ticks_per_point for o in self.symbols if o != s}
         self.funds.new_session(lambda x: self._touch(x, -1))
         for s in self.symbols:  # a plan living FOR more sessions is armed again at the open
             standing = self._standing.get(s)
