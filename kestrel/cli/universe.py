@@ -20,7 +20,7 @@ import hashlib
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -28,32 +28,11 @@ from kestrel.cli.dataflags import check_paths, parse_date, parse_guard, positive
 from kestrel.cli.errors import UsageError
 
 if TYPE_CHECKING:
+    from kestrel.session.portfolio_capture import CaptureHead, UniverseSource
     from kestrel.market.universe import Universe
     from kestrel.report.portfolio import PortfolioReport
     from kestrel.session.portfolio import PortfolioCapture, PortfolioResult
     from kestrel.session.protocol import Agent
-
-CAPTURE_LEAD = b'{"universe":'  # how a portfolio capture file begins (a single-symbol one never does)
-
-
-class UniverseSource(msgspec.Struct, frozen=True):
-    """How a universe was loaded: `data` (an absolute path, a folder or a glob), the column map,
-    the factor file, the delimiter and the crossed/spike policies. Replaying loads it again."""
-
-    data: str
-    columns: str | None = None
-    factors: str | None = None
-    delimiter: str = ","
-    crossed: Literal["error", "drop", "keep"] = "error"
-    spikes: Literal["error", "drop", "keep"] = "error"
-
-
-class CaptureHead(msgspec.Struct, frozen=True):
-    """The header keys of a portfolio capture file (the rest is its `PortfolioCapture`)."""
-
-    universe: UniverseSource
-    ledger_sha256: str | None = None
-
 
 def add_universe_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--symbols", default=None, metavar="A,B,...",
@@ -129,6 +108,8 @@ def run_universe_command(args: argparse.Namespace) -> int:
     from kestrel.session.options import SessionError, SessionOptions
     from kestrel.session.portfolio import DEFAULT_CAPITAL, run_portfolio
 
+    from kestrel.session.portfolio_capture import UniverseSource
+
     from kestrel.cli.execution import engine_config
 
     _refuse_single_symbol_flags(args, "simulate")
@@ -164,6 +145,7 @@ def run_universe_command(args: argparse.Namespace) -> int:
 def _outputs(args: argparse.Namespace, result: PortfolioResult, source: UniverseSource, capture: str | None) -> None:
     """Write the ledger, the capture and the HTML page; print the report (text or JSON)."""
     from kestrel.report.portfolio import from_portfolio_run
+    from kestrel.session.portfolio_capture import capture_bytes
 
     ledger = result.ledger.to_jsonl()
     _write(args.ledger, ledger)
@@ -187,14 +169,10 @@ def _print_report(args: argparse.Namespace, rep: PortfolioReport, result: Portfo
         sys.stdout.write("\n".join(portfolio_text(rep)) + "\n")
 
 
-def capture_bytes(source: UniverseSource, capture: PortfolioCapture, ledger: bytes) -> bytes:
-    """A portfolio capture file: the `CaptureHead` keys, then the capture's own fields."""
-    head = msgspec.json.encode(CaptureHead(source, hashlib.sha256(ledger).hexdigest()))
-    return head[:-1] + b"," + capture.to_json()[1:] + b"\n"
-
-
 def is_portfolio_capture(path: str) -> bool:
     """Whether the file at `path` is a portfolio capture (it begins with `CAPTURE_LEAD`)."""
+    from kestrel.session.portfolio_capture import CAPTURE_LEAD
+
     try:
         with open(path, "rb") as f:
             return f.read(len(CAPTURE_LEAD)) == CAPTURE_LEAD
@@ -204,6 +182,7 @@ def is_portfolio_capture(path: str) -> bool:
 
 def read_portfolio_capture(path: str) -> tuple[CaptureHead, PortfolioCapture]:
     from kestrel.session.portfolio import PortfolioCapture
+    from kestrel.session.portfolio_capture import CaptureHead
 
     try:
         raw = Path(path).read_bytes()
@@ -366,5 +345,4 @@ def _write(path: str | None, data: bytes) -> None:
         raise UsageError(f"cannot write {path}: {exc.strerror}") from None
 
 
-__all__ = ["CaptureHead", "UniverseSource", "add_universe_flags", "capture_bytes", "is_portfolio_capture", "is_universe",
-           "load_source", "read_portfolio_capture", "run_universe_command", "run_universe_replay", "run_universe_report"]
+__all__ = ["add_universe_flags", "is_portfolio_capture", "is_universe", "load_source", "read_portfolio_capture", "run_universe_command", "run_universe_replay", "run_universe_report"]
