@@ -52,12 +52,12 @@ def add_universe_flags(p: argparse.ArgumentParser) -> None:
 
 def is_universe(args: argparse.Namespace) -> bool:
     """Whether the command line runs a universe: `--symbols`, a portfolio flag, a folder or a
-    glob as `--data`, or a data file with a `symbol` column."""
+    glob as `--data`, or a data file with a `symbol` column unless `--symbol` picks one member."""
     if args.symbols is not None or args.capital is not None or args.no_short or args.max_open is not None \
             or args.max_gross is not None or args.portfolio_maxloss is not None or args.factors is not None:
         return True
     name = (args.data or "").strip()
-    if name in ("", "sample"):
+    if name in ("", "sample") or getattr(args, "symbol", None):  # --symbol: one member of a long file
         return False
     if Path(name).is_dir() or globs.has_magic(name):
         return True
