@@ -115,3 +115,17 @@ def test_universe_sweeps_refuse_what_cannot_run(tmp_path: Path, plans: tuple[Pat
         assert code == 2, (flags, err)
         assert len(err.strip().splitlines()) == 1 and words in err, err
     assert not (tmp_path / "sweep" / "runs").exists()
+
+
+def test_one_member_of_a_long_file_sweeps_as_a_single_symbol(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    data = _universe(tmp_path / "u.csv")
+    plan = tmp_path / "p.kes"
+    plan.write_text("PLAN a UNTIL 15:45 RISK maxpos 10 maxloss 300\nWHEN pos == 0: BUY 10 MKT\n")
+    code, text, err = run_cli(capsys, "sweep", "--data", f"{data}|symbol=BBB", "--agents", f"fixed:{plan}", "--days",
+                              "2", "--jobs", "1", "--out", str(tmp_path / "sweep"), "--json")
+    assert code == 0, err
+    doc = json.loads(text)
+    assert doc["ran"] == 2 and all(r["error"] is None for r in doc["runs"])
+    refs = {r["agent"] for r in _sessions(tmp_path / "sweep")} - {f"fixed:{plan}"}
+    assert refs == {"buy-and-hold", "flat"}

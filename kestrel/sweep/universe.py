@@ -73,12 +73,15 @@ def parse_name(name: str) -> UniverseName:
 
 def is_universe_name(name: str) -> bool:
     """Whether the data name is a universe: a folder, a glob, a universe option, or a data file
-    with a `symbol` column."""
+    with a `symbol` column, unless `symbol=` picks one member."""
     head, _, opts = name.partition("|")
     head = head.strip()
     if head in ("", "sample") or head.startswith("sample ("):
         return False
-    if "symbols=" in opts or "capital=" in opts or Path(head).is_dir() or globs.has_magic(head):
+    keys = {o.partition("=")[0] for o in opts.split("|")} if opts else set()
+    if "symbol" in keys:  # one member of a long-format file: a single-symbol run
+        return False
+    if keys & {"symbols", "capital"} or Path(head).is_dir() or globs.has_magic(head):
         return True
     from kestrel.data import DataError
     from kestrel.data.readers import file_header
