@@ -155,6 +155,12 @@ def check_submit(ns: argparse.Namespace) -> None:
         pace = None  # refused with its own message when the run is resolved
     if pace is not None and ns.backend == DIRECT:
         raise ValueError("--pace needs the actor feed: use --backend asyncio or trio (or --pace max)")
+    from kestrel.cli.universe import is_universe
+
+    flagged = is_universe(argparse.Namespace(**{**vars(ns), "data": ""}))  # --symbols, --capital, ...
+    if flagged or (is_universe(ns) and not ns.symbol):
+        raise ValueError("universes run through `kestrel simulate` and `kestrel sweep`; the daemon takes one symbol: "
+                         "name one member of a long-format file with --symbol SYM")
     data_input = None if ns.data.strip() in ("", "sample") else ns.data
     outputs = [("--capture", ns.capture), ("--ledger", ns.ledger), ("--evidence", ns.evidence)]
     try:

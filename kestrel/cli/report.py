@@ -105,6 +105,12 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _run_report(args: argparse.Namespace) -> int:
+    from kestrel.cli.universe import is_portfolio_capture, run_universe_report
+
+    if args.capture is not None and is_portfolio_capture(args.capture):
+        if args.usd_rate:
+            raise UsageError("--usd-rate applies to --sweep reports only")
+        return run_universe_report(args)
     check_report_paths(args)
     if args.sweep is not None:
         if args.ledger is not None or args.png is not None or args.evidence is not None:

@@ -26,7 +26,13 @@ from kestrel.cli.replays import calls_evidence, replay_session, show_blind, with
 from kestrel.cli.callflags import add_call_flags, apply_rate_flags, arm_latency, check_post_cutoff, rate_flags, run_policy
 from kestrel.cli.dataflags import add_data_flags, agent_input, check_paths, load_from_args, news_from_args, parse_date, parse_guard
 from kestrel.cli.errors import UsageError, guarded
-from kestrel.cli.universe import add_universe_flags, is_universe, run_universe_command
+from kestrel.cli.universe import (
+    add_universe_flags,
+    is_portfolio_capture,
+    is_universe,
+    run_universe_command,
+    run_universe_replay,
+)
 from kestrel.providers import lookup
 from kestrel.providers import names as provider_names
 from kestrel.cli.execution import add_flags as _execution_flags
@@ -483,6 +489,8 @@ def _run_replay(args: argparse.Namespace) -> int:
     from kestrel.market.news import NO_NEWS
     from kestrel.session.capture import CaptureError, read_capture
 
+    if is_portfolio_capture(args.capture):
+        return run_universe_replay(args)
     if args.data is not None and not args.data.strip():
         raise UsageError("--data is empty: give the path of the moved copy of the captured data file")
     outputs = [("--capture", args.capture_out), ("--ledger", args.ledger), ("--report", args.report),

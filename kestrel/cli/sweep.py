@@ -248,14 +248,17 @@ def _run_sweep(args: argparse.Namespace) -> int:
     from kestrel.session.schedule import ordinals
     from kestrel.sweep.run import NetworkLane, run_sweep
     from kestrel.sweep.spec import SweepError, expand
+    from kestrel.data import DataError
+    from kestrel.sweep.universe import universe_dates
     from kestrel.sweep.worker import cached_data
 
     grid, st = _grid(args)
     grid = msgspec.structs.replace(grid, agents=tuple(_absolute_agent(a) for a in grid.agents),
                                    data=tuple(_absolute_data(d) for d in grid.data))
     specs_of = _model_specs(grid.agents)
+    universes = _universe_sweep(grid.data, grid.agents)
     for a in grid.agents:
-        if is_model_spec(a):
+        if is_model_spec(a) or universes:
             continue  # a model agent: checked with the sweep's call policy below
         try:
             agent_of(a)  # a bad agent or plan file fails here, before anything runs
@@ -269,6 +272,11 @@ def _run_sweep(args: argparse.Namespace) -> int:
 
     def sessions_of(name: str) -> list[str]:
         """The data's sessions; without --date up to the last complete one (as `simulate`)."""
+        if universes:
+            try:
+                return universe_dates(name)
+            except (DataError, OSError, ValueError) as exc:
+                raise UsageError(f"{name}: {exc}") from None
         try:
             data = cached_data(name, load_data)
         except UsageError as exc:
@@ -371,6 +379,31 @@ def sweep_words(message: str, data: str | None = None) -> str:
     ):
         message = message.replace(old, new)
     return message
+
+
+def _universe_sweep(data: Sequence[str], agents: Sequence[str]) -> bool:
+    """Whether the sweep's data are universes (each cell a portfolio session); refuses a grid
+    that mixes universes with single-symbol files, and agents that cannot trade a universe."""
+    from kestrel.models.spec import is_model_spec
+    from kestrel.sweep.universe import is_universe_name
+
+    kinds = {is_universe_name(d) for d in data}
+    if kinds == {True, False}:
+        raise UsageError("a sweep's --data are all universes or all single-symbol files: run them as two sweeps")
+    if kinds != {True}:
+        return False
+    for a in agents:
+        kind, _, arg = a.partition(":")
+        if kind == "baseline":
+            raise UsageError("a universe sweep's baselines (equal-weight buy-and-hold, cash) come from the data: "
+                             "drop baseline from --agents")
+        if kind == "fixed" and arg:
+            if not os.path.isfile(arg):
+                raise UsageError(f"cannot read the plan file {arg!r}: no such file")
+        elif not is_model_spec(a):
+            raise UsageError(f"agent {a!r} cannot trade a universe: give fixed:PLANS.kes (plans ON each symbol) or "
+                             "a model agent (PROVIDER:MODEL)")
+    return True
 
 
 def _absolute_agent(spec: str) -> str:

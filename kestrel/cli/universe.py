@@ -1,29 +1,38 @@
 """`kestrel simulate` over a universe: `--data` a long-format file (a `symbol` column), a folder
 or a glob of per-symbol files, `--symbols A,B` to select, one account (`--capital`,
-`--no-short`, `--max-open`, `--max-gross`, `--portfolio-maxloss`), factor rows (`--factors`).
+`--no-short`, `--max-open`, `--max-gross`, `--portfolio-maxloss`), factor rows (`--factors`);
+`kestrel replay` and `kestrel report` of its capture.
 
-The session runs in process (`kestrel.session.portfolio.run_portfolio`); `--ledger` writes the
-portfolio ledger, `--capture` the run's capture (its replay input, `replay`), and the report is
-the account and one line per symbol.
+The session runs in process (`kestrel.session.portfolio.run_portfolio`). Its outputs: the
+portfolio report (`kestrel.report.portfolio`) as text, as JSON (`--json`) or as an HTML page
+(`--report`); `--ledger` the portfolio ledger; `--capture` the run's capture (`PortfolioCapture`)
+headed by how the universe was loaded (`UniverseSource`) and the SHA-256 of the run's ledger,
+so `kestrel replay CAPTURE` loads the same universe, re-runs the recorded turns and verifies the
+ledger byte for byte. The header keys lead the capture's JSON object, so the file still decodes
+as a `PortfolioCapture`.
 """
 
 from __future__ import annotations
 
 import argparse
 import glob as globs
+import hashlib
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import msgspec
 
-from kestrel.cli.dataflags import parse_date, parse_guard, positive_float
+from kestrel.cli.dataflags import check_paths, parse_date, parse_guard, positive_float
 from kestrel.cli.errors import UsageError
 
 if TYPE_CHECKING:
-    from kestrel.session.portfolio import PortfolioResult
+    from kestrel.session.portfolio_capture import CaptureHead, UniverseSource
+    from kestrel.market.universe import Universe
+    from kestrel.report.portfolio import PortfolioReport
+    from kestrel.session.portfolio import PortfolioCapture, PortfolioResult
     from kestrel.session.protocol import Agent
-
 
 def add_universe_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--symbols", default=None, metavar="A,B,...",
@@ -43,12 +52,12 @@ def add_universe_flags(p: argparse.ArgumentParser) -> None:
 
 def is_universe(args: argparse.Namespace) -> bool:
     """Whether the command line runs a universe: `--symbols`, a portfolio flag, a folder or a
-    glob as `--data`, or a data file with a `symbol` column."""
+    glob as `--data`, or a data file with a `symbol` column unless `--symbol` picks one member."""
     if args.symbols is not None or args.capital is not None or args.no_short or args.max_open is not None \
             or args.max_gross is not None or args.portfolio_maxloss is not None or args.factors is not None:
         return True
     name = (args.data or "").strip()
-    if name in ("", "sample"):
+    if name in ("", "sample") or getattr(args, "symbol", None):  # --symbol: one member of a long file
         return False
     if Path(name).is_dir() or globs.has_magic(name):
         return True
@@ -62,30 +71,59 @@ def is_universe(args: argparse.Namespace) -> bool:
     return header is not None and any(h.strip().lower() == "symbol" for h in header)
 
 
-def run_universe_command(args: argparse.Namespace) -> int:
+def _abs(path: str) -> str:
+    """`path` made absolute (a glob keeps its pattern), so a capture replays from any folder."""
+    return os.path.abspath(os.path.expanduser(path))
+
+
+def load_source(source: UniverseSource, symbols: list[str] | None, command: str) -> Universe:
+    """The universe `source` names, narrowed to `symbols` (raises `UsageError` naming the fix);
+    the load report's notes go to stderr."""
     from kestrel.data import DataError
     from kestrel.data.universe import load_universe
+
+    try:
+        loaded = load_universe(source.data, columns=source.columns, symbols=symbols, factors=source.factors,
+                               crossed=source.crossed, spikes=source.spikes, delimiter=source.delimiter)
+    except DataError as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {source.data}: {exc.strerror or exc}") from None
+    for line in loaded.report.notes():
+        print(f"kestrel {command}: {line}", file=sys.stderr)
+    return loaded.universe
+
+
+def _refuse_single_symbol_flags(args: argparse.Namespace, command: str) -> None:
+    if getattr(args, "png", None):
+        raise UsageError(f"kestrel {command}: --png charts one symbol's run; a universe run writes its HTML "
+                         "page with --report")
+    if getattr(args, "evidence", None):
+        raise UsageError(f"kestrel {command}: --evidence records a single-symbol run's authoring loop; drop it "
+                         "for a universe")
+
+
+def run_universe_command(args: argparse.Namespace) -> int:
     from kestrel.market.portfolio import PortfolioBounds
     from kestrel.session.options import SessionError, SessionOptions
     from kestrel.session.portfolio import DEFAULT_CAPITAL, run_portfolio
 
+    from kestrel.session.portfolio_capture import UniverseSource
+
     from kestrel.cli.execution import engine_config
 
+    _refuse_single_symbol_flags(args, "simulate")
+    check_paths([("--capture", args.capture), ("--ledger", args.ledger), ("--report", args.report)],
+                [("--data", args.data), ("--factors", args.factors)])
     if args.backend != "direct" and "--backend" in sys.argv:
         print("kestrel simulate: note: a universe session runs in process (--backend direct)", file=sys.stderr)
     symbols = None if args.symbols is None else [s.strip() for s in args.symbols.split(",") if s.strip()]
     if symbols is not None and not symbols:
         raise UsageError("--symbols is empty: give symbols like AAPL,MSFT")
-    try:
-        loaded = load_universe(args.data.strip(), columns=args.columns, symbols=symbols, factors=args.factors,
-                               crossed=args.crossed or "error", spikes=args.spikes or "error",
-                               delimiter=args.delimiter or ",")
-    except DataError as exc:
-        raise UsageError(str(exc)) from None
-    except OSError as exc:
-        raise UsageError(f"cannot read {args.data}: {exc.strerror or exc}") from None
-    for line in loaded.report.notes():
-        print(f"kestrel simulate: {line}", file=sys.stderr)
+    source = UniverseSource(_abs(args.data.strip()), args.columns,
+                            None if args.factors is None else _abs(args.factors), args.delimiter or ",",
+                            args.crossed or "error", args.spikes or "error")
+    universe = load_source(source, symbols, "simulate")
     try:
         bounds = PortfolioBounds(capital=args.capital or DEFAULT_CAPITAL, max_gross=args.max_gross or 1.0,
                                  max_open=args.max_open, session_maxloss=args.portfolio_maxloss,
@@ -97,15 +135,166 @@ def run_universe_command(args: argparse.Namespace) -> int:
                              engine=engine_config(args, None))
     agent = _agent(args)
     try:
-        result = run_portfolio(loaded.universe, agent, bounds, options, date=parse_date(args.date), days=args.days)
+        result = run_portfolio(universe, agent, bounds, options, date=parse_date(args.date), days=args.days)
     except SessionError as exc:
         raise UsageError(str(exc)) from None
-    _write(args.ledger, result.ledger.to_jsonl())
-    _write(args.capture, result.capture.to_json() + b"\n")
-    if args.json:
-        sys.stdout.write(msgspec.json.encode(_summary(result)).decode() + "\n")
+    _outputs(args, result, source, args.capture)
+    return 0
+
+
+def _outputs(args: argparse.Namespace, result: PortfolioResult, source: UniverseSource, capture: str | None) -> None:
+    """Write the ledger, the capture and the HTML page; print the report (text or JSON)."""
+    from kestrel.report.portfolio import from_portfolio_run
+    from kestrel.session.portfolio_capture import capture_bytes
+
+    ledger = result.ledger.to_jsonl()
+    _write(args.ledger, ledger)
+    _write(capture, capture_bytes(source, result.capture, ledger))
+    rep = from_portfolio_run(result.engine, result.capture.dates)
+    _print_report(args, rep, result)
+
+
+def _print_report(args: argparse.Namespace, rep: PortfolioReport, result: PortfolioResult | None) -> None:
+    from kestrel.report.portfolio import to_json
+    from kestrel.report.portfolio_page import portfolio_text, render_portfolio
+
+    if args.report:
+        _write(args.report, render_portfolio(rep).encode("utf-8"))
+    if getattr(args, "json", False):
+        body = to_json(rep)
+        if result is not None:
+            body.update(_run_summary(result))
+        sys.stdout.write(msgspec.json.encode(body).decode() + "\n")
     else:
-        sys.stdout.write(_text(result))
+        sys.stdout.write("\n".join(portfolio_text(rep)) + "\n")
+
+
+def is_portfolio_capture(path: str) -> bool:
+    """Whether the file at `path` is a portfolio capture (it begins with `CAPTURE_LEAD`)."""
+    from kestrel.session.portfolio_capture import CAPTURE_LEAD
+
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(CAPTURE_LEAD)) == CAPTURE_LEAD
+    except OSError:
+        return False
+
+
+def read_portfolio_capture(path: str) -> tuple[CaptureHead, PortfolioCapture]:
+    from kestrel.session.portfolio import PortfolioCapture
+    from kestrel.session.portfolio_capture import CaptureHead
+
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        return msgspec.json.decode(raw, type=CaptureHead), PortfolioCapture.from_json(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise UsageError(f"{path}: not a portfolio capture ({exc}); write one with kestrel simulate --data "
+                         "UNIVERSE ... --capture") from None
+
+
+def _moved(head: CaptureHead, data: str | None) -> UniverseSource:
+    if data is None:
+        return head.universe
+    if not data.strip():
+        raise UsageError("--data is empty: give the path of the moved copy of the captured universe")
+    return msgspec.structs.replace(head.universe, data=_abs(data.strip()))
+
+
+def _replayed(head: CaptureHead, capture: PortfolioCapture, data: str | None, command: str) -> PortfolioResult:
+    from kestrel.session.options import SessionError
+    from kestrel.session.portfolio import replay
+
+    universe = load_source(_moved(head, data), list(capture.symbols), command)
+    missing = [d for d in capture.dates if d not in {s.date.isoformat() for s in universe.sessions}]
+    if missing:
+        raise UsageError(f"the universe has no session on {missing[0]}, a session of the capture: give the "
+                         "captured data with --data")
+    try:
+        return replay(universe, capture)
+    except (SessionError, KeyError, ValueError) as exc:
+        raise UsageError(f"the capture does not replay on {', '.join(universe.symbols)}: {exc}") from None
+
+
+def run_universe_replay(args: argparse.Namespace) -> int:
+    """`kestrel replay` of a portfolio capture: the ledger reproduced and verified byte for byte
+    against the SHA-256 the capture records (and `--expect-ledger` when given)."""
+    from kestrel.cli.simulate import first_difference
+
+    _refuse_single_symbol_flags(args, "replay")
+    if args.news is not None:
+        raise UsageError("kestrel replay: a universe run takes no --news; drop it")
+    head, capture = read_portfolio_capture(args.capture)
+    check_paths([("--capture", args.capture_out), ("--ledger", args.ledger), ("--report", args.report)],
+                [("capture", args.capture), ("--data", args.data), ("--expect-ledger", args.expect_ledger),
+                 ("universe recorded in the capture", head.universe.data)])
+    expected = None
+    if args.expect_ledger:
+        try:
+            expected = Path(args.expect_ledger).read_bytes()
+        except OSError as exc:
+            raise UsageError(f"cannot read {args.expect_ledger}: {exc.strerror}") from None
+    if head.ledger_sha256 is None and not args.no_verify:
+        raise UsageError(f"{args.capture}: the capture records no ledger checksum, so its replay cannot be "
+                         "verified: pass --no-verify to replay it unverified")
+    result = _replayed(head, capture, args.data, "replay")
+    _outputs(args, result, _moved(head, args.data), args.capture_out)
+    ledger = result.ledger.to_jsonl()
+    if expected is not None and expected != ledger:
+        print(f"kestrel replay: the replayed ledger differs from --expect-ledger {args.expect_ledger}: "
+              + first_difference(expected, ledger), file=sys.stderr)
+        return 1
+    digest = hashlib.sha256(ledger).hexdigest()
+    if head.ledger_sha256 is not None and digest != head.ledger_sha256:
+        print(f"kestrel replay: the replayed ledger differs from the captured run's (sha256 {digest[:16]}…, "
+              f"recorded {head.ledger_sha256[:16]}…); pass --expect-ledger with that run's ledger to see "
+              "the first differing line", file=sys.stderr)
+        return 1
+    if head.ledger_sha256 is not None:
+        print(f"kestrel replay: ledger identical to the captured run's (sha256 {digest[:16]}…)", file=sys.stderr)
+    return 0
+
+
+def run_universe_report(args: argparse.Namespace) -> int:
+    """`kestrel report --capture` of a portfolio capture: the HTML page from the run's ledger
+    (`--ledger`, checked against the capture's SHA-256) or from replaying the capture."""
+    from kestrel.report.portfolio import portfolio_report
+    from kestrel.report.portfolio_ledger import PortfolioLedgerError
+
+    if args.png is not None or args.evidence is not None:
+        raise UsageError("--png and --evidence apply to single-symbol reports; drop them for a universe run")
+    head, capture = read_portfolio_capture(args.capture)
+    check_paths([("-o", args.output)], [("--capture", args.capture), ("--ledger", args.ledger),
+                                        ("universe recorded in the capture", head.universe.data)])
+    universe: Universe | None = None
+    if args.ledger is None:
+        result = _replayed(head, capture, None, "report")
+        universe = result.engine.universe
+        ledger = result.ledger.to_jsonl()
+        if head.ledger_sha256 is not None and hashlib.sha256(ledger).hexdigest() != head.ledger_sha256:
+            raise UsageError(f"replaying {args.capture} does not give the captured run's ledger (is the universe "
+                             "file changed?); pass the run's --ledger")
+    else:
+        try:
+            ledger = Path(args.ledger).read_bytes()
+        except OSError as exc:
+            raise UsageError(f"cannot read {args.ledger}: {exc.strerror}") from None
+        got = hashlib.sha256(ledger).hexdigest()
+        if head.ledger_sha256 is not None and got != head.ledger_sha256:
+            raise UsageError(f"{args.ledger} is not this capture's ledger: its sha256 is {got}, {args.capture} "
+                             f"records {head.ledger_sha256}; pass the ledger written with the capture, or drop "
+                             "--ledger to replay the capture")
+    if universe is None:
+        universe = load_source(head.universe, list(capture.symbols), "report").select(list(capture.symbols))
+    try:
+        rep = portfolio_report(universe, ledger, capture.bounds.capital, capture.dates, configs=capture.configs)
+    except (PortfolioLedgerError, ValueError) as exc:
+        raise UsageError(f"{args.ledger or args.capture}: {exc}") from None
+    args.report = args.output
+    _print_report(args, rep, None)
+    print(f"wrote {args.output}", file=sys.stderr)
     return 0
 
 
@@ -129,7 +318,8 @@ def _agent(args: argparse.Namespace) -> Agent:
                     timeout_s=args.agent_timeout)
 
 
-def _summary(result: PortfolioResult) -> dict[str, object]:
+def _run_summary(result: PortfolioResult) -> dict[str, object]:
+    """What `--json` adds to the report: the session dates, the end holdings and the turns."""
     from kestrel.engine.ledger import Filled
 
     state = result.engine.state()
@@ -137,27 +327,11 @@ def _summary(result: PortfolioResult) -> dict[str, object]:
     for s, e in result.ledger.entries:
         if isinstance(e, Filled) and s is not None:
             fills[s] += 1
-    return {"symbols": list(result.engine.symbols), "sessions": list(result.capture.dates),
-            "capital": state.capital, "cash": state.cash, "equity": state.equity, "gross": state.gross,
-            "net": state.net, "open_positions": state.open_positions,
+    return {"dates": list(result.capture.dates), "cash": state.cash, "equity": state.equity,
+            "open_positions": state.open_positions,
             "holdings": [{"symbol": h.symbol, "position": h.position, "value": h.value, "rpnl": h.rpnl,
                           "fills": fills[h.symbol]} for h in state.holdings],
             "turns": [{"date": t.date, "ordinal": t.ordinal, "applied": t.applied} for t in result.turns]}
-
-
-def _text(result: PortfolioResult) -> str:
-    d = _summary(result)
-    state = result.engine.state()
-    lines = [f"universe {', '.join(result.engine.symbols)}: {len(result.capture.dates)} sessions "
-             f"{result.capture.dates[0]} to {result.capture.dates[-1]}",
-             f"account {state.currency}: capital {state.capital:.2f} cash {state.cash:.2f} equity {state.equity:.2f} "
-             f"gross {state.gross:.2f} net {state.net:.2f} open {state.open_positions}"]
-    holdings = d["holdings"]
-    assert isinstance(holdings, list)
-    for h in holdings:
-        lines.append(f"  {h['symbol']}: position {h['position']} value {h['value']:.2f} realized {h['rpnl']:.2f} "
-                     f"fills {h['fills']}")
-    return "\n".join(lines) + "\n"
 
 
 def _write(path: str | None, data: bytes) -> None:
@@ -171,4 +345,4 @@ def _write(path: str | None, data: bytes) -> None:
         raise UsageError(f"cannot write {path}: {exc.strerror}") from None
 
 
-__all__ = ["add_universe_flags", "is_universe", "run_universe_command"]
+__all__ = ["add_universe_flags", "is_portfolio_capture", "is_universe", "load_source", "read_portfolio_capture", "run_universe_command", "run_universe_replay", "run_universe_report"]

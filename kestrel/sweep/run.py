@@ -37,6 +37,7 @@ from typing import Any
 from kestrel.report.source import data_path, data_sha256, file_sha256
 from kestrel.sweep.results import clear_failure, finished, normalized, record_failure, write_tables
 from kestrel.sweep.spec import SweepRun, SweepError, agent_file, run_key
+from kestrel.sweep.universe import is_universe_name, universe_sha256
 from kestrel.sweep.worker import (
     AgentFactory,
     DataLoader,
@@ -96,8 +97,11 @@ def plan_tasks(specs: Sequence[SweepRun], out: Path, data_loader: DataLoader) ->
     for s in specs:
         if s.data not in shas:
             path = data_path(s.data)
-            shas[s.data] = file_sha256(path) if path is not None else data_sha256(
-                s.data, cached_data(s.data, data_loader))
+            if is_universe_name(s.data):
+                shas[s.data] = universe_sha256(s.data)
+            else:
+                shas[s.data] = file_sha256(path) if path is not None else data_sha256(
+                    s.data, cached_data(s.data, data_loader))
         af = agent_file(s.agent)
         news = file_sha256(s.news) if s.news is not None else None
         tasks.append(RunTask(s, run_key(s, shas[s.data], file_sha256(af) if af else None, news), str(out),

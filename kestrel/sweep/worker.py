@@ -16,6 +16,9 @@ exists only complete. It never raises for a failing run: the failure comes back 
   with the reason, retried by the next sweep);
 - a run whose agent or data could not even start is `failure` "error".
 
+A universe cell (a data name `kestrel.sweep.universe.is_universe_name` accepts) is a portfolio
+session instead (`kestrel.sweep.universe.execute_universe`), written the same way.
+
 `agent_factory` is a module-level function of the agent spec (picklable for process pools and
 Dask) or an object with `for_run(SweepRun)` (the sweep's model agents, built with its call
 policy in this process); each process loads a data file once and keeps it for its later runs
@@ -211,6 +214,10 @@ def execute(task: RunTask, agent_factory: AgentFactory | RunAgents, data_loader:
     from kestrel.report.run import from_result
     from kestrel.report.stats.records import session_records
 
+    from kestrel.sweep.universe import execute_universe, is_universe_name
+
+    if is_universe_name(task.spec.data):
+        return execute_universe(task, agent_factory)
     row = row_base(task)
     spec = task.spec
     try:

@@ -242,6 +242,29 @@ def _checkpoints(value: str | list[str] | None) -> tuple[str, ...]:
     return tuple(c.strip() for c in items if c.strip())
 
 
+UNIVERSE_ELSEWHERE = ("universes run through `kestrel simulate` and `kestrel sweep`; MCP tools take one symbol: "
+                      "name one member as data 'PATH|symbol=SYM'")
+
+
+def _universe_file(path: str, name: str) -> bool:
+    """Whether a data name is a universe (a folder, or a file with a `symbol` column and no
+    `symbol=` option choosing one member)."""
+    if path == "sample":
+        return False
+    if Path(path).is_dir():
+        return True
+    if "|symbol=" in name:
+        return False
+    from kestrel.data import DataError
+    from kestrel.data.readers import file_header
+
+    try:
+        header = file_header(path, ",")
+    except (DataError, OSError):
+        return False
+    return header is not None and any(h.strip().lower() == "symbol" for h in header)
+
+
 def _spec(roots: DataRoots, data: str, date: str | None, days: int, checkpoints: str | list[str] | None,
           **posture: Any) -> RunSpec:
     """The run a client asks for, its data confined to `roots` and its size bounded by the
@@ -264,6 +287,8 @@ def _spec(roots: DataRoots, data: str, date: str | None, days: int, checkpoints:
         posture["news"] = str(roots.confine(posture["news"]))
     head = data.strip().partition("|")[0]
     real = name.partition("|")[0]
+    if _universe_file(real, name):
+        raise ToolError(UNIVERSE_ELSEWHERE)
     if real != head:
         call.written[real] = head
     try:
