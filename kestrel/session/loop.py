@@ -72,7 +72,7 @@ from kestrel.session.protocol import (
     Usage,
     restates,
 )
-from kestrel.session.risk import Finding, RiskAssessment, RiskBounds, RiskLevel
+from kestrel.session.risk import RiskAssessment, RiskBounds, module_assessment
 
 
 TRUNCATED = "uncertain: truncated at the output limit"
@@ -189,21 +189,6 @@ class Done(msgspec.Struct, frozen=True):
     iterations: int
     tokens_spent: int
     module: PortfolioTurn | None = None
-
-
-def module_assessment(plans: tuple[ast.Plan, ...], assess: Callable[[ast.Plan], RiskAssessment]) -> RiskAssessment:
-    """One assessment of a module: each plan's (`assess`), its reasons and findings prefixed by
-    `plan NAME ON SYM: `, the level the highest (LOW for no plan)."""
-    level = RiskLevel.LOW
-    reasons: list[str] = []
-    findings: list[Finding] = []
-    for p in plans:
-        a = assess(p)
-        tag = f"plan {p.name} ON {p.instrument}: "
-        level = max(level, a.level)
-        reasons += [tag + r for r in a.reasons]
-        findings += [msgspec.structs.replace(f, text=tag + f.text) for f in a.findings]
-    return RiskAssessment(level, tuple(reasons), tuple(findings))
 
 
 @dataclass(frozen=True, slots=True)
@@ -712,5 +697,4 @@ __all__ = [
     "LoopSettings",
     "Outcome",
     "cut_message",
-    "module_assessment",
 ]

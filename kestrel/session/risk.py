@@ -271,6 +271,21 @@ def dry_run(
                                         account=account, probe=probe).findings)
 
 
+def module_assessment(plans: tuple[ast.Plan, ...], assess: Callable[[ast.Plan], RiskAssessment]) -> RiskAssessment:
+    """One assessment of a module: each plan's (`assess`), its reasons and findings prefixed by
+    `plan NAME ON SYM: `, the level the highest (LOW for no plan)."""
+    level = RiskLevel.LOW
+    reasons: list[str] = []
+    findings: list[Finding] = []
+    for p in plans:
+        a = assess(p)
+        tag = f"plan {p.name} ON {p.instrument}: "
+        level = max(level, a.level)
+        reasons += [tag + r for r in a.reasons]
+        findings += [msgspec.structs.replace(f, text=tag + f.text) for f in a.findings]
+    return RiskAssessment(level, tuple(reasons), tuple(findings))
+
+
 __all__ = [
     "ConditionProbe",
     "Finding",
@@ -283,6 +298,7 @@ __all__ = [
     "dry_run",
     "effective_bounds",
     "effective_maxorders",
+    "module_assessment",
     "stop_distance",
     "worst_case_loss",
 ]

@@ -185,7 +185,7 @@ def execute_universe(task: Any, agent_factory: Any) -> dict[str, Any]:
     from kestrel.session.options import SessionOptions
     from kestrel.session.portfolio import run_portfolio
     from kestrel.session.portfolio_capture import UniverseSource, capture_bytes
-    from kestrel.sweep.worker import RESULT, SessionsFile, _commit, row_base
+    from kestrel.sweep.worker import RESULT, SessionsFile, commit_run, row_base
 
     row = row_base(task)
     spec = task.spec
@@ -225,7 +225,7 @@ def execute_universe(task: Any, agent_factory: Any) -> dict[str, Any]:
         files = {"capture.json": capture_bytes(source, result.capture, ledger), "ledger.jsonl": ledger,
                  "sessions.json": msgspec.json.encode(SessionsFile(records, refs), order="deterministic") + b"\n",
                  RESULT: msgspec.json.encode(row, order="deterministic") + b"\n"}
-        _commit(Path(task.out), task.key, files)
+        commit_run(Path(task.out), task.key, files)
     except Exception as exc:
         row["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
         row["failure"] = "error"

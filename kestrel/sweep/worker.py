@@ -253,19 +253,19 @@ def execute(task: RunTask, agent_factory: AgentFactory | RunAgents, data_loader:
         evidence = b"".join(msgspec.json.encode(e) + b"\n" for e in result.evidence)
         files = {"capture.jsonl": result.capture_jsonl(), "ledger.jsonl": ledger, "evidence.jsonl": evidence}
         if row["error"]:  # what it recorded is kept, apart from the finished runs
-            _commit(Path(task.out), task.key, files, folder="failed")
+            commit_run(Path(task.out), task.key, files, folder="failed")
             return row
         records = session_records(rep, profile=spec.profile, repeat=spec.repeat, agent=spec.agent)
         files["sessions.json"] = msgspec.json.encode(SessionsFile(records, refs), order="deterministic") + b"\n"
         files[RESULT] = msgspec.json.encode(row, order="deterministic") + b"\n"
-        _commit(Path(task.out), task.key, files)
+        commit_run(Path(task.out), task.key, files)
     except Exception as exc:
         row["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
         row["failure"] = "error"
     return row
 
 
-def _commit(out: Path, key: str, files: dict[str, bytes], folder: str = "runs") -> None:
+def commit_run(out: Path, key: str, files: dict[str, bytes], folder: str = "runs") -> None:
     """Write `files` into `out/FOLDER/KEY` atomically (a temporary directory renamed into
     place); a failed run's folder replaces the one an earlier attempt left."""
     runs = out / folder

@@ -21,6 +21,7 @@ Invariants (docs/engine.md "The account"):
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable
 from fractions import Fraction
 from math import gcd
@@ -94,14 +95,17 @@ class Funds:
 
     def copy(self) -> Funds:
         """An independent copy (what a session opened from)."""
-        f = Funds.__new__(Funds)
-        f.__dict__.update(self.__dict__)
-        f.pos, f._work, f._pm = dict(self.pos), dict(self._work), dict(self._pm)
-        f._values, f._marked = dict(self._values), dict(self._marked)
-        f.held, f.active, f._moved = set(self.held), set(self.active), set(self._moved)
-        f.working = {s: {i: Working(w.side, w.left, w.un, w.ud, w.money) for i, w in ws.items()}
-                     for s, ws in self.working.items()}
+        f = copy.copy(self)
+        f.detach()
         return f
+
+    def detach(self) -> None:
+        """Own copies of every mutable part (after a shallow copy shared them)."""
+        self.pos, self._work, self._pm = dict(self.pos), dict(self._work), dict(self._pm)
+        self._values, self._marked = dict(self._values), dict(self._marked)
+        self.held, self.active, self._moved = set(self.held), set(self.active), set(self._moved)
+        self.working = {s: {i: Working(w.side, w.left, w.un, w.ud, w.money) for i, w in ws.items()}
+                        for s, ws in self.working.items()}
 
     # ------------------------------------------------------------------ exact money
     def _at(self, n: int, d: int) -> int:
