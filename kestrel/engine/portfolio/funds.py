@@ -171,14 +171,14 @@ class Funds:
         else:
             self.active.discard(symbol)
 
-    def _unwork(self, symbol: str, w: Working, qty: Units) -> None:
-        money = w.money if qty == w.left else self._money(qty, w.un, w.ud)
+    def _unwork(self, symbol: str, order: Working, qty: Units) -> None:
+        money = order.money if qty == order.left else self._money(qty, order.un, order.ud)
         self._pending -= money
-        if w.side > 0:
+        if order.side > 0:
             self._committed -= money
-        w.money -= money
-        self._work[symbol] -= w.side * qty
-        w.left -= qty
+        order.money -= money
+        self._work[symbol] -= order.side * qty
+        order.left -= qty
 
     def consume(self, symbol: str, event: LedgerEvent, touch: tuple[float, float]) -> None:
         """Apply one of `symbol`'s ledger events (`touch` its touch at the event: read only for
@@ -255,19 +255,19 @@ class Funds:
         v = self._value(symbol, touch)
         return Fraction(v, self.den)
 
-    def _reread(self, s: str, touch: Touch) -> None:
-        if s in self.held:
-            t = touch(s)
-            mark = t[0] if self._pm[s][0] > 0 else t[1]
-            if s in self._values and self._marked.get(s) == mark:
+    def _reread(self, symbol: str, touch: Touch) -> None:
+        if symbol in self.held:
+            t = touch(symbol)
+            mark = t[0] if self._pm[symbol][0] > 0 else t[1]
+            if symbol in self._values and self._marked.get(symbol) == mark:
                 return
-            new = self._value(s, t)  # (may rescale every stored amount: read the old one after)
-            old = self._values.get(s, 0)
-            self._values[s] = new
-            self._marked[s] = mark
+            new = self._value(symbol, t)  # (may rescale every stored amount: read the old one after)
+            old = self._values.get(symbol, 0)
+            self._values[symbol] = new
+            self._marked[symbol] = mark
         else:
-            old = self._values.pop(s, 0)
-            self._marked.pop(s, None)
+            old = self._values.pop(symbol, 0)
+            self._marked.pop(symbol, None)
             new = 0
         if old != new:
             self._net += new - old

@@ -194,18 +194,18 @@ class PortfolioEngine:
                 else:
                     del self._standing[s]
 
-    def _split(self, s: str, carry: Carry, ratio: Fraction, session: SessionSpec) -> Carry:
+    def _split(self, symbol: str, carry: Carry, ratio: Fraction, session: SessionSpec) -> Carry:
         """`carry` adjusted for a split of `ratio` new shares per old: the position times the
         ratio (whole lots; a fraction of a lot left over is paid in cash at the last touch
         divided by the ratio), the cost basis unchanged, protective orders' quantities times the
         ratio and their prices (and absolute trailing offsets) divided by it, on the tick grid."""
-        cfg = self.configs[s]
+        cfg = self.configs[symbol]
         lot = exact(cfg.lot_size)
-        grid = TickGrid(self.universe[s].data.tick_size)
+        grid = TickGrid(self.universe[symbol].data.tick_size)
         exact_lots = carry.pos * ratio
         lots = math.floor(exact_lots) if carry.pos > 0 else -math.floor(-exact_lots)
         cost = Fraction(carry.cost)
-        bid, ask = self._last_touch[s]
+        bid, ask = self._last_touch[symbol]
         in_lieu = Fraction(0)
         if lots != exact_lots:  # cash in lieu of the fraction
             left = (exact_lots - lots) * lot
@@ -224,19 +224,19 @@ class PortfolioEngine:
                 best=grid.snap_exact(exact(o.best) / ratio) if o.best else o.best)
             for o in carry.orders if int(o.qty * ratio) > 0)
         after = Carry(lots, str(cost), orders)
-        self._last_touch[s] = (bid / float(ratio), ask / float(ratio))
-        self.funds.set_pos(s, lots * lot)
-        self.ledger.append(s, SplitApplied(self._tick_off[s], session.open_ns, float(ratio),
+        self._last_touch[symbol] = (bid / float(ratio), ask / float(ratio))
+        self.funds.set_pos(symbol, lots * lot)
+        self.ledger.append(symbol, SplitApplied(self._tick_off[symbol], session.open_ns, float(ratio),
                                            _units(carry.pos, cfg), _units(lots, cfg), carry.avg_price,
                                            after.avg_price, self.funds.amount(in_lieu)))
         return after
 
-    def _dividend(self, s: str, carry: Carry, per_share: float, session: SessionSpec) -> None:
-        cfg = self.configs[s]
+    def _dividend(self, symbol: str, carry: Carry, per_share: float, session: SessionSpec) -> None:
+        cfg = self.configs[symbol]
         units = carry.pos * exact(cfg.lot_size)
         amount = units * exact(per_share) * exact(cfg.multiplier)
         self.funds.credit(amount)
-        self.ledger.append(s, DividendPaid(self._tick_off[s], session.open_ns, per_share, _units(carry.pos, cfg),
+        self.ledger.append(symbol, DividendPaid(self._tick_off[symbol], session.open_ns, per_share, _units(carry.pos, cfg),
                                            self.funds.amount(amount)))
 
     def close_session(self, path: str = "auto") -> None:
@@ -423,15 +423,15 @@ class PortfolioEngine:
             self._take(s, command=True)
 
     # ------------------------------------------------------------------ the account
-    def _gate(self, s: str) -> Callable[[int, int, float, int], str]:
-        lot_ = exact(self.configs[s].lot_size)
+    def _gate(self, symbol: str) -> Callable[[int, int, float, int], str]:
+        lot_ = exact(self.configs[symbol].lot_size)
         lot: Fraction | int = lot_.numerator if lot_.denominator == 1 else lot_
-        pos = self._mpos[s]
+        pos = self._mpos[symbol]
 
         def gate(side: int, lots: int, price: float, index: int) -> str:
             key = int(pos[index])
-            self._take(s)
-            return self.funds.check(s, side, lots * lot, price, self._touch_at(key), self.down, self._changed(key))
+            self._take(symbol)
+            return self.funds.check(symbol, side, lots * lot, price, self._touch_at(key), self.down, self._changed(key))
 
         return gate
 
@@ -448,13 +448,13 @@ class PortfolioEngine:
         symbols = self.symbols
         return {symbols[k] for k in set(self._msym_l[last + 1: key + 1])}
 
-    def _equity(self, s: str) -> Callable[[int], Fraction]:
+    def _equity(self, symbol: str) -> Callable[[int], Fraction]:
         """The account's equity at `s`'s tick `index` (for entries sized by a share of it)."""
-        pos = self._mpos[s]
+        pos = self._mpos[symbol]
 
         def equity(index: int) -> Fraction:
             key = int(pos[index])
-            self._take(s)
+            self._take(symbol)
             return self.funds.equity(self._touch_at(key), self._changed(key))
 
         return equity
@@ -462,36 +462,36 @@ class PortfolioEngine:
     def _touch_at(self, key: int) -> Callable[[str], tuple[float, float]]:
         return lambda x: self._touch(x, key)
 
-    def _touch(self, s: str, key: int) -> tuple[float, float]:
+    def _touch(self, symbol: str, key: int) -> tuple[float, float]:
         """`s`'s touch at merged position `key` of the session: its last tick at or before it,
         else the last touch of an earlier session."""
-        j = bisect_right(self._mpos_l[s], key) - 1
+        j = bisect_right(self._mpos_l[symbol], key) - 1
         if j < 0:
-            return self._last_touch[s]
-        return self._bid_l[s][j], self._ask_l[s][j]
+            return self._last_touch[symbol]
+        return self._bid_l[symbol][j], self._ask_l[symbol][j]
 
-    def _take(self, s: str, command: bool = False) -> None:
+    def _take(self, symbol: str, command: bool = False) -> None:
         """Consume `s`'s new engine events into the account and the ledger: those of a run at
         their ticks' merged positions, those of a command (arm, stand-down, finish) at the
         merged clock."""
-        events = self.engines[s].ledger.events
-        pos = self._mpos[s]
-        for j in range(self._done[s], len(events)):
+        events = self.engines[symbol].ledger.events
+        pos = self._mpos[symbol]
+        for j in range(self._done[symbol], len(events)):
             ev = events[j]
             if command:
-                self._consume(s, ev, self._cursor - 1, self._cursor)
+                self._consume(symbol, ev, self._cursor - 1, self._cursor)
             else:
                 key = int(pos[ev.tick])
-                self._consume(s, ev, key, key)
-        self._done[s] = len(events)
+                self._consume(symbol, ev, key, key)
+        self._done[symbol] = len(events)
 
-    def _consume(self, s: str, ev: LedgerEvent, key: int, tick: int) -> None:
-        self.funds.consume(s, ev, self._touch(s, key) if isinstance(ev, OrderPlaced) else _NO_TOUCH)
-        self.ledger.append(s, msgspec.structs.replace(ev, tick=ev.tick + self._tick_off[s]) if self._tick_off[s] else ev)
+    def _consume(self, symbol: str, ev: LedgerEvent, key: int, tick: int) -> None:
+        self.funds.consume(symbol, ev, self._touch(symbol, key) if isinstance(ev, OrderPlaced) else _NO_TOUCH)
+        self.ledger.append(symbol, msgspec.structs.replace(ev, tick=ev.tick + self._tick_off[symbol]) if self._tick_off[symbol] else ev)
         if isinstance(ev, Filled):
-            self._filled.add(s)
-        elif isinstance(ev, Mark) and s in self._filled:  # the mark after a fill
-            self._filled.discard(s)
+            self._filled.add(symbol)
+        elif isinstance(ev, Mark) and symbol in self._filled:  # the mark after a fill
+            self._filled.discard(symbol)
             # a command's fill (an end of data) is marked at the merged clock, with every touch so far
             ts = max(ev.ts, int(self._mts[key])) if key >= 0 and len(self._mts) else ev.ts
             self._account_mark(key, tick, ts)
