@@ -101,6 +101,12 @@ def _refuse_single_symbol_flags(args: argparse.Namespace, command: str) -> None:
     if getattr(args, "evidence", None):
         raise UsageError(f"kestrel {command}: --evidence records a single-symbol run's authoring loop; drop it "
                          "for a universe")
+    for flag, given in (("--blind", getattr(args, "blind", False)), ("--news", getattr(args, "news", None)),
+                        ("--arm-latency", getattr(args, "arm_latency", None)),
+                        ("--pace", getattr(args, "pace", "max") not in (None, "max"))):
+        if given:
+            raise UsageError(f"{flag} runs a single-symbol session; a universe session does not "
+                             f"take it yet: drop it, or run one member with --symbol")
 
 
 def run_universe_command(args: argparse.Namespace) -> int:
