@@ -180,10 +180,10 @@ def apply_rate_flags(agent: Any, flags: RateFlags) -> None:
     values they leave unset kept from its own."""
     from dataclasses import replace
 
-    from kestrel.cli.agentspec import is_model_agent
+    from kestrel.models.adapter import ModelAgent
     from kestrel.models.limiter import RateLimit, RateLimiter
 
-    if not is_model_agent(agent):
+    if not isinstance(agent, ModelAgent):
         return
     flag_rpm, flag_tpm = flags.of(agent.config.provider)
     if flag_rpm is None and flag_tpm is None:

@@ -89,4 +89,29 @@ def with_recorded_calls(capture: bytes, recorded: Sequence[CapturedTurn]) -> byt
                                    for t in turns])
 
 
-__all__ = ["calls_evidence", "replay_session", "show_blind", "with_recorded_calls"]
+def _shown(line: str, width: int = 200) -> str:
+    """A ledger line as printable text, cut to `width`."""
+    return line if len(line) <= width else line[:width] + "…"
+
+
+def first_difference(expected: bytes, got: bytes) -> str:
+    """`line N: expected <...> / replayed <...>` for the first line where two texts differ. An
+    expected file that is not UTF-8 text (or holds NUL/control bytes) is named as binary: its
+    bytes are never echoed."""
+    try:
+        text = expected.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is None or any(not c.isprintable() for c in text.replace("\n", "").replace("\r", "").replace("\t", "")):
+        return "the expected ledger is not a text file (binary data): give the ledger file a run wrote"
+    a, b = text.splitlines(), got.decode("utf-8", "replace").splitlines()
+    for n, (x, y) in enumerate(zip(a, b), 1):
+        if x != y:
+            return f"line {n}: expected {_shown(x)} / replayed {_shown(y)}"
+    n = min(len(a), len(b)) + 1
+    if len(a) > len(b):
+        return f"line {n}: expected {_shown(a[n - 1])} / replayed (end of ledger)"
+    return f"line {n}: expected (end of ledger) / replayed {_shown(b[n - 1])}"
+
+
+__all__ = ["calls_evidence", "first_difference", "replay_session", "show_blind", "with_recorded_calls"]

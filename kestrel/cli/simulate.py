@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from kestrel.cli.agentspec import agent_of, check_agent_fits
-from kestrel.cli.replays import calls_evidence, replay_session, show_blind, with_recorded_calls
+from kestrel.cli.replays import calls_evidence, first_difference, replay_session, show_blind, with_recorded_calls
 from kestrel.cli.callflags import add_call_flags, apply_rate_flags, arm_latency, check_post_cutoff, rate_flags, run_policy
 from kestrel.cli.dataflags import add_data_flags, agent_input, check_paths, load_from_args, news_from_args, parse_date, parse_guard
 from kestrel.cli.errors import UsageError, guarded
@@ -582,29 +582,4 @@ def recorded_calls(agent_id: str, path: str | None, turns: Sequence[CapturedTurn
         raise UsageError(str(exc)) from None
 
 
-def _shown(line: str, width: int = 200) -> str:
-    """A ledger line as printable text, cut to `width`."""
-    return line if len(line) <= width else line[:width] + "…"
-
-
-def first_difference(expected: bytes, got: bytes) -> str:
-    """`line N: expected <...> / replayed <...>` for the first line where two texts differ. An
-    expected file that is not UTF-8 text (or holds NUL/control bytes) is named as binary: its
-    bytes are never echoed."""
-    try:
-        text = expected.decode("utf-8")
-    except UnicodeDecodeError:
-        text = None
-    if text is None or any(not c.isprintable() for c in text.replace("\n", "").replace("\r", "").replace("\t", "")):
-        return "the expected ledger is not a text file (binary data): give the ledger file a run wrote"
-    a, b = text.splitlines(), got.decode("utf-8", "replace").splitlines()
-    for n, (x, y) in enumerate(zip(a, b), 1):
-        if x != y:
-            return f"line {n}: expected {_shown(x)} / replayed {_shown(y)}"
-    n = min(len(a), len(b)) + 1
-    if len(a) > len(b):
-        return f"line {n}: expected {_shown(a[n - 1])} / replayed (end of ledger)"
-    return f"line {n}: expected (end of ledger) / replayed {_shown(b[n - 1])}"
-
-
-__all__ = ["Prepared", "first_difference", "prepare", "register", "report", "summary"]
+__all__ = ["Prepared", "prepare", "register", "report", "summary"]

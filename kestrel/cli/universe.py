@@ -227,7 +227,7 @@ def _replayed(head: CaptureHead, capture: PortfolioCapture, data: str | None, co
 def run_universe_replay(args: argparse.Namespace) -> int:
     """`kestrel replay` of a portfolio capture: the ledger reproduced and verified byte for byte
     against the SHA-256 the capture records (and `--expect-ledger` when given)."""
-    from kestrel.cli.simulate import first_difference
+    from kestrel.cli.replays import first_difference
 
     _refuse_single_symbol_flags(args, "replay")
     if args.news is not None:

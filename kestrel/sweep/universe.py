@@ -162,7 +162,7 @@ def portfolio_agent(spec: str, agent_factory: Any, run: Any) -> Any:
     """A universe cell's agent: `fixed:PLANS.kes` a module of plans ON each symbol, a model agent
     from the sweep's factory; any other kind is refused (it writes single-symbol plans)."""
     from kestrel.session.portfolio import ModuleAgent
-    from kestrel.sweep.worker import build_agent
+    from kestrel.sweep.cell import build_agent
 
     kind, _, arg = spec.partition(":")
     if kind == "fixed" and arg:
@@ -185,7 +185,7 @@ def execute_universe(task: Any, agent_factory: Any) -> dict[str, Any]:
     from kestrel.session.options import SessionOptions
     from kestrel.session.portfolio import run_portfolio
     from kestrel.session.portfolio_capture import UniverseSource, capture_bytes
-    from kestrel.sweep.worker import RESULT, SessionsFile, commit_run, row_base
+    from kestrel.sweep.cell import RESULT, SessionsFile, commit_run, row_base
 
     row = row_base(task)
     spec = task.spec

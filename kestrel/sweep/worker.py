@@ -35,12 +35,10 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import os
-import shutil
-import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import msgspec
 
@@ -49,44 +47,27 @@ from kestrel.data.source import DataSource
 from kestrel.engine.config import EngineConfig
 from kestrel.market.data import MarketData
 from kestrel.market.news import NO_NEWS
-from kestrel.report.stats.records import SessionRecord
+from kestrel.sweep.cell import (
+    BASELINE_METRICS,
+    RESULT,
+    SESSIONS,
+    AgentFactory,
+    RunAgents,
+    RunTask,
+    SessionsFile,
+    build_agent,
+    commit_run,
+    row_base,
+)
 from kestrel.sweep.spec import SweepRun
 
-AgentFactory = Callable[[str], Any]
 DataLoader = Callable[[str], MarketData]
 SessionRunner = Callable[..., Any]
 """`runner(data, agent, options, *, date, days, sink)` -> `SessionResult` (default `run_session`)."""
-RESULT = "result.json"
-SESSIONS = "sessions.json"
-# the equal-size buy-and-hold of each run's sessions (`kestrel.report.stats.baselines`: the data and
-# the execution model alone), stored as `buy_and_hold_<metric>` on its row
-BASELINE_METRICS = ("net_pnl", "return_on_risk")
-
 _DATA: dict[str, MarketData] = {}
 _SOURCES: dict[str, DataSource] = {}
 _NEWS: dict[str, LoadedNews] = {}
 _LOCK = threading.RLock()
-
-
-class RunAgents(Protocol):
-    """An agent factory that builds each run's agent from its whole spec (seed, temperature)."""
-
-    def for_run(self, run: SweepRun) -> Any: ...
-
-
-class RunTask(msgspec.Struct, frozen=True):
-    spec: SweepRun
-    key: str
-    out: str  # the sweep directory
-    data_sha256: str
-    news_sha256: str | None = None  # the news file's, when the run has one (in the key too)
-
-
-class SessionsFile(msgspec.Struct, frozen=True):
-    """`runs/KEY/sessions.json`: the run's per-session records and the reference agents'."""
-
-    records: list[SessionRecord]
-    baselines: list[SessionRecord]
 
 
 def cached_data(name: str, loader: DataLoader) -> MarketData:
@@ -112,24 +93,6 @@ def cached_source(name: str, data: MarketData) -> DataSource:
                 source = msgspec.structs.replace(source, path=os.path.abspath(source.path))
             _SOURCES[name] = source
         return source
-
-
-def row_base(task: RunTask) -> dict[str, Any]:
-    s = task.spec
-    return {"key": task.key, "agent": s.agent, "model": None, "profile": s.profile, "data": s.data,
-            "data_sha256": task.data_sha256, "dates": ",".join(s.dates), "checkpoints": ",".join(s.checkpoints),
-            "repeat": s.repeat, "seed": s.seed, "temperature": s.temperature,
-            "arm_latency": None if s.arm_latency is None else s.arm_latency if isinstance(s.arm_latency, str)
-            else f"{s.arm_latency:g}",
-            "blind": s.blind, "news": news_label(s.news, task.news_sha256)}
-
-
-def news_label(path: str | None, sha256: str | None) -> str | None:
-    """A run's news file as the results table names it: `NAME@SHA` (the file's name and the
-    first 12 hex digits of its SHA-256), None without one."""
-    if path is None:
-        return None
-    return f"{os.path.basename(path)}@{(sha256 or '')[:12]}" if sha256 else os.path.basename(path)
 
 
 def _effort(agent: str) -> str | None:
@@ -166,12 +129,6 @@ def cached_news(path: str) -> LoadedNews:
 
         loaded = _NEWS[path] = load_news(path)
     return loaded
-
-
-def build_agent(agent_factory: AgentFactory | RunAgents, spec: SweepRun) -> Any:
-    """The run's agent: `agent_factory.for_run(spec)` when it has one, else `agent_factory(spec.agent)`."""
-    for_run = getattr(agent_factory, "for_run", None)
-    return for_run(spec) if callable(for_run) else agent_factory(spec.agent)  # type: ignore[operator]
 
 
 def simulate(task: RunTask, agent_factory: AgentFactory | RunAgents, data_loader: DataLoader,
@@ -265,26 +222,6 @@ def execute(task: RunTask, agent_factory: AgentFactory | RunAgents, data_loader:
     return row
 
 
-def commit_run(out: Path, key: str, files: dict[str, bytes], folder: str = "runs") -> None:
-    """Write `files` into `out/FOLDER/KEY` atomically (a temporary directory renamed into
-    place); a failed run's folder replaces the one an earlier attempt left."""
-    runs = out / folder
-    runs.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key}-", dir=runs))
-    try:
-        for name, data in files.items():
-            (tmp / name).write_bytes(data)
-        if folder != "runs" and (runs / key).is_dir():
-            shutil.rmtree(runs / key, ignore_errors=True)
-        try:
-            os.rename(tmp, runs / key)
-        except OSError:
-            if folder != "runs" or not (runs / key / RESULT).exists():  # not a concurrent twin: a real failure
-                raise
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-
-
 __all__ = ["AgentFactory", "BASELINE_METRICS", "DataLoader", "RESULT", "RunAgents", "RunTask", "SESSIONS",
-           "SessionRunner", "SessionsFile", "build_agent", "cached_data", "cached_source", "execute", "simulate"]
+           "SessionRunner", "SessionsFile", "build_agent", "cached_data", "cached_source", "commit_run", "execute",
+           "row_base", "simulate"]
