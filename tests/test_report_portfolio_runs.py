@@ -21,7 +21,7 @@ from kestrel.report.portfolio_page import render_portfolio
 from engine_helpers import plan
 from html_pages import assert_offline
 from portfolio_cases import random_run
-from test_report_universe_baselines import STOCKBENCH
+from universe_support import STOCKBENCH
 
 
 @pytest.mark.parametrize("seed", range(60))

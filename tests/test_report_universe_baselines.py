@@ -10,48 +10,16 @@ import math
 from pathlib import Path
 
 import numpy as np
-import pandas as pd  # type: ignore[import-untyped]  # exchange-calendars' own dependency
 import pytest
 
 from kestrel.data.universe import load_universe
 from kestrel.report.universe_baselines import cash, equal_weight, reference_portfolios
 
-STOCKBENCH = "equities_daily/stockbench_dow20_daily_bars_20241213_20250731.parquet"
+from universe_support import STOCKBENCH, our_equal_weight, raw_bars
+
 LEAN_DAILY = "equities_daily/lean_us_equities_daily_bars.parquet"
 LEAN_FACTORS = "equities_daily/lean_us_equities_factor_files.csv"
 CENT = 0.005 + 1e-9
-
-
-def _raw(path: Path) -> pd.DataFrame:
-    df = pd.read_parquet(path)
-    df["day"] = pd.to_datetime(df["date"]).dt.date
-    return df.sort_values(["symbol", "day"])
-
-
-def _our_equal_weight(df: pd.DataFrame, capital: float, first: dt.date, last: dt.date
-                      ) -> tuple[dict[str, int], float, dict[dt.date, float]]:
-    """Equal-weight buy-and-hold from the raw rows: each symbol buys floor(capital / N / open)
-    shares at the open of its first row in the window; equity at each date's close is the cash
-    left plus every holding at its last close on or before that date."""
-    w = df[(df["day"] >= first) & (df["day"] <= last)]
-    symbols = sorted(df["symbol"].unique())
-    share = capital / len(symbols)
-    qty: dict[str, int] = {}
-    bought: dict[str, tuple[dt.date, float]] = {}  # the day it bought, what it paid
-    for sym in symbols:
-        rows = w[w["symbol"] == sym]
-        if rows.empty:
-            qty[sym] = 0
-            continue
-        price = float(rows.iloc[0]["open"])
-        qty[sym] = math.floor(share / price)
-        bought[sym] = (rows.iloc[0]["day"], qty[sym] * price)
-    left = round(capital - sum(paid for _, paid in bought.values()), 2)
-    closes = w.pivot(index="day", columns="symbol", values="close").sort_index().ffill()
-    equity = {d: round(capital - sum(paid for day, paid in bought.values() if day <= d)
-                       + sum(qty[s] * float(closes.loc[d, s]) for s in bought if bought[s][0] <= d), 2)
-              for d in closes.index}
-    return qty, left, equity
 
 
 @pytest.mark.parametrize("window", [("2025-01-21", "2025-03-31"), ("2025-02-11", "2025-04-30")])
@@ -62,7 +30,7 @@ def test_equal_weight_buy_and_hold_of_stockbench_matches_our_computation_from_th
     universe = load_universe(shared_data / STOCKBENCH).universe
     dates = [s.date for s in universe.sessions if first <= s.date <= last]
     got = equal_weight(universe, 100_000.0, dates)
-    qty, left, equity = _our_equal_weight(_raw(shared_data / STOCKBENCH), 100_000.0, first, last)
+    qty, left, equity = our_equal_weight(raw_bars(shared_data / STOCKBENCH), 100_000.0, first, last)
     assert {p.symbol: int(p.qty) for p in got.purchases} == qty
     assert sum(1 for q in qty.values() if q) == 20
     late = [p.symbol for p in got.purchases if p.ts is not None
@@ -88,7 +56,7 @@ def test_a_split_and_dividends_held_through(shared_data: Path) -> None:
     first, last = dt.date(2014, 6, 2), dt.date(2014, 8, 15)
     dates = [s.date for s in universe.sessions if first <= s.date <= last]
     got = equal_weight(universe, 100_000.0, dates)
-    raw = _raw(shared_data / LEAN_DAILY)
+    raw = raw_bars(shared_data / LEAN_DAILY)
     px = {s: raw[(raw["symbol"] == s) & (raw["day"] >= first) & (raw["day"] <= last)].set_index("day")
           for s in ("AAPL", "IBM")}
     aapl = math.floor(50_000 / px["AAPL"]["open"].iloc[0])  # 634.00 on 2014-06-02: 78 shares

@@ -17,7 +17,7 @@ from kestrel.data.universe import load_universe
 from kestrel.report.stats import grid_stats
 from kestrel.report.stats.baselines import universe_baseline_records
 from kestrel.report.stats.records import SessionRecord
-from test_report_universe_baselines import STOCKBENCH, _our_equal_weight, _raw
+from universe_support import STOCKBENCH, our_equal_weight, raw_bars
 
 ROOT = Path(__file__).resolve().parents[1]
 ORB = str(ROOT / "examples" / "orb_breakout.kes")
@@ -50,7 +50,7 @@ def test_universe_reference_records_match_our_computation_and_rank_as_baselines(
     ew = [r for r in records if r.agent == "equal-weight buy-and-hold"]
     flat = [r for r in records if r.agent == "cash"]
     assert [r.date for r in ew] == [r.date for r in flat] == dates
-    _, _, equity = _our_equal_weight(_raw(shared_data / STOCKBENCH), 100_000.0, first, last)
+    _, _, equity = our_equal_weight(raw_bars(shared_data / STOCKBENCH), 100_000.0, first, last)
     closes = [equity[d] for d in sorted(equity)]
     want = [b - a for a, b in zip([100_000.0] + closes[:-1], closes)]
     for r, w in zip(ew, want):

@@ -61,6 +61,8 @@ def is_universe(args: argparse.Namespace) -> bool:
         return False
     if Path(name).is_dir() or globs.has_magic(name):
         return True
+    if not Path(name).is_file():  # a pipe or FIFO is read once, by the single-symbol loader: never probed
+        return False
     from kestrel.data import DataError
     from kestrel.data.readers import file_header
 
