@@ -23,17 +23,12 @@ import glob as globs
 import hashlib
 import os
 import threading
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import msgspec
-import numpy as np
 
 from kestrel.market.universe import Universe
-from kestrel.report.equity import NS_PER_MIN
-from kestrel.report.stats.moments import ReturnMoments
-from kestrel.report.stats.records import SessionRecord
 
 DEFAULT_CAPITAL = 100_000.0
 _UNIVERSES: dict[str, Universe] = {}
@@ -133,31 +128,6 @@ def universe_dates(name: str) -> list[str]:
     return [s.date.isoformat() for s in load_universe_named(name).sessions]
 
 
-def portfolio_session_records(curve: Any, universe: Universe, dates: Sequence[str], capital: float, *, agent: str,
-                              profile: str, data: str, repeat: int = 0, model: str | None = None,
-                              currency: str = "USD") -> list[SessionRecord]:
-    """A portfolio run's sessions as records (module docstring); `curve` its `AccountCurve`."""
-    from kestrel.report.portfolio_marks import run_sessions
-
-    out: list[SessionRecord] = []
-    before = last_minute = capital
-    for s in run_sessions(universe, list(dates)):
-        n = max(1, -(-(s.close_ns - s.open_ns) // NS_PER_MIN))
-        ends = s.open_ns + NS_PER_MIN * np.arange(1, n + 1, dtype=np.int64)
-        k = np.searchsorted(curve.ts, ends, side="right") - 1
-        minutes = np.where(k >= 0, curve.equity[np.maximum(k, 0)] if len(curve) else capital, capital)
-        r = np.diff(np.concatenate(([last_minute], minutes))) / capital
-        last_minute = float(minutes[-1])
-        j = int(np.searchsorted(curve.ts, s.close_ns, side="right")) - 1
-        end = float(curve.equity[j]) if j >= 0 else capital
-        net = round(end - before, 9)
-        out.append(SessionRecord(agent=agent, profile=profile, data=data, date=s.date.isoformat(), net_pnl=net,
-                                 return_on_risk=round(net / capital, 9), returns=ReturnMoments.of(r.astype(np.float64)),
-                                 model=model, repeat=repeat, currency=currency))
-        before = end
-    return out
-
-
 def portfolio_agent(spec: str, agent_factory: Any, run: Any) -> Any:
     """A universe cell's agent: `fixed:PLANS.kes` a module of plans ON each symbol, a model agent
     from the sweep's factory; any other kind is refused (it writes single-symbol plans)."""
@@ -181,7 +151,7 @@ def execute_universe(task: Any, agent_factory: Any) -> dict[str, Any]:
 
     from kestrel.market.portfolio import PortfolioBounds
     from kestrel.report.portfolio import from_portfolio_run
-    from kestrel.report.stats.baselines import universe_baseline_records
+    from kestrel.report.stats.baselines import curve_session_records, universe_baseline_records
     from kestrel.session.options import SessionOptions
     from kestrel.session.portfolio import run_portfolio
     from kestrel.session.portfolio_capture import UniverseSource, capture_bytes
@@ -219,7 +189,7 @@ def execute_universe(task: Any, agent_factory: Any) -> dict[str, Any]:
                     "ledger_sha256": hashlib.sha256(ledger).hexdigest(), "failure": None, "error": None,
                     "leakage": None, "leakage_note": None, "spending_cap": None})
         source = UniverseSource(os.path.abspath(name.path))
-        records = portfolio_session_records(rep.curve, result.engine.universe, spec.dates, name.capital,
+        records = curve_session_records(rep.curve, result.engine.universe, spec.dates, name.capital,
                                             agent=spec.agent, profile=spec.profile, data=spec.data,
                                             repeat=spec.repeat, model=model, currency=rep.currency)
         files = {"capture.json": capture_bytes(source, result.capture, ledger), "ledger.jsonl": ledger,
@@ -233,4 +203,4 @@ def execute_universe(task: Any, agent_factory: Any) -> dict[str, Any]:
 
 
 __all__ = ["UniverseName", "execute_universe", "is_universe_name", "load_universe_named", "member_files",
-           "parse_name", "portfolio_agent", "portfolio_session_records", "universe_dates", "universe_sha256"]
+           "parse_name", "portfolio_agent", "universe_dates", "universe_sha256"]

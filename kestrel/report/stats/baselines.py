@@ -82,6 +82,32 @@ def baseline_records(data: MarketData, dates: Sequence[str], *, data_name: str,
             for kind in REFERENCE_AGENTS for date in dates]
 
 
+def curve_session_records(curve: Any, universe: Universe, dates: Sequence[str], capital: float, *, agent: str,
+                          profile: str, data: str, repeat: int = 0, model: str | None = None,
+                          currency: str = "USD", tokens: int | None = None,
+                          cost_usd: float | None = None) -> list[SessionRecord]:
+    """An account curve (`AccountCurve`: equity marked at every merged tick) over the universe's
+    sessions on `dates` as one record per session: net PnL close to close (from `capital`), its
+    return on `capital`, and the per-minute returns of the equity's last mark in each minute."""
+    out: list[SessionRecord] = []
+    before = last_minute = capital
+    for s in run_sessions(universe, list(dates)):
+        n = max(1, -(-(s.close_ns - s.open_ns) // NS_PER_MIN))
+        ends = s.open_ns + NS_PER_MIN * np.arange(1, n + 1, dtype=np.int64)
+        k = np.searchsorted(curve.ts, ends, side="right") - 1
+        minutes = np.where(k >= 0, curve.equity[np.maximum(k, 0)] if len(curve) else capital, capital)
+        r = np.diff(np.concatenate(([last_minute], minutes))) / capital
+        last_minute = float(minutes[-1])
+        j = int(np.searchsorted(curve.ts, s.close_ns, side="right")) - 1
+        end = float(curve.equity[j]) if j >= 0 else capital
+        net = round(end - before, 9)
+        out.append(SessionRecord(agent=agent, profile=profile, data=data, date=s.date.isoformat(), net_pnl=net,
+                                 return_on_risk=round(net / capital, 9), returns=ReturnMoments.of(r.astype(np.float64)),
+                                 model=model, repeat=repeat, tokens=tokens, cost_usd=cost_usd, currency=currency))
+        before = end
+    return out
+
+
 def universe_baseline_records(universe: Universe, dates: Sequence[str], *, data_name: str,
                               capital: float) -> list[SessionRecord]:
     """The equal-weight buy-and-hold and cash records of a universe run over the sessions on
@@ -89,28 +115,11 @@ def universe_baseline_records(universe: Universe, dates: Sequence[str], *, data_
     date order."""
     refs = reference_portfolios(universe, capital, list(dates))
     currency = universe.members[0].instrument.currency if len(universe) else "USD"
-    out: list[SessionRecord] = []
-    for kind in UNIVERSE_REFERENCE_AGENTS:
-        curve = refs[kind].curve
-        before = capital
-        last_minute = capital
-        for s in run_sessions(universe, list(dates)):
-            n = max(1, -(-(s.close_ns - s.open_ns) // NS_PER_MIN))
-            ends = s.open_ns + NS_PER_MIN * np.arange(1, n + 1, dtype=np.int64)
-            k = np.searchsorted(curve.ts, ends, side="right") - 1
-            minutes = np.where(k >= 0, curve.equity[np.maximum(k, 0)] if len(curve) else capital, capital)
-            r = np.diff(np.concatenate(([last_minute], minutes))) / capital
-            last_minute = float(minutes[-1])
-            j = int(np.searchsorted(curve.ts, s.close_ns, side="right")) - 1
-            end = float(curve.equity[j]) if j >= 0 else capital
-            net = round(end - before, 9)
-            out.append(SessionRecord(agent=kind, profile=BASELINE_PROFILE, data=data_name, date=s.date.isoformat(),
-                                     net_pnl=net, return_on_risk=round(net / capital, 9),
-                                     returns=ReturnMoments.of(r.astype(np.float64)), tokens=0, cost_usd=0.0,
-                                     currency=currency))
-            before = end
-    return out
+    return [record for kind in UNIVERSE_REFERENCE_AGENTS
+            for record in curve_session_records(refs[kind].curve, universe, dates, capital, agent=kind,
+                                                profile=BASELINE_PROFILE, data=data_name, currency=currency,
+                                                tokens=0, cost_usd=0.0)]
 
 
 __all__ = ["BASELINE_PROFILE", "REFERENCE_AGENTS", "UNIVERSE_REFERENCE_AGENTS", "baseline_records",
-           "universe_baseline_records"]
+           "curve_session_records", "universe_baseline_records"]
