@@ -28,7 +28,12 @@ price copied from a briefing maps back to the very price it shows), a money boun
 prices follows the language's types: an order price, an `@price` or absolute bracket offset, and
 a number compared with, added to or subtracted from a price (money likewise: a number compared
 with `pnl`, `upnl` or `rpnl`, and `RISK maxloss`); multipliers (`vwap * 1.005`),
-percentages, quantities, counts and durations are not prices and are left as written. The engine,
+percentages, quantities, counts and durations are not prices and are left as written. Over a
+universe a cross-symbol read names an alias (`SYM2.chg(1d)`) and maps back to the real member; a
+number compared with another member's price (`SYM2.last > 104.5`) is on that member's scale; an
+order sized by money (`BUY $500 MKT`) is an amount in the plan's symbol's money scale (so `$500`
+at a blind price of 100 is 5 units, as it reads), a share of equity (`10%EQ`) is scale-free and
+left as written; `STANDDOWN ON SYM2` names the real member. The engine,
 ledgers and reports only ever see real values.
 """
 
@@ -262,7 +267,8 @@ class Blind:
         return Terms(bounds=bounds, friction=friction)
 
     def notice(self, n: Notice) -> Notice:
-        return msgspec.structs.replace(n, ts=self.instant(n.ts), reason=self.mask_reason(n.reason))
+        return msgspec.structs.replace(n, ts=self.instant(n.ts), plan=self.mask_reason(n.plan),
+                                       reason=self.mask_reason(n.reason))
 
     def mask_reason(self, text: str) -> str:
         """A broker's reason as the agent reads it: names masked, decimals (prices) as `[n]`;
@@ -289,20 +295,32 @@ class Blind:
     # plans
 
     def plan_to_blind(self, plan: ast.Plan, symbol: str) -> ast.Plan:
-        """`plan` (real values) as the agent should read it (blind values)."""
-        price, money = self.prices[symbol], self.money[symbol]
-        return _map_plan(plan, price.value, lambda x: money.value(x), self.alias)
+        """`plan` (real values, real symbols) as the agent should read it (blind values, aliases;
+        a cross-symbol read's literals in its own symbol's scale)."""
+
+        def scales(kind: str, other: str | None) -> Callable[[float], float]:
+            sym = (self.real_symbol(other) or other) if other is not None else symbol
+            scale = self.prices[sym] if kind == "Price" else self.money[sym]
+            return scale.value
+
+        return _map_plan(plan, scales, self.alias)
 
     def plan_from_blind(self, plan: ast.Plan, symbol: str) -> ast.Plan:
-        """`plan` written in the blind scale, with real values (exact: see the module docstring)."""
+        """`plan` written in the blind scale (aliases), with real values and symbols (exact: see
+        the module docstring); a literal compared with another member's price (`SYM2.last >
+        104.5`) maps back on that member's scale, a money size (`BUY $500`) on the plan's."""
         target = self.real_symbol(plan.instrument) if plan.instrument is not None else None
-        sym = target or symbol
-        price, money = self.prices[sym], self.money[sym]
+        own = target or symbol
+
+        def scales(kind: str, other: str | None) -> Callable[[float], float]:
+            sym = (self.real_symbol(other) or other) if other is not None else own
+            scale = self.prices[sym] if kind == "Price" else self.money[sym]
+            return scale.back
 
         def real(name: str) -> str:
             return self.real_symbol(name) or name
 
-        return _map_plan(plan, price.back, money.back, real)
+        return _map_plan(plan, scales, real)
 
 
 # ----------------------------------------------------------------------------------------
@@ -310,18 +328,24 @@ class Blind:
 
 
 Kind = str | None
-"""What a literal stands for: "Price", "Money" or None (neither: left as written)."""
-Maps = Mapping[str, Callable[[float], float]]
+"""What a literal stands for: "Price" or "Money" (of the plan's own symbol), "Price@SYM" or
+"Money@SYM" (of another member `SYM`, as the plan writes it: a cross-symbol read), or None
+(neither: left as written)."""
+Maps = Callable[[str], Callable[[float], float]]
+"""A kind -> the mapping of its literals."""
 
 
 def _kind(e: ast.Expr) -> Kind:
-    """"Price" or "Money" when `e` is a price or an amount of money, else None."""
+    """What `e` stands for (see `Kind`)."""
     if isinstance(e, ast.Series):
         t = SERIES[e.name].type if e.name in SERIES else None
         return t if t in ("Price", "Money") else None
     if isinstance(e, ast.Call):
         spec = FUNCTIONS.get(e.name)
         return spec.returns if spec is not None and spec.returns in ("Price", "Money") else None
+    if isinstance(e, ast.SymbolRead):
+        inner = _kind(e.read)
+        return f"{inner}@{e.symbol}" if inner is not None else None
     if isinstance(e, ast.Neg):
         return _kind(e.operand)
     if isinstance(e, ast.Arith):
@@ -334,30 +358,33 @@ def _kind(e: ast.Expr) -> Kind:
     return None
 
 
-def _expr(e: ast.Expr, kind: Kind, f: Maps) -> ast.Expr:
-    """`e` with its price and money literals mapped by `f` (`kind`: what `e` stands for)."""
+def _expr(e: ast.Expr, kind: Kind, f: Maps, symbol: Callable[[str], str]) -> ast.Expr:
+    """`e` with its price and money literals mapped by `f` (`kind`: what `e` stands for) and its
+    cross-symbol reads' symbols by `symbol`."""
     if isinstance(e, ast.Number):
-        return ast.Number(f[kind](e.value)) if kind is not None else e
+        return ast.Number(f(kind)(e.value)) if kind is not None else e
+    if isinstance(e, ast.SymbolRead):
+        return ast.SymbolRead(symbol(e.symbol), e.read)
     if isinstance(e, ast.Neg):
-        return ast.Neg(_expr(e.operand, kind, f))
+        return ast.Neg(_expr(e.operand, kind, f, symbol))
     if isinstance(e, ast.Arith):
         if e.op in ("+", "-"):
             k = kind or _kind(e.left) or _kind(e.right)
-            return ast.Arith(e.op, _expr(e.left, k, f), _expr(e.right, k, f))
+            return ast.Arith(e.op, _expr(e.left, k, f, symbol), _expr(e.right, k, f, symbol))
         # a product or ratio: only the price factor is a price (vwap * 1.005, 2 * atr(5m))
-        return ast.Arith(e.op, _expr(e.left, _kind(e.left), f), _expr(e.right, _kind(e.right), f))
+        return ast.Arith(e.op, _expr(e.left, _kind(e.left), f, symbol), _expr(e.right, _kind(e.right), f, symbol))
     if isinstance(e, ast.Compare | ast.Crosses):
         k = _kind(e.left) or _kind(e.right)
-        left, right = _expr(e.left, k, f), _expr(e.right, k, f)
+        left, right = _expr(e.left, k, f, symbol), _expr(e.right, k, f, symbol)
         if isinstance(e, ast.Compare):
             return ast.Compare(e.op, left, right)
         return ast.Crosses(e.direction, left, right)
     if isinstance(e, ast.And):
-        return ast.And(tuple(_expr(x, None, f) for x in e.operands))
+        return ast.And(tuple(_expr(x, None, f, symbol) for x in e.operands))
     if isinstance(e, ast.Or):
-        return ast.Or(tuple(_expr(x, None, f) for x in e.operands))
+        return ast.Or(tuple(_expr(x, None, f, symbol) for x in e.operands))
     if isinstance(e, ast.Not):
-        return ast.Not(_expr(e.operand, None, f))
+        return ast.Not(_expr(e.operand, None, f, symbol))
     return e
 
 
@@ -367,24 +394,34 @@ def _offset(o: ast.Offset | None, f: Callable[[float], float]) -> ast.Offset | N
     return ast.Offset(o.mode, f(o.value))
 
 
-def _action(a: ast.Action, f: Maps) -> ast.Action:
+def _action(a: ast.Action, f: Maps, symbol: Callable[[str], str]) -> ast.Action:
     if not isinstance(a, ast.Order):
         return a
-    p = f["Price"]
+    p = f("Price")
+    size = a.size
+    if size is not None and size.basis == "cash":  # an amount of money: the symbol's money scale
+        size = ast.Size("cash", f("Money")(size.value))
     return msgspec.structs.replace(
-        a, price=_expr(a.price, "Price", f) if a.price is not None else None,
-        stop=_offset(a.stop, p), target=_offset(a.target, p), trail=_offset(a.trail, p))
+        a, price=_expr(a.price, "Price", f, symbol) if a.price is not None else None,
+        stop=_offset(a.stop, p), target=_offset(a.target, p), trail=_offset(a.trail, p), size=size)
 
 
-def _map_plan(plan: ast.Plan, price: Callable[[float], float], money: Callable[[float], float],
+def _map_plan(plan: ast.Plan, scales: Callable[[str, str | None], Callable[[float], float]],
               symbol: Callable[[str], str]) -> ast.Plan:
-    f: Maps = {"Price": price, "Money": money}
+    """`plan` with every literal of a kind mapped by `scales(kind, other)` (`other` the symbol a
+    cross-symbol read names, None for the plan's own) and every symbol by `symbol`."""
+
+    def f(kind: str) -> Callable[[float], float]:
+        base, _, other = kind.partition("@")
+        return scales(base, other or None)
+
     rules = tuple(
-        msgspec.structs.replace(r, cond=_expr(r.cond, None, f), actions=tuple(_action(a, f) for a in r.actions))
+        msgspec.structs.replace(r, cond=_expr(r.cond, None, f, symbol),
+                                actions=tuple(_action(a, f, symbol) for a in r.actions))
         for r in plan.rules)
     risk = plan.risk
     if risk.maxloss is not None:
-        risk = msgspec.structs.replace(risk, maxloss=money(risk.maxloss))
+        risk = msgspec.structs.replace(risk, maxloss=f("Money")(risk.maxloss))
     inst = symbol(plan.instrument) if plan.instrument is not None else None
     return msgspec.structs.replace(plan, rules=rules, risk=risk, instrument=inst)
 

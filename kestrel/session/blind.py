@@ -17,6 +17,7 @@ from kestrel.frame.blind import Blind
 from kestrel.market.data import MarketData
 from kestrel.market.instrument import Instrument
 from kestrel.market.universe import Universe
+from kestrel.session.protocol import PortfolioTurn
 from kestrel.session.risk import RiskBounds
 
 
@@ -43,4 +44,18 @@ def shown_limits(blind: Blind, limits: RiskBounds, symbol: str) -> RiskBounds:
         fee_per_unit=m.value(limits.fee_per_unit), fee_per_order=m.value(limits.fee_per_order))
 
 
-__all__ = ["blind_of", "shown_instrument", "shown_limits"]
+def turn_from_blind(blind: Blind, turn: PortfolioTurn) -> PortfolioTurn:
+    """A universe turn the agent wrote in blind terms (plans `ON` aliases, `STANDDOWN ON` an
+    alias, cross-symbol reads of aliases, prices and money in each symbol's blind scale) with
+    real symbols and values: what the loop checks and assesses, and the engine arms. Exact
+    (`Blind.plan_from_blind`); a word that is no alias is left as written (the language's check
+    has refused it already)."""
+
+    def real(word: str) -> str:
+        return blind.real_symbol(word) or word
+
+    plans = tuple(blind.plan_from_blind(p, real(p.instrument or "")) for p in turn.plans)
+    return PortfolioTurn(plans, tuple(real(s) for s in turn.stand_down), turn.all_down)
+
+
+__all__ = ["blind_of", "shown_instrument", "shown_limits", "turn_from_blind"]

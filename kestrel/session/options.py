@@ -69,6 +69,9 @@ class SessionOptions(msgspec.Struct, frozen=True):
     on_turn: Callable[[CapturedTurn], None] | None = None
     news: NewsFeed = NO_NEWS  # the headlines the news pane reads (cut at each snapshot's cutoff)
     blind: bool = False  # blind mode: the agent reads aliases, session numbers, rescaled prices
+    # a universe session's ordinals: "open" (OPEN and the checkpoints) or "close" (one CLOSE per
+    # session at its close, the whole bar seen; its turn takes effect at the next session's open)
+    cadence: Literal["open", "close"] = "open"
 
     def __post_init__(self) -> None:
         engine_path_of(self.engine_path)  # the friendlier message for the likeliest mistake
@@ -79,6 +82,9 @@ class SessionOptions(msgspec.Struct, frozen=True):
             check_fields(self, skip=("on_turn", "news"))  # a callable: msgspec cannot check it
         except ValueError as exc:
             raise SessionError(str(exc)) from None
+        if self.cadence == "close" and self.checkpoints:
+            raise SessionError("the CLOSE cadence is one ordinal per session (at the close): drop the checkpoints "
+                               "or use --cadence open")
         for text in self.checkpoints:
             try:
                 parse_checkpoint(text)

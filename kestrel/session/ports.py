@@ -37,6 +37,7 @@ from kestrel.frame.universe import UniverseSnapshot
 from kestrel.frame.universe_view import resolve_universe_view, universe_briefing
 from kestrel.lang import GRAMMAR_SUMMARY
 from kestrel.lang.errors import LangError
+from kestrel.session.blind import turn_from_blind
 from kestrel.session.normalize import NormalizedReply, normalize_reply
 from kestrel.session.protocol import (
     Invalid,
@@ -291,9 +292,17 @@ def universe_ports(
     appended); a view asked for is the frame's either way."""
     allowed = None if allowed_panes is None else tuple(allowed_panes)
     shown = catalog if allowed is None else catalog.only(allowed)
-    symbols = snapshot.symbols
-    lots = {s: float(bounds[s].lot_size) if s in bounds else 1.0 for s in symbols}
+    symbols, shown_symbols, blind = snapshot.symbols, snapshot.shown_symbols, snapshot.blind
+    lots = {w: float(bounds[s].lot_size) if s in bounds else 1.0 for s, w in zip(symbols, shown_symbols)}
     members = dict(zip(symbols, snapshot.members))
+
+    def read(text: str) -> Reply:
+        """The reply over the symbols the agent reads (aliases in blind mode), mapped back to
+        real symbols and values (`turn_from_blind`) before anything checks or arms it."""
+        reply = interpret_module(text, shown_symbols, lots)
+        if blind is not None and isinstance(reply, ModuleReply):
+            return ModuleReply(turn_from_blind(blind, reply.turn))
+        return reply
 
     def resolve(view: ast.View) -> object:
         if allowed is not None:
@@ -316,7 +325,7 @@ def universe_ports(
         return assess(plan, reference=last_price(m), bounds=bounds.get(sym, RiskBounds()), quote=_touch(m),
                       account=m.account, probe=lambda c: probe(m, c))
 
-    return LoopPorts(interpret=lambda text: interpret_module(text, symbols, lots), resolve_view=resolve,
+    return LoopPorts(interpret=read, resolve_view=resolve,
                      briefing=render, assess=risk, normalize=normalize_module)
 
 
