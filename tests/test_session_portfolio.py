@@ -162,7 +162,8 @@ def test_missing_sessions_in_a_universe_run(shared_data: Path) -> None:
     u = load_universe(shared_data / STOCKBENCH, symbols=["AAPL", "MSFT"]).universe
     assert dt.date(2025, 2, 12) in u["AAPL"].missing
     agent = Script(*["PLAN a ON AAPL\nWHEN pos == 0: BUY 1 MKT\nPLAN m ON MSFT\nWHEN pos == 0: BUY 1 MKT"] * 3)
-    r = run_portfolio(u, agent, PortfolioBounds(capital=100000.0), SessionOptions(engine=EngineConfig(maxpos=10)),
+    r = run_portfolio(u, agent, PortfolioBounds(capital=100000.0),
+                      SessionOptions(engine=EngineConfig(maxpos=10), universe_end_of_day="flatten"),  # a buy each day
                       date=dt.date(2025, 2, 13), days=3)
     sessions = {s.date: s for s in u.sessions}
     for day in (dt.date(2025, 2, 11), dt.date(2025, 2, 12), dt.date(2025, 2, 13)):

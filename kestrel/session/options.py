@@ -72,6 +72,9 @@ class SessionOptions(msgspec.Struct, frozen=True):
     # a universe session's ordinals: "open" (OPEN and the checkpoints) or "close" (one CLOSE per
     # session at its close, the whole bar seen; its turn takes effect at the next session's open)
     cadence: Literal["open", "close"] = "open"
+    # a universe session's end-of-day policy: None carries for a universe of daily bars (a daily
+    # strategy holds across sessions) and keeps the engine config's otherwise; set, it is used
+    universe_end_of_day: Literal["flatten", "carry"] | None = None
 
     def __post_init__(self) -> None:
         engine_path_of(self.engine_path)  # the friendlier message for the likeliest mistake

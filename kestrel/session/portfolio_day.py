@@ -459,9 +459,30 @@ def late_evidence(record: LateReply | Abandoned, model: str, profile: str | None
                     text=reply.text if reply is not None else None)
 
 
+def daily_bars(universe: Universe) -> bool:
+    """Whether `universe` is of daily bars: every member holds at most 4 ticks in each session
+    (a daily bar's four ticks, `kestrel.data.daily`) and some member a tick."""
+    opens = np.array([s.open_ns for s in universe.sessions], dtype=np.int64)
+    closes = np.array([s.close_ns for s in universe.sessions], dtype=np.int64)
+    seen = False
+    for m in universe.members:
+        ts = m.data.ticks.ts
+        counts = np.searchsorted(ts, closes, side="right") - np.searchsorted(ts, opens, side="left")
+        if len(counts) and int(counts.max()) > 4:
+            return False
+        seen = seen or len(ts) > 0
+    return seen
+
+
 def universe_configs(universe: Universe, options: SessionOptions) -> dict[str, EngineConfig]:
     """Each symbol's engine config: the options' with the symbol's multiplier, lot size and
-    scaled default maxpos (`engine_config`)."""
-    return {m.symbol: engine_config(options, m.data) for m in universe.members}
-
-
+    scaled default maxpos (`engine_config`), and the universe's end-of-day policy
+    (`SessionOptions.universe_end_of_day`; by default `carry` for daily bars, so positions
+    and protective orders hold from session to session, the engine config's otherwise)."""
+    eod = options.universe_end_of_day
+    if eod is None and options.engine.end_of_day != "carry" and daily_bars(universe):
+        eod = "carry"
+    configs = {m.symbol: engine_config(options, m.data) for m in universe.members}
+    if eod is None:
+        return configs
+    return {s: msgspec.structs.replace(c, end_of_day=eod) for s, c in configs.items()}
