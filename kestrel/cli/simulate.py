@@ -26,6 +26,7 @@ from kestrel.cli.replays import calls_evidence, first_difference, replay_session
 from kestrel.cli.callflags import add_call_flags, apply_rate_flags, arm_latency, check_post_cutoff, rate_flags, run_policy
 from kestrel.cli.dataflags import add_data_flags, agent_input, check_paths, load_from_args, news_from_args, parse_date, parse_guard
 from kestrel.cli.errors import UsageError, guarded
+from kestrel.cli.writes import write_file
 from kestrel.cli.universe import (
     add_universe_flags,
     is_portfolio_capture,
@@ -208,6 +209,9 @@ def prepare(args: argparse.Namespace, load: Loader = _load, agent_content: bytes
     for flag, value in (("--max-iterations", args.max_iterations), ("--token-budget", args.token_budget)):
         if value is not None and value < 1:
             raise UsageError(f"{flag} must be >= 1, got {value}")
+    if getattr(args, "cadence", None) is not None:
+        raise UsageError("--cadence sets a universe session's ordinals; a single-symbol session has OPEN and "
+                         "--checkpoints: drop it, or run a universe (--data with a symbol column, --symbols)")
     guard_s = parse_guard(args.guard)
     data_input = None if args.data.strip() in ("", "sample") else args.data
     check_paths([("--capture", args.capture), ("--ledger", args.ledger), ("--evidence", args.evidence),
@@ -440,8 +444,8 @@ def _finish(args: argparse.Namespace, result: SessionResult, data: MarketData, c
             recorded: Recorded | None = None, capture: bytes | None = None) -> int:
     """Write the outputs and print the report; a replay's model calls are its `recorded` run's
     (and its capture `capture`, the recorded calls in its turns)."""
-    _write(args.capture, capture if capture is not None else result.capture_jsonl())
-    _write(args.ledger, result.ledger_jsonl())
+    write_file(args.capture, capture if capture is not None else result.capture_jsonl())
+    write_file(args.ledger, result.ledger_jsonl())
     if args.report or args.png:
         from kestrel.cli.report import write_run_report
         from kestrel.report import from_result
@@ -460,18 +464,6 @@ def _finish(args: argparse.Namespace, result: SessionResult, data: MarketData, c
         print(f"kestrel {command}: {failure.line()}", file=sys.stderr)
         return 1
     return 0
-
-
-def _write(path: str | None, data: bytes) -> None:
-    """A whole file, atomically (temporary file in the same folder, then renamed)."""
-    from kestrel.outputs import atomic_write
-
-    if path is None:
-        return
-    try:
-        atomic_write(path, data)
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
 
 
 # ------------------------------------------------------------------------------------------

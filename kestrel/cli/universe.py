@@ -24,10 +24,14 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from kestrel.cli.dataflags import check_paths, parse_date, parse_guard, positive_float
+from kestrel.cli.callflags import arm_latency
+from kestrel.cli.dataflags import check_paths, news_from_args, parse_date, parse_guard, positive_float
 from kestrel.cli.errors import UsageError
+from kestrel.cli.writes import write_file
 
 if TYPE_CHECKING:
+    from kestrel.data.news import NewsSource
+    from kestrel.market.news import NewsFeed
     from kestrel.session.portfolio_capture import CaptureHead, UniverseSource
     from kestrel.market.universe import Universe
     from kestrel.report.portfolio import PortfolioReport
@@ -48,6 +52,9 @@ def add_universe_flags(p: argparse.ArgumentParser) -> None:
                    help="gross exposure at most X times equity (default 1)")
     p.add_argument("--portfolio-maxloss", type=positive_float, default=None, metavar="CASH",
                    help="a loss from the session's opening equity that stands every plan down and flattens")
+    p.add_argument("--cadence", choices=("open", "close"), default=None,
+                   help="a universe session's ordinals: open (OPEN and the checkpoints, the default) or close "
+                        "(one CLOSE per session, the day's whole bar seen; its plans take effect at the next open)")
 
 
 def is_universe(args: argparse.Namespace) -> bool:
@@ -103,12 +110,9 @@ def _refuse_single_symbol_flags(args: argparse.Namespace, command: str) -> None:
     if getattr(args, "evidence", None):
         raise UsageError(f"kestrel {command}: --evidence records a single-symbol run's authoring loop; drop it "
                          "for a universe")
-    for flag, given in (("--blind", getattr(args, "blind", False)), ("--news", getattr(args, "news", None)),
-                        ("--arm-latency", getattr(args, "arm_latency", None)),
-                        ("--pace", getattr(args, "pace", "max") not in (None, "max"))):
-        if given:
-            raise UsageError(f"{flag} runs a single-symbol session; a universe session does not "
-                             f"take it yet: drop it, or run one member with --symbol")
+    if getattr(args, "pace", "max") not in (None, "max"):
+        raise UsageError("--pace paces a single-symbol session; a universe session runs in process at full "
+                         "speed: drop it, or run one member with --symbol")
 
 
 def run_universe_command(args: argparse.Namespace) -> int:
@@ -122,7 +126,7 @@ def run_universe_command(args: argparse.Namespace) -> int:
 
     _refuse_single_symbol_flags(args, "simulate")
     check_paths([("--capture", args.capture), ("--ledger", args.ledger), ("--report", args.report)],
-                [("--data", args.data), ("--factors", args.factors)])
+                [("--data", args.data), ("--factors", args.factors), ("--news", args.news)])
     if args.backend != "direct" and "--backend" in sys.argv:
         print("kestrel simulate: note: a universe session runs in process (--backend direct)", file=sys.stderr)
     symbols = None if args.symbols is None else [s.strip() for s in args.symbols.split(",") if s.strip()]
@@ -138,26 +142,34 @@ def run_universe_command(args: argparse.Namespace) -> int:
                                  no_short=args.no_short)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    options = SessionOptions(checkpoints=tuple(c for c in args.checkpoints.split(",") if c.strip()),
-                             guard_s=parse_guard(args.guard), engine_path=args.engine_path,
-                             engine=engine_config(args, None))
-    agent = _agent(args)
+    news, news_source = news_from_args(args, "simulate")
     try:
-        result = run_portfolio(universe, agent, bounds, options, date=parse_date(args.date), days=args.days)
+        options = SessionOptions(checkpoints=tuple(c for c in args.checkpoints.split(",") if c.strip()),
+                                 guard_s=parse_guard(args.guard), engine_path=args.engine_path,
+                                 engine=engine_config(args, None), blind=args.blind, news=news,
+                                 arm_latency=arm_latency(args.arm_latency), cadence=args.cadence or "open",
+                                 universe_end_of_day=getattr(args, "end_of_day", None))
     except SessionError as exc:
         raise UsageError(str(exc)) from None
-    _outputs(args, result, source, args.capture)
+    agent = _agent(args)
+    try:
+        result = run_portfolio(universe, agent, bounds, options, date=parse_date(args.date), days=args.days,
+                               news_sha256=None if news_source is None else news_source.sha256)
+    except SessionError as exc:
+        raise UsageError(str(exc)) from None
+    _outputs(args, result, source, args.capture, news_source)
     return 0
 
 
-def _outputs(args: argparse.Namespace, result: PortfolioResult, source: UniverseSource, capture: str | None) -> None:
+def _outputs(args: argparse.Namespace, result: PortfolioResult, source: UniverseSource, capture: str | None,
+             news: NewsSource | None = None) -> None:
     """Write the ledger, the capture and the HTML page; print the report (text or JSON)."""
     from kestrel.report.portfolio import from_portfolio_run
     from kestrel.session.portfolio_capture import capture_bytes
 
     ledger = result.ledger.to_jsonl()
-    _write(args.ledger, ledger)
-    _write(capture, capture_bytes(source, result.capture, ledger))
+    write_file(args.ledger, ledger)
+    write_file(capture, capture_bytes(source, result.capture, ledger, news))
     rep = from_portfolio_run(result.engine, result.capture.dates)
     _print_report(args, rep, result)
 
@@ -167,7 +179,7 @@ def _print_report(args: argparse.Namespace, rep: PortfolioReport, result: Portfo
     from kestrel.report.portfolio_page import portfolio_text, render_portfolio
 
     if args.report:
-        _write(args.report, render_portfolio(rep).encode("utf-8"))
+        write_file(args.report, render_portfolio(rep).encode("utf-8"))
     if getattr(args, "json", False):
         body = to_json(rep)
         if result is not None:
@@ -211,7 +223,29 @@ def _moved(head: CaptureHead, data: str | None) -> UniverseSource:
     return msgspec.structs.replace(head.universe, data=_abs(data.strip()))
 
 
-def _replayed(head: CaptureHead, capture: PortfolioCapture, data: str | None, command: str) -> PortfolioResult:
+def _news_of(head: CaptureHead, capture: PortfolioCapture, moved: str | None) -> NewsFeed:
+    """The captured run's news, read again from its recorded path (or `moved`, a copy): bytes
+    whose SHA-256 is not the recorded one are refused (`UsageError`)."""
+    from kestrel.data import DataError
+    from kestrel.data.news import open_news
+    from kestrel.market.news import NO_NEWS
+
+    if isinstance(head.news, msgspec.UnsetType):
+        if moved is not None:
+            raise UsageError("the capture was made without news; drop --news")
+        return NO_NEWS
+    if moved is not None and not moved.strip():
+        raise UsageError("--news is empty: give the path of the moved copy of the captured news file")
+    if not isinstance(capture.news_sha256, msgspec.UnsetType) and capture.news_sha256 != head.news.sha256:
+        raise UsageError("the capture's news checksums disagree (header and run): the file was edited")
+    try:
+        return open_news(head.news, moved)
+    except DataError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _replayed(head: CaptureHead, capture: PortfolioCapture, data: str | None, command: str,
+              news: str | None = None) -> PortfolioResult:
     from kestrel.session.options import SessionError
     from kestrel.session.portfolio import replay
 
@@ -220,8 +254,9 @@ def _replayed(head: CaptureHead, capture: PortfolioCapture, data: str | None, co
     if missing:
         raise UsageError(f"the universe has no session on {missing[0]}, a session of the capture: give the "
                          "captured data with --data")
+    feed = _news_of(head, capture, news)
     try:
-        return replay(universe, capture)
+        return replay(universe, capture, feed)
     except (SessionError, KeyError, ValueError) as exc:
         raise UsageError(f"the capture does not replay on {', '.join(universe.symbols)}: {exc}") from None
 
@@ -232,8 +267,6 @@ def run_universe_replay(args: argparse.Namespace) -> int:
     from kestrel.cli.replays import first_difference
 
     _refuse_single_symbol_flags(args, "replay")
-    if args.news is not None:
-        raise UsageError("kestrel replay: a universe run takes no --news; drop it")
     head, capture = read_portfolio_capture(args.capture)
     check_paths([("--capture", args.capture_out), ("--ledger", args.ledger), ("--report", args.report)],
                 [("capture", args.capture), ("--data", args.data), ("--expect-ledger", args.expect_ledger),
@@ -247,8 +280,9 @@ def run_universe_replay(args: argparse.Namespace) -> int:
     if head.ledger_sha256 is None and not args.no_verify:
         raise UsageError(f"{args.capture}: the capture records no ledger checksum, so its replay cannot be "
                          "verified: pass --no-verify to replay it unverified")
-    result = _replayed(head, capture, args.data, "replay")
-    _outputs(args, result, _moved(head, args.data), args.capture_out)
+    result = _replayed(head, capture, args.data, "replay", args.news)
+    _outputs(args, result, _moved(head, args.data), args.capture_out,
+             None if isinstance(head.news, msgspec.UnsetType) else head.news)
     ledger = result.ledger.to_jsonl()
     if expected is not None and expected != ledger:
         print(f"kestrel replay: the replayed ledger differs from --expect-ledger {args.expect_ledger}: "
@@ -340,17 +374,6 @@ def _run_summary(result: PortfolioResult) -> dict[str, object]:
             "holdings": [{"symbol": h.symbol, "position": h.position, "value": h.value, "rpnl": h.rpnl,
                           "fills": fills[h.symbol]} for h in state.holdings],
             "turns": [{"date": t.date, "ordinal": t.ordinal, "applied": t.applied} for t in result.turns]}
-
-
-def _write(path: str | None, data: bytes) -> None:
-    from kestrel.outputs import atomic_write
-
-    if path is None:
-        return
-    try:
-        atomic_write(path, data)
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
 
 
 __all__ = ["add_universe_flags", "is_portfolio_capture", "is_universe", "load_source", "read_portfolio_capture", "run_universe_command", "run_universe_replay", "run_universe_report"]

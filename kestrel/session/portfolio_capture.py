@@ -14,6 +14,7 @@ from typing import Literal
 
 import msgspec
 
+from kestrel.data.news import NewsSource
 from kestrel.session.portfolio import PortfolioCapture
 
 CAPTURE_LEAD = b'{"universe":'  # how a portfolio capture file begins (a single-symbol one never does)
@@ -32,15 +33,21 @@ class UniverseSource(msgspec.Struct, frozen=True):
 
 
 class CaptureHead(msgspec.Struct, frozen=True):
-    """The header keys of a portfolio capture file (the rest is its `PortfolioCapture`)."""
+    """The header keys of a portfolio capture file (the rest is its `PortfolioCapture`): how
+    the universe was loaded, the SHA-256 of the run's ledger and, for a run with news, the news
+    file (its absolute path, SHA-256 and item count: a replay reads it again and refuses bytes
+    that differ)."""
 
     universe: UniverseSource
     ledger_sha256: str | None = None
+    news: NewsSource | msgspec.UnsetType = msgspec.UNSET
 
 
-def capture_bytes(source: UniverseSource, capture: PortfolioCapture, ledger: bytes) -> bytes:
+def capture_bytes(source: UniverseSource, capture: PortfolioCapture, ledger: bytes,
+                  news: NewsSource | None = None) -> bytes:
     """A portfolio capture file: the `CaptureHead` keys, then the capture's own fields."""
-    head = msgspec.json.encode(CaptureHead(source, hashlib.sha256(ledger).hexdigest()))
+    head = msgspec.json.encode(CaptureHead(source, hashlib.sha256(ledger).hexdigest(),
+                                           msgspec.UNSET if news is None else news))
     return head[:-1] + b"," + capture.to_json()[1:] + b"\n"
 
 
