@@ -87,7 +87,9 @@ def notice_line(snap: FrozenSnapshot, n: Notice, count: int = 1) -> str:
     """`10:31:02 rejected orb rule 1 (x3): maxpos 1000: ...` or `... disarmed orb: ...`."""
     rule = f" rule {n.rule}" if n.rule is not None else ""
     times = f" (x{count})" if count > 1 else ""
-    return f"{snap.stamp(n.ts)} {n.kind} {n.plan}{rule}{times}: {n.reason if snap.blind is None else snap.blind.mask_reason(n.reason)}"
+    blind = snap.blind
+    plan, reason = (n.plan, n.reason) if blind is None else (blind.mask_reason(n.plan), blind.mask_reason(n.reason))
+    return f"{snap.stamp(n.ts)} {n.kind} {plan}{rule}{times}: {reason}"
 
 
 def notices_text(snap: FrozenSnapshot) -> list[str]:
