@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from kestrel.data.names import names_of
 from kestrel.data.universe import load_universe
 from kestrel.engine.ledger import Armed, Filled, Fired
+from kestrel.lang import ast
 from kestrel.market.news import NewsFeed, NewsItem
 from kestrel.market.portfolio import PortfolioBounds
 from kestrel.market.ticks import NS_PER_S
@@ -160,12 +161,17 @@ def test_a_reply_over_aliases_is_armed_with_real_symbols_and_prices(shared_data:
     def real(x: float, p0: float, unit: float) -> float:  # by hand: x * p0 / 100 on the real grid
         return round(round(x * p0 / 100 / unit) * unit, 6)
 
-    assert cond.operands[0].left.symbol == "AAPL"  # type: ignore[attr-defined]
-    assert cond.operands[0].right.value == pytest.approx(real(90, p0_a, tick_a))  # type: ignore[attr-defined]
-    assert cond.operands[1].right.value == pytest.approx(real(50, p0_m, tick_m))  # type: ignore[attr-defined]
-    assert order.price.value == pytest.approx(real(120, p0_m, tick_m))  # type: ignore[union-attr]
-    assert order.stop.value == pytest.approx(real(80, p0_m, tick_m))  # type: ignore[union-attr]
-    assert order.size.value == pytest.approx(real(1000, p0_m, 0.01))  # type: ignore[union-attr]  # money: cents
+    assert isinstance(cond, ast.And) and isinstance(order, ast.Order)
+    first_cmp, own_cmp = cond.operands
+    assert isinstance(first_cmp, ast.Compare) and isinstance(own_cmp, ast.Compare)
+    assert isinstance(first_cmp.left, ast.SymbolRead) and first_cmp.left.symbol == "AAPL"
+    assert isinstance(first_cmp.right, ast.Number) and isinstance(own_cmp.right, ast.Number)
+    assert first_cmp.right.value == pytest.approx(real(90, p0_a, tick_a))  # on AAPL's scale, not MSFT's
+    assert own_cmp.right.value == pytest.approx(real(50, p0_m, tick_m))
+    assert isinstance(order.price, ast.Number) and order.stop is not None and order.size is not None
+    assert order.price.value == pytest.approx(real(120, p0_m, tick_m))
+    assert order.stop.value == pytest.approx(real(80, p0_m, tick_m))
+    assert order.size.value == pytest.approx(real(1000, p0_m, 0.01))  # money: on the cent
     captured = r.capture.turns[0]
     assert "AAPL stood down" in captured.applied and "armed m on MSFT" in captured.applied
     assert captured.text.startswith("PLAN m ON SYM2")  # the capture keeps what the agent wrote
