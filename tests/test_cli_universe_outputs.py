@@ -154,10 +154,9 @@ def test_bad_inputs_fail_closed_with_one_line(tmp_path: Path, capsys: pytest.Cap
     code, _, err = run_cli(capsys, "simulate", "--data", str(data), "--agent", f"fixed:{plans}", "--days", "2",
                            "--png", str(tmp_path / "x.png"))
     assert code == 2 and "--report" in err.strip().splitlines()[-1]
-    for flags in (["--blind"], ["--arm-latency", "5"], ["--pace", "realtime"]):  # not taken yet: refused, not ignored
-        code, _, err = run_cli(capsys, "simulate", "--data", str(data), "--agent", f"fixed:{plans}", "--days", "2",
-                               *flags)
-        assert code == 2 and f"{flags[0]} runs a single-symbol session" in err.strip().splitlines()[-1]
+    code, _, err = run_cli(capsys, "simulate", "--data", str(data), "--agent", f"fixed:{plans}", "--days", "2",
+                           "--pace", "realtime")  # not taken: refused, not ignored
+    assert code == 2 and "--pace paces a single-symbol session" in err.strip().splitlines()[-1]
     code, _, err = run_cli(capsys, "simulate", "--data", str(data), "--agent", f"fixed:{plans}", "--days", "2",
                            "--capture", str(capture), "--ledger", str(capture))
     assert code == 2 and len(err.strip().splitlines()) == 1 and not capture.exists()

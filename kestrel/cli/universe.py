@@ -249,12 +249,12 @@ def _replayed(head: CaptureHead, capture: PortfolioCapture, data: str | None, co
     from kestrel.session.options import SessionError
     from kestrel.session.portfolio import replay
 
+    feed = _news_of(head, capture, news)  # before the universe loads: a wrong news file is the one line
     universe = load_source(_moved(head, data), list(capture.symbols), command)
     missing = [d for d in capture.dates if d not in {s.date.isoformat() for s in universe.sessions}]
     if missing:
         raise UsageError(f"the universe has no session on {missing[0]}, a session of the capture: give the "
                          "captured data with --data")
-    feed = _news_of(head, capture, news)
     try:
         return replay(universe, capture, feed)
     except (SessionError, KeyError, ValueError) as exc:

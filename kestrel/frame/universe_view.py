@@ -16,10 +16,17 @@ from kestrel.frame.catalog import DEFAULT_CATALOG, PaneCatalog
 from kestrel.frame.ordinal import Ordinal
 from kestrel.frame.rules import pane_universe_rules
 from kestrel.frame.universe import UniverseSnapshot
-from kestrel.frame.view import ResolvedPane, ResolvedView, ViewError, ViewSelection, render_panes, resolve_view
-from kestrel.lang import GRAMMAR_SUMMARY
+from kestrel.frame.view import (
+    ResolvedPane,
+    ResolvedView,
+    ViewError,
+    ViewSelection,
+    clock_line,
+    compose_briefing,
+    render_panes,
+    resolve_view,
+)
 from kestrel.lang.ast import Number, PaneArg, PaneRef, View
-from kestrel.market.ticks import NS_PER_S
 
 DEFAULT_UNIVERSE_BUDGET = 1200
 """The default universe view's budget (estimated tokens): a watchlist of 20 symbols, the
@@ -77,20 +84,6 @@ def materialize_universe(resolved: ResolvedView, snapshot: UniverseSnapshot,
     return render_panes(resolved, [render_pane(p, snapshot, catalog) for p in resolved.panes])
 
 
-def _clock_line(snapshot: UniverseSnapshot, ordinal: Ordinal) -> str:
-    clock = snapshot.clock
-    s = clock.session
-    sess = (f" session {clock.session_label()} {s.open.strftime('%H:%M')}-{s.close.strftime('%H:%M')} {s.tz}"
-            if s is not None else " session none")
-    left = ""
-    if s is not None:
-        mins = max(0, (s.close_ns - snapshot.time_ns) // (60 * NS_PER_S))
-        span = (f"{mins // 60}h" if mins >= 60 else "") + (f"{mins % 60}m" if mins % 60 or mins < 60 else "")
-        left = f"; now {clock.clock(snapshot.time_ns)[:5]}, close in {span}"
-    return (f"CLOCK {len(snapshot.members)} symbols #{ordinal.index} {ordinal.label} "
-            f"cutoff {clock.clock(snapshot.cutoff_ns)}{sess}{left}")
-
-
 def universe_briefing(
     snapshot: UniverseSnapshot,
     ordinal: Ordinal,
@@ -99,25 +92,14 @@ def universe_briefing(
     catalog: PaneCatalog = DEFAULT_CATALOG,
 ) -> str:
     """Kernel panes (CLOCK of the universe, its RULES, BUDGET and any other kernel text given in
-    `extra_kernel`, REPLY) then the view (default: `default_universe_view`)."""
-    extra = dict(extra_kernel or {})
-    unknown = sorted(k for k in extra if k not in catalog.kernel_ids)
-    if unknown:
-        raise ValueError(f"extra_kernel keys must be kernel ids {catalog.kernel_ids}, got {unknown}")
-    lines = [extra.pop("clock", None) or _clock_line(snapshot, ordinal)]
-    lines.append(extra.pop("rules", "") or pane_universe_rules(snapshot))
-    for k in catalog.kernel_ids:
-        if k in extra and k != "grammar":
-            lines.append(f"{k.upper()} {extra[k]}")
-    lines.append(f"REPLY {(extra.get('grammar') or GRAMMAR_SUMMARY).strip()}")
-    if view is None:
-        resolved = default_universe_view(ordinal, catalog)
-    elif isinstance(view, ResolvedView):
-        resolved = view
-    else:
-        resolved = resolve_universe_view(view, snapshot, ordinal, catalog)
-    head = f"VIEW {resolved.name} budget {resolved.budget}"
-    return "\n".join(lines) + "\n\n" + head + "\n" + materialize_universe(resolved, snapshot, catalog) + "\n"
+    `extra_kernel`, REPLY) then the view (default: `default_universe_view`), composed as one
+    symbol's briefing is (`kestrel.frame.view.compose_briefing`)."""
+    return compose_briefing(
+        clock_line(snapshot.clock, ordinal, f"{len(snapshot.members)} symbols"),
+        lambda: pane_universe_rules(snapshot), view, extra_kernel, catalog,
+        default=lambda: default_universe_view(ordinal, catalog),
+        resolve=lambda v: resolve_universe_view(v, snapshot, ordinal, catalog),
+        render=lambda r: materialize_universe(r, snapshot, catalog))
 
 
 __all__ = [

@@ -14,7 +14,7 @@ Invariants:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import msgspec
 
@@ -324,7 +324,9 @@ def render_panes(resolved: ResolvedView, texts: list[str]) -> str:
 # briefing
 
 
-def _clock_line(snapshot: FrozenSnapshot, ordinal: Ordinal) -> str:
+def clock_line(snapshot: FrozenSnapshot, ordinal: Ordinal, who: str | None = None) -> str:
+    """The CLOCK kernel pane: `who` (default the snapshot's symbol; a universe says how many
+    symbols), the ordinal, the cutoff, the session and the time left to its close."""
     s = snapshot.session
     sess = (
         f" session {snapshot.session_label()} {s.open.strftime('%H:%M')}-{s.close.strftime('%H:%M')} {s.tz}"
@@ -337,9 +339,45 @@ def _clock_line(snapshot: FrozenSnapshot, ordinal: Ordinal) -> str:
         span = (f"{mins // 60}h" if mins >= 60 else "") + (f"{mins % 60}m" if mins % 60 or mins < 60 else "")
         left = f"; now {snapshot.clock(snapshot.time_ns)[:5]}, close in {span}"
     return (
-        f"CLOCK {snapshot.symbol} #{ordinal.index} {ordinal.label} "
+        f"CLOCK {snapshot.symbol if who is None else who} #{ordinal.index} {ordinal.label} "
         f"cutoff {snapshot.clock(snapshot.cutoff_ns)}{sess}{left}"
     )
+
+
+def compose_briefing(
+    clock: str,
+    rules: Callable[[], str],
+    view: ResolvedView | View | ViewSelection | None,
+    extra_kernel: Mapping[str, str] | None,
+    catalog: PaneCatalog,
+    *,
+    default: Callable[[], ResolvedView],
+    resolve: Callable[[View | ViewSelection], ResolvedView],
+    render: Callable[[ResolvedView], str],
+) -> str:
+    """A briefing, for one symbol or a universe: the kernel panes (CLOCK, RULES, each other
+    kernel text of `extra_kernel` keyed by kernel id, REPLY: the grammar, `extra_kernel`'s or
+    the language's summary) then the view (`default()` when None, `resolve`d unless already
+    resolved) rendered by `render` under its `VIEW name budget` head. An unknown kernel key
+    is a ValueError."""
+    extra = dict(extra_kernel or {})
+    unknown = sorted(k for k in extra if k not in catalog.kernel_ids)
+    if unknown:
+        raise ValueError(f"extra_kernel keys must be kernel ids {catalog.kernel_ids}, got {unknown}")
+    lines = [extra.pop("clock", None) or clock]
+    lines.append(extra.pop("rules", "") or rules())
+    for k in catalog.kernel_ids:
+        if k in extra and k != "grammar":
+            lines.append(f"{k.upper()} {extra[k]}")
+    lines.append(f"REPLY {(extra.get('grammar') or GRAMMAR_SUMMARY).strip()}")
+    if view is None:
+        resolved = default()
+    elif isinstance(view, ResolvedView):
+        resolved = view
+    else:
+        resolved = resolve(view)
+    head = f"VIEW {resolved.name} budget {resolved.budget}"
+    return "\n".join(lines) + "\n\n" + head + "\n" + render(resolved) + "\n"
 
 
 def briefing(
@@ -352,24 +390,11 @@ def briefing(
     """Kernel panes (CLOCK with now, cutoff and close; RULES, the rules of the game:
     `kestrel.frame.rules`; BUDGET and any other kernel text the runtime passes in
     `extra_kernel`, keyed by kernel id; REPLY grammar summary) then the view."""
-    extra = dict(extra_kernel or {})
-    unknown = sorted(k for k in extra if k not in catalog.kernel_ids)
-    if unknown:
-        raise ValueError(f"extra_kernel keys must be kernel ids {catalog.kernel_ids}, got {unknown}")
-    lines = [extra.pop("clock", None) or _clock_line(snapshot, ordinal)]
-    lines.append(extra.pop("rules", "") or pane_rules(snapshot))
-    for k in catalog.kernel_ids:
-        if k in extra and k != "grammar":
-            lines.append(f"{k.upper()} {extra[k]}")
-    lines.append(f"REPLY {(extra.get('grammar') or GRAMMAR_SUMMARY).strip()}")
-    if view is None:
-        resolved = default_view(ordinal, catalog)
-    elif isinstance(view, ResolvedView):
-        resolved = view
-    else:
-        resolved = resolve_view(view, ordinal, catalog, symbols=(snapshot.symbol,))
-    head = f"VIEW {resolved.name} budget {resolved.budget}"
-    return "\n".join(lines) + "\n\n" + head + "\n" + materialize(resolved, snapshot, catalog) + "\n"
+    return compose_briefing(
+        clock_line(snapshot, ordinal), lambda: pane_rules(snapshot), view, extra_kernel, catalog,
+        default=lambda: default_view(ordinal, catalog),
+        resolve=lambda v: resolve_view(v, ordinal, catalog, symbols=(snapshot.symbol,)),
+        render=lambda r: materialize(r, snapshot, catalog))
 
 
 __all__ = [
@@ -378,6 +403,8 @@ __all__ = [
     "ViewError",
     "ViewSelection",
     "briefing",
+    "clock_line",
+    "compose_briefing",
     "default_view",
     "materialize",
     "render_panes",

@@ -1,0 +1,72 @@
+"""`kestrel simulate` over a universe with the session options: `--blind`, `--news`,
+`--arm-latency` and `--cadence close`; the capture records them and `kestrel replay` reproduces
+the ledger; a news file changed since the capture is refused; `--pace` (a single-symbol
+flag) and `--cadence` on one symbol are refused with one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cli_helpers import run_cli
+
+STOCKBENCH = "equities_daily/stockbench_dow20_daily_bars_20241213_20250731.parquet"
+NEWS = "news/stockbench_dow20_news_20241231_20250730.jsonl"
+BLIND_MODULE = "PLAN a ON SYM1\nWHEN pos == 0 AND SYM2.last > 50: BUY $1000 MKT\nPLAN m ON SYM2\nWHEN pos == 0: BUY 10%EQ MKT\n"
+
+
+def test_a_blind_close_cadence_run_with_news_and_latency_replays(shared_data: Path, tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    plans = tmp_path / "module.kes"
+    plans.write_text(BLIND_MODULE)
+    capture, ledger = tmp_path / "capture.json", tmp_path / "ledger.jsonl"
+    code, out, err = run_cli(capsys, "simulate", "--data", str(shared_data / STOCKBENCH), "--symbols", "AAPL,MSFT",
+                             "--agent", f"fixed:{plans}", "--days", "3", "--blind", "--cadence", "close",
+                             "--news", str(shared_data / NEWS), "--capture", str(capture), "--ledger", str(ledger),
+                             "--json")
+    assert code == 0, err
+    summary = json.loads(out)
+    held = {h["symbol"]: h["position"] for h in summary["holdings"]}
+    assert held["AAPL"] > 0 and held["MSFT"] > 0  # both plans armed on the real symbols, and carried
+    doc = json.loads(capture.read_text())
+    assert doc["blind"] is True and doc["cadence"] == "close"
+    assert doc["news"]["sha256"] == doc["news_sha256"] and len(doc["news_sha256"]) == 64
+    assert [t["ordinal"] for t in doc["turns"]] == ["CLOSE"] * 3
+    assert doc["turns"][0]["text"] == BLIND_MODULE  # what the agent wrote, over aliases
+    code, _, err = run_cli(capsys, "replay", str(capture))
+    assert code == 0 and "ledger identical to the captured run's" in err, err
+    moved = tmp_path / "news.jsonl"
+    moved.write_bytes((shared_data / NEWS).read_bytes() + b"\n")
+    code, _, err = run_cli(capsys, "replay", str(capture), "--news", str(moved))
+    assert code == 2 and "checksum changed since the capture" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_an_arm_latency_run_replays_at_the_recorded_delays(shared_data: Path, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    plans = tmp_path / "module.kes"
+    plans.write_text("PLAN m ON MSFT\nWHEN pos == 0: BUY 3 MKT\n")
+    capture = tmp_path / "capture.json"
+    code, _, err = run_cli(capsys, "simulate", "--data", str(shared_data / STOCKBENCH), "--symbols", "AAPL,MSFT",
+                           "--agent", f"fixed:{plans}", "--days", "2", "--arm-latency", "3600",
+                           "--capture", str(capture))
+    assert code == 0, err
+    doc = json.loads(capture.read_text())
+    assert doc["arm_latency"] == 3600.0 and [t["arm_delay_ns"] for t in doc["turns"]] == [3600 * 10**9] * 2
+    code, _, err = run_cli(capsys, "replay", str(capture))
+    assert code == 0 and "ledger identical" in err, err
+
+
+def test_single_symbol_flags_are_refused_in_one_line(shared_data: Path, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    plans = tmp_path / "module.kes"
+    plans.write_text("PLAN m ON MSFT\nWHEN pos == 0: BUY 3 MKT\n")
+    code, _, err = run_cli(capsys, "simulate", "--data", str(shared_data / STOCKBENCH), "--symbols", "AAPL,MSFT",
+                           "--agent", f"fixed:{plans}", "--pace", "10")
+    assert code == 2 and "--pace paces a single-symbol session" in err and len(err.strip().splitlines()) == 1, err
+    code, _, err = run_cli(capsys, "simulate", "--cadence", "close")
+    assert code == 2 and "--cadence sets a universe session's ordinals" in err, err
+    code, _, err = run_cli(capsys, "simulate", "--data", str(shared_data / STOCKBENCH), "--symbols", "AAPL,MSFT",
+                           "--agent", f"fixed:{plans}", "--cadence", "close", "--checkpoints", "11:00")
+    assert code == 2 and "one ordinal per session" in err, err
