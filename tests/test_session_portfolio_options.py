@@ -14,10 +14,12 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 from pathlib import Path
 from typing import ClassVar
 
+import msgspec
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -127,6 +129,13 @@ def test_nothing_real_in_any_briefing_of_a_blind_universe_run(shared_data: Path,
     for text in agent.briefings:
         assert "WATCHLIST 2" in text and "SYM1" in text and "SYM2" in text
         scan(text)  # type: ignore[operator]
+    for request in agent.requests:  # the typed universe beside each briefing
+        doc = msgspec.to_builtins(request.universe)
+        for member in doc["members"]:
+            if member["quote"]:
+                member["quote"].pop("size", None)  # quantities, not prices
+                member["quote"].pop("volume", None)
+        scan(json.dumps(doc))  # type: ignore[operator]
     assert {s for s, e in r.ledger.entries if isinstance(e, Armed)} <= {"AAPL", "MSFT"}
     again = replay(u, PortfolioCapture.from_json(r.capture.to_json()), news)
     assert again.ledger.to_jsonl() == r.ledger.to_jsonl()
@@ -249,6 +258,11 @@ def test_no_news_item_at_or_after_the_cutoff_shows(shared_data: Path, k: int, ca
                   date=session.date)
     assert "BEFORE headline" in agent.briefings[1]
     assert "AT headline" not in agent.briefings[1] and "AFTER headline" not in agent.briefings[1]
+    one = Scripted("VIEW n: news(20, AAPL, 60)", "PASS")  # one symbol's items only
+    run_portfolio(u, one, CAPITAL, SessionOptions(cadence=cadence, guard_s=guard,  # type: ignore[arg-type]
+                                                  news=NewsFeed.of([*items, NewsItem(cut - 2, ("AAPL",), "Wire", "APPLE ONLY")])),
+                  date=session.date)
+    assert "APPLE ONLY" in one.briefings[1] and "BEFORE headline" not in one.briefings[1]
 
 
 def test_the_arm_latency_delays_the_turn_and_replays(shared_data: Path) -> None:
