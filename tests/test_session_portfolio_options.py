@@ -306,3 +306,13 @@ def test_blind_state_is_one_mapping_per_run(shared_data: Path) -> None:
     numbers = [re.search(r"session (d\d+) ", b) for b in agent.briefings]
     assert all(numbers), agent.briefings[0][:200]
     assert len({m.group(1) for m in numbers if m}) == 3  # one session number a day, never a date
+
+
+def test_a_blind_bound_check_names_the_alias_and_no_real_price(shared_data: Path) -> None:
+    u = _universe(shared_data)
+    agent = Scripted("PLAN b ON SYM2\nWHEN pos == 0: BUY 100000 LMT 101.5", "PASS")
+    r = run_portfolio(u, agent, CAPITAL, SessionOptions(blind=True), date=dt.date(2025, 7, 31))
+    err = agent.requests[1].repair_error
+    assert err is not None and err.startswith("bound check: plan b ON SYM2: rule 1 (BUY 100000)"), err
+    assert "MSFT" not in err and not re.search(r"\d+\.\d+", err), err
+    assert "ON MSFT" in (r.evidence[0].error or "")  # the operator's evidence keeps the real words

@@ -57,6 +57,7 @@ from kestrel.session.portfolio_day import (
     Step,
     account_briefing,
     apply_portfolio_turn,
+    blind_agent,
     frame_briefing,
     late_evidence,
     read_turn,
@@ -197,6 +198,7 @@ def drive(engine: PortfolioEngine, sessions: Sequence[SessionSpec], agent: Agent
     untold: tuple[Notice, ...] = ()
     read = len(engine.ledger.entries)
     blind = blind_of(engine.universe) if options.blind else None  # one mapping for the whole run
+    asked = agent if blind is None else blind_agent(agent, blind)
     carried: PortfolioTurn | None = None
     for k, session in enumerate(sessions):
         engine.open_session(session)
@@ -214,7 +216,7 @@ def drive(engine: PortfolioEngine, sessions: Sequence[SessionSpec], agent: Agent
                 driver.state(engine.state(), entries[read:])
                 read = len(entries)
             elif isinstance(step, RunAuthoring):
-                driver.authored(author_turn(step.loop, agent, timeout=agent_timeout, late=late))
+                driver.authored(author_turn(step.loop, asked, timeout=agent_timeout, late=late))
                 for record in late.take():
                     driver.record(late_evidence(record, agent.model, options.profile))
             elif isinstance(step, Apply):

@@ -40,6 +40,7 @@ import dataclasses
 import datetime as dt
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import msgspec
 import numpy as np
@@ -62,6 +63,9 @@ from kestrel.session.loop import AuthoringLoop, Done, Evidence
 from kestrel.session.options import EvidenceSink, SessionError, SessionOptions, engine_config
 from kestrel.session.ports import interpret_module, universe_ports
 from kestrel.session.protocol import (
+    Agent,
+    AgentReply,
+    AuthorRequest,
     Invalid,
     ModuleReply,
     PortfolioTurn,
@@ -91,6 +95,66 @@ def session_ordinals(session: SessionSpec, options: SessionOptions) -> tuple[Ord
 def ordinal_cutoff(o: Ordinal, options: SessionOptions) -> int:
     """The ordinal's cutoff: `time - guard`; at CLOSE the close itself (the whole bar seen)."""
     return o.time_ns if o.label == CLOSE_LABEL else cutoff_ns(o, options.guard_s)
+
+
+REVIEW_PREFIXES = ("self-correction:", "risk review:", "bound check:")
+"""How the loop's risk-assessment re-asks begin: their findings name the plan's real symbol and
+real prices (the assessment reads the plans mapped back)."""
+
+
+def blind_request(blind: Blind, request: AuthorRequest) -> AuthorRequest:
+    """`request` as a blind agent may read it: a risk-assessment re-ask's text with the real
+    symbols as aliases and its decimals (prices) as `[n]` (`Blind.mask_reason`); a checker's
+    repair echoes the agent's own (blind) text and is left as written."""
+    err = request.repair_error
+    if err is None or not err.startswith(REVIEW_PREFIXES):
+        return request
+    return msgspec.structs.replace(request, repair_error=blind.mask_reason(err))
+
+
+class BlindAgent:
+    """An agent reading its requests through `blind_request` (a blind run's agent): everything
+    else is the agent's own (`blind_agent` picks the class of its `iterative` and `blocking`)."""
+
+    iterative: ClassVar[bool] = False
+    blocking: ClassVar[bool] = False
+
+    def __init__(self, agent: Agent, blind: Blind) -> None:
+        self.agent, self.blind = agent, blind
+
+    @property
+    def agent_id(self) -> str:
+        return self.agent.agent_id
+
+    @property
+    def model(self) -> str:
+        return self.agent.model
+
+    def author(self, request: AuthorRequest) -> AgentReply:
+        return self.agent.author(blind_request(self.blind, request))
+
+
+class _IterativeBlindAgent(BlindAgent):
+    iterative: ClassVar[bool] = True
+
+
+class _BlockingBlindAgent(BlindAgent):
+    blocking: ClassVar[bool] = True
+
+
+class _IterativeBlockingBlindAgent(BlindAgent):
+    iterative: ClassVar[bool] = True
+    blocking: ClassVar[bool] = True
+
+
+_BLIND_AGENTS: dict[tuple[bool, bool], type[BlindAgent]] = {
+    (False, False): BlindAgent, (True, False): _IterativeBlindAgent, (False, True): _BlockingBlindAgent,
+    (True, True): _IterativeBlockingBlindAgent}
+
+
+def blind_agent(agent: Agent, blind: Blind) -> Agent:
+    """`agent` as a blind run asks it (`BlindAgent`), iterative and blocking as it is."""
+    return _BLIND_AGENTS[(bool(agent.iterative), bool(agent.blocking))](agent, blind)
 
 
 def arm_delay_ns(options: SessionOptions, evidence: Sequence[Evidence], key: str) -> int:
