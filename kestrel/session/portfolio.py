@@ -61,6 +61,7 @@ from kestrel.session.portfolio_day import (
     frame_briefing,
     late_evidence,
     read_turn,
+    settle_turns,
     standdown_text,
     turn_of,
     universe_configs,
@@ -225,9 +226,7 @@ def drive(engine: PortfolioEngine, sessions: Sequence[SessionSpec], agent: Agent
                 engine.close_session(path)
                 driver.closed()
             else:
-                if driver.carried_applied is not None and turns and turns[-1].ordinal == CLOSE_LABEL:
-                    turns[-1] = msgspec.structs.replace(turns[-1], applied=f"at the next open: {driver.carried_applied}")
-                turns.extend(step.turns)
+                settle_turns(turns, driver, step)
                 break
         carried = driver.decided
         driver.heard(engine.ledger.entries[read:])  # after the last ordinal: told the next session
@@ -319,6 +318,7 @@ __all__ = [
     "DEFAULT_CAPITAL",
     "NOT_APPLIED",
     "REPAIR_KINDS",
+    "settle_turns",
     "universe_configs",
     "MAX_PLANS",
     "TURN_LIMITS",

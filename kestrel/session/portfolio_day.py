@@ -507,6 +507,17 @@ class PortfolioDayDriver:
         return at, at - o.time_ns
 
 
+def settle_turns(turns: list[CapturedPortfolioTurn], driver: PortfolioDayDriver,
+                 finished: Finished) -> None:
+    """Append a finished session's turns to the run's `turns`; at the CLOSE cadence first record
+    what the previous session's CLOSE turn did at this session's open (`carried_applied`) as
+    that turn's `applied`. A driver shell (in process or actors) calls it at each `Finished`, then
+    passes `driver.decided` as the next session's `carried`."""
+    if driver.carried_applied is not None and turns and turns[-1].ordinal == CLOSE_LABEL:
+        turns[-1] = msgspec.structs.replace(turns[-1], applied=f"at the next open: {driver.carried_applied}")
+    turns.extend(finished.turns)
+
+
 def late_evidence(record: LateReply | Abandoned, model: str, profile: str | None) -> Evidence:
     """The evidence of an abandoned call: `late-reply` (it answered after its timeout: the
     reply discarded, its text and usage kept) or `abandoned` (no answer by the end of the run)."""
@@ -550,3 +561,38 @@ def universe_configs(universe: Universe, options: SessionOptions) -> dict[str, E
     if eod is None:
         return configs
     return {s: msgspec.structs.replace(c, end_of_day=eod) for s, c in configs.items()}
+
+
+__all__ = [
+    "AGENT_STANDDOWN",
+    "CLOSE_LABEL",
+    "NOT_APPLIED",
+    "REPAIR_KINDS",
+    "REVIEW_PREFIXES",
+    "Apply",
+    "BlindAgent",
+    "Briefing",
+    "CapturedPortfolioTurn",
+    "Close",
+    "Finished",
+    "PortfolioDayDriver",
+    "ReadState",
+    "RunAuthoring",
+    "RunTo",
+    "Step",
+    "account_briefing",
+    "apply_portfolio_turn",
+    "arm_delay_ns",
+    "blind_agent",
+    "blind_request",
+    "daily_bars",
+    "frame_briefing",
+    "late_evidence",
+    "ordinal_cutoff",
+    "read_turn",
+    "session_ordinals",
+    "settle_turns",
+    "standdown_text",
+    "turn_of",
+    "universe_configs",
+]
