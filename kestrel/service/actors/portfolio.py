@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, assert_never
 
 import anyio
@@ -155,13 +155,19 @@ class RunUniverse(msgspec.Struct, frozen=True, tag="run_universe"):
     pass
 
 
+DayTurns = Callable[[tuple[CapturedPortfolioTurn, ...]], Awaitable[None]]
+"""Awaited with each session's turns once it is over (a host emits them)."""
+
+
 class PortfolioDriverActor(Actor[RunUniverse]):
-    """Runs the sessions' `PortfolioDayDriver`s (shared with `drive`) through messages."""
+    """Runs the sessions' `PortfolioDayDriver`s (shared with `drive`) through messages;
+    `on_day`, when given, is awaited with each session's turns as it ends."""
 
     def __init__(self, sessions: Sequence[SessionSpec], universe: Universe, *, agent: ActorRef[Any],
                  identity: Agent, engine: ActorRef[Any], options: SessionOptions,
                  bounds: PortfolioBounds | None, configs: Mapping[str, EngineConfig] | None,
-                 briefing: Briefing | None, sink: EvidenceSink | None, agent_timeout: float | None) -> None:
+                 briefing: Briefing | None, sink: EvidenceSink | None, agent_timeout: float | None,
+                 on_day: DayTurns | None = None) -> None:
         self.sessions = list(sessions)
         self.universe = universe
         self.agent = agent
@@ -173,6 +179,7 @@ class PortfolioDriverActor(Actor[RunUniverse]):
         self.briefing = briefing
         self.sink = sink
         self.timeout = agent_timeout
+        self.on_day = on_day
 
     async def receive(self, message: RunUniverse) -> list[CapturedPortfolioTurn]:
         turns: list[CapturedPortfolioTurn] = []
@@ -207,6 +214,8 @@ class PortfolioDriverActor(Actor[RunUniverse]):
                     driver.closed()
                 else:
                     turns.extend(step.turns)
+                    if self.on_day is not None:
+                        await self.on_day(step.turns)
                     break
             view = await self.engine.ask(StateQuery(read), expect=StateView, timeout=None)
             driver.heard(view.entries)  # after the last ordinal: told the next session
@@ -329,6 +338,7 @@ def universe_runner(backend: str) -> Callable[..., PortfolioResult]:
 __all__ = [
     "PORTFOLIO_TURNS_TOPIC",
     "Applied",
+    "DayTurns",
     "ApplyTurn",
     "CloseSession",
     "OpenSession",
