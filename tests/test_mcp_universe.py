@@ -82,7 +82,7 @@ async def test_bad_universe_requests_get_one_line(anyio_backend: str, tmp_path: 
     folder = tmp_path / "members"
     folder.mkdir()
     (folder / "AAA.csv").write_text("date,open,high,low,close,volume\n2024-03-04,1,1,1,1,1\n")
-    cases = [
+    cases: list[tuple[dict[str, Any], str]] = [
         ({"plan": MODULE, "data": str(folder)}, "is a folder: give a CSV or Parquet file in it"),
         ({"plan": MODULE, "data": str(data), "symbols": "AAA,ZZZ"}, "ZZZ"),
         ({"plan": PLAN, "data": str(data)}, "ON"),
