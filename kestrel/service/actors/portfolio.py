@@ -114,7 +114,22 @@ class CloseSession(msgspec.Struct, frozen=True, tag="close_session"):
     pass
 
 
-PortfolioEngineMessage = OpenSession | RunUntil | StateQuery | ApplyTurn | Sync | CloseSession
+class LedgerQuery(msgspec.Struct, frozen=True, tag="ledger_lines"):
+    """The ledger's lines from byte `offset` on (answered `LedgerLines`)."""
+
+    offset: int = 0
+
+
+class LedgerLines(msgspec.Struct, frozen=True):
+    """Ledger lines (JSON lines, exactly as the ledger file holds them) and how many lines
+    and bytes the ledger holds in all."""
+
+    jsonl: bytes
+    lines: int
+    end: int
+
+
+PortfolioEngineMessage = OpenSession | RunUntil | StateQuery | ApplyTurn | Sync | CloseSession | LedgerQuery
 
 
 class PortfolioEngineActor(Actor[PortfolioEngineMessage]):
@@ -144,6 +159,9 @@ class PortfolioEngineActor(Actor[PortfolioEngineMessage]):
         if isinstance(message, CloseSession):
             engine.close_session(self.path)
             return None
+        if isinstance(message, LedgerQuery):
+            data = engine.ledger.to_jsonl()
+            return LedgerLines(data[message.offset:], len(engine.ledger), len(data))
         assert_never(message)
 
 
@@ -155,8 +173,9 @@ class RunUniverse(msgspec.Struct, frozen=True, tag="run_universe"):
     pass
 
 
-DayTurns = Callable[[tuple[CapturedPortfolioTurn, ...]], Awaitable[None]]
-"""Awaited with each session's turns once it is over (a host emits them)."""
+DayTurns = Callable[[tuple[CapturedPortfolioTurn, ...], LedgerLines, int], Awaitable[None]]
+"""Awaited with each session's turns once it is over, the ledger lines it added and the
+run-wide number of the first of them (a host emits them)."""
 
 
 class PortfolioDriverActor(Actor[RunUniverse]):
@@ -185,6 +204,7 @@ class PortfolioDriverActor(Actor[RunUniverse]):
         turns: list[CapturedPortfolioTurn] = []
         untold: tuple[Notice, ...] = ()
         read = 0
+        offset = lines = 0
         a = self.identity
         for k, session in enumerate(self.sessions):
             await self.engine.ask(OpenSession(session), timeout=None)
@@ -215,7 +235,9 @@ class PortfolioDriverActor(Actor[RunUniverse]):
                 else:
                     turns.extend(step.turns)
                     if self.on_day is not None:
-                        await self.on_day(step.turns)
+                        added = await self.engine.ask(LedgerQuery(offset), expect=LedgerLines, timeout=None)
+                        await self.on_day(step.turns, added, lines)
+                        offset, lines = added.end, added.lines
                     break
             view = await self.engine.ask(StateQuery(read), expect=StateView, timeout=None)
             driver.heard(view.entries)  # after the last ordinal: told the next session
@@ -339,6 +361,8 @@ __all__ = [
     "PORTFOLIO_TURNS_TOPIC",
     "Applied",
     "DayTurns",
+    "LedgerLines",
+    "LedgerQuery",
     "ApplyTurn",
     "CloseSession",
     "OpenSession",

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -59,7 +59,7 @@ from kestrel.data.readers import bounded_reads
 from kestrel.market import MarketData
 from kestrel.session.calls import DEFAULT_AGENT_TIMEOUT_S
 from kestrel.session.capture import CapturedTurn
-from kestrel.session.portfolio import PortfolioResult
+from kestrel.session.portfolio import CapturedPortfolioTurn, PortfolioResult
 from kestrel.session.protocol import Agent
 from kestrel.session.runner import SessionResult
 from kestrel.session.spec import ResolvedRun, RunSpec, SpecError, data_name, load_named, resolve_run
@@ -217,7 +217,7 @@ class HostClient:
         *,
         agent_id: str = "external",
         model: str = "",
-        committed: list[CapturedTurn] | None = None,
+        committed: Sequence[CapturedTurn | CapturedPortfolioTurn] | None = None,
         pace: Pace | None = None,
         session_id: str | None = None,
         agent_timeout: float | None = None,
@@ -241,7 +241,7 @@ class HostClient:
         *,
         agent_id: str = "external",
         model: str = "",
-        committed: list[CapturedTurn] | None = None,
+        committed: Sequence[CapturedTurn | CapturedPortfolioTurn] | None = None,
         pace: Pace | None = None,
         session_id: str | None = None,
         agent_timeout: float | None = None,

@@ -53,7 +53,7 @@ from kestrel.service.host.universe import UniverseRun, run_hosted_universe, univ
 from kestrel.logs import get_logger
 from kestrel.session.calls import DEFAULT_AGENT_TIMEOUT_S
 from kestrel.session.capture import CapturedTurn
-from kestrel.session.portfolio import PortfolioResult
+from kestrel.session.portfolio import CapturedPortfolioTurn, PortfolioResult
 from kestrel.session.protocol import Agent, AgentReply, Usage
 from kestrel.session.runner import SessionResult
 from kestrel.session.spec import ResolvedRun, estimate_usage
@@ -88,7 +88,7 @@ class StartSession(msgspec.Struct, frozen=True, tag="host_start"):
     agent: Any = None
     agent_id: str = "external"
     model: str = ""
-    committed: list[CapturedTurn] = []
+    committed: list[CapturedTurn | CapturedPortfolioTurn] = []
     pace: Pace | None = None
     session_id: str | None = None
     agent_timeout: float | None = None
@@ -297,7 +297,7 @@ class SessionActor(Actor[RunHosted]):
     """Runs one session to its end and reports it to the host (`SessionFinished`)."""
 
     def __init__(self, host: ActorRef[Any], session: HostedSession, agent: Agent | None,
-                 identity: Agent, committed: list[CapturedTurn], observer: Observer | None,
+                 identity: Agent, committed: list[CapturedTurn | CapturedPortfolioTurn], observer: Observer | None,
                  agent_timeout: float, pace: Pace | None = None) -> None:
         self._host = host
         self._session = session
@@ -321,9 +321,12 @@ class SessionActor(Actor[RunHosted]):
 
     async def _run(self, s: HostedSession, source: Agent | ReplyPort) -> SessionFinished:
         if isinstance(s.run, UniverseRun):
-            done = await run_hosted_universe(s.run, source, self._identity, self._emit, agent_timeout=self._timeout)
+            prefix = [t for t in self._committed if isinstance(t, CapturedPortfolioTurn)]
+            done = await run_hosted_universe(s.run, source, self._identity, self._emit, agent_timeout=self._timeout,
+                                             committed=prefix)
             return SessionFinished(s.session_id, "done", None, done)
-        result = await run_hosted(s.run, source, self._identity, self._emit, committed=self._committed,
+        turns = [t for t in self._committed if isinstance(t, CapturedTurn)]
+        result = await run_hosted(s.run, source, self._identity, self._emit, committed=turns,
                                   agent_timeout=self._timeout, pace=self._pace)
         failure = result.failure  # the agent could not work (kestrel.session.failure)
         return (SessionFinished(s.session_id, "done", None, result) if failure is None

@@ -20,23 +20,31 @@ from __future__ import annotations
 
 import datetime as dt
 import glob as globs
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from kestrel_actors import ActorSystem
+from kestrel_actors import Actor, ActorSystem
 from kestrel.engine.engine import EnginePath
 from kestrel.engine.portfolio import PortfolioEngine
 from kestrel.market.portfolio import PortfolioBounds
 from kestrel.market.session import SessionSpec
 from kestrel.market.universe import Universe
-from kestrel.service.actors.portfolio import PORTFOLIO_TURNS_TOPIC, PortfolioDriverActor, PortfolioEngineActor, RunUniverse
-from kestrel.service.host.events import EvidenceEvent, PortfolioTurnEvent
+from kestrel.service.actors.agent import AgentMessage, AskAgent
+from kestrel.service.actors.portfolio import (
+    PORTFOLIO_TURNS_TOPIC,
+    LedgerLines,
+    PortfolioDriverActor,
+    PortfolioEngineActor,
+    RunUniverse,
+)
+from kestrel.service.host.events import EvidenceEvent, PortfolioLedgerLines, PortfolioTurnEvent
 from kestrel.service.host.port import ReplyPort
 from kestrel.service.host.run import Emit, HostedAgentActor, Outlet, TapActor
-from kestrel.session.calls import DEFAULT_AGENT_TIMEOUT_S
+from kestrel.session.calls import DEFAULT_AGENT_TIMEOUT_S, Abandoned, Answered, CallOutcome, LateReply
 from kestrel.session.loop import LoopSettings
 from kestrel.session.options import SessionError, SessionOptions
 from kestrel.session.portfolio import (
@@ -47,8 +55,8 @@ from kestrel.session.portfolio import (
     pick_universe_sessions,
     universe_configs,
 )
-from kestrel.session.portfolio_capture import UniverseSource, capture_bytes
-from kestrel.session.protocol import Agent
+from kestrel.session.portfolio_capture import CaptureHead, UniverseSource, capture_bytes
+from kestrel.session.protocol import Agent, AgentReply
 from kestrel.session.schedule import DEFAULT_GUARD_S
 from kestrel.session.spec import EFFORTS, SpecError
 
@@ -217,16 +225,47 @@ def universe_capture(run: UniverseRun, result: PortfolioResult) -> bytes:
     return capture_bytes(run.source, result.capture, result.ledger.to_jsonl())
 
 
+def partial_capture(run: UniverseRun, agent_id: str, turns: Sequence[CapturedPortfolioTurn]) -> bytes:
+    """The capture file of a run that ended early: its committed `turns`, under the header of
+    its universe without a ledger checksum (a replay reproduces the ledger up to its last turn)."""
+    cfgs = universe_configs(run.universe, run.options)
+    capture = PortfolioCapture(run.universe.symbols, tuple(s.date.isoformat() for s in run.sessions), run.bounds,
+                               cfgs, tuple(run.options.checkpoints), run.options.guard_s, run.options.engine_path,
+                               agent_id, tuple(turns))
+    head = msgspec.json.encode(CaptureHead(run.source, None))
+    return head[:-1] + b"," + capture.to_json()[1:] + b"\n"
+
+
+class ResumedAgentActor(Actor[AgentMessage]):
+    """Answers each ordinal of a committed prefix with its recorded text (the agent is not
+    asked again), every other ask through the host's agent actor."""
+
+    def __init__(self, inner: HostedAgentActor, committed: Sequence[CapturedPortfolioTurn]) -> None:
+        self.inner = inner
+        self.committed = {(t.date, t.ordinal): t.text for t in committed}
+
+    async def receive(self, message: AgentMessage) -> CallOutcome | list[LateReply | Abandoned]:
+        if isinstance(message, AskAgent):
+            text = self.committed.get((message.date or "", message.request.ordinal))
+            if text is not None:
+                return Answered(AgentReply(text))
+        return await self.inner.receive(message)
+
+
 class _DayTurns:
-    """Emits a finished session's turns, the evidence recorded before them first."""
+    """Emits a finished session's turns, the evidence recorded before them first, then the
+    ledger lines the session added."""
 
     def __init__(self, outlet: Outlet) -> None:
         self.outlet = outlet
 
-    async def __call__(self, turns: tuple[CapturedPortfolioTurn, ...]) -> None:
+    async def __call__(self, turns: tuple[CapturedPortfolioTurn, ...], added: LedgerLines, first: int) -> None:
         await self.flush()
         for t in turns:
             await self.outlet.emit(PortfolioTurnEvent(t))
+        if added.jsonl:
+            date = turns[0].date if turns else ""
+            await self.outlet.emit(PortfolioLedgerLines(date, first, added.jsonl))
 
     async def flush(self) -> None:
         for record in self.outlet.take_evidence():
@@ -234,8 +273,10 @@ class _DayTurns:
 
 
 async def run_hosted_universe(run: UniverseRun, source: Agent | ReplyPort, identity: Agent, emit: Emit, *,
-                              agent_timeout: float = DEFAULT_AGENT_TIMEOUT_S) -> PortfolioResult:
-    """Run the universe session `run` on its own actor system (the module docstring)."""
+                              agent_timeout: float = DEFAULT_AGENT_TIMEOUT_S,
+                              committed: Sequence[CapturedPortfolioTurn] = ()) -> PortfolioResult:
+    """Run the universe session `run` on its own actor system (the module docstring); the
+    ordinals of `committed` (a resumed run's) are answered with their recorded text."""
     options, universe, bounds = run.options, run.universe, run.bounds
     outlet = Outlet(emit)
     day_turns = _DayTurns(outlet)
@@ -246,7 +287,8 @@ async def run_hosted_universe(run: UniverseRun, source: Agent | ReplyPort, ident
         engine_ref = system.spawn(lambda: PortfolioEngineActor(engine, path), name="portfolio-engine")
         system.bus.subscribe(PORTFOLIO_TURNS_TOPIC, engine_ref)
         tap = system.spawn(lambda: TapActor(outlet, {}), name="tap")  # answers the agent's Flush
-        agent = system.spawn(lambda: HostedAgentActor(source, outlet, tap, {}), name="agent")
+        agent = system.spawn(lambda: ResumedAgentActor(HostedAgentActor(source, outlet, tap, {}), committed),
+                             name="agent")
         driver = system.spawn(
             lambda: PortfolioDriverActor(run.sessions, universe, agent=agent, identity=identity, engine=engine_ref,
                                          options=options, bounds=bounds, configs=cfgs, briefing=None,
@@ -262,6 +304,8 @@ async def run_hosted_universe(run: UniverseRun, source: Agent | ReplyPort, ident
 
 __all__ = [
     "MAX_SYMBOLS",
+    "ResumedAgentActor",
+    "partial_capture",
     "UniverseRun",
     "UniverseSpec",
     "is_universe_name",
