@@ -30,6 +30,9 @@ from kestrel.session.options import SessionOptions
 from kestrel.session.portfolio import ModuleAgent, PortfolioResult, replay, run_portfolio
 from kestrel.session.protocol import Agent, AgentReply, AuthorRequest, Usage
 
+from engine_cases import random_plan_text
+from portfolio_cases import random_bounds, random_universe
+
 pytestmark = pytest.mark.anyio
 
 MINUTE_TRADES = "equities_minute/lean_us_equities_minute_trade_bars_20131004_20131011.parquet"
@@ -189,6 +192,32 @@ async def test_a_hung_call_times_out_into_a_stand_down_and_abandoned_evidence(an
     agent.release.set()
     assert r.turns[0].text.startswith("STANDDOWN") and "0.2s" in r.turns[0].text
     assert [e.kind for e in r.evidence if e.kind in ("late-reply", "abandoned")] == ["abandoned"]
+
+
+@pytest.mark.parametrize("seed", range(8))
+async def test_random_universes_and_turns_on_actors_match_the_direct_run(anyio_backend: str, seed: int) -> None:
+    """Random universes (ticks on a shared grid, missing sessions, splits), random bounds and
+    random plans; at each ordinal a module, a VIEW then a module, a STANDDOWN of one symbol or
+    all, a PASS or a bad reply repaired."""
+    rng = random.Random(f"actors-{seed}")
+    u = random_universe(rng)
+    bounds = random_bounds(rng)
+    modules = ["\n".join(random_plan_text(rng).replace("PLAN r", f"PLAN r{k} ON {sym}", 1)
+                         for k, sym in enumerate(u.symbols) if rng.random() < 0.8) or "PASS" for _ in range(4)]
+    script: list[str] = []
+    for _ in range(len(u.sessions) * 2):
+        kind = rng.choices(range(5), weights=[8, 5, 2, 1, 2])[0]
+        module = rng.choice(modules)
+        script += ([module] if kind == 0 else ["VIEW v: watchlist, portfolio", module] if kind == 1 else
+                   [f'STANDDOWN ON {rng.choice(u.symbols)} "x"', "PASS"][: rng.randrange(1, 3)] if kind == 2 else
+                   ['STANDDOWN "all"'] if kind == 3 else ["PLAN bare\nWHEN pos == 0: BUY 1 MKT", module])
+    options = SessionOptions(engine=EngineConfig(end_of_day=rng.choice(["flatten", "carry"])),
+                             checkpoints=rng.choice([(), ("09:50",)]), guard_s=rng.choice([0, 60]),
+                             settings=LoopSettings(view_request_cap=3, authoring_token_budget=4000))
+    direct, actors = await _both(u, lambda: Scripted(*script), bounds, options, date=u.sessions[-1].date,
+                                 days=len(u.sessions))
+    _same(direct, actors)
+    assert len(actors.turns) == len(u.sessions) * (1 + len(options.checkpoints))
 
 
 def test_simulate_backend_actors_writes_the_direct_ledger(tmp_path: Path) -> None:
