@@ -8,6 +8,7 @@ line naming the fix; `PATH|symbol=SYM` still trades one member."""
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -20,6 +21,7 @@ pytest.importorskip("mcp")
 from mcp import Client  # noqa: E402
 
 from kestrel.cli import main  # noqa: E402
+from mcp_support import call, stdio_client  # noqa: E402
 from kestrel.service.host import open_host  # noqa: E402
 from kestrel.service.host.roots import DataRoots  # noqa: E402
 from kestrel.service.mcp import build_server  # noqa: E402
@@ -27,6 +29,7 @@ from kestrel.service.mcp import build_server  # noqa: E402
 pytestmark = pytest.mark.anyio
 PLAN = "PLAN a UNTIL 15:45 RISK maxpos 10 maxloss 300\nWHEN pos == 0: BUY 10 MKT\n"
 MODULE = "PLAN a ON AAA\nWHEN pos == 0: BUY 10 MKT\nPLAN b ON BBB\nWHEN pos == 0: BUY 20 MKT\n"
+MINUTE_TRADES = "equities_minute/lean_us_equities_minute_trade_bars_20131004_20131011.parquet"
 DATES = ["2024-03-04", "2024-03-05", "2024-03-06", "2024-03-07"]
 
 
@@ -160,3 +163,34 @@ async def test_a_client_session_over_a_universe(anyio_backend: str, tmp_path: Pa
     capsys.readouterr()
     assert main(["replay", str(cap)]) == 0
     assert "ledger identical" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("server_backend", ["asyncio", "trio"])
+async def test_a_client_session_over_the_minute_universe_on_a_stdio_server(
+        anyio_backend: str, server_backend: str, shared_data: Path, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`kestrel mcp` as a subprocess serving the shared data: a session over SPY and IBM minute
+    bars with a checkpoint, a VIEW of both quotes, a module of SMA crosses, a PASS; its ledger is
+    the CLI's run of the same module."""
+    data = str(shared_data / MINUTE_TRADES)
+    module = "\n".join(f"PLAN {s.lower()} ON {s}\nWHEN last CROSSES ABOVE sma(last, 20) AND pos == 0: BUY 20 MKT\n"
+                       f"WHEN last CROSSES BELOW sma(last, 20) AND pos > 0: FLAT" for s in ("SPY", "IBM"))
+    with tempfile.TemporaryFile("w+") as errlog:
+        async with stdio_client(server_backend, "legacy", errlog, "--data-root", str(shared_data)) as c:
+            start = await call(c, "session_start", data=data, symbols="SPY,IBM", capital=20000, checkpoints="12:00")
+            sid = start["session_id"]
+            step = await call(c, "session_submit", session_id=sid, reply="VIEW q: quote(SPY), quote(IBM), watchlist")
+            brief = step["request"]["briefing"]
+            assert "QUOTE SPY" in brief and "QUOTE IBM" in brief and "WATCHLIST" in brief
+            step = await call(c, "session_submit", session_id=sid, reply=module)
+            assert step["request"]["ordinal"] == "12:00"
+            done = await call(c, "session_submit", session_id=sid, reply="PASS")
+            assert done["done"] is True and done["state"] == "done"
+            result = await call(c, "session_result", session_id=sid)
+    plan = tmp_path / "plan.kes"
+    plan.write_text(module)
+    ledger = tmp_path / "ref.jsonl"
+    _cli_json(capsys, "--data", data, "--symbols", "SPY,IBM", "--capital", "20000", "--checkpoints", "12:00",
+              "--agent", f"fixed:{plan}", "--ledger", str(ledger))
+    assert result["ledger"] == ledger.read_text() and '"event":"fill"' in result["ledger"]
+    assert result["summary"]["symbols"] == ["IBM", "SPY"]  # the universe's order, sorted
