@@ -71,6 +71,14 @@ def test_a_universe_run_equals_simulate_and_replays(daemon: DaemonProcess, tmp_p
     assert main(["ctl", "--home", home, "submit", *flags]) == 0
     run = capsys.readouterr().out.splitlines()[-1]
     assert main(["ctl", "--home", home, "wait", run, "--timeout", "60"]) == 0
+    capsys.readouterr()
+    assert main(["ctl", "--home", home, "follow", run]) == 0
+    followed = capsys.readouterr().out.splitlines()
+    assert followed[0].startswith("turn  ") and "PLAN p0 ON S00" in followed[0] and "armed p0 on S00" in followed[0]
+    assert any(line.startswith("fill  ") and " S0" in line for line in followed)
+    assert followed[-1].startswith("end   done: {") and "final_equity" in followed[-1]
+    assert main(["ctl", "--home", home, "show", run]) == 0
+    assert "\nmetrics.final_equity " in capsys.readouterr().out
     assert main(["ctl", "--home", home, "show", run, "--json"]) == 0
     shown = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert shown["state"] == "done" and shown["turns"] == 6 and shown["ledger_events"] > 0
