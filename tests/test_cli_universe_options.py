@@ -70,3 +70,28 @@ def test_single_symbol_flags_are_refused_in_one_line(shared_data: Path, tmp_path
     code, _, err = run_cli(capsys, "simulate", "--data", str(shared_data / STOCKBENCH), "--symbols", "AAPL,MSFT",
                            "--agent", f"fixed:{plans}", "--cadence", "close", "--checkpoints", "11:00")
     assert code == 2 and "one ordinal per session" in err, err
+
+
+@pytest.mark.parametrize("options", [
+    ("--blind", "--cadence", "close", "--news", NEWS),
+    ("--arm-latency", "3600", "--cadence", "close"),
+])
+def test_the_options_give_one_ledger_and_capture_on_every_backend(shared_data: Path, tmp_path: Path,
+                                                                  options: tuple[str, ...]) -> None:
+    from kestrel.cli import main
+
+    plans = tmp_path / "module.kes"
+    plans.write_text(BLIND_MODULE if "--blind" in options else "PLAN m ON MSFT\nWHEN pos == 0: BUY 3 MKT\n")
+    flags = [str(shared_data / o) if o == NEWS else o for o in options]
+    outs = {}
+    for backend in ("direct", "asyncio", "trio"):
+        ledger, capture = tmp_path / f"{backend}.jsonl", tmp_path / f"{backend}.json"
+        assert main(["simulate", "--data", str(shared_data / STOCKBENCH), "--symbols", "AAPL,MSFT",
+                     "--agent", f"fixed:{plans}", "--days", "3", *flags, "--backend", backend,
+                     "--ledger", str(ledger), "--capture", str(capture)]) == 0
+        outs[backend] = (ledger.read_bytes(), capture.read_bytes())
+    assert outs["asyncio"] == outs["direct"] == outs["trio"]
+    assert b'"event":"fill"' in outs["direct"][0]
+    doc = json.loads(outs["trio"][1])
+    assert doc["cadence"] == "close" and [t["ordinal"] for t in doc["turns"]] == ["CLOSE"] * 3
+    assert doc["turns"][0]["applied"].startswith("at the next open")

@@ -1,10 +1,15 @@
-"""A universe submitted to the daemon (a real subprocess) through `kestrel ctl submit`: refused
-with one line naming where universes run and how to pick one member (a long-format file without
-`--symbol`, or any portfolio flag such as `--symbols`); with `--symbol` one member runs to the
-same ledger as `kestrel simulate`."""
+"""A universe run on the daemon (a real subprocess) through `kestrel ctl submit`: the flags of
+`kestrel simulate --data UNIVERSE` (`--symbols`, `--capital`, the portfolio bounds), its ledger
+and capture exported byte for byte as `kestrel simulate` writes them and replayed; killed with
+SIGKILL mid-run, restarted, it resumes through its committed turns to the same ledger; a run
+whose output cannot be written ends failed, its files still exportable; bad universe flags are
+refused in one line; `--symbol` still runs one member of a long-format file."""
 
 from __future__ import annotations
 
+import json
+import random
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +17,7 @@ import pytest
 
 from daemon_support import DaemonProcess
 from kestrel.cli import main
+from kestrel.service.daemon.protocol import RunParams, SubmitParams, WaitParams
 
 PLAN = "PLAN a UNTIL 15:45 RISK maxpos 10 maxloss 300\nWHEN pos == 0: BUY 10 MKT\n"
 
@@ -24,25 +30,161 @@ def daemon(tmp_path: Path) -> Iterator[DaemonProcess]:
     d.stop()
 
 
-def test_a_universe_is_refused_and_one_member_runs(daemon: DaemonProcess, tmp_path: Path,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    data = tmp_path / "u.csv"
+def _long(path: Path, n_sym: int = 3, n_days: int = 4, seed: int = 3) -> Path:
+    """A long-format daily file of `n_sym` symbols over `n_days` weekday sessions (a random walk)."""
+    import exchange_calendars
+
+    rng = random.Random(seed)
     rows = ["date,symbol,open,high,low,close,volume"]
-    for i, d in enumerate(["2024-03-04", "2024-03-05", "2024-03-06"]):
-        for sym, base in (("AAA", 50.0), ("BBB", 20.0)):
-            o = base + i
-            rows.append(f"{d},{sym},{o:.2f},{o + 1:.2f},{o - 1:.2f},{o + 0.5:.2f},1000")
-    data.write_text("\n".join(rows) + "\n")
-    plan = tmp_path / "a.kes"
-    plan.write_text(PLAN)
+    prices = {f"S{i:02d}": rng.uniform(20, 200) for i in range(n_sym)}
+    days = exchange_calendars.get_calendar("XNYS").sessions_in_range("2023-01-03", "2024-12-31")[:n_days]
+    for day in days:
+        for sym, o in prices.items():
+            c = max(1.0, o * (1 + rng.uniform(-0.03, 0.03)))
+            rows.append(f"{day.date().isoformat()},{sym},{o:.2f},{max(o, c) * 1.01:.2f},{min(o, c) * 0.99:.2f},"
+                        f"{c:.2f},{rng.randrange(1000, 90000)}")
+            prices[sym] = c
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def _module(path: Path, symbols: list[str]) -> Path:
+    path.write_text("\n".join(f"PLAN p{i} ON {s}\nWHEN pos == 0 AND last > sma(last, 3): BUY $1500 MKT\n"
+                              f"WHEN pos > 0 AND last < sma(last, 3): FLAT" for i, s in enumerate(symbols)) + "\n")
+    return path
+
+
+def _simulate(tmp_path: Path, name: str, flags: list[str]) -> tuple[bytes, bytes]:
+    ledger, capture = tmp_path / f"{name}.ledger", tmp_path / f"{name}.capture"
+    assert main(["simulate", *flags, "--ledger", str(ledger), "--capture", str(capture), "--json"]) == 0
+    return ledger.read_bytes(), capture.read_bytes()
+
+
+def test_a_universe_run_equals_simulate_and_replays(daemon: DaemonProcess, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    data = _long(tmp_path / "u.csv", n_sym=4, n_days=8)
+    plan = _module(tmp_path / "m.kes", ["S00", "S01", "S03"])
+    flags = ["--data", str(data), "--symbols", "S00,S01,S03", "--capital", "6000", "--max-open", "2",
+             "--agent", f"fixed:{plan}", "--days", "6", "--end-of-day", "carry"]
     home = str(daemon.home)
     capsys.readouterr()
-    for extra in ((), ("--symbols", "AAA,BBB"), ("--symbol", "AAA", "--capital", "5000")):
-        code = main(["ctl", "--home", home, "submit", "--data", str(data), "--agent", f"fixed:{plan}", *extra])
+    assert main(["ctl", "--home", home, "submit", *flags]) == 0
+    run = capsys.readouterr().out.splitlines()[-1]
+    assert main(["ctl", "--home", home, "wait", run, "--timeout", "60"]) == 0
+    capsys.readouterr()
+    assert main(["ctl", "--home", home, "follow", run]) == 0
+    followed = capsys.readouterr().out.splitlines()
+    assert followed[0].startswith("turn  ") and "PLAN p0 ON S00" in followed[0] and "armed p0 on S00" in followed[0]
+    assert any(line.startswith("fill  ") and " S0" in line for line in followed)
+    assert followed[-1].startswith("end   done: {") and "final_equity" in followed[-1]
+    assert main(["ctl", "--home", home, "show", run]) == 0
+    assert "\nmetrics.final_equity " in capsys.readouterr().out
+    assert main(["ctl", "--home", home, "show", run, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert shown["state"] == "done" and shown["turns"] == 6 and shown["ledger_events"] > 0
+    assert shown["summary"]["symbols"] == ["S00", "S01", "S03"] and len(shown["summary"]["dates"]) == 6
+    out = tmp_path / "out"
+    out.mkdir()
+    assert main(["ctl", "--home", home, "export", run, "--ledger", str(out / "l"), "--capture", str(out / "c")]) == 0
+    ledger, capture = _simulate(tmp_path, "ref", flags)
+    assert (out / "l").read_bytes() == ledger and (out / "c").read_bytes() == capture
+    assert b'"event":"fill"' in ledger
+    capsys.readouterr()
+    assert main(["replay", str(out / "c")]) == 0
+    assert "ledger identical" in capsys.readouterr().err
+
+
+def test_a_blind_close_cadence_universe_run_equals_simulate(daemon: DaemonProcess, tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    data = _long(tmp_path / "u.csv", n_sym=3, n_days=6)
+    plan = tmp_path / "blind.kes"  # over the aliases a blind agent reads
+    plan.write_text("PLAN a ON SYM1\nWHEN pos == 0 AND SYM2.last > 50: BUY $1000 MKT\n"
+                    "PLAN b ON SYM3\nWHEN pos == 0: BUY 10%EQ MKT\n")
+    flags = ["--data", str(data), "--agent", f"fixed:{plan}", "--days", "5", "--blind", "--cadence", "close",
+             "--arm-latency", "60"]
+    home = str(daemon.home)
+    capsys.readouterr()
+    assert main(["ctl", "--home", home, "submit", *flags]) == 0
+    run = capsys.readouterr().out.splitlines()[-1]
+    assert main(["ctl", "--home", home, "wait", run, "--timeout", "60"]) == 0
+    out = tmp_path / "out"
+    out.mkdir()
+    assert main(["ctl", "--home", home, "export", run, "--ledger", str(out / "l"), "--capture", str(out / "c")]) == 0
+    ledger, capture = _simulate(tmp_path, "ref", flags)
+    assert (out / "l").read_bytes() == ledger and (out / "c").read_bytes() == capture
+    assert b'"event":"fill"' in ledger
+    doc = json.loads(capture)
+    assert doc["blind"] is True and doc["cadence"] == "close" and doc["arm_latency"] == 60.0
+
+
+def test_a_universe_run_killed_mid_run_resumes_to_the_same_ledger(tmp_path: Path) -> None:
+    data = _long(tmp_path / "big.csv", n_sym=6, n_days=40, seed=11)
+    symbols = [f"S{i:02d}" for i in range(6)]
+    plan = _module(tmp_path / "m.kes", symbols)
+    flags = ["--data", str(data), "--capital", "40000", "--max-open", "4", "--agent", f"fixed:{plan}",
+             "--days", "30", "--end-of-day", "carry"]
+    d = DaemonProcess(tmp_path / "home", backend="trio", roots=(tmp_path,))
+    d.start()
+    try:
+        with d.client() as c:
+            run = c.call("submit", SubmitParams(flags, str(tmp_path)))["run"]
+            deadline = time.monotonic() + 60
+            while c.call("show", RunParams(run))["turns"] < 3 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            before = c.call("show", RunParams(run))
+        d.kill9()
+        assert before["state"] == "running", before  # killed mid-run: it had not ended
+        d.start()
+        with d.client() as c:
+            info = c.call("wait", WaitParams(run, 240))
+            assert (info["state"], info["resumed"]) == ("done", 1), info
+            assert info["turns"] == 30
+            out = c.call("export", RunParams(run))
+    finally:
+        d.stop()
+    ledger, capture = _simulate(tmp_path, "ref", flags)
+    assert out["ledger"].encode() == ledger and out["capture"].encode() == capture
+
+
+def test_a_universe_run_whose_output_cannot_be_written_fails(daemon: DaemonProcess, tmp_path: Path) -> None:
+    data = _long(tmp_path / "u.csv", n_sym=6, n_days=30)
+    plan = _module(tmp_path / "m.kes", [f"S{i:02d}" for i in range(6)])
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    flags = ["--data", str(data), "--agent", f"fixed:{plan}", "--days", "25", "--ledger", str(gone / "l.jsonl")]
+    with daemon.client() as c:
+        run = c.call("submit", SubmitParams(flags, str(tmp_path)))["run"]
+        gone.rmdir()  # after the submit's checks passed: gone before the run ends
+        info = c.call("wait", WaitParams(run, 60))
+        out = c.call("export", RunParams(run))
+    if info["state"] == "done":  # it ended before the folder went: nothing to check on this machine
+        pytest.skip("the run ended before its output folder was removed")
+    assert info["state"] == "failed" and "cannot write --ledger" in info["reason"]
+    ref_flags = [f for f in flags if f not in ("--ledger", str(gone / "l.jsonl"))]
+    ledger, capture = _simulate(tmp_path, "ref", ref_flags)
+    assert out["ledger"].encode() == ledger and out["capture"].encode() == capture
+
+
+def test_bad_universe_flags_are_refused_in_one_line_and_one_member_runs(
+        daemon: DaemonProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = _long(tmp_path / "u.csv")
+    plan = _module(tmp_path / "m.kes", ["S00", "S01"])
+    one = tmp_path / "a.kes"
+    one.write_text(PLAN)
+    home = str(daemon.home)
+    capsys.readouterr()
+    for extra, words in ((("--symbols", "S00,S01", "--pace", "100"), "--pace runs a single-symbol session"),
+                         (("--symbols", "S00,S01", "--news", str(data)), "--news runs a single-symbol session"),
+                         (("--symbols", "S00,S01", "--arm-latency", "soon"), "--arm-latency"),
+                         (("--symbols", "S00,ZZZ"), "ZZZ"),
+                         (("--capital", "-3"), "--capital"),
+                         (("--symbols", "S00", "--agent", "baseline"), "needs --agent fixed:PLANS.kes"),
+                         (("--symbol", "S00", "--capital", "5000"), "--symbol runs a single-symbol session")):
+        argv = ["ctl", "--home", home, "submit", "--data", str(data), "--agent", f"fixed:{plan}", *extra]
+        code = main(argv)
         err = capsys.readouterr().err.strip().splitlines()
-        assert code != 0 and len(err) == 1, (extra, err)
-        assert "universes run through `kestrel simulate` and `kestrel sweep`" in err[0] and "--symbol SYM" in err[0]
-    flags = ["--data", str(data), "--symbol", "BBB", "--agent", f"fixed:{plan}", "--days", "3"]
+        assert code != 0 and len(err) == 1 and words in err[0] and "Traceback" not in err[0], (extra, err)
+    flags = ["--data", str(data), "--symbol", "S01", "--agent", f"fixed:{one}", "--days", "3"]
     assert main(["ctl", "--home", home, "submit", *flags]) == 0
     run = capsys.readouterr().out.splitlines()[-1]
     assert main(["ctl", "--home", home, "wait", run, "--timeout", "60"]) == 0

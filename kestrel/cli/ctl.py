@@ -241,11 +241,12 @@ def _show(c: Client, args: argparse.Namespace) -> int:
             say(f"{k:<14}{i[k]}")
     say(f"{'argv':<14}{' '.join(i['argv'])}")
     summary = i.get("summary") or {}
-    rows = _leaves("total", summary["total"]) if isinstance(summary.get("total"), dict) else []
+    head = "total" if "total" in summary else "metrics"  # one symbol's totals, a universe's metrics
+    rows = _leaves(head, summary[head]) if isinstance(summary.get(head), dict) else []
     width = max((len(k) for k, _ in rows), default=0) + 2
     for key, value in rows:
         say(f"{key:<{width}}{value}")
-    rest = sorted(k for k in summary if k != "total")
+    rest = sorted(k for k in summary if k != head)
     if rest:
         say(f"also in the summary: {', '.join(rest)} (ctl show {i['run']} --json)")
     return 0
@@ -275,6 +276,9 @@ def _wait(c: Client, args: argparse.Namespace) -> int:
 def _describe(item: dict[str, Any]) -> str | None:
     """One readable line for a turn, a fill or the end (other records: None)."""
     kind, body = item["kind"], item["body"]
+    if kind == "turn" and "text" in body:  # a universe run's turn: its reply text, what it did
+        text = " / ".join(line.strip() for line in str(body["text"]).splitlines())
+        return f"turn  {body['date']} {body['ordinal']}: {text} ({body['applied']})"
     if kind == "turn":
         import msgspec
 
@@ -285,11 +289,13 @@ def _describe(item: dict[str, Any]) -> str | None:
         text = " / ".join(line.strip() for line in turn_text(t.turn).splitlines())
         return f"turn  {t.date} {t.ordinal}: {text}"
     if kind == "ledger" and body.get("event") == "fill":
-        return f"fill  {item['key']}: {body['side']} {body['qty']} @ {body['price']} (order {body['id']}, fee {body['fee']})"
+        on = f" {body['symbol']}" if "symbol" in body else ""
+        return f"fill  {item['key']}:{on} {body['side']} {body['qty']} @ {body['price']} (order {body['id']}, fee {body['fee']})"
     if kind == "end":
         reason = f" ({body['reason']})" if body.get("reason") else ""
         summary = body.get("summary") or {}
-        total = f": {json.dumps(summary.get('total'), sort_keys=True)}" if summary.get("total") else ""
+        figures = summary.get("total") or summary.get("metrics")  # one symbol's totals, a universe's metrics
+        total = f": {json.dumps(figures, sort_keys=True)}" if figures else ""
         return f"end   {body['state']}{reason}{total}"
     return None
 

@@ -137,6 +137,8 @@ def absolutize(ns: argparse.Namespace, cwd: str, roots: Any = None) -> None:
     path = agent_input(ns.agent)
     if path is not None:
         ns.agent = f"{ns.agent.partition(':')[0]}:{full(path)}"
+    if getattr(ns, "factors", None):  # a universe's factor file is data: confined as --data is
+        ns.factors = recorded_path(base / ns.factors) if roots is None else str(roots.confine(ns.factors, base=cwd))
     for flag in ("capture", "ledger", "evidence", "modes", "news", "reply_cache"):
         if getattr(ns, flag, None):
             setattr(ns, flag, full(getattr(ns, flag)))
@@ -155,18 +157,79 @@ def check_submit(ns: argparse.Namespace) -> None:
         pace = None  # refused with its own message when the run is resolved
     if pace is not None and ns.backend == DIRECT:
         raise ValueError("--pace needs the actor feed: use --backend asyncio or trio (or --pace max)")
-    from kestrel.cli.universe import is_universe
-
-    flagged = is_universe(argparse.Namespace(**{**vars(ns), "data": ""}))  # --symbols, --capital, ...
-    if flagged or (is_universe(ns) and not ns.symbol):
-        raise ValueError("universes run through `kestrel simulate` and `kestrel sweep`; the daemon takes one symbol: "
-                         "name one member of a long-format file with --symbol SYM")
+    if is_universe_run(ns):
+        for flag, given in (("--pace", pace is not None), ("--news", ns.news), ("--symbol", ns.symbol)):
+            if given:
+                raise ValueError(f"{flag} runs a single-symbol session; a universe run does not take it: drop it "
+                                 "(or, for one member, --symbol without the portfolio flags)")
     data_input = None if ns.data.strip() in ("", "sample") else ns.data
     outputs = [("--capture", ns.capture), ("--ledger", ns.ledger), ("--evidence", ns.evidence)]
     try:
         check_paths(outputs, [("--data", data_input), ("--agent", agent_input(ns.agent)), ("--modes", ns.modes)])
     except UsageError as exc:
         raise ValueError(str(exc)) from None
+
+
+def is_universe_run(ns: argparse.Namespace) -> bool:
+    """Whether submitted flags run a universe: a portfolio flag (`--symbols`, `--capital`, ...),
+    or a long-format `--data` file (a `symbol` column) without `--symbol` picking one member."""
+    from kestrel.cli.universe import is_universe
+
+    flagged = is_universe(argparse.Namespace(**{**vars(ns), "data": ""}))
+    return flagged or (is_universe(ns) and not ns.symbol)
+
+
+def universe_job(ns: argparse.Namespace, content: bytes | None, calls: DaemonCalls) -> Any:
+    """The daemon's `Job` of a universe run: the universe, bounds, options and agent `kestrel
+    simulate --data UNIVERSE` builds from the same flags (so the same ledger and capture);
+    `content` the `fixed:` plan file's bytes as stored at submit. Raises ValueError."""
+    from kestrel.cli.dataflags import parse_date, parse_guard
+    from kestrel.cli.execution import engine_config
+    from kestrel.cli.universe import load_source
+    from kestrel.cli.callflags import arm_latency
+    from kestrel.market.portfolio import PortfolioBounds
+    from kestrel.service.daemon.runs import Job
+    from kestrel.service.host import UniverseRun, UniverseSpec
+    from kestrel.session.options import SessionError, SessionOptions
+    from kestrel.session.portfolio import DEFAULT_CAPITAL, ModuleAgent, pick_universe_sessions
+    from kestrel.session.portfolio_capture import UniverseSource
+
+    symbols = None if ns.symbols is None else [s.strip() for s in ns.symbols.split(",") if s.strip()]
+    if symbols is not None and not symbols:
+        raise ValueError("--symbols is empty: give symbols like AAPL,MSFT")
+    try:
+        source = UniverseSource(ns.data, ns.columns, ns.factors, ns.delimiter or ",", ns.crossed or "error",
+                                ns.spikes or "error")
+        universe = load_source(source, symbols, "daemon")
+        bounds = PortfolioBounds(capital=ns.capital or DEFAULT_CAPITAL, max_gross=ns.max_gross or 1.0,
+                                 max_open=ns.max_open, session_maxloss=ns.portfolio_maxloss, no_short=ns.no_short)
+        options = SessionOptions(checkpoints=tuple(c for c in ns.checkpoints.split(",") if c.strip()),
+                                 guard_s=parse_guard(ns.guard), engine_path=ns.engine_path,
+                                 engine=engine_config(ns, None), data_name=ns.data, blind=ns.blind,
+                                 arm_latency=arm_latency(getattr(ns, "arm_latency", None)),
+                                 cadence=getattr(ns, "cadence", None) or "open",
+                                 universe_end_of_day=getattr(ns, "end_of_day", None))
+        sessions = pick_universe_sessions(universe, parse_date(ns.date), ns.days)
+    except (UsageError, SessionError, ValueError) as exc:
+        raise ValueError(str(exc)) from None
+    spec = ns.agent or ""
+    if spec.startswith("fixed:") and content is not None:
+        agent: Any = ModuleAgent(content.decode("utf-8", "replace"), Path(spec.removeprefix("fixed:")).stem)
+    elif not spec or spec == "baseline" or spec.startswith("fixed:"):
+        raise ValueError("a universe run needs --agent fixed:PLANS.kes (plans ON each symbol) or a model agent "
+                         "(--agent PROVIDER:MODEL)")
+    else:
+        from kestrel.cli.agentspec import agent_of
+
+        try:
+            agent = agent_of(spec, model=ns.model, base_url=ns.base_url, api_key_env=ns.api_key_env,
+                             timeout_s=ns.agent_timeout)
+        except UsageError as exc:
+            raise ValueError(str(exc)) from None
+        calls.share(agent)
+    outputs = {k: getattr(ns, k) for k in ("capture", "ledger", "evidence") if getattr(ns, k, None)}
+    run = UniverseRun(UniverseSpec(data=ns.data), universe, source, bounds, options, sessions)
+    return Job(run, agent, None, outputs, agent_timeout=ns.agent_timeout)
 
 
 class DaemonCalls:
@@ -318,6 +381,8 @@ class SimulatePlanner:
         ns.backend = "asyncio"  # the daemon's own backend runs it
         stored = flags.get(AGENT_FILE)
         content = base64.b64decode(stored) if isinstance(stored, str) else None
+        if is_universe_run(ns):
+            return universe_job(ns, content, self.calls)
         try:
             run = prepare(ns, self.load, agent_content=content)
             self.calls.share(run.agent)
@@ -336,4 +401,4 @@ class SimulatePlanner:
 
 
 __all__ = ["AGENT_FILE", "DaemonCalls", "SimulatePlanner", "absolutize", "check_submit", "home_of",
-           "register", "submit_parser"]
+           "is_universe_run", "register", "submit_parser", "universe_job"]

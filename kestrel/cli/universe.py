@@ -127,8 +127,10 @@ def run_universe_command(args: argparse.Namespace) -> int:
     _refuse_single_symbol_flags(args, "simulate")
     check_paths([("--capture", args.capture), ("--ledger", args.ledger), ("--report", args.report)],
                 [("--data", args.data), ("--factors", args.factors), ("--news", args.news)])
-    if args.backend != "direct" and "--backend" in sys.argv:
-        print("kestrel simulate: note: a universe session runs in process (--backend direct)", file=sys.stderr)
+    if args.backend in ("asyncio", "trio"):  # on actors: the ledger and capture of --backend direct
+        from kestrel.service.actors.portfolio import universe_runner
+
+        run_portfolio = universe_runner(args.backend)
     symbols = None if args.symbols is None else [s.strip() for s in args.symbols.split(",") if s.strip()]
     if symbols is not None and not symbols:
         raise UsageError("--symbols is empty: give symbols like AAPL,MSFT")

@@ -165,14 +165,25 @@ def run_portfolio(
     evidence: list[Evidence] = []
     turns = drive(engine, sessions, agent, options, bounds=bounds, configs=cfgs, briefing=briefing,
                   sink=_tee(evidence, sink), agent_timeout=agent_timeout)
+    capture = capture_of(universe, sessions, bounds, cfgs, options, agent.agent_id, turns, news_sha256)
+    return PortfolioResult(engine, capture, turns, evidence)
+
+
+def capture_of(universe: Universe, sessions: Sequence[SessionSpec], bounds: PortfolioBounds,
+               configs: Mapping[str, EngineConfig], options: SessionOptions, agent_id: str,
+               turns: Sequence[CapturedPortfolioTurn], news_sha256: str | None = None) -> PortfolioCapture:
+    """The capture of a universe run (every driver shell writes it so): the schedule, the
+    configs and bounds, every turn, and the options that change what the agent saw or when a
+    turn took effect (`blind`, `cadence`, `arm_latency`, the news file's digest), each absent
+    when off."""
     unset = msgspec.UNSET
-    capture = PortfolioCapture(
-        universe.symbols, tuple(s.date.isoformat() for s in sessions), bounds, cfgs, tuple(options.checkpoints),
-        options.guard_s, path, agent.agent_id, tuple(turns), blind=True if options.blind else unset,
+    return PortfolioCapture(
+        universe.symbols, tuple(s.date.isoformat() for s in sessions), bounds, dict(configs),
+        tuple(options.checkpoints), options.guard_s, options.engine_path, agent_id, tuple(turns),
+        blind=True if options.blind else unset,
         cadence="close" if options.cadence == "close" else unset,
         arm_latency=unset if options.arm_latency is None else options.arm_latency,
         news_sha256=news_sha256 if news_sha256 is not None else unset)
-    return PortfolioResult(engine, capture, turns, evidence)
 
 
 def _tee(into: list[Evidence], sink: EvidenceSink | None) -> EvidenceSink:
@@ -313,6 +324,7 @@ def replay(universe: Universe, capture: PortfolioCapture, news: NewsFeed = NO_NE
 
 
 __all__ = [
+    "capture_of",
     "AGENT_STANDDOWN",
     "CLOSE_LABEL",
     "DEFAULT_CAPITAL",

@@ -42,7 +42,20 @@ from anyio.abc import TaskGroup
 from kestrel.service.daemon.store import Ended, Insert, NewRun, Op, Reader, Resumed
 from kestrel.service.daemon.writer import Writer
 from kestrel.service.actors.feed import Pace
-from kestrel.service.host import EvidenceEvent, HostClient, HostError, LedgerEvents, RunEnded, SessionEvent, TurnEvent
+from kestrel.service.host import (
+    EvidenceEvent,
+    HostClient,
+    HostError,
+    LedgerEvents,
+    PortfolioLedgerLines,
+    PortfolioTurnEvent,
+    RunEnded,
+    SessionEvent,
+    TurnEvent,
+    UniverseRun,
+    universe_capture,
+)
+from kestrel.service.host.universe import partial_capture
 from kestrel.service.daemon.protocol import TERMINAL_STATES, RunInfo, Submitted
 from kestrel.agents.resume import ResumeError, skip_committed
 from kestrel.engine.ledger import Ledger
@@ -51,11 +64,13 @@ from kestrel.outputs import atomic_write
 from kestrel.session.capture import CapturedTurn
 from kestrel.session.loop import Evidence
 from kestrel.session.pace import pace_name
+from kestrel.session.portfolio import CapturedPortfolioTurn
 from kestrel.session.protocol import Agent
 from kestrel.session.spec import ResolvedRun
 
 _enc = msgspec.json.Encoder(order="deterministic")
 Slot = tuple[str, str]
+Committed = list[CapturedTurn] | list[CapturedPortfolioTurn]
 SUBMIT_WAIT_S = 20.0
 """How long a submit waits for its run's commit before it is refused (a paused store)."""
 
@@ -69,7 +84,7 @@ class Job:
     """A resolved submission: what runs, who authors, how fast, where the files go at the end,
     how long one agent call may take (the submit's `--agent-timeout`)."""
 
-    run: ResolvedRun
+    run: ResolvedRun | UniverseRun
     agent: Agent
     pace: float | None
     outputs: dict[str, str] = field(default_factory=dict)
@@ -140,7 +155,7 @@ class Runs:
         if isinstance(event, EvidenceEvent):
             live.evidence.append(event.record)  # committed with its turn, in one transaction
             return
-        if isinstance(event, TurnEvent):
+        if isinstance(event, TurnEvent | PortfolioTurnEvent):
             t = event.turn
             for record in live.evidence:
                 slot = (record.date or t.date, record.ordinal)
@@ -152,6 +167,9 @@ class Runs:
         elif isinstance(event, LedgerEvents):
             ops = [Insert(live.run, "ledger", f"{event.date}/{event.index + i:07d}", ledger_line(e))
                    for i, e in enumerate(event.events)]
+        elif isinstance(event, PortfolioLedgerLines):  # a universe's lines, numbered run-wide
+            ops = [Insert(live.run, "ledger", f"{event.date}/{event.index + i:07d}", line)
+                   for i, line in enumerate(event.jsonl.splitlines())]
         if ops:
             await self.writer.enqueue(ops)
 
@@ -222,6 +240,15 @@ class Runs:
         except ValueError as exc:
             raise ValueError(str(exc)) from None
         rows = self.reader.events(s.run, kinds=("turn",), limit=1_000_000)
+        if isinstance(job.run, UniverseRun):  # re-run through its committed turns, the rest asked
+            try:
+                turns = [msgspec.json.decode(r[3], type=CapturedPortfolioTurn) for r in rows]
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                raise ValueError(f"a committed turn does not decode ({exc})") from None
+            await self.writer.enqueue([Resumed(s.run)], urgent=True)
+            self.log.info("run.resumed", run=s.run, committed_turns=len(turns), resume_ns=0)
+            self.tg.start_soon(self._drive, s.run, job, turns, 0)
+            return
         try:
             committed = [msgspec.json.decode(r[3], type=CapturedTurn) for r in rows]
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
@@ -249,7 +276,7 @@ class Runs:
             self.live.pop(run, None)
             self.log.error("run.end_not_committed", run=run, state=state, error=describe(exc))
 
-    async def _drive(self, run: str, job: Job, committed: list[CapturedTurn], resume_ns: int) -> None:
+    async def _drive(self, run: str, job: Job, committed: Committed, resume_ns: int) -> None:
         """Run `run` to its end; whatever fails in it fails the run, never the daemon."""
         try:
             await self._run(run, job, committed, resume_ns)
@@ -266,7 +293,7 @@ class Runs:
                         pass
                 await self._end_quietly(run, "failed", f"the run failed: {describe(exc)}")
 
-    async def _run(self, run: str, job: Job, committed: list[CapturedTurn], resume_ns: int) -> None:
+    async def _run(self, run: str, job: Job, committed: Committed, resume_ns: int) -> None:
         live = self.live[run]
         if live.cancelled:
             return
@@ -280,7 +307,8 @@ class Runs:
                 outcome = await self.host.next_outcome(run, outcome.seq)
             if live.cancelled:
                 return
-            if outcome.state == "failed" and live.broken is None and outcome.summary is not None:
+            if outcome.state == "failed" and live.broken is None and outcome.summary is not None \
+                    and isinstance(job.run, ResolvedRun):
                 # the run ran to its end but its agent could not work: kept, exportable, failed
                 failed = await self.host.result(run)
                 await self._end(run, "failed", outcome.reason, outcome.summary, failed.ledger_jsonl(),
@@ -290,8 +318,7 @@ class Runs:
             if outcome.state != "done" or live.broken is not None:
                 await self._end(run, "failed", live.broken or outcome.reason or f"the session ended {outcome.state}")
                 return
-            result = await self.host.result(run)
-            ledger, capture = result.ledger_jsonl(), result.capture_jsonl()
+            ledger, capture = await self._artifacts(run, job)
             if job.outputs:  # written before the end is committed: `done` means they are there
                 await self.writer.commit([])  # every record of the run is in the store now
                 files = {"ledger": ledger, "capture": capture, "evidence": self.evidence_jsonl(run)}
@@ -305,6 +332,14 @@ class Runs:
         except HostError as exc:
             if not live.cancelled:
                 await self._end(run, "failed", str(exc))
+
+    async def _artifacts(self, run: str, job: Job) -> tuple[bytes, bytes]:
+        """The finished session's ledger and capture, exactly as `kestrel simulate` writes them."""
+        if isinstance(job.run, UniverseRun):
+            done = await self.host.universe_result(run)
+            return done.ledger.to_jsonl(), universe_capture(job.run, done)
+        result = await self.host.result(run)
+        return result.ledger_jsonl(), result.capture_jsonl()
 
     async def _end(self, run: str, state: str, reason: str | None, summary: Any = None,
                    ledger: bytes | None = None, capture: bytes | None = None) -> None:
@@ -386,9 +421,12 @@ class Runs:
         except ValueError as exc:
             why = f" ({reason})" if reason else ""
             raise Refusal(f"run {run} is {state}{why}; its capture cannot be rebuilt: {exc}") from None
-        turns = [msgspec.json.decode(r[3], type=CapturedTurn)
-                 for r in self.reader.events(run, kinds=("turn",), limit=10_000_000)]
+        rows = self.reader.events(run, kinds=("turn",), limit=10_000_000)
         ledger = b"".join(r[3] + b"\n" for r in self.reader.events(run, kinds=("ledger",), limit=10_000_000))
+        if isinstance(job.run, UniverseRun):
+            done = [msgspec.json.decode(r[3], type=CapturedPortfolioTurn) for r in rows]
+            return ledger, partial_capture(job.run, job.agent.agent_id, done)
+        turns = [msgspec.json.decode(r[3], type=CapturedTurn) for r in rows]
         header = capture_header(job.run.data, job.run.schedule, job.agent.agent_id, job.run.options)
         return ledger, encode_capture(header, turns)
 

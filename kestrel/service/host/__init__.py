@@ -4,7 +4,8 @@ An agent may be in process (baseline, fixed, a model adapter) or external: its r
 arrive as messages (`HostClient.submit`), which is how an MCP client or a daemon client is
 the agent of a session. Every session emits an ordered stream of events (requests, evidence,
 terminal turns, ledger events, the end of the run) that transports follow and stores commit.
-See docs/mcp.md.
+A session runs one symbol (`ResolvedRun`) or a universe on one account (`UniverseRun`,
+`kestrel.service.host.universe`). See docs/mcp.md.
 """
 
 from kestrel.service.host.client import DataCache, HostClient, HostError, Outcome, Started, open_host
@@ -13,6 +14,8 @@ from kestrel.service.host.events import (
     EvidenceEvent,
     HostedRequest,
     LedgerEvents,
+    PortfolioLedgerLines,
+    PortfolioTurnEvent,
     RequestEvent,
     RunEnded,
     SessionEvent,
@@ -24,6 +27,15 @@ from kestrel.service.host.pool import Budget, OverBudget, PoolBusy, WorkPool
 from kestrel.service.host.roots import DataRefused, DataRoots
 from kestrel.service.host.port import PortRefused, ReplyPort
 from kestrel.service.host.run import ExternalAgent, run_hosted
+from kestrel.service.host.universe import (
+    UniverseRun,
+    UniverseSpec,
+    is_universe_name,
+    resolve_universe,
+    run_hosted_universe,
+    universe_capture,
+    universe_summary,
+)
 
 __all__ = [
     "DEFAULT_ABANDON_AFTER_S",
@@ -43,6 +55,15 @@ __all__ = [
     "HostError",
     "HostedRequest",
     "LedgerEvents",
+    "PortfolioLedgerLines",
+    "PortfolioTurnEvent",
+    "UniverseRun",
+    "UniverseSpec",
+    "is_universe_name",
+    "resolve_universe",
+    "run_hosted_universe",
+    "universe_capture",
+    "universe_summary",
     "Observer",
     "Outcome",
     "PortRefused",

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -54,10 +54,12 @@ from kestrel.service.host.host import (
 )
 from kestrel.service.host.limits import DEFAULT_LIMITS, ServiceLimits
 from kestrel.service.host.pool import Budget, PoolBusy, WorkPool
+from kestrel.service.host.universe import UniverseRun, UniverseSpec, resolve_universe
 from kestrel.data.readers import bounded_reads
 from kestrel.market import MarketData
 from kestrel.session.calls import DEFAULT_AGENT_TIMEOUT_S
 from kestrel.session.capture import CapturedTurn
+from kestrel.session.portfolio import CapturedPortfolioTurn, PortfolioResult
 from kestrel.session.protocol import Agent
 from kestrel.session.runner import SessionResult
 from kestrel.session.spec import ResolvedRun, RunSpec, SpecError, data_name, load_named, resolve_run
@@ -179,6 +181,11 @@ class DataCache:
             return resolve_run(spec, hit.data)
 
 
+def _resolve_universe(spec: UniverseSpec, limits: ServiceLimits) -> UniverseRun:
+    with bounded_reads(limits.reads()):
+        return resolve_universe(spec)
+
+
 class HostClient:
     def __init__(self, system: ActorSystem, ref: ActorRef[Any], limits: ServiceLimits = DEFAULT_LIMITS) -> None:
         self.system = system
@@ -205,12 +212,12 @@ class HostClient:
 
     async def start(
         self,
-        spec: RunSpec | ResolvedRun,
+        spec: RunSpec | ResolvedRun | UniverseRun,
         agent: Agent | None = None,
         *,
         agent_id: str = "external",
         model: str = "",
-        committed: list[CapturedTurn] | None = None,
+        committed: Sequence[CapturedTurn | CapturedPortfolioTurn] | None = None,
         pace: Pace | None = None,
         session_id: str | None = None,
         agent_timeout: float | None = None,
@@ -229,12 +236,12 @@ class HostClient:
 
     async def open(
         self,
-        spec: RunSpec | ResolvedRun,
+        spec: RunSpec | ResolvedRun | UniverseRun,
         agent: Agent | None = None,
         *,
         agent_id: str = "external",
         model: str = "",
-        committed: list[CapturedTurn] | None = None,
+        committed: Sequence[CapturedTurn | CapturedPortfolioTurn] | None = None,
         pace: Pace | None = None,
         session_id: str | None = None,
         agent_timeout: float | None = None,
@@ -242,7 +249,7 @@ class HostClient:
     ) -> str:
         """`start` without waiting for the first request: the new session's id (a caller that
         may be cancelled learns the id first, so it can close what it started)."""
-        run = spec if isinstance(spec, ResolvedRun) else await self.resolve(spec)
+        run = spec if isinstance(spec, ResolvedRun | UniverseRun) else await self.resolve(spec)
         opened: Opened = await self._ask(
             StartSession(run, agent, agent_id, model, list(committed or []), pace, session_id, agent_timeout,
                          owner)
@@ -288,7 +295,35 @@ class HostClient:
         return await self._ask(ListSessions())  # type: ignore[no-any-return]
 
     async def result(self, session_id: str, *, owner: str | None = None) -> SessionResult:
+        """A finished single-symbol session's result (`HostError` for a universe session's:
+        see `universe_result`)."""
+        result = await self._ask(Result(session_id, owner))
+        if not isinstance(result, SessionResult):
+            raise HostError(f"session {session_id} ran a universe: read its result with universe_result")
+        return result
+
+    async def any_result(self, session_id: str, *, owner: str | None = None) -> SessionResult | PortfolioResult:
+        """A finished session's result, of one symbol or of a universe."""
         return await self._ask(Result(session_id, owner))  # type: ignore[no-any-return]
+
+    async def universe_result(self, session_id: str, *, owner: str | None = None) -> PortfolioResult:
+        """A finished universe session's result (`HostError` for a single-symbol session's)."""
+        result = await self._ask(Result(session_id, owner))
+        if not isinstance(result, PortfolioResult):
+            raise HostError(f"session {session_id} ran one symbol: read its result with result")
+        return result
+
+    async def resolve_universe(self, spec: UniverseSpec) -> UniverseRun:
+        """`spec` resolved on the load pool (raises `SpecError`, or `HostError` when the pool
+        stays busy or the load takes too long)."""
+        limits = self.limits
+        try:
+            with anyio.fail_after(limits.load_seconds):
+                return await self.data.pool.run(lambda b: _resolve_universe(spec, limits))
+        except PoolBusy as exc:
+            raise HostError(str(exc)) from None
+        except TimeoutError:
+            raise HostError(f"loading the universe took over {limits.load_seconds:g} s: try fewer symbols") from None
 
     async def close(self, session_id: str, *, owner: str | None = None) -> Closed:
         return await self._ask(Close(session_id, owner))  # type: ignore[no-any-return]

@@ -7,6 +7,9 @@ Every session of the `SessionHost` emits one ordered stream of `SessionEvent`s:
 - `EvidenceEvent`: one authoring-loop evidence record (above the determinism line);
 - `TurnEvent`: the terminal turn of an ordinal, exactly as captured (`replayed` marks a turn
   re-applied from a committed prefix on resume, never asked of the agent again);
+- `PortfolioTurnEvent`: a universe session's terminal turn (its text and what it did), the
+  turns of a session of the universe emitted, their evidence first, once that session closes,
+  then `PortfolioLedgerLines`, the ledger lines that session added;
 - `LedgerEvents`: the engine's ledger events, in ledger order (`index` is the position of the
   first one in its day's ledger, a natural idempotency key);
 - `RunEnded`: the end of the run (`done`, `closed` or `failed`), with the `--json` summary.
@@ -25,6 +28,7 @@ import msgspec
 from kestrel.engine.ledger import LedgerEvent
 from kestrel.session.capture import CapturedTurn
 from kestrel.session.loop import Evidence
+from kestrel.session.portfolio import CapturedPortfolioTurn
 
 
 class BudgetLeft(msgspec.Struct, frozen=True):
@@ -63,6 +67,24 @@ class TurnEvent(msgspec.Struct, frozen=True, tag="turn", tag_field="event"):
     seq: int = 0
 
 
+class PortfolioTurnEvent(msgspec.Struct, frozen=True, tag="portfolio_turn", tag_field="event"):
+    """A terminal turn of a universe session (its text and what it did), emitted as its
+    session closes."""
+
+    turn: CapturedPortfolioTurn
+    seq: int = 0
+
+
+class PortfolioLedgerLines(msgspec.Struct, frozen=True, tag="portfolio_ledger", tag_field="event"):
+    """A universe session's ledger lines, emitted as that session closes: `jsonl` the lines
+    exactly as the run's ledger file holds them, `index` the run-wide number of the first."""
+
+    date: str
+    index: int
+    jsonl: bytes
+    seq: int = 0
+
+
 class LedgerEvents(msgspec.Struct, frozen=True, tag="ledger", tag_field="event"):
     date: str
     index: int
@@ -77,13 +99,16 @@ class RunEnded(msgspec.Struct, frozen=True, tag="end", tag_field="event"):
     seq: int = 0
 
 
-SessionEvent: TypeAlias = RequestEvent | EvidenceEvent | TurnEvent | LedgerEvents | RunEnded
+SessionEvent: TypeAlias = (RequestEvent | EvidenceEvent | TurnEvent | PortfolioTurnEvent | LedgerEvents
+                           | PortfolioLedgerLines | RunEnded)
 
 __all__ = [
     "BudgetLeft",
     "EvidenceEvent",
     "HostedRequest",
     "LedgerEvents",
+    "PortfolioLedgerLines",
+    "PortfolioTurnEvent",
     "RequestEvent",
     "RunEnded",
     "SessionEvent",

@@ -40,6 +40,7 @@ from kestrel.service.actors.feed import Pace
 from kestrel.service.host.events import (
     EvidenceEvent,
     HostedRequest,
+    PortfolioTurnEvent,
     RequestEvent,
     RunEnded,
     SessionEvent,
@@ -48,9 +49,11 @@ from kestrel.service.host.events import (
 from kestrel.service.host.limits import DEFAULT_LIMITS, ServiceLimits
 from kestrel.service.host.port import PortRefused, ReplyPort
 from kestrel.service.host.run import ExternalAgent, run_hosted
+from kestrel.service.host.universe import UniverseRun, run_hosted_universe, universe_summary
 from kestrel.logs import get_logger
 from kestrel.session.calls import DEFAULT_AGENT_TIMEOUT_S
 from kestrel.session.capture import CapturedTurn
+from kestrel.session.portfolio import CapturedPortfolioTurn, PortfolioResult
 from kestrel.session.protocol import Agent, AgentReply, Usage
 from kestrel.session.runner import SessionResult
 from kestrel.session.spec import ResolvedRun, estimate_usage
@@ -81,11 +84,11 @@ class StartSession(msgspec.Struct, frozen=True, tag="host_start"):
     `agent_timeout`, when given, bounds each agent call of this session instead of the host's
     default."""
 
-    run: ResolvedRun
+    run: ResolvedRun | UniverseRun
     agent: Any = None
     agent_id: str = "external"
     model: str = ""
-    committed: list[CapturedTurn] = []
+    committed: list[CapturedTurn | CapturedPortfolioTurn] = []
     pace: Pace | None = None
     session_id: str | None = None
     agent_timeout: float | None = None
@@ -197,7 +200,7 @@ class Closed(msgspec.Struct, frozen=True):
 @dataclass
 class HostedSession:
     session_id: str
-    run: ResolvedRun
+    run: ResolvedRun | UniverseRun
     agent_id: str
     port: ReplyPort | None
     ref: ActorRef[Any] | None = None
@@ -206,7 +209,7 @@ class HostedSession:
     log: list[SessionEvent] = field(default_factory=list)
     pending: HostedRequest | None = None
     turns: int = 0
-    result: SessionResult | None = None
+    result: SessionResult | PortfolioResult | None = None
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     owner: str | None = None
     log_bytes: int = 0
@@ -215,6 +218,12 @@ class HostedSession:
     """Log entries before this index have given up their text."""
 
     def status(self) -> SessionStatus:
+        if isinstance(self.run, UniverseRun):
+            run = self.run
+            return SessionStatus(session_id=self.session_id, state=self.state, agent=self.agent_id,
+                                 data=run.options.data_name, symbol=",".join(run.universe.symbols),
+                                 dates=[d.date.isoformat() for d in run.sessions], schedule=run.schedule,
+                                 turns=self.turns, events=len(self.log), pending=self.pending, reason=self.reason)
         header_dates = [d.date for d in self.run.schedule]
         schedule = [o.label for o in self.run.schedule[0].ordinals] if self.run.schedule else []
         return SessionStatus(
@@ -288,7 +297,7 @@ class SessionActor(Actor[RunHosted]):
     """Runs one session to its end and reports it to the host (`SessionFinished`)."""
 
     def __init__(self, host: ActorRef[Any], session: HostedSession, agent: Agent | None,
-                 identity: Agent, committed: list[CapturedTurn], observer: Observer | None,
+                 identity: Agent, committed: list[CapturedTurn | CapturedPortfolioTurn], observer: Observer | None,
                  agent_timeout: float, pace: Pace | None = None) -> None:
         self._host = host
         self._session = session
@@ -310,18 +319,26 @@ class SessionActor(Actor[RunHosted]):
         except ActorStopped:  # the host is shutting down: nobody is left to tell
             pass
 
+    async def _run(self, s: HostedSession, source: Agent | ReplyPort) -> SessionFinished:
+        if isinstance(s.run, UniverseRun):
+            prefix = [t for t in self._committed if isinstance(t, CapturedPortfolioTurn)]
+            done = await run_hosted_universe(s.run, source, self._identity, self._emit, agent_timeout=self._timeout,
+                                             committed=prefix)
+            return SessionFinished(s.session_id, "done", None, done)
+        turns = [t for t in self._committed if isinstance(t, CapturedTurn)]
+        result = await run_hosted(s.run, source, self._identity, self._emit, committed=turns,
+                                  agent_timeout=self._timeout, pace=self._pace)
+        failure = result.failure  # the agent could not work (kestrel.session.failure)
+        return (SessionFinished(s.session_id, "done", None, result) if failure is None
+                else SessionFinished(s.session_id, "failed", failure.line(), result))
+
     async def receive(self, message: RunHosted) -> None:
         s = self._session
         source: Agent | ReplyPort = self._agent if self._agent is not None else s.port  # type: ignore[assignment]
         finished = SessionFinished(s.session_id, "closed", "closed before the run ended")
         with s.scope:
             try:
-                result = await run_hosted(s.run, source, self._identity, self._emit,
-                                          committed=self._committed, agent_timeout=self._timeout,
-                                          pace=self._pace)
-                failure = result.failure  # the agent could not work (kestrel.session.failure)
-                finished = (SessionFinished(s.session_id, "done", None, result) if failure is None
-                            else SessionFinished(s.session_id, "failed", failure.line(), result))
+                finished = await self._run(s, source)
             except Exception as exc:  # a session's failure ends that session only
                 get_logger("kestrel.host").error("session.failed", session=s.session_id, error=describe(exc))
                 finished = SessionFinished(s.session_id, "failed", describe(exc))
@@ -437,7 +454,7 @@ class SessionHost(Actor[HostMessage]):
             s.state, s.pending = "waiting", event.request
         elif s.state == "waiting":  # the request was answered another way (abandoned, closed)
             s.state, s.pending = "running", None
-        if isinstance(event, TurnEvent):
+        if isinstance(event, TurnEvent | PortfolioTurnEvent):
             s.turns += 1
         await self.ctx.system.bus.publish(topic(session_id), event)
 
@@ -463,7 +480,11 @@ class SessionHost(Actor[HostMessage]):
         s.pending = None
         if s.port is not None and s.port.ended is not None and s.state == "done":
             s.reason = s.port.ended
-        doc = summary(m.result, s.run.data) if m.result is not None else None
+        doc: dict[str, Any] | None
+        if isinstance(m.result, PortfolioResult):
+            doc = universe_summary(m.result)
+        else:
+            doc = summary(m.result, s.run.data) if m.result is not None and isinstance(s.run, ResolvedRun) else None
         await self._record(s.session_id, RunEnded(s.state, s.reason, doc))
         sessions = self.state.sessions
         if s.owner is not None:  # a client's own finished sessions go first: no client evicts another's

@@ -129,6 +129,41 @@ class Summary(TypedDict):
     evidence: dict[str, int]
 
 
+@with_config(_OPEN)
+class AnySummary(TypedDict, total=False):
+    """A single-symbol run's `Summary`, or a universe run's: exactly the `kestrel simulate
+    --data UNIVERSE --json` document (the portfolio report: figures, per-symbol attribution,
+    per-session lines, baselines, the account check; and the run's dates, end cash, equity,
+    holdings and turns). One object schema: a union would be wrapped in a `result` key."""
+
+    data: str
+    symbol: str
+    currency: str | list[str]
+    agent: str
+    dates: list[str]
+    schedule: list[str]
+    engine_path: str
+    engine_ticks: dict[str, int]
+    days: list[DaySummary]
+    total: TotalSummary
+    evidence: dict[str, int]
+    symbols: list[str]
+    capital: Number
+    sessions: int
+    fills: int
+    rejections: int
+    metrics: dict[str, Any]
+    attribution: list[dict[str, Any]]
+    per_session: list[dict[str, Any]]
+    baselines: dict[str, Any]
+    account_check: dict[str, Any]
+    cash: Number
+    equity: Number
+    open_positions: int
+    holdings: list[dict[str, Any]]
+    turns: list[dict[str, Any]]
+
+
 class BudgetLeft(TypedDict):
     iterations: int
     tokens: int
@@ -150,14 +185,14 @@ class StartResult(TypedDict):
     session_id: str
     done: bool
     request: NotRequired[AgentRequestInfo]
-    summary: NotRequired[Summary]
+    summary: NotRequired[AnySummary]
 
 
 class SubmitResult(TypedDict):
     session_id: str
     done: bool
     request: NotRequired[AgentRequestInfo]
-    summary: NotRequired[Summary]
+    summary: NotRequired[AnySummary]
     state: NotRequired[str]
     reason: NotRequired[str]
 
@@ -178,7 +213,7 @@ class StatusResult(TypedDict):
 
 class SessionResultDoc(TypedDict):
     session_id: str
-    summary: Summary
+    summary: AnySummary
     ledger: str
     capture: str
 
@@ -197,6 +232,7 @@ def plain(value: Any) -> Any:
 
 
 __all__ = [
+    "AnySummary",
     "BudgetLeft",
     "CheckResult",
     "CloseResult",

@@ -44,12 +44,14 @@ from mcp.types import INVALID_PARAMS
 from pydantic import Strict, ValidationError
 
 from kestrel_actors.errors import describe
-from kestrel.service.host import HostClient, HostError, RequestEvent, RunEnded
+from kestrel.service.host import HostClient, HostError, RequestEvent, RunEnded, universe_summary
+from kestrel.service.mcp.universe import Budgeted, check_module, simulate_universe_run, universe_spec
 from kestrel.service.host.limits import DEFAULT_LIMITS, ServiceLimits, cap_text
 from kestrel.service.host.pool import Budget, OverBudget, PoolBusy
 from kestrel.service.host.roots import DataRefused, DataRoots, shown
 from kestrel.terminal import printable
 from kestrel.service.mcp.schema import (
+    AnySummary,
     CheckResult,
     CloseResult,
     Diagnostic,
@@ -65,6 +67,7 @@ from kestrel.service.mcp.schema import (
 )
 from kestrel import __version__
 from kestrel.logs import get_logger
+from kestrel.session.portfolio import PortfolioResult
 from kestrel.session.spec import RunSpec, SpecError
 
 P = ParamSpec("P")
@@ -242,29 +245,6 @@ def _checkpoints(value: str | list[str] | None) -> tuple[str, ...]:
     return tuple(c.strip() for c in items if c.strip())
 
 
-UNIVERSE_ELSEWHERE = ("universes run through `kestrel simulate` and `kestrel sweep`; MCP tools take one symbol: "
-                      "name one member as data 'PATH|symbol=SYM'")
-
-
-def _universe_file(path: str, name: str) -> bool:
-    """Whether a data name is a universe (a folder, or a file with a `symbol` column and no
-    `symbol=` option choosing one member)."""
-    if path == "sample":
-        return False
-    if Path(path).is_dir():
-        return True
-    if "|symbol=" in name:
-        return False
-    from kestrel.data import DataError
-    from kestrel.data.readers import file_header
-
-    try:
-        header = file_header(path, ",")
-    except (DataError, OSError):
-        return False
-    return header is not None and any(h.strip().lower() == "symbol" for h in header)
-
-
 def _spec(roots: DataRoots, data: str, date: str | None, days: int, checkpoints: str | list[str] | None,
           **posture: Any) -> RunSpec:
     """The run a client asks for, its data confined to `roots` and its size bounded by the
@@ -287,8 +267,6 @@ def _spec(roots: DataRoots, data: str, date: str | None, days: int, checkpoints:
         posture["news"] = str(roots.confine(posture["news"]))
     head = data.strip().partition("|")[0]
     real = name.partition("|")[0]
-    if _universe_file(real, name):
-        raise ToolError(UNIVERSE_ELSEWHERE)
     if real != head:
         call.written[real] = head
     try:
@@ -313,29 +291,6 @@ def _source(text: str, what: str = "source") -> None:
     lim = current_call().limits.max_source_chars
     if len(text) > lim:
         raise ToolError(f"{what} is {len(text):,} characters; the limit is {lim:,}: send one statement")
-
-
-class _Budgeted:
-    """The fixed agent, checking the call's budget at every ordinal (`OverBudget` stops the run)."""
-
-    iterative: ClassVar[bool] = False
-    blocking: ClassVar[bool] = False
-
-    def __init__(self, inner: Any, budget: Budget) -> None:
-        self._inner = inner
-        self._budget = budget
-
-    @property
-    def agent_id(self) -> str:
-        return str(self._inner.agent_id)
-
-    @property
-    def model(self) -> str:
-        return str(self._inner.model)
-
-    def author(self, request: Any) -> Any:
-        self._budget.check()
-        return self._inner.author(request)
 
 
 def _summary(result: Any, data: Any) -> Summary:
@@ -385,7 +340,7 @@ def _simulate(run: Any, agent: Any, budget: Budget) -> Summary:
     checking the budget at every ordinal and day."""
     from kestrel.session.runner import run_session
 
-    result = run_session(run.data, _Budgeted(agent, budget), run.options, date=run.date, days=run.days,
+    result = run_session(run.data, Budgeted(agent, budget), run.options, date=run.date, days=run.days,
                          progress=lambda k, n: budget.check())
     budget.check()
     return _summary(result, run.data)
@@ -537,16 +492,29 @@ def build_server(host: HostClient, *, agent_id: str = "mcp", roots: DataRoots | 
     @tool
     async def simulate(plan: str, ctx: Context, data: str = "sample", date: str | None = None, days: Whole = 1,
                        checkpoints: str | list[str] | None = None, news: str | None = None,
-                       blind: bool = False) -> Summary:
+                       blind: bool = False, symbols: str | list[str] | None = None, capital: float | None = None,
+                       max_gross: float | None = None, max_open: Whole | None = None,
+                       portfolio_maxloss: float | None = None, no_short: bool = False) -> AnySummary:
         """Arm `plan` at every session's OPEN and pass at the checkpoints (the fixed agent):
         returns exactly the `kestrel simulate --agent fixed:NAME.kes --json` summary, NAME
         being the plan's name. `blind`: blind mode, as `--blind` (the plan is written in the
-        blind scale a blind `view` shows: its alias, prices rescaled to 100)."""
+        blind scale a blind `view` shows: its alias, prices rescaled to 100). A universe
+        (`data` a long-format file with a symbol column, or any of `symbols`, `capital`,
+        `max_gross`, `max_open`, `portfolio_maxloss`, `no_short`): `plan` is a module of plans
+        each ON a symbol, on one account; returns the `--data UNIVERSE --json` document."""
         from kestrel.agents.fixed import FixedAgent, parse_plan
         from kestrel.engine.engine import Engine
         from kestrel.session.runner import engine_config
 
         _source(plan, "plan")
+        call = current_call()
+        wide = universe_spec(roots, call.limits, data, dict(symbols=symbols, capital=capital, max_gross=max_gross,
+                             max_open=max_open, portfolio_maxloss=portfolio_maxloss, no_short=no_short),
+                             date=date, days=days, checkpoints=_checkpoints(checkpoints), blind=blind, news=news)
+        if wide is not None:
+            universe = await host.resolve_universe(wide)
+            check_module(plan, universe)
+            return await host.compute.run(lambda b: simulate_universe_run(universe, plan, b), call.budget)
         try:
             agent = FixedAgent(plan, name=parse_plan(plan, "plan").name, source="plan")
         except ValueError as exc:
@@ -562,8 +530,8 @@ def build_server(host: HostClient, *, agent_id: str = "mcp", roots: DataRoots | 
             Engine(engine_config(run.options, run.data), first, run.data.symbol, run.data.tick_size).arm(armed)
         except ValueError as exc:
             raise ToolError(f"the engine refuses plan {agent.plan.name!r}: {exc}") from None
-        call = current_call()
-        return await host.compute.run(lambda b: _simulate(run, agent, b), call.budget)
+        done: Summary = await host.compute.run(lambda b: _simulate(run, agent, b), call.budget)
+        return done  # type: ignore[return-value]
 
     @server.tool()
     @tool
@@ -579,14 +547,29 @@ def build_server(host: HostClient, *, agent_id: str = "mcp", roots: DataRoots | 
         effort: str | None = None,
         news: str | None = None,
         blind: bool = False,
+        symbols: str | list[str] | None = None,
+        capital: float | None = None,
+        max_gross: float | None = None,
+        max_open: Whole | None = None,
+        portfolio_maxloss: float | None = None,
+        no_short: bool = False,
     ) -> StartResult:
         """Start a session whose agent is YOU: returns the session id and the first request
         (a briefing). Answer each request with session_submit. `news`: a news file (JSON lines,
         CSV, Parquet) for the news pane; `blind`: blind mode (an alias, session numbers, prices
-        rescaled so the first is 100, masked news; plans written in that scale)."""
-        spec = _spec(roots, data, date, days, checkpoints, profile=profile, max_iterations=max_iterations,
-                     token_budget=token_budget, effort=effort, news=news, blind=blind)
-        run = await host.resolve(spec)
+        rescaled so the first is 100, masked news; plans written in that scale). A universe
+        (`data` a long-format file with a symbol column, or any of `symbols`, `capital`,
+        `max_gross`, `max_open`, `portfolio_maxloss`, `no_short`): one account, each reply a
+        module of plans each ON a symbol, STANDDOWN [ON SYM], PASS, or a VIEW of per-symbol
+        panes (quote(SYM), bars(SYM, 1d, 20), watchlist, portfolio)."""
+        posture: dict[str, Any] = dict(profile=profile, max_iterations=max_iterations, token_budget=token_budget,
+                                       effort=effort)
+        wide = universe_spec(roots, current_call().limits, data, dict(
+            symbols=symbols, capital=capital, max_gross=max_gross, max_open=max_open,
+            portfolio_maxloss=portfolio_maxloss, no_short=no_short), date=date, days=days,
+            checkpoints=_checkpoints(checkpoints), blind=blind, news=news, **posture)
+        run = await (host.resolve(_spec(roots, data, date, days, checkpoints, news=news, blind=blind, **posture))
+                     if wide is None else host.resolve_universe(wide))
         me = owner()
         sid = await host.open(run, agent_id=agent_id, model="mcp-client", owner=me)
         out = _outcome(sid, await _holding(host, me, host.next_outcome(sid, 0, owner=me), sid))
@@ -638,11 +621,18 @@ def build_server(host: HostClient, *, agent_id: str = "mcp", roots: DataRoots | 
         """A finished session's summary, ledger and capture (the exact JSON-lines text
         `kestrel simulate --ledger/--capture` writes; the capture replays with
         `kestrel replay`)."""
-        result = await host.result(session_id, owner=owner())
+        result = await host.any_result(session_id, owner=owner())
+        if isinstance(result, PortfolioResult):
+            from kestrel.session.portfolio_capture import UniverseSource, capture_bytes
+
+            ledger = result.ledger.to_jsonl()
+            source = UniverseSource((await host.status(session_id, owner=owner())).data)
+            return {"session_id": session_id, "summary": universe_summary(result),  # type: ignore[typeddict-item]
+                    "ledger": ledger.decode(), "capture": capture_bytes(source, result.capture, ledger).decode()}
         data = await host.data.load((await host.status(session_id, owner=owner())).data)
         return {
             "session_id": session_id,
-            "summary": _summary(result, data),
+            "summary": _summary(result, data),  # type: ignore[typeddict-item]
             "ledger": result.ledger_jsonl().decode(),
             "capture": result.capture_jsonl().decode(),
         }
