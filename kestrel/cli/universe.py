@@ -3,7 +3,8 @@ or a glob of per-symbol files, `--symbols A,B` to select, one account (`--capita
 `--no-short`, `--max-open`, `--max-gross`, `--portfolio-maxloss`), factor rows (`--factors`);
 `kestrel replay` and `kestrel report` of its capture.
 
-The session runs in process (`kestrel.session.portfolio.run_portfolio`). Its outputs: the
+The session runs in process (`kestrel.session.portfolio.run_portfolio`, `--backend direct`) or on
+the actor shell (`--backend asyncio|trio`, the same ledger and capture). Its outputs: the
 portfolio report (`kestrel.report.portfolio`) as text, as JSON (`--json`) or as an HTML page
 (`--report`); `--ledger` the portfolio ledger; `--capture` the run's capture (`PortfolioCapture`)
 headed by how the universe was loaded (`UniverseSource`) and the SHA-256 of the run's ledger,
@@ -185,7 +186,9 @@ def _print_report(args: argparse.Namespace, rep: PortfolioReport, result: Portfo
     if getattr(args, "json", False):
         body = to_json(rep)
         if result is not None:
-            body.update(_run_summary(result))
+            from kestrel.session.portfolio import run_summary
+
+            body.update(run_summary(result))
         sys.stdout.write(msgspec.json.encode(body).decode() + "\n")
     else:
         sys.stdout.write("\n".join(portfolio_text(rep)) + "\n")
@@ -360,22 +363,6 @@ def _agent(args: argparse.Namespace) -> Agent:
 
     return agent_of(spec, model=args.model, base_url=args.base_url, api_key_env=args.api_key_env,
                     timeout_s=args.agent_timeout)
-
-
-def _run_summary(result: PortfolioResult) -> dict[str, object]:
-    """What `--json` adds to the report: the session dates, the end holdings and the turns."""
-    from kestrel.engine.ledger import Filled
-
-    state = result.engine.state()
-    fills: dict[str, int] = {s: 0 for s in result.engine.symbols}
-    for s, e in result.ledger.entries:
-        if isinstance(e, Filled) and s is not None:
-            fills[s] += 1
-    return {"dates": list(result.capture.dates), "cash": state.cash, "equity": state.equity,
-            "open_positions": state.open_positions,
-            "holdings": [{"symbol": h.symbol, "position": h.position, "value": h.value, "rpnl": h.rpnl,
-                          "fills": fills[h.symbol]} for h in state.holdings],
-            "turns": [{"date": t.date, "ordinal": t.ordinal, "applied": t.applied} for t in result.turns]}
 
 
 __all__ = ["add_universe_flags", "is_portfolio_capture", "is_universe", "load_source", "read_portfolio_capture", "run_universe_command", "run_universe_replay", "run_universe_report"]

@@ -186,6 +186,23 @@ def capture_of(universe: Universe, sessions: Sequence[SessionSpec], bounds: Port
         news_sha256=news_sha256 if news_sha256 is not None else unset)
 
 
+def run_summary(result: PortfolioResult) -> dict[str, object]:
+    """What a universe run's summary adds to its report: the session dates, the end cash, equity
+    and holdings (each with its fill count), and every turn with what it did."""
+    from kestrel.engine.ledger import Filled
+
+    state = result.engine.state()
+    fills: dict[str, int] = {s: 0 for s in result.engine.symbols}
+    for s, e in result.ledger.entries:
+        if isinstance(e, Filled) and s is not None:
+            fills[s] += 1
+    return {"dates": list(result.capture.dates), "cash": state.cash, "equity": state.equity,
+            "open_positions": state.open_positions,
+            "holdings": [{"symbol": h.symbol, "position": h.position, "value": h.value, "rpnl": h.rpnl,
+                          "fills": fills[h.symbol]} for h in state.holdings],
+            "turns": [{"date": t.date, "ordinal": t.ordinal, "applied": t.applied} for t in result.turns]}
+
+
 def _tee(into: list[Evidence], sink: EvidenceSink | None) -> EvidenceSink:
     def record(e: Evidence) -> None:
         into.append(e)
@@ -324,6 +341,7 @@ def replay(universe: Universe, capture: PortfolioCapture, news: NewsFeed = NO_NE
 
 
 __all__ = [
+    "run_summary",
     "capture_of",
     "AGENT_STANDDOWN",
     "CLOSE_LABEL",

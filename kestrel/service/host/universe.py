@@ -53,6 +53,7 @@ from kestrel.session.portfolio import (
     PortfolioResult,
     capture_of,
     pick_universe_sessions,
+    run_summary,
     universe_configs,
 )
 from kestrel.session.portfolio_capture import CaptureHead, UniverseSource, capture_bytes
@@ -204,21 +205,11 @@ def resolve_universe(spec: UniverseSpec) -> UniverseRun:
 
 def universe_summary(result: PortfolioResult) -> dict[str, Any]:
     """The run's summary (the module docstring): the report's JSON, the dates, the end cash,
-    equity and holdings, and the turns."""
-    from kestrel.engine.ledger import Filled
+    equity and holdings, and the turns (`run_summary`)."""
     from kestrel.report.portfolio import from_portfolio_run, to_json
 
     body = to_json(from_portfolio_run(result.engine, result.capture.dates))
-    state = result.engine.state()
-    fills: dict[str, int] = {s: 0 for s in result.engine.symbols}
-    for s, e in result.ledger.entries:
-        if isinstance(e, Filled) and s is not None:
-            fills[s] += 1
-    body.update({"dates": list(result.capture.dates), "cash": state.cash, "equity": state.equity,
-                 "open_positions": state.open_positions,
-                 "holdings": [{"symbol": h.symbol, "position": h.position, "value": h.value, "rpnl": h.rpnl,
-                               "fills": fills[h.symbol]} for h in state.holdings],
-                 "turns": [{"date": t.date, "ordinal": t.ordinal, "applied": t.applied} for t in result.turns]})
+    body.update(run_summary(result))
     return body
 
 
