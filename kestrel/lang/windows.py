@@ -159,12 +159,13 @@ class Atr(Indicator):
     def __init__(self, args: Arguments, context: Context) -> None:
         super().__init__(args, context)
         self.n, self.tf = args.count("n"), args.timeframe()
+        self.origin = context.origin(self.tf)
         self.mean = RunningMean(self.n, 1.0)
         self.bar = NO_BAR
         self.high = self.low = self.close = self.previous = self.value = NAN
 
     def update(self, ts: int, value: float, exact: float) -> float:
-        bar = (ts - self.context.open_ns) // self.tf
+        bar = (ts - self.origin) // self.tf
         if bar != self.bar:
             if self.bar != NO_BAR:
                 pc = self.previous
@@ -183,7 +184,7 @@ class Atr(Indicator):
     def column(self, ts: I64, value: F64, exact: Arr) -> F64:
         if not len(ts):
             return np.zeros(0)
-        ordinal, ends = bars_of(ts, self.tf, self.context.open_ns)
+        ordinal, ends = bars_of(ts, self.tf, self.origin)
         starts = np.concatenate(([0], ends[:-1]))
         high = np.maximum.reduceat(value, starts)[:-1]  # the completed bars: all but the last
         low = np.minimum.reduceat(value, starts)[:-1]
