@@ -115,9 +115,11 @@ def _values_at_each_tick(universe: Universe, symbol: str, text: str,
     return out
 
 
-def test_chg_spy_chg_and_a_20_day_sma_equal_an_independent_computation_from_the_raw_bars(tmp_path: Path) -> None:
-    # February to July 2024: weekends, Good Friday, a daylight-saving change and the July 3 half day
-    bars = _bars(("AAA", "SPY", "XYZ"), "2024-02-01", "2024-07-31", seed=3)
+@pytest.mark.parametrize("first,last", [("2024-02-01", "2024-07-31"), ("2024-08-01", "2024-12-31")])
+def test_chg_spy_chg_and_a_20_day_sma_equal_an_independent_computation_from_the_raw_bars(
+        tmp_path: Path, first: str, last: str) -> None:
+    # weekends, Good Friday, both daylight-saving changes, the July 3, November 29 and December 24 half days
+    bars = _bars(("AAA", "SPY", "XYZ"), first, last, seed=3)
     universe = _universe(tmp_path, bars)
     got = np.array(_values_at_each_tick(
         universe, "XYZ", f"PLAN p ON XYZ\nWHEN chg(1d) > {NEVER} OR SPY.chg(1d) > {NEVER} "
