@@ -16,7 +16,8 @@ from pathlib import Path
 
 import exchange_calendars as xcals
 import numpy as np
-import pandas as pd
+import numpy.typing as npt
+import pandas as pd  # type: ignore[import-untyped]  # exchange-calendars' own dependency
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -86,7 +87,7 @@ def _expected_chg(ticks: pd.DataFrame, exact: bool = True) -> np.ndarray:
     back = pd.DataFrame({"at": ticks.ts - 86_400 * 10**9}).reset_index()
     ref = pd.merge_asof(back.sort_values("at"), ticks[["ts", "price"]].rename(columns={"ts": "at"}),
                         on="at", direction="backward", allow_exact_matches=exact).sort_values("index")
-    return 100.0 * (ticks.price.to_numpy() / ref.price.to_numpy() - 1.0)
+    return np.asarray(100.0 * (ticks.price.to_numpy() / ref.price.to_numpy() - 1.0), dtype=np.float64)
 
 
 def _node_value(evaluation: object, name: str, symbol: str | None = None) -> float:
@@ -128,15 +129,15 @@ def test_chg_spy_chg_and_a_20_day_sma_equal_an_independent_computation_from_the_
     assert len(got) == len(aaa) == 4 * len(universe.sessions)
     # chg: the first session has no tick a day back; every later one does (the run's history)
     want = _expected_chg(aaa)
-    first = aaa.session.to_numpy() == 0
-    assert np.isnan(got[first, 0]).all()
-    np.testing.assert_allclose(got[~first, 0], want[~first], rtol=1e-12)
+    day0: npt.NDArray[np.bool_] = np.asarray(aaa.session.to_numpy() == 0, dtype=bool)
+    assert np.isnan(got[day0, 0]).all()
+    np.testing.assert_allclose(got[~day0, 0], want[~day0], rtol=1e-12)
     # SPY.chg at an XYZ tick: SPY's chg at its latest tick at or before it (SPY sorts first)
     spy_chg = _expected_chg(spy)
     before = np.searchsorted(spy.ts.to_numpy(), aaa.ts.to_numpy(), side="right") - 1
     want_spy = np.where(before >= 0, spy_chg[np.maximum(before, 0)], np.nan)
     np.testing.assert_allclose(got[:, 1], want_spy, rtol=1e-12)
-    assert np.isfinite(got[~first, 1]).all()
+    assert np.isfinite(got[~day0, 1]).all()
     # sma(last, 20, 1d): the mean of the 20 previous sessions' closes (each session one bar)
     close = bars[bars.symbol == "XYZ"].close.reset_index(drop=True)
     per_session = close.rolling(20).mean().shift(1).to_numpy()

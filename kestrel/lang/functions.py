@@ -149,7 +149,8 @@ def arguments(spec: FunctionSpec, args: tuple[ast.Expr, ...]) -> Arguments:
 
 class Indicator(ABC):
     """A stateful function of the session's ticks (see the module docstring). A fresh
-    instance starts at the session's first tick; `column` reads no state."""
+    instance starts at the first tick it is fed (the session's first, or the first of the run's
+    history a portfolio engine warms it with); `column` reads no state."""
 
     spec: ClassVar[FunctionSpec]
     on_bars: ClassVar[bool] = True  # a `tf` argument runs it over completed bars (`OnBars`)

@@ -28,8 +28,8 @@ from kestrel.lang.signature import FunctionSpec, Param
 
 class Extreme(Indicator):
     """The highest (lowest) source value over ticks with ts in [t - d, t): ticks sharing the
-    current timestamp are not in it; defined once it holds a tick and t - d reaches the
-    session's first tick. A monotonic deque of (ts, value) holds the candidates; the ticks of
+    current timestamp are not in it; defined once it holds a tick and t - d reaches the first
+    tick it was fed (the session's, or of the run's history it was warmed with). A monotonic deque of (ts, value) holds the candidates; the ticks of
     the current timestamp wait until a later timestamp arrives."""
 
     highest: ClassVar[bool]
