@@ -281,3 +281,22 @@ def test_the_vectorized_path_runs_with_history_and_trades_on_it(daily: Universe)
     assert auto.ledger.to_jsonl() == ref.ledger.to_jsonl()
     assert "fast" in auto.paths
     assert sum(1 for _, e in auto.ledger.entries if type(e).__name__ == "Filled") > 3
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_history_leaves_out_the_ticks_between_sessions(seed: int) -> None:
+    """Ticks past a close (in no session) are not the run's: the history is exactly the earlier
+    sessions' ticks, open to close, in order."""
+    from portfolio_cases import random_universe
+
+    universe = random_universe(random.Random(seed))
+    pe = PortfolioEngine(universe, {s: EngineConfig() for s in universe.symbols}, BOUNDS)
+    for k, session in enumerate(universe.sessions):
+        pe.open_session(session)
+        for s in universe.symbols:
+            ts = universe[s].data.ticks.ts
+            want = [t for earlier in universe.sessions[:k] for t in ts.tolist()
+                    if earlier.open_ns <= t <= earlier.close_ns]
+            before = pe.engines[s].before
+            assert before is not None and before.ts.tolist() == want
+        pe.close_session()
