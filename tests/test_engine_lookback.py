@@ -300,3 +300,22 @@ def test_the_history_leaves_out_the_ticks_between_sessions(seed: int) -> None:
             before = pe.engines[s].before
             assert before is not None and before.ts.tolist() == want
         pe.close_session()
+
+
+def test_another_symbols_last_is_its_last_trade_before_the_session_until_it_ticks(tmp_path: Path) -> None:
+    bars = _bars(("AAA", "SPY"), "2024-03-04", "2024-03-08", seed=6)
+    universe = _universe(tmp_path, bars)
+    closes = bars[bars.symbol == "SPY"].close.tolist()
+    for lookback, want in (("run", closes[:-1]), ("session", [math.nan] * (len(closes) - 1))):
+        pe = PortfolioEngine(universe, {s: EngineConfig() for s in universe.symbols},
+                             PortfolioBounds(capital=1e9, lookback=lookback))  # type: ignore[arg-type]
+        got = []
+        for session in universe.sessions:
+            pe.open_session(session)
+            pe.arm("AAA", _plan(f"PLAN p ON AAA\nWHEN SPY.last > {NEVER}: BUY 1 MKT"))
+            evaluation = pe.engines["AAA"].evaluation
+            assert evaluation is not None
+            got.append(evaluation.feeds["SPY"].series["last"].value)
+            pe.close_session()
+        assert math.isnan(got[0])
+        np.testing.assert_array_equal(got[1:], want)

@@ -1,8 +1,8 @@
 """The engine: the facade that arms plans and runs them against the broker.
 
 `Engine` owns the armed plan's evaluation (`reference.Evaluation`: its indicators, re-warmed
-from the session's tick history when a plan is armed or the vectorized path left them stale)
-and the history; the broker (`broker.Broker`, as `Engine.broker`) owns orders, position
+from the session's tick history when a plan is armed or the vectorized path left them stale,
+after the run's earlier ticks they read when the engine holds them, `lookback`) and the history; the broker (`broker.Broker`, as `Engine.broker`) owns orders, position
 and money, the broker step, rules firing, risk and the envelope, in the per-tick order its
 module states. Both paths drive the broker through its public surface: the reference loop
 (`reference.run`) and the vectorized path (`fast.run_fast`). Bounds are min(operator's

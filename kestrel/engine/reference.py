@@ -13,12 +13,16 @@ Undefined values are NaN, so a comparison using one is false (`!=` included).
 breached, then, while a rule is live, the indicators take the tick and the rules are
 evaluated in order (ARMED: fire when true; WAITING: re-arm when false). Once no rule is live
 the rest of the batch runs the broker alone (`_idle`). `warm` feeds a fresh evaluation the
-session's ticks so far (crosses from the plan's arming), the state the loop would have left.
+run's earlier ticks it reads, if the engine holds them (the run-wide series and their
+indicators alone, `lookback`), then the session's ticks so far (crosses from the plan's
+arming), the state the loop would have left.
 
 A read of another symbol (`SPY.last`, `SPY.sma(20)`) is a `Feed` of that symbol: its own
 series and indicators, fed that symbol's ticks by whoever merges the universe's ticks
 (`Evaluation.feed`, the portfolio engine), each batch before the plan's next own tick; the
-rules read the values the feed holds (NaN, undefined, until the symbol has ticked). So at a tick
+rules read the values the feed holds (NaN, undefined, until the symbol has ticked; in a run
+looking back over its sessions the feed first takes the symbol's earlier ticks it reads, and at
+least its last one, `Evaluation.feed(..., history=True)`). So at a tick
 of the plan's symbol a read sees the other symbol's ticks strictly before it in the merged order.
 """
 

@@ -24,7 +24,11 @@ every placement, so its ledger is the reference's; else the session is rebuilt f
 re-run on the reference path (`last_path` says which ran). A run while an armed plan reads
 another symbol (`SPY.last`) is on the reference path: after each stretch of a symbol's ticks the
 plans reading it take those ticks (`Evaluation.feed`), so a plan sees another symbol's ticks
-strictly before its own in the merged order; a plan armed mid-session takes them so far. Deterministic: no wall clock, no
+strictly before its own in the merged order; a plan armed mid-session takes them so far. With
+`PortfolioBounds.lookback = "run"` each engine opens holding its symbol's ticks of the run's
+earlier sessions (`lookback.RunHistory`), which warm a plan's indicators (and its reads of other
+symbols) when it is armed, a plan FOR n sessions re-armed at each open included; the broker
+never sees them. Deterministic: no wall clock, no
 dict-order leak (symbols in universe order everywhere).
 """
 
