@@ -181,14 +181,14 @@ class OnBars(Indicator):
     later bar arrives and feeds its last tick's source values to `inner`; between
     completions the value is the last one (NaN before the first)."""
 
-    def __init__(self, inner: Indicator, tf_ns: int, open_ns: int) -> None:
-        self.inner, self.tf, self.open = inner, tf_ns, open_ns
+    def __init__(self, inner: Indicator, tf_ns: int, origin_ns: int) -> None:
+        self.inner, self.tf, self.origin = inner, tf_ns, origin_ns
         self.bar = NO_BAR
         self.value = NAN
         self.close: tuple[int, float, float] = (0, NAN, NAN)
 
     def update(self, ts: int, value: float, exact: float) -> float:
-        bar = (ts - self.open) // self.tf
+        bar = (ts - self.origin) // self.tf
         if bar != self.bar:
             if self.bar != NO_BAR:
                 self.value = self.inner.update(*self.close)
@@ -197,7 +197,7 @@ class OnBars(Indicator):
         return self.value
 
     def column(self, ts: I64, value: F64, exact: Arr) -> F64:
-        ordinal, ends = bars_of(ts, self.tf, self.open)
+        ordinal, ends = bars_of(ts, self.tf, self.origin)
         last = ends[:-1] - 1  # the completed bars' last ticks
         done = self.inner.column(ts[last], value[last], exact[last])
         return np.concatenate(([NAN], done))[ordinal]
