@@ -173,6 +173,16 @@ def test_a_window_longer_than_a_runs_longest_is_refused_with_the_limit() -> None
     assert isinstance(lang.parse("PLAN p\nWHEN last > sma(last, 252, 1d): BUY 1 MKT", RUN_LIMITS), ast.Plan)
 
 
+def test_a_universe_turn_takes_a_year_of_daily_windows_and_refuses_longer() -> None:
+    from kestrel.session.ports import interpret_module
+    from kestrel.session.protocol import Invalid, ModuleReply
+
+    ok = interpret_module("PLAN p ON AAA\nWHEN last > high(20d) AND last > sma(last, 200, 1d): BUY 1 MKT", ["AAA"])
+    assert isinstance(ok, ModuleReply)
+    bad = interpret_module("PLAN p ON AAA\nWHEN last > high(400d): BUY 1 MKT", ["AAA"])
+    assert isinstance(bad, Invalid) and "366d" in bad.error
+
+
 def test_a_plan_for_5d_is_re_armed_at_each_open_with_its_windows_warm(tmp_path: Path) -> None:
     bars = _bars(("AAA",), "2024-04-01", "2024-04-30", seed=9)
     universe = _universe(tmp_path, bars)
