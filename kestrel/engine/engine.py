@@ -2,7 +2,9 @@
 
 `Engine` owns the armed plan's evaluation (`reference.Evaluation`: its indicators, re-warmed
 from the session's tick history when a plan is armed or the vectorized path left them stale,
-after the run's earlier ticks they read when the engine holds them, `lookback`) and the history; the broker (`broker.Broker`, as `Engine.broker`) owns orders, position
+after the run's earlier ticks they read when the engine holds them, `lookback`; with such
+history a plan the vectorized path can run is warmed when the reference first takes one of its
+ticks, the vectorized path reading the history as columns) and the history; the broker (`broker.Broker`, as `Engine.broker`) owns orders, position
 and money, the broker step, rules firing, risk and the envelope, in the per-tick order its
 module states. Both paths drive the broker through its public surface: the reference loop
 (`reference.run`) and the vectorized path (`fast.run_fast`). Bounds are min(operator's
@@ -242,8 +244,13 @@ class Engine:
             broker.disarm(f"superseded by {plan.name}", ts=now)
         self.plan, self.evaluation, self.fast_blocker = plan, evaluation, fast_blocker(plan)
         self.arm_tick = broker.seen
-        reference.warm(evaluation, self.history.view(), self.arm_tick, self.warm)
-        self.indicators_stale = False
+        if len(self.warm) and not self.fast_blocker:
+            # the vectorized path reads the history as columns; the reference warms its
+            # indicators (`_rewarm`) only when it first takes a tick of this plan
+            self.indicators_stale = True
+        else:
+            reference.warm(evaluation, self.history.view(), self.arm_tick, self.warm)
+            self.indicators_stale = False
         broker.adopt(plan, now)
         return self.ledger.events[mark:]
 
