@@ -329,3 +329,14 @@ def test_another_symbols_last_is_its_last_trade_before_the_session_until_it_tick
             pe.close_session()
         assert math.isnan(got[0])
         np.testing.assert_array_equal(got[1:], want)
+
+
+def test_an_engine_refuses_history_that_reaches_its_session(tmp_path: Path) -> None:
+    from kestrel.engine import Engine
+
+    bars = _bars(("AAA",), "2024-03-04", "2024-03-06", seed=8)
+    universe = _universe(tmp_path, bars)
+    ticks, session = universe["AAA"].data.ticks, universe.sessions[1]
+    Engine(EngineConfig(), session, "AAA", 0.01, history=ticks.slice(0, 4))  # the first session's: fine
+    with pytest.raises(ValueError, match="history must end before the session opens"):
+        Engine(EngineConfig(), session, "AAA", 0.01, history=ticks.slice(0, 5))

@@ -99,6 +99,9 @@ class Engine:
         tick_size = _tick_size(tick_size)
         if carry is not None:
             _check_carry(carry)
+        if history is not None and len(history) and int(history.ts[-1]) >= session.open_ns:
+            raise ValueError(f"history must end before the session opens: its last tick is at {int(history.ts[-1])}, "
+                             f"the session opens at {session.open_ns}; pass the run's earlier sessions' ticks")
         self.config = config  # valid: EngineConfig checks every field when built
         self.session = session
         self.instrument = instrument
