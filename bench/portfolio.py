@@ -20,7 +20,7 @@ Prints one JSON line:
   buys matched by symbol, time, quantity and price (`equal_weight_trades_match`) and the final
   equity (`equal_weight_final_equity`, `nautilus_equal_weight_final_equity`);
 - `sma_cross_*`: one SMA-cross strategy on each of the four symbols in one account: buy 100 on
-  the tick after the mid crosses above its SMA(200) of the session's ticks while flat, sell on
+  the tick after the mid crosses above its SMA(200) of the run's ticks while flat, sell on
   the tick after it crosses below while long, flat at each session's end (the plan
   `SMA_CROSS`); on Kestrel's portfolio engine and on NautilusTrader (a Python strategy
   mirroring the rules on the same ticks), the fills matched by symbol, time, side and price
@@ -353,10 +353,11 @@ def nautilus_run(universe: Universe, strategy: str) -> tuple[float, list[Portfol
             self.bought: set[str] = set()
             self.long: dict[str, bool] = {s: False for s in universe.symbols}
             self.pending: dict[str, str | None] = {s: None for s in universe.symbols}
-            self.window: dict[str, list[int]] = {}
-            self.acc: dict[str, int] = {}
-            self.count: dict[str, int] = {}
-            self.prev: dict[str, int] = {}  # sign of prev mid - prev sma (x SMA_N)
+            # the SMA runs over the run's ticks, as the portfolio engine's indicators look back
+            self.window: dict[str, list[int]] = {s: [0] * SMA_N for s in universe.symbols}
+            self.acc: dict[str, int] = {s: 0 for s in universe.symbols}
+            self.count: dict[str, int] = {s: 0 for s in universe.symbols}
+            self.prev: dict[str, int] = {s: 0 for s in universe.symbols}  # sign of prev mid - prev sma (x SMA_N)
 
         def on_start(self) -> None:
             for inst in instruments.values():
@@ -385,9 +386,8 @@ def nautilus_run(universe: Universe, strategy: str) -> tuple[float, list[Portfol
                     if qty:
                         self.order(sym, OrderSide.BUY, qty)
                 return
-            if t in first[sym]:  # a fresh SMA each session, as each session's engine
-                self.window[sym] = [0] * SMA_N
-                self.acc[sym] = self.count[sym] = self.prev[sym] = 0
+            fresh = t in first[sym]  # the plan is armed at each open: its crosses start there
+            if fresh:
                 self.pending[sym] = None
             side = self.pending[sym]
             if side is not None:  # the tick after the signal: fill at this tick's touch
@@ -409,7 +409,7 @@ def nautilus_run(universe: Universe, strategy: str) -> tuple[float, list[Portfol
             diff = SMA_N * m - self.acc[sym]  # sign of mid - sma, exactly
             prev = self.prev[sym]
             self.prev[sym] = 1 if diff > 0 else -1 if diff < 0 else 0
-            if self.count[sym] == SMA_N or end:
+            if self.count[sym] == SMA_N or end or fresh:
                 return
             if prev <= 0 < diff and not self.long[sym]:
                 self.pending[sym] = "buy"

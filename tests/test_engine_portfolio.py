@@ -439,14 +439,16 @@ def test_a_stand_down_ends_a_plan_for_n_sessions() -> None:
 
 
 def test_a_refused_plan_leaves_nothing_and_a_later_rerun_on_the_reference_still_agrees() -> None:
-    """A plan the engine refuses (a window longer than the session) is not armed; the session
-    then falls back to the reference (a funding rejection) and replays without it."""
+    """A plan the engine refuses (a window longer than the session, looking back over the session
+    alone) is not armed; the session then falls back to the reference (a funding rejection) and
+    replays without it."""
     from kestrel.engine.plans import PlanError
 
     u = _universe(ROWS)
     runs = []
     for path in ("auto", "reference"):
-        pe = PortfolioEngine(u, {s: EngineConfig() for s in u.symbols}, PortfolioBounds(capital=2000.0))
+        pe = PortfolioEngine(u, {s: EngineConfig() for s in u.symbols},
+                             PortfolioBounds(capital=2000.0, lookback="session"))
         pe.open_session(SESSION)
         with pytest.raises(PlanError):
             pe.arm("AAA", plan("PLAN long\nWHEN last > high(8h): BUY 1 MKT"))

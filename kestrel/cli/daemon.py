@@ -202,7 +202,8 @@ def universe_job(ns: argparse.Namespace, content: bytes | None, calls: DaemonCal
                                 ns.spikes or "error")
         universe = load_source(source, symbols, "daemon")
         bounds = PortfolioBounds(capital=ns.capital or DEFAULT_CAPITAL, max_gross=ns.max_gross or 1.0,
-                                 max_open=ns.max_open, session_maxloss=ns.portfolio_maxloss, no_short=ns.no_short)
+                                 max_open=ns.max_open, session_maxloss=ns.portfolio_maxloss, no_short=ns.no_short,
+                                 lookback=getattr(ns, "lookback", None) or "run")
         options = SessionOptions(checkpoints=tuple(c for c in ns.checkpoints.split(",") if c.strip()),
                                  guard_s=parse_guard(ns.guard), engine_path=ns.engine_path,
                                  engine=engine_config(ns, None), data_name=ns.data, blind=ns.blind,

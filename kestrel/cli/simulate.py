@@ -212,6 +212,9 @@ def prepare(args: argparse.Namespace, load: Loader = _load, agent_content: bytes
     if getattr(args, "cadence", None) is not None:
         raise UsageError("--cadence sets a universe session's ordinals; a single-symbol session has OPEN and "
                          "--checkpoints: drop it, or run a universe (--data with a symbol column, --symbols)")
+    if getattr(args, "lookback", None) is not None:
+        raise UsageError("--lookback sets what a universe plan's windows look back over; a single-symbol session's "
+                         "windows are its own: drop it, or run a universe (--data with a symbol column, --symbols)")
     guard_s = parse_guard(args.guard)
     data_input = None if args.data.strip() in ("", "sample") else args.data
     check_paths([("--capture", args.capture), ("--ledger", args.ledger), ("--evidence", args.evidence),

@@ -53,6 +53,10 @@ def add_universe_flags(p: argparse.ArgumentParser) -> None:
                    help="gross exposure at most X times equity (default 1)")
     p.add_argument("--portfolio-maxloss", type=positive_float, default=None, metavar="CASH",
                    help="a loss from the session's opening equity that stands every plan down and flattens")
+    p.add_argument("--lookback", choices=("run", "session"), default=None,
+                   help="what a universe plan's windows and indicators look back over: run (the default: the "
+                        "run's earlier sessions too, so chg(1d) and sma(last,20,1d) work on daily bars) or session "
+                        "(each session starts cold)")
     p.add_argument("--cadence", choices=("open", "close"), default=None,
                    help="a universe session's ordinals: open (OPEN and the checkpoints, the default) or close "
                         "(one CLOSE per session, the day's whole bar seen; its plans take effect at the next open)")
@@ -142,7 +146,7 @@ def run_universe_command(args: argparse.Namespace) -> int:
     try:
         bounds = PortfolioBounds(capital=args.capital or DEFAULT_CAPITAL, max_gross=args.max_gross or 1.0,
                                  max_open=args.max_open, session_maxloss=args.portfolio_maxloss,
-                                 no_short=args.no_short)
+                                 no_short=args.no_short, lookback=args.lookback or "run")
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     news, news_source = news_from_args(args, "simulate")

@@ -1,8 +1,10 @@
 """The engine: the facade that arms plans and runs them against the broker.
 
 `Engine` owns the armed plan's evaluation (`reference.Evaluation`: its indicators, re-warmed
-from the session's tick history when a plan is armed or the vectorized path left them stale)
-and the history; the broker (`broker.Broker`, as `Engine.broker`) owns orders, position
+from the session's tick history when a plan is armed or the vectorized path left them stale,
+after the run's earlier ticks they read when the engine holds them, `lookback`; with such
+history a plan the vectorized path can run is warmed when the reference first takes one of its
+ticks, the vectorized path reading the history as columns) and the history; the broker (`broker.Broker`, as `Engine.broker`) owns orders, position
 and money, the broker step, rules firing, risk and the envelope, in the per-tick order its
 module states. Both paths drive the broker through its public surface: the reference loop
 (`reference.run`) and the vectorized path (`fast.run_fast`). Bounds are min(operator's
@@ -26,6 +28,7 @@ from kestrel.engine.config import EngineConfig
 from kestrel.engine.fast import FastPolicy, FastStats, run_fast
 from kestrel.engine.history import Tick, TickHistory, accepted, ticks_of
 from kestrel.engine.ledger import Ledger, LedgerEvent
+from kestrel.engine.lookback import warm_start
 from kestrel.engine.money import Money
 from kestrel.engine.orders import BrokerOrder, TickGrid
 from kestrel.engine.plans import (PlanError, checked, clock_base_ns, fast_blocker, localized, longest_lookback,
@@ -34,6 +37,7 @@ from kestrel.market.account import AccountState
 from kestrel.market.session import SessionSpec
 from kestrel.market.ticks import NS_PER_S, Ticks
 from kestrel.lang import ast
+from kestrel.lang.limits import DEFAULT_LIMITS, RUN_LIMITS
 from kestrel.structs import check_fields
 
 __all__ = ["ENGINE_PATHS", "Engine", "EnginePath", "RunPath", "ticks_of"]  # ticks_of lives in `history`, re-exported here
@@ -90,10 +94,14 @@ class Engine:
         instrument: str,
         tick_size: float,
         carry: Carry | None = None,
+        history: Ticks | None = None,
     ) -> None:
         tick_size = _tick_size(tick_size)
         if carry is not None:
             _check_carry(carry)
+        if history is not None and len(history) and int(history.ts[-1]) >= session.open_ns:
+            raise ValueError(f"history must end before the session opens: its last tick is at {int(history.ts[-1])}, "
+                             f"the session opens at {session.open_ns}; pass the run's earlier sessions' ticks")
         self.config = config  # valid: EngineConfig checks every field when built
         self.session = session
         self.instrument = instrument
@@ -107,6 +115,10 @@ class Engine:
         self.last_path: Literal["none", "reference", "fast"] = "none"
         # the session's ticks so far, and the plan's indicators computed over them
         self.history = TickHistory()
+        # the run's earlier ticks of the instrument (a portfolio run looking back over the run,
+        # `lookback`), all before the session; None: the engine holds the session alone
+        self.before = history
+        self.warm = Ticks.empty()  # the part of `before` the armed plan's indicators read
         self.indicators_stale = False  # the vectorized path moved on without feeding them
         # the plan
         self.plan: ast.Plan | None = None
@@ -192,8 +204,15 @@ class Engine:
         Only a checked plan is armed: `plan` is re-validated against the AST types (a Struct
         built in code skips msgspec's validation) and run through the language checker; a
         plan that fails either is refused (`PlanError`). The plan's RISK bounds only tighten
-        the operator's (`EngineConfig`): each effective bound is the smaller of the two."""
-        plan = localized(checked(plan, self.config.lot_size), self.instrument)
+        the operator's (`EngineConfig`): each effective bound is the smaller of the two.
+
+        Windows: an engine holding the session alone refuses a window longer than the session
+        (it could never be defined); one holding the run's earlier ticks (`history`, a portfolio
+        run looking back over the run) takes any window within the run's longest
+        (`RUN_LIMITS`), undefined until the run holds enough history, and warms the plan's
+        indicators of run-wide series with the history they read (`lookback.warm_start`)."""
+        plan = localized(checked(plan, self.config.lot_size, DEFAULT_LIMITS if self.before is None else RUN_LIMITS),
+                         self.instrument)
         others = [s for s in symbol_reads(plan) if s not in self.peers]
         if others:
             raise PlanError(
@@ -210,7 +229,7 @@ class Engine:
             raise PlanError(f"plan {plan.name!r} has no rules")
         need, call = longest_lookback(plan)
         span = self.session.length_ns
-        if call is not None and need > span:
+        if call is not None and self.before is None and need > span:
             raise PlanError(
                 f"plan {plan.name!r}: {call.name}(...) looks back {need // (60 * NS_PER_S)}m, "
                 f"longer than the session ({span // (60 * NS_PER_S)}m); the engine evaluates one "
@@ -220,13 +239,21 @@ class Engine:
         broker = self.broker
         evaluation = reference.Evaluation(plan, self.session, self.grid.half_ticks_per_point, self.clock_base_ns, broker,
                                           self.peers)
+        before = self.before
+        self.warm = (before.slice(warm_start(evaluation.calls, before, self.session.open_ns, evaluation.context()),
+                                  len(before)) if before is not None else Ticks.empty())
         now = broker.now_ns if at_ns is None else max(broker.now_ns, int(at_ns))
         if broker.armed:
             broker.disarm(f"superseded by {plan.name}", ts=now)
         self.plan, self.evaluation, self.fast_blocker = plan, evaluation, fast_blocker(plan)
         self.arm_tick = broker.seen
-        reference.warm(evaluation, self.history.view(), self.arm_tick)
-        self.indicators_stale = False
+        if len(self.warm) and not self.fast_blocker:
+            # the vectorized path reads the history as columns; the reference warms its
+            # indicators (`_rewarm`) only when it first takes a tick of this plan
+            self.indicators_stale = True
+        else:
+            reference.warm(evaluation, self.history.view(), self.arm_tick, self.warm)
+            self.indicators_stale = False
         broker.adopt(plan, now)
         return self.ledger.events[mark:]
 
@@ -326,7 +353,7 @@ class Engine:
 
         self.fast_stats = run_fast(self.plan, self.broker, full, start, self.session,
                                    self.arm_tick, self.grid.half_ticks_per_point, self.clock_base_ns,
-                                   self.fast_policy, hand_over)
+                                   self.fast_policy, hand_over, self.warm)
         self.indicators_stale = not self.fast_stats.handed_over
 
     def hand_over(self, batch: Ticks, start: int, index: int) -> None:
@@ -346,5 +373,5 @@ class Engine:
         assert self.plan is not None
         self.evaluation = reference.Evaluation(self.plan, self.session, self.grid.half_ticks_per_point,
                                                self.clock_base_ns, self.broker, self.peers)
-        reference.warm(self.evaluation, self.history.view().slice(0, upto), self.arm_tick)
+        reference.warm(self.evaluation, self.history.view().slice(0, upto), self.arm_tick, self.warm)
         self.indicators_stale = False

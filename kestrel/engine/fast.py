@@ -86,10 +86,10 @@ class Conditions:
     session, for the account state `refresh` last saw."""
 
     def __init__(self, plan: ast.Plan, full: Ticks, session: SessionSpec, arm: int, half_ticks_per_point: float,
-                 clock_base_ns: int, broker: Broker, start: int, upto: int) -> None:
+                 clock_base_ns: int, broker: Broker, start: int, upto: int, before: Ticks | None = None) -> None:
         self.rules = plan.rules
         self.start, self.upto = start, upto
-        self.columns = Columns(full.slice(0, upto), session, arm, half_ticks_per_point, clock_base_ns)
+        self.columns = Columns(full.slice(0, upto), session, arm, half_ticks_per_point, clock_base_ns, before)
         self.reads = [frozenset(series_in(r.cond) & {"pos", "rpnl"}) for r in plan.rules]
         self.columns.account = self._account(broker)
         self.state = self._state(broker)
@@ -141,9 +141,10 @@ class Conditions:
 
 def run_fast(plan: ast.Plan, broker: Broker, full: Ticks, start: int, session: SessionSpec,
              arm: int, half_ticks_per_point: float, clock_base_ns: int, policy: FastPolicy,
-             hand_over: Callable[[int], None]) -> FastStats:
+             hand_over: Callable[[int], None], before: Ticks | None = None) -> FastStats:
     """Advance `broker` over ticks start.. of the session `full` (already in its history) on
-    the vectorized path; `hand_over(i)` runs ticks i.. on the reference path instead."""
+    the vectorized path; `hand_over(i)` runs ticks i.. on the reference path instead. `before`:
+    the run's earlier ticks the indicators are warmed with (`vector.Columns`)."""
     stats = FastStats()
     n = len(full)
     scanner = Scanner(full, policy.first_chunk)
@@ -157,7 +158,8 @@ def run_fast(plan: ast.Plan, broker: Broker, full: Ticks, start: int, session: S
         if any(states):
             if conditions is None:
                 upto = min(n, max(horizon, i + 1), i + policy.first_prefix, i + policy.max_columns_ticks)
-                conditions = Conditions(plan, full, session, arm, half_ticks_per_point, clock_base_ns, broker, i, upto)
+                conditions = Conditions(plan, full, session, arm, half_ticks_per_point, clock_base_ns, broker, i, upto,
+                                        before)
                 if conditions.nbytes() > policy.max_columns_mb * 2**20:
                     stats.handed_over = n - i
                     hand_over(i)
@@ -179,7 +181,7 @@ def run_fast(plan: ast.Plan, broker: Broker, full: Ticks, start: int, session: S
                     hand_over(i)
                     return stats
                 conditions = Conditions(plan, full, session, arm, half_ticks_per_point, clock_base_ns, broker,
-                                        conditions.start, grown)
+                                        conditions.start, grown, before)
                 continue
         else:
             j = scanner.next(broker.env, i, n)

@@ -27,6 +27,7 @@ from kestrel.market.ticks import NS_PER_S
 from kestrel.lang import ast
 from kestrel.lang.checker import check
 from kestrel.lang.functions import Arguments, arguments
+from kestrel.lang.limits import DEFAULT_LIMITS, Limits
 from kestrel.lang.registry import DEFINITIONS, Definition
 
 ACCOUNT_SERIES = frozenset({"pos", "upnl", "rpnl", "pnl"})
@@ -39,12 +40,12 @@ class PlanError(ValueError):
 
 
 @lru_cache(maxsize=256)
-def _checked(plan: ast.Plan, lot: float) -> ast.Plan:
+def _checked(plan: ast.Plan, lot: float, limits: Limits) -> ast.Plan:
     try:
         typed = msgspec.convert(msgspec.to_builtins(plan), ast.Plan)
     except (msgspec.ValidationError, TypeError, ValueError) as exc:
         raise PlanError(f"not a valid plan: {exc}; build plans with kestrel.lang.parse") from None
-    diags = check(typed, lot=lot)
+    diags = check(typed, limits, lot=lot)
     if diags:
         d = diags[0]
         where = f" ({d.path})" if d.path else ""
@@ -52,13 +53,13 @@ def _checked(plan: ast.Plan, lot: float) -> ast.Plan:
     return typed
 
 
-def checked(plan: object, lot: float = 1.0) -> ast.Plan:
-    """`plan` if it is a checked `ast.Plan` whose quantities are whole numbers of `lot`, else
-    `PlanError` (see the module invariants)."""
+def checked(plan: object, lot: float = 1.0, limits: Limits = DEFAULT_LIMITS) -> ast.Plan:
+    """`plan` if it is a checked `ast.Plan` (against `limits`) whose quantities are whole
+    numbers of `lot`, else `PlanError` (see the module invariants)."""
     if not isinstance(plan, ast.Plan):
         raise PlanError(f"expected a kestrel.lang.ast.Plan, got {type(plan).__name__}")
     try:
-        return _checked(plan, lot)
+        return _checked(plan, lot, limits)
     except TypeError:  # unhashable field values: not a plan the parser could produce
         raise PlanError("not a valid plan: a field holds an unhashable value") from None
 

@@ -13,12 +13,16 @@ Undefined values are NaN, so a comparison using one is false (`!=` included).
 breached, then, while a rule is live, the indicators take the tick and the rules are
 evaluated in order (ARMED: fire when true; WAITING: re-arm when false). Once no rule is live
 the rest of the batch runs the broker alone (`_idle`). `warm` feeds a fresh evaluation the
-session's ticks so far (crosses from the plan's arming), the state the loop would have left.
+run's earlier ticks it reads, if the engine holds them (the run-wide series and their
+indicators alone, `lookback`), then the session's ticks so far (crosses from the plan's
+arming), the state the loop would have left.
 
 A read of another symbol (`SPY.last`, `SPY.sma(20)`) is a `Feed` of that symbol: its own
 series and indicators, fed that symbol's ticks by whoever merges the universe's ticks
 (`Evaluation.feed`, the portfolio engine), each batch before the plan's next own tick; the
-rules read the values the feed holds (NaN, undefined, until the symbol has ticked). So at a tick
+rules read the values the feed holds (NaN, undefined, until the symbol has ticked; in a run
+looking back over its sessions the feed first takes the symbol's earlier ticks it reads, and at
+least its last one, `Evaluation.feed(..., history=True)`). So at a tick
 of the plan's symbol a read sees the other symbol's ticks strictly before it in the merged order.
 """
 
@@ -34,7 +38,8 @@ from kestrel.engine.series import MARKET, Series, Stateless
 from kestrel.market.session import SessionSpec
 from kestrel.market.ticks import Ticks
 from kestrel.lang import ast
-from kestrel.lang.functions import Context, Indicator, indicator
+from kestrel.engine.lookback import RUN_WIDE
+from kestrel.lang.functions import Arguments, Context, Indicator, indicator
 from kestrel.lang.operations import ARITHMETIC, COMPARISON, CROSSES
 from kestrel.lang.registry import SERIES
 
@@ -87,11 +92,14 @@ class Feed:
     """Another symbol's series and indicators a plan reads, taken at each of that symbol's
     ticks (`take`): series first, then the indicators reading them."""
 
-    def __init__(self, half_ticks_per_point: float, clock_base_ns: int, open_ns: int) -> None:
+    def __init__(self, half_ticks_per_point: float, clock_base_ns: int, open_ns: int, span_ns: int = 0) -> None:
         self.half_ticks_per_point, self.base, self.open_ns = half_ticks_per_point, clock_base_ns, open_ns
+        self.span_ns = span_ns
         self.series: dict[str, Series] = {}
         self.nodes: dict[object, Node] = {}
+        self.calls: list[tuple[str, Arguments]] = []  # the indicators, as (name, arguments)
         self.steps: list[Callable[[Tick], None]] = []
+        self.history_steps: list[Callable[[Tick], None]] = []  # what a tick of history feeds
 
     def source(self, name: str) -> Series:
         got = self.series.get(name)
@@ -115,17 +123,28 @@ class Feed:
         if node is None:
             name = args.source()
             on_grid = SERIES[name].exact
-            context = Context(self.half_ticks_per_point if on_grid else 1.0, self.open_ns, not on_grid)
+            context = Context(self.half_ticks_per_point if on_grid else 1.0, self.open_ns, not on_grid,
+                              self.span_ns)
             node = self.nodes[key] = Node(indicator(unit, args, context), self.source(name))
+            self.calls.append((expr.name, args))
         found = node
         return lambda: found.value
+
+    def context(self) -> Context:
+        """The context bars of this symbol are aligned by (`Context.origin`)."""
+        return Context(self.half_ticks_per_point, self.open_ns, False, self.span_ns)
 
     def seal(self) -> None:
         steps: list[Callable[[Tick], None]] = [s.take for s in self.series.values()]
         self.steps = steps + [n.take for n in self.nodes.values()]
+        self.history_steps = _history_steps(self.series, self.nodes)
 
-    def take(self, ticks: Ticks) -> None:
-        steps = self.steps
+    def take(self, ticks: Ticks, history: bool = False) -> None:
+        """Take `ticks`: the symbol's next ticks, or with `history` ticks of its earlier sessions
+        (the run-wide series and their indicators only)."""
+        steps = self.history_steps if history else self.steps
+        if not steps:
+            return
         for lo in range(0, len(ticks), CHUNK):
             for index, ts, bid, ask, last, size in rows(ticks.slice(lo, min(len(ticks), lo + CHUNK)), lo):
                 tick = Tick(index, ts, bid, ask, last, size)
@@ -150,6 +169,7 @@ class Evaluation:
             a.price for a in r.actions if isinstance(a, ast.Order))) if isinstance(x, ast.Call)
             and issubclass(bind(x)[0], Indicator)}
         self.nodes: dict[object, Node] = {}
+        self.calls: list[tuple[str, Arguments]] = []  # the indicators, as (name, arguments)
         self.pairs: dict[tuple[ast.Expr, ast.Expr], Pair] = {}
         self.conditions = [self.compile(rule.cond) for rule in plan.rules]
         self.prices = [self.entry_prices(rule) for rule in plan.rules]
@@ -159,6 +179,8 @@ class Evaluation:
                  if name in self.sources or not s.stateless]
         nodes = [n.take for n in self.nodes.values()]
         self.history_steps = taken + nodes  # what a tick before the plan's arming feeds
+        self.run_steps = _history_steps({k: v for k, v in self.series.items() if k in self.sources}, self.nodes)
+        # what a tick of the run's earlier sessions feeds (`lookback`)
         self.steps = taken + nodes + [p.take for p in self.pairs.values()]  # each reads the last
 
     # ------------------------------------------------------------------ compiling
@@ -239,15 +261,21 @@ class Evaluation:
             if half_ticks_per_point is None:
                 raise PlanError(f"the plan reads {expr.symbol}, which is not a symbol of this run"
                                 + (f" ({', '.join(sorted(self.peers))})" if self.peers else ""))
-            feed = self.feeds[expr.symbol] = Feed(half_ticks_per_point, self.base, self.broker.open_ns)
+            feed = self.feeds[expr.symbol] = Feed(half_ticks_per_point, self.base, self.broker.open_ns,
+                                                  self.session.length_ns)
         return feed.read(expr.read)
 
-    def feed(self, symbol: str, ticks: Ticks) -> None:
+    def feed(self, symbol: str, ticks: Ticks, history: bool = False) -> None:
         """Take `ticks`, the next ticks of `symbol` in the merged order, into the plan's reads
-        of it (none: nothing to do)."""
+        of it (none: nothing to do); with `history`, ticks of `symbol`'s earlier sessions (see
+        `Feed.take`), before any of this session's."""
         feed = self.feeds.get(symbol)
         if feed is not None and len(ticks):
-            feed.take(ticks)
+            feed.take(ticks, history)
+
+    def context(self) -> Context:
+        """The context the plan's own bars are aligned by (`Context.origin`)."""
+        return Context(self.half_ticks_per_point, self.broker.open_ns, False, self.session.length_ns)
 
     @staticmethod
     def junction(conjunction: bool, parts: list[Value]) -> Value:
@@ -283,8 +311,10 @@ class Evaluation:
         if node is None:
             name = args.source()
             on_grid = SERIES[name].exact
-            context = Context(self.half_ticks_per_point if on_grid else 1.0, self.broker.open_ns, not on_grid)
+            context = Context(self.half_ticks_per_point if on_grid else 1.0, self.broker.open_ns, not on_grid,
+                              self.session.length_ns)
             node = self.nodes[key] = Node(indicator(unit, args, context), self.source(name))
+            self.calls.append((expr.name, args))
         found = node
         return lambda: found.value
 
@@ -347,9 +377,26 @@ def _idle(broker: Broker, pending: Rows) -> None:
             lo_b, hi_b, lo_a, hi_a, t_next, i_next = broker.env
 
 
-def warm(evaluation: Evaluation, history: Ticks, arm_tick: int) -> None:
-    """Feed `evaluation` the session's ticks `history`: the indicators every tick, the crosses
-    the ticks from `arm_tick` on (they start fresh when the plan is armed)."""
+def _history_steps(series: Mapping[str, Series], nodes: Mapping[object, Node]) -> list[Callable[[Tick], None]]:
+    """The steps a tick of the run's earlier sessions feeds: the run-wide series (`lookback.
+    RUN_WIDE`) and the indicators reading them, in their order."""
+    steps: list[Callable[[Tick], None]] = [s.take for name, s in series.items() if name in RUN_WIDE]
+    wide = {id(s) for name, s in series.items() if name in RUN_WIDE}
+    return steps + [n.take for n in nodes.values() if id(n.source) in wide]
+
+
+def warm(evaluation: Evaluation, history: Ticks, arm_tick: int, before: Ticks | None = None) -> None:
+    """Feed `evaluation` the run's earlier ticks `before` (the run-wide series and their
+    indicators only, `lookback`), then the session's ticks `history`: the indicators every
+    tick, the crosses the ticks from `arm_tick` on (they start fresh when the plan is armed)."""
+    if before is not None and len(before) and evaluation.run_steps:
+        steps = evaluation.run_steps
+        for lo in range(0, len(before), CHUNK):
+            part = before.slice(lo, min(len(before), lo + CHUNK))
+            for index, ts, bid, ask, last, size in rows(part, lo):
+                tick = Tick(index, ts, bid, ask, last, size)
+                for step in steps:
+                    step(tick)
     for lo in range(0, len(history), CHUNK):
         part = history.slice(lo, min(len(history), lo + CHUNK))
         for index, ts, bid, ask, last, size in rows(part, lo):

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from kestrel.engine.lookback import RUN_WIDE
 from kestrel.engine.plans import PlanError, bind, clock_seconds, operator_of
 from kestrel.engine.series import MARKET
 from kestrel.market.session import SessionSpec
@@ -30,11 +31,14 @@ Bools = npt.NDArray[np.bool_]
 
 class Columns:
     """Lazily computed columns for a prefix of one session's ticks; `arm` is the index where
-    the plan was armed (crosses start fresh there)."""
+    the plan was armed (crosses start fresh there); `before`, the run's earlier ticks the
+    plan's indicators of run-wide series are warmed with (`lookback`): their columns are
+    computed over `before` then the prefix, and cut to the prefix."""
 
     def __init__(self, ticks: Ticks, session: SessionSpec, arm: int, half_ticks_per_point: float,
-                 clock_base_ns: int) -> None:
+                 clock_base_ns: int, before: Ticks | None = None) -> None:
         self.ticks, self.session, self.arm = ticks, session, arm
+        self.before = before if before is not None and len(before) else None
         self.open_ns = session.open_ns
         self.half_ticks_per_point, self.base = half_ticks_per_point, clock_base_ns
         self.n = len(ticks)
@@ -102,9 +106,18 @@ class Columns:
         if got is None:
             name = args.source()
             on_grid = SERIES[name].exact
-            context = Context(self.half_ticks_per_point if on_grid else 1.0, self.open_ns, not on_grid)
+            context = Context(self.half_ticks_per_point if on_grid else 1.0, self.open_ns, not on_grid,
+                              self.session.length_ns)
             value, exact = self.series(name)
-            got = indicator(unit, args, context).column(self.ticks.ts, value, exact)
+            before = self.before
+            if before is None or name not in RUN_WIDE:
+                got = indicator(unit, args, context).column(self.ticks.ts, value, exact)
+            else:
+                early, early_exact = MARKET[name](self.half_ticks_per_point, self.base).column(before)
+                k = len(before)
+                got = indicator(unit, args, context).column(
+                    np.concatenate((before.ts, self.ticks.ts)), np.concatenate((early, value)),
+                    np.concatenate((early_exact, exact)))[k:]
             self._indicators[key] = got
         return got[lo:]
 

@@ -47,6 +47,7 @@ I64 = npt.NDArray[np.int64]
 Arr = npt.NDArray[Any]
 NAN = math.nan
 NS_PER_S = 1_000_000_000
+NS_PER_DAY = 86_400 * NS_PER_S
 NO_BAR = -(2**62)  # the bar before the first one
 INT_LIMIT = 2**62  # int64 sums below this magnitude cannot overflow
 
@@ -59,12 +60,24 @@ COUNT = Param("n", "Count")
 class Context(NamedTuple):
     """What an indicator needs of its session and source: the half ticks per price point of
     its source's exact values (1.0 when the source is binary, vwap), the session's open,
-    where bars are aligned, and whether the source is `binary` (its exact values are doubles,
-    not whole half ticks: sums of them are not exact)."""
+    where bars are aligned (`origin`), whether the source is `binary` (its exact values are
+    doubles, not whole half ticks: sums of them are not exact), and the session's length
+    (`span_ns`, 0 when unknown)."""
 
     half_ticks_per_point: float
     open_ns: int
     binary: bool = False
+    span_ns: int = 0
+
+    def origin(self, tf_ns: int) -> int:
+        """Where bars of `tf_ns` are aligned: the session's open; bars of whole days in a
+        session shorter than a day from the middle of the time between sessions (open minus
+        half of a day less the session), so each earlier session is one bar whatever its
+        offset from UTC (a daylight-saving change moves it by less than that margin)."""
+        span = self.span_ns
+        if 0 < span < NS_PER_DAY and tf_ns % NS_PER_DAY == 0:
+            return self.open_ns - (NS_PER_DAY - span) // 2
+        return self.open_ns
 
 
 class Arguments(msgspec.Struct, frozen=True):
@@ -136,7 +149,8 @@ def arguments(spec: FunctionSpec, args: tuple[ast.Expr, ...]) -> Arguments:
 
 class Indicator(ABC):
     """A stateful function of the session's ticks (see the module docstring). A fresh
-    instance starts at the session's first tick; `column` reads no state."""
+    instance starts at the first tick it is fed (the session's first, or the first of the run's
+    history a portfolio engine warms it with); `column` reads no state."""
 
     spec: ClassVar[FunctionSpec]
     on_bars: ClassVar[bool] = True  # a `tf` argument runs it over completed bars (`OnBars`)
@@ -158,23 +172,23 @@ def indicator(unit: type[Indicator], args: Arguments, context: Context) -> Indic
     """A fresh instance of `unit` for `args`, over completed bars when the call has a `tf`."""
     made = unit(args, context)
     tf = args.timeframe()
-    return OnBars(made, tf, context.open_ns) if tf and unit.on_bars else made
+    return OnBars(made, tf, context.origin(tf)) if tf and unit.on_bars else made
 
 
 class OnBars(Indicator):
-    """An indicator over completed bars of `tf`: bars are aligned on the session open (bar
-    k holds the ticks with `(ts - open) // tf == k`), a bar completes when the first tick of a
+    """An indicator over completed bars of `tf`: bars are aligned on `Context.origin` (bar
+    k holds the ticks with `(ts - origin) // tf == k`), a bar completes when the first tick of a
     later bar arrives and feeds its last tick's source values to `inner`; between
     completions the value is the last one (NaN before the first)."""
 
-    def __init__(self, inner: Indicator, tf_ns: int, open_ns: int) -> None:
-        self.inner, self.tf, self.open = inner, tf_ns, open_ns
+    def __init__(self, inner: Indicator, tf_ns: int, origin_ns: int) -> None:
+        self.inner, self.tf, self.origin = inner, tf_ns, origin_ns
         self.bar = NO_BAR
         self.value = NAN
         self.close: tuple[int, float, float] = (0, NAN, NAN)
 
     def update(self, ts: int, value: float, exact: float) -> float:
-        bar = (ts - self.open) // self.tf
+        bar = (ts - self.origin) // self.tf
         if bar != self.bar:
             if self.bar != NO_BAR:
                 self.value = self.inner.update(*self.close)
@@ -183,7 +197,7 @@ class OnBars(Indicator):
         return self.value
 
     def column(self, ts: I64, value: F64, exact: Arr) -> F64:
-        ordinal, ends = bars_of(ts, self.tf, self.open)
+        ordinal, ends = bars_of(ts, self.tf, self.origin)
         last = ends[:-1] - 1  # the completed bars' last ticks
         done = self.inner.column(ts[last], value[last], exact[last])
         return np.concatenate(([NAN], done))[ordinal]

@@ -37,4 +37,13 @@ class Limits(msgspec.Struct, frozen=True):
 
 DEFAULT_LIMITS = Limits()
 
-__all__ = ["DEFAULT_LIMITS", "VIEW_BUDGET_MAX", "VIEW_BUDGET_MIN", "Limits"]
+RUN_MAX_WINDOW_SECONDS = 366 * 86_400
+"""The longest window of a plan in a portfolio run that looks back over the run's sessions: a
+year of sessions, `sma(last, 252, 1d)` or `high(20d)` on daily bars (a session's engine then
+holds the run's earlier ticks; a single-symbol session keeps `max_window_seconds`, cut to its
+own length)."""
+
+RUN_LIMITS = Limits(max_window_seconds=RUN_MAX_WINDOW_SECONDS)
+"""The default bounds with the window of a run that looks back over its sessions."""
+
+__all__ = ["DEFAULT_LIMITS", "RUN_LIMITS", "RUN_MAX_WINDOW_SECONDS", "VIEW_BUDGET_MAX", "VIEW_BUDGET_MIN", "Limits"]

@@ -28,8 +28,8 @@ from kestrel.lang.signature import FunctionSpec, Param
 
 class Extreme(Indicator):
     """The highest (lowest) source value over ticks with ts in [t - d, t): ticks sharing the
-    current timestamp are not in it; defined once it holds a tick and t - d reaches the
-    session's first tick. A monotonic deque of (ts, value) holds the candidates; the ticks of
+    current timestamp are not in it; defined once it holds a tick and t - d reaches the first
+    tick it was fed (the session's, or of the run's history it was warmed with). A monotonic deque of (ts, value) holds the candidates; the ticks of
     the current timestamp wait until a later timestamp arrives."""
 
     highest: ClassVar[bool]
@@ -159,12 +159,13 @@ class Atr(Indicator):
     def __init__(self, args: Arguments, context: Context) -> None:
         super().__init__(args, context)
         self.n, self.tf = args.count("n"), args.timeframe()
+        self.origin = context.origin(self.tf)
         self.mean = RunningMean(self.n, 1.0)
         self.bar = NO_BAR
         self.high = self.low = self.close = self.previous = self.value = NAN
 
     def update(self, ts: int, value: float, exact: float) -> float:
-        bar = (ts - self.context.open_ns) // self.tf
+        bar = (ts - self.origin) // self.tf
         if bar != self.bar:
             if self.bar != NO_BAR:
                 pc = self.previous
@@ -183,7 +184,7 @@ class Atr(Indicator):
     def column(self, ts: I64, value: F64, exact: Arr) -> F64:
         if not len(ts):
             return np.zeros(0)
-        ordinal, ends = bars_of(ts, self.tf, self.context.open_ns)
+        ordinal, ends = bars_of(ts, self.tf, self.origin)
         starts = np.concatenate(([0], ends[:-1]))
         high = np.maximum.reduceat(value, starts)[:-1]  # the completed bars: all but the last
         low = np.minimum.reduceat(value, starts)[:-1]

@@ -14,6 +14,8 @@ whole lot).
 
 from __future__ import annotations
 
+from typing import Literal
+
 import msgspec
 
 
@@ -49,13 +51,17 @@ class PortfolioBounds(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     `capital` the starting cash; `max_gross` the largest gross exposure as a multiple of equity
     (1.0: no leverage); `max_open` the most symbols held at once (None: no bound);
     `session_maxloss` the loss from the session's opening equity that stands every plan down
-    (None: no bound); `no_short` refuses any order that would open or grow a short."""
+    (None: no bound); `no_short` refuses any order that would open or grow a short;
+    `lookback` what a plan's windows and indicators look back over: `run` (the default) the
+    symbol's ticks of the run's earlier sessions as well as the session's, `session` the
+    session's alone (each session then starts cold, as a single-symbol session)."""
 
     capital: float
     max_gross: float = 1.0
     max_open: int | None = None
     session_maxloss: float | None = None
     no_short: bool = False
+    lookback: Literal["run", "session"] = "run"
 
     def __post_init__(self) -> None:
         if not (self.capital > 0 and self.capital < float("inf")):
@@ -66,3 +72,5 @@ class PortfolioBounds(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
             raise ValueError(f"max_open must be >= 1, got {self.max_open}")
         if self.session_maxloss is not None and not (self.session_maxloss > 0):
             raise ValueError(f"session_maxloss must be > 0, got {self.session_maxloss}")
+        if self.lookback not in ("run", "session"):
+            raise ValueError(f"lookback must be 'run' or 'session', got {self.lookback!r}")

@@ -37,6 +37,7 @@ from kestrel.frame.universe import UniverseSnapshot
 from kestrel.frame.universe_view import resolve_universe_view, universe_briefing
 from kestrel.lang import GRAMMAR_SUMMARY
 from kestrel.lang.errors import LangError
+from kestrel.lang.limits import RUN_MAX_WINDOW_SECONDS
 from kestrel.session.blind import turn_from_blind
 from kestrel.session.normalize import NormalizedReply, normalize_reply
 from kestrel.session.protocol import (
@@ -187,8 +188,10 @@ def snapshot_ports(
 
 
 MAX_PLANS = 100  # plans in one turn of a universe (one per symbol)
-TURN_LIMITS = lang.Limits(max_statements=MAX_PLANS + 1, max_document_chars=400_000)
-"""The language bounds of one reply over a universe: a plan per symbol and one more statement."""
+TURN_LIMITS = lang.Limits(max_statements=MAX_PLANS + 1, max_document_chars=400_000,
+                          max_window_seconds=RUN_MAX_WINDOW_SECONDS)
+"""The language bounds of one reply over a universe: a plan per symbol and one more statement; a
+window as long as a run looks back (`RUN_MAX_WINDOW_SECONDS`)."""
 
 
 UNIVERSE_GRAMMAR = (GRAMMAR_SUMMARY.replace("One statement:", "PLANs, one per symbol, each ON it; or one VIEW:", 1)

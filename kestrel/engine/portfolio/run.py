@@ -24,7 +24,11 @@ every placement, so its ledger is the reference's; else the session is rebuilt f
 re-run on the reference path (`last_path` says which ran). A run while an armed plan reads
 another symbol (`SPY.last`) is on the reference path: after each stretch of a symbol's ticks the
 plans reading it take those ticks (`Evaluation.feed`), so a plan sees another symbol's ticks
-strictly before its own in the merged order; a plan armed mid-session takes them so far. Deterministic: no wall clock, no
+strictly before its own in the merged order; a plan armed mid-session takes them so far. With
+`PortfolioBounds.lookback = "run"` each engine opens holding its symbol's ticks of the run's
+earlier sessions (`lookback.RunHistory`), which warm a plan's indicators (and its reads of other
+symbols) when it is armed, a plan FOR n sessions re-armed at each open included; the broker
+never sees them. Deterministic: no wall clock, no
 dict-order leak (symbols in universe order everywhere).
 """
 
@@ -45,6 +49,7 @@ from kestrel.engine.config import EngineConfig
 from kestrel.engine.engine import ENGINE_PATHS, Engine
 from kestrel.engine.portfolio.funds import Funds
 from kestrel.engine.ledger import Filled, LedgerEvent, Mark, OrderPlaced
+from kestrel.engine.lookback import RunHistory, warm_start
 from kestrel.engine.money import Money
 from kestrel.engine.orders import TickGrid, exact
 from kestrel.engine.plans import PlanError
@@ -117,6 +122,8 @@ class PortfolioEngine:
         self.session: SessionSpec | None = None
         self.down = ""  # why the account stood down this session, or ""
         self._carries: dict[str, Carry | None] = {s: None for s in self.symbols}
+        # each symbol's ticks of the sessions run so far: its engines' history (`lookback`)
+        self._past = {s: RunHistory(self._members[s].data.ticks) for s in self.symbols}
         self._tick_off = {s: 0 for s in self.symbols}
         self._merged_off = 0
         self._last_touch: dict[str, tuple[float, float]] = {s: _NO_TOUCH for s in self.symbols}
@@ -148,10 +155,13 @@ class PortfolioEngine:
         self._runs = np.append(np.flatnonzero(np.diff(self._msym)) + 1, n).astype(np.int64)
         self._mpos: dict[str, I64] = {}
         self._ticks: dict[str, Ticks] = {}
+        self._ranges: dict[str, tuple[int, int]] = {}
         open_ns, close_ns = session.open_ns, session.close_ns
         for k, s in enumerate(self.symbols):
             self._mpos[s] = where[k]
-            self._ticks[s] = _session_ticks(self._members[s].data.ticks, open_ns, close_ns)
+            data = self._members[s].data.ticks
+            self._ranges[s] = (data.index_at(open_ns, side="left"), data.index_at(close_ns, side="right"))
+            self._ticks[s] = data.slice(*self._ranges[s])
         # the account's reads, as lists (a bisect and two list reads per touch)
         self._msym_l: list[int] = self._msym.tolist()
         self._mpos_l = {s: p.tolist() for s, p in self._mpos.items()}
@@ -174,7 +184,7 @@ class PortfolioEngine:
             for div in dividends:
                 if div.symbol == s and carry is not None:
                     self._dividend(s, carry, div.amount, session)
-            engine = Engine(self.configs[s], session, s, self._members[s].data.tick_size, carry)
+            engine = Engine(self.configs[s], session, s, self._members[s].data.tick_size, carry, self._history(s))
             self.engines[s] = engine
             self._take(s, command=True)
         for s in self.symbols:  # the other members a plan may read (cross-symbol reads)
@@ -188,8 +198,9 @@ class PortfolioEngine:
                     self._standing[s] = (plan, left - 1)
                     try:
                         self.engines[s].arm(plan, open_ns)
-                    except PlanError:  # e.g. a window longer than this (half) day: the plan ends
-                        del self._standing[s]
+                        self._feed_reads(s)
+                    except PlanError:  # looking back over the session alone, a window longer than
+                        del self._standing[s]  # this (half) day: the plan ends
                     self._take(s, command=True)
                 else:
                     del self._standing[s]
@@ -253,6 +264,7 @@ class PortfolioEngine:
 
     def _close_books(self) -> None:
         for s in self.symbols:
+            self._past[s].add(*self._ranges[s])
             e = self.engines[s]
             self._carries[s] = e.carry_out()
             self._realized[s] += e.book.realized * e.book.mult
@@ -320,11 +332,21 @@ class PortfolioEngine:
         return [r for r, e in self.engines.items() if e.broker.armed and e.plan is not None and e.evaluation
                 is not None and (e.evaluation.feeds if symbol is None else symbol in e.evaluation.feeds)]
 
+    def _history(self, symbol: str) -> Ticks | None:
+        """`symbol`'s ticks of the run's earlier sessions, when plans look back over the run."""
+        return self._past[symbol].ticks() if self.bounds.lookback == "run" else None
+
     def _feed_reads(self, symbol: str) -> None:
-        """A plan armed on `symbol` mid-session: its reads of other symbols take their ticks so far."""
+        """A plan armed on `symbol`: its reads of other symbols take those symbols' ticks of the
+        run's earlier sessions they need (looking back over the run), then their ticks so far."""
         evaluation = self.engines[symbol].evaluation
         if evaluation is not None:
-            for other in evaluation.feeds:
+            for other, feed in evaluation.feeds.items():
+                past = self._history(other)
+                if past is not None:
+                    # (at least its last tick: `SPY.last` is its last trade before this session's)
+                    start = min(warm_start(feed.calls, past, feed.open_ns, feed.context()), max(len(past) - 1, 0))
+                    evaluation.feed(other, past.slice(start, len(past)), history=True)
                 evaluation.feed(other, self._ticks[other].slice(0, self._fed[other]))
 
     def _ran(self, path: Literal["reference", "fast"]) -> None:
