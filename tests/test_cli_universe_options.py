@@ -95,3 +95,22 @@ def test_the_options_give_one_ledger_and_capture_on_every_backend(shared_data: P
     doc = json.loads(outs["trio"][1])
     assert doc["cadence"] == "close" and [t["ordinal"] for t in doc["turns"]] == ["CLOSE"] * 3
     assert doc["turns"][0]["applied"].startswith("at the next open")
+
+
+def test_lookback_run_reads_earlier_sessions_and_session_refuses_the_window(shared_data: Path, tmp_path: Path,
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    plans = tmp_path / "module.kes"
+    plans.write_text("PLAN a ON AAPL\nWHEN pos == 0 AND MSFT.chg(1d) > -100%: BUY 2 MKT\n")
+    common = ["simulate", "--data", str(shared_data / STOCKBENCH), "--symbols", "AAPL,MSFT",
+              "--agent", f"fixed:{plans}", "--days", "3", "--json"]
+    code, out, err = run_cli(capsys, *common)
+    assert code == 0, err
+    held = {h["symbol"]: h["position"] for h in json.loads(out)["holdings"]}
+    assert held["AAPL"] == 2  # MSFT's change over a day is defined at the open from the sessions before
+    code, out, err = run_cli(capsys, *common, "--lookback", "session")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert {h["symbol"]: h["position"] for h in doc["holdings"]}["AAPL"] == 0
+    assert all(t["applied"].startswith("refused") and "longer than the session" in t["applied"] for t in doc["turns"])
+    code, _, err = run_cli(capsys, "simulate", "--lookback", "run")
+    assert code == 2 and "--lookback" in err and len(err.strip().splitlines()) == 1, err
