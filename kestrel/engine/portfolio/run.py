@@ -21,7 +21,10 @@ engine's own `auto` path with no check attached, then merges the events in merge
 replays the account over them, checking every entry placed as the reference would have; when
 every check passes and no loss limit is reached, the reference would have decided the same at
 every placement, so its ledger is the reference's; else the session is rebuilt from its open and
-re-run on the reference path (`last_path` says which ran). A run while an armed plan reads
+re-run on the reference path (`last_path` says which ran). After a session whose audit failed,
+the next sessions run `auto` on the reference path directly (1 after a first failure, then 2, 4,
+... up to `AUDIT_BACKOFF_MAX` after failures in a row; a passing audit resets it): the same ledger,
+without a fast run the reference would redo when the account binds session after session. A run while an armed plan reads
 another symbol (`SPY.last`) is on the reference path: after each stretch of a symbol's ticks the
 plans reading it take those ticks (`Evaluation.feed`), so a plan sees another symbol's ticks
 strictly before its own in the merged order; a plan armed mid-session takes them so far. Deterministic: no wall clock, no
@@ -57,6 +60,7 @@ from kestrel.market.universe import Universe
 from kestrel.lang import ast
 
 NAN = math.nan
+AUDIT_BACKOFF_MAX = 32  # the most sessions `auto` runs on the reference after audits failed in a row
 _NO_TOUCH = (NAN, NAN)
 
 
@@ -123,6 +127,8 @@ class PortfolioEngine:
         self._realized = {s: Fraction(0) for s in self.symbols}  # of closed sessions
         self._fees = {s: Fraction(0) for s in self.symbols}
         self._force_reference = False
+        self._audit_rest = 0  # sessions still to run on the reference after a failed audit
+        self._audit_backoff = 1  # how many the next failed audit sends there
         self._standing: dict[str, tuple[ast.Plan, int]] = {}  # a plan FOR n sessions: it and the sessions left
         self._log: list[Command] = []
         self._start: _Start | None = None
@@ -137,7 +143,8 @@ class PortfolioEngine:
         self._start = _Start(session, dict(self._carries), self.funds.copy(), len(self.ledger),
                              dict(self._last_touch), dict(self._realized), dict(self._fees), dict(self._standing))
         self._log = []
-        self._force_reference = False
+        self._force_reference = self._audit_rest > 0
+        self._audit_rest = max(0, self._audit_rest - 1)
         self._open(session)
 
     def _open(self, session: SessionSpec) -> None:
@@ -177,8 +184,10 @@ class PortfolioEngine:
             engine = Engine(self.configs[s], session, s, self._members[s].data.tick_size, carry)
             self.engines[s] = engine
             self._take(s, command=True)
+        units = {s: self.engines[s].grid.half_ticks_per_point for s in self.symbols}
         for s in self.symbols:  # the other members a plan may read (cross-symbol reads)
-            self.engines[s].peers = {o: self.engines[o].grid.half_ticks_per_point for o in self.symbols if o != s}
+            peers = self.engines[s].peers = dict(units)
+            del peers[s]
         self.funds.new_session(lambda x: self._touch(x, -1))
         for s in self.symbols:  # a plan living FOR more sessions is armed again at the open
             standing = self._standing.get(s)
@@ -307,8 +316,10 @@ class PortfolioEngine:
             self._ran("reference")
             return
         if self._run_audited(end):
+            self._audit_backoff = 1
             self._ran("fast")
             return
+        self._audit_rest, self._audit_backoff = self._audit_backoff, min(2 * self._audit_backoff, AUDIT_BACKOFF_MAX)
         # a check would have bound: the reference decides; rebuild the session and re-run it
         self._rerun_on_reference()
         self._ran("reference")
@@ -337,6 +348,10 @@ class PortfolioEngine:
             self.engines[s].check_entries(self._gate(s), self._equity(s))
         one_by_one = self.bounds.session_maxloss is not None
         runs = self._runs
+        reading: dict[str, list[str]] = {}  # per symbol, the symbols whose plan may read it (no arm in a run)
+        for r, e in self.engines.items():
+            for other in e.evaluation.feeds if e.evaluation is not None else ():
+                reading.setdefault(other, []).append(r)
         while self._cursor < end:
             c = self._cursor
             k = int(self._msym[c])
@@ -345,8 +360,10 @@ class PortfolioEngine:
             a = self._fed[s]
             b = a + (stop - c)
             self.engines[s].on_ticks(self._ticks[s].slice(a, b))
-            for r in self._readers(s):  # the plans reading s take its ticks before their next own
-                self.engines[r].evaluation.feed(s, self._ticks[s].slice(a, b))  # type: ignore[union-attr]
+            for r in reading.get(s, ()):  # the plans reading s take its ticks before their next own
+                e = self.engines[r]
+                if e.broker.armed and e.plan is not None and e.evaluation is not None:
+                    e.evaluation.feed(s, self._ticks[s].slice(a, b))
             self._fed[s] = b
             self._cursor = stop
             self._take(s)
