@@ -79,11 +79,12 @@ class PortfolioLedger:
     event is encoded when it is appended, into one byte buffer (with the end of every line), so
     a run of a million events holds bytes, not objects; `entries` and iteration decode them."""
 
-    __slots__ = ("_data", "_ends")
+    __slots__ = ("_data", "_ends", "_stamps")
 
     def __init__(self, entries: Iterable[tuple[str | None, PortfolioEvent]] | None = None) -> None:
         self._data = bytearray()
         self._ends = array("q")
+        self._stamps: dict[str, bytes] = {}  # per symbol, the start of its lines: `{"symbol":"AAPL",`
         for symbol, event in entries or ():
             self.append(symbol, event)
 
@@ -97,9 +98,10 @@ class PortfolioLedger:
         if symbol is None:
             data += body
         else:
-            data += b'{"symbol":'
-            data += _ENCODER.encode(symbol)
-            data += b","
+            stamp = self._stamps.get(symbol)
+            if stamp is None:
+                stamp = self._stamps[symbol] = b'{"symbol":' + _ENCODER.encode(symbol) + b","
+            data += stamp
             data += memoryview(body)[1:]
         data += b"\n"
         self._ends.append(len(data))

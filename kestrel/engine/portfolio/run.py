@@ -386,15 +386,15 @@ class PortfolioEngine:
             self._fed[s] = b
         self._cursor = end
         pending: list[tuple[int, int, int, str]] = []
-        for s in self.symbols:
+        for rank, s in enumerate(self.symbols):
             events = self.engines[s].ledger.events
-            pos = self._mpos[s]
-            for j in range(self._done[s], len(events)):
-                pending.append((int(pos[events[j].tick]), self.rank[s], j, s))
+            pos = self._mpos_l[s]
+            pending.extend([(pos[events[j].tick], rank, j, s) for j in range(self._done[s], len(events))])
         pending.sort()
+        engines = self.engines
         for key, _, j, s in pending:
-            ev = self.engines[s].ledger.events[j]
-            if isinstance(ev, OrderPlaced) and ev.role == "entry":
+            ev = engines[s].ledger.events[j]
+            if type(ev) is OrderPlaced and ev.role == "entry":
                 ref = ev.price if ev.price is not None else self._touch(s, key)[1 if ev.side == "buy" else 0]
                 qty = exact(ev.qty)
                 if self.funds.check(s, 1 if ev.side == "buy" else -1, qty, ref, self._touch_at(key), self.down,
@@ -503,11 +503,13 @@ class PortfolioEngine:
         self._done[symbol] = len(events)
 
     def _consume(self, symbol: str, ev: LedgerEvent, key: int, tick: int) -> None:
-        self.funds.consume(symbol, ev, self._touch(symbol, key) if isinstance(ev, OrderPlaced) else _NO_TOUCH)
-        self.ledger.append(symbol, msgspec.structs.replace(ev, tick=ev.tick + self._tick_off[symbol]) if self._tick_off[symbol] else ev)
-        if isinstance(ev, Filled):
+        kind = type(ev)
+        self.funds.consume(symbol, ev, self._touch(symbol, key) if kind is OrderPlaced else _NO_TOUCH)
+        off = self._tick_off[symbol]
+        self.ledger.append(symbol, msgspec.structs.replace(ev, tick=ev.tick + off) if off else ev)
+        if kind is Filled:
             self._filled.add(symbol)
-        elif isinstance(ev, Mark) and symbol in self._filled:  # the mark after a fill
+        elif kind is Mark and symbol in self._filled:  # the mark after a fill
             self._filled.discard(symbol)
             # a command's fill (an end of data) is marked at the merged clock, with every touch so far
             ts = max(ev.ts, int(self._mts[key])) if key >= 0 and len(self._mts) else ev.ts
