@@ -347,16 +347,16 @@ class PortfolioEngine:
         for s in self.symbols:
             self.engines[s].check_entries(self._gate(s), self._equity(s))
         one_by_one = self.bounds.session_maxloss is not None
-        runs = self._runs
+        runs: list[int] = self._runs.tolist()
+        msym = self._msym_l
         reading: dict[str, list[str]] = {}  # per symbol, the symbols whose plan may read it (no arm in a run)
         for r, e in self.engines.items():
             for other in e.evaluation.feeds if e.evaluation is not None else ():
                 reading.setdefault(other, []).append(r)
         while self._cursor < end:
             c = self._cursor
-            k = int(self._msym[c])
-            s = self.symbols[k]
-            stop = c + 1 if one_by_one else min(int(runs[np.searchsorted(runs, c, side="right")]), end)
+            s = self.symbols[msym[c]]
+            stop = c + 1 if one_by_one else min(runs[bisect_right(runs, c)], end)
             a = self._fed[s]
             b = a + (stop - c)
             self.engines[s].on_ticks(self._ticks[s].slice(a, b))
@@ -443,10 +443,10 @@ class PortfolioEngine:
     def _gate(self, symbol: str) -> Callable[[int, int, float, int], str]:
         lot_ = exact(self.configs[symbol].lot_size)
         lot: Fraction | int = lot_.numerator if lot_.denominator == 1 else lot_
-        pos = self._mpos[symbol]
+        pos = self._mpos_l[symbol]
 
         def gate(side: int, lots: int, price: float, index: int) -> str:
-            key = int(pos[index])
+            key = pos[index]
             self._take(symbol)
             return self.funds.check(symbol, side, lots * lot, price, self._touch_at(key), self.down, self._changed(key))
 
@@ -467,10 +467,10 @@ class PortfolioEngine:
 
     def _equity(self, symbol: str) -> Callable[[int], Fraction]:
         """The account's equity at `s`'s tick `index` (for entries sized by a share of it)."""
-        pos = self._mpos[symbol]
+        pos = self._mpos_l[symbol]
 
         def equity(index: int) -> Fraction:
-            key = int(pos[index])
+            key = pos[index]
             self._take(symbol)
             return self.funds.equity(self._touch_at(key), self._changed(key))
 
@@ -492,13 +492,13 @@ class PortfolioEngine:
         their ticks' merged positions, those of a command (arm, stand-down, finish) at the
         merged clock."""
         events = self.engines[symbol].ledger.events
-        pos = self._mpos[symbol]
+        pos = self._mpos_l[symbol]
         for j in range(self._done[symbol], len(events)):
             ev = events[j]
             if command:
                 self._consume(symbol, ev, self._cursor - 1, self._cursor)
             else:
-                key = int(pos[ev.tick])
+                key = pos[ev.tick]
                 self._consume(symbol, ev, key, key)
         self._done[symbol] = len(events)
 
