@@ -10,6 +10,7 @@ Prints one JSON line:
   agent turn per session: the turn's module of plans, one `ON SYM` plan per symbol, parsed
   and armed at the open, then the session's merged ticks run on the portfolio engine),
   `*_fills` and `*_ledger_events` (the run's ledger, held by the engine as its encoded lines),
+  `*_ledger_sha256` (its bytes' SHA-256: two trees run the same workload to the same ledger),
   `*_peak_rss_mb` (the child's `ru_maxrss`, the interpreter and libraries included) and
   `*_rss_within_budget` (peak <= data + 300 MB);
   `*_kestrel` says why a figure is missing when the portfolio engine is not there;
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import hashlib
 import json
 import math
 import os
@@ -239,6 +241,7 @@ def child(kind: str, n_symbols: int, n_sessions: int) -> dict[str, Any]:
         out["run_s"] = round(wall, 3)
         out["ledger_events"] = len(engine.ledger)
         out["fills"] = sum(1 for _, e in engine.ledger if isinstance(e, Filled))
+        out["ledger_sha256"] = hashlib.sha256(engine.ledger.to_jsonl()).hexdigest()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
     out["peak_rss_mb"] = round(peak, 1)
     out["rss_within_budget"] = peak <= out["data_mb"] + RSS_BUDGET_MB
