@@ -40,6 +40,9 @@ _parts = lru_cache(maxsize=1 << 16)(exact_parts)
 """`exact_parts`, remembered: an account reads the same prices, quantities and fees again and
 again (the exact parts of a float depend on nothing else)."""
 
+ACCOUNT_EVENTS = (Filled, PositionChanged, OrderPlaced, Cancelled)
+"""The ledger events `Funds.consume` reads; every other event leaves the account as it is."""
+
 Units = Fraction | int
 """A quantity in units: an int when whole (the common case: integer arithmetic), else exact."""
 
@@ -388,4 +391,4 @@ def _units(x: Units) -> str:
     return str(x.numerator) if x.denominator == 1 else f"{float(x):g}"
 
 
-__all__ = ["Funds", "Touch", "Units", "Working"]
+__all__ = ["ACCOUNT_EVENTS", "Funds", "Touch", "Units", "Working"]

@@ -46,7 +46,7 @@ import numpy as np
 from kestrel.engine.book import Carry
 from kestrel.engine.config import EngineConfig
 from kestrel.engine.engine import ENGINE_PATHS, Engine
-from kestrel.engine.portfolio.funds import Funds
+from kestrel.engine.portfolio.funds import ACCOUNT_EVENTS, Funds
 from kestrel.engine.ledger import Filled, LedgerEvent, Mark, OrderPlaced
 from kestrel.engine.money import Money
 from kestrel.engine.orders import TickGrid, exact
@@ -504,7 +504,8 @@ class PortfolioEngine:
 
     def _consume(self, symbol: str, ev: LedgerEvent, key: int, tick: int) -> None:
         kind = type(ev)
-        self.funds.consume(symbol, ev, self._touch(symbol, key) if kind is OrderPlaced else _NO_TOUCH)
+        if isinstance(ev, ACCOUNT_EVENTS):
+            self.funds.consume(symbol, ev, self._touch(symbol, key) if kind is OrderPlaced else _NO_TOUCH)
         off = self._tick_off[symbol]
         self.ledger.append(symbol, msgspec.structs.replace(ev, tick=ev.tick + off) if off else ev)
         if kind is Filled:
