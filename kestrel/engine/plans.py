@@ -41,7 +41,7 @@ class PlanError(ValueError):
     """A plan the engine cannot run (refused at `arm`, with what to change)."""
 
 
-@lru_cache(maxsize=PLAN_CACHE_SIZE)
+@lru_cache(maxsize=256)
 def _checked(plan: ast.Plan, lot: float) -> ast.Plan:
     try:
         typed = msgspec.convert(msgspec.to_builtins(plan), ast.Plan)
@@ -192,6 +192,8 @@ def fast_blocker(plan: ast.Plan) -> str:
                 return "an entry price reads account state"
     return ""
 
+
+_checked = lru_cache(maxsize=PLAN_CACHE_SIZE)(_checked.__wrapped__)  # as many as the other plan caches
 
 __all__ = ["ACCOUNT_SERIES", "PlanError", "bind", "operator_of", "checked", "clock_base_ns", "clock_seconds",
            "fast_blocker", "localized", "longest_lookback", "own_walk", "series_in", "symbol_reads"]
