@@ -36,7 +36,7 @@ Touch = Callable[[str], tuple[float, float]]
 
 _ZERO = Fraction(0)
 
-_parts = lru_cache(maxsize=1 << 16)(exact_parts)
+_parts = lru_cache(maxsize=4096)(exact_parts)
 """`exact_parts`, remembered: an account reads the same prices, quantities and fees again and
 again (the exact parts of a float depend on nothing else)."""
 
