@@ -5,11 +5,13 @@ Prints one JSON line:
 - `daily_*`: a generated universe of 500 symbols x 252 daily sessions (`--quick`: 100 x 63),
   written as one long-format Parquet file (`date, symbol, open, high, low, close, volume`,
   seeded random walks) and loaded with `kestrel.data.load_universe`; `minute_*`: 100 symbols x
-  one session of minute bars (`--quick`: 20). Each runs in a fresh subprocess: `*_load_s`,
+  one session of minute bars (`--quick`: 20). Each is generated here, then loaded and run in a
+  fresh subprocess: `*_load_s`,
   `*_data_mb` (the universe's tick columns), `*_sessions_per_s` (sessions a second with one
   agent turn per session: the turn's module of plans, one `ON SYM` plan per symbol, parsed
   and armed at the open, then the session's merged ticks run on the portfolio engine),
   `*_fills` and `*_ledger_events` (the run's ledger, held by the engine as its encoded lines),
+  `*_ledger_sha256` (its bytes' SHA-256: two trees run the same workload to the same ledger),
   `*_peak_rss_mb` (the child's `ru_maxrss`, the interpreter and libraries included) and
   `*_rss_within_budget` (peak <= data + 300 MB);
   `*_kestrel` says why a figure is missing when the portfolio engine is not there;
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import hashlib
 import json
 import math
 import os
@@ -215,16 +218,12 @@ def _cross_plans(symbols: Sequence[str], n: int = SMA_N) -> dict[str, str]:
 # -- a child process per generated workload ----------------------------------------------------
 
 
-def child(kind: str, n_symbols: int, n_sessions: int) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / f"{kind}.parquet"
-        if kind == "daily":
-            generate_daily(path, n_symbols, n_sessions)
-        else:
-            generate_minute(path, n_symbols)
-        t0 = time.perf_counter()
-        universe = load_universe(path).universe
-        load = time.perf_counter() - t0
+def child(kind: str, path: Path) -> dict[str, Any]:
+    """Load the generated universe at `path` and run it (a fresh process: its peak memory is
+    the load's and the run's, the interpreter and libraries included)."""
+    t0 = time.perf_counter()
+    universe = load_universe(path).universe
+    load = time.perf_counter() - t0
     out: dict[str, Any] = {"symbols": len(universe), "sessions": len(universe.sessions),
                            "ticks": sum(len(m.data.ticks) for m in universe.members),
                            "load_s": round(load, 3), "data_mb": round(data_mb(universe), 2)}
@@ -239,6 +238,10 @@ def child(kind: str, n_symbols: int, n_sessions: int) -> dict[str, Any]:
         out["run_s"] = round(wall, 3)
         out["ledger_events"] = len(engine.ledger)
         out["fills"] = sum(1 for _, e in engine.ledger if isinstance(e, Filled))
+        digest = hashlib.sha256()
+        for chunk in engine.ledger.chunks():  # (block by block: no copy of the whole ledger)
+            digest.update(chunk)
+        out["ledger_sha256"] = digest.hexdigest()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
     out["peak_rss_mb"] = round(peak, 1)
     out["rss_within_budget"] = peak <= out["data_mb"] + RSS_BUDGET_MB
@@ -246,8 +249,15 @@ def child(kind: str, n_symbols: int, n_sessions: int) -> dict[str, Any]:
 
 
 def run_child(kind: str, n_symbols: int, n_sessions: int) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, __file__, "--child", kind, str(n_symbols), str(n_sessions)],
-                          capture_output=True, text=True, check=False, timeout=3600)
+    """Generate the universe here, then load and run it in a fresh subprocess."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"{kind}.parquet"
+        if kind == "daily":
+            generate_daily(path, n_symbols, n_sessions)
+        else:
+            generate_minute(path, n_symbols)
+        proc = subprocess.run([sys.executable, __file__, "--child", kind, str(path)],
+                              capture_output=True, text=True, check=False, timeout=3600)
     if proc.returncode != 0:
         return {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1]}
     doc: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -448,11 +458,11 @@ def minute_universe() -> Universe | None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--child", nargs=3, metavar=("KIND", "SYMBOLS", "SESSIONS"))
+    ap.add_argument("--child", nargs=2, metavar=("KIND", "PATH"))
     args = ap.parse_args()
     if args.child:
-        kind, n, m = args.child
-        print(json.dumps(child(kind, int(n), int(m))))
+        kind, path = args.child
+        print(json.dumps(child(kind, Path(path))))
         return
     result: dict[str, Any] = {"quick": args.quick}
     daily = (100, 63) if args.quick else (500, 252)

@@ -163,6 +163,33 @@ def test_bad_ledgers_are_refused_with_the_line() -> None:
         portfolio_report(TWO, _line("AAA", Filled(9, T0, 1, "buy", 1, 10.02, 0.0)), 10_000.0)
 
 
+def test_the_engine_records_are_read_back_as_written_and_another_writer_s_split_leniently() -> None:
+    """The report reads the engine's own account, split and dividend records; a split or a
+    dividend line without what the report does not read (`tick`, a split's averages) reads
+    with tick -1 and NaN averages; one without a field the report reads is refused."""
+    from kestrel.engine.portfolio.ledger import AccountMark, DividendPaid, PortfolioLedger, SplitApplied
+
+    written = PortfolioLedger()
+    written.append(None, AccountMark(3, T0, 900.5, 1000.25, 99.75, 99.75, 1))
+    written.append("CCC", SplitApplied(7, T0, 2.0, 10, 20, 100.0, 50.0, 0.0))
+    written.append("CCC", DividendPaid(7, T0, 0.5, 20, 10.0))
+    lines = read_portfolio_ledger(written.to_jsonl())
+    assert [(x.symbol, x.event) for x in lines] == written.entries
+    assert [type(x.event) for x in lines] == [AccountMark, SplitApplied, DividendPaid]
+
+    other = (b'{"event":"split","symbol":"CCC","ts":5,"ratio":2,"pos_before":10,"pos_after":20}\n'
+             b'{"event":"dividend","symbol":"CCC","ts":6,"per_share":0.5,"pos":20,"amount":10.0,"note":"x"}\n')
+    split, dividend = read_portfolio_ledger(other)
+    assert split.symbol == "CCC" and isinstance(split.event, SplitApplied)
+    assert (split.event.tick, split.event.ts, split.event.ratio, split.event.pos_after, split.event.cash) == (-1, 5, 2.0, 20, 0.0)
+    assert np.isnan(split.event.avg_before) and np.isnan(split.event.avg_after)
+    assert isinstance(dividend.event, DividendPaid) and (dividend.event.tick, dividend.event.amount) == (-1, 10.0)
+    with pytest.raises(PortfolioLedgerError, match="ledger line 1: .*pos_after"):
+        read_portfolio_ledger(b'{"event":"split","symbol":"CCC","ts":5,"ratio":2,"pos_before":10}\n')
+    with pytest.raises(PortfolioLedgerError, match="ledger line 1: .*tick"):
+        read_portfolio_ledger(b'{"event":"account","ts":5,"cash":1,"equity":1,"gross":0,"net":0,"open":0}\n')
+
+
 def test_an_empty_ledger_is_cash() -> None:
     rep = portfolio_report(TWO, b"", 10_000.0)
     assert np.all(rep.curve.equity == 10_000.0) and rep.figures.max_drawdown == 0.0

@@ -30,6 +30,9 @@ from kestrel.lang.functions import Arguments, arguments
 from kestrel.lang.limits import DEFAULT_LIMITS, Limits
 from kestrel.lang.registry import DEFINITIONS, Definition
 
+PLAN_CACHE_SIZE = 4096
+"""How many plans the engine's per-plan answers (`checked`, `localized`, `fast_blocker` ...) are
+remembered for: more than the plans of a large universe re-armed at every session's open."""
 ACCOUNT_SERIES = frozenset({"pos", "upnl", "rpnl", "pnl"})
 T = TypeVar("T")
 E = TypeVar("E")
@@ -123,7 +126,7 @@ def _plan_exprs(plan: ast.Plan) -> Iterator[ast.Expr]:
         yield from ast.walk(rule.cond, *(a.price for a in rule.actions if isinstance(a, ast.Order)))
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=PLAN_CACHE_SIZE)
 def symbol_reads(plan: ast.Plan) -> tuple[str, ...]:
     """The other symbols `plan` reads (`SPY.last`), sorted."""
     return tuple(sorted({x.symbol for x in _plan_exprs(plan) if isinstance(x, ast.SymbolRead)}))
@@ -143,7 +146,7 @@ def _localize(expr: E, symbol: str) -> E:
     return expr
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=PLAN_CACHE_SIZE)
 def localized(plan: ast.Plan, symbol: str | None) -> ast.Plan:
     """`plan` with its reads of `symbol` itself (`AAPL.last` in a plan on AAPL) as the plain
     reads they are (`last`); `plan` itself when it has none."""
@@ -157,7 +160,7 @@ def localized(plan: ast.Plan, symbol: str | None) -> ast.Plan:
     return msgspec.structs.replace(plan, rules=rules)
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=PLAN_CACHE_SIZE)
 def longest_lookback(plan: ast.Plan) -> tuple[int, ast.Call | None]:
     """The longest lookback (ns) any call in the plan's conditions and order prices needs
     to be defined, and that call."""
@@ -172,7 +175,7 @@ def longest_lookback(plan: ast.Plan) -> tuple[int, ast.Call | None]:
     return best
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=PLAN_CACHE_SIZE)
 def fast_blocker(plan: ast.Plan) -> str:
     """Why the vectorized path cannot run `plan`, or "" when it can. `pos` and `rpnl` only
     change on fills, so conditions may read them (outside CROSSES); `upnl`/`pnl` move with
@@ -190,6 +193,8 @@ def fast_blocker(plan: ast.Plan) -> str:
                 return "an entry price reads account state"
     return ""
 
+
+_checked = lru_cache(maxsize=PLAN_CACHE_SIZE)(_checked.__wrapped__)  # as many as the other plan caches
 
 __all__ = ["ACCOUNT_SERIES", "PlanError", "bind", "operator_of", "checked", "clock_base_ns", "clock_seconds",
            "fast_blocker", "localized", "longest_lookback", "own_walk", "series_in", "symbol_reads"]

@@ -29,11 +29,12 @@ of the plan's symbol a read sees the other symbol's ticks strictly before it in 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from functools import lru_cache
 from typing import Any
 
 from kestrel.engine.broker import ARMED, WAITING, Broker
 from kestrel.engine.history import Tick, rows
-from kestrel.engine.plans import PlanError, bind, clock_seconds, operator_of, own_walk
+from kestrel.engine.plans import PLAN_CACHE_SIZE, PlanError, bind, clock_seconds, operator_of, own_walk
 from kestrel.engine.series import MARKET, Series, Stateless
 from kestrel.market.session import SessionSpec
 from kestrel.market.ticks import Ticks
@@ -152,6 +153,14 @@ class Feed:
                     step(tick)
 
 
+@lru_cache(maxsize=PLAN_CACHE_SIZE)
+def indicator_sources(plan: ast.Plan) -> frozenset[str]:
+    """The plan's own series its indicators read (of its conditions and entry prices)."""
+    return frozenset(bind(x)[1].source() for r in plan.rules for x in own_walk(r.cond, *(
+        a.price for a in r.actions if isinstance(a, ast.Order))) if isinstance(x, ast.Call)
+        and issubclass(bind(x)[0], Indicator))
+
+
 class Evaluation:
     """A plan's series, indicators, crosses, conditions and entry prices for one session.
     A series an indicator reads is taken at every tick; one only the conditions read is read
@@ -165,9 +174,7 @@ class Evaluation:
         self.feeds: dict[str, Feed] = {}
         self.tick = Tick(-1, 0, NAN, NAN, NAN, 0.0)  # the tick observed last
         self.series: dict[str, Series] = {}
-        self.sources = {bind(x)[1].source() for r in plan.rules for x in own_walk(r.cond, *(
-            a.price for a in r.actions if isinstance(a, ast.Order))) if isinstance(x, ast.Call)
-            and issubclass(bind(x)[0], Indicator)}
+        self.sources = indicator_sources(plan)
         self.nodes: dict[object, Node] = {}
         self.calls: list[tuple[str, Arguments]] = []  # the indicators, as (name, arguments)
         self.pairs: dict[tuple[ast.Expr, ast.Expr], Pair] = {}

@@ -4,9 +4,16 @@ machine (`lalr`: lexer, tables, `Builder`), maps a syntax failure to one diagnos
 
 `parse` never raises anything but `LangError`: syntax errors, recursion, odd input types and
 number overflow are all mapped to diagnostics.
+
+A document that parsed is remembered (per process, the last `PARSE_CACHE_SIZE` of them) under
+its exact text, limits, lot and symbols: the same reply again (an agent restating its module of
+plans every session) returns the same immutable AST without lexing or checking it again. A
+document differing in any of the four is parsed afresh; a failing one is never remembered.
 """
 
 from __future__ import annotations
+
+from functools import lru_cache
 
 from kestrel.lang.ast import Module, Statement
 from kestrel.lang.checker import Loc, check_located
@@ -16,6 +23,9 @@ from kestrel.lang.hints import line_of, syntax_diag
 from kestrel.lang.lalr import ParseFailure, machine
 from kestrel.lang.lexer import LexError
 from kestrel.lang.limits import DEFAULT_LIMITS, Limits
+
+
+PARSE_CACHE_SIZE = 64
 
 
 def _fail(code: str, message: str, hint: str | None = None) -> LangError:
@@ -31,6 +41,19 @@ def parse(text: str, limits: Limits | None = None, lot: float = 1,
     lim = limits if limits is not None else DEFAULT_LIMITS
     if not isinstance(text, str):
         raise _fail("not-text", f"expected Kestrel text (str), got {type(text).__name__}")
+    try:
+        hash((lim, lot, symbols))
+    except TypeError:  # an unhashable argument (a list of symbols): nothing to remember it by
+        return _parse(text, lim, lot, symbols)
+    return _remembered(text, lim, lot, symbols)
+
+
+@lru_cache(maxsize=PARSE_CACHE_SIZE)
+def _remembered(text: str, lim: Limits, lot: float, symbols: tuple[str, ...] | None) -> Module | Statement:
+    return _parse(text, lim, lot, symbols)
+
+
+def _parse(text: str, lim: Limits, lot: float, symbols: tuple[str, ...] | None) -> Module | Statement:
     if len(text) > lim.max_document_chars:
         raise _fail(
             "too-large",

@@ -11,6 +11,7 @@ Invariants:
 from __future__ import annotations
 
 import datetime as dt
+from functools import lru_cache
 from zoneinfo import ZoneInfo
 
 import msgspec
@@ -44,12 +45,11 @@ class SessionSpec(msgspec.Struct, frozen=True):
 
     @property
     def open_ns(self) -> int:
-        return _to_ns(dt.datetime.combine(self.date, self.open, tzinfo=self.zone))
+        return _instants(self)[0]
 
     @property
     def close_ns(self) -> int:
-        day = self.date if self.close > self.open else self.date + dt.timedelta(days=1)
-        return _to_ns(dt.datetime.combine(day, self.close, tzinfo=self.zone))
+        return _instants(self)[1]
 
     @property
     def length_ns(self) -> int:
@@ -77,6 +77,15 @@ class SessionSpec(msgspec.Struct, frozen=True):
     def seconds_of_day(self, ts_ns: int) -> int:
         """Wall-clock seconds since local midnight at instant `ts_ns`."""
         return int(((ts_ns + self.utc_offset_ns) % NS_PER_DAY) // NS_PER_S)
+
+
+@lru_cache(maxsize=8192)
+def _instants(spec: SessionSpec) -> tuple[int, int]:
+    """(open, close) of `spec` in UTC ns: a function of its four fields alone, remembered for
+    the sessions of a long run (the engine reads them at every open and plan)."""
+    open_ns = _to_ns(dt.datetime.combine(spec.date, spec.open, tzinfo=spec.zone))
+    day = spec.date if spec.close > spec.open else spec.date + dt.timedelta(days=1)
+    return open_ns, _to_ns(dt.datetime.combine(day, spec.close, tzinfo=spec.zone))
 
 
 def _to_ns(moment: dt.datetime) -> int:

@@ -33,9 +33,10 @@ import numpy as np
 
 from kestrel.engine.config import EngineConfig
 from kestrel.engine.ledger import Carried, Filled, OrderRejected, PositionChanged
+from kestrel.engine.portfolio.ledger import AccountMark, DividendPaid, SplitApplied
 from kestrel.market.instrument import money_decimals
 from kestrel.market.universe import Universe
-from kestrel.report.portfolio_ledger import AccountLine, DividendLine, PortfolioLine, SplitLine, read_portfolio_ledger
+from kestrel.report.portfolio_ledger import PortfolioLine, read_portfolio_ledger
 from kestrel.report.portfolio_marks import (
     F64,
     I64,
@@ -176,7 +177,7 @@ def portfolio_report(universe: Universe, ledger: bytes | Sequence[PortfolioLine]
     replay = _Replay(ticks, capital, decimals)
     for n, line in enumerate(lines, 1):
         e = line.event
-        if isinstance(e, AccountLine):
+        if isinstance(e, AccountMark):
             replay.check(e)
             continue
         sym = line.symbol
@@ -199,7 +200,7 @@ def portfolio_report(universe: Universe, ledger: bytes | Sequence[PortfolioLine]
                 ticks.merged_index(m, e.tick)  # the tick must be the run's
             changes.setdefault(m, []).append((e.tick, float(e.pos)))
             replay.position(m, float(e.pos))
-        elif isinstance(e, SplitLine):
+        elif isinstance(e, SplitApplied):
             own = ticks.first_at_or_after(m, e.ts)
             replay.split(m, float(e.pos_after), e.ratio, ticks.own_count(m) if own is None else own)
             if own is not None:
@@ -213,7 +214,7 @@ def portfolio_report(universe: Universe, ledger: bytes | Sequence[PortfolioLine]
                     flows.append((k, amount))
                     replay.flow(amount)
                     per_flow[m] = per_flow.get(m, 0.0) + amount
-        elif isinstance(e, DividendLine):
+        elif isinstance(e, DividendPaid):
             k = int(np.searchsorted(ticks.ts, e.ts, side="left"))
             replay.flow(e.amount)
             if k < len(ticks):
@@ -323,7 +324,7 @@ class _Replay:
         self.pos[m] = pos_after
         self.splits[m] = (own, ratio)
 
-    def check(self, a: AccountLine) -> None:
+    def check(self, a: AccountMark) -> None:
         t = self.ticks
         self.lines += 1
         k = a.tick

@@ -24,6 +24,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterable
 from fractions import Fraction
+from functools import lru_cache
 from math import gcd
 
 from kestrel.engine.ledger import Cancelled, Filled, LedgerEvent, OrderPlaced, PositionChanged
@@ -34,6 +35,13 @@ Touch = Callable[[str], tuple[float, float]]
 """A symbol's touch (bid, ask) at the instant the account is read."""
 
 _ZERO = Fraction(0)
+
+_parts = lru_cache(maxsize=4096)(exact_parts)
+"""`exact_parts`, remembered: an account reads the same prices, quantities and fees again and
+again (the exact parts of a float depend on nothing else)."""
+
+ACCOUNT_EVENTS = (Filled, PositionChanged, OrderPlaced, Cancelled)
+"""The ledger events `Funds.consume` reads; every other event leaves the account as it is."""
 
 Units = Fraction | int
 """A quantity in units: an int when whole (the common case: integer arithmetic), else exact."""
@@ -184,10 +192,10 @@ class Funds:
         """Apply one of `symbol`'s ledger events (`touch` its touch at the event: read only for
         an entry placed at market)."""
         if isinstance(event, Filled):
-            qn, qd = exact_parts(event.qty)
-            pn, pd = exact_parts(event.price)
+            qn, qd = _parts(event.qty)
+            pn, pd = _parts(event.price)
             mn, md = self._mult[symbol]
-            fn, fd = exact_parts(event.fee)
+            fn, fd = _parts(event.fee)
             flow = self._at(qn * pn * mn, qd * pd * md)
             self._cash += -flow if event.side == "buy" else flow
             if fn:
@@ -201,14 +209,14 @@ class Funds:
                     del self.working[symbol][event.id]
                 self._activity(symbol)
         elif isinstance(event, PositionChanged):
-            n, d = exact_parts(event.pos)
+            n, d = _parts(event.pos)
             self.set_pos(symbol, _units_of(n, d))
         elif isinstance(event, OrderPlaced):
             if event.role == "entry":
                 ref = event.price if event.price is not None else (touch[1] if event.side == "buy" else touch[0])
-                pn, pd = exact_parts(ref)
+                pn, pd = _parts(ref)
                 mn, md = self._mult[symbol]
-                qn, qd = exact_parts(event.qty)
+                qn, qd = _parts(event.qty)
                 qty = _units_of(qn, qd)
                 side = 1 if event.side == "buy" else -1
                 un, ud = pn * mn, pd * md
@@ -246,7 +254,7 @@ class Funds:
         mark = touch[0] if pn > 0 else touch[1]
         if mark != mark:
             return 0
-        tn, td = exact_parts(mark)
+        tn, td = _parts(mark)
         return self._at(pn * tn, pd * td)
 
     def value(self, symbol: str, touch: tuple[float, float]) -> Fraction:
@@ -355,7 +363,7 @@ class Funds:
         if b.max_open is not None and cur == 0 and new != 0:
             if len(self.active) - (symbol in self.active) >= b.max_open:
                 return f"max open positions {b.max_open} reached"
-        pn, pd = exact_parts(price)
+        pn, pd = _parts(price)
         mn, md = self._mult[symbol]
         un, ud = pn * mn, pd * md
         den = self.den
@@ -383,4 +391,4 @@ def _units(x: Units) -> str:
     return str(x.numerator) if x.denominator == 1 else f"{float(x):g}"
 
 
-__all__ = ["Funds", "Touch", "Units", "Working"]
+__all__ = ["ACCOUNT_EVENTS", "Funds", "Touch", "Units", "Working"]

@@ -21,7 +21,10 @@ engine's own `auto` path with no check attached, then merges the events in merge
 replays the account over them, checking every entry placed as the reference would have; when
 every check passes and no loss limit is reached, the reference would have decided the same at
 every placement, so its ledger is the reference's; else the session is rebuilt from its open and
-re-run on the reference path (`last_path` says which ran). A run while an armed plan reads
+re-run on the reference path (`last_path` says which ran). After a session whose audit failed,
+the next sessions run `auto` on the reference path directly (1 after a first failure, then 2, 4,
+... up to `AUDIT_BACKOFF_MAX` after failures in a row; a passing audit resets it): the same ledger,
+without a fast run the reference would redo when the account binds session after session. A run while an armed plan reads
 another symbol (`SPY.last`) is on the reference path: after each stretch of a symbol's ticks the
 plans reading it take those ticks (`Evaluation.feed`), so a plan sees another symbol's ticks
 strictly before its own in the merged order; a plan armed mid-session takes them so far. With
@@ -47,7 +50,7 @@ import numpy as np
 from kestrel.engine.book import Carry
 from kestrel.engine.config import EngineConfig
 from kestrel.engine.engine import ENGINE_PATHS, Engine
-from kestrel.engine.portfolio.funds import Funds
+from kestrel.engine.portfolio.funds import ACCOUNT_EVENTS, Funds
 from kestrel.engine.ledger import Filled, LedgerEvent, Mark, OrderPlaced
 from kestrel.engine.lookback import RunHistory, warm_start
 from kestrel.engine.money import Money
@@ -62,6 +65,7 @@ from kestrel.market.universe import Universe
 from kestrel.lang import ast
 
 NAN = math.nan
+AUDIT_BACKOFF_MAX = 32  # the most sessions `auto` runs on the reference after audits failed in a row
 _NO_TOUCH = (NAN, NAN)
 
 
@@ -130,6 +134,8 @@ class PortfolioEngine:
         self._realized = {s: Fraction(0) for s in self.symbols}  # of closed sessions
         self._fees = {s: Fraction(0) for s in self.symbols}
         self._force_reference = False
+        self._audit_rest = 0  # sessions still to run on the reference after a failed audit
+        self._audit_backoff = 1  # how many the next failed audit sends there
         self._standing: dict[str, tuple[ast.Plan, int]] = {}  # a plan FOR n sessions: it and the sessions left
         self._log: list[Command] = []
         self._start: _Start | None = None
@@ -144,7 +150,8 @@ class PortfolioEngine:
         self._start = _Start(session, dict(self._carries), self.funds.copy(), len(self.ledger),
                              dict(self._last_touch), dict(self._realized), dict(self._fees), dict(self._standing))
         self._log = []
-        self._force_reference = False
+        self._force_reference = self._audit_rest > 0
+        self._audit_rest = max(0, self._audit_rest - 1)
         self._open(session)
 
     def _open(self, session: SessionSpec) -> None:
@@ -187,8 +194,10 @@ class PortfolioEngine:
             engine = Engine(self.configs[s], session, s, self._members[s].data.tick_size, carry, self._history(s))
             self.engines[s] = engine
             self._take(s, command=True)
+        units = {s: self.engines[s].grid.half_ticks_per_point for s in self.symbols}
         for s in self.symbols:  # the other members a plan may read (cross-symbol reads)
-            self.engines[s].peers = {o: self.engines[o].grid.half_ticks_per_point for o in self.symbols if o != s}
+            peers = self.engines[s].peers = dict(units)
+            del peers[s]
         self.funds.new_session(lambda x: self._touch(x, -1))
         for s in self.symbols:  # a plan living FOR more sessions is armed again at the open
             standing = self._standing.get(s)
@@ -319,8 +328,10 @@ class PortfolioEngine:
             self._ran("reference")
             return
         if self._run_audited(end):
+            self._audit_backoff = 1
             self._ran("fast")
             return
+        self._audit_rest, self._audit_backoff = self._audit_backoff, min(2 * self._audit_backoff, AUDIT_BACKOFF_MAX)
         # a check would have bound: the reference decides; rebuild the session and re-run it
         self._rerun_on_reference()
         self._ran("reference")
@@ -358,17 +369,23 @@ class PortfolioEngine:
         for s in self.symbols:
             self.engines[s].check_entries(self._gate(s), self._equity(s))
         one_by_one = self.bounds.session_maxloss is not None
-        runs = self._runs
+        runs: list[int] = self._runs.tolist()
+        msym = self._msym_l
+        reading: dict[str, list[str]] = {}  # per symbol, the symbols whose plan may read it (no arm in a run)
+        for r, e in self.engines.items():
+            for other in e.evaluation.feeds if e.evaluation is not None else ():
+                reading.setdefault(other, []).append(r)
         while self._cursor < end:
             c = self._cursor
-            k = int(self._msym[c])
-            s = self.symbols[k]
-            stop = c + 1 if one_by_one else min(int(runs[np.searchsorted(runs, c, side="right")]), end)
+            s = self.symbols[msym[c]]
+            stop = c + 1 if one_by_one else min(runs[bisect_right(runs, c)], end)
             a = self._fed[s]
             b = a + (stop - c)
             self.engines[s].on_ticks(self._ticks[s].slice(a, b))
-            for r in self._readers(s):  # the plans reading s take its ticks before their next own
-                self.engines[r].evaluation.feed(s, self._ticks[s].slice(a, b))  # type: ignore[union-attr]
+            for r in reading.get(s, ()):  # the plans reading s take its ticks before their next own
+                e = self.engines[r]
+                if e.broker.armed and e.plan is not None and e.evaluation is not None:
+                    e.evaluation.feed(s, self._ticks[s].slice(a, b))
             self._fed[s] = b
             self._cursor = stop
             self._take(s)
@@ -391,15 +408,15 @@ class PortfolioEngine:
             self._fed[s] = b
         self._cursor = end
         pending: list[tuple[int, int, int, str]] = []
-        for s in self.symbols:
+        for rank, s in enumerate(self.symbols):
             events = self.engines[s].ledger.events
-            pos = self._mpos[s]
-            for j in range(self._done[s], len(events)):
-                pending.append((int(pos[events[j].tick]), self.rank[s], j, s))
+            pos = self._mpos_l[s]
+            pending.extend([(pos[events[j].tick], rank, j, s) for j in range(self._done[s], len(events))])
         pending.sort()
+        engines = self.engines
         for key, _, j, s in pending:
-            ev = self.engines[s].ledger.events[j]
-            if isinstance(ev, OrderPlaced) and ev.role == "entry":
+            ev = engines[s].ledger.events[j]
+            if type(ev) is OrderPlaced and ev.role == "entry":
                 ref = ev.price if ev.price is not None else self._touch(s, key)[1 if ev.side == "buy" else 0]
                 qty = exact(ev.qty)
                 if self.funds.check(s, 1 if ev.side == "buy" else -1, qty, ref, self._touch_at(key), self.down,
@@ -448,10 +465,10 @@ class PortfolioEngine:
     def _gate(self, symbol: str) -> Callable[[int, int, float, int], str]:
         lot_ = exact(self.configs[symbol].lot_size)
         lot: Fraction | int = lot_.numerator if lot_.denominator == 1 else lot_
-        pos = self._mpos[symbol]
+        pos = self._mpos_l[symbol]
 
         def gate(side: int, lots: int, price: float, index: int) -> str:
-            key = int(pos[index])
+            key = pos[index]
             self._take(symbol)
             return self.funds.check(symbol, side, lots * lot, price, self._touch_at(key), self.down, self._changed(key))
 
@@ -472,10 +489,10 @@ class PortfolioEngine:
 
     def _equity(self, symbol: str) -> Callable[[int], Fraction]:
         """The account's equity at `s`'s tick `index` (for entries sized by a share of it)."""
-        pos = self._mpos[symbol]
+        pos = self._mpos_l[symbol]
 
         def equity(index: int) -> Fraction:
-            key = int(pos[index])
+            key = pos[index]
             self._take(symbol)
             return self.funds.equity(self._touch_at(key), self._changed(key))
 
@@ -497,22 +514,25 @@ class PortfolioEngine:
         their ticks' merged positions, those of a command (arm, stand-down, finish) at the
         merged clock."""
         events = self.engines[symbol].ledger.events
-        pos = self._mpos[symbol]
+        pos = self._mpos_l[symbol]
         for j in range(self._done[symbol], len(events)):
             ev = events[j]
             if command:
                 self._consume(symbol, ev, self._cursor - 1, self._cursor)
             else:
-                key = int(pos[ev.tick])
+                key = pos[ev.tick]
                 self._consume(symbol, ev, key, key)
         self._done[symbol] = len(events)
 
     def _consume(self, symbol: str, ev: LedgerEvent, key: int, tick: int) -> None:
-        self.funds.consume(symbol, ev, self._touch(symbol, key) if isinstance(ev, OrderPlaced) else _NO_TOUCH)
-        self.ledger.append(symbol, msgspec.structs.replace(ev, tick=ev.tick + self._tick_off[symbol]) if self._tick_off[symbol] else ev)
-        if isinstance(ev, Filled):
+        kind = type(ev)
+        if isinstance(ev, ACCOUNT_EVENTS):
+            self.funds.consume(symbol, ev, self._touch(symbol, key) if kind is OrderPlaced else _NO_TOUCH)
+        off = self._tick_off[symbol]
+        self.ledger.append(symbol, msgspec.structs.replace(ev, tick=ev.tick + off) if off else ev)
+        if kind is Filled:
             self._filled.add(symbol)
-        elif isinstance(ev, Mark) and symbol in self._filled:  # the mark after a fill
+        elif kind is Mark and symbol in self._filled:  # the mark after a fill
             self._filled.discard(symbol)
             # a command's fill (an end of data) is marked at the merged clock, with every touch so far
             ts = max(ev.ts, int(self._mts[key])) if key >= 0 and len(self._mts) else ev.ts
