@@ -54,6 +54,12 @@ def test_blocks_hold_the_same_lines_as_written(block_bytes: int, ops: list[tuple
     assert all(chunk.endswith(b"\n") for chunk in ledger.chunks())
     assert ledger.entries == entries
     assert PortfolioLedger.from_jsonl(ledger.to_jsonl()).to_jsonl() == ledger.to_jsonl()
+    whole = b"".join(lines)
+    assert ledger.nbytes == len(whole)
+    for n in sorted({0, len(lines) // 3, len(lines) // 2, max(0, len(lines) - 1), len(lines), len(lines) + 2}):
+        offset = sum(len(line) for line in lines[:n])
+        assert ledger.since(n) == whole[offset:] == ledger.bytes_from(offset)
+        assert ledger.entries_since(n) == entries[n:]
 
 
 def test_a_long_ledger_is_held_compressed_and_reads_back_whole() -> None:

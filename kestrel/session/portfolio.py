@@ -225,7 +225,7 @@ def drive(engine: PortfolioEngine, sessions: Sequence[SessionSpec], agent: Agent
     turns: list[CapturedPortfolioTurn] = []
     late = LateReplies()
     untold: tuple[Notice, ...] = ()
-    read = len(engine.ledger.entries)
+    read = len(engine.ledger)
     blind = blind_of(engine.universe) if options.blind else None  # one mapping for the whole run
     asked = agent if blind is None else blind_agent(agent, blind)
     carried: PortfolioTurn | None = None
@@ -241,9 +241,8 @@ def drive(engine: PortfolioEngine, sessions: Sequence[SessionSpec], agent: Agent
                 engine.run(step.until_ns, path)
                 driver.ran()
             elif isinstance(step, ReadState):
-                entries = engine.ledger.entries
-                driver.state(engine.state(), entries[read:])
-                read = len(entries)
+                driver.state(engine.state(), engine.ledger.entries_since(read))
+                read = len(engine.ledger)
             elif isinstance(step, RunAuthoring):
                 driver.authored(author_turn(step.loop, asked, timeout=agent_timeout, late=late))
                 for record in late.take():
@@ -257,8 +256,8 @@ def drive(engine: PortfolioEngine, sessions: Sequence[SessionSpec], agent: Agent
                 settle_turns(turns, driver, step)
                 break
         carried = driver.decided
-        driver.heard(engine.ledger.entries[read:])  # after the last ordinal: told the next session
-        read = len(engine.ledger.entries)
+        driver.heard(engine.ledger.entries_since(read))  # after the last ordinal: told the next session
+        read = len(engine.ledger)
         untold = driver.untold
         if k == len(sessions) - 1:
             late.settle(late_grace(agent_timeout))

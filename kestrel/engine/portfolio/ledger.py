@@ -150,6 +150,35 @@ class PortfolioLedger:
         if self._data:
             yield bytes(self._data)
 
+    @property
+    def nbytes(self) -> int:
+        """The length of `to_jsonl()`."""
+        return self._ends[-1] if len(self._ends) else 0
+
+    def since(self, n: int) -> bytes:
+        """The bytes of the lines from the `n`-th on (`to_jsonl()[offset of line n:]`)."""
+        if n >= len(self._ends):
+            return b""
+        return self.bytes_from(self._ends[n - 1] if n > 0 else 0)
+
+    def bytes_from(self, offset: int) -> bytes:
+        """`to_jsonl()[offset:]`, reading only the blocks that hold it (`offset` a line's start)."""
+        if offset >= self.nbytes:
+            return b""
+        start = max(0, offset)
+        if start >= self._base:
+            return bytes(self._data[start - self._base:])
+        k = bisect_right(self._starts, start) - 1
+        parts = [zlib.decompress(block) for block in self._blocks[k:]]
+        parts[0] = parts[0][start - self._starts[k]:]
+        parts.append(bytes(self._data))
+        return b"".join(parts)
+
+    def entries_since(self, n: int) -> list[tuple[str | None, PortfolioEvent]]:
+        """The (symbol or None, event) pairs from the `n`-th on (`entries[n:]`), decoding only
+        those lines."""
+        return [(_STAMP.decode(line).symbol, _DECODER.decode(line)) for line in self.since(n).splitlines()]
+
     def to_jsonl(self) -> bytes:
         """One line per event: `{"symbol":...,` + the event's JSON, or the event alone."""
         return b"".join(self.chunks())

@@ -150,8 +150,8 @@ class PortfolioEngineActor(Actor[PortfolioEngineMessage]):
             engine.run(message.until_ns, self.path)
             return None
         if isinstance(message, StateQuery):
-            entries = engine.ledger.entries
-            return StateView(engine.state(), list(entries[message.since:]), len(entries))
+            ledger = engine.ledger
+            return StateView(engine.state(), ledger.entries_since(message.since), len(ledger))
         if isinstance(message, ApplyTurn):
             self.applied = apply_portfolio_turn(engine, message.turn, message.at_ns)
             return None
@@ -164,8 +164,8 @@ class PortfolioEngineActor(Actor[PortfolioEngineMessage]):
             engine.close_session(self.path)
             return None
         if isinstance(message, LedgerQuery):
-            data = engine.ledger.to_jsonl()
-            return LedgerLines(data[message.offset:], len(engine.ledger), len(data))
+            ledger = engine.ledger
+            return LedgerLines(ledger.bytes_from(message.offset), len(ledger), ledger.nbytes)
         assert_never(message)
 
 
