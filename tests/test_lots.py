@@ -4,9 +4,11 @@ against independent decimal arithmetic)."""
 
 from __future__ import annotations
 
+import json
 import random
 from decimal import Decimal
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -211,3 +213,52 @@ def test_a_fractional_position_carries_in_lots_and_shows_in_units() -> None:
     events = second.run(data.ticks.between(day2.open_ns, day2.close_ns + 1)).events
     assert isinstance(events[0], Carried) and events[0].pos == 0.0007
     assert [o.qty for o in events if isinstance(o, OrderPlaced)][:1] == [0.0007]  # its stop
+
+
+def test_a_btc_preset_trades_in_lots_of_a_ten_thousandth(shared_data: Path, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """The BTC presets carry their lot: `BUY 0.01` on the Binance book ticker runs without
+    `--lot-size` and fills 0.01 BTC (100 lots), and `--lot-size` still overrides it."""
+    from kestrel.cli import main
+    from kestrel.data import load
+
+    data = shared_data / "crypto_hf/hftbacktest_binance_spot_btcusdt_bookticker_20240808T2354_20240809T0005.csv"
+    assert load(data).data.instrument.lot_size == 0.0001
+    plan = tmp_path / "btc.kes"
+    plan.write_text("PLAN b\nWHEN pos == 0: BUY 0.01 MKT\n")
+    ledger = tmp_path / "l.jsonl"
+    assert main(["simulate", "--data", str(data), "--agent", f"fixed:{plan}", "--ledger", str(ledger)]) == 0
+    fills = [json.loads(line) for line in ledger.read_text().splitlines() if '"event":"fill"' in line]
+    assert fills and fills[0]["qty"] == 0.01
+    ledger.unlink()
+    main(["simulate", "--data", str(data), "--agent", f"fixed:{plan}", "--lot-size", "0.1", "--ledger", str(ledger)])
+    assert "0.1" in "".join(capsys.readouterr())  # the refusal names the lot it was checked against
+    assert not ledger.exists() or '"event":"fill"' not in ledger.read_text()
+
+
+def test_a_universe_symbols_table_gives_fractional_lots(tmp_path: Path) -> None:
+    """A universe's `--instruments` table: BTC in lots of 0.0001 takes `BUY 0.0123`, a whole
+    share symbol refuses a fraction; the capture records the table and replays."""
+    from kestrel.cli import main
+
+    rows = ["date,symbol,open,high,low,close,volume"]
+    for day, (b, a) in zip(("2024-03-04", "2024-03-05", "2024-03-06"), ((60000, 50), (61000, 51), (62000, 52))):
+        rows += [f"{day},BTC,{b},{b + 500},{b - 500},{b + 100},10", f"{day},AAA,{a},{a + 1},{a - 1},{a},1000"]
+    data = tmp_path / "u.csv"
+    data.write_text("\n".join(rows) + "\n")
+    table = tmp_path / "instruments.csv"
+    table.write_text("symbol,lot_size\nBTC,0.0001\n")
+    plans = tmp_path / "m.kes"
+    plans.write_text("PLAN b ON BTC\nWHEN pos == 0: BUY 0.0123 MKT\n")
+    ledger, capture = tmp_path / "l.jsonl", tmp_path / "c.json"
+    assert main(["simulate", "--data", str(data), "--instruments", str(table), "--agent", f"fixed:{plans}",
+                 "--days", "2", "--ledger", str(ledger), "--capture", str(capture)]) == 0
+    fills = [json.loads(line) for line in ledger.read_text().splitlines() if '"event":"fill"' in line]
+    assert fills and fills[0]["symbol"] == "BTC" and fills[0]["qty"] == 0.0123
+    assert json.loads(capture.read_text())["universe"]["instruments"] == str(table)
+    assert main(["replay", str(capture)]) == 0
+    plans.write_text("PLAN a ON AAA\nWHEN pos == 0: BUY 0.5 MKT\n")
+    ledger.unlink()
+    assert main(["simulate", "--data", str(data), "--instruments", str(table), "--agent", f"fixed:{plans}",
+                 "--days", "2", "--ledger", str(ledger)]) == 0
+    assert '"event":"fill"' not in ledger.read_text()

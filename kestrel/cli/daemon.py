@@ -139,6 +139,9 @@ def absolutize(ns: argparse.Namespace, cwd: str, roots: Any = None) -> None:
         ns.agent = f"{ns.agent.partition(':')[0]}:{full(path)}"
     if getattr(ns, "factors", None):  # a universe's factor file is data: confined as --data is
         ns.factors = recorded_path(base / ns.factors) if roots is None else str(roots.confine(ns.factors, base=cwd))
+    if getattr(ns, "instruments", None):  # so is its symbols table
+        ns.instruments = (recorded_path(base / ns.instruments) if roots is None
+                          else str(roots.confine(ns.instruments, base=cwd)))
     for flag in ("capture", "ledger", "evidence", "modes", "news", "reply_cache"):
         if getattr(ns, flag, None):
             setattr(ns, flag, full(getattr(ns, flag)))
@@ -199,7 +202,7 @@ def universe_job(ns: argparse.Namespace, content: bytes | None, calls: DaemonCal
         raise ValueError("--symbols is empty: give symbols like AAPL,MSFT")
     try:
         source = UniverseSource(ns.data, ns.columns, ns.factors, ns.delimiter or ",", ns.crossed or "error",
-                                ns.spikes or "error")
+                                ns.spikes or "error", getattr(ns, "instruments", None))
         universe = load_source(source, symbols, "daemon")
         bounds = PortfolioBounds(capital=ns.capital or DEFAULT_CAPITAL, max_gross=ns.max_gross or 1.0,
                                  max_open=ns.max_open, session_maxloss=ns.portfolio_maxloss, no_short=ns.no_short,

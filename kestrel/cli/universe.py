@@ -45,6 +45,9 @@ def add_universe_flags(p: argparse.ArgumentParser) -> None:
                         "a folder or a glob of per-symbol files); default: every symbol")
     p.add_argument("--factors", default=None, metavar="PATH",
                    help="a factor file (Lean's format) of the universe's splits and dividends")
+    p.add_argument("--instruments", default=None, metavar="PATH",
+                   help="a universe's symbols table: a CSV with symbol and any of tick_size, multiplier, currency, "
+                        "lot_size (0.0001 trades BTC in lots of 0.0001; default: inferred tick, 1, USD, 1)")
     p.add_argument("--capital", type=positive_float, default=None, metavar="CASH",
                    help="a universe session's starting cash (default 100000)")
     p.add_argument("--no-short", action="store_true", help="refuse any order that would open or grow a short")
@@ -66,7 +69,8 @@ def is_universe(args: argparse.Namespace) -> bool:
     """Whether the command line runs a universe: `--symbols`, a portfolio flag, a folder or a
     glob as `--data`, or a data file with a `symbol` column unless `--symbol` picks one member."""
     if args.symbols is not None or args.capital is not None or args.no_short or args.max_open is not None \
-            or args.max_gross is not None or args.portfolio_maxloss is not None or args.factors is not None:
+            or args.max_gross is not None or args.portfolio_maxloss is not None or args.factors is not None \
+            or getattr(args, "instruments", None) is not None:
         return True
     name = (args.data or "").strip()
     if name in ("", "sample") or getattr(args, "symbol", None):  # --symbol: one member of a long file
@@ -98,6 +102,7 @@ def load_source(source: UniverseSource, symbols: list[str] | None, command: str)
 
     try:
         loaded = load_universe(source.data, columns=source.columns, symbols=symbols, factors=source.factors,
+                               instruments=source.instruments,
                                crossed=source.crossed, spikes=source.spikes, delimiter=source.delimiter)
     except DataError as exc:
         raise UsageError(str(exc)) from None
@@ -131,7 +136,8 @@ def run_universe_command(args: argparse.Namespace) -> int:
 
     _refuse_single_symbol_flags(args, "simulate")
     check_paths([("--capture", args.capture), ("--ledger", args.ledger), ("--report", args.report)],
-                [("--data", args.data), ("--factors", args.factors), ("--news", args.news)])
+                [("--data", args.data), ("--factors", args.factors), ("--news", args.news),
+                 ("--instruments", args.instruments)])
     if args.backend in ("asyncio", "trio"):  # on actors: the ledger and capture of --backend direct
         from kestrel.service.actors.portfolio import universe_runner
 
@@ -141,7 +147,8 @@ def run_universe_command(args: argparse.Namespace) -> int:
         raise UsageError("--symbols is empty: give symbols like AAPL,MSFT")
     source = UniverseSource(_abs(args.data.strip()), args.columns,
                             None if args.factors is None else _abs(args.factors), args.delimiter or ",",
-                            args.crossed or "error", args.spikes or "error")
+                            args.crossed or "error", args.spikes or "error",
+                            None if args.instruments is None else _abs(args.instruments))
     universe = load_source(source, symbols, "simulate")
     try:
         bounds = PortfolioBounds(capital=args.capital or DEFAULT_CAPITAL, max_gross=args.max_gross or 1.0,

@@ -168,7 +168,8 @@ def _bars_to_ticks(t: Table, spec: LoadSpec) -> tuple[I64, F64, F64]:
 def assemble(t: Table, spec: LoadSpec, crossed: CrossedPolicy, preset_name: str | None,
               symbol: str | None, tick_size: float | None, spikes: SpikePolicy = "error",
               spike_factor: float = DEFAULT_SPIKE_FACTOR, multiplier: float | None = None,
-              currency: str | None = None, min_qty: int | None = None, detected: bool = False) -> Loaded:
+              currency: str | None = None, min_qty: int | None = None, detected: bool = False,
+              lot_size: float | None = None) -> Loaded:
     """The checked ticks, sessions and instrument of the read table `t` (module docstring);
     `detected`: the preset was detected from the file's columns (and name)."""
     rows = len(t.ts)
@@ -251,7 +252,8 @@ def assemble(t: Table, spec: LoadSpec, crossed: CrossedPolicy, preset_name: str 
         instrument = Instrument(symbol=sym, tick_size=float(tick),
                                 multiplier=spec.multiplier if multiplier is None else float(multiplier),
                                 currency=spec.currency if currency is None else currency,
-                                min_qty=spec.min_qty if min_qty is None else min_qty)
+                                min_qty=spec.min_qty if min_qty is None else min_qty,
+                                lot_size=spec.lot_size if lot_size is None else lot_size)
     except ValueError as e:
         raise DataError(t.path, str(e)) from None
     data = MarketData(sym, float(tick), ticks, sessions,

@@ -34,8 +34,9 @@ class LoadSpec(msgspec.Struct, frozen=True):
     - `tick_size`: None infers the greatest common step of the price grid (see
       `infer_tick_size`); a given tick must divide every recorded price;
     - `bar_seconds`: bar length for `bars` (each bar becomes 4 synthetic ticks);
-    - `multiplier`, `currency`, `min_qty`: the instrument (money per price point per unit, the
-      quote currency, the smallest tradable quantity), carried to `MarketData.instrument`;
+    - `multiplier`, `currency`, `min_qty`, `lot_size`: the instrument (money per price point
+      per unit, the quote currency, the smallest order in lots, the lot every quantity is a whole
+      number of: 0.0001 for the BTC presets), carried to `MarketData.instrument`;
     - `calendar`: the exchange calendar (an `exchange-calendars` code such as XNYS) whose
       sessions daily bars (every timestamp at midnight) fall in.
     """
@@ -64,6 +65,7 @@ class LoadSpec(msgspec.Struct, frozen=True):
     multiplier: float = 1.0
     currency: str = "USD"
     min_qty: int = 1
+    lot_size: float = 1.0
     symbols: str | None = None
     bid_open: str | None = None
     ask_open: str | None = None
@@ -109,11 +111,11 @@ PRESETS: dict[str, LoadSpec] = {
     ),
     "binance_bookticker": LoadSpec(
         kind="quotes", ts="local_ts_ns", ts_format="unix_ns", bid="bid_px", ask="ask_px",
-        symbol="BTCUSDT", currency="USDT", description="Binance book ticker (hftbacktest): local_ts_ns, bid_px, ask_px",
+        symbol="BTCUSDT", currency="USDT", lot_size=0.0001, description="Binance book ticker (hftbacktest): local_ts_ns, bid_px, ask_px",
     ),
     "binance_trades": LoadSpec(
         kind="trades", ts="local_ts_ns", ts_format="unix_ns", price="price", size="qty",
-        symbol="BTCUSDT", currency="USDT", description="Binance trades (hftbacktest): local_ts_ns, price, qty",
+        symbol="BTCUSDT", currency="USDT", lot_size=0.0001, description="Binance trades (hftbacktest): local_ts_ns, price, qty",
     ),
     "cme_bars": LoadSpec(
         kind="bars", ts="timestamp_utc", open="open", high="high", low="low", close="close",
@@ -122,7 +124,7 @@ PRESETS: dict[str, LoadSpec] = {
     ),
     "btc_bars": LoadSpec(
         kind="bars", ts="timestamp", open="open", high="high", low="low", close="close",
-        volume="volume", symbol="BTCPERP",
+        volume="volume", symbol="BTCPERP", lot_size=0.0001,
         description="BTC perpetual 1-minute bars (Nautilus): timestamp = bar open, UTC",
     ),
     "freqtrade_trades": LoadSpec(
@@ -131,7 +133,7 @@ PRESETS: dict[str, LoadSpec] = {
     ),
     "pyalgotrade_trades": LoadSpec(
         kind="trades", ts="unix_s", ts_format="unix_s", price="price", size="amount",
-        symbol="BTCUSD", description="pyalgotrade Bitstamp trades: unix_s, price, amount",
+        symbol="BTCUSD", lot_size=0.0001, description="pyalgotrade Bitstamp trades: unix_s, price, amount",
     ),
 }
 

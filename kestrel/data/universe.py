@@ -211,9 +211,10 @@ def _assemble_all(tables: dict[str, tuple[Path, Table]], spec: LoadSpec, terms: 
         path, table = tables[sym]
         t = terms.get(sym, SymbolTerms())
         lot = t.lot_size
-        min_qty = int(lot) if lot == lot.to_integral_value() and lot >= 1 else None
+        whole = lot == lot.to_integral_value() and lot >= 1  # a board lot: whole units, at least `lot`
         out[sym] = assemble(table, spec, crossed, None, sym, t.tick_size, spikes,
-                            spike_factor, t.multiplier, t.currency, min_qty)
+                            spike_factor, t.multiplier, t.currency, int(lot) if whole else None,
+                            lot_size=None if whole else float(lot))
     return out
 
 
@@ -225,7 +226,7 @@ def _joined(trades: Loaded, quotes: Loaded, terms: SymbolTerms, calendar: str) -
         tick = infer_tick_size(np.concatenate((a.ticks.last, b.ticks.bid, b.ticks.ask)))
     inst = a.instrument
     instrument = Instrument(symbol=a.symbol, tick_size=float(tick), multiplier=inst.multiplier,
-                            currency=inst.currency, min_qty=inst.min_qty)
+                            currency=inst.currency, min_qty=inst.min_qty, lot_size=inst.lot_size)
     sessions = build_sessions(ticks.ts, "exchange", calendar)
     return MarketData(a.symbol, float(tick), ticks, sessions, b.crossed_kept, instrument)
 

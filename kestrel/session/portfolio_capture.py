@@ -22,7 +22,9 @@ CAPTURE_LEAD = b'{"universe":'  # how a portfolio capture file begins (a single-
 
 class UniverseSource(msgspec.Struct, frozen=True):
     """How a universe was loaded: `data` (an absolute path, a folder or a glob), the column map,
-    the factor file, the delimiter and the crossed/spike policies. Replaying loads it again."""
+    the factor file, the delimiter, the crossed/spike policies and the symbols table
+    (`instruments`: each symbol's tick size, multiplier, currency and lot size). Replaying loads
+    it again."""
 
     data: str
     columns: str | None = None
@@ -30,6 +32,7 @@ class UniverseSource(msgspec.Struct, frozen=True):
     delimiter: str = ","
     crossed: Literal["error", "drop", "keep"] = "error"
     spikes: Literal["error", "drop", "keep"] = "error"
+    instruments: str | None = None
 
 
 class CaptureHead(msgspec.Struct, frozen=True):
