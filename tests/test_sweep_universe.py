@@ -129,3 +129,25 @@ def test_one_member_of_a_long_file_sweeps_as_a_single_symbol(tmp_path: Path,
     assert doc["ran"] == 2 and all(r["error"] is None for r in doc["runs"])
     refs = {r["agent"] for r in _sessions(tmp_path / "sweep")} - {f"fixed:{plan}"}
     assert refs == {"buy-and-hold", "flat"}
+
+
+def test_a_blind_universe_sweep_runs_blind_and_its_cells_replay(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """`--blind` reaches a universe cell: its module is written over the aliases (SYM1 is AAA,
+    SYM2 BBB, in universe order) and trades the real symbols; the capture records blind and
+    replays to the cell's ledger."""
+    data = _universe(tmp_path / "u.csv")
+    blind = tmp_path / "blind.kes"
+    blind.write_text("PLAN a ON SYM1\nWHEN pos == 0: BUY 10 MKT\nPLAN b ON SYM2\nWHEN pos == 0: BUY 20 MKT\n")
+    out = tmp_path / "sweep"
+    code, text, err = run_cli(capsys, "sweep", "--data", f"{data}|capital=10000", "--agents", f"fixed:{blind}",
+                              "--days", "3", "--jobs", "1", "--blind", "--out", str(out), "--json")
+    assert code == 0, err
+    row = json.loads(text)["runs"][0]
+    assert row["error"] is None and row["blind"] is True and row["fills"] == 2
+    cell = out / "runs" / row["key"]
+    assert json.loads((cell / "capture.json").read_text())["blind"] is True
+    ledger = (cell / "ledger.jsonl").read_text()
+    assert '"symbol":"AAA"' in ledger and '"symbol":"BBB"' in ledger and "SYM1" not in ledger
+    code, _, err = run_cli(capsys, "replay", str(cell / "capture.json"), "--expect-ledger", str(cell / "ledger.jsonl"))
+    assert code == 0, err

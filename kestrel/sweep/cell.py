@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 import msgspec
 
+from kestrel.data.news import LoadedNews
 from kestrel.report.stats.records import SessionRecord
 from kestrel.sweep.spec import SweepRun
 
@@ -89,5 +90,34 @@ def commit_run(out: Path, key: str, files: dict[str, bytes], folder: str = "runs
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+_NEWS: dict[str, LoadedNews] = {}
+
+
+def cached_news(path: str) -> LoadedNews:
+    """The news file at `path`, loaded once per process."""
+    loaded = _NEWS.get(path)
+    if loaded is None:
+        from kestrel.data.news import load_news
+
+        loaded = _NEWS[path] = load_news(path)
+    return loaded
+
+
+def profile_options(spec: SweepRun, agent: Any) -> dict[str, Any]:
+    """The `SessionOptions` fields a run's profile sets (loop settings, the iterative policy,
+    the profile's name and panes); a model spec's own `effort=` wins over the profile's."""
+    from kestrel.models.spec import is_model_spec, parse_spec
+    from kestrel.session import profiles
+    from kestrel.session.loop import LoopSettings
+
+    profile = profiles.lookup(spec.profile)
+    effort = parse_spec(spec.agent).effort if is_model_spec(spec.agent) else None
+    resolved = profiles.resolve(profiles.Flags(agent=spec.agent, effort=effort), None, profile)
+    st = resolved.settings
+    iterative = bool(getattr(agent, "iterative", False))
+    return {"settings": LoopSettings.of(st), "policy": resolved.policy if iterative else None,
+            "profile": resolved.profile, "allowed_panes": st.panes}
+
+
 __all__ = ["AgentFactory", "BASELINE_METRICS", "RESULT", "RunAgents", "RunTask", "SESSIONS", "SessionsFile",
-           "build_agent", "commit_run", "news_label", "row_base"]
+           "build_agent", "cached_news", "commit_run", "news_label", "profile_options", "row_base"]

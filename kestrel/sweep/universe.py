@@ -155,7 +155,8 @@ def execute_universe(task: Any, agent_factory: Any) -> dict[str, Any]:
     from kestrel.session.options import SessionOptions
     from kestrel.session.portfolio import run_portfolio
     from kestrel.session.portfolio_capture import UniverseSource, capture_bytes
-    from kestrel.sweep.cell import RESULT, SessionsFile, commit_run, row_base
+    from kestrel.market.news import NO_NEWS
+    from kestrel.sweep.cell import RESULT, SessionsFile, cached_news, commit_run, profile_options, row_base
 
     row = row_base(task)
     spec = task.spec
@@ -164,9 +165,12 @@ def execute_universe(task: Any, agent_factory: Any) -> dict[str, Any]:
         universe = load_universe_named(spec.data)
         agent = portfolio_agent(spec.agent, agent_factory, spec)
         bounds = PortfolioBounds(capital=name.capital)
-        options = SessionOptions(checkpoints=spec.checkpoints, guard_s=spec.guard_s)
+        news = cached_news(spec.news) if spec.news is not None else None
+        options = SessionOptions(checkpoints=spec.checkpoints, guard_s=spec.guard_s, data_name=spec.data,
+                                 blind=spec.blind, arm_latency=spec.arm_latency,
+                                 news=news.feed if news is not None else NO_NEWS, **profile_options(spec, agent))
         result = run_portfolio(universe, agent, bounds, options, date=dt.date.fromisoformat(spec.dates[-1]),
-                               days=len(spec.dates))
+                               days=len(spec.dates), news_sha256=None if news is None else news.source.sha256)
     except Exception as exc:  # a failing run is recorded, never stops the sweep
         row["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
         row["failure"] = "error"
@@ -192,7 +196,8 @@ def execute_universe(task: Any, agent_factory: Any) -> dict[str, Any]:
         records = curve_session_records(rep.curve, result.engine.universe, spec.dates, name.capital,
                                             agent=spec.agent, profile=spec.profile, data=spec.data,
                                             repeat=spec.repeat, model=model, currency=rep.currency)
-        files = {"capture.json": capture_bytes(source, result.capture, ledger), "ledger.jsonl": ledger,
+        files = {"capture.json": capture_bytes(source, result.capture, ledger, None if news is None else news.source),
+                 "ledger.jsonl": ledger,
                  "sessions.json": msgspec.json.encode(SessionsFile(records, refs), order="deterministic") + b"\n",
                  RESULT: msgspec.json.encode(row, order="deterministic") + b"\n"}
         commit_run(Path(task.out), task.key, files)

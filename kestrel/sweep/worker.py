@@ -42,7 +42,6 @@ from typing import Any
 
 import msgspec
 
-from kestrel.data.news import LoadedNews
 from kestrel.data.source import DataSource
 from kestrel.engine.config import EngineConfig
 from kestrel.market.data import MarketData
@@ -56,7 +55,9 @@ from kestrel.sweep.cell import (
     RunTask,
     SessionsFile,
     build_agent,
+    cached_news,
     commit_run,
+    profile_options,
     row_base,
 )
 from kestrel.sweep.spec import SweepRun
@@ -66,7 +67,6 @@ SessionRunner = Callable[..., Any]
 """`runner(data, agent, options, *, date, days, sink)` -> `SessionResult` (default `run_session`)."""
 _DATA: dict[str, MarketData] = {}
 _SOURCES: dict[str, DataSource] = {}
-_NEWS: dict[str, LoadedNews] = {}
 _LOCK = threading.RLock()
 
 
@@ -95,40 +95,16 @@ def cached_source(name: str, data: MarketData) -> DataSource:
         return source
 
 
-def _effort(agent: str) -> str | None:
-    from kestrel.models.spec import is_model_spec, parse_spec
-
-    return parse_spec(agent).effort if is_model_spec(agent) else None
-
-
 def _options(spec: SweepRun, agent: Any, source: DataSource) -> Any:
-    from kestrel.session import profiles
-    from kestrel.session.loop import LoopSettings
     from kestrel.session.runner import SessionOptions
 
-    profile = profiles.lookup(spec.profile)
-    # a model spec's own effort= is the agent's explicit flag: it wins over the profile's
-    resolved = profiles.resolve(profiles.Flags(agent=spec.agent, effort=_effort(spec.agent)), None, profile)
-    st = resolved.settings
-    iterative = bool(getattr(agent, "iterative", False))
     feed = NO_NEWS
     if spec.news is not None:
         loaded = cached_news(spec.news)
         feed, source = loaded.feed, msgspec.structs.replace(source, news=loaded.source)
-    return SessionOptions(checkpoints=spec.checkpoints, guard_s=spec.guard_s, settings=LoopSettings.of(st),
-                          policy=resolved.policy if iterative else None, profile=resolved.profile,
-                          allowed_panes=st.panes, data_name=spec.data, engine=EngineConfig(), source=source,
-                          news=feed, blind=spec.blind, arm_latency=spec.arm_latency)
-
-
-def cached_news(path: str) -> LoadedNews:
-    """The news file at `path`, loaded once per process."""
-    loaded = _NEWS.get(path)
-    if loaded is None:
-        from kestrel.data.news import load_news
-
-        loaded = _NEWS[path] = load_news(path)
-    return loaded
+    return SessionOptions(checkpoints=spec.checkpoints, guard_s=spec.guard_s, data_name=spec.data,
+                          engine=EngineConfig(), source=source, news=feed, blind=spec.blind,
+                          arm_latency=spec.arm_latency, **profile_options(spec, agent))
 
 
 def simulate(task: RunTask, agent_factory: AgentFactory | RunAgents, data_loader: DataLoader,
