@@ -19,7 +19,7 @@ from kestrel.market.portfolio import PortfolioBounds
 from kestrel.market.ticks import NS_PER_S
 from kestrel.market.universe import Universe
 from kestrel.session.options import SessionOptions
-from kestrel.session.portfolio import PortfolioResult, run_portfolio
+from kestrel.session.portfolio import PortfolioCapture, PortfolioResult, replay, run_portfolio
 from kestrel.session.portfolio_day import daily_bars, daily_session
 from kestrel.session.protocol import AgentReply, AuthorRequest
 
@@ -153,3 +153,14 @@ def test_only_a_universe_of_daily_bars_takes_the_daily_open(shared_data: Path, u
     assert empty == [dt.date(2025, 1, 10), dt.date(2025, 1, 13)]  # no bar of any symbol: nothing to fill
     minute = load_universe(shared_data / MINUTE_TRADES).universe
     assert not daily_bars(minute) and not any(daily_session(minute, s) for s in minute.sessions)
+
+
+@pytest.mark.parametrize("cadence", ["open", "close"])
+def test_both_engine_paths_and_the_replay_write_one_ledger(universe: Universe, cadence: str) -> None:
+    day = dt.date(2025, 4, 10)
+    runs = [run_portfolio(universe, Module(SYMBOLS), CAPITAL, SessionOptions(cadence=cadence, engine_path=path),  # type: ignore[arg-type]
+                          date=day, days=3) for path in ("auto", "reference")]
+    assert runs[0].ledger.to_jsonl() == runs[1].ledger.to_jsonl()
+    again = replay(universe, PortfolioCapture.from_json(runs[0].capture.to_json()))
+    assert again.ledger.to_jsonl() == runs[0].ledger.to_jsonl()
+    assert len(_fills(runs[0])) == len(SYMBOLS)
