@@ -53,7 +53,7 @@ from typing import ClassVar
 import msgspec
 import numpy as np
 
-from kestrel.data.daily import daily_ticks_at
+from kestrel.data.daily import daily_tick_times, daily_ticks_at
 from kestrel.engine.config import EngineConfig
 from kestrel.engine.portfolio import PortfolioEngine
 from kestrel.engine.ledger import Disarmed, OrderRejected
@@ -562,17 +562,21 @@ def daily_bars(universe: Universe) -> bool:
 
 def daily_session(universe: Universe, session: SessionSpec) -> bool:
     """Whether `session` of `universe` is a session of daily bars: every member holds none or a
-    daily bar's five ticks in it (`kestrel.data.daily.daily_ticks_at`) and some member a bar."""
-    opens = np.array([session.open_ns], dtype=np.int64)
-    closes = np.array([session.close_ns], dtype=np.int64)
+    daily bar's five ticks in it, at their instants (`kestrel.data.daily.daily_tick_times`), and
+    some member a bar. A few microseconds a member: the driver asks it once per session."""
+    open_ns, close_ns = session.open_ns, session.close_ns
+    want = daily_tick_times(np.array([open_ns], dtype=np.int64), np.array([close_ns - open_ns], dtype=np.int64))
+    wanted = want[0].tolist()
+    span = np.array([open_ns, close_ns + 1], dtype=np.int64)  # the ticks in [open, close]
     seen = False
     for m in universe.members:
         ts = m.data.ticks.ts
-        lo, hi = np.searchsorted(ts, opens[0], side="left"), np.searchsorted(ts, closes[0], side="right")
-        mine = ts[int(lo):int(hi)]
-        if not daily_ticks_at(mine, opens, closes):
+        lo, hi = ts.searchsorted(span).tolist()
+        if lo == hi:
+            continue
+        if ts[lo:hi].tolist() != wanted:
             return False
-        seen = seen or len(mine) > 0
+        seen = True
     return seen
 
 
