@@ -74,7 +74,7 @@ SMA_CROSS = (
     "WHEN mid CROSSES ABOVE sma(mid, {n}) AND pos <= 0: BUY 100 MKT x100\n"
     "WHEN mid CROSSES BELOW sma(mid, {n}) AND pos > 0: FLAT x100"
 )
-GENERATED_SMA = {"daily": 2, "minute": 50}  # the generated runs' SMA length (a daily session has 4 ticks)
+GENERATED_SMA = {"daily": 2, "minute": 50}  # the generated runs' SMA length (a daily session has 5 ticks)
 MINUTE_BARS = "equities_minute/lean_us_equities_minute_trade_bars_20131004_20131011.parquet"
 RSS_BUDGET_MB = 300.0
 MAX_ORDERS = 10_000  # the operator's cap on orders per session: room for every cross

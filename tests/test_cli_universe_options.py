@@ -114,3 +114,27 @@ def test_lookback_run_reads_earlier_sessions_and_session_refuses_the_window(shar
     assert all(t["applied"].startswith("refused") and "longer than the session" in t["applied"] for t in doc["turns"])
     code, _, err = run_cli(capsys, "simulate", "--lookback", "run")
     assert code == 2 and "--lookback" in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("cadence", ["close", "open"])
+def test_a_daily_market_buy_fills_at_the_next_open_read_from_the_raw_file(
+        shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], cadence: str) -> None:
+    import pandas as pd  # type: ignore[import-untyped]  # exchange-calendars' own dependency
+
+    symbols = ("AMZN", "BA", "GS", "HD")
+    plans = tmp_path / "module.kes"
+    plans.write_text("".join(f"PLAN b{i} ON {s}\nWHEN pos == 0: BUY 2 MKT\n" for i, s in enumerate(symbols)))
+    ledger = tmp_path / "ledger.jsonl"
+    code, _, err = run_cli(capsys, "simulate", "--data", str(shared_data / STOCKBENCH), "--symbols", ",".join(symbols),
+                           "--agent", f"fixed:{plans}", "--date", "2025-05-02", "--days", "2", "--cadence", cadence,
+                           "--ledger", str(ledger))
+    assert code == 0, err
+    fills = [e for e in map(json.loads, ledger.read_text().splitlines()) if e.get("event") == "fill"]
+    # CLOSE: decided after 05-01's close, filled at 05-02's open; OPEN: 05-01's OPEN buys at
+    # 05-01's open and the position is held through 05-02 (daily bars carry)
+    day = "2025-05-02" if cadence == "close" else "2025-05-01"
+    raw = pd.read_parquet(shared_data / STOCKBENCH)
+    opens = raw[raw["date"].astype(str).str[:10] == day].set_index("symbol")["open"]
+    assert sorted(f["symbol"] for f in fills) == sorted(symbols)  # one buy each: held across the sessions
+    for f in fills:
+        assert (f["side"], f["qty"]) == ("buy", 2) and f["price"] == float(opens[f["symbol"]]), f

@@ -115,13 +115,15 @@ def test_a_plain_long_format_file_loads_without_a_preset(tmp_path: Path) -> None
     r = load(p, symbol="BBB")
     d = r.data
     assert d.symbol == "BBB" and r.report.rows == 3 and r.report.preset is None
-    assert d.ticks.last[3::4].tolist() == [20.5, 20.8, 21.0]  # each bar's close, its 4th tick
+    assert d.ticks.last[4::5].tolist() == [20.5, 20.8, 21.0]  # each bar's close, its 5th tick
+    assert d.ticks.last[0::5].tolist() == d.ticks.last[1::5].tolist() == [20.0, 20.5, 20.8]  # the open twice
     assert [s.date for s in d.sessions] == [dt.date(2024, 12, 23), dt.date(2024, 12, 24), dt.date(2024, 12, 26)]
     half = d.sessions[1]  # Christmas Eve: the NYSE closes at 13:00
     assert (half.open, half.close, half.tz) == (dt.time(9, 30), dt.time(13, 0), "America/New_York")
-    k = d.ticks.ts[4:8]
-    assert k[0] == half.open_ns and k[-1] < half.close_ns
-    assert int(k[-1] - k[0]) == 3 * (half.close_ns - half.open_ns) // 4
+    k = d.ticks.ts[5:10]
+    span = 3 * 3600 * 10**9 + 30 * 60 * 10**9  # 09:30 to 13:00
+    assert k[0] == half.open_ns and k[-1] < half.close_ns and half.close_ns - half.open_ns == span
+    assert [int(x - k[0]) for x in k] == [0, span // 8, span // 4, span // 2, 3 * span // 4]
 
 
 def test_a_bar_on_a_holiday_is_refused_naming_the_line(tmp_path: Path) -> None:

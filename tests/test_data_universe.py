@@ -45,7 +45,7 @@ def _closes(table: pa.Table, symbol: str) -> dict[dt.date, float]:
 
 def _bar_dates(ts: npt.NDArray[np.int64]) -> list[dt.date]:
     """The New York date of each daily bar's first tick (09:30 local: the same UTC date)."""
-    return [dt.date(1970, 1, 1) + dt.timedelta(days=int(t // NS_PER_DAY)) for t in ts[0::4]]
+    return [dt.date(1970, 1, 1) + dt.timedelta(days=int(t // NS_PER_DAY)) for t in ts[0::5]]
 
 
 def test_stockbench_universe_reports_its_gap_and_fills_nothing(shared_data: Path) -> None:
@@ -62,7 +62,7 @@ def test_stockbench_universe_reports_its_gap_and_fills_nothing(shared_data: Path
     for sym in symbols:
         mine = _dates_of(raw, sym)
         m = u[sym]
-        assert len(m.data.ticks) == 4 * len(mine)  # one bar, four ticks: nothing added
+        assert len(m.data.ticks) == 5 * len(mine)  # one bar, five ticks: nothing added
         assert _bar_dates(m.data.ticks.ts) == mine
         gap = [d for d in GAP if d not in mine]
         assert gap == ([] if sym in full else GAP)
@@ -93,15 +93,15 @@ def test_adjusted_closes_match_a_hand_computation_from_the_raw_file_and_factor_r
         closes = _closes(raw, sym)
         m = r.universe[sym]
         dates = _bar_dates(m.data.ticks.ts)
-        got_raw = dict(zip(dates, m.data.ticks.last[3::4].tolist()))
-        got_adj = dict(zip(dates, m.adjusted.ticks.last[3::4].tolist()))
+        got_raw = dict(zip(dates, m.data.ticks.last[4::5].tolist()))
+        got_adj = dict(zip(dates, m.adjusted.ticks.last[4::5].tolist()))
         assert got_raw == closes  # raw kept as recorded, for trading
         for d, close in closes.items():
             row = next((x for x in rows if x[0] >= d), None)  # the first row dated on or after the bar
             pf, sf = (row[1], row[2]) if row else (1.0, 1.0)
             assert got_adj[d] == pytest.approx(close * pf * sf, rel=1e-12), (sym, d)
     aapl = r.universe["AAPL"]
-    by_date = dict(zip(_bar_dates(aapl.data.ticks.ts), aapl.adjusted.ticks.last[3::4].tolist()))
+    by_date = dict(zip(_bar_dates(aapl.data.ticks.ts), aapl.adjusted.ticks.last[4::5].tolist()))
     # across the 7:1 split the adjusted series is continuous: 645.57 x 0.9011818 x 0.0357143 vs 94.25-ish
     before, after = by_date[dt.date(2014, 6, 6)], by_date[dt.date(2014, 6, 9)]
     assert before == pytest.approx(645.57 * 0.9011818 * 0.0357143)

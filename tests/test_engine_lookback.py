@@ -66,18 +66,18 @@ def _universe(tmp_path: Path, bars: pd.DataFrame, name: str = "bars.csv") -> Uni
 
 
 def _raw_ticks(bars: pd.DataFrame, symbol: str) -> pd.DataFrame:
-    """The ticks of `symbol`'s bars by the documented rule, computed here: at 0, 1/4, 1/2 and
-    3/4 of the XNYS session (from exchange_calendars): open, then low and high (high and low
-    when the bar falls), then close."""
+    """The ticks of `symbol`'s bars by the documented rule, computed here: at 0, 1/8, 1/4, 1/2
+    and 3/4 of the XNYS session (from exchange_calendars), floored to the nanosecond: the open
+    twice, then low and high (high and low when the bar falls), then close."""
     schedule = xcals.get_calendar("XNYS").schedule
     rows = []
     for k, bar in enumerate(bars[bars.symbol == symbol].itertuples()):
         day = pd.Timestamp(bar.date)
         opens, closes = schedule.loc[day, "open"].value, schedule.loc[day, "close"].value
-        prices = ((bar.open, bar.low, bar.high, bar.close) if bar.close >= bar.open
-                  else (bar.open, bar.high, bar.low, bar.close))
-        for q, price in enumerate(prices):
-            rows.append((opens + (closes - opens) * q // 4, price, k))
+        prices = ((bar.open, bar.open, bar.low, bar.high, bar.close) if bar.close >= bar.open
+                  else (bar.open, bar.open, bar.high, bar.low, bar.close))
+        for eighths, price in zip((0, 1, 2, 4, 6), prices):
+            rows.append((opens + (closes - opens) * eighths // 8, price, k))
     return pd.DataFrame(rows, columns=["ts", "price", "session"])
 
 
@@ -126,7 +126,7 @@ def test_chg_spy_chg_and_a_20_day_sma_equal_an_independent_computation_from_the_
         universe, "XYZ", f"PLAN p ON XYZ\nWHEN chg(1d) > {NEVER} OR SPY.chg(1d) > {NEVER} "
         f"OR sma(last, 20, 1d) > {NEVER}: BUY 1 MKT", [("chg", None), ("chg", "SPY"), ("sma", None)]))
     aaa, spy = _raw_ticks(bars, "XYZ"), _raw_ticks(bars, "SPY")
-    assert len(got) == len(aaa) == 4 * len(universe.sessions)
+    assert len(got) == len(aaa) == 5 * len(universe.sessions)
     # chg: the first session has no tick a day back; every later one does (the run's history)
     want = _expected_chg(aaa)
     day0: npt.NDArray[np.bool_] = np.asarray(aaa.session.to_numpy() == 0, dtype=bool)
@@ -142,8 +142,8 @@ def test_chg_spy_chg_and_a_20_day_sma_equal_an_independent_computation_from_the_
     close = bars[bars.symbol == "XYZ"].close.reset_index(drop=True)
     per_session = close.rolling(20).mean().shift(1).to_numpy()
     want_sma = per_session[aaa.session.to_numpy()]
-    assert np.isnan(got[:80, 2]).all() and np.isfinite(got[80:, 2]).all()
-    np.testing.assert_allclose(got[80:, 2], want_sma[80:], rtol=1e-12)
+    assert np.isnan(got[:100, 2]).all() and np.isfinite(got[100:, 2]).all()
+    np.testing.assert_allclose(got[100:, 2], want_sma[100:], rtol=1e-12)
 
 
 def test_a_run_looking_back_over_the_session_alone_starts_every_session_cold(tmp_path: Path) -> None:
@@ -158,7 +158,7 @@ def test_a_run_looking_back_over_the_session_alone_starts_every_session_cold(tmp
         price, ts = rows.price.to_numpy(), rows.ts.to_numpy()
         j = np.searchsorted(ts, ts - 3600 * 10**9, side="right") - 1
         want = np.where(j >= 0, 100 * (price / price[np.maximum(j, 0)] - 1), np.nan)
-        np.testing.assert_allclose(got[4 * k: 4 * k + 4, 0], want, rtol=1e-12)
+        np.testing.assert_allclose(got[5 * k: 5 * k + 5, 0], want, rtol=1e-12)
     with pytest.raises(PlanError, match="longer than the session"):
         pe = PortfolioEngine(universe, {s: EngineConfig() for s in universe.symbols},
                              PortfolioBounds(capital=1e6, lookback="session"))
@@ -196,7 +196,7 @@ def test_a_plan_for_5d_is_re_armed_at_each_open_with_its_windows_warm(tmp_path: 
         if k == 0:
             pe.arm("AAA", _plan(text))
         engine = pe.engines["AAA"]
-        first = int(ts[4 * k])
+        first = int(ts[5 * k])
         pe.run(first, "reference")
         if engine.armed:
             # high(3d) at the session's first tick: the highest last over ticks in [t - 3d, t)
@@ -219,7 +219,7 @@ def test_an_engines_history_is_the_runs_earlier_session_ticks_strictly_before_th
         pe.open_session(session)
         for s in universe.symbols:
             before = pe.engines[s].before
-            assert before is not None and len(before) == 4 * k
+            assert before is not None and len(before) == 5 * k
             assert not len(before) or int(before.ts[-1]) < session.open_ns
             data = universe[s].data.ticks
             np.testing.assert_array_equal(before.ts, data.ts[data.ts < session.open_ns])
@@ -237,7 +237,7 @@ def test_changing_the_data_after_a_cutoff_changes_no_value_before_it(tmp_path: P
     reads = [("chg", None), ("chg", "SPY"), ("high", "SPY"), ("ema", None)]
     a = np.array(_values_at_each_tick(_universe(tmp_path, bars, "a.csv"), "AAA", text, reads))
     b = np.array(_values_at_each_tick(_universe(tmp_path, later, "b.csv"), "AAA", text, reads))
-    n_before = 4 * int((bars[bars.symbol == "AAA"].date < dt.date(2024, 4, 10)).sum())
+    n_before = 5 * int((bars[bars.symbol == "AAA"].date < dt.date(2024, 4, 10)).sum())
     np.testing.assert_array_equal(a[:n_before], b[:n_before])
     assert not np.allclose(a[n_before:, 0], b[n_before:, 0], equal_nan=True)
 
@@ -337,6 +337,6 @@ def test_an_engine_refuses_history_that_reaches_its_session(tmp_path: Path) -> N
     bars = _bars(("AAA",), "2024-03-04", "2024-03-06", seed=8)
     universe = _universe(tmp_path, bars)
     ticks, session = universe["AAA"].data.ticks, universe.sessions[1]
-    Engine(EngineConfig(), session, "AAA", 0.01, history=ticks.slice(0, 4))  # the first session's: fine
+    Engine(EngineConfig(), session, "AAA", 0.01, history=ticks.slice(0, 5))  # the first session's: fine
     with pytest.raises(ValueError, match="history must end before the session opens"):
-        Engine(EngineConfig(), session, "AAA", 0.01, history=ticks.slice(0, 5))
+        Engine(EngineConfig(), session, "AAA", 0.01, history=ticks.slice(0, 6))

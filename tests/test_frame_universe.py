@@ -104,7 +104,7 @@ def test_members_are_frozen_at_the_cutoff_over_the_universes_sessions() -> None:
         assert not m.ticks.last.flags.writeable
     aaa = snap.members[0]
     assert np.shares_memory(aaa.ticks.last, TINY["AAA"].adjusted.ticks.last)  # no factor rows: views
-    assert len(aaa.ticks) == 4 * 6  # four ticks a daily bar, six sessions before the cutoff
+    assert len(aaa.ticks) == 5 * 6  # five ticks a daily bar, six sessions before the cutoff
     assert snap.missing == ((), BBB_MISSING, ())
     assert len(snap.members[1].session_ticks(3)) == 0  # an empty session, not a filled one
 
@@ -121,11 +121,11 @@ def test_prices_are_adjusted_point_in_time() -> None:
     prices; from the ex-date's start on, the prior days read halved and the split is an event."""
     before = _snap(5, guard_s=17 * 3600)  # 01-08 16:30: the split is tomorrow
     ccc = before.members[2]
-    assert float(ccc.ticks.last[-1]) == 208.0 and float(ccc.ticks.size[-1]) == 500.0  # raw: 2000 / 4
+    assert float(ccc.ticks.last[-1]) == 208.0 and float(ccc.ticks.size[-1]) == 400.0  # raw: 2000 / 5
     assert len(before.events) == 0
     at_open = _snap(5)  # 01-09 09:25: the ex-date has begun
     ccc = at_open.members[2]
-    assert float(ccc.ticks.last[-1]) == 104.0 and float(ccc.ticks.size[-1]) == 1000.0
+    assert float(ccc.ticks.last[-1]) == 104.0 and float(ccc.ticks.size[-1]) == 800.0  # (2000 / 5) / 0.5
     assert [(e.symbol, e.date) for e in at_open.events.items] == [("CCC", SPLIT_DAY)]
 
 

@@ -86,7 +86,7 @@ def test_cash_is_the_capital_at_every_tick_and_both_share_the_run_ticks(shared_d
     refs = reference_portfolios(universe, 25_000.0, dates)
     flat = refs["cash"].curve
     assert flat.equity.shape == refs["equal-weight buy-and-hold"].curve.equity.shape
-    assert len(flat) == sum(1 for m in universe.members for s in m.data.sessions if s.date in dates) * 4
+    assert len(flat) == sum(1 for m in universe.members for s in m.data.sessions if s.date in dates) * 5
     assert np.all(flat.equity == 25_000.0) and np.all(flat.gross == 0.0)
     assert cash(universe, 25_000.0, dates).net_pnl == 0.0
     assert refs["cash"].max_drawdown == (0.0, None)

@@ -212,7 +212,7 @@ def test_a_buy_at_the_close_fills_from_the_next_open(shared_data: Path) -> None:
     assert fired[0].ts == day30.open_ns  # decided at the 29th's close, it reads the 30th's open tick
     o, h, lo, c = raw["2025-07-30"]
     assert len(fills) == 1 and fills[0].qty == 7  # held (daily bars carry), so no second buy
-    assert fills[0].price == (lo if c >= o else h)  # the broker's next tick: the bar's second
+    assert fills[0].price == o  # the broker's next tick: the bar's second, the open again
     assert fills[0].ts > day30.open_ns
     assert r.engine.state().holdings[1].position == 7
     briefing = agent.briefings[0]
@@ -249,7 +249,8 @@ def test_a_daily_universe_carries_unless_told(shared_data: Path) -> None:
 def test_no_news_item_at_or_after_the_cutoff_shows(shared_data: Path, k: int, cadence: str, guard: int) -> None:
     u = _universe(shared_data)
     session = u.sessions[-3 + k]
-    cut = session.close_ns if cadence == "close" else session.open_ns - guard * NS_PER_S
+    # a daily session's OPEN cutoff is before the opening print even without a guard
+    cut = session.close_ns if cadence == "close" else session.open_ns - max(guard * NS_PER_S, 1)
     items = [NewsItem(cut - 1, ("MSFT",), "Wire", "BEFORE headline"),
              NewsItem(cut, ("MSFT",), "Wire", "AT headline"),
              NewsItem(cut + 1, ("AAPL",), "Wire", "AFTER headline")]

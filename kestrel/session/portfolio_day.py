@@ -19,12 +19,20 @@ Per session, per ordinal, in order, the driver asks:
    keeps all;
 then `Close` (the rest of the session and each engine's end-of-day policy) and `Finished`.
 
+**Sessions of daily bars** (`daily_session`: every member holds none or a daily bar's five ticks,
+`kestrel.data.daily`): the OPEN ordinal's cutoff is before the opening print even with no guard
+(at most `open - 1 ns`), and its turn takes effect at the open *before* the session's first tick
+(step 4 runs to `open - 1 ns`): a market order fires at the opening print and fills at the next
+tick, the repeated open, so it fills at the day's open price. An arm latency that moves the turn
+past the open applies it where it lands (after the ticks before it).
+
 **The CLOSE cadence** (`SessionOptions.cadence == "close"`, for daily bars: one ordinal per
 session, decide after the close, fill from the next open): the session's one ordinal is `CLOSE`
 at the session's close, its cutoff the close itself (the day's whole bar is seen; the guard
 does not apply: no tick of the session is left to run under the incumbents); its turn is
 `decided` and takes effect at the next session's open, before that session's first tick (the
-next driver's `carried`: its first step is `Apply(carried, open)`); the last session's CLOSE
+next driver's `carried`: its first step is `Apply(carried, open)`, so a market order fills at
+the next session's open price, the daily bar's second tick); the last session's CLOSE
 turn is recorded with no effect (`NOT_APPLIED`).
 
 In blind mode (`SessionOptions.blind`) the universe is frozen with the run's `Blind` (aliases,
@@ -45,6 +53,7 @@ from typing import ClassVar
 import msgspec
 import numpy as np
 
+from kestrel.data.daily import daily_tick_times, daily_ticks_at
 from kestrel.engine.config import EngineConfig
 from kestrel.engine.portfolio import PortfolioEngine
 from kestrel.engine.ledger import Disarmed, OrderRejected
@@ -364,6 +373,7 @@ class PortfolioDayDriver:
         self.carried_applied: str | None = None
         self.decided: PortfolioTurn | None = None  # the CLOSE turn, for the next session's open
         self.ordinals: tuple[Ordinal, ...] = session_ordinals(session, options)
+        self.daily_open = options.cadence != "close" and daily_session(universe, session)
         self.configs = dict(configs) if configs is not None else universe_configs(universe, options)
         self.bounds = bounds
         self.agent_id, self.model, self.iterative = agent_id, model, iterative
@@ -462,7 +472,7 @@ class PortfolioDayDriver:
             assert isinstance(what, str)
             self.carried_applied = what
         for i, o in enumerate(self.ordinals):
-            cut = ordinal_cutoff(o, self.options)
+            cut = self.cutoff(o)
             yield RunTo(cut)
             state = yield ReadState()
             assert isinstance(state, PortfolioState)
@@ -485,13 +495,20 @@ class PortfolioDayDriver:
                 turns.append(CapturedPortfolioTurn(date.isoformat(), o.label, text, NOT_APPLIED, repairs))
                 continue
             at, delay = self.effect_time(i, loop)
-            yield RunTo(at)
+            before_first = self.daily_open and at == self.session.open_ns
+            yield RunTo(at - 1 if before_first else at)  # a daily OPEN turn precedes the opening print
             what = yield Apply(turn, at)
             assert isinstance(what, str)
             turns.append(CapturedPortfolioTurn(date.isoformat(), o.label, text, what, repairs,
                                                msgspec.UNSET if delay is None else delay))
         yield Close()
         yield Finished(tuple(turns))
+
+    def cutoff(self, o: Ordinal) -> int:
+        """The cutoff of ordinal `o` (`ordinal_cutoff`); in a session of daily bars the OPEN's
+        is before the opening print even with no guard (its briefing never sees the day's open)."""
+        cut = ordinal_cutoff(o, self.options)
+        return min(cut, o.time_ns - 1) if self.daily_open and o.time_ns == self.session.open_ns else cut
 
     def effect_time(self, i: int, loop: AuthoringLoop) -> tuple[int, int | None]:
         """(when ordinal `i`'s turn takes effect, its delay after the ordinal or None without
@@ -501,8 +518,7 @@ class PortfolioDayDriver:
         if self.options.arm_latency is None and self.options.arm_delays is None:
             return o.time_ns, None
         want = arm_delay_ns(self.options, loop.evidence, f"{self.session.date.isoformat()} {o.label}")
-        nxt = (ordinal_cutoff(self.ordinals[i + 1], self.options) if i + 1 < len(self.ordinals)
-               else self.session.close_ns)
+        nxt = self.cutoff(self.ordinals[i + 1]) if i + 1 < len(self.ordinals) else self.session.close_ns
         at = max(o.time_ns, min(o.time_ns + max(want, 0), nxt))
         return at, at - o.time_ns
 
@@ -535,17 +551,32 @@ def late_evidence(record: LateReply | Abandoned, model: str, profile: str | None
 
 
 def daily_bars(universe: Universe) -> bool:
-    """Whether `universe` is of daily bars: every member holds at most 4 ticks in each session
-    (a daily bar's four ticks, `kestrel.data.daily`) and some member a tick."""
+    """Whether `universe` is of daily bars: every member's ticks are daily bars' ticks in the
+    universe's sessions (`kestrel.data.daily.daily_ticks_at`: none or a bar's five at their
+    instants in each session) and some member has a tick."""
     opens = np.array([s.open_ns for s in universe.sessions], dtype=np.int64)
     closes = np.array([s.close_ns for s in universe.sessions], dtype=np.int64)
+    return (any(len(m.data.ticks.ts) for m in universe.members)
+            and all(daily_ticks_at(m.data.ticks.ts, opens, closes) for m in universe.members))
+
+
+def daily_session(universe: Universe, session: SessionSpec) -> bool:
+    """Whether `session` of `universe` is a session of daily bars: every member holds none or a
+    daily bar's five ticks in it, at their instants (`kestrel.data.daily.daily_tick_times`), and
+    some member a bar. A few microseconds a member: the driver asks it once per session."""
+    open_ns, close_ns = session.open_ns, session.close_ns
+    want = daily_tick_times(np.array([open_ns], dtype=np.int64), np.array([close_ns - open_ns], dtype=np.int64))
+    wanted = want[0].tolist()
+    span = np.array([open_ns, close_ns + 1], dtype=np.int64)  # the ticks in [open, close]
     seen = False
     for m in universe.members:
         ts = m.data.ticks.ts
-        counts = np.searchsorted(ts, closes, side="right") - np.searchsorted(ts, opens, side="left")
-        if len(counts) and int(counts.max()) > 4:
+        lo, hi = ts.searchsorted(span).tolist()
+        if lo == hi:
+            continue
+        if ts[lo:hi].tolist() != wanted:
             return False
-        seen = seen or len(ts) > 0
+        seen = True
     return seen
 
 
