@@ -28,7 +28,6 @@ from typing import ClassVar, Literal
 import msgspec
 
 from kestrel.engine.config import EngineConfig
-from kestrel.engine.engine import EnginePath
 from kestrel.engine.portfolio import PortfolioEngine, PortfolioLedger
 from kestrel.market.account import Notice
 from kestrel.market.news import NO_NEWS, NewsFeed
@@ -161,7 +160,6 @@ def run_portfolio(
     sessions = pick_universe_sessions(universe, date, days)
     cfgs = universe_configs(universe, options) if configs is None else configs
     engine = PortfolioEngine(universe, cfgs, bounds)
-    path: EnginePath = options.engine_path
     evidence: list[Evidence] = []
     turns = drive(engine, sessions, agent, options, bounds=bounds, configs=cfgs, briefing=briefing,
                   sink=_tee(evidence, sink), agent_timeout=agent_timeout)

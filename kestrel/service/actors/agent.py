@@ -17,6 +17,7 @@ Determinism does not depend on any of this: the driver waits for each outcome be
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import anyio
 import anyio.from_thread
@@ -24,7 +25,12 @@ import anyio.lowlevel
 import msgspec
 
 from kestrel_actors.actor import Actor
-from kestrel.session.calls import Abandoned, AuthorCall, CallOutcome, LateReplies, LateReply, start_call
+from kestrel_actors.errors import AskFailed, describe
+from kestrel_actors.ref import ActorRef
+from kestrel.session.calls import (Abandoned, Answered, AuthorCall, CallOutcome, Failed, LateReplies, LateReply,
+                                   TimedOut, late_grace, start_call)
+from kestrel.session.drive import give_outcome
+from kestrel.session.loop import AuthoringLoop, Done
 from kestrel.session.protocol import Agent, AuthorRequest
 
 
@@ -103,4 +109,32 @@ class AgentActor(Actor[AgentMessage]):
         return on_done
 
 
-__all__ = ["AgentActor", "AgentMessage", "AskAgent", "TakeLate"]
+async def author_through(agent: ActorRef[Any], loop: AuthoringLoop, timeout: float | None) -> Done:
+    """Drive `loop` to its end through the agent actor `agent`: ask, give the call's outcome to
+    the loop, repeat until the loop is done. The agent actor enforces `timeout` per call (an
+    abandoned call never delays the next one); a failure of the actor itself is the loop's
+    failure."""
+    request = loop.next_request()
+    while True:
+        try:
+            outcome = await agent.ask(AskAgent(request, timeout, loop.date), timeout=None)
+        except AskFailed as exc:  # the agent actor itself failed
+            return loop.receive_failure(describe(exc.error))
+        if not isinstance(outcome, (Answered, Failed, TimedOut)):
+            raise TypeError(f"the agent actor answered {type(outcome).__name__}")
+        out = give_outcome(loop, outcome)
+        if isinstance(out, Done):
+            return out
+        request = out
+
+
+async def take_late(agent: ActorRef[Any], final: bool, timeout: float | None) -> list[LateReply | Abandoned]:
+    """The late replies of abandoned calls (evidence; their replies are discarded); at the end
+    of the run (`final`) after waiting for the ones still running (bounded, `late_grace`), then
+    each one still running as `abandoned`, once."""
+    late: list[LateReply | Abandoned] = await agent.ask(TakeLate(final, late_grace(timeout) if final else 0.0),
+                                                        timeout=None)
+    return late
+
+
+__all__ = ["AgentActor", "AgentMessage", "AskAgent", "TakeLate", "author_through", "take_late"]

@@ -22,7 +22,7 @@ import anyio
 import msgspec
 
 from kestrel_actors.actor import Actor
-from kestrel.service.actors.agent import AgentActor, AskAgent, TakeLate
+from kestrel.service.actors.agent import AgentActor, author_through, take_late
 from kestrel.service.actors.engine import (
     TURNS_TOPIC,
     AccountQuery,
@@ -35,7 +35,6 @@ from kestrel.service.actors.engine import (
     StartDay,
     Sync,
 )
-from kestrel_actors.errors import AskFailed, describe
 from kestrel.service.actors.feed import DEFAULT_BATCH_TICKS, AdvanceTo, FeedActor, LoadDay, Pace
 from kestrel_actors.ref import ActorRef
 from kestrel_actors.system import ActorSystem
@@ -43,18 +42,9 @@ from kestrel.engine.ledger import Ledger
 from kestrel.market import MarketData
 from kestrel.market.account import Notice
 from kestrel.session import day as steps
-from kestrel.session.calls import (
-    DEFAULT_AGENT_TIMEOUT_S,
-    Abandoned,
-    Answered,
-    Failed,
-    LateReply,
-    TimedOut,
-    late_grace,
-)
+from kestrel.session.calls import DEFAULT_AGENT_TIMEOUT_S, Abandoned, LateReply
 from kestrel.session.capture import CapturedTurn
 from kestrel.session.day import DayDriver
-from kestrel.session.drive import give_outcome
 from kestrel.session.loop import AuthoringLoop, Done
 from kestrel.session.protocol import Agent
 from kestrel.session.runner import (
@@ -109,30 +99,10 @@ class DriverActor(Actor[RunSession]):
         return results
 
     async def _author(self, loop: AuthoringLoop) -> Done:
-        """Ask, give the call's outcome to the loop, repeat until the loop is done. The agent actor
-        enforces the timeout per call (an abandoned call never delays the next one)."""
-        request = loop.next_request()
-        while True:
-            try:
-                outcome = await self._agent.ask(
-                    AskAgent(request, self._timeout, loop.date), timeout=None
-                )
-            except AskFailed as exc:  # the agent actor itself failed
-                return loop.receive_failure(describe(exc.error))
-            if not isinstance(outcome, (Answered, Failed, TimedOut)):
-                raise TypeError(f"the agent actor answered {type(outcome).__name__}")
-            out = give_outcome(loop, outcome)
-            if isinstance(out, Done):
-                return out
-            request = out
+        return await author_through(self._agent, loop, self._timeout)
 
     async def _late(self, final: bool) -> list[LateReply | Abandoned]:
-        """The late replies of abandoned calls (evidence; their replies are discarded); at the
-        end of the run (`final`) after waiting for the ones still running (bounded,
-        `late_grace`), then each one still running as `abandoned`, once."""
-        take = TakeLate(final, late_grace(self._timeout) if final else 0.0)
-        late: list[LateReply | Abandoned] = await self._agent.ask(take, timeout=None)
-        return late
+        return await take_late(self._agent, final, self._timeout)
 
     async def _run_day(self, k: int, day: SessionDay, *, last: bool,
                        notices: tuple[Notice, ...] = ()) -> DayResult:

@@ -27,7 +27,6 @@ import anyio
 import msgspec
 
 from kestrel_actors.actor import Actor
-from kestrel_actors.errors import AskFailed, describe
 from kestrel_actors.ref import ActorRef
 from kestrel_actors.system import ActorSystem
 from kestrel.engine.config import EngineConfig
@@ -38,9 +37,8 @@ from kestrel.market.account import Notice
 from kestrel.market.portfolio import PortfolioBounds, PortfolioState
 from kestrel.market.session import SessionSpec
 from kestrel.market.universe import Universe
-from kestrel.service.actors.agent import AgentActor, AskAgent, TakeLate
-from kestrel.session.calls import DEFAULT_AGENT_TIMEOUT_S, Abandoned, Answered, Failed, LateReply, TimedOut, late_grace
-from kestrel.session.drive import give_outcome
+from kestrel.service.actors.agent import AgentActor, author_through, take_late
+from kestrel.session.calls import DEFAULT_AGENT_TIMEOUT_S, Abandoned, LateReply
 from kestrel.session.loop import AuthoringLoop, Done, Evidence
 from kestrel.session.options import EvidenceSink, SessionOptions
 from kestrel.session.portfolio import (
@@ -258,25 +256,10 @@ class PortfolioDriverActor(Actor[RunUniverse]):
         return turns
 
     async def _author(self, loop: AuthoringLoop) -> Done:
-        """Ask, give the call's outcome to the loop, repeat until the loop is done (the agent
-        actor enforces each call's timeout)."""
-        request = loop.next_request()
-        while True:
-            try:
-                outcome = await self.agent.ask(AskAgent(request, self.timeout, loop.date), timeout=None)
-            except AskFailed as exc:  # the agent actor itself failed
-                return loop.receive_failure(describe(exc.error))
-            if not isinstance(outcome, (Answered, Failed, TimedOut)):
-                raise TypeError(f"the agent actor answered {type(outcome).__name__}")
-            out = give_outcome(loop, outcome)
-            if isinstance(out, Done):
-                return out
-            request = out
+        return await author_through(self.agent, loop, self.timeout)
 
     async def _late(self, final: bool) -> list[LateReply | Abandoned]:
-        take = TakeLate(final, late_grace(self.timeout) if final else 0.0)
-        late: list[LateReply | Abandoned] = await self.agent.ask(take, timeout=None)
-        return late
+        return await take_late(self.agent, final, self.timeout)
 
 
 # ------------------------------------------------------------------------------------------
