@@ -60,4 +60,4 @@ def test_a_long_format_file_takes_symbol(capsys: pytest.CaptureFixture[str], tmp
     assert code == 2 and "the file holds 2 symbols (AAA, BBB): pick one with --symbol" in err
     code, out, err = run_cli(capsys, "view", "VIEW v: quote", "--data", str(p), "--symbol", "BBB")
     assert code == 0, err
-    assert "QUOTE BBB" in out and "2 rows → 8 ticks in 2 sessions" in err
+    assert "QUOTE BBB" in out and "2 rows → 10 ticks in 2 sessions" in err
