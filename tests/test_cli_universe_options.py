@@ -138,3 +138,42 @@ def test_a_daily_market_buy_fills_at_the_next_open_read_from_the_raw_file(
     assert sorted(f["symbol"] for f in fills) == sorted(symbols)  # one buy each: held across the sessions
     for f in fills:
         assert (f["side"], f["qty"]) == ("buy", 2) and f["price"] == float(opens[f["symbol"]]), f
+
+
+def test_a_universe_run_writes_its_evidence(shared_data: Path, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    plans = tmp_path / "module.kes"
+    plans.write_text("PLAN m ON MSFT\nWHEN pos == 0: BUY 3 MKT\n")
+    replies = tmp_path / "replies.txt"  # each session: a VIEW, then the module
+    replies.write_text("VIEW v: watchlist, quote(MSFT)\n---\nPLAN m ON MSFT\nWHEN pos == 0: BUY 3 MKT\n---\n"
+                       "VIEW v: portfolio\n---\nPASS\n")
+    evidence, ledger = tmp_path / "evidence.jsonl", tmp_path / "ledger.jsonl"
+    code, out, err = run_cli(capsys, "simulate", "--data", str(shared_data / STOCKBENCH), "--symbols", "AAPL,MSFT",
+                             "--agent", f"replies:{replies}", "--days", "2", "--evidence", str(evidence),
+                             "--ledger", str(ledger), "--json")
+    assert code == 0, err
+    records = [json.loads(line) for line in evidence.read_text().splitlines()]
+    assert [r["kind"] for r in records] == ["view-request", "view-request"] and all(r["ordinal"] == "OPEN" for r in records)
+    assert [t["applied"].split(":")[0] for t in json.loads(out)["turns"]] == ["armed m on MSFT", "passed"]
+    assert '"symbol":"MSFT"' in ledger.read_text()
+    code, _, err = run_cli(capsys, "simulate", "--data", str(shared_data / STOCKBENCH), "--symbols", "AAPL,MSFT",
+                           "--agent", f"fixed:{plans}", "--png", str(tmp_path / "x.png"))
+    assert code == 2 and err.count("kestrel simulate:") == 1, err
+
+
+def test_run_session_takes_an_iso_date_and_refuses_what_is_not_one(shared_data: Path) -> None:
+    import datetime as dt
+
+    from kestrel.data.universe import load_universe
+    from kestrel.session.options import SessionError
+    from kestrel.session.portfolio import ModuleAgent
+    from kestrel.session.runner import run_session
+
+    u = load_universe(shared_data / STOCKBENCH, symbols=["AAPL", "MSFT"]).universe
+    agent = ModuleAgent("PLAN m ON MSFT\nWHEN pos == 0: BUY 3 MKT\n")
+    by_text = run_session(u, agent, date="2025-03-14", days=2)
+    by_date = run_session(u, agent, date=dt.date(2025, 3, 14), days=2)
+    assert by_text.capture.dates == ("2025-03-13", "2025-03-14") == by_date.capture.dates
+    assert by_text.ledger.to_jsonl() == by_date.ledger.to_jsonl()
+    with pytest.raises(SessionError, match="like 2025-03-14"):
+        run_session(u, agent, date="14/03/2025")

@@ -26,7 +26,7 @@ from kestrel.cli.replays import calls_evidence, first_difference, replay_session
 from kestrel.cli.callflags import add_call_flags, apply_rate_flags, arm_latency, check_post_cutoff, rate_flags, run_policy
 from kestrel.cli.dataflags import add_data_flags, agent_input, check_paths, load_from_args, news_from_args, parse_date, parse_guard
 from kestrel.cli.errors import UsageError, guarded
-from kestrel.cli.writes import write_file
+from kestrel.cli.writes import evidence_sink, write_file
 from kestrel.cli.universe import (
     add_universe_flags,
     is_portfolio_capture,
@@ -187,7 +187,7 @@ def _run_simulate(args: argparse.Namespace) -> int:
     options = msgspec.structs.replace(run.options, on_turn=writer.turn if writer is not None else None)
     _start_outputs(args, writer, run.data, options, run.agent, run.date, run.days)
     try:
-        with _evidence_sink(args.evidence) as sink:
+        with evidence_sink(args.evidence) as sink:
             result = _run(run.data, run.agent, options, args.backend, run.date, run.days, sink, args.json,
                           args.agent_timeout, run.pace)
     finally:
@@ -380,22 +380,6 @@ def _note_reason_first_without_grammar(agent: Agent, reason_first: bool) -> None
     if reason_first and config is not None and getattr(config, "constraint", 0) is None:
         print(f"kestrel simulate: note: no reply grammar is sent to {config.provider}:{config.model} "
               "(see --constrain), so reason-first has no effect on this run", file=sys.stderr)
-
-
-@contextmanager
-def _evidence_sink(path: str | None) -> Iterator[EvidenceSink | None]:
-    if path is None:
-        yield None
-        return
-    from kestrel.logs import open_json_sink
-    from kestrel.session.runner import evidence_logger
-
-    try:
-        ctx = open_json_sink(path, append=False)
-        with ctx as log:
-            yield evidence_logger(log)
-    except OSError as exc:
-        raise UsageError(str(exc)) from None
 
 
 def _run(data: MarketData, agent: Agent, options: SessionOptions, backend: str, date: dt.date | None,

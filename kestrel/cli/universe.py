@@ -28,7 +28,7 @@ import msgspec
 from kestrel.cli.callflags import arm_latency
 from kestrel.cli.dataflags import check_paths, news_from_args, parse_date, parse_guard, positive_float
 from kestrel.cli.errors import UsageError
-from kestrel.cli.writes import write_file
+from kestrel.cli.writes import evidence_sink, write_file
 
 if TYPE_CHECKING:
     from kestrel.data.news import NewsSource
@@ -115,11 +115,7 @@ def load_source(source: UniverseSource, symbols: list[str] | None, command: str)
 
 def _refuse_single_symbol_flags(args: argparse.Namespace, command: str) -> None:
     if getattr(args, "png", None):
-        raise UsageError(f"kestrel {command}: --png charts one symbol's run; a universe run writes its HTML "
-                         "page with --report")
-    if getattr(args, "evidence", None):
-        raise UsageError(f"kestrel {command}: --evidence records a single-symbol run's authoring loop; drop it "
-                         "for a universe")
+        raise UsageError("--png charts one symbol's run; a universe run writes its HTML page with --report")
     if getattr(args, "pace", "max") not in (None, "max"):
         raise UsageError("--pace paces a single-symbol session; a universe session runs in process at full "
                          "speed: drop it, or run one member with --symbol")
@@ -135,7 +131,8 @@ def run_universe_command(args: argparse.Namespace) -> int:
     from kestrel.cli.execution import engine_config
 
     _refuse_single_symbol_flags(args, "simulate")
-    check_paths([("--capture", args.capture), ("--ledger", args.ledger), ("--report", args.report)],
+    check_paths([("--capture", args.capture), ("--ledger", args.ledger), ("--report", args.report),
+                 ("--evidence", getattr(args, "evidence", None))],
                 [("--data", args.data), ("--factors", args.factors), ("--news", args.news),
                  ("--instruments", args.instruments)])
     if args.backend in ("asyncio", "trio"):  # on actors: the ledger and capture of --backend direct
@@ -167,8 +164,9 @@ def run_universe_command(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     agent = _agent(args)
     try:
-        result = run_portfolio(universe, agent, bounds, options, date=parse_date(args.date), days=args.days,
-                               news_sha256=None if news_source is None else news_source.sha256)
+        with evidence_sink(getattr(args, "evidence", None)) as sink:
+            result = run_portfolio(universe, agent, bounds, options, date=parse_date(args.date), days=args.days,
+                                   sink=sink, news_sha256=None if news_source is None else news_source.sha256)
     except SessionError as exc:
         raise UsageError(str(exc)) from None
     _outputs(args, result, source, args.capture, news_source)
@@ -367,9 +365,16 @@ def _agent(args: argparse.Namespace) -> Agent:
         except (OSError, UnicodeDecodeError) as exc:
             raise UsageError(f"cannot read the plan file {str(path)!r}: {exc}") from None
         return ModuleAgent(text, path.stem)
+    if spec.startswith("replies:"):  # the loop offline: each block one reply (VIEW, a module of plans, ...)
+        from kestrel.agents.replies import RepliesAgent, RepliesError
+
+        try:
+            return RepliesAgent.from_file(spec.removeprefix("replies:"))
+        except RepliesError as exc:
+            raise UsageError(str(exc)) from None
     if not spec or spec == "baseline":
-        raise UsageError("a universe session needs --agent fixed:PLANS.kes (plans ON each symbol) or a model "
-                         "agent (--agent PROVIDER:MODEL)")
+        raise UsageError("a universe session needs --agent fixed:PLANS.kes (plans ON each symbol), "
+                         "replies:FILE or a model agent (--agent PROVIDER:MODEL)")
     from kestrel.cli.agentspec import agent_of
 
     return agent_of(spec, model=args.model, base_url=args.base_url, api_key_env=args.api_key_env,

@@ -123,14 +123,31 @@ def run_day(
             return step.result
 
 
+def session_date(date: object) -> dt.date | None:
+    """`date` as a calendar date: a `datetime.date` (a `datetime` gives its date), an ISO
+    `YYYY-MM-DD` string, or None; anything else is a `SessionError` saying what to pass."""
+    if date is None:
+        return None
+    if isinstance(date, dt.datetime):
+        return date.date()
+    if isinstance(date, dt.date):
+        return date
+    if isinstance(date, str):
+        try:
+            return dt.date.fromisoformat(date.strip())
+        except ValueError:
+            raise SessionError(f"date {date!r} is not an ISO date: write it like 2025-03-14") from None
+    raise SessionError(f"date must be a datetime.date or an ISO string like 2025-03-14, got {type(date).__name__}")
+
+
 @overload
-def run_session(data: MarketData, agent: Agent, options: SessionOptions = ..., *, date: dt.date | None = ...,
+def run_session(data: MarketData, agent: Agent, options: SessionOptions = ..., *, date: dt.date | str | None = ...,
                 days: int = ..., sink: EvidenceSink | None = ..., progress: Callable[[int, int], None] | None = ...,
                 agent_timeout: float | None = ..., bounds: PortfolioBounds | None = ...) -> SessionResult: ...
 
 
 @overload
-def run_session(data: Universe, agent: Agent, options: SessionOptions = ..., *, date: dt.date | None = ...,
+def run_session(data: Universe, agent: Agent, options: SessionOptions = ..., *, date: dt.date | str | None = ...,
                 days: int = ..., sink: EvidenceSink | None = ..., progress: Callable[[int, int], None] | None = ...,
                 agent_timeout: float | None = ..., bounds: PortfolioBounds | None = ...) -> PortfolioResult: ...
 
@@ -140,7 +157,7 @@ def run_session(
     agent: Agent,
     options: SessionOptions = SessionOptions(),
     *,
-    date: dt.date | None = None,
+    date: dt.date | str | None = None,
     days: int = 1,
     sink: EvidenceSink | None = None,
     progress: Callable[[int, int], None] | None = None,
@@ -153,6 +170,7 @@ def run_session(
     On a `Universe`, a portfolio session (`kestrel.session.portfolio.run_portfolio`) on one
     account of `bounds` (default: `PortfolioBounds(capital=DEFAULT_CAPITAL)`), its last session
     by default."""
+    date = session_date(date)
     if isinstance(data, Universe):
         return run_portfolio(data, agent, bounds or PortfolioBounds(capital=DEFAULT_CAPITAL), options,
                              date=date, days=days, sink=sink, agent_timeout=agent_timeout)
