@@ -124,8 +124,8 @@ def _figures(curve: AccountCurve, capital: float) -> Figures:
     dd, at = max_drawdown(curve.ts, curve.equity, capital)
     eq = np.where(curve.equity > 0, curve.equity, np.nan)
     share = np.abs(curve.gross) / eq if len(curve) else np.zeros(0)
-    return Figures(final, round(final - capital, 9), round((final - capital) / capital, 9), dd, at,
-                   float(np.max(curve.gross)) if len(curve) else 0.0,
+    return Figures(final, round(final - capital, 9), round((final - capital) / capital, 9), round(dd, 9), at,
+                   round(float(np.max(curve.gross)), 9) if len(curve) else 0.0,
                    round(float(np.nanmax(share)), 6) if share.size and np.any(np.isfinite(share)) else 0.0)
 
 
@@ -372,8 +372,8 @@ def _session_lines(ticks: MergedTicks, curve: AccountCurve, capital: float) -> t
         peak = float(run_peak[-1])
         j = int(idx[-1])
         end = float(curve.equity[j])
-        out.append(SessionLine(s.date.isoformat(), end, round(end - before, 9), float(curve.gross[j]),
-                               float(curve.net[j]), int(curve.open_positions[j]), round(dd, 9)))
+        out.append(SessionLine(s.date.isoformat(), end, round(end - before, 9), round(float(curve.gross[j]), 9),
+                               round(float(curve.net[j]), 9), int(curve.open_positions[j]), round(dd, 9)))
         before = end
     return tuple(out)
 
