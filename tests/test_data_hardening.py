@@ -153,7 +153,7 @@ def _spiky(tmp_path: Path) -> Path:
 
 def test_price_spikes_are_refused_dropped_or_kept_and_counted(tmp_path: Path) -> None:
     p = _spiky(tmp_path)
-    with pytest.raises(DataError, match=r"line 9, column 'ask': price spike: 1380000.0 between 1.3801 and 1.3801 "
+    with pytest.raises(DataError, match=r"line 9, column 'ask': price spike at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC: 1380000.0 between 1.3801 and 1.3801 "
                                         r"\(more than 2x from both neighbours\); 1 such row; pass spikes='drop' or 'keep'"):
         load(p, "oanda")
     dropped = load(p, "oanda", spikes="drop")

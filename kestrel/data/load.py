@@ -165,6 +165,14 @@ def _bars_to_ticks(t: Table, spec: LoadSpec) -> tuple[I64, F64, F64]:
     return ts, px, np.repeat(v / 4.0, 4)
 
 
+def _instant_text(ts_ns: int) -> str:
+    """An instant of a row for an error message: its UTC date, with the time unless midnight."""
+    import datetime as dt
+
+    t = dt.datetime.fromtimestamp(ts_ns / 1e9, tz=dt.timezone.utc)
+    return t.date().isoformat() if ts_ns % 86_400_000_000_000 == 0 else t.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 def assemble(t: Table, spec: LoadSpec, crossed: CrossedPolicy, preset_name: str | None,
               symbol: str | None, tick_size: float | None, spikes: SpikePolicy = "error",
               spike_factor: float = DEFAULT_SPIKE_FACTOR, multiplier: float | None = None,
@@ -185,9 +193,10 @@ def assemble(t: Table, spec: LoadSpec, crossed: CrossedPolicy, preset_name: str 
             i = int(np.flatnonzero(spiky)[0])
             role = next(r for r in PRICE_ROLES if r in t.values and _spikes_in(t.values[r], spike_factor)[i])
             v = t.values[role]
+            whose = f"{symbol} " if symbol else ""
             raise DataError(
                 t.path,
-                f"price spike: {float(v[i])!r} between {float(v[i - 1])!r} and {float(v[i + 1])!r} (more than "
+                f"{whose}price spike at {_instant_text(int(t.ts[i]))}: {float(v[i])!r} between {float(v[i - 1])!r} and {float(v[i + 1])!r} (more than "
                 f"{spike_factor:g}x from both neighbours); {n_spikes} such row{'s' if n_spikes != 1 else ''}; "
                 "pass spikes='drop' or 'keep' (CLI --spikes drop|keep) or a larger spike factor (--spike-factor)",
                 column=t.columns[role],
