@@ -152,13 +152,14 @@ def test_a_reply_over_aliases_is_armed_with_real_symbols_and_prices(shared_data:
     raw_a, raw_m = _raw(shared_data, "AAPL"), _raw(shared_data, "MSFT")
     first = u.sessions[0].date.isoformat()
     p0_a, p0_m = raw_a[first][0], raw_m[first][0]  # each symbol's first price: its blind 100
-    text = ("PLAN m ON SYM2\nWHEN SYM1.last > 90 AND last > 50: BUY $1000 LMT 120 STOP @80\n"
-            "STANDDOWN ON SYM1")
+    sym_a, sym_m = blind_of(u).alias("AAPL"), blind_of(u).alias("MSFT")
+    text = (f"PLAN m ON {sym_m}\nWHEN {sym_a}.last > 90 AND last > 50: BUY $1000 LMT 120 STOP @80\n"
+            f"STANDDOWN ON {sym_a}")
     agent = Scripted(text)
     r = run_portfolio(u, agent, CAPITAL, SessionOptions(blind=True), date=dt.date(2025, 3, 3))
     armed = [(s, e) for s, e in r.ledger.entries if isinstance(e, Armed)]
     assert [s for s, _ in armed] == ["MSFT"]
-    read = interpret_module(text, ("SYM1", "SYM2"))
+    read = interpret_module(text, (sym_a, sym_m))
     assert isinstance(read, ModuleReply)
     turn = turn_from_blind(blind_of(u), read.turn)  # what the session armed
     assert turn.stand_down == ("AAPL",)
@@ -183,7 +184,7 @@ def test_a_reply_over_aliases_is_armed_with_real_symbols_and_prices(shared_data:
     assert order.size.value == pytest.approx(real(1000, p0_m, 0.01))  # money: on the cent
     captured = r.capture.turns[0]
     assert "AAPL stood down" in captured.applied and "armed m on MSFT" in captured.applied
-    assert captured.text.startswith("PLAN m ON SYM2")  # the capture keeps what the agent wrote
+    assert captured.text.startswith(f"PLAN m ON {sym_m}")  # the capture keeps what the agent wrote
 
 
 def test_a_real_symbol_in_a_blind_reply_is_repaired_with_the_aliases(shared_data: Path) -> None:
@@ -311,9 +312,10 @@ def test_blind_state_is_one_mapping_per_run(shared_data: Path) -> None:
 
 def test_a_blind_bound_check_names_the_alias_and_no_real_price(shared_data: Path) -> None:
     u = _universe(shared_data)
-    agent = Scripted("PLAN b ON SYM2\nWHEN pos == 0: BUY 100000 LMT 101.5", "PASS")
+    sym_m = blind_of(u).alias("MSFT")
+    agent = Scripted(f"PLAN b ON {sym_m}\nWHEN pos == 0: BUY 100000 LMT 101.5", "PASS")
     r = run_portfolio(u, agent, CAPITAL, SessionOptions(blind=True), date=dt.date(2025, 7, 31))
     err = agent.requests[1].repair_error
-    assert err is not None and err.startswith("bound check: plan b ON SYM2: rule 1 (BUY 100000)"), err
+    assert err is not None and err.startswith(f"bound check: plan b ON {sym_m}: rule 1 (BUY 100000)"), err
     assert "MSFT" not in err and not re.search(r"\d+\.\d+", err), err
     assert "ON MSFT" in (r.evidence[0].error or "")  # the operator's evidence keeps the real words

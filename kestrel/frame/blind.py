@@ -3,9 +3,12 @@
 A `Blind` is fixed once per run from the whole data (never from a snapshot), so every briefing
 of the run uses the same mapping:
 
-- **symbols** become stable aliases: the i-th symbol of the run (in the order given) is `SYM<i>`
-  (`SYM1` for a single-symbol session; a universe's members in universe order, `of_universe`,
-  each with its own price scale, the universe's sessions numbering the days);
+- **symbols** become stable aliases `SYM1..SYMn` numbered in the order of the SHA-256 digest of
+  `ALIAS_SALT + symbol` (ties, never seen, by the symbol): an order fixed by the symbols alone
+  (the same set of symbols gets the same aliases in every run, in any order given) and not their
+  sort order, so an alias does not decode by the alphabet (`SYM1` for a single-symbol session; a
+  universe's members, `of_universe`, each with its own price scale, the universe's sessions
+  numbering the days);
 - **dates** become session numbers: the session with index k of the data is day `d<k+1>`; an
   instant is labelled by its date's session (`d5+1` a day after session 5's date when no session
   is held on it) and keeps its time of day on the wall clock of the session it falls in; instants handed out as
@@ -39,6 +42,7 @@ ledgers and reports only ever see real values.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -61,6 +65,7 @@ from kestrel.market.universe import Universe
 DAY_NS = 86_400 * NS_PER_S
 CENT = Fraction(1, 100)
 ALIAS_PREFIX = "SYM"
+ALIAS_SALT = "kestrel-blind-alias-v1:"
 OTHER_COMPANY = "[company]"
 
 _MONEY = re.compile(r"(?:US)?\$\s?\d[\d,]*(?:\.\d+)?(?:\s?(?:[kKmMbB]n?|trillion|billion|million|thousand)\b)?")
@@ -86,6 +91,14 @@ def _level(m: re.Match[str]) -> str:
 def _exact(x: float) -> Fraction:
     """A decimal-looking float as the decimal it prints as (0.01 is 1/100, not its binary)."""
     return Fraction(repr(float(x)))
+
+
+def alias_order(symbols: Sequence[str]) -> dict[str, str]:
+    """Each symbol's alias: `SYM<k>`, `k` its rank by the SHA-256 digest of `ALIAS_SALT + symbol`
+    (then the symbol): fixed by the set of symbols, whatever order they come in."""
+    ranked = sorted(dict.fromkeys(symbols),
+                    key=lambda s: (hashlib.sha256((ALIAS_SALT + s).encode("utf-8")).hexdigest(), s))
+    return {s: f"{ALIAS_PREFIX}{k}" for k, s in enumerate(ranked, 1)}
 
 
 def blind_decimals(step: Fraction) -> int:
@@ -141,8 +154,7 @@ class Blind:
 
     @classmethod
     def of_universe(cls, universe: Universe, names: Mapping[str, Sequence[str]] | None = None) -> Blind:
-        """The mapping of a run over a universe: the i-th member (in universe order) is `SYM<i>`,
-        each member's prices scaled by its own first raw price, the universe's sessions number
+        """The mapping of a run over a universe: each member's alias by `alias_order`, each member's prices scaled by its own first raw price, the universe's sessions number
         the days (a member's missing session keeps its number)."""
         return cls.of([m.data for m in universe.members], names, universe.sessions)
 
@@ -154,17 +166,16 @@ class Blind:
         symbols' names are masked as `[company]`."""
         if not data:
             raise ValueError("blind mode needs the run's market data")
-        aliases: dict[str, str] = {}
+        aliases = alias_order([d.symbol for d in data])
         prices: dict[str, Scale] = {}
         money: dict[str, Scale] = {}
-        for i, d in enumerate(data, 1):
+        for d in data:
             if len(d.ticks) == 0:
                 raise ValueError(f"blind mode needs a first price for {d.symbol}: the data has no ticks")
             p0 = _exact(round(float(d.ticks.last[0]), d.price_decimals))
             if p0 <= 0:
                 raise ValueError(f"blind mode needs a positive first price for {d.symbol}, got {float(p0)}")
             factor = Fraction(100) / p0
-            aliases[d.symbol] = f"{ALIAS_PREFIX}{i}"
             prices[d.symbol] = Scale(_exact(d.tick_size), factor)
             money[d.symbol] = Scale(CENT, factor)
         table = dict(names or {})
@@ -189,6 +200,14 @@ class Blind:
 
     def alias(self, symbol: str) -> str:
         return self.aliases.get(symbol, symbol)
+
+    def shown_order(self, symbols: Sequence[str]) -> list[str]:
+        """`symbols` in the order the agent reads them: by alias number (`SYM1` first), so no
+        list or table of the briefing follows the real symbols' order."""
+        def number(s: str) -> int:
+            a = self.aliases.get(s, "")
+            return int(a[len(ALIAS_PREFIX):]) if a[len(ALIAS_PREFIX):].isdigit() else len(self.aliases) + 1
+        return sorted(symbols, key=lambda s: (number(s), s))
 
     def real_symbol(self, word: str) -> str | None:
         """The real symbol an alias (or the real symbol) names; None for neither."""
@@ -426,4 +445,4 @@ def _map_plan(plan: ast.Plan, scales: Callable[[str, str | None], Callable[[floa
     return msgspec.structs.replace(plan, rules=rules, risk=risk, instrument=inst)
 
 
-__all__ = ["ALIAS_PREFIX", "Blind", "Scale", "blind_decimals"]
+__all__ = ["ALIAS_PREFIX", "ALIAS_SALT", "Blind", "alias_order", "Scale", "blind_decimals"]
