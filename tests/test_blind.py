@@ -9,7 +9,7 @@ import json
 import re
 from fractions import Fraction
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import msgspec
 import numpy as np
@@ -169,6 +169,21 @@ def _scan(text: str) -> None:
         assert not (_LO * 0.97 <= x <= _HI * 1.03), (m, text)
 
 
+def _real_volumes(real_doc: dict[str, Any], real_text: str) -> set[float]:
+    """The volumes and trade sizes the real briefing shows (above 1,500: the notice's quantities
+    are whole numbers up to 1,500 that a volume may share)."""
+    out = {float(v) for v in re.findall(r"(?:vol|avgvol|sz) (\d+(?:\.\d+)?)", real_text)}
+    if real_doc["quote"]:
+        out |= {float(real_doc["quote"]["size"]), float(real_doc["quote"]["volume"] or 0)}
+    out |= {float(b["volume"]) for b in real_doc["bars"]}
+    return {v for v in out if v > 1500}
+
+
+def _scan_volumes(text: str, volumes: set[float]) -> None:
+    for m in re.findall(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])", text):
+        assert float(m) not in volumes, (m, text)
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.integers(0, len(SAMPLE.ticks) - 1), st.sampled_from([0, 300]), st.booleans())
 def test_nothing_real_in_a_blind_briefing(k: int, guard_s: int, long: bool) -> None:
@@ -187,7 +202,11 @@ def test_nothing_real_in_a_blind_briefing(k: int, guard_s: int, long: bool) -> N
     for spec in DEFAULT_CATALOG:
         _scan(spec.builder(snap, {a.name: a.default for a in spec.args}))
     doc = msgspec.to_builtins(typed_snapshot(snap, ordinal))
-    for quantity in ("size", "volume"):  # quantities, not prices
+    real_snap = freeze(SAMPLE, t, guard_s * NS_PER_S, account, PLAN if long else None, notices=notices, news=NEWS)  # type: ignore[arg-type]
+    volumes = _real_volumes(msgspec.to_builtins(typed_snapshot(real_snap, ordinal)), briefing(real_snap, ordinal, ALL))
+    _scan_volumes(text, volumes)
+    _scan_volumes(json.dumps(doc), volumes)
+    for quantity in ("size", "volume"):  # volumes are rescaled, not prices: the price scan skips them
         doc["quote"] and doc["quote"].pop(quantity, None)
         for bar in doc["bars"]:
             bar.pop(quantity, None)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import msgspec
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -86,6 +87,28 @@ def _raw(shared_data: Path, symbol: str) -> dict[str, tuple[float, float, float,
 # blind
 
 
+def _real_volumes(shared_data: Path, u: Universe) -> np.ndarray:
+    """Every volume a real briefing of `u` could show (sorted): a day's volume, the part of it
+    traded by each of its five ticks (a daily bar fills in five equal ticks), and every mean over
+    up to 20 sessions (the average volume), of each symbol; all well above the briefing's other
+    numbers."""
+    t = pq.read_table(shared_data / STOCKBENCH).to_pandas()
+    out: list[float] = []
+    for sym in u.symbols:
+        daily = t[t.symbol == sym].sort_values("date")["volume"].to_numpy(dtype=float)
+        out += [v * k / 5 for v in daily for k in range(1, 6)]
+        for n in range(1, 21):
+            out += list(np.convolve(daily, np.ones(n) / n, mode="valid"))
+    return np.array(sorted(v for v in out if v > 10_000))
+
+
+def _no_real_volume(text: str, volumes: np.ndarray) -> None:
+    for m in re.findall(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])", text):
+        x = float(m)
+        i = int(np.searchsorted(volumes, x))
+        assert not any(abs(volumes[j] - x) <= 0.5 for j in (i - 1, i) if 0 <= j < len(volumes)), (m, text)
+
+
 def _scanner(shared_data: Path, u: Universe) -> object:
     raw = {s: _raw(shared_data, s) for s in u.symbols}
     ranges = [(min(v[2] for v in r.values()) * 0.97, max(v[1] for v in r.values()) * 1.03) for r in raw.values()]
@@ -95,8 +118,10 @@ def _scanner(shared_data: Path, u: Universe) -> object:
         dates |= {d.isoformat(), f"{d.month:02d}-{d.day:02d}", d.strftime("%b %d")}  # how the panes print dates
     years = {str(s.date.year) for s in u.sessions}
     names = [n.lower() for s in u.symbols for n in names_of(s)]
+    volumes = _real_volumes(shared_data, u)
 
     def scan(text: str) -> None:
+        _no_real_volume(text, volumes)
         words = {w.upper() for w in re.findall(r"[A-Za-z0-9_]+", text)}
         assert not words & set(u.symbols), text
         low = text.lower()
@@ -125,15 +150,17 @@ def test_nothing_real_in_any_briefing_of_a_blind_universe_run(shared_data: Path,
     r = run_portfolio(u, agent, CAPITAL, SessionOptions(blind=True, cadence=cadence, news=news),  # type: ignore[arg-type]
                       date=end, days=days)
     scan = _scanner(shared_data, u)
+    volumes = _real_volumes(shared_data, u)
     assert len(agent.briefings) == 2 * days and any("NEWS all" in b for b in agent.briefings)
     for text in agent.briefings:
         assert "WATCHLIST 2" in text and "SYM1" in text and "SYM2" in text
         scan(text)  # type: ignore[operator]
     for request in agent.requests:  # the typed universe beside each briefing
         doc = msgspec.to_builtins(request.universe)
+        _no_real_volume(json.dumps(doc), volumes)
         for member in doc["members"]:
             if member["quote"]:
-                member["quote"].pop("size", None)  # quantities, not prices
+                member["quote"].pop("size", None)  # volumes are rescaled, not prices: the price scan skips them
                 member["quote"].pop("volume", None)
         scan(json.dumps(doc))  # type: ignore[operator]
     assert {s for s, e in r.ledger.entries if isinstance(e, Armed)} <= {"AAPL", "MSFT"}

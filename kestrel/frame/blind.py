@@ -19,6 +19,11 @@ of the run uses the same mapping:
   print with `decimals` digits, the fewest for which one printed step is smaller than a blind
   tick; **money** (PnL, fees, loss bounds) is rescaled by the same factor (a P&L is a quantity
   times a price move) and prints on the blind image of the cent;
+- **volumes** (a session's or a bar's volume, a trade's size, the average volume) are rescaled
+  per symbol by `1000 / v0`, `v0` the symbol's volume in the first session of the data that
+  traded any (so that session's volume reads 1000; a symbol that never traded keeps its
+  zeros), and print whole from 100 up, with at most 2 decimals below: the real volume, which fingerprints a stock and
+  its day, never shows; relative volumes (`rvol`, `relvol`) are ratios and stay;
 - **news text** has every name of the run's symbols in the names table, and the symbols
   themselves, replaced by the alias; names of other symbols in the table by `[company]`; dollar
   amounts by `$[n]`, years by `[year]`, month names (with a day) by `[date]`, and any other number that could be
@@ -64,6 +69,7 @@ from kestrel.market.universe import Universe
 
 DAY_NS = 86_400 * NS_PER_S
 CENT = Fraction(1, 100)
+BLIND_FIRST_VOLUME = 1000
 ALIAS_PREFIX = "SYM"
 ALIAS_SALT = "kestrel-blind-alias-v1:"
 OTHER_COMPANY = "[company]"
@@ -91,6 +97,16 @@ def _level(m: re.Match[str]) -> str:
 def _exact(x: float) -> Fraction:
     """A decimal-looking float as the decimal it prints as (0.01 is 1/100, not its binary)."""
     return Fraction(repr(float(x)))
+
+
+def _volume_factor(d: MarketData) -> float:
+    """`BLIND_FIRST_VOLUME / v0`, `v0` the volume of the first session of `d` that traded (1.0
+    when none did: zeros reveal nothing)."""
+    for open_ns, close_ns in zip(d.session_open_ns, d.session_close_ns):
+        v0 = float(np.sum(d.ticks.between(int(open_ns), int(close_ns) + 1).size))
+        if v0 > 0:
+            return BLIND_FIRST_VOLUME / v0
+    return 1.0
 
 
 def alias_order(symbols: Sequence[str]) -> dict[str, str]:
@@ -151,6 +167,7 @@ class Blind:
     session_days_ns: I64
     session_offset_ns: I64
     masks: tuple[tuple[re.Pattern[str], str], ...] = ()
+    volumes: Mapping[str, float] = field(default_factory=dict)
 
     @classmethod
     def of_universe(cls, universe: Universe, names: Mapping[str, Sequence[str]] | None = None) -> Blind:
@@ -169,6 +186,7 @@ class Blind:
         aliases = alias_order([d.symbol for d in data])
         prices: dict[str, Scale] = {}
         money: dict[str, Scale] = {}
+        volumes: dict[str, float] = {}
         for d in data:
             if len(d.ticks) == 0:
                 raise ValueError(f"blind mode needs a first price for {d.symbol}: the data has no ticks")
@@ -178,6 +196,7 @@ class Blind:
             factor = Fraction(100) / p0
             prices[d.symbol] = Scale(_exact(d.tick_size), factor)
             money[d.symbol] = Scale(CENT, factor)
+            volumes[d.symbol] = _volume_factor(d)
         table = dict(names or {})
         words: list[tuple[str, str]] = []
         for sym, alias in aliases.items():
@@ -193,7 +212,7 @@ class Blind:
                         dtype=np.int64)
         opens = np.array([s.open_ns for s in numbered], dtype=np.int64)
         offsets = np.array([s.utc_offset_ns for s in numbered], dtype=np.int64)
-        return cls(aliases, prices, money, opens, days, offsets, masks)
+        return cls(aliases, prices, money, opens, days, offsets, masks, volumes)
 
     # ------------------------------------------------------------------------------------
     # identity
@@ -265,6 +284,13 @@ class Blind:
             v = 0.0 if round(v, s.decimals) == 0 else v
             return f"{v:+.{s.decimals}f}"
         return f"{v:.{s.decimals}f}"
+
+    def volume(self, symbol: str, real: float) -> float:
+        """A volume or trade size of `symbol` as the agent reads it (see the module docstring)."""
+        if not math.isfinite(real):
+            return real
+        v = float(real) * self.volumes.get(symbol, 1.0)
+        return float(round(v)) if abs(v) >= 100 else round(v, 2)
 
     def account(self, a: AccountState, symbol: str) -> AccountState:
         """The account as the agent reads it: entry, order prices and money rescaled."""
@@ -445,4 +471,4 @@ def _map_plan(plan: ast.Plan, scales: Callable[[str, str | None], Callable[[floa
     return msgspec.structs.replace(plan, rules=rules, risk=risk, instrument=inst)
 
 
-__all__ = ["ALIAS_PREFIX", "ALIAS_SALT", "Blind", "alias_order", "Scale", "blind_decimals"]
+__all__ = ["ALIAS_PREFIX", "ALIAS_SALT", "BLIND_FIRST_VOLUME", "Blind", "alias_order", "Scale", "blind_decimals"]
