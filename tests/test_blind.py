@@ -124,8 +124,13 @@ def _real_dates() -> set[str]:
     for s in SAMPLE.sessions:
         d = s.date
         out |= {d.isoformat(), f"{d.month:02d}-{d.day:02d}", f"{d.month}/{d.day}", d.strftime("%b %d"),
-                d.strftime("%B %d")}
+                d.strftime("%B %d"), f"{d.day} {d:%B}", f"{d.day} {d:%b}", f"{d.day}th"}
     return out
+
+
+_DAY_OF_MONTH = re.compile(  # a day of the month beside a month (masked or not), or an ordinal day
+    r"(?<![\d:])\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:\[date\]|(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sept?(?:ember)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\b)"
+    r"|\[date\]\s+\d{1,2}\b|\b\d{1,2}(?:st|nd|rd|th)\b")
 
 
 _WORDS = re.compile(r"[A-Za-z0-9_]+")
@@ -143,7 +148,8 @@ def _news() -> NewsFeed:
         d = s.date
         for j, (title, summary) in enumerate([
             (f"Sample Corp's shares hit ${_HI:.2f} on {d:%B} {d.day}, {d.year}", f"SAMPLE traded at {_LO:.2f}."),
-            (f"Analysts lift {SAMPLE.symbol} target to $250; Apple Inc and Microsoft rally", "Sample Corp said so."),
+            (f"Analysts lift {SAMPLE.symbol} target to $250; Apple Inc and Microsoft rally",
+             f"Sample Corp said so on {d.day} {d:%B}, the {d.day}th, filed {d.isoformat()}."),
         ]):
             out.append(NewsItem(s.open_ns - (3 - j) * 3600 * NS_PER_S, (SAMPLE.symbol,), "Wire", title, summary))
     return NewsFeed.of(out)
@@ -164,6 +170,7 @@ def _scan(text: str) -> None:
     for d in _real_dates():
         assert d not in text, (d, text)
     assert not _YEAR.search(text), text
+    assert not _DAY_OF_MONTH.search(text), text
     for m in _NUMBERS.findall(text):
         x = float(m)
         assert not (_LO * 0.97 <= x <= _HI * 1.03), (m, text)
@@ -221,7 +228,7 @@ def test_the_news_is_masked_and_still_read() -> None:
     text = DEFAULT_CATALOG.get("news").builder(snap, {"n": 2, "symbol": "SYM1", "since": 1})  # type: ignore[union-attr]
     assert text == (
         "NEWS SYM1 2 since d2 16:00\n"
-        "d3 07:30 Wire: Analysts lift SYM1 target to $[n]; [company] and [company] rally | SYM1 said so.\n"
+        "d3 07:30 Wire: Analysts lift SYM1 target to $[n]; [company] and [company] rally | SYM1 said so on [date], the [date], filed [date].\n"
         "d3 06:30 Wire: SYM1 shares hit $[n] on [date], [year] | SYM1 traded at [n].")
     assert [BLIND.day(SAMPLE.sessions[0].open_ns + k * 86_400 * NS_PER_S) for k in range(-1, 8)] == [
         "d1-1", "d1", "d2", "d3", "d4", "d5", "d5+1", "d5+2", "d6"]  # the sample: Monday to Friday, Monday
@@ -261,6 +268,7 @@ def _uscan(text: str) -> None:
     for d in _real_dates():
         assert d not in text, (d, text)
     assert not _YEAR.search(text), text
+    assert not _DAY_OF_MONTH.search(text), text
     for m in _NUMBERS.findall(text):
         x = float(m)
         assert not any(lo <= x <= hi for lo, hi in _RANGES), (m, text)

@@ -102,6 +102,11 @@ def _real_volumes(shared_data: Path, u: Universe) -> np.ndarray:
     return np.array(sorted(v for v in out if v > 10_000))
 
 
+_DAY_OF_MONTH = re.compile(  # a day of the month beside a month (masked or not), or an ordinal day
+    r"(?<![\d:])\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:\[date\]|(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sept?(?:ember)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\b)"
+    r"|\[date\]\s+\d{1,2}\b|\b\d{1,2}(?:st|nd|rd|th)\b")
+
+
 def _no_real_volume(text: str, volumes: np.ndarray) -> None:
     for m in re.findall(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])", text):
         x = float(m)
@@ -122,6 +127,7 @@ def _scanner(shared_data: Path, u: Universe) -> object:
 
     def scan(text: str) -> None:
         _no_real_volume(text, volumes)
+        assert not _DAY_OF_MONTH.search(text), text
         words = {w.upper() for w in re.findall(r"[A-Za-z0-9_]+", text)}
         assert not words & set(u.symbols), text
         low = text.lower()

@@ -26,8 +26,10 @@ of the run uses the same mapping:
   its day, never shows; relative volumes (`rvol`, `relvol`) are ratios and stay;
 - **news text** has every name of the run's symbols in the names table, and the symbols
   themselves, replaced by the alias; names of other symbols in the table by `[company]`; dollar
-  amounts by `$[n]`, years by `[year]`, month names (with a day) by `[date]`, and any other number that could be
-  a price level (a decimal, or three digits or more, not a percentage) by `[n]`.
+  amounts by `$[n]`, years by `[year]`, whole dates by `[date]` (a month name with its day on
+  either side, `12 March`, `March 12th`, `12th of March`, a month alone, an ordinal day `the
+  12th`, an ISO date or instant `2025-03-12`, a numeric `3/12/2025`: no day of the month
+  survives), and any other number that could be a price level (a decimal, or three digits or more, not a percentage) by `[n]`.
 
 The mapping back (`plan_from_blind`) is exact: a price literal of a plan written in the blind
 scale becomes `round(value / blind_tick)` ticks of the real grid (the nearest real tick, so a
@@ -76,9 +78,15 @@ OTHER_COMPANY = "[company]"
 
 _MONEY = re.compile(r"(?:US)?\$\s?\d[\d,]*(?:\.\d+)?(?:\s?(?:[kKmMbB]n?|trillion|billion|million|thousand)\b)?")
 _YEAR = re.compile(r"\b(?:1[89]|2[0-9])\d{2}\b")
-_MONTH = re.compile(
-    r"\b(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sept?(?:ember)?"
-    r"|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\b\.?(?:\s+\d{1,2}(?:st|nd|rd|th)?\b)?",
+_MONTHS = (r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sept?(?:ember)?"
+           r"|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\b\.?")
+_DAY = r"(?:[12]\d|3[01]|0?[1-9])(?:st|nd|rd|th)?\b"
+_DATE = re.compile(
+    r"\b\d{4}-\d{1,2}-\d{1,2}(?:[T ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b"  # ISO
+    r"|\b(?:0?[1-9]|1[0-2])/(?:[12]\d|3[01]|0?[1-9])(?:/\d{2,4})?\b"  # 3/12, 03/12/2025
+    rf"|\b{_DAY}(?:\s+of)?\s+{_MONTHS}"  # 12 March, 12th of March
+    rf"|\b{_MONTHS}(?:\s+{_DAY})?"  # March 12, March 12th, March
+    r"|\b(?:[12]\d|3[01]|0?[1-9])(?:st|nd|rd|th)\b",  # the 12th
 )
 _POSSESSIVE = r"(?:['’]s)?"
 _DECIMAL = re.compile(r"(?<![\w.$\[])\d+\.\d+(?!\d*\s?%)")
@@ -326,15 +334,15 @@ class Blind:
     # text
 
     def mask(self, text: str) -> str:
-        """News text with names, tickers, dollar amounts, years and months masked."""
+        """News text with names, tickers, dates, dollar amounts, years and price levels masked."""
         if not text:
             return text
         for pattern, repl in self.masks:
             text = pattern.sub(repl, text)
+        text = _DATE.sub("[date]", text)
         text = _MONEY.sub("$[n]", text)
         text = _YEAR.sub("[year]", text)
-        text = _NUMBER.sub(_level, text)
-        return _MONTH.sub("[date]", text)
+        return _NUMBER.sub(_level, text)
 
     # ------------------------------------------------------------------------------------
     # plans
