@@ -225,7 +225,7 @@ def test_a_real_symbol_in_a_blind_reply_is_repaired_with_the_aliases(shared_data
     agent = Scripted("PLAN a ON AAPL\nWHEN pos == 0: BUY 1 MKT", "PASS")
     run_portfolio(u, agent, CAPITAL, SessionOptions(blind=True), date=dt.date(2025, 3, 3))
     assert len(agent.requests) == 2
-    assert agent.requests[1].repair_error == "plan a is ON AAPL, not a symbol of the universe (SYM1, SYM2)"
+    assert agent.requests[1].repair_error == "plan a is ON AAPL: no symbol AAPL in this session (its symbols are SYM1, SYM2)"
 
 
 # ------------------------------------------------------------------------------------------
@@ -352,3 +352,21 @@ def test_a_blind_bound_check_names_the_alias_and_no_real_price(shared_data: Path
     assert err is not None and err.startswith(f"bound check: plan b ON {sym_m}: rule 1 (BUY 100000)"), err
     assert "MSFT" not in err and not re.search(r"\d+\.\d+", err), err
     assert "ON MSFT" in (r.evidence[0].error or "")  # the operator's evidence keeps the real words
+
+
+class SingleShot(Scripted):
+    """A scripted agent with no loop: an invalid reply stands the ordinal down."""
+
+    iterative: ClassVar[bool] = False
+
+
+def test_a_single_shot_blind_reply_on_a_real_symbol_stands_down_saying_why(shared_data: Path) -> None:
+    u = _universe(shared_data)
+    agent = SingleShot("PLAN a ON AAPL\nWHEN pos == 0: BUY 1 MKT")
+    r = run_portfolio(u, agent, CAPITAL, SessionOptions(blind=True), date=dt.date(2025, 3, 3))
+    reasons = [t.applied for t in r.capture.turns]
+    want = "plan a is ON AAPL: no symbol AAPL in this session (its symbols are SYM1, SYM2)"
+    assert any(want in a for a in reasons), reasons
+    assert not any("only PLAN, STANDDOWN or PASS" in a for a in reasons), reasons
+    assert not any("MSFT" in a for a in reasons), reasons  # the reason reveals no mapping
+    assert not {s for s, e in r.ledger.entries if isinstance(e, Armed)}
