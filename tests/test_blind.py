@@ -301,8 +301,16 @@ def test_nothing_real_in_a_blind_universe_briefing(k: int, guard_s: int, long: b
     _uscan(universe_briefing(snap, ordinal))  # the default view
     _uscan(materialize_universe(UALL, snap))
     doc = msgspec.to_builtins(typed_universe(snap, ordinal))
+    real = freeze_universe(UNIVERSE, t - guard_s * NS_PER_S, state, time_ns=t, news=NEWS, notices=notices,
+                           plans={"SAMPLE": PLAN} if long else None, bounds=PortfolioBounds(100_000.0))  # type: ignore[dict-item]
+    real_doc = msgspec.to_builtins(typed_universe(real, ordinal))
+    volumes = {v for m in real_doc["members"] for v in _real_volumes({"quote": m["quote"], "bars": []}, "")}
+    volumes |= _real_volumes({"quote": None, "bars": []}, materialize_universe(UALL, real))
+    _scan_volumes(text, volumes)
+    _scan_volumes(materialize_universe(UALL, snap), volumes)
+    _scan_volumes(json.dumps(doc), volumes)
     for member in doc["members"]:
-        if member["quote"]:
+        if member["quote"]:  # volumes are rescaled, not prices: the price scan skips them
             member["quote"].pop("size", None)
             member["quote"].pop("volume", None)
     typed = json.dumps(doc)
