@@ -9,7 +9,7 @@ import json
 import re
 from fractions import Fraction
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import msgspec
 import numpy as np
@@ -124,8 +124,13 @@ def _real_dates() -> set[str]:
     for s in SAMPLE.sessions:
         d = s.date
         out |= {d.isoformat(), f"{d.month:02d}-{d.day:02d}", f"{d.month}/{d.day}", d.strftime("%b %d"),
-                d.strftime("%B %d")}
+                d.strftime("%B %d"), f"{d.day} {d:%B}", f"{d.day} {d:%b}", f"{d.day}th"}
     return out
+
+
+_DAY_OF_MONTH = re.compile(  # a day of the month beside a month (masked or not), or an ordinal day
+    r"(?<![\d:])\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:\[date\]|(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sept?(?:ember)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\b)"
+    r"|\[date\]\s+\d{1,2}\b|\b\d{1,2}(?:st|nd|rd|th)\b")
 
 
 _WORDS = re.compile(r"[A-Za-z0-9_]+")
@@ -143,7 +148,8 @@ def _news() -> NewsFeed:
         d = s.date
         for j, (title, summary) in enumerate([
             (f"Sample Corp's shares hit ${_HI:.2f} on {d:%B} {d.day}, {d.year}", f"SAMPLE traded at {_LO:.2f}."),
-            (f"Analysts lift {SAMPLE.symbol} target to $250; Apple Inc and Microsoft rally", "Sample Corp said so."),
+            (f"Analysts lift {SAMPLE.symbol} target to $250; Apple Inc and Microsoft rally",
+             f"Sample Corp said so on {d.day} {d:%B}, the {d.day}th, filed {d.isoformat()}."),
         ]):
             out.append(NewsItem(s.open_ns - (3 - j) * 3600 * NS_PER_S, (SAMPLE.symbol,), "Wire", title, summary))
     return NewsFeed.of(out)
@@ -164,9 +170,25 @@ def _scan(text: str) -> None:
     for d in _real_dates():
         assert d not in text, (d, text)
     assert not _YEAR.search(text), text
+    assert not _DAY_OF_MONTH.search(text), text
     for m in _NUMBERS.findall(text):
         x = float(m)
         assert not (_LO * 0.97 <= x <= _HI * 1.03), (m, text)
+
+
+def _real_volumes(real_doc: dict[str, Any], real_text: str) -> set[float]:
+    """The volumes and trade sizes the real briefing shows (above 1,500: the notice's quantities
+    are whole numbers up to 1,500 that a volume may share)."""
+    out = {float(v) for v in re.findall(r"(?:vol|avgvol|sz) (\d+(?:\.\d+)?)", real_text)}
+    if real_doc["quote"]:
+        out |= {float(real_doc["quote"]["size"]), float(real_doc["quote"]["volume"] or 0)}
+    out |= {float(b["volume"]) for b in real_doc["bars"]}
+    return {v for v in out if v > 1500}
+
+
+def _scan_volumes(text: str, volumes: set[float]) -> None:
+    for m in re.findall(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])", text):
+        assert float(m) not in volumes, (m, text)
 
 
 @settings(max_examples=40, deadline=None)
@@ -187,7 +209,11 @@ def test_nothing_real_in_a_blind_briefing(k: int, guard_s: int, long: bool) -> N
     for spec in DEFAULT_CATALOG:
         _scan(spec.builder(snap, {a.name: a.default for a in spec.args}))
     doc = msgspec.to_builtins(typed_snapshot(snap, ordinal))
-    for quantity in ("size", "volume"):  # quantities, not prices
+    real_snap = freeze(SAMPLE, t, guard_s * NS_PER_S, account, PLAN if long else None, notices=notices, news=NEWS)  # type: ignore[arg-type]
+    volumes = _real_volumes(msgspec.to_builtins(typed_snapshot(real_snap, ordinal)), briefing(real_snap, ordinal, ALL))
+    _scan_volumes(text, volumes)
+    _scan_volumes(json.dumps(doc), volumes)
+    for quantity in ("size", "volume"):  # volumes are rescaled, not prices: the price scan skips them
         doc["quote"] and doc["quote"].pop(quantity, None)
         for bar in doc["bars"]:
             bar.pop(quantity, None)
@@ -202,7 +228,7 @@ def test_the_news_is_masked_and_still_read() -> None:
     text = DEFAULT_CATALOG.get("news").builder(snap, {"n": 2, "symbol": "SYM1", "since": 1})  # type: ignore[union-attr]
     assert text == (
         "NEWS SYM1 2 since d2 16:00\n"
-        "d3 07:30 Wire: Analysts lift SYM1 target to $[n]; [company] and [company] rally | SYM1 said so.\n"
+        "d3 07:30 Wire: Analysts lift SYM1 target to $[n]; [company] and [company] rally | SYM1 said so on [date], the [date], filed [date].\n"
         "d3 06:30 Wire: SYM1 shares hit $[n] on [date], [year] | SYM1 traded at [n].")
     assert [BLIND.day(SAMPLE.sessions[0].open_ns + k * 86_400 * NS_PER_S) for k in range(-1, 8)] == [
         "d1-1", "d1", "d2", "d3", "d4", "d5", "d5+1", "d5+2", "d6"]  # the sample: Monday to Friday, Monday
@@ -242,6 +268,7 @@ def _uscan(text: str) -> None:
     for d in _real_dates():
         assert d not in text, (d, text)
     assert not _YEAR.search(text), text
+    assert not _DAY_OF_MONTH.search(text), text
     for m in _NUMBERS.findall(text):
         x = float(m)
         assert not any(lo <= x <= hi for lo, hi in _RANGES), (m, text)
@@ -274,8 +301,16 @@ def test_nothing_real_in_a_blind_universe_briefing(k: int, guard_s: int, long: b
     _uscan(universe_briefing(snap, ordinal))  # the default view
     _uscan(materialize_universe(UALL, snap))
     doc = msgspec.to_builtins(typed_universe(snap, ordinal))
+    real = freeze_universe(UNIVERSE, t - guard_s * NS_PER_S, state, time_ns=t, news=NEWS, notices=notices,
+                           plans={"SAMPLE": PLAN} if long else None, bounds=PortfolioBounds(100_000.0))  # type: ignore[dict-item]
+    real_doc = msgspec.to_builtins(typed_universe(real, ordinal))
+    volumes = {v for m in real_doc["members"] for v in _real_volumes({"quote": m["quote"], "bars": []}, "")}
+    volumes |= _real_volumes({"quote": None, "bars": []}, materialize_universe(UALL, real))
+    _scan_volumes(text, volumes)
+    _scan_volumes(materialize_universe(UALL, snap), volumes)
+    _scan_volumes(json.dumps(doc), volumes)
     for member in doc["members"]:
-        if member["quote"]:
+        if member["quote"]:  # volumes are rescaled, not prices: the price scan skips them
             member["quote"].pop("size", None)
             member["quote"].pop("volume", None)
     typed = json.dumps(doc)
@@ -288,10 +323,11 @@ def test_nothing_real_in_a_blind_universe_briefing(k: int, guard_s: int, long: b
 def test_a_universe_alias_per_symbol_and_its_own_scale() -> None:
     from kestrel.frame import freeze_universe, materialize_universe
 
-    assert [UBLIND.alias(s) for s in UNIVERSE.symbols] == ["SYM1", "SYM2"]
+    assert sorted(UBLIND.alias(s) for s in UNIVERSE.symbols) == ["SYM1", "SYM2"]
     snap = freeze_universe(UNIVERSE, SAMPLE.sessions[3].open_ns, None, blind=UBLIND)
     watch = materialize_universe(ResolvedView("w", (ResolvedPane("watchlist"),), 4000), snap)
     rows = [line.split() for line in watch.splitlines()[2:4]]
     assert [r[0] for r in rows] == ["SYM1", "SYM2"] and rows[0][1] == rows[1][1]  # 3x the prices: one blind scale each
-    events = materialize_universe(ResolvedView("e", (ResolvedPane("events", (("n", 5), ("symbol", "SYM2"))),), 4000), snap)
-    assert events == f"EVENTS SYM2 2\nd3 SYM2 split 2:1\nd3 SYM2 dividend {UBLIND.price_text('SAMPLE', 1.37)}"
+    sample = UBLIND.alias("SAMPLE")
+    events = materialize_universe(ResolvedView("e", (ResolvedPane("events", (("n", 5), ("symbol", sample))),), 4000), snap)
+    assert events == f"EVENTS {sample} 2\nd3 {sample} split 2:1\nd3 {sample} dividend {UBLIND.price_text('SAMPLE', 1.37)}"

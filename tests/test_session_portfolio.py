@@ -76,7 +76,7 @@ def test_read_turn_rules() -> None:
     assert isinstance(one, PortfolioTurn) and one.plans[0].instrument == "AAPL"
     assert read_turn("PLAN a ON AAPL\nWHEN pos == 0: BUY 1 MKT\nPLAN b ON AAPL\nWHEN pos == 0: BUY 1 MKT",
                      syms) == "two plans ON AAPL: one plan per symbol"
-    assert "not a symbol of the universe" in str(read_turn("PLAN a ON IBM\nWHEN pos == 0: BUY 1 MKT", syms))
+    assert "no symbol IBM in this session" in str(read_turn("PLAN a ON IBM\nWHEN pos == 0: BUY 1 MKT", syms))
     assert read_turn("PASS", syms) == PortfolioTurn()
     assert read_turn('STANDDOWN "risk off"', syms) == PortfolioTurn(all_down="risk off")
 
@@ -197,7 +197,7 @@ def test_a_turn_holds_a_plan_for_each_of_twenty_symbols_and_checks_each_lot() ->
 def test_standdown_on_a_symbol_stands_only_that_one_down() -> None:
     syms = ("AAPL", "MSFT")
     assert read_turn('STANDDOWN ON AAPL "earnings"', syms) == PortfolioTurn(stand_down=("AAPL",))
-    assert "not a symbol of the universe" in str(read_turn("STANDDOWN ON IBM", syms))
+    assert "no symbol IBM in this session" in str(read_turn("STANDDOWN ON IBM", syms))
     both = read_turn("STANDDOWN ON MSFT\nPLAN a ON AAPL\nWHEN pos == 0: BUY $5000 MKT", syms)
     assert isinstance(both, PortfolioTurn) and both.stand_down == ("MSFT",) and both.plans[0].instrument == "AAPL"
 

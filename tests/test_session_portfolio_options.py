@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import msgspec
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -86,6 +87,33 @@ def _raw(shared_data: Path, symbol: str) -> dict[str, tuple[float, float, float,
 # blind
 
 
+def _real_volumes(shared_data: Path, u: Universe) -> np.ndarray:
+    """Every volume a real briefing of `u` could show (sorted): a day's volume, the part of it
+    traded by each of its five ticks (a daily bar fills in five equal ticks), and every mean over
+    up to 20 sessions (the average volume), of each symbol; all well above the briefing's other
+    numbers."""
+    t = pq.read_table(shared_data / STOCKBENCH).to_pandas()
+    out: list[float] = []
+    for sym in u.symbols:
+        daily = t[t.symbol == sym].sort_values("date")["volume"].to_numpy(dtype=float)
+        out += [v * k / 5 for v in daily for k in range(1, 6)]
+        for n in range(1, 21):
+            out += list(np.convolve(daily, np.ones(n) / n, mode="valid"))
+    return np.array(sorted(v for v in out if v > 10_000))
+
+
+_DAY_OF_MONTH = re.compile(  # a day of the month beside a month (masked or not), or an ordinal day
+    r"(?<![\d:])\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:\[date\]|(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sept?(?:ember)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\b)"
+    r"|\[date\]\s+\d{1,2}\b|\b\d{1,2}(?:st|nd|rd|th)\b")
+
+
+def _no_real_volume(text: str, volumes: np.ndarray) -> None:
+    for m in re.findall(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])", text):
+        x = float(m)
+        i = int(np.searchsorted(volumes, x))
+        assert not any(abs(volumes[j] - x) <= 0.5 for j in (i - 1, i) if 0 <= j < len(volumes)), (m, text)
+
+
 def _scanner(shared_data: Path, u: Universe) -> object:
     raw = {s: _raw(shared_data, s) for s in u.symbols}
     ranges = [(min(v[2] for v in r.values()) * 0.97, max(v[1] for v in r.values()) * 1.03) for r in raw.values()]
@@ -95,8 +123,11 @@ def _scanner(shared_data: Path, u: Universe) -> object:
         dates |= {d.isoformat(), f"{d.month:02d}-{d.day:02d}", d.strftime("%b %d")}  # how the panes print dates
     years = {str(s.date.year) for s in u.sessions}
     names = [n.lower() for s in u.symbols for n in names_of(s)]
+    volumes = _real_volumes(shared_data, u)
 
     def scan(text: str) -> None:
+        _no_real_volume(text, volumes)
+        assert not _DAY_OF_MONTH.search(text), text
         words = {w.upper() for w in re.findall(r"[A-Za-z0-9_]+", text)}
         assert not words & set(u.symbols), text
         low = text.lower()
@@ -125,15 +156,17 @@ def test_nothing_real_in_any_briefing_of_a_blind_universe_run(shared_data: Path,
     r = run_portfolio(u, agent, CAPITAL, SessionOptions(blind=True, cadence=cadence, news=news),  # type: ignore[arg-type]
                       date=end, days=days)
     scan = _scanner(shared_data, u)
+    volumes = _real_volumes(shared_data, u)
     assert len(agent.briefings) == 2 * days and any("NEWS all" in b for b in agent.briefings)
     for text in agent.briefings:
         assert "WATCHLIST 2" in text and "SYM1" in text and "SYM2" in text
         scan(text)  # type: ignore[operator]
     for request in agent.requests:  # the typed universe beside each briefing
         doc = msgspec.to_builtins(request.universe)
+        _no_real_volume(json.dumps(doc), volumes)
         for member in doc["members"]:
             if member["quote"]:
-                member["quote"].pop("size", None)  # quantities, not prices
+                member["quote"].pop("size", None)  # volumes are rescaled, not prices: the price scan skips them
                 member["quote"].pop("volume", None)
         scan(json.dumps(doc))  # type: ignore[operator]
     assert {s for s, e in r.ledger.entries if isinstance(e, Armed)} <= {"AAPL", "MSFT"}
@@ -152,13 +185,14 @@ def test_a_reply_over_aliases_is_armed_with_real_symbols_and_prices(shared_data:
     raw_a, raw_m = _raw(shared_data, "AAPL"), _raw(shared_data, "MSFT")
     first = u.sessions[0].date.isoformat()
     p0_a, p0_m = raw_a[first][0], raw_m[first][0]  # each symbol's first price: its blind 100
-    text = ("PLAN m ON SYM2\nWHEN SYM1.last > 90 AND last > 50: BUY $1000 LMT 120 STOP @80\n"
-            "STANDDOWN ON SYM1")
+    sym_a, sym_m = blind_of(u).alias("AAPL"), blind_of(u).alias("MSFT")
+    text = (f"PLAN m ON {sym_m}\nWHEN {sym_a}.last > 90 AND last > 50: BUY $1000 LMT 120 STOP @80\n"
+            f"STANDDOWN ON {sym_a}")
     agent = Scripted(text)
     r = run_portfolio(u, agent, CAPITAL, SessionOptions(blind=True), date=dt.date(2025, 3, 3))
     armed = [(s, e) for s, e in r.ledger.entries if isinstance(e, Armed)]
     assert [s for s, _ in armed] == ["MSFT"]
-    read = interpret_module(text, ("SYM1", "SYM2"))
+    read = interpret_module(text, (sym_a, sym_m))
     assert isinstance(read, ModuleReply)
     turn = turn_from_blind(blind_of(u), read.turn)  # what the session armed
     assert turn.stand_down == ("AAPL",)
@@ -183,7 +217,7 @@ def test_a_reply_over_aliases_is_armed_with_real_symbols_and_prices(shared_data:
     assert order.size.value == pytest.approx(real(1000, p0_m, 0.01))  # money: on the cent
     captured = r.capture.turns[0]
     assert "AAPL stood down" in captured.applied and "armed m on MSFT" in captured.applied
-    assert captured.text.startswith("PLAN m ON SYM2")  # the capture keeps what the agent wrote
+    assert captured.text.startswith(f"PLAN m ON {sym_m}")  # the capture keeps what the agent wrote
 
 
 def test_a_real_symbol_in_a_blind_reply_is_repaired_with_the_aliases(shared_data: Path) -> None:
@@ -191,7 +225,7 @@ def test_a_real_symbol_in_a_blind_reply_is_repaired_with_the_aliases(shared_data
     agent = Scripted("PLAN a ON AAPL\nWHEN pos == 0: BUY 1 MKT", "PASS")
     run_portfolio(u, agent, CAPITAL, SessionOptions(blind=True), date=dt.date(2025, 3, 3))
     assert len(agent.requests) == 2
-    assert agent.requests[1].repair_error == "plan a is ON AAPL, not a symbol of the universe (SYM1, SYM2)"
+    assert agent.requests[1].repair_error == "plan a is ON AAPL: no symbol AAPL in this session (its symbols are SYM1, SYM2)"
 
 
 # ------------------------------------------------------------------------------------------
@@ -311,9 +345,28 @@ def test_blind_state_is_one_mapping_per_run(shared_data: Path) -> None:
 
 def test_a_blind_bound_check_names_the_alias_and_no_real_price(shared_data: Path) -> None:
     u = _universe(shared_data)
-    agent = Scripted("PLAN b ON SYM2\nWHEN pos == 0: BUY 100000 LMT 101.5", "PASS")
+    sym_m = blind_of(u).alias("MSFT")
+    agent = Scripted(f"PLAN b ON {sym_m}\nWHEN pos == 0: BUY 100000 LMT 101.5", "PASS")
     r = run_portfolio(u, agent, CAPITAL, SessionOptions(blind=True), date=dt.date(2025, 7, 31))
     err = agent.requests[1].repair_error
-    assert err is not None and err.startswith("bound check: plan b ON SYM2: rule 1 (BUY 100000)"), err
+    assert err is not None and err.startswith(f"bound check: plan b ON {sym_m}: rule 1 (BUY 100000)"), err
     assert "MSFT" not in err and not re.search(r"\d+\.\d+", err), err
     assert "ON MSFT" in (r.evidence[0].error or "")  # the operator's evidence keeps the real words
+
+
+class SingleShot(Scripted):
+    """A scripted agent with no loop: an invalid reply stands the ordinal down."""
+
+    iterative: ClassVar[bool] = False
+
+
+def test_a_single_shot_blind_reply_on_a_real_symbol_stands_down_saying_why(shared_data: Path) -> None:
+    u = _universe(shared_data)
+    agent = SingleShot("PLAN a ON AAPL\nWHEN pos == 0: BUY 1 MKT")
+    r = run_portfolio(u, agent, CAPITAL, SessionOptions(blind=True), date=dt.date(2025, 3, 3))
+    reasons = [t.applied for t in r.capture.turns]
+    want = "plan a is ON AAPL: no symbol AAPL in this session (its symbols are SYM1, SYM2)"
+    assert any(want in a for a in reasons), reasons
+    assert not any("only PLAN, STANDDOWN or PASS" in a for a in reasons), reasons
+    assert not any("MSFT" in a for a in reasons), reasons  # the reason reveals no mapping
+    assert not {s for s, e in r.ledger.entries if isinstance(e, Armed)}

@@ -133,8 +133,8 @@ def test_one_member_of_a_long_file_sweeps_as_a_single_symbol(tmp_path: Path,
 
 def test_a_blind_universe_sweep_runs_blind_and_its_cells_replay(tmp_path: Path,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    """`--blind` reaches a universe cell: its module is written over the aliases (SYM1 is AAA,
-    SYM2 BBB, in universe order) and trades the real symbols; the capture records blind and
+    """`--blind` reaches a universe cell: its module is written over the aliases (each alias
+    one of AAA and BBB) and trades the real symbols; the capture records blind and
     replays to the cell's ledger."""
     data = _universe(tmp_path / "u.csv")
     blind = tmp_path / "blind.kes"

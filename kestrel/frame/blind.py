@@ -3,9 +3,12 @@
 A `Blind` is fixed once per run from the whole data (never from a snapshot), so every briefing
 of the run uses the same mapping:
 
-- **symbols** become stable aliases: the i-th symbol of the run (in the order given) is `SYM<i>`
-  (`SYM1` for a single-symbol session; a universe's members in universe order, `of_universe`,
-  each with its own price scale, the universe's sessions numbering the days);
+- **symbols** become stable aliases `SYM1..SYMn` numbered in the order of the SHA-256 digest of
+  `ALIAS_SALT + symbol` (ties, never seen, by the symbol): an order fixed by the symbols alone
+  (the same set of symbols gets the same aliases in every run, in any order given) and not their
+  sort order, so an alias does not decode by the alphabet (`SYM1` for a single-symbol session; a
+  universe's members, `of_universe`, each with its own price scale, the universe's sessions
+  numbering the days);
 - **dates** become session numbers: the session with index k of the data is day `d<k+1>`; an
   instant is labelled by its date's session (`d5+1` a day after session 5's date when no session
   is held on it) and keeps its time of day on the wall clock of the session it falls in; instants handed out as
@@ -16,10 +19,17 @@ of the run uses the same mapping:
   print with `decimals` digits, the fewest for which one printed step is smaller than a blind
   tick; **money** (PnL, fees, loss bounds) is rescaled by the same factor (a P&L is a quantity
   times a price move) and prints on the blind image of the cent;
+- **volumes** (a session's or a bar's volume, a trade's size, the average volume) are rescaled
+  per symbol by `1000 / v0`, `v0` the symbol's volume in the first session of the data that
+  traded any (so that session's volume reads 1000; a symbol that never traded keeps its
+  zeros), and print whole from 100 up, with at most 2 decimals below: the real volume, which fingerprints a stock and
+  its day, never shows; relative volumes (`rvol`, `relvol`) are ratios and stay;
 - **news text** has every name of the run's symbols in the names table, and the symbols
   themselves, replaced by the alias; names of other symbols in the table by `[company]`; dollar
-  amounts by `$[n]`, years by `[year]`, month names (with a day) by `[date]`, and any other number that could be
-  a price level (a decimal, or three digits or more, not a percentage) by `[n]`.
+  amounts by `$[n]`, years by `[year]`, whole dates by `[date]` (a month name with its day on
+  either side, `12 March`, `March 12th`, `12th of March`, a month alone, an ordinal day `the
+  12th`, an ISO date or instant `2025-03-12`, a numeric `3/12/2025`: no day of the month
+  survives), and any other number that could be a price level (a decimal, or three digits or more, not a percentage) by `[n]`.
 
 The mapping back (`plan_from_blind`) is exact: a price literal of a plan written in the blind
 scale becomes `round(value / blind_tick)` ticks of the real grid (the nearest real tick, so a
@@ -39,6 +49,7 @@ ledgers and reports only ever see real values.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -60,14 +71,22 @@ from kestrel.market.universe import Universe
 
 DAY_NS = 86_400 * NS_PER_S
 CENT = Fraction(1, 100)
+BLIND_FIRST_VOLUME = 1000
 ALIAS_PREFIX = "SYM"
+ALIAS_SALT = "kestrel-blind-alias-v1:"
 OTHER_COMPANY = "[company]"
 
 _MONEY = re.compile(r"(?:US)?\$\s?\d[\d,]*(?:\.\d+)?(?:\s?(?:[kKmMbB]n?|trillion|billion|million|thousand)\b)?")
 _YEAR = re.compile(r"\b(?:1[89]|2[0-9])\d{2}\b")
-_MONTH = re.compile(
-    r"\b(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sept?(?:ember)?"
-    r"|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\b\.?(?:\s+\d{1,2}(?:st|nd|rd|th)?\b)?",
+_MONTHS = (r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sept?(?:ember)?"
+           r"|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\b\.?")
+_DAY = r"(?:[12]\d|3[01]|0?[1-9])(?:st|nd|rd|th)?\b"
+_DATE = re.compile(
+    r"\b\d{4}-\d{1,2}-\d{1,2}(?:[T ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b"  # ISO
+    r"|\b(?:0?[1-9]|1[0-2])/(?:[12]\d|3[01]|0?[1-9])(?:/\d{2,4})?\b"  # 3/12, 03/12/2025
+    rf"|\b{_DAY}(?:\s+of)?\s+{_MONTHS}"  # 12 March, 12th of March
+    rf"|\b{_MONTHS}(?:\s+{_DAY})?"  # March 12, March 12th, March
+    r"|\b(?:[12]\d|3[01]|0?[1-9])(?:st|nd|rd|th)\b",  # the 12th
 )
 _POSSESSIVE = r"(?:['’]s)?"
 _DECIMAL = re.compile(r"(?<![\w.$\[])\d+\.\d+(?!\d*\s?%)")
@@ -86,6 +105,24 @@ def _level(m: re.Match[str]) -> str:
 def _exact(x: float) -> Fraction:
     """A decimal-looking float as the decimal it prints as (0.01 is 1/100, not its binary)."""
     return Fraction(repr(float(x)))
+
+
+def _volume_factor(d: MarketData) -> float:
+    """`BLIND_FIRST_VOLUME / v0`, `v0` the volume of the first session of `d` that traded (1.0
+    when none did: zeros reveal nothing)."""
+    for open_ns, close_ns in zip(d.session_open_ns, d.session_close_ns):
+        v0 = float(np.sum(d.ticks.between(int(open_ns), int(close_ns) + 1).size))
+        if v0 > 0:
+            return BLIND_FIRST_VOLUME / v0
+    return 1.0
+
+
+def alias_order(symbols: Sequence[str]) -> dict[str, str]:
+    """Each symbol's alias: `SYM<k>`, `k` its rank by the SHA-256 digest of `ALIAS_SALT + symbol`
+    (then the symbol): fixed by the set of symbols, whatever order they come in."""
+    ranked = sorted(dict.fromkeys(symbols),
+                    key=lambda s: (hashlib.sha256((ALIAS_SALT + s).encode("utf-8")).hexdigest(), s))
+    return {s: f"{ALIAS_PREFIX}{k}" for k, s in enumerate(ranked, 1)}
 
 
 def blind_decimals(step: Fraction) -> int:
@@ -138,11 +175,11 @@ class Blind:
     session_days_ns: I64
     session_offset_ns: I64
     masks: tuple[tuple[re.Pattern[str], str], ...] = ()
+    volumes: Mapping[str, float] = field(default_factory=dict)
 
     @classmethod
     def of_universe(cls, universe: Universe, names: Mapping[str, Sequence[str]] | None = None) -> Blind:
-        """The mapping of a run over a universe: the i-th member (in universe order) is `SYM<i>`,
-        each member's prices scaled by its own first raw price, the universe's sessions number
+        """The mapping of a run over a universe: each member's alias by `alias_order`, each member's prices scaled by its own first raw price, the universe's sessions number
         the days (a member's missing session keeps its number)."""
         return cls.of([m.data for m in universe.members], names, universe.sessions)
 
@@ -154,19 +191,20 @@ class Blind:
         symbols' names are masked as `[company]`."""
         if not data:
             raise ValueError("blind mode needs the run's market data")
-        aliases: dict[str, str] = {}
+        aliases = alias_order([d.symbol for d in data])
         prices: dict[str, Scale] = {}
         money: dict[str, Scale] = {}
-        for i, d in enumerate(data, 1):
+        volumes: dict[str, float] = {}
+        for d in data:
             if len(d.ticks) == 0:
                 raise ValueError(f"blind mode needs a first price for {d.symbol}: the data has no ticks")
             p0 = _exact(round(float(d.ticks.last[0]), d.price_decimals))
             if p0 <= 0:
                 raise ValueError(f"blind mode needs a positive first price for {d.symbol}, got {float(p0)}")
             factor = Fraction(100) / p0
-            aliases[d.symbol] = f"{ALIAS_PREFIX}{i}"
             prices[d.symbol] = Scale(_exact(d.tick_size), factor)
             money[d.symbol] = Scale(CENT, factor)
+            volumes[d.symbol] = _volume_factor(d)
         table = dict(names or {})
         words: list[tuple[str, str]] = []
         for sym, alias in aliases.items():
@@ -182,13 +220,21 @@ class Blind:
                         dtype=np.int64)
         opens = np.array([s.open_ns for s in numbered], dtype=np.int64)
         offsets = np.array([s.utc_offset_ns for s in numbered], dtype=np.int64)
-        return cls(aliases, prices, money, opens, days, offsets, masks)
+        return cls(aliases, prices, money, opens, days, offsets, masks, volumes)
 
     # ------------------------------------------------------------------------------------
     # identity
 
     def alias(self, symbol: str) -> str:
         return self.aliases.get(symbol, symbol)
+
+    def shown_order(self, symbols: Sequence[str]) -> list[str]:
+        """`symbols` in the order the agent reads them: by alias number (`SYM1` first), so no
+        list or table of the briefing follows the real symbols' order."""
+        def number(s: str) -> int:
+            a = self.aliases.get(s, "")
+            return int(a[len(ALIAS_PREFIX):]) if a[len(ALIAS_PREFIX):].isdigit() else len(self.aliases) + 1
+        return sorted(symbols, key=lambda s: (number(s), s))
 
     def real_symbol(self, word: str) -> str | None:
         """The real symbol an alias (or the real symbol) names; None for neither."""
@@ -247,6 +293,13 @@ class Blind:
             return f"{v:+.{s.decimals}f}"
         return f"{v:.{s.decimals}f}"
 
+    def volume(self, symbol: str, real: float) -> float:
+        """A volume or trade size of `symbol` as the agent reads it (see the module docstring)."""
+        if not math.isfinite(real):
+            return real
+        v = float(real) * self.volumes.get(symbol, 1.0)
+        return float(round(v)) if abs(v) >= 100 else round(v, 2)
+
     def account(self, a: AccountState, symbol: str) -> AccountState:
         """The account as the agent reads it: entry, order prices and money rescaled."""
         p, m = self.prices[symbol], self.money[symbol]
@@ -281,15 +334,15 @@ class Blind:
     # text
 
     def mask(self, text: str) -> str:
-        """News text with names, tickers, dollar amounts, years and months masked."""
+        """News text with names, tickers, dates, dollar amounts, years and price levels masked."""
         if not text:
             return text
         for pattern, repl in self.masks:
             text = pattern.sub(repl, text)
+        text = _DATE.sub("[date]", text)
         text = _MONEY.sub("$[n]", text)
         text = _YEAR.sub("[year]", text)
-        text = _NUMBER.sub(_level, text)
-        return _MONTH.sub("[date]", text)
+        return _NUMBER.sub(_level, text)
 
     # ------------------------------------------------------------------------------------
     # plans
@@ -426,4 +479,4 @@ def _map_plan(plan: ast.Plan, scales: Callable[[str, str | None], Callable[[floa
     return msgspec.structs.replace(plan, rules=rules, risk=risk, instrument=inst)
 
 
-__all__ = ["ALIAS_PREFIX", "Blind", "Scale", "blind_decimals"]
+__all__ = ["ALIAS_PREFIX", "ALIAS_SALT", "BLIND_FIRST_VOLUME", "Blind", "alias_order", "Scale", "blind_decimals"]

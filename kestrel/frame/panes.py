@@ -111,14 +111,14 @@ def pane_quote(snap: FrozenSnapshot, args: Args) -> str:
     bid, ask, last = float(t.bid[i]), float(t.ask[i]), float(t.last[i])
     lines = [
         f"QUOTE {snap.symbol} {snap.stamp(int(t.ts[i]))}",
-        f"bid {fp(bid)} ask {fp(ask)} spr {fp(ask - bid)} last {fp(last)} sz {fmt_qty(float(t.size[i]))}"
+        f"bid {fp(bid)} ask {fp(ask)} spr {fp(ask - bid)} last {fp(last)} sz {fmt_qty(snap.volume(float(t.size[i])))}"
         + (" CROSSED" if bid > ask else ""),
     ]
     st = snap.session_ticks()
     if len(st):
         day = (
             f"open {fp(float(st.last[0]))} vwap {fp(session_vwap(st))} "
-            f"vol {fmt_qty(float(np.sum(st.size)))}"
+            f"vol {fmt_qty(snap.volume(float(np.sum(st.size))))}"
         )
     else:
         day = "session not open"
@@ -151,7 +151,7 @@ def pane_bars(snap: FrozenSnapshot, args: Args) -> str:
             lab += "*"
         rows.append([
             lab, fp(float(bars.open[j])), fp(float(bars.high[j])), fp(float(bars.low[j])),
-            fp(float(bars.close[j])), fmt_qty(float(bars.volume[j])), fp(float(bars.vwap[j])),
+            fp(float(bars.close[j])), fmt_qty(snap.volume(float(bars.volume[j]))), fp(float(bars.vwap[j])),
         ])
     if forming:
         head += " (*forming)"
@@ -228,7 +228,7 @@ def pane_stats(snap: FrozenSnapshot, args: Args) -> str:
     t = snap.ticks
     full = [float(np.sum(snap.session_ticks(k).size)) for k in range(lo_i, i)]
     avg = sum(full) / len(full)
-    line = f"avgvol {fmt_qty(round(avg))} over {len(full)}d"
+    line = f"avgvol {fmt_qty(round(avg) if snap.blind is None else snap.volume(avg))} over {len(full)}d"
     elapsed = snap.cutoff_ns - int(opens[i])
     if elapsed >= 0:
         today = float(np.sum(snap.session_ticks().size))
@@ -251,7 +251,7 @@ def pane_tape(snap: FrozenSnapshot, args: Args) -> str:
     fp = snap.format_price
     rows = [
         [snap.stamp(int(t.ts[j])), fp(float(t.bid[j])), fp(float(t.ask[j])), fp(float(t.last[j])),
-         fmt_qty(float(t.size[j]))]
+         fmt_qty(snap.volume(float(t.size[j])))]
         for j in range(len(t))
     ]
     return "\n".join([f"TAPE last {len(t)}"] + table(["time", "bid", "ask", "last", "sz"], rows))

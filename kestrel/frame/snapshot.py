@@ -69,6 +69,10 @@ class FrozenSnapshot:
         """Free text (news) as the agent reads it: names masked in blind mode."""
         return text if self.blind is None else self.blind.mask(text)
 
+    def volume(self, real: float) -> float:
+        """A volume or trade size as the agent reads it (rescaled per symbol in blind mode)."""
+        return real if self.blind is None else self.blind.volume(self.data.symbol, real)
+
     def format_money(self, amount: float, signed: bool = False) -> str:
         """An amount of money (`+12.50` when `signed`), in the blind scale in blind mode."""
         if self.blind is not None:

@@ -17,7 +17,7 @@ encoded):
 Prices are floats on the instrument's tick grid as the panes print them; times are ns UTC with
 the session's wall clock beside them (`hh:mm:ss`). In blind mode (`kestrel.frame.blind`) every
 value is the briefing's blind one: the alias, session numbers for dates (`date` is `d<k>`),
-blind instants for times, rescaled prices, tick size, money, bounds and fees.
+blind instants for times, rescaled prices, tick size, volumes, money, bounds and fees.
 """
 
 from __future__ import annotations
@@ -127,10 +127,10 @@ def _quote(snap: FrozenSnapshot) -> Quote | None:
     prior = snap.session_ticks(snap.session_index - 1)
     return Quote(
         ts=_ns(snap, int(t.ts[i])), time=snap.stamp(int(t.ts[i])), bid=_price(snap, bid), ask=_price(snap, ask),
-        last=_price(snap, float(t.last[i])), size=float(t.size[i]), spread=_price(snap, ask - bid),
+        last=_price(snap, float(t.last[i])), size=snap.volume(float(t.size[i])), spread=_price(snap, ask - bid),
         session_open=_price(snap, float(today.last[0])) if len(today) else None,
         vwap=_price(snap, session_vwap(today)) if len(today) else None,
-        volume=float(np.sum(today.size)) if len(today) else None,
+        volume=snap.volume(float(np.sum(today.size))) if len(today) else None,
         prior_close=_price(snap, float(prior.last[-1])) if len(prior) else None,
     )
 
@@ -155,7 +155,7 @@ def _bars(snap: FrozenSnapshot, tf_s: int, n: int) -> tuple[Bar, ...]:
             start_ns=_ns(snap, start), time=md if tf_s >= 86_400 else (f"{md} {hm}" if dated else hm),
             open=_price(snap, float(bars.open[j])), high=_price(snap, float(bars.high[j])),
             low=_price(snap, float(bars.low[j])), close=_price(snap, float(bars.close[j])),
-            volume=float(bars.volume[j]), vwap=_price(snap, float(bars.vwap[j])),
+            volume=snap.volume(float(bars.volume[j])), vwap=_price(snap, float(bars.vwap[j])),
             forming=bar_forming(snap, start, tf_s),
         ))
     return tuple(out)

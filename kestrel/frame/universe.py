@@ -254,7 +254,9 @@ def freeze_universe(
     by_symbol: dict[str, list[CorporateEvent]] = {}
     for e in known.items:
         by_symbol.setdefault(e.symbol, []).append(e)
-    for m in universe.members:
+    shown = universe.members if blind is None else [  # blind: in alias order, not the real symbols'
+        universe[s] for s in blind.shown_order([m.symbol for m in universe.members])]
+    for m in shown:
         ticks = _member_ticks(m, cutoff_ns, cutoff_factor(m, sched, cutoff_ns))
         data = _on_schedule(m.adjusted, ticks, sched, k)
         account = (accounts or {}).get(m.symbol) or _account(held.get(m.symbol))

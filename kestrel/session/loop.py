@@ -586,12 +586,11 @@ class AuthoringLoop:
                 text=text,
             )
         )
-        return self._finish(
-            StandDownTurn(
-                f"single-shot agent sent {what}; only PLAN, STANDDOWN or PASS are accepted "
-                "(fail-closed stand-down)"
-            )
-        )
+        if isinstance(reply, Invalid):  # what is wrong with it, as the repair would have said
+            reason = f"single-shot agent sent an invalid reply: {detail} (fail-closed stand-down)"
+        else:
+            reason = f"single-shot agent sent {what}; only PLAN, STANDDOWN or PASS are accepted (fail-closed stand-down)"
+        return self._finish(StandDownTurn(reason))
 
     # -- budget and escalation ----------------------------------------------------------------
 

@@ -232,7 +232,8 @@ def interpret_module(text: str, symbols: Sequence[str], lots: Mapping[str, float
                 sym = symbols[0]
                 st = msgspec.structs.replace(st, instrument=sym)
             if sym not in symbols:
-                return Invalid(f"plan {st.name} is ON {sym}, not a symbol of the universe ({', '.join(symbols)})")
+                return Invalid(f"plan {st.name} is ON {sym}: no symbol {sym} in this session "
+                               f"(its symbols are {', '.join(symbols)})")
             if sym in seen:
                 return Invalid(f"two plans ON {sym}: one plan per symbol")
             diags = lang.check(st, limits, lot=lot_of.get(sym, 1.0), symbols=tuple(symbols))
@@ -244,7 +245,8 @@ def interpret_module(text: str, symbols: Sequence[str], lots: Mapping[str, float
             if st.instrument is None:
                 all_down = st.reason or "stand down requested by the agent"
             elif st.instrument not in symbols:
-                return Invalid(f"STANDDOWN ON {st.instrument}: not a symbol of the universe ({', '.join(symbols)})")
+                return Invalid(f"STANDDOWN ON {st.instrument}: no symbol {st.instrument} in this session "
+                               f"(its symbols are {', '.join(symbols)})")
             else:
                 downs.append(st.instrument)
         elif isinstance(st, ast.Pass):
