@@ -34,7 +34,6 @@ from kestrel.market.news import NO_NEWS, NewsFeed
 from kestrel.market.portfolio import PortfolioBounds
 from kestrel.market.session import SessionSpec
 from kestrel.market.universe import Universe
-from kestrel.session.blind import blind_of
 from kestrel.session.calls import DEFAULT_AGENT_TIMEOUT_S, LateReplies, late_grace
 from kestrel.session.drive import author_turn
 from kestrel.session.loop import Evidence
@@ -56,7 +55,7 @@ from kestrel.session.portfolio_day import (
     Step,
     account_briefing,
     apply_portfolio_turn,
-    blind_agent,
+    run_blind,
     frame_briefing,
     late_evidence,
     read_turn,
@@ -224,8 +223,7 @@ def drive(engine: PortfolioEngine, sessions: Sequence[SessionSpec], agent: Agent
     late = LateReplies()
     untold: tuple[Notice, ...] = ()
     read = len(engine.ledger)
-    blind = blind_of(engine.universe) if options.blind else None  # one mapping for the whole run
-    asked = agent if blind is None else blind_agent(agent, blind)
+    blind, asked = run_blind(engine.universe, options, agent)
     carried: PortfolioTurn | None = None
     for k, session in enumerate(sessions):
         engine.open_session(session)

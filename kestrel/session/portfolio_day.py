@@ -166,6 +166,15 @@ def blind_agent(agent: Agent, blind: Blind) -> Agent:
     return _BLIND_AGENTS[(bool(agent.iterative), bool(agent.blocking))](agent, blind)
 
 
+def run_blind(universe: Universe, options: SessionOptions, agent: Agent) -> tuple[Blind | None, Agent]:
+    """A run's one blind mapping (None unless `options.blind`) and the agent as the run asks it
+    (through `blind_agent` in blind mode): what every driver shell sets up once per run."""
+    if not options.blind:
+        return None, agent
+    blind = blind_of(universe)
+    return blind, blind_agent(agent, blind)
+
+
 def arm_delay_ns(options: SessionOptions, evidence: Sequence[Evidence], key: str) -> int:
     """How long after its ordinal a turn takes effect (`SessionOptions.arm_latency`): 0 (the
     default), the given seconds, or the authoring time measured as the latency of the
@@ -615,6 +624,7 @@ __all__ = [
     "apply_portfolio_turn",
     "arm_delay_ns",
     "blind_agent",
+    "run_blind",
     "blind_request",
     "daily_bars",
     "frame_briefing",

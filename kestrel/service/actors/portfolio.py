@@ -58,8 +58,7 @@ from kestrel.session.portfolio import (
     settle_turns,
     universe_configs,
 )
-from kestrel.session.blind import blind_of
-from kestrel.session.portfolio_day import blind_agent
+from kestrel.session.portfolio_day import run_blind
 from kestrel.frame.blind import Blind
 from kestrel.session.protocol import Agent, PortfolioTurn
 
@@ -299,8 +298,7 @@ async def simulate_universe(
         system.bus.subscribe(PORTFOLIO_TURNS_TOPIC, engine_ref)
         room = max(1, len(sessions) * (1 + len(options.checkpoints)))
         tap = system.bus.subscribe_stream(PORTFOLIO_TURNS_TOPIC, capacity=room) if turns is not None else None
-        blind = blind_of(universe) if options.blind else None  # one mapping for the whole run
-        asked = agent if blind is None else blind_agent(agent, blind)
+        blind, asked = run_blind(universe, options, agent)
         agent_ref = system.spawn(lambda: AgentActor(asked), name="agent")
         driver = system.spawn(
             lambda: PortfolioDriverActor(sessions, universe, agent=agent_ref, identity=agent, engine=engine_ref,

@@ -57,8 +57,7 @@ from kestrel.session.portfolio import (
     universe_configs,
 )
 from kestrel.session.portfolio_capture import CaptureHead, UniverseSource, capture_bytes
-from kestrel.session.portfolio_day import blind_agent
-from kestrel.session.blind import blind_of
+from kestrel.session.portfolio_day import run_blind
 from kestrel.session.protocol import Agent, AgentReply
 from kestrel.session.schedule import DEFAULT_GUARD_S
 from kestrel.session.spec import EFFORTS, SpecError
@@ -283,8 +282,7 @@ async def run_hosted_universe(run: UniverseRun, source: Agent | ReplyPort, ident
             if isinstance(source, ReplyPort):
                 raise SessionError("blind runs a universe with an agent of the runtime's own; a client session "
                                    "does not take it: drop blind")
-            blind = blind_of(universe)
-            source = blind_agent(source, blind)
+            blind, source = run_blind(universe, options, source)
         asked = source
         agent = system.spawn(lambda: ResumedAgentActor(HostedAgentActor(asked, outlet, tap, {}), committed),
                              name="agent")
