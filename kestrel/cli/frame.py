@@ -12,6 +12,7 @@ from kestrel.cli.dataflags import add_data_flags, load_from_args, news_from_args
 from kestrel.cli.errors import UsageError
 from kestrel.cli.execution import add_flags as add_execution_flags
 from kestrel.cli.subcommands import Subcommands
+from kestrel.cli.universe import add_universe_flags, is_universe
 from kestrel.market.ticks import NS_PER_S
 
 if TYPE_CHECKING:
@@ -37,6 +38,7 @@ def register(subparsers: Subcommands) -> None:
                    help="freeze at the ordinal time minus this: seconds (300) or a duration (30s, 5m, 1h); default 5m")
     v.add_argument("--no-kernel", action="store_true", help="print the view only, without kernel panes")
     add_execution_flags(v)  # the operator's bounds and friction the RULES pane states
+    add_universe_flags(v)  # --data UNIVERSE: the flags of kestrel simulate over a universe
     v.set_defaults(func=_view)
 
 
@@ -110,6 +112,10 @@ def _view(args: argparse.Namespace) -> int:
         return _fail(f"invalid VIEW:\n{e}", 1)
     if not isinstance(stmt, View):
         return _fail(f"expected one VIEW statement, got {type(stmt).__name__}", 1)
+    if is_universe(args):
+        from kestrel.cli.universe_view import universe_view
+
+        return universe_view(args, stmt)
     try:
         data, _, _ = load_from_args(args, "view")
         news, _ = news_from_args(args, "view")

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from kestrel.data.news import NewsSource
     from kestrel.market.news import NewsFeed
     from kestrel.session.portfolio_capture import CaptureHead, UniverseSource
+    from kestrel.market.portfolio import PortfolioBounds
     from kestrel.market.universe import Universe
     from kestrel.report.portfolio import PortfolioReport
     from kestrel.session.portfolio import PortfolioCapture, PortfolioResult
@@ -121,12 +122,34 @@ def _refuse_single_symbol_flags(args: argparse.Namespace, command: str) -> None:
                          "speed: drop it, or run one member with --symbol")
 
 
-def run_universe_command(args: argparse.Namespace) -> int:
-    from kestrel.market.portfolio import PortfolioBounds
-    from kestrel.session.options import SessionError, SessionOptions
-    from kestrel.session.portfolio import DEFAULT_CAPITAL, run_portfolio
-
+def source_of(args: argparse.Namespace) -> UniverseSource:
+    """How the command line's universe loads (`--data` made absolute, `--columns`, `--factors`,
+    `--delimiter`, `--crossed`, `--spikes`, `--instruments`)."""
     from kestrel.session.portfolio_capture import UniverseSource
+
+    return UniverseSource(_abs(args.data.strip()), args.columns,
+                          None if args.factors is None else _abs(args.factors), args.delimiter or ",",
+                          args.crossed or "error", args.spikes or "error",
+                          None if args.instruments is None else _abs(args.instruments))
+
+
+def universe_bounds(args: argparse.Namespace) -> PortfolioBounds:
+    """The account's bounds the command line gives (`--capital`, `--max-gross`, `--max-open`,
+    `--portfolio-maxloss`, `--no-short`, `--lookback`); `UsageError` on a bad one."""
+    from kestrel.market.portfolio import PortfolioBounds
+    from kestrel.session.portfolio import DEFAULT_CAPITAL
+
+    try:
+        return PortfolioBounds(capital=args.capital or DEFAULT_CAPITAL, max_gross=args.max_gross or 1.0,
+                               max_open=args.max_open, session_maxloss=args.portfolio_maxloss,
+                               no_short=args.no_short, lookback=args.lookback or "run")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def run_universe_command(args: argparse.Namespace) -> int:
+    from kestrel.session.options import SessionError, SessionOptions
+    from kestrel.session.portfolio import run_portfolio
 
     from kestrel.cli.execution import engine_config
 
@@ -142,17 +165,9 @@ def run_universe_command(args: argparse.Namespace) -> int:
     symbols = None if args.symbols is None else [s.strip() for s in args.symbols.split(",") if s.strip()]
     if symbols is not None and not symbols:
         raise UsageError("--symbols is empty: give symbols like AAPL,MSFT")
-    source = UniverseSource(_abs(args.data.strip()), args.columns,
-                            None if args.factors is None else _abs(args.factors), args.delimiter or ",",
-                            args.crossed or "error", args.spikes or "error",
-                            None if args.instruments is None else _abs(args.instruments))
+    source = source_of(args)
     universe = load_source(source, symbols, "simulate")
-    try:
-        bounds = PortfolioBounds(capital=args.capital or DEFAULT_CAPITAL, max_gross=args.max_gross or 1.0,
-                                 max_open=args.max_open, session_maxloss=args.portfolio_maxloss,
-                                 no_short=args.no_short, lookback=args.lookback or "run")
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    bounds = universe_bounds(args)
     news, news_source = news_from_args(args, "simulate")
     try:
         options = SessionOptions(checkpoints=tuple(c for c in args.checkpoints.split(",") if c.strip()),
@@ -381,4 +396,5 @@ def _agent(args: argparse.Namespace) -> Agent:
                     timeout_s=args.agent_timeout)
 
 
-__all__ = ["add_universe_flags", "is_portfolio_capture", "is_universe", "load_source", "read_portfolio_capture", "run_universe_command", "run_universe_replay", "run_universe_report"]
+__all__ = ["add_universe_flags", "is_portfolio_capture", "is_universe", "load_source", "read_portfolio_capture", "run_universe_command", "run_universe_replay", "run_universe_report", "source_of",
+           "universe_bounds"]

@@ -60,6 +60,7 @@ from kestrel.engine.ledger import Disarmed, OrderRejected
 from kestrel.engine.plans import PlanError
 from kestrel.frame import Ordinal, typed_universe
 from kestrel.frame.blind import Blind
+from kestrel.frame.universe import UniverseSnapshot, freeze_universe
 from kestrel.lang import ast, format_ast
 from kestrel.market.account import Notice
 from kestrel.market.portfolio import PortfolioBounds, PortfolioState
@@ -447,11 +448,8 @@ class PortfolioDayDriver:
     def open(self, o: Ordinal, cut: int, state: PortfolioState) -> tuple[AuthoringLoop, list[str]]:
         """The authoring loop of ordinal `o` over the universe frozen at `cut` with the account,
         and the list its interpreter appends each terminal text to (the capture's text)."""
-        from kestrel.frame.universe import freeze_universe
-
         opts = self.options
-        snap = freeze_universe(self.universe, cut, state, time_ns=o.time_ns, terms=self.terms, bounds=self.bounds,
-                               notices=self.pending, news=opts.news, blind=self.blind)
+        snap = self.frozen(o, cut, state)
         self.pending = tuple(n for n in self.pending if n.ts > cut)  # told now
         custom = self.briefing
         date = self.session.date
@@ -472,6 +470,12 @@ class PortfolioDayDriver:
             policy=opts.policy if self.iterative else None, model=self.model, profile=opts.profile,
             iterative=self.iterative, date=date.isoformat(), universe=typed_universe(snap, o))
         return loop, texts
+
+    def frozen(self, o: Ordinal, cut: int, state: PortfolioState) -> UniverseSnapshot:
+        """The universe as ordinal `o`'s briefing reads it: frozen at `cut` with the account, the
+        run's terms, bounds, notices not told yet, news and blind mapping (nothing is told)."""
+        return freeze_universe(self.universe, cut, state, time_ns=o.time_ns, terms=self.terms, bounds=self.bounds,
+                               notices=self.pending, news=self.options.news, blind=self.blind)
 
     def _steps(self) -> Generator[Step, object, None]:
         turns: list[CapturedPortfolioTurn] = []
