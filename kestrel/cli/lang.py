@@ -1,5 +1,8 @@
 """`kestrel check` and `kestrel fmt`: validate and canonicalise Kestrel documents.
 
+`check --data UNIVERSE` (or `--symbols A,B`) checks each file as one reply of a universe turn
+(`kestrel.cli.check_universe`), in the same diagnostics and `--json` shape.
+
 Exit codes: 0 all valid (and canonical, with `fmt --check`), 1 a document is invalid or not
 canonical, 2 a usage error (unreadable file, bad flags). `-` reads standard input. `check`
 reads and checks every file of its batch, an unreadable one among them (reported, exit 2);
@@ -18,6 +21,9 @@ from typing import Any
 
 import msgspec
 
+from kestrel.cli.check_universe import add_flags as add_turn_flags
+from kestrel.cli.check_universe import check_turn, turn_universe
+from kestrel.cli.errors import UsageError
 from kestrel.cli.subcommands import Subcommands
 from kestrel.lang import Diagnostic, LangError, format_source, parse
 from kestrel.lang.formatter import inner_comment_lines
@@ -90,10 +96,15 @@ def _check(args: argparse.Namespace) -> int:
     the same. Exit 2 when a file could not be read, else 1 when one is invalid, else 0."""
     status = 0
     report: list[dict[str, Any]] = []
-    lot = args.lot_size
+    lot = 1.0 if args.lot_size is None else args.lot_size
     if not (lot > 0 and math.isfinite(lot)) or lot_decimals(lot) > MAX_LOT_DECIMALS:
         print(f"kestrel check: --lot-size must be a finite number > 0 with at most "
               f"{MAX_LOT_DECIMALS} decimals, got {lot:g}", file=sys.stderr)
+        return 2
+    try:
+        universe = turn_universe(args, args.lot_size)
+    except UsageError as err:
+        print(f"kestrel check: {err}", file=sys.stderr)
         return 2
     for name in args.files:
         try:
@@ -102,6 +113,14 @@ def _check(args: argparse.Namespace) -> int:
             print(err, file=sys.stderr)
             status = 2
             report.append({"file": _label(name), "ok": False, "diagnostics": [], "error": str(err)})
+            continue
+        if universe is not None:
+            found = check_turn(text, universe)
+            report.append({"file": _label(name), "ok": not found,
+                           "diagnostics": [msgspec.to_builtins(d) for d in found]})
+            for d in found:
+                print(_line(name, d), file=sys.stderr)
+            status = max(status, 1 if found else 0)
             continue
         try:
             parse(text, lot=lot)
@@ -184,9 +203,10 @@ def register(subparsers: Subcommands) -> None:
     )
     check.add_argument("files", nargs="+", metavar="FILE", help="a .kes file, or - for stdin")
     check.add_argument("--json", action="store_true", help="print diagnostics as JSON on stdout")
-    check.add_argument("--lot-size", type=float, default=1.0, metavar="LOT",
+    check.add_argument("--lot-size", type=float, default=None, metavar="LOT",
                        help="quantities must be whole numbers of LOT units (default 1: whole units; "
                             "0.0001 for BTC)")
+    add_turn_flags(check)
     check.set_defaults(func=_check)
     fmt = subparsers.add_parser("fmt", help="print Kestrel documents in canonical form")
     fmt.add_argument("files", nargs="+", metavar="FILE", help="a .kes file, or - for stdin")
