@@ -7,10 +7,13 @@ dates) or 1 (a view the universe refuses); a single-symbol view is unchanged."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
+from kestrel.data.news import load_news
 from kestrel.data.universe import load_universe
 from kestrel.market.portfolio import PortfolioBounds
 from kestrel.session.options import SessionOptions
@@ -28,8 +31,8 @@ class Recorder:
     """An iterative agent that answers with `replies` in turn (then PASS) and keeps every
     briefing it is sent."""
 
-    iterative = True
-    blocking = False
+    iterative: ClassVar[bool] = True
+    blocking: ClassVar[bool] = False
 
     def __init__(self, *replies: str) -> None:
         self.replies = list(replies)
@@ -48,10 +51,10 @@ class Recorder:
         return AgentReply(self.replies.pop(0) if self.replies else "PASS")
 
 
-def _run(data: Path, date: str, agent: Recorder, capital: float = DEFAULT_CAPITAL, **options: object) -> None:
+def _run(data: Path, date: str, agent: Recorder, capital: float = DEFAULT_CAPITAL,
+         options: SessionOptions = SessionOptions()) -> None:
     universe = load_universe(data).universe
-    run_portfolio(universe, agent, PortfolioBounds(capital=capital), SessionOptions(**options),  # type: ignore[arg-type]
-                  date=dt.date.fromisoformat(date))
+    run_portfolio(universe, agent, PortfolioBounds(capital=capital), options, date=dt.date.fromisoformat(date))
 
 
 def _without_budget(text: str) -> list[str]:
@@ -93,7 +96,7 @@ def test_a_view_asked_for_is_what_the_agent_reads_after_asking(data: Path,
 def test_a_checkpoint_and_the_close_cadence(data: Path, capsys: pytest.CaptureFixture[str]) -> None:
     date = session_dates(data)[5]
     agent = Recorder()
-    _run(data, date, agent, checkpoints=("11:00",))
+    _run(data, date, agent, options=SessionOptions(checkpoints=("11:00",)))
     at = [b for o, i, b in agent.briefings if o == "11:00" and i == 0]
     assert len(at) == 1
     code, out, err = run_cli(capsys, "view", "--data", str(data), "--date", date, "--at", "11:00", DEFAULT_VIEW)
@@ -101,7 +104,7 @@ def test_a_checkpoint_and_the_close_cadence(data: Path, capsys: pytest.CaptureFi
     assert out == at[0]
 
     closing = Recorder()
-    _run(data, date, closing, cadence="close")
+    _run(data, date, closing, options=SessionOptions(cadence="close"))
     assert closing.briefings[0][0] == "CLOSE"
     code, out, err = run_cli(capsys, "view", "--data", str(data), "--date", date, "--cadence", "close", DEFAULT_VIEW)
     assert code == 0, err
@@ -113,7 +116,7 @@ def test_a_checkpoint_and_the_close_cadence(data: Path, capsys: pytest.CaptureFi
 def test_blind_shows_aliases_and_refuses_a_real_symbol(data: Path, capsys: pytest.CaptureFixture[str]) -> None:
     date = session_dates(data)[6]
     agent = Recorder()
-    _run(data, date, agent, blind=True)
+    _run(data, date, agent, options=SessionOptions(blind=True))
     code, out, err = run_cli(capsys, "view", "--data", str(data), "--date", date, "--blind", DEFAULT_VIEW)
     assert code == 0, err
     assert out == agent.briefings[0][2]
@@ -170,3 +173,20 @@ def test_the_stockbench_universe(shared_data: Path, capsys: pytest.CaptureFixtur
     assert code == 0, err
     assert out.startswith("CLOCK 20 symbols #0 OPEN") and "WATCHLIST 20" in out and "QUOTE AAPL" in out
     assert "2025-02-20" in out and "02-20 " not in out.split("BARS", 1)[1]  # the day's own bar is after the cutoff
+
+
+def test_news_is_the_runs_cut_at_the_cutoff(data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    date = session_dates(data)[3]
+    assert date == "2024-03-06"  # EST: the OPEN's cutoff 09:25 is 14:25 UTC
+    news = tmp_path / "news.jsonl"
+    news.write_text("".join(json.dumps(r) + "\n" for r in [
+        {"published_utc": f"{date}T14:24:00Z", "symbol": "AAA", "source": "Wire", "title": "AAA before the cutoff"},
+        {"published_utc": f"{date}T14:26:00Z", "symbol": "BBB", "source": "Wire", "title": "BBB after the cutoff"},
+    ]))
+    asked = "VIEW n: news(5), watchlist"
+    agent = Recorder(asked)
+    _run(data, date, agent, options=SessionOptions(news=load_news(news).feed))
+    code, out, err = run_cli(capsys, "view", "--data", str(data), "--date", date, "--news", str(news), asked)
+    assert code == 0, err
+    assert _without_budget(out) == _without_budget(agent.briefings[1][2])
+    assert "AAA before the cutoff" in out and "after the cutoff" not in out
