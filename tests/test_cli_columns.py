@@ -56,8 +56,10 @@ def test_a_long_format_file_takes_symbol(capsys: pytest.CaptureFixture[str], tmp
     p = tmp_path / "long.csv"
     p.write_text("date,symbol,open,high,low,close,volume\n2024-12-23,AAA,10,11,9,10.5,100\n"
                  "2024-12-23,BBB,20,21,19,20.5,50\n2024-12-24,AAA,10.5,11,10,10.8,200\n2024-12-24,BBB,20.5,21,20,20.8,60\n")
-    code, _, err = run_cli(capsys, "view", "VIEW v: quote", "--data", str(p))
-    assert code == 2 and "the file holds 2 symbols (AAA, BBB): pick one with --symbol" in err
+    code, _, err = run_cli(capsys, "view", "VIEW v: quote", "--data", str(p))  # a universe: quote names a member
+    assert code == 1 and err.splitlines()[-1].endswith(
+        "quote: name the symbol in a universe session: quote(AAA); or view one symbol of the data alone with "
+        "--symbol AAA")
     code, out, err = run_cli(capsys, "view", "VIEW v: quote", "--data", str(p), "--symbol", "BBB")
     assert code == 0, err
     assert "QUOTE BBB" in out and "2 rows → 10 ticks in 2 sessions" in err

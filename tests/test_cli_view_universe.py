@@ -149,7 +149,8 @@ def test_symbols_narrow_the_universe(data: Path, capsys: pytest.CaptureFixture[s
 
 @pytest.mark.parametrize(("argv", "code", "message"), [
     (["VIEW v: quote(ZZZ)"], 1, "invalid VIEW v: quote: no symbol 'ZZZ' in this session; symbols: AAA, BBB, CCC"),
-    (["VIEW v: quote"], 1, "invalid VIEW v: quote: name the symbol in a universe session: quote(AAA)"),
+    (["VIEW v: quote"], 1, "invalid VIEW v: quote: name the symbol in a universe session: quote(AAA); "
+                           "or view one symbol of the data alone with --symbol AAA"),
     (["--date", "2023-01-03", "VIEW v: watchlist"], 2, "no session on 2023-01-03 in the universe"),
     (["--at", "20:00", "VIEW v: watchlist"], 2, "--at 20:00 is outside the last session"),
     (["--cadence", "close", "--at", "11:00", "VIEW v: watchlist"], 2, "drop --at"),

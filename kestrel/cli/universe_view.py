@@ -98,7 +98,9 @@ def _render(args: argparse.Namespace, stmt: View) -> int:
                                allowed_panes=options.allowed_panes)
         chosen = ports.resolve_view(stmt)
     except ViewError as exc:  # one line: every problem, each naming its fix
-        return _fail(f"invalid VIEW {exc.view_name}: {'; '.join(exc.problems)}", 1)
+        unnamed = any("name the symbol" in p for p in exc.problems)
+        also = f"; or view one symbol of the data alone with --symbol {snap.shown_symbols[0]}" if unnamed else ""
+        return _fail(f"invalid VIEW {exc.view_name}: {'; '.join(exc.problems)}{also}", 1)
     settings = LoopSettings()
     kernel = Kernel(ordinal=ordinal.label, iteration=0, iterations_left=settings.view_request_cap,
                     tokens_left=settings.authoring_token_budget, iterative=True)
