@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kestrel.data.news import load_news
 from kestrel.data.universe import load_universe
@@ -191,3 +193,22 @@ def test_news_is_the_runs_cut_at_the_cutoff(data: Path, tmp_path: Path, capsys: 
     assert code == 0, err
     assert _without_budget(out) == _without_budget(agent.briefings[1][2])
     assert "AAA before the cutoff" in out and "after the cutoff" not in out
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(day=st.integers(0, 11), members=st.sets(st.sampled_from(("AAA", "BBB", "CCC")), min_size=1),
+       cadence=st.sampled_from(("open", "close")), blind=st.booleans(), capital=st.sampled_from((5_000.0, 1e6)))
+def test_any_session_and_selection_is_the_runs_first_briefing(
+        data: Path, capsys: pytest.CaptureFixture[str], day: int, members: set[str], cadence: str, blind: bool,
+        capital: float) -> None:
+    date = session_dates(data)[day]
+    symbols = sorted(members)
+    agent = Recorder()
+    universe = load_universe(data, symbols=symbols).universe
+    run_portfolio(universe, agent, PortfolioBounds(capital=capital), SessionOptions(cadence=cadence, blind=blind),
+                  date=dt.date.fromisoformat(date))
+    flags = ["--blind"] if blind else []
+    code, out, err = run_cli(capsys, "view", "--data", str(data), "--symbols", ",".join(symbols), "--date", date,
+                             "--cadence", cadence, "--capital", f"{capital:g}", *flags, DEFAULT_VIEW)
+    assert code == 0, err
+    assert out == agent.briefings[0][2]
