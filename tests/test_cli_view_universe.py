@@ -212,3 +212,14 @@ def test_any_session_and_selection_is_the_runs_first_briefing(
                              "--cadence", cadence, "--capital", f"{capital:g}", *flags, DEFAULT_VIEW)
     assert code == 0, err
     assert out == agent.briefings[0][2]
+
+
+def test_the_minute_universe_at_a_checkpoint(shared_data: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = shared_data / "equities_minute/lean_us_equities_minute_trade_bars_20131004_20131011.parquet"
+    agent = Recorder()
+    run_portfolio(load_universe(path).universe, agent, PortfolioBounds(capital=DEFAULT_CAPITAL),
+                  SessionOptions(checkpoints=("10:30",)), date=dt.date(2013, 10, 8))
+    (at,) = [b for o, i, b in agent.briefings if o == "10:30"]
+    code, out, err = run_cli(capsys, "view", "--data", str(path), "--date", "2013-10-08", "--at", "10:30", DEFAULT_VIEW)
+    assert code == 0, err
+    assert out == at and out.startswith("CLOCK 4 symbols #1 10:30 cutoff 10:25:00 session 2013-10-08")
