@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -199,7 +199,8 @@ def test_news_is_the_runs_cut_at_the_cutoff(data: Path, tmp_path: Path, capsys: 
 @given(day=st.integers(0, 11), members=st.sets(st.sampled_from(("AAA", "BBB", "CCC")), min_size=1),
        cadence=st.sampled_from(("open", "close")), blind=st.booleans(), capital=st.sampled_from((5_000.0, 1e6)))
 def test_any_session_and_selection_is_the_runs_first_briefing(
-        data: Path, capsys: pytest.CaptureFixture[str], day: int, members: set[str], cadence: str, blind: bool,
+        data: Path, capsys: pytest.CaptureFixture[str], day: int, members: set[str], cadence: Literal["open", "close"],
+        blind: bool,
         capital: float) -> None:
     date = session_dates(data)[day]
     symbols = sorted(members)

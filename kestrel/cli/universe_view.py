@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from kestrel.cli.dataflags import news_from_args, parse_date, parse_guard
 from kestrel.cli.errors import UsageError
@@ -80,7 +81,10 @@ def _render(args: argparse.Namespace, stmt: View) -> int:
             ordinal = view_ordinal(session, args.at, where=where)
         except AtError as exc:
             raise UsageError(str(exc)) from None
-    configs = universe_configs(universe, options)
+    try:
+        configs = universe_configs(universe, options)  # each symbol's lot, multiplier and scaled maxpos
+    except SessionError as exc:
+        raise UsageError(str(exc)) from None
     blind = blind_of(universe) if options.blind else None
     driver = PortfolioDayDriver(universe, session, options, configs=configs, bounds=bounds, iterative=True,
                                 blind=blind)
@@ -98,8 +102,9 @@ def _render(args: argparse.Namespace, stmt: View) -> int:
                                allowed_panes=options.allowed_panes)
         chosen = ports.resolve_view(stmt)
     except ViewError as exc:  # one line: every problem, each naming its fix
-        unnamed = any("name the symbol" in p for p in exc.problems)
-        also = f"; or view one symbol of the data alone with --symbol {snap.shown_symbols[0]}" if unnamed else ""
+        one_file = blind is None and Path(args.data.strip()).is_file()  # --symbol picks a member of a long file
+        unnamed = one_file and any("name the symbol" in p for p in exc.problems)
+        also = f"; or view one symbol of the data alone with --symbol {universe.symbols[0]}" if unnamed else ""
         return _fail(f"invalid VIEW {exc.view_name}: {'; '.join(exc.problems)}{also}", 1)
     settings = LoopSettings()
     kernel = Kernel(ordinal=ordinal.label, iteration=0, iterations_left=settings.view_request_cap,
