@@ -129,3 +129,30 @@ def test_the_stockbench_universe(shared_data: Path, tmp_path: Path, capsys: pyte
     assert code == 1
     assert err.splitlines()[-1].startswith(f"{doc}:3:1: STANDDOWN ON SPY: no symbol SPY in this session "
                                            "(its symbols are AAPL, AMGN,")
+
+
+@pytest.mark.parametrize(("text", "armed"), [
+    ("PLAN a ON SYM1\nWHEN pos == 0 AND SYM2.chg(1d) > 0: BUY 10 MKT\n", True),
+    ('PLAN a ON SYM2\nWHEN pos == 0: BUY 0.5 MKT\nSTANDDOWN ON SYM3 "later"\n', None),
+    ("PLAN a ON AAA\nWHEN pos == 0: BUY 10 MKT\n", False),
+    ("PLAN a ON SYM1\nWHEN pos == 0 AND BBB.chg(1d) > 0: BUY 10 MKT\n", False),
+])
+def test_blind_checks_the_aliases_a_blind_run_reads(text: str, armed: bool | None, universe: tuple[Path, Path],
+                                                    tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--blind`: the reply a blind run's agent writes, over the aliases (each alias's lot its
+    real symbol's); accepted exactly when a blind run arms it (None: as the lots decide)."""
+    data, instruments = universe
+    doc = tmp_path / "m.kes"
+    doc.write_text(text)
+    code, _, err = run_cli(capsys, "check", "--data", str(data), "--instruments", str(instruments), "--blind",
+                           str(doc))
+    ran, summary, why = run_cli(capsys, "simulate", "--data", str(data), "--instruments", str(instruments),
+                                "--blind", "--agent", f"fixed:{doc}", "--json")
+    assert ran == 0, why
+    (turn,) = json.loads(summary)["turns"]
+    refused = "invalid reply" in turn["applied"]
+    assert (code == 1) is refused and code in (0, 1), (err, turn["applied"])
+    if armed is not None:
+        assert refused is not armed
+    for real in ("AAA", "BBB", "CCC"):
+        assert real not in err or real in text

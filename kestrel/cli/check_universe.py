@@ -5,7 +5,9 @@ The universe is either loaded (`--data` a long-format file, a folder or a glob; 
 narrow it; `--instruments`, `--columns`, `--delimiter` as `kestrel simulate` takes them), each
 symbol's lot the one its engine config takes from the instrument
 (`kestrel.session.portfolio_day.universe_configs`), or named (`--symbols` alone), every symbol
-with the lot `--lot-size` (default 1). A file is then:
+with the lot `--lot-size` (default 1). `--blind` (with `--data`) checks the reply a blind run's
+agent writes: the symbols are the run's aliases (`SYM1`, ...; `kestrel.session.blind.blind_of`).
+A file is then:
 1. parsed with the universe's limits (`kestrel.session.ports.TURN_LIMITS`: a plan per symbol and
    one more statement, windows as long as a run looks back) and its symbols (a cross-symbol read
    `SPY.chg(1d)` must name one), quantities whole numbers of the smallest lot: every problem is a
@@ -50,6 +52,8 @@ def add_flags(p: argparse.ArgumentParser) -> None:
                    help="with --data: the universe's symbols table (lot_size per symbol), as kestrel simulate")
     g.add_argument("--columns", default=None, metavar="ROLE=COL,...", help="with --data: map the file's columns")
     g.add_argument("--delimiter", default=None, metavar="SEP", help="with --data: the CSV delimiter (default ,)")
+    g.add_argument("--blind", action="store_true",
+                   help="with --data: check the reply a blind run's agent writes (its symbols the aliases SYM1, ...)")
 
 
 def _symbols(text: str) -> list[str]:
@@ -63,8 +67,9 @@ def turn_universe(args: argparse.Namespace, lot: float | None) -> TurnUniverse |
     """The universe the flags name (None without `--data` or `--symbols`: a plain check);
     `UsageError` naming the fix on a bad flag or unreadable data."""
     if args.data is None:
-        if args.instruments is not None or args.columns is not None or args.delimiter is not None:
-            raise UsageError("--instruments, --columns and --delimiter read a universe's file: give it with --data")
+        if args.instruments is not None or args.columns is not None or args.delimiter is not None or args.blind:
+            raise UsageError("--instruments, --columns, --delimiter and --blind read a universe's file: give it "
+                             "with --data")
         if args.symbols is None:
             return None
         symbols = tuple(s.upper() for s in _symbols(args.symbols))
@@ -91,7 +96,14 @@ def turn_universe(args: argparse.Namespace, lot: float | None) -> TurnUniverse |
         raise UsageError(str(exc)) from None
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
-    return TurnUniverse(tuple(universe.symbols), {s: float(c.lot_size) for s, c in configs.items()})
+    lots = {s: float(c.lot_size) for s, c in configs.items()}
+    if not args.blind:
+        return TurnUniverse(tuple(universe.symbols), lots)
+    from kestrel.session.blind import blind_of
+
+    blind = blind_of(universe)  # the run's mapping: the agent names each symbol by its alias
+    shown = blind.shown_order(list(universe.symbols))
+    return TurnUniverse(tuple(blind.alias(s) for s in shown), {blind.alias(s): lots[s] for s in shown})
 
 
 _NAMED = (re.compile(r"^plan (\S+)"), re.compile(r"^STANDDOWN ON (\S+)"), re.compile(r"^two plans ON (\S+)"))
