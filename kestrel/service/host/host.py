@@ -219,10 +219,13 @@ class HostedSession:
 
     def status(self) -> SessionStatus:
         if isinstance(self.run, UniverseRun):
-            run = self.run
+            run, blind = self.run, self.run.blind
+            symbols = run.universe.symbols if blind is None else [blind.alias(s) for s in blind.shown_order(
+                run.universe.symbols)]  # blind: what the agent reads (aliases, session numbers)
+            dates = [d.date.isoformat() if blind is None else blind.day(d.open_ns) for d in run.sessions]
             return SessionStatus(session_id=self.session_id, state=self.state, agent=self.agent_id,
-                                 data=run.options.data_name, symbol=",".join(run.universe.symbols),
-                                 dates=[d.date.isoformat() for d in run.sessions], schedule=run.schedule,
+                                 data=run.options.data_name, symbol=",".join(symbols), dates=dates,
+                                 schedule=run.schedule,
                                  turns=self.turns, events=len(self.log), pending=self.pending, reason=self.reason)
         header_dates = [d.date for d in self.run.schedule]
         schedule = [o.label for o in self.run.schedule[0].ordinals] if self.run.schedule else []
