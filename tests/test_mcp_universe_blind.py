@@ -9,6 +9,7 @@ asyncio and trio gives byte-identical ledgers and captures."""
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -184,7 +185,54 @@ def test_a_blind_client_session_with_news_reads_nothing_real_and_trades_the_real
     assert len(traded) == 2 and traded <= {"AAPL", "MSFT", "JPM"} and b"SYM" not in ledger, traded
     assert any("NEWS all" in t and "$[n]" in t and "[date]" in t for t in seen)  # the news was read, masked
     assert any("bound check: plan a ON SYM1" in t for t in seen)  # the re-ask's findings read blind too
+    head = json.loads(capture)
+    assert head["news"]["sha256"] == hashlib.sha256(news.read_bytes()).hexdigest() and head["blind"] is True
     cap = tmp_path / "session.capture"
     cap.write_bytes(capture)
     capsys.readouterr()
     assert main(["replay", str(cap), "--json"]) == 0, capsys.readouterr().err
+
+
+STOCKBENCH = "equities_daily/stockbench_dow20_daily_bars_20241213_20250731.parquet"
+STOCKBENCH_NEWS = "news/stockbench_dow20_news_20241231_20250730.jsonl"
+STOCKBENCH_SYMBOLS = ("AAPL", "MSFT", "JPM", "GS")
+
+
+def _stockbench_scan(path: Path) -> BlindScan:
+    import pandas as pd  # type: ignore[import-untyped]
+
+    raw = pd.read_parquet(path)
+    raw = raw[raw["symbol"].isin(STOCKBENCH_SYMBOLS)]
+    prices = [(float(g["low"].min()), float(g["high"].max())) for _, g in raw.groupby("symbol")]
+    dates = [dt.date.fromisoformat(str(d)[:10]) for d in sorted(set(raw["date"].astype(str)))]
+    return BlindScan.of(STOCKBENCH_SYMBOLS, dates, prices, {float(v) for v in raw["volume"] if v > 1500})
+
+
+@pytest.mark.anyio
+async def test_a_blind_client_session_over_stockbench_with_its_news(anyio_backend: str, shared_data: Path) -> None:
+    """The shared StockBench universe and its news: four members, three sessions with a
+    checkpoint, every request and view scanned; the replies over the aliases trade real members."""
+    data, news = shared_data / STOCKBENCH, shared_data / STOCKBENCH_NEWS
+    if not news.is_file():
+        pytest.skip(f"shared news not present at {news}")
+    scan = _stockbench_scan(data)
+    async with connect(shared_data) as c:
+        doc = await call(c, "session_start", data=str(data), symbols=list(STOCKBENCH_SYMBOLS), news=str(news),
+                         blind=True, date="2025-03-12", days=3)
+        sid = doc["session_id"]
+        scan.check(json.dumps(doc))
+        assert doc["request"]["date"].startswith("d") and "SYM4" in doc["request"]["briefing"]
+        step = await call(c, "session_submit", session_id=sid, reply="VIEW v: news(symbol=all, n=20), "
+                          "bars(SYM1, 1d, 10), quote(SYM4), watchlist, portfolio")
+        scan.check(json.dumps(step))
+        assert "NEWS all" in step["request"]["briefing"]
+        while not step["done"]:
+            scan.check(json.dumps(await call(c, "session_status", session_id=sid)))
+            step = await call(c, "session_submit", session_id=sid,
+                              reply="PLAN a ON SYM1\nWHEN pos == 0: BUY $5000 MKT\nPLAN b ON SYM3\n"
+                                    "WHEN pos == 0 AND SYM4.chg(1d) > -50%: BUY 10%EQ MKT\n")
+            if not step["done"]:
+                scan.check(json.dumps(step))
+        result = await call(c, "session_result", session_id=sid)
+    traded = {json.loads(line)["symbol"] for line in result["ledger"].splitlines() if '"event":"fill"' in line}
+    assert len(traded) == 2 and traded <= set(STOCKBENCH_SYMBOLS), traded

@@ -49,7 +49,7 @@ from kestrel.service.host.events import (
 from kestrel.service.host.limits import DEFAULT_LIMITS, ServiceLimits
 from kestrel.service.host.port import PortRefused, ReplyPort
 from kestrel.service.host.run import ExternalAgent, run_hosted
-from kestrel.service.host.universe import UniverseRun, run_hosted_universe, universe_summary
+from kestrel.service.host.universe import UniverseRun, run_hosted_universe, universe_capture, universe_summary
 from kestrel.logs import get_logger
 from kestrel.session.calls import DEFAULT_AGENT_TIMEOUT_S
 from kestrel.session.capture import CapturedTurn
@@ -115,6 +115,14 @@ class Result(msgspec.Struct, frozen=True, tag="host_result"):
     owner: str | None = None
 
 
+class UniverseCapture(msgspec.Struct, frozen=True, tag="host_universe_capture"):
+    """A finished universe session's capture file (`universe_capture`: its universe, news file
+    and ledger checksum in the header), or Refused."""
+
+    session_id: str
+    owner: str | None = None
+
+
 class Close(msgspec.Struct, frozen=True, tag="host_close"):
     session_id: str
     owner: str | None = None
@@ -153,7 +161,7 @@ class SessionFinished(msgspec.Struct, frozen=True, tag="host_finished"):
 
 
 HostMessage = (
-    StartSession | Submit | Status | Result | Close | ListSessions | Backlog | LatestOutcome
+    StartSession | Submit | Status | Result | UniverseCapture | Close | ListSessions | Backlog | LatestOutcome
     | Emitted | SessionFinished
 )
 
@@ -387,6 +395,10 @@ class SessionHost(Actor[HostMessage]):
                 if isinstance(e, RequestEvent | RunEnded):
                     return e
             return None
+        if isinstance(message, UniverseCapture):
+            if not isinstance(s.run, UniverseRun) or not isinstance(s.result, PortfolioResult):
+                return Refused(f"session {s.session_id} has no universe capture: it ran one symbol or is not done")
+            return universe_capture(s.run, s.result)
         if isinstance(message, Result):
             if s.result is None:
                 return Refused(
@@ -530,6 +542,7 @@ __all__ = [
     "Opened",
     "Refused",
     "Result",
+    "UniverseCapture",
     "SessionActor",
     "SessionHost",
     "SessionStatus",
