@@ -35,20 +35,13 @@ import msgspec
 
 from kestrel_actors import Actor, ActorSystem
 from kestrel.data.news import NewsSource
-from kestrel.engine.engine import EnginePath
 from kestrel.frame.blind import Blind
 from kestrel.engine.portfolio import PortfolioEngine
 from kestrel.market.portfolio import PortfolioBounds
 from kestrel.market.session import SessionSpec
 from kestrel.market.universe import Universe
 from kestrel.service.actors.agent import AgentMessage, AskAgent
-from kestrel.service.actors.portfolio import (
-    PORTFOLIO_TURNS_TOPIC,
-    LedgerLines,
-    PortfolioDriverActor,
-    PortfolioEngineActor,
-    RunUniverse,
-)
+from kestrel.service.actors.portfolio import LedgerLines, run_universe_sessions
 from kestrel.service.host.blind_requests import BlindRequests
 from kestrel.service.host.events import EvidenceEvent, PortfolioLedgerLines, PortfolioTurnEvent
 from kestrel.service.host.port import ReplyPort
@@ -316,22 +309,16 @@ async def run_hosted_universe(run: UniverseRun, source: Agent | ReplyPort, ident
     day_turns = _DayTurns(outlet)
     cfgs = universe_configs(universe, options)
     engine = PortfolioEngine(universe, cfgs, bounds)
-    path: EnginePath = options.engine_path
+    blind = run.blind
+    shown = None if blind is None else BlindRequests.of(blind, run.sessions)
     async with ActorSystem() as system:
-        engine_ref = system.spawn(lambda: PortfolioEngineActor(engine, path), name="portfolio-engine")
-        system.bus.subscribe(PORTFOLIO_TURNS_TOPIC, engine_ref)
         tap = system.spawn(lambda: TapActor(outlet, {}), name="tap")  # answers the agent's Flush
-        blind = run.blind
-        shown = None if blind is None else BlindRequests.of(blind, run.sessions)
         agent = system.spawn(lambda: ResumedAgentActor(HostedAgentActor(source, outlet, tap, {}, shown), committed),
                              name="agent")
-        driver = system.spawn(
-            lambda: PortfolioDriverActor(run.sessions, universe, agent=agent, identity=identity, engine=engine_ref,
-                                         options=options, bounds=bounds, configs=cfgs, briefing=None,
-                                         sink=outlet.sink, agent_timeout=agent_timeout, on_day=day_turns,
-                                         blind=blind),
-            name="portfolio-driver")
-        captured: list[CapturedPortfolioTurn] = await driver.ask(RunUniverse(), timeout=None)
+        captured = await run_universe_sessions(system, run.sessions, universe, engine, agent=agent,
+                                               identity=identity, options=options, bounds=bounds, configs=cfgs,
+                                               sink=outlet.sink, agent_timeout=agent_timeout, on_day=day_turns,
+                                               blind=blind)
         await day_turns.flush()  # the late replies' evidence, settled at the end of the run
     capture = capture_of(universe, run.sessions, bounds, cfgs, options, identity.agent_id, captured,
                          run.news_sha256)
