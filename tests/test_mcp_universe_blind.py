@@ -236,3 +236,24 @@ async def test_a_blind_client_session_over_stockbench_with_its_news(anyio_backen
         result = await call(c, "session_result", session_id=sid)
     traded = {json.loads(line)["symbol"] for line in result["ledger"].splitlines() if '"event":"fill"' in line}
     assert len(traded) == 2 and traded <= set(STOCKBENCH_SYMBOLS), traded
+
+
+@pytest.mark.anyio
+async def test_a_blind_client_session_of_one_member_reads_session_numbers(anyio_backend: str, tmp_path: Path) -> None:
+    """One member of the file (`PATH|symbol=AAPL`), blind with news: its requests, views and
+    status read the alias and session numbers, never the member's symbol, dates or prices."""
+    data, news = _universe(tmp_path / "u.csv"), _news(tmp_path / "headlines.jsonl")
+    base, step = MEMBERS[0][1], MEMBERS[0][2]
+    scan = BlindScan.of(["AAPL"], DAYS, [(base - 0.97, base + step * 5 + 1.13)])
+    async with connect(tmp_path) as c:
+        doc = await call(c, "session_start", data=f"{data}|symbol=AAPL", news=str(news), blind=True, days=2)
+        sid = doc["session_id"]
+        status = await call(c, "session_status", session_id=sid)
+        view = await call(c, "session_submit", session_id=sid, reply="VIEW v: quote, bars(1d, 5), news(n=10)")
+        review = await call(c, "session_submit", session_id=sid,
+                            reply="PLAN a RISK maxpos 100000\nWHEN pos == 0: BUY 90000 MKT")
+    assert status.pop("data").endswith("u.csv|symbol=AAPL")  # the client's own argument, echoed
+    for text in (doc, status, view, review):
+        scan.check(json.dumps(text))
+    assert doc["request"]["date"] == "d5" and status["symbol"] == "SYM1" and status["dates"] == ["d5", "d6"]
+    assert "NEWS" in view["request"]["briefing"] and "bound check" in (review["request"]["repair_error"] or "")

@@ -193,9 +193,11 @@ async def run_hosted(
     agent_timeout: float = DEFAULT_AGENT_TIMEOUT_S,
     batch: int = DEFAULT_BATCH_TICKS,
     pace: Pace | None = None,
+    shown: BlindRequests | None = None,
 ) -> SessionResult:
     """Run the session `run` on its own actor system (see the module docstring); `pace`
-    has the feed release ticks by the wall clock (`kestrel.service.actors.feed`; same ledger)."""
+    has the feed release ticks by the wall clock (`kestrel.service.actors.feed`; same ledger);
+    `shown`, a blind run's `BlindRequests`: the agent is asked the mapped requests."""
     options, plan, data = run.options, run.schedule, run.data
     prefix = committed_turns(committed or [])
     outlet = Outlet(emit)
@@ -210,7 +212,7 @@ async def run_hosted(
         system.bus.subscribe(TURNS_TOPIC, tap)
         system.bus.subscribe(LEDGER_TOPIC, tap)
         feed = system.spawn(lambda: FeedActor(plan, engine, batch, pace), name="feed")
-        agent = system.spawn(lambda: HostedAgentActor(source, outlet, tap, prefix), name="agent")
+        agent = system.spawn(lambda: HostedAgentActor(source, outlet, tap, prefix, shown), name="agent")
         driver = system.spawn(
             lambda: DriverActor(
                 plan,
