@@ -3,10 +3,12 @@
 A blind run's briefings and views are blind already (the driver freezes them with the run's one
 mapping, and reads every reply over its aliases, mapping it back before it is checked or armed).
 What is left is the ask itself: its date and a risk-assessment re-ask's findings, which name the
-plan's real symbol and prices. `BlindRequests.read` maps both, the same way for every agent of
-the run: the request an in-process agent is called with, the `RequestEvent` an external agent
-(an MCP or daemon client) reads and answers, and the pending request a status shows are one
-mapped request. The real date stays on the ask (`AskAgent.date`: resuming keys on it).
+plan's real symbol and prices. `BlindRequests.read` maps both: over a universe for every agent
+of the run (the request an in-process agent is called with, the `RequestEvent` an external agent
+reads and answers, and the pending request a status shows are one mapped request); over one
+symbol for an external agent (an in-process one is asked as `kestrel simulate` asks it). The
+host's status of a blind session names the aliases and the session numbers (`days`) too. The
+real date stays on the ask (`AskAgent.date`: resuming keys on it).
 """
 
 from __future__ import annotations

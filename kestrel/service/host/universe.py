@@ -3,8 +3,9 @@
 `UniverseSpec` is what a client asks for (the flags of `kestrel simulate --data UNIVERSE`:
 the universe's path, `symbols`, `capital`, the portfolio bounds, the schedule, the loop's
 posture, `blind` and `news`); `resolve_universe` checks it and loads the universe and its news
-(`UniverseRun`), raising `SpecError` with one line naming the fix. `run_hosted_universe` runs it on the session's own
-actor system: the portfolio driver and engine actors of `kestrel.service.actors.portfolio`
+(`UniverseRun`), raising `SpecError` with one line naming the fix. `run_hosted_universe` runs
+it on the session's own actor system: the portfolio driver and engine actors of
+`kestrel.service.actors.portfolio` (`run_universe_sessions`)
 (the ledger and capture of `run_portfolio`, byte for byte) with the host's agent actor
 (`HostedAgentActor`: a `RequestEvent` for every ask, answered by an in-process agent or by an
 external one through its `ReplyPort`); each session's turns are emitted as
