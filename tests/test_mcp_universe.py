@@ -90,7 +90,7 @@ async def test_bad_universe_requests_get_one_line(anyio_backend: str, tmp_path: 
         ({"plan": MODULE, "data": str(data), "symbols": "AAA,ZZZ"}, "ZZZ"),
         ({"plan": PLAN, "data": str(data)}, "ON"),
         ({"plan": MODULE, "data": f"{data}|symbol=AAA", "capital": 100}, "takes no data options"),
-        ({"plan": MODULE, "data": str(data), "blind": True}, "blind and news run a single-symbol session"),
+        ({"plan": MODULE, "data": str(data), "blind": True}, "SYM1"),  # blind: the plans are ON the aliases
         ({"plan": MODULE, "data": "sample", "capital": 1000}, "'sample' is one symbol"),
         ({"plan": MODULE, "data": str(data), "capital": -5}, "capital"),
         ({"plan": MODULE, "data": str(data), "days": 9}, "holds only"),

@@ -265,6 +265,27 @@ class PortfolioDriverActor(Actor[RunUniverse]):
 # the run
 
 
+async def run_universe_sessions(system: ActorSystem, sessions: Sequence[SessionSpec], universe: Universe,
+                                engine: PortfolioEngine, *, agent: ActorRef[Any], identity: Agent,
+                                options: SessionOptions, bounds: PortfolioBounds, configs: Mapping[str, EngineConfig],
+                                sink: EvidenceSink | None, agent_timeout: float | None,
+                                briefing: Briefing | None = None, on_day: DayTurns | None = None,
+                                blind: Blind | None = None) -> list[CapturedPortfolioTurn]:
+    """Every session of a universe run on `system`, whose agent actor `agent` is spawned: the
+    engine actor owning `engine` (subscribed to `portfolio-turns`) and the driver (its
+    arguments, `PortfolioDriverActor`'s); the turns captured. What every actor shell of a
+    universe run wires (`simulate_universe`, the host's `run_hosted_universe`)."""
+    engine_ref = system.spawn(lambda: PortfolioEngineActor(engine, options.engine_path), name="portfolio-engine")
+    system.bus.subscribe(PORTFOLIO_TURNS_TOPIC, engine_ref)
+    driver = system.spawn(
+        lambda: PortfolioDriverActor(sessions, universe, agent=agent, identity=identity, engine=engine_ref,
+                                     options=options, bounds=bounds, configs=configs, briefing=briefing, sink=sink,
+                                     agent_timeout=agent_timeout, on_day=on_day, blind=blind),
+        name="portfolio-driver")
+    captured: list[CapturedPortfolioTurn] = await driver.ask(RunUniverse(), timeout=None)
+    return captured
+
+
 async def simulate_universe(
     universe: Universe,
     agent: Agent,
@@ -294,18 +315,13 @@ async def simulate_universe(
             sink(e)
 
     async with ActorSystem() as system:
-        engine_ref = system.spawn(lambda: PortfolioEngineActor(engine, options.engine_path), name="portfolio-engine")
-        system.bus.subscribe(PORTFOLIO_TURNS_TOPIC, engine_ref)
         room = max(1, len(sessions) * (1 + len(options.checkpoints)))
         tap = system.bus.subscribe_stream(PORTFOLIO_TURNS_TOPIC, capacity=room) if turns is not None else None
         blind, asked = run_blind(universe, options, agent)
         agent_ref = system.spawn(lambda: AgentActor(asked), name="agent")
-        driver = system.spawn(
-            lambda: PortfolioDriverActor(sessions, universe, agent=agent_ref, identity=agent, engine=engine_ref,
-                                         options=options, bounds=bounds, configs=cfgs, briefing=briefing,
-                                         sink=record, agent_timeout=agent_timeout, blind=blind),
-            name="portfolio-driver")
-        captured: list[CapturedPortfolioTurn] = await driver.ask(RunUniverse(), timeout=None)
+        captured = await run_universe_sessions(system, sessions, universe, engine, agent=agent_ref, identity=agent,
+                                               options=options, bounds=bounds, configs=cfgs, briefing=briefing,
+                                               sink=record, agent_timeout=agent_timeout, blind=blind)
         if tap is not None and turns is not None:
             system.bus.unsubscribe(tap)
             async for message in tap:
@@ -366,6 +382,7 @@ __all__ = [
     "StateQuery",
     "StateView",
     "Sync",
+    "run_universe_sessions",
     "run_universe_simulation",
     "simulate_universe",
     "universe_runner",

@@ -49,6 +49,7 @@ from kestrel.service.host.host import (
     SessionStatus,
     StartSession,
     Status,
+    UniverseCapture,
     Submit,
     topic,
 )
@@ -312,6 +313,11 @@ class HostClient:
         if not isinstance(result, PortfolioResult):
             raise HostError(f"session {session_id} ran one symbol: read its result with result")
         return result
+
+    async def universe_capture(self, session_id: str, *, owner: str | None = None) -> bytes:
+        """A finished universe session's capture file (its universe source, news file and
+        ledger checksum in the header: `kestrel replay` verifies it)."""
+        return await self._ask(UniverseCapture(session_id, owner))  # type: ignore[no-any-return]
 
     async def resolve_universe(self, spec: UniverseSpec) -> UniverseRun:
         """`spec` resolved on the load pool (raises `SpecError`, or `HostError` when the pool

@@ -27,7 +27,7 @@ daemon's runs, in-process agents) count against neither.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,7 +49,8 @@ from kestrel.service.host.events import (
 from kestrel.service.host.limits import DEFAULT_LIMITS, ServiceLimits
 from kestrel.service.host.port import PortRefused, ReplyPort
 from kestrel.service.host.run import ExternalAgent, run_hosted
-from kestrel.service.host.universe import UniverseRun, run_hosted_universe, universe_summary
+from kestrel.service.host.blind_requests import BlindRequests
+from kestrel.service.host.universe import UniverseRun, run_hosted_universe, universe_capture, universe_summary
 from kestrel.logs import get_logger
 from kestrel.session.calls import DEFAULT_AGENT_TIMEOUT_S
 from kestrel.session.capture import CapturedTurn
@@ -115,6 +116,14 @@ class Result(msgspec.Struct, frozen=True, tag="host_result"):
     owner: str | None = None
 
 
+class UniverseCapture(msgspec.Struct, frozen=True, tag="host_universe_capture"):
+    """A finished universe session's capture file (`universe_capture`: its universe, news file
+    and ledger checksum in the header), or Refused."""
+
+    session_id: str
+    owner: str | None = None
+
+
 class Close(msgspec.Struct, frozen=True, tag="host_close"):
     session_id: str
     owner: str | None = None
@@ -153,7 +162,7 @@ class SessionFinished(msgspec.Struct, frozen=True, tag="host_finished"):
 
 
 HostMessage = (
-    StartSession | Submit | Status | Result | Close | ListSessions | Backlog | LatestOutcome
+    StartSession | Submit | Status | Result | UniverseCapture | Close | ListSessions | Backlog | LatestOutcome
     | Emitted | SessionFinished
 )
 
@@ -197,6 +206,18 @@ class Closed(msgspec.Struct, frozen=True):
 # state
 
 
+def shown_requests(run: ResolvedRun | UniverseRun) -> BlindRequests | None:
+    """A blind run's asks as its agent reads them (None unless the run is blind): the run's
+    one `Blind` (a universe's `UniverseRun.blind`) and its session dates' blind labels."""
+    if isinstance(run, UniverseRun):
+        return None if run.blind is None else BlindRequests.of(run.blind, run.sessions)
+    if not run.options.blind:
+        return None
+    from kestrel.session.blind import blind_of
+
+    return BlindRequests.of(blind_of(run.data), [d.session for d in run.schedule])
+
+
 @dataclass
 class HostedSession:
     session_id: str
@@ -216,13 +237,27 @@ class HostedSession:
     """Text (briefings, repair errors, evidence texts) the log holds; bounded for clients."""
     compacted: int = 0
     """Log entries before this index have given up their text."""
+    shown: BlindRequests | None = None
+    """A blind run's asks, status and dates as its agent reads them (`shown_requests`)."""
+
+    def _shown(self, symbols: Sequence[str]) -> list[str]:
+        """`symbols` as the agent reads them: in blind mode their aliases, in alias order."""
+        if self.shown is None:
+            return list(symbols)
+        blind = self.shown.blind
+        return [blind.alias(s) for s in blind.shown_order(symbols)]
+
+    def _days(self, dates: Sequence[str]) -> list[str]:
+        """The session dates as the agent reads them: in blind mode their session numbers."""
+        return list(dates) if self.shown is None else [self.shown.days.get(d, "") for d in dates]
 
     def status(self) -> SessionStatus:
+        """The session's state; in blind mode its symbols and dates as the agent reads them."""
         if isinstance(self.run, UniverseRun):
             run = self.run
             return SessionStatus(session_id=self.session_id, state=self.state, agent=self.agent_id,
-                                 data=run.options.data_name, symbol=",".join(run.universe.symbols),
-                                 dates=[d.date.isoformat() for d in run.sessions], schedule=run.schedule,
+                                 data=run.options.data_name, symbol=",".join(self._shown(run.universe.symbols)),
+                                 dates=self._days([d.date.isoformat() for d in run.sessions]), schedule=run.schedule,
                                  turns=self.turns, events=len(self.log), pending=self.pending, reason=self.reason)
         header_dates = [d.date for d in self.run.schedule]
         schedule = [o.label for o in self.run.schedule[0].ordinals] if self.run.schedule else []
@@ -231,8 +266,8 @@ class HostedSession:
             state=self.state,
             agent=self.agent_id,
             data=self.run.options.data_name,
-            symbol=self.run.data.symbol,
-            dates=header_dates,
+            symbol=",".join(self._shown([self.run.data.symbol])),
+            dates=self._days(header_dates),
             schedule=schedule,
             turns=self.turns,
             events=len(self.log),
@@ -326,8 +361,9 @@ class SessionActor(Actor[RunHosted]):
                                              committed=prefix)
             return SessionFinished(s.session_id, "done", None, done)
         turns = [t for t in self._committed if isinstance(t, CapturedTurn)]
+        shown = s.shown if isinstance(source, ReplyPort) else None  # a client reads the blind asks
         result = await run_hosted(s.run, source, self._identity, self._emit, committed=turns,
-                                  agent_timeout=self._timeout, pace=self._pace)
+                                  agent_timeout=self._timeout, pace=self._pace, shown=shown)
         failure = result.failure  # the agent could not work (kestrel.session.failure)
         return (SessionFinished(s.session_id, "done", None, result) if failure is None
                 else SessionFinished(s.session_id, "failed", failure.line(), result))
@@ -384,6 +420,10 @@ class SessionHost(Actor[HostMessage]):
                 if isinstance(e, RequestEvent | RunEnded):
                     return e
             return None
+        if isinstance(message, UniverseCapture):
+            if not isinstance(s.run, UniverseRun) or not isinstance(s.result, PortfolioResult):
+                return Refused(f"session {s.session_id} has no universe capture: it ran one symbol or is not done")
+            return universe_capture(s.run, s.result)
         if isinstance(message, Result):
             if s.result is None:
                 return Refused(
@@ -410,7 +450,7 @@ class SessionHost(Actor[HostMessage]):
             return Refused(f"session id {sid!r} is already in use")
         port = None if m.agent is not None else ReplyPort(st.abandon_after)
         identity: Agent = m.agent if m.agent is not None else ExternalAgent(m.agent_id, m.model)
-        s = HostedSession(sid, m.run, identity.agent_id, port, owner=m.owner)
+        s = HostedSession(sid, m.run, identity.agent_id, port, owner=m.owner, shown=shown_requests(m.run))
         st.sessions[sid] = s
         timeout = st.agent_timeout if m.agent_timeout is None else m.agent_timeout
         host = self.ctx.self_ref
@@ -527,6 +567,7 @@ __all__ = [
     "Opened",
     "Refused",
     "Result",
+    "UniverseCapture",
     "SessionActor",
     "SessionHost",
     "SessionStatus",

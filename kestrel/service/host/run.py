@@ -27,6 +27,7 @@ from kestrel.service.actors.agent import AgentActor, AgentMessage, TakeLate
 from kestrel.service.actors.driver import DriverActor, RunSession
 from kestrel.service.actors.engine import LEDGER_TOPIC, TURNS_TOPIC, EngineActor, LedgerBatch
 from kestrel.service.actors.feed import DEFAULT_BATCH_TICKS, FeedActor, Pace
+from kestrel.service.host.blind_requests import BlindRequests
 from kestrel.service.host.events import (
     BudgetLeft,
     EvidenceEvent,
@@ -132,7 +133,8 @@ class HostedAgentActor(Actor[AgentMessage]):
     An in-process agent is called exactly as `AgentActor` calls it (its handler, reused: the
     same isolated calls, timeouts and late replies); an external agent's reply is awaited on
     its `ReplyPort`, and an ended port answers with a fail-closed STANDDOWN naming why
-    (abandoned, closed)."""
+    (abandoned, closed). With `shown` (a blind run's `BlindRequests`) every agent, in process
+    or external, is asked the mapped request, and the `RequestEvent` carries it."""
 
     def __init__(
         self,
@@ -140,8 +142,10 @@ class HostedAgentActor(Actor[AgentMessage]):
         outlet: Outlet,
         tap: ActorRef[Any],
         committed: Mapping[Slot, AgentTurn],
+        shown: BlindRequests | None = None,
     ) -> None:
         self._source = source
+        self._shown = shown
         self._inner = AgentActor(source) if not isinstance(source, ReplyPort) else None
         self._outlet = outlet
         self._tap = tap
@@ -158,6 +162,9 @@ class HostedAgentActor(Actor[AgentMessage]):
         if isinstance(source, ReplyPort) and source.ended is not None:
             return self._ended(source.ended)
         await self._tap.ask(Flush(), timeout=None)  # the ledger so far goes out first
+        if self._shown is not None:  # a blind run: every agent reads the one mapped request
+            request, date = self._shown.read(request, date)
+            message = msgspec.structs.replace(message, request=request)
         if isinstance(source, ReplyPort):
             source.expect(request)
         await self._outlet.emit(RequestEvent(hosted_request(request, date)))
@@ -186,9 +193,11 @@ async def run_hosted(
     agent_timeout: float = DEFAULT_AGENT_TIMEOUT_S,
     batch: int = DEFAULT_BATCH_TICKS,
     pace: Pace | None = None,
+    shown: BlindRequests | None = None,
 ) -> SessionResult:
     """Run the session `run` on its own actor system (see the module docstring); `pace`
-    has the feed release ticks by the wall clock (`kestrel.service.actors.feed`; same ledger)."""
+    has the feed release ticks by the wall clock (`kestrel.service.actors.feed`; same ledger);
+    `shown`, a blind run's `BlindRequests`: the agent is asked the mapped requests."""
     options, plan, data = run.options, run.schedule, run.data
     prefix = committed_turns(committed or [])
     outlet = Outlet(emit)
@@ -203,7 +212,7 @@ async def run_hosted(
         system.bus.subscribe(TURNS_TOPIC, tap)
         system.bus.subscribe(LEDGER_TOPIC, tap)
         feed = system.spawn(lambda: FeedActor(plan, engine, batch, pace), name="feed")
-        agent = system.spawn(lambda: HostedAgentActor(source, outlet, tap, prefix), name="agent")
+        agent = system.spawn(lambda: HostedAgentActor(source, outlet, tap, prefix, shown), name="agent")
         driver = system.spawn(
             lambda: DriverActor(
                 plan,

@@ -1,14 +1,20 @@
 """A hosted universe session: one agent trading a universe on one account, behind the host.
 
 `UniverseSpec` is what a client asks for (the flags of `kestrel simulate --data UNIVERSE`:
-the universe's path, `symbols`, `capital`, the portfolio bounds, the schedule and the loop's
-posture); `resolve_universe` checks it and loads the universe (`UniverseRun`), raising
-`SpecError` with one line naming the fix. `run_hosted_universe` runs it on the session's own
-actor system: the portfolio driver and engine actors of `kestrel.service.actors.portfolio`
+the universe's path, `symbols`, `capital`, the portfolio bounds, the schedule, the loop's
+posture, `blind` and `news`); `resolve_universe` checks it and loads the universe and its news
+(`UniverseRun`), raising `SpecError` with one line naming the fix. `run_hosted_universe` runs
+it on the session's own actor system: the portfolio driver and engine actors of
+`kestrel.service.actors.portfolio` (`run_universe_sessions`)
 (the ledger and capture of `run_portfolio`, byte for byte) with the host's agent actor
 (`HostedAgentActor`: a `RequestEvent` for every ask, answered by an in-process agent or by an
 external one through its `ReplyPort`); each session's turns are emitted as
 `PortfolioTurnEvent`s when the session closes, the evidence of its authoring loops first.
+
+In blind mode the run has one `Blind` (`UniverseRun.blind`): the driver freezes every briefing
+and view with it and reads every reply over its aliases, mapping it back before it is checked or
+armed, whoever the agent is; what the agent is asked (`RequestEvent`, and an in-process agent's
+own request) is the one request mapped by the agent actor (`kestrel.service.host.blind_requests`).
 
 `universe_summary` is a universe run's machine-readable summary: the portfolio report's
 JSON (`kestrel.report.portfolio.to_json`) and the run's dates, end holdings and turns, the
@@ -22,30 +28,28 @@ import datetime as dt
 import glob as globs
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from kestrel_actors import Actor, ActorSystem
-from kestrel.engine.engine import EnginePath
+from kestrel.data.news import NewsSource
+from kestrel.frame.blind import Blind
 from kestrel.engine.portfolio import PortfolioEngine
 from kestrel.market.portfolio import PortfolioBounds
 from kestrel.market.session import SessionSpec
 from kestrel.market.universe import Universe
 from kestrel.service.actors.agent import AgentMessage, AskAgent
-from kestrel.service.actors.portfolio import (
-    PORTFOLIO_TURNS_TOPIC,
-    LedgerLines,
-    PortfolioDriverActor,
-    PortfolioEngineActor,
-    RunUniverse,
-)
+from kestrel.service.actors.portfolio import LedgerLines, run_universe_sessions
+from kestrel.service.host.blind_requests import BlindRequests
 from kestrel.service.host.events import EvidenceEvent, PortfolioLedgerLines, PortfolioTurnEvent
 from kestrel.service.host.port import ReplyPort
 from kestrel.service.host.run import Emit, HostedAgentActor, Outlet, TapActor
 from kestrel.session.calls import DEFAULT_AGENT_TIMEOUT_S, Abandoned, Answered, CallOutcome, LateReply
 from kestrel.session.loop import LoopSettings
+from kestrel.market.news import NO_NEWS, NewsFeed
 from kestrel.session.options import SessionError, SessionOptions
 from kestrel.session.portfolio import (
     DEFAULT_CAPITAL,
@@ -57,7 +61,6 @@ from kestrel.session.portfolio import (
     universe_configs,
 )
 from kestrel.session.portfolio_capture import CaptureHead, UniverseSource, capture_bytes
-from kestrel.session.portfolio_day import run_blind
 from kestrel.session.protocol import Agent, AgentReply
 from kestrel.session.schedule import DEFAULT_GUARD_S
 from kestrel.session.spec import EFFORTS, SpecError
@@ -69,7 +72,8 @@ class UniverseSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit
     """A universe run a client asks for: `data` a long-format file (a `symbol` column), a folder
     or a glob of per-symbol files; `symbols` those to trade (default: every one); the account
     (`capital`, `max_gross` times equity, `max_open` positions, `portfolio_maxloss`,
-    `no_short`); `maxpos` each symbol's position bound (default: scaled to the instrument)."""
+    `no_short`); `maxpos` each symbol's position bound (default: scaled to the instrument);
+    `blind` blind mode; `news` a news file (a path the caller has confined to its roots)."""
 
     data: str
     symbols: tuple[str, ...] | None = None
@@ -88,12 +92,15 @@ class UniverseSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit
     token_budget: int | None = None
     effort: str | None = None
     engine_path: str = "auto"
+    blind: bool = False
+    news: str | None = None
 
 
 @dataclass(frozen=True)
 class UniverseRun:
     """A universe spec made runnable: the universe (narrowed to its symbols), how it was loaded,
-    the account's bounds, the options and the sessions it runs."""
+    the account's bounds, the options and the sessions it runs; `news` the news file read
+    (recorded in its captures)."""
 
     spec: UniverseSpec
     universe: Universe
@@ -101,6 +108,18 @@ class UniverseRun:
     bounds: PortfolioBounds
     options: SessionOptions
     sessions: list[SessionSpec]
+    news: NewsSource | None = None
+
+    @cached_property
+    def blind(self) -> Blind | None:
+        """The run's one blind mapping (None unless the options ask for blind mode)."""
+        from kestrel.session.blind import blind_of
+
+        return blind_of(self.universe) if self.options.blind else None
+
+    @property
+    def news_sha256(self) -> str | None:
+        return None if self.news is None else self.news.sha256
 
     @property
     def date(self) -> dt.date:
@@ -130,7 +149,7 @@ def is_universe_name(path: str, name: str) -> bool:
     return header is not None and any(h.strip().lower() == "symbol" for h in header)
 
 
-def _options(spec: UniverseSpec) -> SessionOptions:
+def _options(spec: UniverseSpec, news: NewsFeed = NO_NEWS) -> SessionOptions:
     from kestrel.engine import EngineConfig
     from kestrel.session import profiles
     from kestrel.session.options import engine_path_of
@@ -154,7 +173,8 @@ def _options(spec: UniverseSpec) -> SessionOptions:
         return SessionOptions(checkpoints=tuple(c.strip() for c in spec.checkpoints if c.strip()),
                               guard_s=spec.guard_s, settings=LoopSettings.of(resolved.settings),
                               policy=resolved.policy, profile=resolved.profile, data_name=spec.data,
-                              engine_path=engine_path_of(spec.engine_path), engine=engine)
+                              engine_path=engine_path_of(spec.engine_path), engine=engine, blind=spec.blind,
+                              news=news)
     except (SessionError, ValueError) as exc:
         raise SpecError(str(exc)) from None
 
@@ -185,7 +205,8 @@ def resolve_universe(spec: UniverseSpec) -> UniverseRun:
                                  session_maxloss=spec.portfolio_maxloss, no_short=spec.no_short)
     except ValueError as exc:
         raise SpecError(str(exc)) from None
-    options = _options(spec)
+    feed, news = _news(spec.news)
+    options = _options(spec, feed)
     source = UniverseSource(spec.data)
     try:
         universe = load_universe(spec.data, symbols=symbols).universe
@@ -199,7 +220,23 @@ def resolve_universe(spec: UniverseSpec) -> UniverseRun:
         sessions = pick_universe_sessions(universe, date, spec.days)
     except SessionError as exc:
         raise SpecError(str(exc)) from None
-    return UniverseRun(spec, universe, source, bounds, options, sessions)
+    return UniverseRun(spec, universe, source, bounds, options, sessions, news)
+
+
+def _news(path: str | None) -> tuple[NewsFeed, NewsSource | None]:
+    """The feed and source of the news file at `path` (the empty feed without one)."""
+    from kestrel.data import DataError
+    from kestrel.data.news import load_news
+
+    if path is None:
+        return NO_NEWS, None
+    try:
+        loaded = load_news(path)
+    except DataError as exc:
+        raise SpecError(str(exc)) from None
+    except OSError as exc:
+        raise SpecError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return loaded.feed, loaded.source
 
 
 def universe_summary(result: PortfolioResult) -> dict[str, Any]:
@@ -214,15 +251,16 @@ def universe_summary(result: PortfolioResult) -> dict[str, Any]:
 
 def universe_capture(run: UniverseRun, result: PortfolioResult) -> bytes:
     """The run's capture file (its universe source and ledger checksum, then its capture)."""
-    return capture_bytes(run.source, result.capture, result.ledger.to_jsonl())
+    return capture_bytes(run.source, result.capture, result.ledger.to_jsonl(), run.news)
 
 
 def partial_capture(run: UniverseRun, agent_id: str, turns: Sequence[CapturedPortfolioTurn]) -> bytes:
     """The capture file of a run that ended early: its committed `turns`, under the header of
     its universe without a ledger checksum (a replay reproduces the ledger up to its last turn)."""
     cfgs = universe_configs(run.universe, run.options)
-    capture = capture_of(run.universe, run.sessions, run.bounds, cfgs, run.options, agent_id, turns)
-    head = msgspec.json.encode(CaptureHead(run.source, None))
+    capture = capture_of(run.universe, run.sessions, run.bounds, cfgs, run.options, agent_id, turns,
+                         run.news_sha256)
+    head = msgspec.json.encode(CaptureHead(run.source, None, msgspec.UNSET if run.news is None else run.news))
     return head[:-1] + b"," + capture.to_json()[1:] + b"\n"
 
 
@@ -272,29 +310,19 @@ async def run_hosted_universe(run: UniverseRun, source: Agent | ReplyPort, ident
     day_turns = _DayTurns(outlet)
     cfgs = universe_configs(universe, options)
     engine = PortfolioEngine(universe, cfgs, bounds)
-    path: EnginePath = options.engine_path
+    blind = run.blind
+    shown = None if blind is None else BlindRequests.of(blind, run.sessions)
     async with ActorSystem() as system:
-        engine_ref = system.spawn(lambda: PortfolioEngineActor(engine, path), name="portfolio-engine")
-        system.bus.subscribe(PORTFOLIO_TURNS_TOPIC, engine_ref)
         tap = system.spawn(lambda: TapActor(outlet, {}), name="tap")  # answers the agent's Flush
-        blind = None
-        if options.blind:  # an agent of the runtime's own reads through the run's blind mapping
-            if isinstance(source, ReplyPort):
-                raise SessionError("blind runs a universe with an agent of the runtime's own; a client session "
-                                   "does not take it: drop blind")
-            blind, source = run_blind(universe, options, source)
-        asked = source
-        agent = system.spawn(lambda: ResumedAgentActor(HostedAgentActor(asked, outlet, tap, {}), committed),
+        agent = system.spawn(lambda: ResumedAgentActor(HostedAgentActor(source, outlet, tap, {}, shown), committed),
                              name="agent")
-        driver = system.spawn(
-            lambda: PortfolioDriverActor(run.sessions, universe, agent=agent, identity=identity, engine=engine_ref,
-                                         options=options, bounds=bounds, configs=cfgs, briefing=None,
-                                         sink=outlet.sink, agent_timeout=agent_timeout, on_day=day_turns,
-                                         blind=blind),
-            name="portfolio-driver")
-        captured: list[CapturedPortfolioTurn] = await driver.ask(RunUniverse(), timeout=None)
+        captured = await run_universe_sessions(system, run.sessions, universe, engine, agent=agent,
+                                               identity=identity, options=options, bounds=bounds, configs=cfgs,
+                                               sink=outlet.sink, agent_timeout=agent_timeout, on_day=day_turns,
+                                               blind=blind)
         await day_turns.flush()  # the late replies' evidence, settled at the end of the run
-    capture = capture_of(universe, run.sessions, bounds, cfgs, options, identity.agent_id, captured)
+    capture = capture_of(universe, run.sessions, bounds, cfgs, options, identity.agent_id, captured,
+                         run.news_sha256)
     return PortfolioResult(engine, capture, captured, [])
 
 

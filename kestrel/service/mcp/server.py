@@ -622,13 +622,10 @@ def build_server(host: HostClient, *, agent_id: str = "mcp", roots: DataRoots | 
         `kestrel simulate --ledger/--capture` writes; the capture replays with
         `kestrel replay`)."""
         result = await host.any_result(session_id, owner=owner())
-        if isinstance(result, PortfolioResult):
-            from kestrel.session.portfolio_capture import UniverseSource, capture_bytes
-
-            ledger = result.ledger.to_jsonl()
-            source = UniverseSource((await host.status(session_id, owner=owner())).data)
+        if isinstance(result, PortfolioResult):  # the capture headed by its universe and news file
+            capture = await host.universe_capture(session_id, owner=owner())
             return {"session_id": session_id, "summary": universe_summary(result),  # type: ignore[typeddict-item]
-                    "ledger": ledger.decode(), "capture": capture_bytes(source, result.capture, ledger).decode()}
+                    "ledger": result.ledger.to_jsonl().decode(), "capture": capture.decode()}
         data = await host.data.load((await host.status(session_id, owner=owner())).data)
         return {
             "session_id": session_id,

@@ -5,9 +5,10 @@ long-format file (a `symbol` column) or any portfolio argument is given (`symbol
 A universe request is checked here against the call's limits and the server's data roots
 (the file confined exactly as a single-symbol one; a folder or a glob is refused: a server
 reads one file per name) and becomes a `UniverseSpec`; every refusal is one line naming the
-fix. `simulate` of a universe arms the plans (a module, each plan `ON` its symbol) at every
-session's OPEN and returns the document `kestrel simulate --data UNIVERSE --json` prints; a
-client session over a universe asks the client for each turn (a module of `ON SYM` plans,
+fix; `blind` and `news` (a file under the same roots) run as `--blind` and `--news`. `simulate`
+of a universe arms the plans (a module, each plan `ON` its symbol: its alias in blind mode, its
+prices on the blind scale) at every session's OPEN and returns the document `kestrel simulate
+--data UNIVERSE --json` prints; a client session over a universe asks the client for each turn (a module of `ON SYM` plans,
 `STANDDOWN [ON SYM]`, `PASS` or a VIEW of per-symbol panes such as `quote(AAPL)`, `watchlist`
 and `portfolio`).
 """
@@ -74,8 +75,6 @@ def universe_spec(roots: DataRoots, limits: ServiceLimits, data: str, portfolio:
     if "|" in name:
         raise ToolError("a universe takes no data options (symbol=, preset=, crossed=): name the file alone and "
                         "choose members with symbols")
-    if blind or news is not None:
-        raise ToolError("blind and news run a single-symbol session; a universe does not take them yet: drop them")
     if not 1 <= days <= limits.max_days:
         raise ToolError(f"days must be 1 to {limits.max_days} on this server, got {cap_text(str(days), 20)}")
     if len(checkpoints) > limits.max_checkpoints:
@@ -85,6 +84,10 @@ def universe_spec(roots: DataRoots, limits: ServiceLimits, data: str, portfolio:
         if value is not None and not 1 <= value <= cap:
             raise ToolError(f"{key} must be 1 to {cap:,} on this server, got {cap_text(str(value), 20)}")
     fields = {k: v for k, v in given.items() if k != "symbols"}
+    if news is not None:  # a news file is a data file: confined to the same roots as one symbol's
+        fields["news"] = str(roots.confine(news))
+    if blind:
+        fields["blind"] = True
     try:
         return UniverseSpec(data=real, symbols=_symbols(portfolio.get("symbols")), date=date, days=days,
                             checkpoints=checkpoints, **fields, **{k: v for k, v in posture.items() if v is not None})
@@ -96,13 +99,17 @@ def check_module(plan: str, run: UniverseRun) -> None:
     """Refuse a plan text that is not a turn of the universe (one line naming the fix)."""
     from kestrel.session.portfolio import read_turn, universe_configs
 
-    lots = {s: float(c.lot_size) for s, c in universe_configs(run.universe, run.options).items()}
-    turn = read_turn(plan, run.universe.symbols, lots)
+    blind = run.blind  # blind: the plans are written ON the aliases
+    real = run.universe.symbols if blind is None else blind.shown_order(run.universe.symbols)
+    shown = real if blind is None else [blind.alias(s) for s in real]
+    cfgs = universe_configs(run.universe, run.options)
+    lots = {w: float(cfgs[r].lot_size) for r, w in zip(real, shown)}
+    turn = read_turn(plan, shown, lots)
     if isinstance(turn, str):
         raise ToolError(" ".join(turn.split()))
     if not turn.plans:
         raise ToolError("simulate arms plans: give PLANs, each ON a symbol of the universe "
-                        f"({', '.join(run.universe.symbols[:8])}{', ...' if len(run.universe.symbols) > 8 else ''})")
+                        f"({', '.join(shown[:8])}{', ...' if len(shown) > 8 else ''})")
 
 
 def simulate_universe_run(run: UniverseRun, plan: str, budget: Budget) -> AnySummary:
@@ -115,7 +122,7 @@ def simulate_universe_run(run: UniverseRun, plan: str, budget: Budget) -> AnySum
     agent = Budgeted(ModuleAgent(plan, "plan"), budget)
     try:
         result: PortfolioResult = run_portfolio(run.universe, agent, run.bounds, run.options, date=run.date,
-                                                days=run.spec.days)
+                                                days=run.spec.days, news_sha256=run.news_sha256)
     except SessionError as exc:
         raise ToolError(str(exc)) from None
     budget.check()
