@@ -168,10 +168,11 @@ def snapshot_ports(
 
     t = snapshot.ticks
     touch = Touch(float(t.bid[-1]), float(t.ask[-1])) if len(t) else None
+    money = None if blind is None else blind.money[snapshot.data.symbol].value  # findings in the agent's scale
 
     def risk(plan: ast.Plan) -> RiskAssessment:
         return assess(plan, reference=reference, bounds=bounds, quote=touch, account=snapshot.account,
-                      probe=lambda c: probe(snapshot, c))
+                      probe=lambda c: probe(snapshot, c), money=money)
 
     limits = session_limits(snapshot.session)
 
@@ -328,7 +329,8 @@ def universe_ports(
         sym = plan.instrument or symbols[0]
         m = members[sym]
         return assess(plan, reference=last_price(m), bounds=bounds.get(sym, RiskBounds()), quote=_touch(m),
-                      account=m.account, probe=lambda c: probe(m, c))
+                      account=m.account, probe=lambda c: probe(m, c),
+                      money=None if blind is None else blind.money[sym].value)
 
     return LoopPorts(interpret=read, resolve_view=resolve,
                      briefing=render, assess=risk, normalize=normalize_module)

@@ -174,6 +174,10 @@ def _bracket_side(off: ast.Offset, reference: float | None) -> float | None:
     return off.value - reference
 
 
+def _as_is(x: float) -> float:
+    return x
+
+
 def _pnl(account: AccountState) -> float:
     """The session's pnl so far as the loss bounds measure it: realized - fees + unrealized."""
     return account.rpnl - account.fees + account.upnl
@@ -193,11 +197,15 @@ def assess(
     quote: Touch | None = None,
     account: AccountState = FLAT,
     probe: ConditionProbe | None = None,
+    money: Callable[[float], float] | None = None,
 ) -> RiskAssessment:
     """The plan's classification and findings (see the module docstring). `reference` is the
     price entries are assumed to fill near (the last price at the cutoff), `quote` the touch,
     `account` the position and pnl the plan would be armed on, `probe` the snapshot's
-    condition test (None: the fires-at-once check is skipped)."""
+    condition test (None: the fires-at-once check is skipped). `money` gives each amount of
+    money as the findings' text shows it (a blind run's agent reads its blind scale); the
+    classification always reads the real amounts."""
+    shown = money or _as_is
     maxpos, maxloss = effective_bounds(plan, bounds)
     findings: list[Finding] = []
     places = False
@@ -211,7 +219,7 @@ def assess(
         for order in rule_orders:
             label = f"rule {r} ({order.side.upper()} {num(order.qty)})"
             if order.stop is None and order.trail is None:
-                findings.append(Finding(r, f"{label}: no protective STOP or TRAIL (only maxloss {maxloss:g} bounds "
+                findings.append(Finding(r, f"{label}: no protective STOP or TRAIL (only maxloss {shown(maxloss):g} bounds "
                                            "its loss, by flattening)", RiskLevel.CRITICAL))
             for name, off, below in (("STOP", order.stop, order.side == "buy"),
                                      ("TARGET", order.target, order.side == "sell")):
@@ -231,12 +239,12 @@ def assess(
                                         RiskLevel.CRITICAL, "maxpos"))
             loss = worst_case_loss(order, reference, bounds, quote)
             if loss is not None and loss >= maxloss:
-                findings.append(Finding(r, f"{label}: worst-case loss {loss:.2f} reaches maxloss {maxloss:g}: the "
+                findings.append(Finding(r, f"{label}: worst-case loss {shown(loss):.2f} reaches maxloss {shown(maxloss):g}: the "
                                            "engine rejects it and disarms the plan (tighten the stop or trade smaller)",
                                         RiskLevel.CRITICAL, "maxloss"))
-            elif loss is not None and room is not None and loss >= room:
-                findings.append(Finding(r, f"{label}: worst-case loss {loss:.2f} reaches the session's loss room "
-                                           f"{max(room, 0.0):.2f} (session_maxloss {bounds.session_maxloss:g}): the "
+            elif loss is not None and room is not None and bounds.session_maxloss is not None and loss >= room:
+                findings.append(Finding(r, f"{label}: worst-case loss {shown(loss):.2f} reaches the session's loss room "
+                                           f"{shown(max(room, 0.0)):.2f} (session_maxloss {shown(bounds.session_maxloss):g}): the "
                                            "engine rejects it and disarms the plan", RiskLevel.CRITICAL,
                                         "session_maxloss"))
     count, most = _order_count(plan), effective_maxorders(plan, bounds)

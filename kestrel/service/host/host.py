@@ -378,6 +378,9 @@ class SessionActor(Actor[RunHosted]):
             except Exception as exc:  # a session's failure ends that session only
                 get_logger("kestrel.host").error("session.failed", session=s.session_id, error=describe(exc))
                 finished = SessionFinished(s.session_id, "failed", describe(exc))
+            finally:
+                if s.port is not None:
+                    s.port.release()
         await self._report(finished)
         self.ctx.stop()
 

@@ -7,7 +7,8 @@ Invariants:
 - a wait that sees no reply within `abandon_after` seconds marks the port abandoned; an
   abandoned or closed port answers every later wait at once with None, so the session stands
   down fail-closed at each remaining ordinal without waiting again;
-- the port outlives restarts of the agent actor (it belongs to the session, not the actor).
+- the port outlives restarts of the agent actor (it belongs to the session, not the actor);
+  the session's run releases it when it ends, however it ends.
 """
 
 from __future__ import annotations
@@ -48,6 +49,13 @@ class ReplyPort:
             self.ended = reason
         self.waiting = None
         self._send.close()
+
+    def release(self) -> None:
+        """The session's run is over: both ends of the reply stream closed (`ended` unchanged:
+        it says why replies stopped, if they stopped before the run ended)."""
+        self.waiting = None
+        self._send.close()
+        self._recv.close()
 
     def expect(self, request: AuthorRequest) -> None:
         """From now on a reply to `request` is accepted (call before announcing it)."""
