@@ -46,4 +46,6 @@ def test_an_unknown_symbol_is_a_usage_error(shared_data: Path, tmp_path: Path,
     code, _, err = run_cli(capsys, "simulate", "--data", str(shared_data / STOCKBENCH), "--symbols", "AAPL,ZZZ",
                            "--agent", f"fixed:{plans}")
     assert code == 2
-    assert err.strip().splitlines()[-1].endswith("no rows of symbol ZZZ in the data (AAPL are)")
+    assert err.strip().splitlines()[-1].endswith(
+        "no rows of symbol ZZZ in the data (it holds AAPL, AMGN, AMZN, AXP, BA, CAT, CRM, GS, HD, HON, IBM, JNJ "
+        "(and 8 more); a symbol is matched exactly, as the file spells it)")

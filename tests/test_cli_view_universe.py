@@ -92,7 +92,7 @@ def test_a_view_asked_for_is_what_the_agent_reads_after_asking(data: Path,
     assert _without_budget(out) == _without_budget(after)  # the same view; the run spent one request
     budget = [ln for ln in out.splitlines() if ln.startswith("BUDGET ")]
     assert budget == [ln for ln in first.splitlines() if ln.startswith("BUDGET ")]  # the first ask's
-    assert "QUOTE BBB" in out and "BARS 1d last 5" in out and "capital 25000" in out
+    assert "QUOTE BBB" in out and "BARS AAA 1d last 5" in out and "capital 25000" in out
 
 
 def test_a_checkpoint_and_the_close_cadence(data: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -224,3 +224,15 @@ def test_the_minute_universe_at_a_checkpoint(shared_data: Path, capsys: pytest.C
     code, out, err = run_cli(capsys, "view", "--data", str(path), "--date", "2013-10-08", "--at", "10:30", DEFAULT_VIEW)
     assert code == 0, err
     assert out == at and out.startswith("CLOCK 4 symbols #1 10:30 cutoff 10:25:00 session 2013-10-08")
+
+
+def test_each_members_pane_names_its_member(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two members' panes of one kind are told apart by their headers, blind or not."""
+    data = long_csv(tmp_path / "u.csv")
+    view = "VIEW v: bars(AAA, 1d, 3), bars(BBB, 1d, 3), levels(AAA), stats(BBB), tape(AAA, 2), position(BBB)"
+    code, out, err = run_cli(capsys, "view", "--data", str(data), "--no-kernel", view)
+    assert code == 0, err
+    heads = [ln.split(" ", 2)[:2] for ln in out.splitlines() if ln.split(" ", 1)[0] in
+             ("BARS", "LEVELS", "STATS", "TAPE", "POSITION")]
+    assert heads == [["BARS", "AAA"], ["BARS", "BBB"], ["LEVELS", "AAA"], ["STATS", "BBB"], ["TAPE", "AAA"],
+                     ["POSITION", "BBB"]], out

@@ -195,7 +195,10 @@ def test_symbols_table_sets_each_instrument(tmp_path: Path) -> None:
                                "like 1 or 0.0001, got '-1'")
     with pytest.raises(DataError) as info:
         load_universe(tmp_path / "bars.csv", symbols=["AAA", "ZZZ"])
-    assert str(info.value) == f"{tmp_path / 'bars.csv'}: no rows of symbol ZZZ in the data (AAA are)"
+    assert str(info.value) == (f"{tmp_path / 'bars.csv'}: no rows of symbol ZZZ in the data (it holds AAA, BTC; "
+                               "a symbol is matched exactly, as the file spells it)")
+    with pytest.raises(DataError, match=r"no rows of symbols aaa, btc in the data \(it holds AAA, BTC;"):
+        load_universe(tmp_path / "bars.csv", symbols=["aaa", "btc"])
     with pytest.raises(DataError, match="unknown exchange calendar 'NOPE'"):
         load_universe(tmp_path / "bars.csv", calendar="NOPE")
 

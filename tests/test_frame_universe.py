@@ -226,9 +226,9 @@ def test_per_symbol_panes_read_their_member() -> None:
     text = materialize_universe(resolve_universe_view(view, snap), snap)
     quote, bars, position = text.split("\n\n")
     assert quote.startswith("QUOTE BBB 01-09 ") and "last 55.00" in quote
-    assert bars.splitlines()[0] == "BARS 1d last 3" and bars.splitlines()[-1].split()[:5] == [
+    assert bars.splitlines()[0] == "BARS CCC 1d last 3" and bars.splitlines()[-1].split()[:5] == [
         "01-09", "104.50", "106.00", "104.00", "105.00"]
-    assert position.startswith("POSITION long 100 @ 100.00")
+    assert position.startswith("POSITION AAA long 100 @ 100.00")
 
 
 def test_universe_view_resolution_fails_closed() -> None:

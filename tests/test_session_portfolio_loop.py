@@ -92,10 +92,10 @@ def test_a_view_then_a_module_through_the_loop_on_stockbench(shared_data: Path) 
     # the first briefing: the kernel panes with the account's bounds and the budget, the default view
     assert "BUDGET 4 view requests or repairs left, 5000 tokens left" in first.briefing
     assert "account capital 10000 gross 1x open 2 session_maxloss none shorts no" in first.briefing
-    assert "VIEW default budget" in first.briefing and "BARS 1d" not in first.briefing
+    assert "VIEW default budget" in first.briefing and "BARS" not in first.briefing
     # the second: the view asked for, with what the first call spent taken off the budget
     assert second.view_name == "v" and second.repair_error is None
-    assert "VIEW v budget" in second.briefing and "BARS 1d" in second.briefing and "WATCHLIST 3" in second.briefing
+    assert "VIEW v budget" in second.briefing and "BARS AAPL 1d last " in second.briefing and "WATCHLIST 3" in second.briefing
     assert "BUDGET 3 view requests or repairs left, 4880 tokens left" in second.briefing
     # the bars end at the last close before the session: the file's own AAPL close of 02-28
     close = _raw_close(shared_data, "AAPL", "2025-02-28")

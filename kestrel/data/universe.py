@@ -164,8 +164,9 @@ def _layout(r: Roles) -> str:
 
 
 def _read(files: list[Path], columns: ColumnMap | None, options: dict[str, object],
-          wanted: set[str] | None) -> tuple[str, LoadSpec, dict[str, tuple[Path, Table]]]:
-    """(kind, spec of the first file, symbol -> (file, its rows)) of the files."""
+          wanted: set[str] | None, held: set[str]) -> tuple[str, LoadSpec, dict[str, tuple[Path, Table]]]:
+    """(kind, spec of the first file, symbol -> (file, its rows)) of the files; `held` gathers
+    every symbol the files hold, wanted or not."""
     first: tuple[Path, Roles] | None = None
     spec: LoadSpec | None = None
     tables: dict[str, tuple[Path, Table]] = {}
@@ -191,8 +192,10 @@ def _read(files: list[Path], columns: ColumnMap | None, options: dict[str, objec
                 raise DataError(f, "cannot tell this file's symbol: name the file after it (AAPL.csv) or add a "
                                 "symbol column")
             parts = [(fspec.symbol, table)]
+            held.add(fspec.symbol)
         else:
             names = sorted(set(table.symbols.tolist()))
+            held.update(names)
             parts = [(s, table.keep(table.symbols == s)) for s in names if wanted is None or s in wanted]
         for sym, part in parts:
             if wanted is not None and sym not in wanted:
@@ -269,7 +272,8 @@ def load_universe(
     options: dict[str, object] = {"session": "exchange", "calendar": calendar, "delimiter": delimiter,
                                   "bar_seconds": bar_seconds}
     files = source_files(source)
-    kind, spec, tables = _read(files, cmap, options, wanted)
+    held: set[str] = set()
+    kind, spec, tables = _read(files, cmap, options, wanted, held)
     if kind not in ("bars", "trades", "quotes", "quote_bars"):
         raise DataError(files[0], f"unsupported kind {kind}")
     loaded = _assemble_all(tables, spec, terms, crossed, spikes, spike_factor)
@@ -279,7 +283,7 @@ def load_universe(
         if kind not in ("bars", "trades"):
             raise DataError(files[0], f"quotes join trade data (bars or trades); these files hold {kind}")
         quote_files = source_files(quotes)
-        qkind, qspec, qtables = _read(quote_files, qmap, options, wanted)
+        qkind, qspec, qtables = _read(quote_files, qmap, options, wanted, held)
         if qkind not in ("quotes", "quote_bars"):
             raise DataError(quote_files[0], f"the quotes files hold {qkind}, not quotes or quote bars")
         quote_loaded = _assemble_all(qtables, qspec, terms, crossed, spikes, spike_factor)
@@ -287,7 +291,8 @@ def load_universe(
         absent = sorted(wanted - set(loaded) - set(quote_loaded))
         if absent:
             raise DataError(str(files[0]), f"no rows of symbol{'s' if len(absent) > 1 else ''} "
-                            f"{', '.join(absent)} in the data ({symbols_text(sorted(tables))} are)")
+                            f"{', '.join(absent)} in the data (it holds {symbols_text(sorted(held))}; a symbol is "
+                            "matched exactly, as the file spells it)")
     datas: dict[str, MarketData] = {}
     reports: dict[str, Loaded] = {}
     for sym in sorted(set(loaded) | set(quote_loaded)):

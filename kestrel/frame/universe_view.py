@@ -60,7 +60,7 @@ def resolve_universe_view(view: View | ViewSelection, snapshot: UniverseSnapshot
 
 def render_pane(pane: ResolvedPane, snapshot: UniverseSnapshot, catalog: PaneCatalog = DEFAULT_CATALOG) -> str:
     """One resolved pane over the universe: a universe pane reads it whole, a per-symbol pane its
-    member (a refusal line when it names none)."""
+    member, its header naming the member (a refusal line when it names none)."""
     spec = catalog.get(pane.name)
     if spec is None:
         raise ViewError("?", [f"pane {pane.name!r} is not in this catalog"])
@@ -74,8 +74,18 @@ def render_pane(pane: ResolvedPane, snapshot: UniverseSnapshot, catalog: PaneCat
         if member is None:
             return (f"{pane.name.upper()} {word}: name a symbol of the universe "
                     f"({', '.join(snapshot.shown_symbols[:5])}{', ...' if len(snapshot.members) > 5 else ''})")
-        return spec.builder(member, args)
+        return _named(spec.builder(member, args), member.symbol)
     return spec.builder(snapshot.clock, args)
+
+
+def _named(text: str, symbol: str) -> str:
+    """A member's pane with its header naming the member (`BARS AAPL 1d last 20`, `LEVELS AAPL`):
+    a universe view holds one pane per member, told apart by that word."""
+    head, sep, rest = text.partition("\n")
+    name, _, tail = head.partition(" ")
+    if tail.split(" ", 1)[0] == symbol:
+        return text
+    return f"{name} {symbol} {tail}".rstrip() + sep + rest
 
 
 def materialize_universe(resolved: ResolvedView, snapshot: UniverseSnapshot,
