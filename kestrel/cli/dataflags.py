@@ -118,8 +118,6 @@ def news_from_args(args: argparse.Namespace, command: str) -> tuple[NewsFeed, Ne
         loaded = load_news(path)
     except DataError as exc:
         raise UsageError(str(exc)) from None
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
     print(f"kestrel {command}: news: {loaded.source.items} items", file=sys.stderr)
     return loaded.feed, loaded.source
 

@@ -266,10 +266,15 @@ def file_sha256(path: Path) -> str:
 
 
 def load_news(path: str | Path) -> LoadedNews:
-    """The feed of a news file and its `NewsSource` (path, SHA-256 of the bytes read, items)."""
+    """The feed of a news file and its `NewsSource` (path, SHA-256 of the bytes read, items);
+    a file that cannot be read or parsed is a `DataError`."""
     p = Path(path)
-    items = read_news(p)
-    return LoadedNews(NewsFeed.of(items), NewsSource(path=str(p.resolve()), sha256=file_sha256(p), items=len(items)))
+    try:
+        items = read_news(p)
+        return LoadedNews(NewsFeed.of(items), NewsSource(path=str(p.resolve()), sha256=file_sha256(p),
+                                                         items=len(items)))
+    except OSError as exc:
+        raise DataError(p, f"cannot read it: {exc.strerror or exc}") from None
 
 
 def open_news(source: NewsSource, path: str | Path | None = None) -> NewsFeed:

@@ -234,8 +234,6 @@ def _news(path: str | None) -> tuple[NewsFeed, NewsSource | None]:
         loaded = load_news(path)
     except DataError as exc:
         raise SpecError(str(exc)) from None
-    except OSError as exc:
-        raise SpecError(f"cannot read {path}: {exc.strerror or exc}") from None
     return loaded.feed, loaded.source
 
 
