@@ -75,6 +75,10 @@ SUBMIT_WAIT_S = 20.0
 """How long a submit waits for its run's commit before it is refused (a paused store)."""
 
 
+REFUSED_WAIT_S = 10.0
+"""How long start-up waits for the store to mark the runs it cannot resume as failed."""
+
+
 class Refusal(ValueError):
     """A request the daemon cannot do (unknown run, bad flags, ...); the text says why."""
 
@@ -218,8 +222,11 @@ class Runs:
 
     async def resume_all(self) -> int:
         """Start every run the store holds as running again (see the module docstring); a run
-        that cannot be resumed is marked failed with its reason. Returns how many were found."""
+        that cannot be resumed is marked failed with its reason before this returns (so before the
+        daemon serves), unless the store cannot commit within `REFUSED_WAIT_S`; the mark then lands
+        once it can. Returns how many were found."""
         stored = self.reader.unfinished()
+        marked: list[anyio.Event] = []
         for s in stored:
             self.live[s.run] = LiveRun(s.run)
             try:
@@ -231,8 +238,19 @@ class Runs:
 
                 why = str(exc) if isinstance(exc, ValueError) else describe(exc)
                 self.log.warning("run.not_resumed", run=s.run, reason=why)
-                self.tg.start_soon(self._end_quietly, s.run, "failed", f"cannot resume: {why}")
+                done = anyio.Event()
+                marked.append(done)
+                self.tg.start_soon(self._mark_failed, s.run, f"cannot resume: {why}", done)
+        with anyio.move_on_after(REFUSED_WAIT_S):
+            for done in marked:
+                await done.wait()
         return len(stored)
+
+    async def _mark_failed(self, run: str, reason: str, done: anyio.Event) -> None:
+        try:
+            await self._end_quietly(run, "failed", reason)
+        finally:
+            done.set()
 
     async def _resume(self, s: Any) -> None:
         try:
