@@ -157,8 +157,16 @@ def test_budget_truncation_is_explicit_and_within_budget() -> None:
     text = materialize(big, s)
     assert estimate_tokens(text) <= 200
     last = text.splitlines()[-1]
-    assert last.startswith("[budget 200 reached: bars cut to ") and last.endswith("/62 lines; omitted levels, stats]")
+    assert last.startswith("[budget 200 reached: bars cut to ")
+    assert last.endswith("/62 lines, oldest rows dropped; omitted levels, stats]")
     assert text.startswith(materialize(resolve_view(ViewSelection(("quote",)), O1), s) + "\n\nBARS 1m last 60")
+    # the cut keeps the bars' header and their newest rows, the last of them the bar before the cutoff
+    whole = materialize(resolve_view(ViewSelection((PaneRef("bars", (PaneArg(Duration(1, "m")), PaneArg(Number(60)))),),
+                                                   budget=4000), O1), s).split("\n")
+    kept = text.rsplit("\n", 1)[0].split("\n\n")[1].split("\n")
+    k = int(last.split("bars cut to ")[1].split("/")[0])
+    assert len(kept) == k and kept[:2] == whole[:2] and kept[2:] == whole[len(whole) - (k - 2):]
+    assert kept[-1].startswith("04-15 10:24 ")
     # a view that fits has no marker
     small = resolve_view(ViewSelection(("quote", "levels"), budget=4000), O1)
     assert "[budget" not in materialize(small, s)
@@ -223,19 +231,28 @@ def test_token_estimator_is_documented_rule() -> None:
     assert estimate_tokens("a b\nc") == 4
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(st.integers(min_value=64, max_value=4000), st.permutations(["quote", "bars", "levels", "stats", "tape"]))
 def test_budget_always_respected_and_cut_announced(budget: int, order: list[str]) -> None:
     s = _snap()
     r = resolve_view(ViewSelection(tuple(order), budget=budget), O1)
     text = materialize(r, s)
-    whole = "\n\n".join(
-        DEFAULT_CATALOG.get(p.name).builder(s, dict(p.args)) for p in r.panes  # type: ignore[union-attr]
-    )
+    panes = [DEFAULT_CATALOG.get(p.name).builder(s, dict(p.args)) for p in r.panes]  # type: ignore[union-attr]
+    whole = "\n\n".join(panes)
     assert estimate_tokens(text) <= budget
     if estimate_tokens(whole) <= budget:
         assert text == whole
-    else:
-        assert text.splitlines()[-1].startswith(f"[budget {budget} reached: ")
-        kept = text.rsplit("\n", 1)[0] if "\n" in text else ""
-        assert whole.startswith(kept)  # a prefix of whole lines, nothing reordered or altered
+        return
+    marker = text.splitlines()[-1]
+    assert marker.startswith(f"[budget {budget} reached: ")
+    kept = text.rsplit("\n", 1)[0].split("\n\n") if "\n" in text else []
+    assert kept[:-1] == panes[: len(kept) - 1]  # the panes before the cut are whole, in order
+    if not kept or kept[-1] == panes[len(kept) - 1]:
+        return
+    cut, full = kept[-1].split("\n"), panes[len(kept) - 1].split("\n")
+    assert f"{r.panes[len(kept) - 1].name} cut to {len(cut)}/{len(full)} lines" in marker
+    if r.panes[len(kept) - 1].name in ("bars", "tape"):  # time order: its header, then its newest rows
+        assert cut[:2] == full[:2] and cut[2:] == full[len(full) - (len(cut) - 2):]
+        assert ", oldest rows dropped" in marker
+    else:  # its first lines
+        assert cut == full[: len(cut)] and "oldest" not in marker

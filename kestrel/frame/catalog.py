@@ -88,6 +88,9 @@ class PaneSpec:
     args: tuple[ArgSpec, ...]
     builder: Builder
     universe: UniverseBuilder | None = None
+    header_lines: int | None = None
+    """Set for a table in time order (oldest row first) under this many header lines: a budget
+    cut keeps the header and the newest rows. Unset: a cut keeps the first lines."""
 
     @property
     def per_symbol(self) -> bool:
@@ -194,7 +197,7 @@ DEFAULT_CATALOG = PaneCatalog(
         PaneSpec("bars", "OHLCV+VWAP bars (* forming)",
                  (SYMBOL, _dur("tf", 300, 60, 86_400, 60, "bar timeframe, 1m..1d"),
                   _count("n", 12, 1, 100, "number of bars")),
-                 panes.pane_bars),
+                 panes.pane_bars, header_lines=2),
         PaneSpec("levels", "prior H/L/C, overnight, today O/H/L, opening range",
                  (SYMBOL, _dur("or", 1800, 60, 14_400, 60, "opening range length"),),
                  panes.pane_levels),
@@ -204,7 +207,7 @@ DEFAULT_CATALOG = PaneCatalog(
                  panes.pane_stats),
         PaneSpec("tape", "last n ticks",
                  (SYMBOL, _count("n", 10, 1, 50, "number of ticks"),),
-                 panes.pane_tape),
+                 panes.pane_tape, header_lines=2),
         PaneSpec("position", "position, entry, PnL, fees, orders",
                  (SYMBOL,), panes.pane_position),
         PaneSpec("plan", "the incumbent plan",

@@ -91,7 +91,7 @@ def _named(text: str, symbol: str) -> str:
 def materialize_universe(resolved: ResolvedView, snapshot: UniverseSnapshot,
                          catalog: PaneCatalog = DEFAULT_CATALOG) -> str:
     """The view's panes over the universe within its budget (`materialize`'s rules)."""
-    return render_panes(resolved, [render_pane(p, snapshot, catalog) for p in resolved.panes])
+    return render_panes(resolved, [render_pane(p, snapshot, catalog) for p in resolved.panes], catalog)
 
 
 def universe_briefing(

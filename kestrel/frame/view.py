@@ -264,10 +264,10 @@ def _render(pane: ResolvedPane, snapshot: FrozenSnapshot, catalog: PaneCatalog) 
     return spec.builder(snapshot, args)
 
 
-def _marker(budget: int, cut: str | None, kept: int, total: int, omitted: list[str]) -> str:
+def _marker(budget: int, cut: str | None, kept: int, total: int, omitted: list[str], newest: bool) -> str:
     parts = []
     if cut is not None:
-        parts.append(f"{cut} cut to {kept}/{total} lines")
+        parts.append(f"{cut} cut to {kept}/{total} lines{', oldest rows dropped' if newest else ''}")
     if omitted:
         parts.append("omitted " + ", ".join(omitted))
     return f"[budget {budget} reached: {'; '.join(parts)}]"
@@ -278,11 +278,35 @@ def materialize(
 ) -> str:
     """Render the panes in order, separated by blank lines, within `resolved.budget` tokens
     (estimated with `estimate_tokens`). If they do not all fit, the pane that overflows keeps
-    as many whole lines as fit and a final marker names it and every omitted pane."""
-    return render_panes(resolved, [_render(p, snapshot, catalog) for p in resolved.panes])
+    as many whole lines as fit (a table in time order its header and newest rows, see
+    `PaneSpec.header_lines`) and a final marker names it and every omitted pane."""
+    return render_panes(resolved, [_render(p, snapshot, catalog) for p in resolved.panes], catalog)
 
 
-def render_panes(resolved: ResolvedView, texts: list[str]) -> str:
+def _fit(lines: list[str], room: int, header_lines: int | None) -> list[str]:
+    """The lines of a pane kept within `room` tokens: the first that fit, or, for a table in
+    time order, its `header_lines` (all or none) and then as many of its last rows as fit, in
+    their order. Each line after the first costs one more token, its newline."""
+    head = lines if header_lines is None else lines[:header_lines]
+    kept: list[str] = []
+    spent = 0
+    for line in head:
+        c = estimate_tokens(line) + (1 if kept else 0)
+        if spent + c > room:
+            return kept if header_lines is None else []
+        kept.append(line)
+        spent += c
+    rows: list[str] = []
+    for line in reversed(lines[len(head):]):
+        c = estimate_tokens(line) + (1 if kept or rows else 0)
+        if spent + c > room:
+            break
+        rows.append(line)
+        spent += c
+    return kept + rows[::-1]
+
+
+def render_panes(resolved: ResolvedView, texts: list[str], catalog: PaneCatalog = DEFAULT_CATALOG) -> str:
     """The rendered `texts` of `resolved.panes` laid out within the view's budget (see
     `materialize`)."""
     budget = resolved.budget
@@ -291,7 +315,7 @@ def render_panes(resolved: ResolvedView, texts: list[str]) -> str:
         return whole
     names = [p.name for p in resolved.panes]
     longest = max(names, key=len)
-    reserve = estimate_tokens("\n" + _marker(budget, longest, 999, 999, names))
+    reserve = estimate_tokens("\n" + _marker(budget, longest, 999, 999, names, True))
     room = budget - reserve
     out: list[str] = []
     used = 0
@@ -303,19 +327,15 @@ def render_panes(resolved: ResolvedView, texts: list[str]) -> str:
             used += cost
             continue
         lines = text.split("\n")
-        kept: list[str] = []
-        spent = used + sep
-        for line in lines:
-            c = estimate_tokens(line) + (1 if kept else 0)
-            if spent + c > room:
-                break
-            kept.append(line)
-            spent += c
+        spec = catalog.get(names[i])
+        header_lines = None if spec is None else spec.header_lines
+        kept = _fit(lines, room - used - sep, header_lines)
         if kept:
             out.append("\n".join(kept))
-            marker = _marker(budget, names[i], len(kept), len(lines), names[i + 1 :])
+            newest = header_lines is not None and len(kept) < len(lines)
+            marker = _marker(budget, names[i], len(kept), len(lines), names[i + 1 :], newest)
         else:
-            marker = _marker(budget, None, 0, 0, names[i:])
+            marker = _marker(budget, None, 0, 0, names[i:], False)
         return "\n\n".join(out) + ("\n" if out else "") + marker
     return "\n\n".join(out)
 
