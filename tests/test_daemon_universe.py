@@ -8,13 +8,13 @@ refused in one line; `--symbol` still runs one member of a long-format file."""
 from __future__ import annotations
 
 import json
-import random
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from cli_universe_support import long_csv
 from daemon_support import DaemonProcess
 from kestrel.cli import main
 from kestrel.service.daemon.protocol import RunParams, SubmitParams, WaitParams
@@ -31,21 +31,8 @@ def daemon(tmp_path: Path) -> Iterator[DaemonProcess]:
 
 
 def _long(path: Path, n_sym: int = 3, n_days: int = 4, seed: int = 3) -> Path:
-    """A long-format daily file of `n_sym` symbols over `n_days` weekday sessions (a random walk)."""
-    import exchange_calendars
-
-    rng = random.Random(seed)
-    rows = ["date,symbol,open,high,low,close,volume"]
-    prices = {f"S{i:02d}": rng.uniform(20, 200) for i in range(n_sym)}
-    days = exchange_calendars.get_calendar("XNYS").sessions_in_range("2023-01-03", "2024-12-31")[:n_days]
-    for day in days:
-        for sym, o in prices.items():
-            c = max(1.0, o * (1 + rng.uniform(-0.03, 0.03)))
-            rows.append(f"{day.date().isoformat()},{sym},{o:.2f},{max(o, c) * 1.01:.2f},{min(o, c) * 0.99:.2f},"
-                        f"{c:.2f},{rng.randrange(1000, 90000)}")
-            prices[sym] = c
-    path.write_text("\n".join(rows) + "\n")
-    return path
+    """A long-format daily file of `n_sym` symbols `S00..` over `n_days` weekday sessions (a random walk)."""
+    return long_csv(path, tuple(f"S{i:02d}" for i in range(n_sym)), n_days, seed, first_day="2023-01-03", top=200.0)
 
 
 def _module(path: Path, symbols: list[str]) -> Path:
