@@ -9,13 +9,15 @@ from pathlib import Path
 FIRST_DAY = "2024-03-01"
 
 
-def long_csv(path: Path, symbols: tuple[str, ...] = ("AAA", "BBB", "CCC"), n_days: int = 12, seed: int = 7) -> Path:
-    """`n_days` XNYS sessions from `FIRST_DAY` of each of `symbols`, written to `path`."""
+def long_csv(path: Path, symbols: tuple[str, ...] = ("AAA", "BBB", "CCC"), n_days: int = 12, seed: int = 7,
+             first_day: str = FIRST_DAY, top: float = 400.0) -> Path:
+    """`n_days` XNYS sessions from `first_day` of each of `symbols` (first prices drawn in
+    20..`top`), written to `path`."""
     import exchange_calendars
 
     rng = random.Random(seed)
-    prices = {s: rng.uniform(20, 400) for s in symbols}
-    days = exchange_calendars.get_calendar("XNYS").sessions_in_range(FIRST_DAY, "2024-12-31")[:n_days]
+    prices = {s: rng.uniform(20, top) for s in symbols}
+    days = exchange_calendars.get_calendar("XNYS").sessions_in_range(first_day, "2024-12-31")[:n_days]
     rows = ["date,symbol,open,high,low,close,volume"]
     for day in days:
         for sym in symbols:

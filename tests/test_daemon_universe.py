@@ -8,13 +8,13 @@ refused in one line; `--symbol` still runs one member of a long-format file."""
 from __future__ import annotations
 
 import json
-import random
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from cli_universe_support import long_csv
 from daemon_support import DaemonProcess
 from kestrel.cli import main
 from kestrel.service.daemon.protocol import RunParams, SubmitParams, WaitParams
@@ -31,21 +31,8 @@ def daemon(tmp_path: Path) -> Iterator[DaemonProcess]:
 
 
 def _long(path: Path, n_sym: int = 3, n_days: int = 4, seed: int = 3) -> Path:
-    """A long-format daily file of `n_sym` symbols over `n_days` weekday sessions (a random walk)."""
-    import exchange_calendars
-
-    rng = random.Random(seed)
-    rows = ["date,symbol,open,high,low,close,volume"]
-    prices = {f"S{i:02d}": rng.uniform(20, 200) for i in range(n_sym)}
-    days = exchange_calendars.get_calendar("XNYS").sessions_in_range("2023-01-03", "2024-12-31")[:n_days]
-    for day in days:
-        for sym, o in prices.items():
-            c = max(1.0, o * (1 + rng.uniform(-0.03, 0.03)))
-            rows.append(f"{day.date().isoformat()},{sym},{o:.2f},{max(o, c) * 1.01:.2f},{min(o, c) * 0.99:.2f},"
-                        f"{c:.2f},{rng.randrange(1000, 90000)}")
-            prices[sym] = c
-    path.write_text("\n".join(rows) + "\n")
-    return path
+    """A long-format daily file of `n_sym` symbols `S00..` over `n_days` weekday sessions (a random walk)."""
+    return long_csv(path, tuple(f"S{i:02d}" for i in range(n_sym)), n_days, seed, first_day="2023-01-03", top=200.0)
 
 
 def _module(path: Path, symbols: list[str]) -> Path:
@@ -117,6 +104,33 @@ def test_a_blind_close_cadence_universe_run_equals_simulate(daemon: DaemonProces
     assert doc["blind"] is True and doc["cadence"] == "close" and doc["arm_latency"] == 60.0
 
 
+def test_a_universe_run_with_news_equals_simulate(daemon: DaemonProcess, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    data = _long(tmp_path / "u.csv", n_sym=3, n_days=5)
+    plan = _module(tmp_path / "m.kes", ["S00", "S02"])
+    news = tmp_path / "news.jsonl"
+    news.write_text("".join(json.dumps({"published_utc": f"2023-01-0{d}T14:00:00Z", "symbol": s, "source": "Wire",
+                                        "title": f"{s} news of day {d}"}) + "\n"
+                            for d in (3, 4, 5) for s in ("S00", "S01")))
+    flags = ["--data", str(data), "--agent", f"fixed:{plan}", "--days", "4", "--news", str(news),
+             "--capital", "8000"]
+    home = str(daemon.home)
+    capsys.readouterr()
+    assert main(["ctl", "--home", home, "submit", *flags]) == 0
+    run = capsys.readouterr().out.splitlines()[-1]
+    assert main(["ctl", "--home", home, "wait", run, "--timeout", "60"]) == 0
+    out = tmp_path / "out"
+    out.mkdir()
+    assert main(["ctl", "--home", home, "export", run, "--ledger", str(out / "l"), "--capture", str(out / "c")]) == 0
+    ledger, capture = _simulate(tmp_path, "ref", flags)
+    assert (out / "l").read_bytes() == ledger and (out / "c").read_bytes() == capture
+    doc = json.loads(capture)
+    assert doc["news"]["path"] == str(news.resolve()) and doc["news"]["items"] == 6
+    capsys.readouterr()
+    assert main(["replay", str(out / "c")]) == 0
+    assert "ledger identical" in capsys.readouterr().err
+
+
 def test_a_universe_run_killed_mid_run_resumes_to_the_same_ledger(tmp_path: Path) -> None:
     data = _long(tmp_path / "big.csv", n_sym=6, n_days=40, seed=11)
     symbols = [f"S{i:02d}" for i in range(6)]
@@ -174,7 +188,8 @@ def test_bad_universe_flags_are_refused_in_one_line_and_one_member_runs(
     home = str(daemon.home)
     capsys.readouterr()
     for extra, words in ((("--symbols", "S00,S01", "--pace", "100"), "--pace runs a single-symbol session"),
-                         (("--symbols", "S00,S01", "--news", str(data)), "--news runs a single-symbol session"),
+                         (("--symbols", "S00,S01", "--news", str(data)), "published_utc"),
+                         (("--symbols", "S00,S01", "--news", "/etc/hostname"), "outside"),
                          (("--symbols", "S00,S01", "--arm-latency", "soon"), "--arm-latency"),
                          (("--symbols", "S00,ZZZ"), "ZZZ"),
                          (("--capital", "-3"), "--capital"),

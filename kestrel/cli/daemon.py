@@ -120,8 +120,9 @@ def submit_parser() -> argparse.ArgumentParser:
 
 def absolutize(ns: argparse.Namespace, cwd: str, roots: Any = None) -> None:
     """Make the paths among `kestrel simulate` flags absolute (relative to `cwd`); `--data`
-    is confined to `roots` (a `DataRoots`; None: made absolute only) and becomes the file's
-    real path. Raises ValueError (a `DataRefused`) for data outside the roots."""
+    and the other files of data (`--factors`, `--instruments`, `--news`) are confined to
+    `roots` (a `DataRoots`; None: made absolute only) and become the files' real paths.
+    Raises ValueError (a `DataRefused`) for data outside the roots."""
     from kestrel.service.host.roots import recorded_path
 
     base = Path(cwd)
@@ -138,10 +139,12 @@ def absolutize(ns: argparse.Namespace, cwd: str, roots: Any = None) -> None:
         ns.agent = f"{ns.agent.partition(':')[0]}:{full(path)}"
     if getattr(ns, "factors", None):  # a universe's factor file is data: confined as --data is
         ns.factors = recorded_path(base / ns.factors) if roots is None else str(roots.confine(ns.factors, base=cwd))
+    if getattr(ns, "news", None):  # so is a news file
+        ns.news = recorded_path(base / ns.news) if roots is None else str(roots.confine(ns.news, base=cwd))
     if getattr(ns, "instruments", None):  # so is its symbols table
         ns.instruments = (recorded_path(base / ns.instruments) if roots is None
                           else str(roots.confine(ns.instruments, base=cwd)))
-    for flag in ("capture", "ledger", "evidence", "modes", "news", "reply_cache"):
+    for flag in ("capture", "ledger", "evidence", "modes", "reply_cache"):
         if getattr(ns, flag, None):
             setattr(ns, flag, full(getattr(ns, flag)))
 
@@ -160,7 +163,7 @@ def check_submit(ns: argparse.Namespace) -> None:
     if pace is not None and ns.backend == DIRECT:
         raise ValueError("--pace needs the actor feed: use --backend asyncio or trio (or --pace max)")
     if is_universe_run(ns):
-        for flag, given in (("--pace", pace is not None), ("--news", ns.news), ("--symbol", ns.symbol)):
+        for flag, given in (("--pace", pace is not None), ("--symbol", ns.symbol)):
             if given:
                 raise ValueError(f"{flag} runs a single-symbol session; a universe run does not take it: drop it "
                                  "(or, for one member, --symbol without the portfolio flags)")
@@ -185,7 +188,7 @@ def universe_job(ns: argparse.Namespace, content: bytes | None, calls: DaemonCal
     """The daemon's `Job` of a universe run: the universe, bounds, options and agent `kestrel
     simulate --data UNIVERSE` builds from the same flags (so the same ledger and capture);
     `content` the `fixed:` plan file's bytes as stored at submit. Raises ValueError."""
-    from kestrel.cli.dataflags import parse_date, parse_guard
+    from kestrel.cli.dataflags import news_from_args, parse_date, parse_guard
     from kestrel.cli.execution import engine_config
     from kestrel.cli.universe import load_source
     from kestrel.cli.callflags import arm_latency
@@ -203,12 +206,13 @@ def universe_job(ns: argparse.Namespace, content: bytes | None, calls: DaemonCal
         source = UniverseSource(ns.data, ns.columns, ns.factors, ns.delimiter or ",", ns.crossed or "error",
                                 ns.spikes or "error", getattr(ns, "instruments", None))
         universe = load_source(source, symbols, "daemon")
+        news, news_source = news_from_args(ns, "daemon")
         bounds = PortfolioBounds(capital=ns.capital or DEFAULT_CAPITAL, max_gross=ns.max_gross or 1.0,
                                  max_open=ns.max_open, session_maxloss=ns.portfolio_maxloss, no_short=ns.no_short,
                                  lookback=getattr(ns, "lookback", None) or "run")
         options = SessionOptions(checkpoints=tuple(c for c in ns.checkpoints.split(",") if c.strip()),
                                  guard_s=parse_guard(ns.guard), engine_path=ns.engine_path,
-                                 engine=engine_config(ns, None), data_name=ns.data, blind=ns.blind,
+                                 engine=engine_config(ns, None), data_name=ns.data, blind=ns.blind, news=news,
                                  arm_latency=arm_latency(getattr(ns, "arm_latency", None)),
                                  cadence=getattr(ns, "cadence", None) or "open",
                                  universe_end_of_day=getattr(ns, "end_of_day", None))
@@ -231,7 +235,7 @@ def universe_job(ns: argparse.Namespace, content: bytes | None, calls: DaemonCal
             raise ValueError(str(exc)) from None
         calls.share(agent)
     outputs = {k: getattr(ns, k) for k in ("capture", "ledger", "evidence") if getattr(ns, k, None)}
-    run = UniverseRun(UniverseSpec(data=ns.data), universe, source, bounds, options, sessions)
+    run = UniverseRun(UniverseSpec(data=ns.data), universe, source, bounds, options, sessions, news_source)
     return Job(run, agent, None, outputs, agent_timeout=ns.agent_timeout)
 
 
