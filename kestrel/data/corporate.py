@@ -25,10 +25,14 @@ side of the jump session (session volume: the sum of its ticks' sizes):
 - the share count: the median volume after over the median before (`volume_ratio`). A split of
   r new shares per old moves it towards r, but turnover drifts by a factor of two within months
   and traders trade a split stock less, so it is weak evidence for a split (the Lean data's AAPL
-  2:1 of 2005 shows 1.05; a crash's volume stays raised for weeks, AAPL 2000: 2.5). It is used
+  2:1 of 2005 shows 1.02; a crash's volume stays raised for weeks, AAPL 2000: 2.5). It is used
   only against one: moved the other way by more than `AGAINST_LIMIT` of the ratio in log terms
   (log(ratio) / log(r) < -AGAINST_LIMIT: volume up after a jump up, as in a rally), it reads as a
   gap.
+
+The evidence can mislead both ways: a crash on ordinary volume reads as a split, a split whose
+ex-date brings news that trades a spike reads as a gap; so gaps are reported too
+(`verdict="gap"`), each with its figures, for the user to judge.
 
 Where the data have no volume there (quotes, bars without a volume column, a jump at the edge of
 the data) the price alone decides and the jump reads as a split. `probable_splits` keeps the
@@ -40,8 +44,8 @@ no jump and a hit there is a split the rows lack.
 from __future__ import annotations
 
 import csv
-import math
 import datetime as dt
+import math
 import re
 from fractions import Fraction
 from pathlib import Path
