@@ -131,8 +131,8 @@ def test_without_a_factor_file_the_split_jumps_are_flagged(shared_data: Path) ->
     p = next(p for p in r.report.probable_splits if p.date == dt.date(2014, 6, 9))
     assert (p.previous_close, p.open, p.adjusted) == (645.57, 92.69, False)
     # the line carries the volume evidence (the Lean raw volumes: x3.86 over the 20 sessions, x1.86 on the day)
-    assert any(line.startswith("AAPL: probable unadjusted split 7:1 on 2014-06-09 (645.57 -> 92.69; volume x3.86 "
-                               "after it, x1.86 on the day); give a factor file (--factors)") for line in r.report.notes())
+    assert any(line.startswith("AAPL: probable unadjusted split 7:1 on 2014-06-09 (645.57 -> 92.69; volume after/before "
+                               "x3.86, day/after x1.86); give a factor file (--factors)") for line in r.report.notes())
     assert r.universe.splits == ()
 
 

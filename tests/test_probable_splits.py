@@ -47,9 +47,9 @@ def test_the_aapl_crash_of_2000_reads_as_a_gap_and_its_real_splits_as_splits(sha
                                              / statistics.median(volumes[k - 20:k]))
     assert gap.volume_spike is not None and gap.volume_spike > 9  # 134.1M shares against about 14M a day after it
     line = next(x for x in r.report.notes() if "2000-09-29" in x)
-    assert line == ("AAPL: a 2:1-sized gap on 2000-09-29 (53.38 -> 28.06) reads as a market move, not a split: the "
-                    "day traded x9.55 the volume of the sessions after it (a split's trades near x1); if it was a "
-                    "split, give a factor file (--factors) to adjust it")
+    assert line == ("AAPL: a 2:1-sized gap on 2000-09-29 (53.38 -> 28.06) reads as a market move, not a split: volume "
+                    "day/after x9.55, a one-day spike (a split's is near x1); if it was a split, give a factor "
+                    "file (--factors) to adjust it")
     assert not any("probable unadjusted split 2:1 on 2000-09-29" in x for x in r.report.notes())
 
 

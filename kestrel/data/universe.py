@@ -131,14 +131,14 @@ class UniverseReport(msgspec.Struct, frozen=True):
 def _split_evidence(p: ProbableSplit) -> str:
     if p.volume_ratio is None or p.volume_spike is None:
         return "price only: no volume to tell it from a large gap"
-    return f"volume x{p.volume_ratio:.3g} after it, x{p.volume_spike:.3g} on the day"
+    return f"volume after/before x{p.volume_ratio:.3g}, day/after x{p.volume_spike:.3g}"
 
 
 def _gap_evidence(p: ProbableSplit) -> str:
     r = p.numerator / p.denominator
     if p.volume_spike is not None and p.volume_spike > SPIKE_LIMIT:
-        return f"the day traded x{p.volume_spike:.3g} the volume of the sessions after it (a split's trades near x1)"
-    return f"volume moved x{p.volume_ratio:.3g} after it, against a split's x{r:.3g}"
+        return f"volume day/after x{p.volume_spike:.3g}, a one-day spike (a split's is near x1)"
+    return f"volume after/before x{p.volume_ratio:.3g}, against a split's x{r:.3g}"
 
 
 def _dates(days: tuple[dt.date, ...]) -> str:
