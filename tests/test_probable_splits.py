@@ -110,12 +110,14 @@ def test_without_volume_the_price_decides_and_the_line_says_so(tmp_path: Path) -
                           "(--factors) to adjust it") for x in r.report.notes())
 
 
-@pytest.mark.parametrize(("up", "volume_after", "verdict"), [(True, 2.0, "gap"), (True, 0.5, "split"),
-                                                             (False, 0.5, "gap"), (False, 2.0, "split")])
+@pytest.mark.parametrize(("up", "volume_after", "verdict"), [
+    (True, 2.5, "gap"), (True, 1.75, "split"), (True, 0.5, "split"),
+    (False, 0.4, "gap"), (False, 0.625, "split"), (False, 2.0, "split")])
 def test_volume_that_moves_against_the_split_reads_as_a_gap(tmp_path: Path, up: bool, volume_after: float,
                                                             verdict: str) -> None:
-    # a jump up of 1:2's size is a reverse split when the share count (volume) halves, a rally
-    # when volume doubles; a drop of 2:1's size the other way round; no one-day spike either way
+    # a jump up of 1:2's size with volume up more than turnover drifts (x2) is a rally; with volume
+    # halved, or up less than that, a reverse split; a drop of 2:1's size the other way round; no
+    # one-day spike either way
     after = 200.0 if up else 50.0
     closes = [100.0 + 0.1 * (i % 3) for i in range(JUMP)] + [after] * (SESSIONS - JUMP)
     volumes = [1e6] * JUMP + [1e6 * volume_after] * (SESSIONS - JUMP)

@@ -26,9 +26,9 @@ side of the jump session (session volume: the sum of its ticks' sizes):
   r new shares per old moves it towards r, but turnover drifts by a factor of two within months
   and traders trade a split stock less, so it is weak evidence for a split (the Lean data's AAPL
   2:1 of 2005 shows 1.02; a crash's volume stays raised for weeks, AAPL 2000: 2.5). It is used
-  only against one: moved the other way by more than `AGAINST_LIMIT` of the ratio in log terms
-  (log(ratio) / log(r) < -AGAINST_LIMIT: volume up after a jump up, as in a rally), it reads as a
-  gap.
+  only against one: moved the other way by more than turnover drifts (`VOLUME_DRIFT`: volume
+  more than doubled after a jump up, as in a rally, or more than halved after a drop), it reads
+  as a gap.
 
 The evidence can mislead both ways: a crash on ordinary volume reads as a split, a split whose
 ex-date brings news that trades a spike reads as a gap; so gaps are reported too
@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
-import math
 import re
 from fractions import Fraction
 from pathlib import Path
@@ -68,8 +67,9 @@ VOLUME_SESSIONS = 20
 """Held sessions on each side of a jump whose volumes the check compares."""
 SPIKE_LIMIT = 3.0
 """A jump session's volume over the median after it above which the jump reads as a gap."""
-AGAINST_LIMIT = 0.5
-"""log(volume ratio) / log(r) below minus this: the volume moved against a split of r."""
+VOLUME_DRIFT = 2.0
+"""How far turnover drifts on its own: a volume ratio beyond it against a split's direction
+(below 1 / VOLUME_DRIFT after a drop, above VOLUME_DRIFT after a jump up) contradicts the split."""
 _DATE = re.compile(r"^(\d{4})-?(\d{2})-?(\d{2})$")
 _EPOCH = dt.date(1970, 1, 1)
 _LONG_HEADER = ("symbol", "date", "price_factor", "split_factor", "reference_price")
@@ -188,7 +188,7 @@ def _volume_evidence(volumes: F64, p: int, r: float) -> tuple[float | None, floa
     if mb <= 0.0 or ma <= 0.0:
         return None, None, True
     ratio, spike = ma / mb, float(volumes[p]) / ma
-    against = math.log(ratio) / math.log(r) < -AGAINST_LIMIT
+    against = ratio < 1.0 / VOLUME_DRIFT if r > 1.0 else ratio > VOLUME_DRIFT
     return ratio, spike, spike <= SPIKE_LIMIT and not against
 
 
@@ -224,5 +224,5 @@ def probable_splits(data: MarketData, *, adjusted: bool = False) -> list[Probabl
     return [p for p in split_sized_jumps(data, adjusted=adjusted) if p.verdict == "split"]
 
 
-__all__ = ["AGAINST_LIMIT", "RATIOS", "SPIKE_LIMIT", "SPLIT_TOLERANCE", "VOLUME_SESSIONS", "adjust", "probable_splits",
+__all__ = ["RATIOS", "SPIKE_LIMIT", "SPLIT_TOLERANCE", "VOLUME_DRIFT", "VOLUME_SESSIONS", "adjust", "probable_splits",
            "read_factor_file", "split_sized_jumps", "tick_days"]
