@@ -29,7 +29,7 @@ import msgspec
 import numpy as np
 
 from kestrel.data.columns import ColumnError, ColumnMap, Roles, column_spec, infer_roles, parse_columns
-from kestrel.data.corporate import adjust, probable_splits, read_factor_file
+from kestrel.data.corporate import SPIKE_LIMIT, adjust, read_factor_file, split_sized_jumps
 from kestrel.data.errors import DataError
 from kestrel.data.grid import infer_tick_size
 from kestrel.data.load import Loaded, assemble, plausible_symbol, symbols_text
@@ -85,7 +85,8 @@ class UniverseReport(msgspec.Struct, frozen=True):
     symbols: tuple[SymbolReport, ...]
     splits: tuple[Split, ...] = ()
     dividends: tuple[Dividend, ...] = ()
-    probable_splits: tuple[ProbableSplit, ...] = ()
+    probable_splits: tuple[ProbableSplit, ...] = ()  # split-sized jumps that read as splits
+    split_sized_gaps: tuple[ProbableSplit, ...] = ()  # split-sized jumps whose volume reads as a market move
     empty_sessions: tuple[dt.date, ...] = ()  # universe sessions no symbol has a tick in
     trades_only: tuple[str, ...] = ()  # symbols with trades and no quotes (quotes were given)
     quotes_only: tuple[str, ...] = ()  # symbols with quotes and no trades
@@ -113,12 +114,31 @@ class UniverseReport(msgspec.Struct, frozen=True):
             fix = ("the factor rows do not explain it" if p.adjusted
                    else "give a factor file (--factors) to adjust it")
             out.append(f"{p.symbol}: probable unadjusted split {p.numerator}:{p.denominator} on {p.date} "
-                       f"({p.previous_close:g} -> {p.open:g}); {fix}")
+                       f"({p.previous_close:g} -> {p.open:g}; {_split_evidence(p)}); {fix}")
+        for p in self.split_sized_gaps:
+            fix = ("the factor rows lack it" if p.adjusted
+                   else "give a factor file (--factors) to adjust it")
+            out.append(f"{p.symbol}: a {p.numerator}:{p.denominator}-sized gap on {p.date} "
+                       f"({p.previous_close:g} -> {p.open:g}) reads as a market move, not a split: "
+                       f"{_gap_evidence(p)}; if it was a split, {fix}")
         if self.trades_only:
             out.append(f"trades without quotes: {', '.join(self.trades_only)}")
         if self.quotes_only:
             out.append(f"quotes without trades: {', '.join(self.quotes_only)}")
         return out
+
+
+def _split_evidence(p: ProbableSplit) -> str:
+    if p.volume_ratio is None or p.volume_spike is None:
+        return "price only: no volume to tell it from a large gap"
+    return f"volume after/before x{p.volume_ratio:.3g}, day/after x{p.volume_spike:.3g}"
+
+
+def _gap_evidence(p: ProbableSplit) -> str:
+    r = p.numerator / p.denominator
+    if p.volume_spike is not None and p.volume_spike > SPIKE_LIMIT:
+        return f"volume day/after x{p.volume_spike:.3g}, a one-day spike (a split's is near x1)"
+    return f"volume after/before x{p.volume_ratio:.3g}, against a split's x{r:.3g}"
 
 
 def _dates(days: tuple[dt.date, ...]) -> str:
@@ -321,6 +341,7 @@ def _finish(datas: dict[str, MarketData], loaded: dict[str, Loaded], quote_loade
     splits: list[Split] = []
     dividends: list[Dividend] = []
     probable: list[ProbableSplit] = []
+    gaps: list[ProbableSplit] = []
     seen: set[dt.date] = set()
     for sym, data in datas.items():
         own = [s.date for s in data.sessions]
@@ -337,7 +358,8 @@ def _finish(datas: dict[str, MarketData], loaded: dict[str, Loaded], quote_loade
         s, d = actions(sym, factor_rows, own)
         splits.extend(s)
         dividends.extend(d)
-        probable.extend(probable_splits(adjusted, adjusted=bool(factor_rows)))
+        for jump in split_sized_jumps(adjusted, adjusted=bool(factor_rows)):
+            (probable if jump.verdict == "split" else gaps).append(jump)
         lot = terms.get(sym, SymbolTerms()).lot_size
         members.append(Member(sym, data, adjusted, Decimal(lot), factor_rows, missing))
         r = loaded[sym].report
@@ -355,11 +377,13 @@ def _finish(datas: dict[str, MarketData], loaded: dict[str, Loaded], quote_loade
     splits.sort(key=key)
     dividends.sort(key=key)
     probable.sort(key=key)
+    gaps.sort(key=key)
     universe = Universe(tuple(members), sessions, calendar, tuple(splits), tuple(dividends))
     report = UniverseReport(
         paths=tuple(str(f) for f in files), quote_paths=tuple(str(f) for f in quote_files), kind=kind,
         calendar=calendar, sessions=len(sessions), first=first, last=last, symbols=tuple(reports),
         splits=tuple(splits), dividends=tuple(dividends), probable_splits=tuple(probable),
+        split_sized_gaps=tuple(gaps),
         empty_sessions=tuple(x for x in all_days if x not in seen),
         trades_only=sides[0], quotes_only=sides[1],
     )

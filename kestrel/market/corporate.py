@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 from fractions import Fraction
+from typing import Literal
 
 import msgspec
 import numpy as np
@@ -62,8 +63,16 @@ class Dividend(msgspec.Struct, frozen=True):
 
 class ProbableSplit(msgspec.Struct, frozen=True):
     """A jump between one session's last price and the next session's first of a split's size
-    (`numerator / denominator`: previous close over open) that no factor row explains;
-    `adjusted`: found in a series already adjusted by factor rows (the rows lack it)."""
+    (`numerator / denominator`: previous close over open) that no factor row explains, with the
+    volume evidence that tells a split from a market move; `adjusted`: found in a series already
+    adjusted by factor rows (the rows lack it).
+
+    `volume_ratio`: the median session volume over the sessions after the jump session over the
+    median over the sessions before it (a split of r new shares per old moves it towards r);
+    `volume_spike`: the jump session's volume over the median of the sessions after it (near 1
+    for a split, which moves the volume to a new level, far above 1 for a crash or a rally); both
+    None when the data have no volume there (then the price alone decided). `verdict`: "split"
+    when the evidence reads as a split, "gap" when the volume reads as a market move."""
 
     symbol: str
     date: dt.date  # the session that opens at the jumped price
@@ -72,6 +81,9 @@ class ProbableSplit(msgspec.Struct, frozen=True):
     previous_close: float
     open: float
     adjusted: bool = False
+    volume_ratio: float | None = None
+    volume_spike: float | None = None
+    verdict: Literal["split", "gap"] = "split"
 
 
 def _days(dates: list[dt.date]) -> I64:
