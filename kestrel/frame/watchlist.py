@@ -12,13 +12,19 @@ HD   n/a       n/a    n/a  n/a   0 no bar; last 02-10 412.30
 gaps: no bars 02-11..02-19 (6 sessions): HD
 ```
 Prices print at the tick's precision, trailing zeros past the cent dropped. The reference
-session is the latest that opened at or before the cutoff. `last` is the member's
-last price at or before the cutoff; `chg1%`/`chg5%` its change against the close of the session
-1 and 5 before the reference (`n/a` when it has no bar there: nothing is forward-filled); `rvol`
-its volume in the reference session up to the cutoff over the mean of the same elapsed span in
-up to `AVG_VOLUME_SESSIONS` prior sessions it has bars in; `pos` its position. A member without a
-bar in the reference session says so and shows its last bar's date and price; `gaps` groups the
-members by the sessions they lack among the last `AVG_VOLUME_SESSIONS`.
+session (`at`) is the latest that opened at or before the cutoff. `last` is the member's last
+price at or before the cutoff, a print of the session it belongs to (`print_session`: the one
+whose hours hold it; outside them, the session whose close is on its wall-clock date, post-market,
+else the next session, pre-market); `chg1%`/`chg5%` its change against the close of the session
+1 and 5 before that one (`n/a` when it has no bar there: nothing is forward-filled). So at a
+cutoff before the open, a member whose last price is a pre-market print changes against the
+reference session's close: its row ends `pre hh:mm` (the print's time) and the header names the
+session those prints precede (`WATCHLIST 3 at 02-19, pre-market 02-20`); a post-market last
+price ends its row `post hh:mm`. `rvol` is the member's volume in the reference session up to
+the cutoff over the mean of the same elapsed span in up to `AVG_VOLUME_SESSIONS` prior sessions
+it has bars in; `pos` its position. A member without a bar in the reference session's hours says
+so and shows its last bar's date and price; `gaps` groups the members by the sessions they lack
+among the last `AVG_VOLUME_SESSIONS`. Dates are session numbers `d<k>` in blind mode.
 
 ```
 PORTFOLIO USD cash 79244.00 equity 100128.00 gross 20884.00 0.21x net 20884.00 open 1
@@ -71,6 +77,17 @@ def print_session(snap: FrozenSnapshot, ts_ns: int) -> int:
     if ts_ns < close or snap.wall_day(ts_ns) == snap.wall_day(close):
         return i
     return i + 1
+
+
+def print_session_label(snap: FrozenSnapshot, v: WatchValues) -> str | None:
+    """The label of the session `v.last` belongs to (`session_label_of`: ISO date, `d<k>` blind);
+    for a session after the schedule (a pre-market print at a cutoff whose ordinal precedes that
+    session's open), the print's wall-clock date (ISO; `d<k>` blind). None without a print."""
+    if v.session is None or v.last_ts is None:
+        return None
+    if v.session < len(snap.data.sessions) or snap.blind is not None:
+        return snap.blind.session_label(v.session) if snap.blind is not None else snap.session_label_of(v.session)
+    return (dt.date(1970, 1, 1) + dt.timedelta(days=snap.wall_day(v.last_ts))).isoformat()
 
 
 def _hours(snap: FrozenSnapshot, ts_ns: int) -> str:
@@ -314,5 +331,5 @@ def pane_portfolio(snap: FrozenSnapshot, args: Args) -> str:
 
 
 __all__ = ["AVG_VOLUME_SESSIONS", "CHANGE_SESSIONS", "WatchValues", "pane_portfolio", "pane_watchlist", "portfolio_text",
-           "print_session", "reference_session", "universe_portfolio", "universe_watchlist", "watch_row", "watch_values",
-           "watchlist_text"]
+           "print_session", "print_session_label", "reference_session", "universe_portfolio", "universe_watchlist",
+           "watch_row", "watch_values", "watchlist_text"]
