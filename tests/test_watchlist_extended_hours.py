@@ -278,3 +278,37 @@ def test_the_change_base_is_the_close_before_the_prints_session(
             pre_days.add(f"d{day + 1}" if blind else date.strftime("%m-%d"))
     assert len(pre_days) <= 1
     assert head.endswith(f", pre-market {pre_days.pop()}") if pre_days else "pre-market" not in head
+
+
+# ------------------------------------------------------------------------------------------
+# real minute bars with extended hours
+
+
+def test_lean_minute_bars_premarket_change_against_the_prior_close(shared_data: Path) -> None:
+    """Lean's SPY/AIG/BAC/IBM minute bars (pre-market from 04:00 New York): at 10-08 09:25:45,
+    each member's last is the close of its latest bar opened by 09:25 (its last tick at +45 s),
+    a pre-market print of 10-08; its chg1 is against the close of 10-07's last bar opened
+    before 16:00, computed from the raw rows with pandas alone."""
+    import pandas as pd  # type: ignore[import-untyped]  # exchange-calendars' own dependency
+
+    path = shared_data / "equities_minute/lean_us_equities_minute_trade_bars_20131004_20131011.parquet"
+    u = load_universe(path).universe
+    day = next(i for i, s in enumerate(u.sessions) if s.date == dt.date(2013, 10, 8))
+    t = u.sessions[day].open_ns
+    snap = freeze_universe(u, t - 255 * NS_PER_S, None, time_ns=t)
+    df = pd.read_parquet(path)
+    local = df["ts_utc"].dt.tz_convert("America/New_York")
+    lines = render_pane(WATCH, snap).splitlines()
+    assert lines[0] == "WATCHLIST 4 at 10-07, pre-market 10-08"
+    typed = typed_universe(snap, Ordinal(0, "OPEN", t))
+    for m in typed.members:
+        mine = df[df["symbol"] == m.symbol]
+        at = local[df["symbol"] == m.symbol]
+        today = mine[(at.dt.date == dt.date(2013, 10, 8)) & (at.dt.strftime("%H:%M") <= "09:25")]
+        prior = mine[(at.dt.date == dt.date(2013, 10, 7)) & (at.dt.strftime("%H:%M") < "16:00")]
+        last, base = float(today.iloc[-1]["close"]), float(prior.iloc[-1]["close"])
+        assert (m.last, m.session) == (last, "2013-10-08")
+        assert m.chg1 == pytest.approx(100 * (last / base - 1))
+        row = next(ln for ln in lines if ln.startswith(m.symbol)).split()
+        clock = at[today.index[-1]].strftime("%H:%M")
+        assert row[1:3] == [f"{last:.2f}", f"{100 * (last / base - 1):+.2f}"] and row[-2:] == ["pre", clock]
