@@ -164,12 +164,17 @@ class FrozenSnapshot:
         s = self.session
         if s is None:
             return self.clock(ts_ns)
-        if ts_ns >= s.open_ns and self._wall_day(ts_ns) == self._wall_day(self.time_ns):
-            return self.clock(ts_ns)
-        return self.dated(ts_ns)
+        return self.day_clock(ts_ns) if ts_ns >= s.open_ns else self.dated(ts_ns)
 
-    def _wall_day(self, ts_ns: int) -> int:
-        """The wall-clock day number of `ts_ns` (days since the local epoch)."""
+    def day_clock(self, ts_ns: int) -> str:
+        """`clock(ts_ns)`, dated `mm-dd hh:mm:ss` (`dated`: `d<k> hh:mm:ss` in blind mode) when
+        the instant is on another wall-clock date than the ordinal time: a cutoff a long guard
+        puts on the evening before never reads as the ordinal's day."""
+        return self.clock(ts_ns) if self.wall_day(ts_ns) == self.wall_day(self.time_ns) else self.dated(ts_ns)
+
+    def wall_day(self, ts_ns: int) -> int:
+        """The wall-clock day number of `ts_ns` (days since the local epoch), on the wall clock
+        of the session it falls in."""
         return (ts_ns + self.offset_at(ts_ns)) // (86_400 * NS_PER_S)
 
     def dated(self, ts_ns: int) -> str:

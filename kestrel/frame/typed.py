@@ -29,7 +29,7 @@ from kestrel.frame.ordinal import Ordinal
 from kestrel.frame.panes import bar_forming, format_plan, recent_bars, session_vwap
 from kestrel.frame.snapshot import FrozenSnapshot
 from kestrel.frame.universe import UniverseSnapshot
-from kestrel.frame.watchlist import WatchValues, reference_session, watch_values
+from kestrel.frame.watchlist import WatchValues, print_session_label, reference_session, watch_values
 from kestrel.market.account import AccountState, Notice
 from kestrel.market.corporate import Split
 from kestrel.market.instrument import Instrument
@@ -201,13 +201,16 @@ def typed_snapshot(snap: FrozenSnapshot, ordinal: Ordinal) -> TypedSnapshot:
 
 class MemberFacts(msgspec.Struct, frozen=True, kw_only=True):
     """One member as the watchlist states it: its last price and when (`last_time`, dated as
-    the panes date it), whether it has a bar in the reference session, its percent changes over
-    1 and 5 sessions and relative volume (None where the pane prints `n/a`), the sessions it
-    lacks (`missing`, session labels), its quote, instrument, position and incumbent plan."""
+    the panes date it), the session that print belongs to (`session`: the reference, or the
+    next one for a pre-market print; ISO date or `d<k>`), whether it has a bar in the reference
+    session, its percent changes against the closes 1 and 5 sessions before `session` and
+    relative volume (None where the pane prints `n/a`), the sessions it lacks (`missing`,
+    session labels), its quote, instrument, position and incumbent plan."""
 
     symbol: str
     last: float | None
     last_time: str | None
+    session: str | None
     has_bar: bool
     chg1: float | None
     chg5: float | None
@@ -336,7 +339,8 @@ def typed_universe(u: UniverseSnapshot, ordinal: Ordinal) -> TypedUniverse:
         labels = tuple(m.day_label(s.open_ns) for s in m.data.sessions if s.date in set(missing))
         members.append(MemberFacts(
             symbol=m.symbol, last=_price(m, v.last) if v.last is not None else None,
-            last_time=m.dated(v.last_ts) if v.last_ts is not None else None, has_bar=v.has_bar,
+            last_time=m.dated(v.last_ts) if v.last_ts is not None else None,
+            session=print_session_label(m, v), has_bar=v.has_bar,
             chg1=v.chg1, chg5=v.chg5, rvol=v.rvol, missing=labels, quote=_quote(m), instrument=instrument,
             position=m.account.position, plan=format_plan(plan) if plan is not None else None))
     blind = u.blind

@@ -346,7 +346,8 @@ def render_panes(resolved: ResolvedView, texts: list[str], catalog: PaneCatalog 
 
 def clock_line(snapshot: FrozenSnapshot, ordinal: Ordinal, who: str | None = None) -> str:
     """The CLOCK kernel pane: `who` (default the snapshot's symbol; a universe says how many
-    symbols), the ordinal, the cutoff, the session and the time left to its close."""
+    symbols), the ordinal, the cutoff (dated when not on the ordinal's wall-clock date), the
+    session and the time left to its close."""
     s = snapshot.session
     sess = (
         f" session {snapshot.session_label()} {s.open.strftime('%H:%M')}-{s.close.strftime('%H:%M')} {s.tz}"
@@ -360,7 +361,7 @@ def clock_line(snapshot: FrozenSnapshot, ordinal: Ordinal, who: str | None = Non
         left = f"; now {snapshot.clock(snapshot.time_ns)[:5]}, close in {span}"
     return (
         f"CLOCK {snapshot.symbol if who is None else who} #{ordinal.index} {ordinal.label} "
-        f"cutoff {snapshot.clock(snapshot.cutoff_ns)}{sess}{left}"
+        f"cutoff {snapshot.day_clock(snapshot.cutoff_ns)}{sess}{left}"
     )
 
 

@@ -12,13 +12,19 @@ HD   n/a       n/a    n/a  n/a   0 no bar; last 02-10 412.30
 gaps: no bars 02-11..02-19 (6 sessions): HD
 ```
 Prices print at the tick's precision, trailing zeros past the cent dropped. The reference
-session is the latest that opened at or before the cutoff. `last` is the member's
-last price at or before the cutoff; `chg1%`/`chg5%` its change against the close of the session
-1 and 5 before the reference (`n/a` when it has no bar there: nothing is forward-filled); `rvol`
-its volume in the reference session up to the cutoff over the mean of the same elapsed span in
-up to `AVG_VOLUME_SESSIONS` prior sessions it has bars in; `pos` its position. A member without a
-bar in the reference session says so and shows its last bar's date and price; `gaps` groups the
-members by the sessions they lack among the last `AVG_VOLUME_SESSIONS`.
+session (`at`) is the latest that opened at or before the cutoff. `last` is the member's last
+price at or before the cutoff, a print of the session it belongs to (`print_session`: the one
+whose hours hold it; outside them, the session whose close is on its wall-clock date, post-market,
+else the next session, pre-market); `chg1%`/`chg5%` its change against the close of the session
+1 and 5 before that one (`n/a` when it has no bar there: nothing is forward-filled). So at a
+cutoff before the open, a member whose last price is a pre-market print changes against the
+reference session's close: its row ends `pre hh:mm` (the print's time) and the header names the
+session those prints precede (`WATCHLIST 3 at 02-19, pre-market 02-20`); a post-market last
+price ends its row `post hh:mm`. `rvol` is the member's volume in the reference session up to
+the cutoff over the mean of the same elapsed span in up to `AVG_VOLUME_SESSIONS` prior sessions
+it has bars in; `pos` its position. A member without a bar in the reference session's hours says
+so and shows its last bar's date and price; `gaps` groups the members by the sessions they lack
+among the last `AVG_VOLUME_SESSIONS`. Dates are session numbers `d<k>` in blind mode.
 
 ```
 PORTFOLIO USD cash 79244.00 equity 100128.00 gross 20884.00 0.21x net 20884.00 open 1
@@ -58,13 +64,51 @@ def reference_session(snap: FrozenSnapshot) -> int:
     return int(np.searchsorted(snap.data.session_open_ns, snap.cutoff_ns, side="right")) - 1
 
 
+def print_session(snap: FrozenSnapshot, ts_ns: int) -> int:
+    """The index of the session a print at `ts_ns` belongs to: the session whose hours hold it;
+    outside session hours, the latest session opened before it when the print is on the wall-clock
+    date of that session's close (post-market), else the next one (a pre-market print, or one on a
+    date without a session: it precedes the next session). The next session may not be in the
+    schedule yet (the index is then `len(sessions)`); 0 before the first session."""
+    i = snap.data.session_index_at(ts_ns)
+    if i < 0:
+        return 0
+    close = int(snap.data.session_close_ns[i])
+    if ts_ns < close or snap.wall_day(ts_ns) == snap.wall_day(close):
+        return i
+    return i + 1
+
+
+def print_session_label(snap: FrozenSnapshot, v: WatchValues) -> str | None:
+    """The label of the session `v.last` belongs to (`session_label_of`: ISO date, `d<k>` blind);
+    for a session after the schedule (a pre-market print at a cutoff whose ordinal precedes that
+    session's open), the print's wall-clock date (ISO; `d<k>` blind). None without a print."""
+    if v.session is None or v.last_ts is None:
+        return None
+    if v.session < len(snap.data.sessions) or snap.blind is not None:
+        return snap.blind.session_label(v.session) if snap.blind is not None else snap.session_label_of(v.session)
+    return (dt.date(1970, 1, 1) + dt.timedelta(days=snap.wall_day(v.last_ts))).isoformat()
+
+
+def _hours(snap: FrozenSnapshot, ts_ns: int) -> str:
+    """`pre` or `post` for a print outside the hours of the session it belongs to, else ''."""
+    i = snap.data.session_index_at(ts_ns)
+    if i >= 0 and ts_ns < int(snap.data.session_close_ns[i]):
+        return ""
+    return "post" if i >= 0 and print_session(snap, ts_ns) == i else "pre"
+
+
 class WatchValues(msgspec.Struct, frozen=True, kw_only=True):
     """One member's watchlist values at the cutoff (real prices; None where the pane prints
-    `n/a`): `last` and `last_ts` its last tick at or before the cutoff, `has_bar` whether it has
-    one in the reference session, `chg1`/`chg5` percent changes, `rvol` relative volume."""
+    `n/a`): `last` and `last_ts` its last tick at or before the cutoff, `session` the index of
+    the session that print belongs to (`print_session`: the reference or, for a pre-market
+    print, the one after it), `has_bar` whether it has a tick in the reference session's hours,
+    `chg1`/`chg5` percent changes of `last` against the closes 1 and 5 sessions before
+    `session`, `rvol` the reference session's relative volume."""
 
     last: float | None = None
     last_ts: int | None = None
+    session: int | None = None
     has_bar: bool = False
     chg1: float | None = None
     chg5: float | None = None
@@ -107,13 +151,15 @@ def watch_values(snap: FrozenSnapshot, r: int) -> WatchValues:
     if len(t) == 0:
         return WatchValues()
     last, last_ts = float(t.last[-1]), int(t.ts[-1])
+    s = print_session(snap, last_ts)
     if len(snap.session_ticks(r)) == 0:
-        return WatchValues(last=last, last_ts=last_ts)
+        return WatchValues(last=last, last_ts=last_ts, session=s)
     chg: list[float | None] = []
     for k in CHANGE_SESSIONS:
-        prior = snap.session_ticks(r - k) if r - k >= 0 else t.slice(0, 0)
+        prior = snap.session_ticks(s - k) if s - k >= 0 else t.slice(0, 0)
         chg.append(_pct(last, float(prior.last[-1])) if len(prior) else None)
-    return WatchValues(last=last, last_ts=last_ts, has_bar=True, chg1=chg[0], chg5=chg[1], rvol=_rvol(snap, r))
+    return WatchValues(last=last, last_ts=last_ts, session=s, has_bar=True, chg1=chg[0], chg5=chg[1],
+                       rvol=_rvol(snap, r))
 
 
 def short_price(snap: FrozenSnapshot, price: float) -> str:
@@ -136,17 +182,17 @@ def _num(x: float | None, fmt: str) -> str:
     return "n/a" if x is None else format(x, fmt)
 
 
-def watch_row(snap: FrozenSnapshot, r: int, pos: str) -> tuple[list[str], str]:
-    """One member's cells (sym, last, chg1%, chg5%, rvol, pos) and its note ('' or why the cells
-    are empty)."""
-    v = watch_values(snap, r)
+def watch_row(snap: FrozenSnapshot, v: WatchValues, pos: str) -> tuple[list[str], str]:
+    """One member's cells (sym, last, chg1%, chg5%, rvol, pos) from its values and its note ('',
+    why the cells are empty, or `pre hh:mm`/`post hh:mm` for a last print outside session hours)."""
     if v.last is None or v.last_ts is None:
         return [snap.symbol, "n/a", "n/a", "n/a", "n/a", pos], "no bars yet"
     if not v.has_bar:
         return ([snap.symbol, "n/a", "n/a", "n/a", "n/a", pos],
                 f"no bar; last {snap.day_label(v.last_ts)} {short_price(snap, v.last)}")
+    hours = _hours(snap, v.last_ts)
     return [snap.symbol, short_price(snap, v.last), _num(v.chg1, "+.2f"), _num(v.chg5, "+.2f"),
-            _num(v.rvol, ".2f"), pos], ""
+            _num(v.rvol, ".2f"), pos], f"{hours} {snap.clock(v.last_ts)[:5]}" if hours else ""
 
 
 def _gaps(snaps: Sequence[FrozenSnapshot], missing: Sequence[tuple[dt.date, ...]], r: int) -> list[str]:
@@ -170,6 +216,16 @@ def _gaps(snaps: Sequence[FrozenSnapshot], missing: Sequence[tuple[dt.date, ...]
     return lines
 
 
+def _next_session_label(snaps: Sequence[FrozenSnapshot], values: Sequence[WatchValues], r: int) -> str:
+    """The label of the session after `r` when a member's last print is a pre-market one of it
+    (`mm-dd`, `d<k>` blind), else ''."""
+    pre = [v.last_ts for v in values if v.has_bar and v.session == r + 1 and v.last_ts is not None]
+    if not pre:
+        return ""
+    sessions = snaps[0].data.sessions
+    return snaps[0].day_label(sessions[r + 1].open_ns if r + 1 < len(sessions) else max(pre))
+
+
 def watchlist_text(snaps: Sequence[FrozenSnapshot], positions: Sequence[str],
                    missing: Sequence[tuple[dt.date, ...]]) -> str:
     if not snaps:
@@ -177,15 +233,19 @@ def watchlist_text(snaps: Sequence[FrozenSnapshot], positions: Sequence[str],
     r = reference_session(snaps[0])
     if r < 0:
         return f"WATCHLIST {len(snaps)} no session yet"
+    values = [watch_values(snap, r) for snap in snaps]
     rows: list[list[str]] = []
     notes: list[str] = []
-    for snap, pos in zip(snaps, positions):
-        cells, note = watch_row(snap, r, pos)
+    for snap, v, pos in zip(snaps, values, positions):
+        cells, note = watch_row(snap, v, pos)
         rows.append(cells)
         notes.append(note)
     lines = table(["sym", "last", "chg1%", "chg5%", "rvol", "pos"], rows)
     body = [lines[0]] + [line + (f" {note}" if note else "") for line, note in zip(lines[1:], notes)]
     head = f"WATCHLIST {len(snaps)} at {snaps[0].day_label(snaps[0].data.sessions[r].open_ns)}"
+    pre = _next_session_label(snaps, values, r)
+    if pre:
+        head += f", pre-market {pre}"
     return "\n".join([head, *body, *_gaps(snaps, missing, r)])
 
 
@@ -271,4 +331,5 @@ def pane_portfolio(snap: FrozenSnapshot, args: Args) -> str:
 
 
 __all__ = ["AVG_VOLUME_SESSIONS", "CHANGE_SESSIONS", "WatchValues", "pane_portfolio", "pane_watchlist", "portfolio_text",
-           "reference_session", "universe_portfolio", "universe_watchlist", "watch_row", "watch_values", "watchlist_text"]
+           "print_session", "print_session_label", "reference_session", "universe_portfolio", "universe_watchlist",
+           "watch_row", "watch_values", "watchlist_text"]
