@@ -346,12 +346,19 @@ async def test_ctl_follow_exits_1_in_one_line_when_the_daemon_stops(
         async def follow() -> None:
             codes.append(await anyio.to_thread.run_sync(main, ["ctl", "--home", home, "follow", run]))
 
+        seen = capsys.readouterr()
+        out, errs = "", [seen.err]
         async with anyio.create_task_group() as tg:
             tg.start_soon(follow)
-            await anyio.sleep(0.5)
+            with anyio.move_on_after(30):  # until follow is connected and streaming the run
+                while not out:
+                    await anyio.sleep(0.05)
+                    seen = capsys.readouterr()
+                    out, _ = out + seen.out, errs.append(seen.err)
+            assert out.startswith("turn  "), out
             stop.set()
     assert codes == [1]
-    err = capsys.readouterr().err.strip().splitlines()
+    err = ("".join(errs) + capsys.readouterr().err).strip().splitlines()
     assert err == ["kestrel ctl follow: the daemon stopped (it closed the connection before answering)"]
 
 

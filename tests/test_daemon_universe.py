@@ -132,11 +132,11 @@ def test_a_universe_run_with_news_equals_simulate(daemon: DaemonProcess, tmp_pat
 
 
 def test_a_universe_run_killed_mid_run_resumes_to_the_same_ledger(tmp_path: Path) -> None:
-    data = _long(tmp_path / "big.csv", n_sym=6, n_days=40, seed=11)
+    data = _long(tmp_path / "big.csv", n_sym=6, n_days=130, seed=11)  # long: still running when killed
     symbols = [f"S{i:02d}" for i in range(6)]
     plan = _module(tmp_path / "m.kes", symbols)
     flags = ["--data", str(data), "--capital", "40000", "--max-open", "4", "--agent", f"fixed:{plan}",
-             "--days", "30", "--end-of-day", "carry"]
+             "--days", "120", "--end-of-day", "carry"]
     d = DaemonProcess(tmp_path / "home", backend="trio", roots=(tmp_path,))
     d.start()
     try:
@@ -152,7 +152,7 @@ def test_a_universe_run_killed_mid_run_resumes_to_the_same_ledger(tmp_path: Path
         with d.client() as c:
             info = c.call("wait", WaitParams(run, 240))
             assert (info["state"], info["resumed"]) == ("done", 1), info
-            assert info["turns"] == 30
+            assert info["turns"] == 120
             out = c.call("export", RunParams(run))
     finally:
         d.stop()

@@ -60,7 +60,7 @@ def test_the_row_rate_limit_binds_unless_replaced(tmp_path: Path, rpm_row: str, 
     assert len(times) == 6
     gaps = _gaps(times)
     if spacing is not None:
-        assert min(gaps) >= spacing - 0.05, gaps  # the limiter paced every request
+        assert min(gaps) >= spacing - 0.15, gaps  # the limiter paced every request
     else:
         assert min(gaps) < 0.2, gaps  # nothing held them back (the paced runs' gaps are all >= 0.35)
 

@@ -94,7 +94,7 @@ def test_a_full_disk_pauses_the_runs_never_the_daemon(small_disk: Path, tmp_path
     daemons.append(d)
     d.start()
     with d.client() as c:
-        run = c.call("submit", SubmitParams([*FLAGS, "--pace", "3000"], str(ROOT)))["run"]
+        run = c.call("submit", SubmitParams([*FLAGS, "--pace", "1000"], str(ROOT)))["run"]
         deadline = time.monotonic() + 60
         while c.call("show", RunParams(run))["turns"] < 1:
             assert time.monotonic() < deadline

@@ -38,7 +38,7 @@ def _same(text: str, stmt: Statement) -> bool:
     return parse(text) == parse(format(stmt))
 
 
-@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(valid_statements)
 def test_a_statement_as_the_card_asks_is_left_exactly_as_written(stmt: Statement) -> None:
     text = format(stmt)
@@ -46,7 +46,7 @@ def test_a_statement_as_the_card_asks_is_left_exactly_as_written(stmt: Statement
     assert normalize_reply(text).changes == () and normalize_reply(text).error is None
 
 
-@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(valid_statements, st.lists(prose_lines, max_size=3), st.lists(prose_lines, max_size=3),
        st.one_of(st.none(), fences), st.one_of(st.none(), thoughts))
 def test_a_statement_comes_through_whatever_a_model_wraps_it_in(

@@ -19,7 +19,7 @@ ORB = (
     "WHEN time >= 10:00 AND last > high(30m): BUY 100 MKT STOP -0.5 TARGET +1\n"
 )
 OPTS = SessionOptions(checkpoints=("11:00", "13:30"))
-TIMEOUT = 0.2
+TIMEOUT = 1.0  # the margins below scale with it: a loaded machine stalls a thread for ~0.1 s
 HANG_S = 5.0  # a bound so a broken runtime fails the test instead of hanging it
 
 

@@ -40,7 +40,7 @@ import msgspec
 from anyio.abc import TaskGroup
 
 from kestrel.service.daemon.store import Ended, Insert, NewRun, Op, Reader, Resumed
-from kestrel.service.daemon.writer import Writer
+from kestrel.service.daemon.writer import Batch, Writer
 from kestrel.service.actors.feed import Pace
 from kestrel.service.host import (
     EvidenceEvent,
@@ -222,17 +222,18 @@ class Runs:
 
     async def resume_all(self) -> int:
         """Start every run the store holds as running again (see the module docstring); a run
-        that cannot be resumed is marked failed with its reason before this returns (so before the
-        daemon serves), unless the store cannot commit within `REFUSED_WAIT_S`; the mark then lands
-        once it can. Returns how many were found."""
+        that cannot be resumed is marked failed with its reason, and each resumed one counted as
+        resumed, before this returns (so before the daemon serves), unless the store cannot commit
+        within `REFUSED_WAIT_S`; those marks then land once it can. Returns how many were found."""
         stored = self.reader.unfinished()
         marked: list[anyio.Event] = []
+        counted: list[Batch] = []
         for s in stored:
             self.live[s.run] = LiveRun(s.run)
             try:
                 if s.problem is not None:
                     raise ValueError(s.problem)
-                await self._resume(s)
+                counted.append(await self._resume(s))
             except Exception as exc:  # this run only: the others still resume
                 from kestrel_actors.errors import describe
 
@@ -244,6 +245,13 @@ class Runs:
         with anyio.move_on_after(REFUSED_WAIT_S):
             for done in marked:
                 await done.wait()
+            for batch in counted:
+                try:
+                    await self.writer.wait(batch)
+                except Exception as exc:  # the run goes on; its count lands with a later commit or not
+                    from kestrel_actors.errors import describe
+
+                    self.log.warning("run.resume_not_counted", error=describe(exc))
         return len(stored)
 
     async def _mark_failed(self, run: str, reason: str, done: anyio.Event) -> None:
@@ -252,7 +260,8 @@ class Runs:
         finally:
             done.set()
 
-    async def _resume(self, s: Any) -> None:
+    async def _resume(self, s: Any) -> Batch:
+        """Start `s` again; the batch that counts it as resumed (queued, not awaited)."""
         try:
             job = await anyio.to_thread.run_sync(self.planner.resolve, s.flags)
         except ValueError as exc:
@@ -263,10 +272,10 @@ class Runs:
                 turns = [msgspec.json.decode(r[3], type=CapturedPortfolioTurn) for r in rows]
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
                 raise ValueError(f"a committed turn does not decode ({exc})") from None
-            await self.writer.enqueue([Resumed(s.run)], urgent=True)
+            batch = await self.writer.enqueue([Resumed(s.run)], urgent=True)
             self.log.info("run.resumed", run=s.run, committed_turns=len(turns), resume_ns=0)
             self.tg.start_soon(self._drive, s.run, job, turns, 0)
-            return
+            return batch
         try:
             committed = [msgspec.json.decode(r[3], type=CapturedTurn) for r in rows]
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
@@ -280,9 +289,10 @@ class Runs:
             at = resume_point(job.run, committed, ledger)
         except (msgspec.DecodeError, KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"a committed ledger event does not decode ({exc})") from None
-        await self.writer.enqueue([Resumed(s.run)], urgent=True)  # not awaited: a paused store waits
+        batch = await self.writer.enqueue([Resumed(s.run)], urgent=True)  # not awaited here: a paused store waits
         self.log.info("run.resumed", run=s.run, committed_turns=len(committed), resume_ns=at)
         self.tg.start_soon(self._drive, s.run, job, committed, at)
+        return batch
 
     async def _end_quietly(self, run: str, state: str, reason: str) -> None:
         """`_end`, its own failure logged (the run stays unfinished in the store)."""
