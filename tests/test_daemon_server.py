@@ -354,7 +354,8 @@ async def test_ctl_follow_exits_1_in_one_line_when_the_daemon_stops(
                 while not out:
                     await anyio.sleep(0.05)
                     seen = capsys.readouterr()
-                    out, _ = out + seen.out, errs.append(seen.err)
+                    out += seen.out
+                    errs.append(seen.err)
             assert out.startswith("turn  "), out
             stop.set()
     assert codes == [1]

@@ -81,14 +81,10 @@ def test_a_universe_run_equals_simulate_and_replays(daemon: DaemonProcess, tmp_p
     assert "ledger identical" in capsys.readouterr().err
 
 
-def test_a_blind_close_cadence_universe_run_equals_simulate(daemon: DaemonProcess, tmp_path: Path,
-                                                            capsys: pytest.CaptureFixture[str]) -> None:
-    data = _long(tmp_path / "u.csv", n_sym=3, n_days=6)
-    plan = tmp_path / "blind.kes"  # over the aliases a blind agent reads
-    plan.write_text("PLAN a ON SYM1\nWHEN pos == 0 AND SYM2.last > 50: BUY $1000 MKT\n"
-                    "PLAN b ON SYM3\nWHEN pos == 0: BUY 10%EQ MKT\n")
-    flags = ["--data", str(data), "--agent", f"fixed:{plan}", "--days", "5", "--blind", "--cadence", "close",
-             "--arm-latency", "60"]
+def _run_equals_simulate(daemon: DaemonProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                         flags: list[str]) -> tuple[Path, bytes, bytes]:
+    """Submit `flags`, wait for the run, export it to `tmp_path/out` and check its ledger and
+    capture are `kestrel simulate`'s byte for byte; (the export folder, ledger, capture)."""
     home = str(daemon.home)
     capsys.readouterr()
     assert main(["ctl", "--home", home, "submit", *flags]) == 0
@@ -99,6 +95,18 @@ def test_a_blind_close_cadence_universe_run_equals_simulate(daemon: DaemonProces
     assert main(["ctl", "--home", home, "export", run, "--ledger", str(out / "l"), "--capture", str(out / "c")]) == 0
     ledger, capture = _simulate(tmp_path, "ref", flags)
     assert (out / "l").read_bytes() == ledger and (out / "c").read_bytes() == capture
+    return out, ledger, capture
+
+
+def test_a_blind_close_cadence_universe_run_equals_simulate(daemon: DaemonProcess, tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    data = _long(tmp_path / "u.csv", n_sym=3, n_days=6)
+    plan = tmp_path / "blind.kes"  # over the aliases a blind agent reads
+    plan.write_text("PLAN a ON SYM1\nWHEN pos == 0 AND SYM2.last > 50: BUY $1000 MKT\n"
+                    "PLAN b ON SYM3\nWHEN pos == 0: BUY 10%EQ MKT\n")
+    flags = ["--data", str(data), "--agent", f"fixed:{plan}", "--days", "5", "--blind", "--cadence", "close",
+             "--arm-latency", "60"]
+    out, ledger, capture = _run_equals_simulate(daemon, tmp_path, capsys, flags)
     assert b'"event":"fill"' in ledger
     doc = json.loads(capture)
     assert doc["blind"] is True and doc["cadence"] == "close" and doc["arm_latency"] == 60.0
@@ -114,16 +122,7 @@ def test_a_universe_run_with_news_equals_simulate(daemon: DaemonProcess, tmp_pat
                             for d in (3, 4, 5) for s in ("S00", "S01")))
     flags = ["--data", str(data), "--agent", f"fixed:{plan}", "--days", "4", "--news", str(news),
              "--capital", "8000"]
-    home = str(daemon.home)
-    capsys.readouterr()
-    assert main(["ctl", "--home", home, "submit", *flags]) == 0
-    run = capsys.readouterr().out.splitlines()[-1]
-    assert main(["ctl", "--home", home, "wait", run, "--timeout", "60"]) == 0
-    out = tmp_path / "out"
-    out.mkdir()
-    assert main(["ctl", "--home", home, "export", run, "--ledger", str(out / "l"), "--capture", str(out / "c")]) == 0
-    ledger, capture = _simulate(tmp_path, "ref", flags)
-    assert (out / "l").read_bytes() == ledger and (out / "c").read_bytes() == capture
+    out, ledger, capture = _run_equals_simulate(daemon, tmp_path, capsys, flags)
     doc = json.loads(capture)
     assert doc["news"]["path"] == str(news.resolve()) and doc["news"]["items"] == 6
     capsys.readouterr()
