@@ -177,7 +177,9 @@ def test_folder_and_glob_of_per_symbol_files_equal_the_long_file(shared_data: Pa
     with pytest.raises(DataError) as info:
         load_universe(tmp_path)
     assert str(info.value) == (f"{tmp_path / 'EURUSD.csv'}: mixed files: this one has quotes (ask, bid), AAPL.csv has "
-                               "bars (close, high, low, open, volume); the files of one universe share one layout")
+                               "bars (close, high, low, open, volume); the files of one universe share one layout, "
+                               "or are the trades and quotes of the same symbols (the trades hold AAPL, GS, MSFT, "
+                               "the quotes EURUSD)")
 
 
 def test_symbols_table_sets_each_instrument(tmp_path: Path) -> None:

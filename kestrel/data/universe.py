@@ -7,7 +7,9 @@ load stops naming the two files. Each symbol's rows are checked and assembled li
 file (`kestrel.data.load.assemble`: order, signs, spikes, bar shape, crossed quotes, the tick
 grid), daily bars in the sessions of the exchange calendar, intraday ticks grouped in that
 calendar's sessions. Given quotes as well (`quotes=`), each symbol's trades and quotes join by
-time (`kestrel.data.quotes.join_quotes`). Terms per symbol come from a symbols table
+time (`kestrel.data.quotes.join_quotes`); so do the files of one source whose inferred layouts
+are exactly one of trade data (bars or trades) and one of quotes (quotes or quote bars), as a
+folder holding a trade-bars and a quote-bars file (`split_trades_quotes`). Terms per symbol come from a symbols table
 (`kestrel.data.symbols`), factor rows from a factor file (`kestrel.data.corporate`).
 
 The report (`UniverseReport`) names, per symbol, the calendar sessions between its first and
@@ -152,6 +154,49 @@ class LoadedUniverse:
     report: UniverseReport
 
 
+_TRADE_KINDS = ("bars", "trades")
+_QUOTE_KINDS = ("quotes", "quote_bars")
+
+
+@dataclass(frozen=True, slots=True)
+class TradesAndQuotes:
+    """The files of one source split by layout: trade data and the quotes that join it."""
+
+    trades: list[Path]
+    quotes: list[Path]
+    trade_roles: Roles
+    quote_roles: Roles
+
+    def mismatch(self, traded: set[str], quoted: set[str]) -> DataError:
+        """The error of a source whose trade and quote files hold different symbols."""
+        return DataError(self.quotes[0], f"mixed files: this one has {_layout(self.quote_roles)}, "
+                         f"{self.trades[0].name} has {_layout(self.trade_roles)}; the files of one universe "
+                         f"share one layout, or are the trades and quotes of the same symbols (the trades hold "
+                         f"{symbols_text(sorted(traded))}, the quotes {symbols_text(sorted(quoted))})")
+
+
+def split_trades_quotes(files: list[Path], delimiter: str = ",") -> TradesAndQuotes | None:
+    """The trade and quote files when the inferred layouts of `files` are exactly one of trade
+    data and one of quotes; None otherwise (one layout, a file whose columns cannot be inferred,
+    or more layouts: the load then says what is wrong with them)."""
+    layouts: dict[tuple[str, frozenset[str]], tuple[Roles, list[Path]]] = {}
+    for f in files:
+        header = file_header(f, delimiter)
+        if header is None:
+            return None
+        try:
+            roles = infer_roles(header, None)
+        except ColumnError:
+            return None
+        layouts.setdefault((roles.kind, frozenset(roles.columns) - {"ts"}), (roles, []))[1].append(f)
+    if len(layouts) != 2:
+        return None
+    (ra, fa), (rb, fb) = sorted(layouts.values(), key=lambda v: v[0].kind in _QUOTE_KINDS)
+    if ra.kind in _TRADE_KINDS and rb.kind in _QUOTE_KINDS:
+        return TradesAndQuotes(fa, fb, ra, rb)
+    return None
+
+
 def source_files(source: Source) -> list[Path]:
     """The files of a source: a file, a folder's *.csv and *.parquet files, a glob pattern, or
     a list of those; sorted by name, each once. None found is a `DataError`."""
@@ -292,6 +337,9 @@ def load_universe(
     options: dict[str, object] = {"session": "exchange", "calendar": calendar, "delimiter": delimiter,
                                   "bar_seconds": bar_seconds}
     files = source_files(source)
+    split = split_trades_quotes(files, delimiter) if quotes is None and columns is None and len(files) > 1 else None
+    if split is not None:
+        files, quotes = split.trades, split.quotes
     held: set[str] = set()
     kind, spec, tables = _read(files, cmap, options, wanted, held)
     if kind not in ("bars", "trades", "quotes", "quote_bars"):
@@ -304,6 +352,8 @@ def load_universe(
             raise DataError(files[0], f"quotes join trade data (bars or trades); these files hold {kind}")
         quote_files = source_files(quotes)
         qkind, qspec, qtables = _read(quote_files, qmap, options, wanted, held)
+        if split is not None and set(tables) != set(qtables):
+            raise split.mismatch(set(tables), set(qtables))
         if qkind not in ("quotes", "quote_bars"):
             raise DataError(quote_files[0], f"the quotes files hold {qkind}, not quotes or quote bars")
         quote_loaded = _assemble_all(qtables, qspec, terms, crossed, spikes, spike_factor)
