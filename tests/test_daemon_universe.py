@@ -76,6 +76,7 @@ def test_a_universe_run_equals_simulate_and_replays(daemon: DaemonProcess, tmp_p
     ledger, capture = _simulate(tmp_path, "ref", flags)
     assert (out / "l").read_bytes() == ledger and (out / "c").read_bytes() == capture
     assert b'"event":"fill"' in ledger
+    assert shown["fills"] == ledger.count(b'"event":"fill"')  # a universe ledger line leads with its symbol
     capsys.readouterr()
     assert main(["replay", str(out / "c")]) == 0
     assert "ledger identical" in capsys.readouterr().err
@@ -188,7 +189,7 @@ def test_bad_universe_flags_are_refused_in_one_line_and_one_member_runs(
     capsys.readouterr()
     for extra, words in ((("--symbols", "S00,S01", "--pace", "100"), "--pace runs a single-symbol session"),
                          (("--symbols", "S00,S01", "--news", str(data)), "published_utc"),
-                         (("--symbols", "S00,S01", "--news", "/etc/hostname"), "outside"),
+                         (("--symbols", "S00,S01", "--news", "/etc/hostname"), "--news: data path"),
                          (("--symbols", "S00,S01", "--arm-latency", "soon"), "--arm-latency"),
                          (("--symbols", "S00,ZZZ"), "ZZZ"),
                          (("--capital", "-3"), "--capital"),

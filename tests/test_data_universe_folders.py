@@ -83,6 +83,9 @@ def test_trades_and_quotes_of_different_symbols_stay_an_error_naming_both(tmp_pa
         f"{folder / 'quotes.csv'}: mixed files: this one has quotes (ask, bid, symbol), trades.csv has bars (close, "
         "high, low, open, symbol, volume); the files of one universe share one layout, or are the trades and "
         "quotes of the same symbols (the trades hold AAA, BBB, the quotes AAA, EURUSD)")
+    with pytest.raises(DataError) as info:
+        load_universe(folder, symbols=["BBB"])  # no quotes of the one symbol picked
+    assert str(info.value).endswith("(the trades hold BBB, the quotes none)")
     # given explicitly, the quotes join what they can and the report says the rest
     r = load_universe(folder / "trades.csv", quotes=folder / "quotes.csv")
     assert "trades without quotes: BBB" in r.report.notes() and "quotes without trades: EURUSD" in r.report.notes()

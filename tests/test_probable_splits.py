@@ -57,7 +57,15 @@ def test_with_the_factor_file_no_aapl_jump_reads_as_a_split(shared_data: Path) -
     r = load_universe(shared_data / LEAN_DAILY, factors=shared_data / FACTORS, symbols=["AAPL"], spikes="keep")
     assert r.report.probable_splits == ()  # the rows explain every split; the crash is a gap
     assert [(p.date, p.verdict, p.adjusted) for p in r.report.split_sized_gaps] == [(CRASH, "gap", True)]
-    assert any(x.endswith("if it was a split, the factor rows lack it") for x in r.report.notes())
+    (line,) = [x for x in r.report.notes() if "-sized gap" in x]
+    # the prices are the adjusted series', labelled as such; the fix names the factor file
+    assert line.startswith(f"AAPL: a 2:1-sized gap on {CRASH} (adjusted ") and line.endswith(
+        "if it was a split, add it to the factor file")
+    # kept spikes are named, not only their symptoms
+    assert "AAPL: 3 one-row price spikes (far from both neighbours): kept as is" in r.report.notes()
+    dropped = load_universe(shared_data / LEAN_DAILY, symbols=["AAPL"], spikes="drop").report.notes()
+    assert "AAPL: 3 one-row price spikes (far from both neighbours): dropped 3" in dropped
+    assert dropped[0].startswith("1 symbol (bars) over ")
 
 
 def _bars(path: Path, closes: list[float], volumes: list[float] | None) -> Path:

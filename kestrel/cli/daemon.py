@@ -123,27 +123,31 @@ def absolutize(ns: argparse.Namespace, cwd: str, roots: Any = None) -> None:
     and the other files of data (`--factors`, `--instruments`, `--news`) are confined to
     `roots` (a `DataRoots`; None: made absolute only) and become the files' real paths.
     Raises ValueError (a `DataRefused`) for data outside the roots."""
-    from kestrel.service.host.roots import recorded_path
+    from kestrel.service.host.roots import DataRefused, recorded_path
 
     base = Path(cwd)
 
     def full(p: str) -> str:
         return str((base / Path(p).expanduser()).resolve())
 
+    def confined(flag: str, p: str) -> str:
+        if roots is None:
+            return recorded_path(base / p)
+        try:
+            return str(roots.confine(p, base=cwd))
+        except DataRefused as exc:
+            raise DataRefused(f"{flag}: {exc}") from None
+
     from kestrel.cli.dataflags import agent_input
 
     if ns.data.strip() not in ("", "sample"):
-        ns.data = recorded_path(base / ns.data) if roots is None else str(roots.confine(ns.data, base=cwd))
+        ns.data = confined("--data", ns.data)
     path = agent_input(ns.agent)
     if path is not None:
         ns.agent = f"{ns.agent.partition(':')[0]}:{full(path)}"
-    if getattr(ns, "factors", None):  # a universe's factor file is data: confined as --data is
-        ns.factors = recorded_path(base / ns.factors) if roots is None else str(roots.confine(ns.factors, base=cwd))
-    if getattr(ns, "news", None):  # so is a news file
-        ns.news = recorded_path(base / ns.news) if roots is None else str(roots.confine(ns.news, base=cwd))
-    if getattr(ns, "instruments", None):  # so is its symbols table
-        ns.instruments = (recorded_path(base / ns.instruments) if roots is None
-                          else str(roots.confine(ns.instruments, base=cwd)))
+    for name in ("factors", "news", "instruments"):  # a universe's other files of data: confined as --data is
+        if getattr(ns, name, None):
+            setattr(ns, name, confined(f"--{name}", getattr(ns, name)))
     for flag in ("capture", "ledger", "evidence", "modes", "reply_cache"):
         if getattr(ns, flag, None):
             setattr(ns, flag, full(getattr(ns, flag)))

@@ -96,8 +96,16 @@ class UniverseReport(msgspec.Struct, frozen=True):
     def notes(self) -> list[str]:
         """The report as short lines for a terminal (the CLI prints them on stderr)."""
         span = f"{self.first} .. {self.last}" if self.first else "no sessions"
-        out = [f"{len(self.symbols)} symbols ({self.kind}) over {self.sessions} {self.calendar} sessions {span}"]
+        n = len(self.symbols)
+        out = [f"{n} symbol{'s' if n != 1 else ''} ({self.kind}) over {self.sessions} {self.calendar} sessions {span}"]
         for r in self.symbols:
+            if r.spikes:
+                did = f"dropped {r.spikes_dropped}" if r.spikes_dropped else "kept as is"
+                out.append(f"{r.symbol}: {r.spikes} one-row price spike{'s' if r.spikes != 1 else ''} "
+                           f"(far from both neighbours): {did}")
+            if r.crossed:
+                did = f"dropped {r.dropped}" if r.dropped else "kept as is"
+                out.append(f"{r.symbol}: {r.crossed} crossed quote{'s' if r.crossed != 1 else ''} (ask < bid): {did}")
             if r.missing:
                 out.append(f"{r.symbol}: no bars in {len(r.missing)} session{'s' if len(r.missing) != 1 else ''} "
                            f"({_dates(r.missing)}); not filled")
@@ -113,21 +121,26 @@ class UniverseReport(msgspec.Struct, frozen=True):
         if self.dividends:
             out.append(f"{len(self.dividends)} dividends in the factor rows (adjusted series include them)")
         for p in self.probable_splits:
-            fix = ("the factor rows do not explain it" if p.adjusted
+            fix = ("the factor rows do not explain it: add the split to the factor file" if p.adjusted
                    else "give a factor file (--factors) to adjust it")
             out.append(f"{p.symbol}: probable unadjusted split {p.numerator}:{p.denominator} on {p.date} "
-                       f"({p.previous_close:g} -> {p.open:g}; {_split_evidence(p)}); {fix}")
+                       f"({_jump_prices(p)}; {_split_evidence(p)}); {fix}")
         for p in self.split_sized_gaps:
-            fix = ("the factor rows lack it" if p.adjusted
+            fix = ("add it to the factor file" if p.adjusted
                    else "give a factor file (--factors) to adjust it")
             out.append(f"{p.symbol}: a {p.numerator}:{p.denominator}-sized gap on {p.date} "
-                       f"({p.previous_close:g} -> {p.open:g}) reads as a market move, not a split: "
+                       f"({_jump_prices(p)}) reads as a market move, not a split: "
                        f"{_gap_evidence(p)}; if it was a split, {fix}")
         if self.trades_only:
             out.append(f"trades without quotes: {', '.join(self.trades_only)}")
         if self.quotes_only:
             out.append(f"quotes without trades: {', '.join(self.quotes_only)}")
         return out
+
+
+def _jump_prices(p: ProbableSplit) -> str:
+    """`645.57 -> 92.69`, or on the adjusted series `adjusted 0.82 -> 0.43` (not the file's prices)."""
+    return f"{'adjusted ' if p.adjusted else ''}{p.previous_close:g} -> {p.open:g}"
 
 
 def _split_evidence(p: ProbableSplit) -> str:
@@ -172,7 +185,8 @@ class TradesAndQuotes:
         return DataError(self.quotes[0], f"mixed files: this one has {_layout(self.quote_roles)}, "
                          f"{self.trades[0].name} has {_layout(self.trade_roles)}; the files of one universe "
                          f"share one layout, or are the trades and quotes of the same symbols (the trades hold "
-                         f"{symbols_text(sorted(traded))}, the quotes {symbols_text(sorted(quoted))})")
+                         f"{symbols_text(sorted(traded)) or 'none'}, the quotes "
+                         f"{symbols_text(sorted(quoted)) or 'none'})")
 
 
 def split_trades_quotes(files: list[Path], delimiter: str = ",") -> TradesAndQuotes | None:

@@ -371,7 +371,8 @@ class Reader:
             "SELECT kind, COUNT(*) FROM events WHERE run = ? GROUP BY kind", (row[0],)
         ).fetchall())
         fills = self._conn.execute(
-            "SELECT COUNT(*) FROM events WHERE run = ? AND kind = 'ledger' AND CAST(body AS TEXT) LIKE '{\"event\":\"fill\"%'",
+            "SELECT COUNT(*) FROM events WHERE run = ? AND kind = 'ledger' AND (CAST(body AS TEXT) LIKE "
+            "'{\"event\":\"fill\"%' OR CAST(body AS TEXT) LIKE '{\"symbol\":\"%\",\"event\":\"fill\",%')",
             (row[0],),
         ).fetchone()[0]
         return RunInfo(
