@@ -160,6 +160,38 @@ def test_a_universe_run_killed_mid_run_resumes_to_the_same_ledger(tmp_path: Path
     assert out["ledger"].encode() == ledger and out["capture"].encode() == capture
 
 
+def test_a_run_whose_news_left_the_roots_is_not_resumed(tmp_path: Path) -> None:
+    """The roots are checked again at resume: a restart that no longer serves the run's news
+    file marks the run failed, naming the flag, before it serves."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "news").mkdir()
+    data = _long(tmp_path / "data" / "big.csv", n_sym=6, n_days=130, seed=11)
+    plan = _module(tmp_path / "m.kes", [f"S{i:02d}" for i in range(6)])
+    news = tmp_path / "news" / "n.jsonl"
+    news.write_text(json.dumps({"published_utc": "2023-01-03T14:00:00Z", "symbol": "S00", "title": "S00 up"}) + "\n")
+    flags = ["--data", str(data), "--agent", f"fixed:{plan}", "--days", "120", "--news", str(news)]
+    d = DaemonProcess(tmp_path / "home", backend="asyncio", roots=(tmp_path / "data", tmp_path / "news"))
+    d.start()
+    try:
+        with d.client() as c:
+            run = c.call("submit", SubmitParams(flags, str(tmp_path)))["run"]
+            deadline = time.monotonic() + 60
+            while c.call("show", RunParams(run))["turns"] < 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            before = c.call("show", RunParams(run))
+        d.kill9()
+        if before["state"] != "running":
+            pytest.skip("the run ended before the kill (a very fast machine)")
+        d = DaemonProcess(tmp_path / "home", backend="asyncio", roots=(tmp_path / "data",))
+        d.start()
+        with d.client() as c:
+            info = c.call("show", RunParams(run))
+    finally:
+        d.stop()
+    assert info["state"] == "failed", info
+    assert "cannot resume: --news: data path" in info["reason"] and "outside" in info["reason"], info
+
+
 def test_a_universe_run_whose_output_cannot_be_written_fails(daemon: DaemonProcess, tmp_path: Path) -> None:
     data = _long(tmp_path / "u.csv", n_sym=6, n_days=30)
     plan = _module(tmp_path / "m.kes", [f"S{i:02d}" for i in range(6)])

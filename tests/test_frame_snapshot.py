@@ -268,3 +268,20 @@ def test_session_length() -> None:
     # FX 17:00 New York on Sat 2024-03-09 to 17:00 on Sun 03-10: clocks went forward, 23 h
     fx = SessionSpec(dt.date(2024, 3, 9), dt.time(17, 0), dt.time(17, 0), "America/New_York")
     assert fx.length_ns == 23 * h
+
+
+def test_times_between_sessions_read_on_the_clock_of_their_instant() -> None:
+    """US clocks moved forward on Sunday 2024-03-10: Friday's session is on EST (UTC-5), Monday's
+    pre-market and open on EDT (UTC-4). A Monday 08:47 print and the 09:25 cutoff read as such,
+    not an hour early on Friday's clock; Friday's 17:00 post-market print stays on EST."""
+    fri, mon = SessionSpec(dt.date(2024, 3, 8)), SessionSpec(dt.date(2024, 3, 11))
+    utc = dt.timezone.utc
+    post = int(dt.datetime(2024, 3, 8, 22, 0, tzinfo=utc).timestamp()) * NS_PER_S  # 17:00 EST
+    pre = int(dt.datetime(2024, 3, 11, 12, 47, tzinfo=utc).timestamp()) * NS_PER_S  # 08:47 EDT
+    ts = [fri.open_ns, fri.open_ns + 60 * NS_PER_S, post, pre, mon.open_ns + 60 * NS_PER_S]
+    px = [10.0, 10.1, 10.2, 10.3, 10.4]
+    d = MarketData("T", 0.01, Ticks.from_arrays(ts, px, [p + 0.01 for p in px], px, [1] * 5), (fri, mon))
+    snap = freeze(d, mon.open_ns, guard_ns=300 * NS_PER_S)
+    assert (snap.clock(pre), snap.clock(post), snap.clock(snap.cutoff_ns)) == ("08:47:00", "17:00:00", "09:25:00")
+    assert snap.stamp(pre) == "03-11 08:47:00" and snap.stamp(post) == "03-08 17:00:00"
+    assert snap.clock(fri.open_ns) == "09:30:00" and snap.clock(mon.open_ns) == "09:30:00"

@@ -5,8 +5,8 @@ same flag resolution as `kestrel simulate` (`SimulatePlanner`), so `kestrel ctl 
 runs exactly the session `kestrel simulate FLAGS` runs. The client is `kestrel.cli.ctl`.
 
 The daemon reads data files only under its `--data-root` folders (none: the bundled sample
-only), each `--data` checked by `kestrel.service.host.roots.DataRoots` at submit and again at
-resume; the path a run records is the file's real path (symlinks resolved), as every surface
+only), each data file (`--data`, `--factors`, `--instruments`, `--news`) checked by
+`kestrel.service.host.roots.DataRoots` at submit and again at resume; the path a run records is the file's real path (symlinks resolved), as every surface
 records it. Loaded data is cached by the file's identity and checked against the SHA-256 of the
 bytes it was loaded from. The daemon runs under umask 077 and distrusts its home
 (`kestrel.service.daemon.home`).
@@ -378,6 +378,19 @@ class SimulatePlanner:
             flags[AGENT_FILE] = base64.b64encode(content).decode("ascii")
         return flags, list(argv)
 
+    def _confine_files(self, ns: argparse.Namespace) -> None:
+        """Refuse stored flags naming a universe's data, factor, instruments or news file outside
+        the roots (`load` confines a single-symbol `--data` itself). Raises ValueError."""
+        from kestrel.service.host.roots import DataRefused
+
+        for name in ("factors", "news", "instruments", *(("data",) if is_universe_run(ns) else ())):
+            value = getattr(ns, name, None)
+            if value and value.strip() not in ("", "sample"):
+                try:
+                    self.roots.confine(value)
+                except DataRefused as exc:
+                    raise ValueError(f"--{name}: {exc}") from None
+
     def resolve(self, flags: dict[str, Any]) -> Any:
         from kestrel.service.daemon.runs import Job
         from kestrel.cli.simulate import prepare
@@ -390,6 +403,7 @@ class SimulatePlanner:
             if hasattr(ns, k):
                 setattr(ns, k, v)
         ns.backend = "asyncio"  # the daemon's own backend runs it
+        self._confine_files(ns)  # again at resume: the roots may have narrowed since the submit
         stored = flags.get(AGENT_FILE)
         content = base64.b64decode(stored) if isinstance(stored, str) else None
         if is_universe_run(ns):

@@ -19,6 +19,7 @@ Invariants:
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -34,6 +35,8 @@ from kestrel.market.session import SessionSpec
 from kestrel.market.terms import DEFAULT_TERMS, Terms
 from kestrel.market.ticks import F64, I64, NS_PER_S, Ticks
 from kestrel.lang.ast import Plan
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 DEFAULT_GUARD_NS = 5 * 60 * NS_PER_S
 
@@ -135,12 +138,19 @@ class FrozenSnapshot:
         return self.data.format_price(price)
 
     def offset_at(self, ts_ns: int) -> int:
-        """The wall-clock offset of the session `ts_ns` falls in (the latest opened at or
-        before it; the first session's before any open; 0 without sessions)."""
+        """The wall-clock offset at `ts_ns`: inside a session's hours that session's; between
+        sessions (pre- and post-market, nights, weekends) its zone's (the latest opened
+        session's, else the first's) at that instant, so a print on the morning after a clock
+        change reads on the new clock; 0 without sessions."""
         offs = self.data.session_offset_ns
         if len(offs) == 0:
             return 0
-        return int(offs[max(self.data.session_index_at(ts_ns), 0)])
+        i = max(self.data.session_index_at(ts_ns), 0)
+        if int(self.data.session_open_ns[i]) <= ts_ns < int(self.data.session_close_ns[i]):
+            return int(offs[i])
+        at = _EPOCH + dt.timedelta(microseconds=ts_ns // 1000)
+        off = at.astimezone(self.data.sessions[i].zone).utcoffset()
+        return int(offs[i]) if off is None else int(off.total_seconds()) * NS_PER_S
 
     def offsets_at(self, ts: I64) -> I64:
         """`offset_at` for an array of instants (vectorized)."""

@@ -332,7 +332,7 @@ def render_panes(resolved: ResolvedView, texts: list[str], catalog: PaneCatalog 
         kept = _fit(lines, room - used - sep, header_lines)
         if kept:
             out.append("\n".join(kept))
-            newest = header_lines is not None and len(kept) < len(lines)
+            newest = header_lines is not None and header_lines < len(kept) < len(lines)
             marker = _marker(budget, names[i], len(kept), len(lines), names[i + 1 :], newest)
         else:
             marker = _marker(budget, None, 0, 0, names[i:], False)
