@@ -285,3 +285,9 @@ def test_times_between_sessions_read_on_the_clock_of_their_instant() -> None:
     assert (snap.clock(pre), snap.clock(post), snap.clock(snap.cutoff_ns)) == ("08:47:00", "17:00:00", "09:25:00")
     assert snap.stamp(pre) == "03-11 08:47:00" and snap.stamp(post) == "03-08 17:00:00"
     assert snap.clock(fri.open_ns) == "09:30:00" and snap.clock(mon.open_ns) == "09:30:00"
+    # the vectorized offsets (bars bucket by them) agree with the zone at every instant
+    every = np.arange(fri.open_ns, mon.open_ns + 3600 * NS_PER_S, 1800 * NS_PER_S, dtype=np.int64)
+    zone = fri.zone
+    want = [int(dt.datetime.fromtimestamp(int(t) // NS_PER_S, tz=zone).utcoffset().total_seconds())  # type: ignore[union-attr]
+            * NS_PER_S for t in every]
+    assert snap.offsets_at(every).tolist() == want

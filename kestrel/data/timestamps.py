@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import numpy as np
 import numpy.typing as npt
 
-from kestrel.market.session import NS_PER_DAY
+from kestrel.market.session import NS_PER_DAY, zone_offset_s
 from kestrel.market.ticks import I64, NS_PER_S
 
 NAT = np.iinfo(np.int64).min
@@ -278,18 +278,12 @@ def _first_bad_number(col: npt.NDArray[np.str_]) -> int:
     return 0
 
 
-def _offset_at(zone: ZoneInfo, utc_s: int) -> int:
-    """The zone's UTC offset in seconds at the instant `utc_s` (seconds since the epoch)."""
-    off = dt.datetime.fromtimestamp(utc_s, tz=zone).utcoffset()
-    return int(off.total_seconds()) if off is not None else 0
-
-
 def _transition(zone: ZoneInfo, lo_s: int, hi_s: int) -> int:
     """The first second in (lo_s, hi_s] at which the offset differs from the offset at lo_s."""
-    before = _offset_at(zone, lo_s)
+    before = zone_offset_s(zone, lo_s)
     while hi_s - lo_s > 1:
         mid = (lo_s + hi_s) // 2
-        if _offset_at(zone, mid) == before:
+        if zone_offset_s(zone, mid) == before:
             lo_s = mid
         else:
             hi_s = mid
@@ -337,7 +331,7 @@ def localize(local_ns: I64, tz: str) -> I64:
     switches: list[tuple[int, int, int, int]] = []  # (day index, switch second, old, new)
     for j, day in enumerate(uniq.tolist()):
         lo_s, hi_s = day * 86_400 - reach, (day + 1) * 86_400 + reach
-        old, new = _offset_at(zone, lo_s), _offset_at(zone, hi_s)
+        old, new = zone_offset_s(zone, lo_s), zone_offset_s(zone, hi_s)
         offs[j] = old
         if old != new:
             switches.append((j, _transition(zone, lo_s, hi_s), old, new))

@@ -19,9 +19,9 @@ Invariants:
 
 from __future__ import annotations
 
-import datetime as dt
 from dataclasses import dataclass
 from typing import TypeVar
+from zoneinfo import ZoneInfo
 
 import numpy as np
 
@@ -31,12 +31,16 @@ from kestrel.market.account import FLAT, AccountState, Notice
 from kestrel.market.data import MarketData
 from kestrel.market.instrument import money_text
 from kestrel.market.news import NO_NEWS, NewsFeed
-from kestrel.market.session import SessionSpec
+from kestrel.market.session import SessionSpec, zone_offset_s
 from kestrel.market.terms import DEFAULT_TERMS, Terms
 from kestrel.market.ticks import F64, I64, NS_PER_S, Ticks
 from kestrel.lang.ast import Plan
 
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def _zone_offset(zone: ZoneInfo, ts_ns: int) -> int:
+    """`zone`'s UTC offset at the instant `ts_ns`, in ns."""
+    return zone_offset_s(zone, ts_ns // NS_PER_S) * NS_PER_S
 
 DEFAULT_GUARD_NS = 5 * 60 * NS_PER_S
 
@@ -138,27 +142,30 @@ class FrozenSnapshot:
         return self.data.format_price(price)
 
     def offset_at(self, ts_ns: int) -> int:
-        """The wall-clock offset at `ts_ns`: inside a session's hours that session's; between
-        sessions (pre- and post-market, nights, weekends) its zone's (the latest opened
-        session's, else the first's) at that instant, so a print on the morning after a clock
-        change reads on the new clock; 0 without sessions."""
-        offs = self.data.session_offset_ns
-        if len(offs) == 0:
-            return 0
-        i = max(self.data.session_index_at(ts_ns), 0)
-        if int(self.data.session_open_ns[i]) <= ts_ns < int(self.data.session_close_ns[i]):
-            return int(offs[i])
-        at = _EPOCH + dt.timedelta(microseconds=ts_ns // 1000)
-        off = at.astimezone(self.data.sessions[i].zone).utcoffset()
-        return int(offs[i]) if off is None else int(off.total_seconds()) * NS_PER_S
+        """`offsets_at` of one instant."""
+        return int(self.offsets_at(np.array([ts_ns], dtype=np.int64))[0])
 
     def offsets_at(self, ts: I64) -> I64:
-        """`offset_at` for an array of instants (vectorized)."""
+        """The wall-clock offset at each instant of `ts` (sorted): inside a session's hours that
+        session's; between sessions (pre- and post-market, nights, weekends) its zone's at that
+        instant, so a print on the morning after a clock change reads on the new clock; 0
+        without sessions. The zone is asked only about gaps whose two ends it puts on different
+        offsets (a clock change inside: twice a year), so the cost stays a few lookups a gap."""
         offs = self.data.session_offset_ns
         if len(offs) == 0:
             return np.zeros_like(ts)
-        idx = np.searchsorted(self.data.session_open_ns, ts, side="right") - 1
-        out: I64 = offs[np.maximum(idx, 0)]
+        opens, closes = self.data.session_open_ns, self.data.session_close_ns
+        idx = np.maximum(np.searchsorted(opens, ts, side="right") - 1, 0)
+        out: I64 = offs[idx]
+        outside = np.flatnonzero((ts < opens[idx]) | (ts >= closes[idx]))
+        if outside.size == 0:
+            return out
+        starts = np.flatnonzero(np.diff(idx[outside], prepend=-1))  # one run per gap (ts is sorted)
+        for run in np.split(outside, starts[1:]):
+            zone = self.data.sessions[int(idx[run[0]])].zone
+            ends = {_zone_offset(zone, int(ts[run[0]])), _zone_offset(zone, int(ts[run[-1]]))}
+            if ends != {int(out[run[0]])}:
+                out[run] = [_zone_offset(zone, int(t)) for t in ts[run]]
         return out
 
     def clock(self, ts_ns: int) -> str:

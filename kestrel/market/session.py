@@ -21,6 +21,12 @@ from kestrel.market.ticks import NS_PER_S as NS_PER_S  # re-exported: session cl
 NS_PER_DAY = 86_400 * NS_PER_S
 
 
+def zone_offset_s(zone: ZoneInfo, utc_s: int) -> int:
+    """`zone`'s UTC offset in seconds at the instant `utc_s` (seconds since the epoch)."""
+    off = dt.datetime.fromtimestamp(utc_s, tz=zone).utcoffset()
+    return int(off.total_seconds()) if off is not None else 0
+
+
 class SessionSpec(msgspec.Struct, frozen=True):
     """One trading session. `open`/`close` are wall-clock times in `tz`."""
 
