@@ -85,17 +85,20 @@ def print_session_label(snap: FrozenSnapshot, v: WatchValues) -> str | None:
     session's open), the print's wall-clock date (ISO; `d<k>` blind). None without a print."""
     if v.session is None or v.last_ts is None:
         return None
-    if v.session < len(snap.data.sessions) or snap.blind is not None:
-        return snap.blind.session_label(v.session) if snap.blind is not None else snap.session_label_of(v.session)
+    if snap.blind is not None:
+        return snap.blind.session_label(v.session)
+    if v.session < len(snap.data.sessions):
+        return snap.session_label_of(v.session)
     return (dt.date(1970, 1, 1) + dt.timedelta(days=snap.wall_day(v.last_ts))).isoformat()
 
 
-def _hours(snap: FrozenSnapshot, ts_ns: int) -> str:
-    """`pre` or `post` for a print outside the hours of the session it belongs to, else ''."""
-    i = snap.data.session_index_at(ts_ns)
-    if i >= 0 and ts_ns < int(snap.data.session_close_ns[i]):
+def _hours(snap: FrozenSnapshot, v: WatchValues) -> str:
+    """`pre` or `post` for a last print outside the hours of the session it belongs to, else ''."""
+    assert v.last_ts is not None and v.session is not None
+    i = snap.data.session_index_at(v.last_ts)
+    if i >= 0 and v.last_ts < int(snap.data.session_close_ns[i]):
         return ""
-    return "post" if i >= 0 and print_session(snap, ts_ns) == i else "pre"
+    return "post" if v.session == i else "pre"
 
 
 class WatchValues(msgspec.Struct, frozen=True, kw_only=True):
@@ -190,7 +193,7 @@ def watch_row(snap: FrozenSnapshot, v: WatchValues, pos: str) -> tuple[list[str]
     if not v.has_bar:
         return ([snap.symbol, "n/a", "n/a", "n/a", "n/a", pos],
                 f"no bar; last {snap.day_label(v.last_ts)} {short_price(snap, v.last)}")
-    hours = _hours(snap, v.last_ts)
+    hours = _hours(snap, v)
     return [snap.symbol, short_price(snap, v.last), _num(v.chg1, "+.2f"), _num(v.chg5, "+.2f"),
             _num(v.rvol, ".2f"), pos], f"{hours} {snap.clock(v.last_ts)[:5]}" if hours else ""
 
