@@ -131,6 +131,19 @@ def test_a_universe_run_with_news_equals_simulate(daemon: DaemonProcess, tmp_pat
     assert "ledger identical" in capsys.readouterr().err
 
 
+def _kill_mid_run(d: DaemonProcess, flags: list[str], cwd: Path, turns: int) -> tuple[str, dict[str, object]]:
+    """Submit `flags`, SIGKILL the daemon once the run has committed `turns` turns; (the run,
+    its `show` just before the kill)."""
+    with d.client() as c:
+        run = c.call("submit", SubmitParams(flags, str(cwd)))["run"]
+        deadline = time.monotonic() + 60
+        while c.call("show", RunParams(run))["turns"] < turns and time.monotonic() < deadline:
+            time.sleep(0.01)
+        before = c.call("show", RunParams(run))
+    d.kill9()
+    return run, before
+
+
 def test_a_universe_run_killed_mid_run_resumes_to_the_same_ledger(tmp_path: Path) -> None:
     data = _long(tmp_path / "big.csv", n_sym=6, n_days=130, seed=11)  # long: still running when killed
     symbols = [f"S{i:02d}" for i in range(6)]
@@ -140,13 +153,7 @@ def test_a_universe_run_killed_mid_run_resumes_to_the_same_ledger(tmp_path: Path
     d = DaemonProcess(tmp_path / "home", backend="trio", roots=(tmp_path,))
     d.start()
     try:
-        with d.client() as c:
-            run = c.call("submit", SubmitParams(flags, str(tmp_path)))["run"]
-            deadline = time.monotonic() + 60
-            while c.call("show", RunParams(run))["turns"] < 3 and time.monotonic() < deadline:
-                time.sleep(0.01)
-            before = c.call("show", RunParams(run))
-        d.kill9()
+        run, before = _kill_mid_run(d, flags, tmp_path, 3)
         assert before["state"] == "running", before  # killed mid-run: it had not ended
         d.start()
         with d.client() as c:
@@ -173,13 +180,7 @@ def test_a_run_whose_news_left_the_roots_is_not_resumed(tmp_path: Path) -> None:
     d = DaemonProcess(tmp_path / "home", backend="asyncio", roots=(tmp_path / "data", tmp_path / "news"))
     d.start()
     try:
-        with d.client() as c:
-            run = c.call("submit", SubmitParams(flags, str(tmp_path)))["run"]
-            deadline = time.monotonic() + 60
-            while c.call("show", RunParams(run))["turns"] < 1 and time.monotonic() < deadline:
-                time.sleep(0.01)
-            before = c.call("show", RunParams(run))
-        d.kill9()
+        run, before = _kill_mid_run(d, flags, tmp_path, 1)
         if before["state"] != "running":
             pytest.skip("the run ended before the kill (a very fast machine)")
         d = DaemonProcess(tmp_path / "home", backend="asyncio", roots=(tmp_path / "data",))

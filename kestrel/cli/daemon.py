@@ -118,6 +118,10 @@ def submit_parser() -> argparse.ArgumentParser:
     return parser
 
 
+OTHER_DATA_FILES = ("factors", "instruments", "news")
+"""The flags naming data files besides `--data` (a universe's factor file, symbols table, news)."""
+
+
 def absolutize(ns: argparse.Namespace, cwd: str, roots: Any = None) -> None:
     """Make the paths among `kestrel simulate` flags absolute (relative to `cwd`); `--data`
     and the other files of data (`--factors`, `--instruments`, `--news`) are confined to
@@ -145,7 +149,7 @@ def absolutize(ns: argparse.Namespace, cwd: str, roots: Any = None) -> None:
     path = agent_input(ns.agent)
     if path is not None:
         ns.agent = f"{ns.agent.partition(':')[0]}:{full(path)}"
-    for name in ("factors", "news", "instruments"):  # a universe's other files of data: confined as --data is
+    for name in OTHER_DATA_FILES:  # confined as --data is
         if getattr(ns, name, None):
             setattr(ns, name, confined(f"--{name}", getattr(ns, name)))
     for flag in ("capture", "ledger", "evidence", "modes", "reply_cache"):
@@ -383,7 +387,7 @@ class SimulatePlanner:
         the roots (`load` confines a single-symbol `--data` itself). Raises ValueError."""
         from kestrel.service.host.roots import DataRefused
 
-        for name in ("factors", "news", "instruments", *(("data",) if is_universe_run(ns) else ())):
+        for name in (*OTHER_DATA_FILES, *(("data",) if is_universe_run(ns) else ())):
             value = getattr(ns, name, None)
             if value and value.strip() not in ("", "sample"):
                 try:

@@ -75,8 +75,9 @@ SUBMIT_WAIT_S = 20.0
 """How long a submit waits for its run's commit before it is refused (a paused store)."""
 
 
-REFUSED_WAIT_S = 10.0
-"""How long start-up waits for the store to mark the runs it cannot resume as failed."""
+START_MARKS_WAIT_S = 10.0
+"""How long start-up waits for its marks to commit (each resumed run counted, each run that
+cannot be resumed failed) before the daemon serves without them."""
 
 
 class Refusal(ValueError):
@@ -224,7 +225,7 @@ class Runs:
         """Start every run the store holds as running again (see the module docstring); a run
         that cannot be resumed is marked failed with its reason, and each resumed one counted as
         resumed, before this returns (so before the daemon serves), unless the store cannot commit
-        within `REFUSED_WAIT_S`; those marks then land once it can. Returns how many were found."""
+        within `START_MARKS_WAIT_S`; those marks then land once it can. Returns how many were found."""
         stored = self.reader.unfinished()
         marked: list[anyio.Event] = []
         counted: list[Batch] = []
@@ -242,7 +243,7 @@ class Runs:
                 done = anyio.Event()
                 marked.append(done)
                 self.tg.start_soon(self._mark_failed, s.run, f"cannot resume: {why}", done)
-        with anyio.move_on_after(REFUSED_WAIT_S):
+        with anyio.move_on_after(START_MARKS_WAIT_S):
             for done in marked:
                 await done.wait()
             for batch in counted:
