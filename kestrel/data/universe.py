@@ -189,20 +189,34 @@ class TradesAndQuotes:
                          f"{symbols_text(sorted(quoted)) or 'none'})")
 
 
+def _file_roles(f: Path, columns: ColumnMap | None, delimiter: str) -> Roles:
+    """The column roles of file `f`, from its header (`DataError` for a headerless file or
+    columns that cannot be told)."""
+    header = file_header(f, delimiter)
+    if header is None:
+        raise DataError(f, "a headerless file: a universe's files need a header naming their columns")
+    try:
+        return infer_roles(header, columns)
+    except ColumnError as e:
+        raise DataError(f, str(e)) from None
+
+
+def _layout_key(roles: Roles) -> tuple[str, frozenset[str]]:
+    """What files of one layout share: their kind and column roles (the time column aside)."""
+    return roles.kind, frozenset(roles.columns) - {"ts"}
+
+
 def split_trades_quotes(files: list[Path], delimiter: str = ",") -> TradesAndQuotes | None:
     """The trade and quote files when the inferred layouts of `files` are exactly one of trade
     data and one of quotes; None otherwise (one layout, a file whose columns cannot be inferred,
     or more layouts: the load then says what is wrong with them)."""
     layouts: dict[tuple[str, frozenset[str]], tuple[Roles, list[Path]]] = {}
     for f in files:
-        header = file_header(f, delimiter)
-        if header is None:
-            return None
         try:
-            roles = infer_roles(header, None)
-        except ColumnError:
+            roles = _file_roles(f, None, delimiter)
+        except DataError:
             return None
-        layouts.setdefault((roles.kind, frozenset(roles.columns) - {"ts"}), (roles, []))[1].append(f)
+        layouts.setdefault(_layout_key(roles), (roles, []))[1].append(f)
     if len(layouts) != 2:
         return None
     (ra, fa), (rb, fb) = sorted(layouts.values(), key=lambda v: v[0].kind in _QUOTE_KINDS)
@@ -251,16 +265,10 @@ def _read(files: list[Path], columns: ColumnMap | None, options: dict[str, objec
     tables: dict[str, tuple[Path, Table]] = {}
     delimiter = str(options.get("delimiter", ","))
     for f in files:
-        header = file_header(f, delimiter)
-        if header is None:
-            raise DataError(f, "a headerless file: a universe's files need a header naming their columns")
-        try:
-            roles = infer_roles(header, columns)
-        except ColumnError as e:
-            raise DataError(f, str(e)) from None
+        roles = _file_roles(f, columns, delimiter)
         if first is None:
             first = (f, roles)
-        elif (roles.kind, set(roles.columns) - {"ts"}) != (first[1].kind, set(first[1].columns) - {"ts"}):
+        elif _layout_key(roles) != _layout_key(first[1]):
             raise DataError(f, f"mixed files: this one has {_layout(roles)}, {first[0].name} has "
                             f"{_layout(first[1])}; the files of one universe share one layout")
         fspec = column_spec(roles, symbol=plausible_symbol(f), **options)
